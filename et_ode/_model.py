@@ -1,0 +1,202 @@
+"""The Energy Transformer: one energy, its native and projected flows, its residual."""
+
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from ._attention import EnergyAttention
+from ._conditions import Conditions
+from ._hopfield import HopfieldActivation, HopfieldNetwork
+from ._layernorm import EnergyLayerNorm
+
+Flow = Literal["native", "projected"]
+FLOWS = ("native", "projected")
+
+
+def _conditions(args) -> Conditions:
+    if args is None:
+        return Conditions()
+    if not isinstance(args, Conditions):
+        raise TypeError(
+            f"args must be an et_ode.Conditions or None, got {type(args).__name__}."
+        )
+    return args
+
+
+class EnergyTransformer(eqx.Module):
+    """The Energy Transformer block as an energy-based dynamical system.
+
+    Tokens `x: [N, D]` evolve by `tau dx/dt = -dE/dg` with `g = LayerNorm(x)` and
+    `E = E_ATT(g) + E_HN(g) [+ E_ext(g)]`. `energy` is the single source of truth:
+    every vector field is `jax.grad` of it.
+
+    **Arguments:**
+
+    - `dim`, `n_heads`, `head_dim`, `n_memories`: `D`, `H`, `Y`, `K`.
+    - `key`: PRNG key.
+    - `beta`: attention inverse temperature (default `1/sqrt(Y)`).
+    - `self_attention`: let a token attend to itself.
+    - `hopfield`: Hopfield activation, `"relu"` (paper), `"softmax"` or `"power"`.
+    - `tau`: time constant (> 0).
+    - `gamma`, `eps`: LayerNorm scale (> 0) and regulariser.
+    - `init_std`: std of the normal initialisation of `Wq`, `Wk`, `xi`.
+    - `dtype`: parameter dtype (default: JAX's default float).
+
+    Satisfies the `solvers.EnergySystem` and `solvers.ManifoldEnergySystem` protocols.
+    """
+
+    norm: EnergyLayerNorm
+    attention: EnergyAttention
+    hopfield: HopfieldNetwork
+    tau: float = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dim: int,
+        n_heads: int,
+        head_dim: int,
+        n_memories: int,
+        *,
+        key: PRNGKeyArray,
+        beta: float | None = None,
+        self_attention: bool = False,
+        hopfield: HopfieldActivation = "relu",
+        tau: float = 1.0,
+        gamma: float = 1.0,
+        eps: float = 1e-5,
+        init_std: float = 0.02,
+        hopfield_options: dict | None = None,
+        dtype=None,
+    ):
+        for name, value in dict(
+            dim=dim, n_heads=n_heads, head_dim=head_dim, n_memories=n_memories
+        ).items():
+            if int(value) != value or value < 1:
+                raise ValueError(f"{name} must be a positive integer (got {value}).")
+        if not tau > 0:
+            raise ValueError(f"tau must be positive (got {tau}).")
+        k_att, k_hop = jax.random.split(key)
+        self.norm = EnergyLayerNorm(dim, gamma=gamma, eps=eps, dtype=dtype)
+        self.attention = EnergyAttention(
+            dim, n_heads, head_dim, key=k_att, beta=beta,
+            self_attention=self_attention, init_std=init_std, dtype=dtype,
+        )
+        self.hopfield = HopfieldNetwork(
+            dim, n_memories, key=k_hop, activation=hopfield, init_std=init_std,
+            dtype=dtype, **(hopfield_options or {}),
+        )
+        self.tau = float(tau)
+
+    @property
+    def dim(self) -> int:
+        return self.norm.dim
+
+    # ------------------------------------------------------------------ energy
+    def energy_parts_of_g(self, g: Float[Array, "N D"], args=None) -> dict:
+        """`{"attention", "hopfield", "external"}` energies at normalised tokens `g`."""
+        cond = _conditions(args)
+        parts = {
+            "attention": self.attention(g, cond.key_mask),
+            "hopfield": self.hopfield(g),
+            "external": jnp.zeros((), g.dtype),
+        }
+        if cond.field is not None:
+            parts["external"] = -cond.field_strength * jnp.sum(cond.field * g)
+        return parts
+
+    def energy_of_g(self, g: Float[Array, "N D"], args=None) -> Float[Array, ""]:
+        """`E(g)`, the total energy as a function of the normalised tokens."""
+        return sum(self.energy_parts_of_g(g, args).values())
+
+    def energy(self, x: Float[Array, "N D"], args=None) -> Float[Array, ""]:
+        """`E(LayerNorm(x))`, a scalar."""
+        return self.energy_of_g(self.norm(x), args)
+
+    def energy_parts(self, x: Float[Array, "N D"], args=None) -> dict:
+        """The energy's attention, Hopfield and external-field terms at state `x`."""
+        return self.energy_parts_of_g(self.norm(x), args)
+
+    def energy_gradient(self, x: Float[Array, "N D"], args=None) -> Float[Array, "N D"]:
+        """`dE/dg` at `g = LayerNorm(x)`, by autodiff of `energy_of_g`."""
+        return jax.grad(self.energy_of_g)(self.norm(x), args)
+
+    def update_parts(self, x: Float[Array, "N D"], args=None) -> dict:
+        """`-dE/dg` split into its attention, Hopfield and external-field parts."""
+        g = self.norm(x)
+        return {
+            name: -jax.grad(lambda g_, n=name: self.energy_parts_of_g(g_, args)[n])(g)
+            for name in ("attention", "hopfield", "external")
+        }
+
+    # ------------------------------------------------------------------- flows
+    def _free(self, args, w: Float[Array, "N D"]) -> Float[Array, "N D"]:
+        clamped = _conditions(args).clamped
+        return w if clamped is None else jnp.where(clamped[:, None], 0.0, w)
+
+    def tangent_projection(
+        self, x: Float[Array, "N D"], w: Float[Array, "N D"], args=None
+    ) -> Float[Array, "N D"]:
+        """`P_T(g) w` on free tokens, zero on clamped ones."""
+        return self._free(args, self.norm.tangent_projection(x, w))
+
+    def residual(self, x: Float[Array, "N D"], args=None) -> Float[Array, "N D"]:
+        """`G = P_T(g) dE/dg`: zero exactly at fixed points (critical points of E on
+        the LayerNorm manifold). Clamped tokens have `G = 0`."""
+        return self.tangent_projection(x, self.energy_gradient(x, args), args)
+
+    def vector_field(
+        self, t, x: Float[Array, "N D"], args=None, flow: Flow = "native"
+    ) -> Float[Array, "N D"]:
+        """`dx/dt`: `-(1/tau) dE/dg` (native, the paper's) or `-(1/tau) P_T dE/dg`
+        (projected: keeps each token's mean and scale). Clamped tokens do not move."""
+        if flow == "native":
+            return self._free(args, -self.energy_gradient(x, args) / self.tau)
+        if flow == "projected":
+            return -self.residual(x, args) / self.tau
+        raise ValueError(f"Unknown flow {flow!r}; use one of {FLOWS}.")
+
+    def dEdt(self, x: Float[Array, "N D"], args=None, flow: Flow = "native"):
+        """`dE/dt` along the flow from the closed form, not by differentiating E in time:
+        native `-(1/tau) sum_A (dE/dg_A)^T M_A (dE/dg_A)`; projected
+        `-(1/tau) sum_A (gamma/s_A) |G_A|^2`. Clamped tokens contribute nothing."""
+        if flow == "native":
+            grad = self._free(args, self.energy_gradient(x, args))
+            return -jnp.sum(self.norm.jacobian_quadratic_form(x, grad)) / self.tau
+        if flow == "projected":
+            g_res = self.residual(x, args)
+            clock = self.norm.gamma / self.norm.scale(x)
+            return -jnp.sum(clock * jnp.sum(g_res**2, axis=-1)) / self.tau
+        raise ValueError(f"Unknown flow {flow!r}; use one of {FLOWS}.")
+
+    # --------------------------------------------- manifold (implicit gradient)
+    def to_manifold(self, x: Float[Array, "N D"], args=None) -> Float[Array, "N D"]:
+        """Per-token unit vector `v_A` of mean zero along `x_A - mean_A`, so that
+        `g_A = delta + rho_A v_A` with `rho_A = gamma sqrt(D var_A / (var_A + eps))`."""
+        centred = x - jnp.mean(x, axis=-1, keepdims=True)
+        return centred / jnp.linalg.norm(centred, axis=-1, keepdims=True)
+
+    def from_manifold(
+        self, v: Float[Array, "N D"], x_ref: Float[Array, "N D"], args=None
+    ) -> Float[Array, "N D"]:
+        """The state with directions `v` and the invariants of the projected flow
+        (each token's mean and variance, and clamped tokens whole) taken from `x_ref`."""
+        mean = jnp.mean(x_ref, axis=-1, keepdims=True)
+        spread = jnp.sqrt(x_ref.shape[-1] * jnp.var(x_ref, axis=-1, keepdims=True))
+        x = mean + spread * v
+        clamped = _conditions(args).clamped
+        return x if clamped is None else jnp.where(clamped[:, None], x_ref, x)
+
+    # -------------------------------------------------------------- validation
+    def check_inputs(self, x_shape: tuple[int, ...], args, args_batch: tuple = ()):
+        """Raise `ValueError` if a single state of shape `x_shape` or `args` do not fit."""
+        if len(x_shape) != 2 or x_shape[-1] != self.dim:
+            raise ValueError(
+                f"x must have shape [N, {self.dim}] (or [B, N, {self.dim}] batched); "
+                f"a sample has shape {list(x_shape)}."
+            )
+        if x_shape[0] < 1:
+            raise ValueError("x must hold at least one token.")
+        _conditions(args).check(x_shape[0], self.dim, args_batch)

@@ -1,0 +1,21 @@
+"""Integrating and differentiating energy-based dynamical systems with diffrax.
+
+`solve` integrates any `EnergySystem` (energy, vector_field, residual); the implicit
+adjoint and `find_fixed_point` also need a `ManifoldEnergySystem`. This package imports
+no model code.
+"""
+
+from ._errors import SolveError
+from ._fixed_point import FixedPointResult, find_fixed_point
+from ._presets import PRESETS, SOLVER_NAMES, SolverPreset, get_preset
+from ._protocol import EnergySystem, ManifoldEnergySystem
+from ._solution import STOP_REASONS, EnergySolution
+from ._solve import ADJOINTS, BACKSOLVE_STABLE_HORIZON, FLOWS, solve
+from ._stop import FixedPointStop, rms
+
+__all__ = [
+    "ADJOINTS", "BACKSOLVE_STABLE_HORIZON", "EnergySolution", "EnergySystem", "FLOWS",
+    "FixedPointResult", "FixedPointStop", "ManifoldEnergySystem", "PRESETS",
+    "SOLVER_NAMES", "STOP_REASONS", "SolveError", "SolverPreset", "find_fixed_point",
+    "get_preset", "rms", "solve",
+]

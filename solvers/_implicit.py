@@ -1,0 +1,71 @@
+"""The implicit adjoint: gradients at a fixed point of the residual, on the manifold.
+
+At a fixed point the state has coordinates `v*` on the manifold of the projected flow
+(`model.to_manifold`), with `F(v, theta) = G(from_manifold(v, x0))` zero at `v*`. With
+`P` the tangent projection at `v*` and `J = dF/dv`, the operator
+`A = P J P + (I - P)` is non-singular; the implicit function theorem gives, for a loss
+`l(v*)`, the adjoint `A^T lam = P dl/dv`, `lam <- P lam`, and
+`dl/dtheta = -lam^T dF/dtheta`. `theta` is everything `F` depends on: the model's
+parameters, the conditions in `args`, and `x0` (through the invariants it fixes:
+each token's scale, and clamped tokens). The explicit dependence of the state on `x0`
+and on the LayerNorm's parameters through `from_manifold` is differentiated by JAX
+outside this function. `A` is applied by JVPs/VJPs and solved matrix-free with GMRES
+(lineax): the `(N D)^2` Jacobian is never built. diffrax's `ImplicitAdjoint` does not
+apply here: it assumes `dx/dt = 0` at the end, which is false on the native flow and
+on the manifold normal directions.
+"""
+
+import equinox as eqx
+import jax
+import lineax as lx
+
+
+def _residual_on_manifold(v, diff_args):
+    model, args, x0 = diff_args
+    return model.residual(model.from_manifold(v, x0, args), args)
+
+
+@eqx.filter_custom_vjp
+def _fixed_point_coordinates(diff_args, v_star, tol):
+    del diff_args, tol
+    return v_star
+
+
+@_fixed_point_coordinates.def_fwd
+def _fixed_point_fwd(perturbed, diff_args, v_star, tol):
+    del perturbed, tol
+    return v_star, None
+
+
+@_fixed_point_coordinates.def_bwd
+def _fixed_point_bwd(residuals, v_bar, perturbed, diff_args, v_star, tol):
+    del residuals, perturbed
+    model, args, x0 = diff_args
+    x_star = model.from_manifold(v_star, x0, args)
+    project = lambda w: model.tangent_projection(x_star, w, args)  # noqa: E731
+    _, vjp_v = jax.vjp(lambda v: _residual_on_manifold(v, diff_args), v_star)
+
+    def a_transpose(lam):
+        p_lam = project(lam)
+        return project(vjp_v(p_lam)[0]) + lam - p_lam
+
+    operator = lx.FunctionLinearOperator(a_transpose, jax.eval_shape(lambda: v_star))
+    gmres = lx.GMRES(rtol=tol, atol=tol, restart=40, stagnation_iters=40, max_steps=2000)
+    lam = project(lx.linear_solve(operator, project(v_bar), gmres).value)
+    _, vjp_theta = eqx.filter_vjp(lambda d: _residual_on_manifold(v_star, d), diff_args)
+    (grads,) = vjp_theta(-lam)
+    return grads
+
+
+def implicit_fixed_point(model, x0, args, x_star, *, tol, batched, args_batched):
+    """`x_star` (a converged fixed point, computed without gradients) with gradients
+    attached by the implicit function theorem. Shapes as `x0`."""
+
+    def one(x0_, args_, x_star_):
+        v_star = jax.lax.stop_gradient(model.to_manifold(x_star_, args_))
+        v = _fixed_point_coordinates((model, args_, x0_), v_star, tol)
+        return model.from_manifold(v, x0_, args_)
+
+    if batched:
+        one = jax.vmap(one, in_axes=(0, 0 if args_batched else None, 0))
+    return one(x0, args, x_star)

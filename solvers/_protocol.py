@@ -1,0 +1,55 @@
+"""What `solvers` needs of a model: the energy-system protocols.
+
+`solvers` integrates any object with these methods; it never imports a model package.
+`args` is a PyTree of conditions defined by the model and passed through diffrax
+untouched. All methods act on one sample `x: [N, D]`; batches are `jax.vmap`-ed.
+"""
+
+from typing import Any, Protocol, runtime_checkable
+
+from jaxtyping import Array, Float
+
+State = Float[Array, "N D"]
+
+
+@runtime_checkable
+class EnergySystem(Protocol):
+    """The minimal protocol for `solvers.solve`.
+
+    - `energy(x, args) -> scalar`: the energy `E` at state `x`.
+    - `vector_field(t, x, args, flow) -> dx/dt`: `flow` is `"native"` or
+      `"projected"`.
+    - `residual(x, args) -> G`: zero exactly at fixed points; the fixed-point stop tests
+      its RMS, never `|dx/dt|` (which need not vanish at a fixed point).
+
+    Optional: `check_inputs(x_shape, args, args_batch)` raising `ValueError` for a
+    sample shape or conditions the model cannot take.
+    """
+
+    def energy(self, x: State, args: Any) -> Float[Array, ""]: ...
+
+    def vector_field(self, t, x: State, args: Any, flow: str) -> State: ...
+
+    def residual(self, x: State, args: Any) -> State: ...
+
+
+@runtime_checkable
+class ManifoldEnergySystem(EnergySystem, Protocol):
+    """Adds the constraint manifold that the projected flow keeps, needed by the
+    implicit adjoint and the direct fixed-point finder.
+
+    - `to_manifold(x, args) -> v`: coordinates of `x` on the manifold (for the ET, each
+      token's unit direction of mean zero).
+    - `from_manifold(v, x_ref, args) -> x`: the state with coordinates `v` and the
+      invariants of the projected flow (for the ET, each token's mean and variance, and
+      clamped tokens) of `x_ref`. `from_manifold(to_manifold(x), x) == x`.
+    - `tangent_projection(x, w, args) -> P w`: projection onto the tangent space of
+      free coordinates at `x` (zero on clamped coordinates). `residual(x) =
+      P dE/dg` lies in its range and vanishes exactly at fixed points.
+    """
+
+    def to_manifold(self, x: State, args: Any) -> State: ...
+
+    def from_manifold(self, v: State, x_ref: State, args: Any) -> State: ...
+
+    def tangent_projection(self, x: State, w: State, args: Any) -> State: ...

@@ -1,0 +1,54 @@
+"""The result of `solvers.solve`."""
+
+import equinox as eqx
+from jaxtyping import Array, Float
+
+STOP_REASONS = ("t1", "fixed_point", "max_steps", "dt_underflow", "nonfinite", "not_converged")
+FAILURES = {
+    "max_steps": "the maximum number of steps was reached; raise max_steps, loosen the "
+    "tolerances or shorten t1",
+    "dt_underflow": "the step size fell below dtmin (step size underflow): the problem "
+    "is stiff or the tolerances are too tight for the dtype; try kvaerno5, looser "
+    "tolerances or float64",
+    "nonfinite": "the state became non-finite (NaN or inf): the step is too large for "
+    "a constant-step solver, or the model diverges; reduce dt0 or use rtol/atol",
+    "not_converged": "the time cap t1 was reached before RMS G fell below the fixed-point "
+    "tolerance; raise t1 (the native flow slows like 1/t: flow='projected' converges "
+    "exponentially) or loosen the tolerance",
+}
+
+
+class EnergySolution(eqx.Module):
+    """What `solvers.solve` returns. Shapes are for one sample; a batch adds a leading
+    `B` axis to every array.
+
+    - `ts: [T]`, `xs: [T, N, D]`: saved times and states (`save="final"`: only the end;
+      `"steps"`: t0 and every accepted step; an array: those times).
+    - `energy_ts: [S]`, `energies: [S]`: the energy trace (t0 and every accepted step)
+      when `save_energy=True`, stored without states; otherwise `None`.
+    - `x_final: [N, D]`, `t_final: []`: the end state and time (the stop time for a
+      fixed-point stop).
+    - `stats`: a dict: `solver`, `flow`, `adjoint`, tolerances, `dtype`;
+      `num_steps` (attempted), `num_accepted_steps`, `num_rejected_steps`, `nfe`
+      (vector-field evaluations, derived from the tableau: exact for explicit
+      solvers, a lower bound for implicit ones, see `nfe_note`), `residual_evals`
+      (fixed-point checks), `residual_rms` and `residual_rms_initial` (RMS of G),
+      `stop_code` and, outside `jax.jit`, `stop_reason` (one of `STOP_REASONS`).
+
+    Outside `jax.jit` the saved arrays are trimmed to the steps taken (a batch keeps
+    diffrax's `inf` padding for samples that took fewer steps); inside, they keep the
+    padding of length `max_steps`.
+    """
+
+    ts: Float[Array, "*B T"]
+    xs: Float[Array, "*B T N D"]
+    energy_ts: Float[Array, "*B S"] | None
+    energies: Float[Array, "*B S"] | None
+    x_final: Float[Array, "*B N D"]
+    t_final: Float[Array, "*B"]
+    stats: dict
+
+    @property
+    def converged(self):
+        """Whether each sample stopped at a fixed point (fixed-point stop only)."""
+        return self.stats["stop_code"] == STOP_REASONS.index("fixed_point")

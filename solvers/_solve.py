@@ -1,0 +1,431 @@
+"""`solve`: integrate an energy system with diffrax."""
+
+import dataclasses
+import math
+import warnings
+from typing import Any
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._errors import SolveError
+from ._presets import SOLVER_NAMES, get_preset
+from ._solution import FAILURES, STOP_REASONS, EnergySolution
+from ._stop import FixedPointStop, residual_event, rms
+
+FLOWS = ("native", "projected")
+ADJOINTS = ("checkpoint", "backsolve", "implicit")
+# Measured (tests/test_gradients.py): backsolve's error against exact gradients grows
+# like exp(lambda T) on a contracting flow; beyond this many tau it is unreliable.
+BACKSOLVE_STABLE_HORIZON = {"native": 2.0, "projected": 2.0}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Config:
+    """Everything about a solve that changes the compiled program."""
+
+    solver: str
+    flow: str
+    adaptive: bool
+    save: str  # "final" | "steps" | "ts"
+    save_energy: bool
+    adjoint: str
+    max_steps: int
+    fixed_point: bool
+    checkpoints: int | None
+    batched: bool
+    args_batched: bool
+
+
+class _FlowTerm(eqx.Module):
+    """The vector field as a PyTree holding the model, so that adjoints see its
+    parameters. diffrax `args` are `(model_args, fixed_point_threshold)`."""
+
+    model: Any
+    flow: str = eqx.field(static=True)
+
+    def __call__(self, t, y, args):
+        return self.model.vector_field(t, y, args[0], self.flow)
+
+
+def _saveat(cfg: _Config, ts_save, model):
+    # With steps=True diffrax saves the last step in the steps block, not in a t1 slot.
+    main = dict(t1=True)
+    if cfg.save == "steps":
+        main = dict(t0=True, steps=True)
+    elif cfg.save == "ts":
+        main.update(ts=ts_save)
+    if not cfg.save_energy:
+        return diffrax.SaveAt(**main)
+    energy = diffrax.SubSaveAt(
+        t0=True, steps=True, fn=lambda t, y, args: model.energy(y, args[0])
+    )
+    return diffrax.SaveAt(subs=[diffrax.SubSaveAt(**main), energy])
+
+
+def _solve_one(model, x0, args, numbers, ts_save, cfg: _Config):
+    """One sample: diffrax solve plus the numbers the wrapper needs. Traceable."""
+    preset = get_preset(cfg.solver)
+    solver = preset.make()
+    if cfg.adaptive:
+        controller = diffrax.PIDController(
+            rtol=numbers["rtol"], atol=numbers["atol"], dtmin=numbers["dtmin"],
+            force_dtmin=False,
+        )
+    else:
+        controller = diffrax.ConstantStepSize()
+    if cfg.adjoint == "backsolve":
+        adjoint = diffrax.BacksolveAdjoint(solver=solver, stepsize_controller=controller)
+    else:
+        adjoint = diffrax.RecursiveCheckpointAdjoint(checkpoints=cfg.checkpoints)
+
+    g0 = rms(model.residual(x0, args))
+    threshold = jnp.maximum(numbers["fp_atol"], numbers["fp_rtol"] * g0)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(_FlowTerm(model, cfg.flow)),
+        solver,
+        numbers["t0"],
+        numbers["t1"],
+        numbers["dt0"] if "dt0" in numbers else None,
+        x0,
+        args=(args, threshold),
+        saveat=_saveat(cfg, ts_save, model),
+        stepsize_controller=controller,
+        adjoint=adjoint,
+        event=residual_event(model) if cfg.fixed_point else None,
+        max_steps=cfg.max_steps,
+        throw=False,
+    )
+    if cfg.save_energy:
+        (ts, xs), (energy_ts, energies) = (sol.ts[0], sol.ys[0]), (sol.ts[1], sol.ys[1])
+    else:
+        ts, xs, energy_ts, energies = sol.ts, sol.ys, None, None
+    last = sol.stats["num_accepted_steps"] if cfg.save == "steps" else -1
+    x_final, t_final = xs[last], ts[last]
+    if cfg.save == "ts":  # drop the t1 slot that only serves x_final
+        ts, xs = ts[:-1], xs[:-1]
+    g_final = rms(model.residual(jax.lax.stop_gradient(x_final), args))
+    finite = jnp.all(jnp.isfinite(x_final))
+    code = jnp.asarray(STOP_REASONS.index("t1"))
+    if cfg.fixed_point:
+        code = jnp.where(
+            g_final < threshold, STOP_REASONS.index("fixed_point"),
+            STOP_REASONS.index("not_converged"),
+        )
+    code = jnp.where(
+        sol.result == diffrax.RESULTS.max_steps_reached, STOP_REASONS.index("max_steps"), code
+    )
+    code = jnp.where(
+        sol.result == diffrax.RESULTS.dt_min_reached, STOP_REASONS.index("dt_underflow"), code
+    )
+    code = jnp.where(finite, code, STOP_REASONS.index("nonfinite"))
+    return dict(
+        ts=ts, xs=xs, energy_ts=energy_ts, energies=energies,
+        x_final=x_final, t_final=t_final,
+        num_steps=sol.stats["num_steps"],
+        num_accepted_steps=sol.stats["num_accepted_steps"],
+        num_rejected_steps=sol.stats["num_rejected_steps"],
+        residual_rms=g_final, residual_rms_initial=g0, threshold=threshold,
+        stop_code=code,
+    )
+
+
+@eqx.filter_jit
+def _solve_core(model, x0, args, numbers, ts_save, cfg: _Config):
+    fn = lambda x, a: _solve_one(model, x, a, numbers, ts_save, cfg)  # noqa: E731
+    if cfg.batched:
+        fn = jax.vmap(fn, in_axes=(0, 0 if cfg.args_batched else None))
+    return fn(x0, args)
+
+
+def _is_traced(tree) -> bool:
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(tree))
+
+
+def _positive_finite(name, value):
+    if value is None or not (math.isfinite(float(value)) and float(value) > 0):
+        raise ValueError(f"{name} must be a positive finite number (got {value}).")
+
+
+def _validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol,
+              stop, save, save_energy, max_steps, args_batched, traced):
+    for method in ("energy", "vector_field", "residual"):
+        if not callable(getattr(model, method, None)):
+            raise ValueError(
+                f"model has no {method}() method; solvers.solve needs an object "
+                "satisfying solvers.EnergySystem (energy, vector_field, residual)."
+            )
+    if solver not in SOLVER_NAMES:
+        raise ValueError(f"Unknown solver {solver!r}; choose one of {', '.join(SOLVER_NAMES)}.")
+    if flow not in FLOWS:
+        raise ValueError(f"Unknown flow {flow!r}; use 'native' (the paper's) or 'projected'.")
+    if adjoint not in ADJOINTS:
+        raise ValueError(f"Unknown adjoint {adjoint!r}; choose one of {', '.join(ADJOINTS)}.")
+    if x0.ndim not in (2, 3):
+        raise ValueError(
+            f"x0 must have shape [N, D] or [B, N, D]; got shape {tuple(x0.shape)}."
+        )
+    if not jnp.issubdtype(x0.dtype, jnp.floating):
+        raise ValueError(f"x0 must be a floating-point array (got dtype {x0.dtype}).")
+    if not traced and not bool(jnp.all(jnp.isfinite(x0))):
+        raise ValueError("x0 contains NaN or inf values; pass a finite initial state.")
+    if hasattr(model, "check_inputs"):
+        batch = (x0.shape[0],) if (x0.ndim == 3 and args_batched) else ()
+        model.check_inputs(tuple(x0.shape[-2:]), args, batch)
+    if args_batched and x0.ndim != 3:
+        raise ValueError("args_batched=True needs a batched x0 of shape [B, N, D].")
+    tau = getattr(model, "tau", 1.0)
+    if not (isinstance(tau, (int, float)) and tau > 0):
+        raise ValueError(f"model.tau must be positive (got {tau}).")
+    if not math.isfinite(float(t0)):
+        raise ValueError(f"t0 must be finite (got {t0}).")
+    if not (math.isfinite(float(t1)) and float(t1) > float(t0)):
+        raise ValueError(f"t1 must be finite and greater than t0={t0} (got t1={t1}).")
+    preset = get_preset(solver)
+    adaptive = rtol is not None or atol is not None
+    if adaptive:
+        if not preset.adaptive:
+            raise ValueError(
+                f"solver {solver!r} has no error estimate, so rtol/atol (PID step control) "
+                "cannot be used with it: pass only dt0 for constant steps, or choose an "
+                "adaptive solver such as 'tsit5'."
+            )
+        if rtol is None or atol is None:
+            raise ValueError("Adaptive stepping needs both rtol and atol (e.g. rtol=1e-6, atol=1e-8).")
+        if not (float(rtol) >= 0 and float(atol) >= 0 and float(rtol) + float(atol) > 0):
+            raise ValueError(f"rtol and atol must be >= 0 and not both 0 (got {rtol}, {atol}).")
+        if dt0 is not None:
+            _positive_finite("dt0", dt0)
+    else:
+        if dt0 is None:
+            raise ValueError("Constant steps need dt0 > 0; or pass rtol and atol for adaptive steps.")
+        _positive_finite("dt0", dt0)
+    if stop is not None and not isinstance(stop, FixedPointStop):
+        raise ValueError("stop must be None or a solvers.FixedPointStop(atol=..., rtol=...).")
+    if isinstance(save, str):
+        if save not in ("final", "steps"):
+            raise ValueError(f"save must be 'final', 'steps' or an array of times (got {save!r}).")
+    else:
+        ts = np.asarray(save)
+        if ts.ndim != 1 or ts.size == 0:
+            raise ValueError("save as times must be a non-empty 1-D array.")
+        if not (np.all(np.diff(ts) >= 0) and ts[0] >= float(t0) and ts[-1] <= float(t1)):
+            raise ValueError(f"save times must be non-decreasing and within [t0, t1] = [{t0}, {t1}].")
+    if int(max_steps) < 1:
+        raise ValueError(f"max_steps must be a positive integer (got {max_steps}).")
+    if adjoint == "backsolve":
+        wanted = []
+        if stop is not None:
+            wanted.append("a fixed-point stop (an event)")
+        if save_energy:
+            wanted.append("an energy trace (SaveAt(fn=...))")
+        if isinstance(save, str) and save == "steps":
+            wanted.append("save='steps'")
+        if wanted:
+            raise ValueError(
+                "adjoint='backsolve' cannot be combined with " + " or ".join(wanted)
+                + ": diffrax's BacksolveAdjoint refuses them. Use adjoint='checkpoint', or "
+                "save='final' / an array of times with a finite t1."
+            )
+        horizon = (float(t1) - float(t0)) / float(tau)
+        if horizon > BACKSOLVE_STABLE_HORIZON[flow]:
+            warnings.warn(
+                f"adjoint='backsolve' on the {flow} flow over {horizon:g} tau: integrating "
+                "backwards amplifies error like exp(lambda T) on this contracting flow, and "
+                f"beyond {BACKSOLVE_STABLE_HORIZON[flow]:g} tau its gradients were measured to be "
+                "unreliable. Prefer adjoint='checkpoint' (exact) or 'implicit' (at a fixed point).",
+                stacklevel=3,
+            )
+    if adjoint == "implicit":
+        if stop is None or flow != "projected":
+            raise ValueError(
+                "adjoint='implicit' differentiates a fixed point: it needs flow='projected' and "
+                "stop=solvers.FixedPointStop(...). (On the native flow the end state's scale "
+                "depends on the whole path, so no fixed-point gradient exists for x.)"
+            )
+        for method in ("to_manifold", "from_manifold", "tangent_projection"):
+            if not callable(getattr(model, method, None)):
+                raise ValueError(
+                    f"adjoint='implicit' needs model.{method}() (solvers.ManifoldEnergySystem)."
+                )
+    return adaptive
+
+
+def solve(
+    model,
+    x0,
+    *,
+    args=None,
+    t0: float = 0.0,
+    t1: float | None = None,
+    solver: str = "euler",
+    dt0: float | None = 0.1,
+    rtol: float | None = None,
+    atol: float | None = None,
+    flow: str = "native",
+    stop: FixedPointStop | None = None,
+    save="final",
+    save_energy: bool = False,
+    adjoint: str = "checkpoint",
+    checkpoints: int | None = None,
+    max_steps: int = 4096,
+    dtmin: float | None = None,
+    args_batched: bool = False,
+    implicit_tol: float | None = None,
+    throw: bool = True,
+) -> EnergySolution:
+    """Integrate `tau dx/dt = -dE/dg` (or its projection) from `x0`.
+
+    The defaults reproduce the paper: 12 explicit Euler steps of 0.1 to `t1 = 1.2`, native
+    flow, gradients by checkpointed backpropagation through the steps.
+
+    **Arguments:**
+
+    - `model`: a `solvers.EnergySystem` (for instance `et_ode.EnergyTransformer`).
+    - `x0`: initial tokens, `[N, D]` or a batch `[B, N, D]` (solved with `jax.vmap`).
+    - `args`: the model's conditions (for the ET, an `et_ode.Conditions`); shared by the
+      batch unless `args_batched=True` (every array leaf then has a leading `B` axis).
+    - `t0`, `t1`: time span in the model's time units (`tau`). Default `t1`: 1.2, or with a
+      fixed-point `stop`, 1000 (then `t1` is the time cap).
+    - `solver`: one of `euler, heun, midpoint, ralston, bosh3, tsit5, dopri5, dopri8,
+      kvaerno5`.
+    - `dt0`: the constant step when no `rtol`/`atol` is given; with them, the initial
+      step (`None`: chosen automatically).
+    - `rtol`, `atol`: select PID step control (both needed; not with `euler`).
+    - `flow`: `"native"` (the paper's) or `"projected"` (keeps each token's scale).
+    - `stop`: `FixedPointStop(atol, rtol)` to stop where RMS(G) is small.
+    - `save`: `"final"`, `"steps"` (t0 and every step), or an array of times.
+    - `save_energy`: also record `E` at t0 and every step, without storing states.
+    - `adjoint`: `"checkpoint"` (exact gradients of the discrete solve), `"backsolve"`
+      (continuous adjoint; warned beyond its measured stable horizon), `"implicit"`
+      (implicit-function gradient at a fixed point on the manifold: projected flow and a
+      fixed-point stop; only `x_final` carries gradients).
+    - `checkpoints`: for `"checkpoint"`, the number of checkpoints (`None`: diffrax's
+      default; `max_steps` stores every step).
+    - `max_steps`: step cap.
+    - `dtmin`: smallest adaptive step before the solve fails with `"dt_underflow"`
+      (default `1e-12 (t1 - t0)`).
+    - `implicit_tol`: GMRES tolerance for `"implicit"` (default 1e-10 in float64, 1e-5
+      in float32).
+    - `throw`: raise `SolveError` on a failed solve; with `False` inspect
+      `sol.stats["stop_reason"]` instead. Inside `jax.jit` the check is diffrax's own.
+
+    **Returns:** an `EnergySolution`.
+    """
+    x0 = jnp.asarray(x0)
+    traced = _is_traced((model, x0, args))
+    if t1 is None:
+        t1 = 1000.0 if stop is not None else 1.2
+    adaptive = _validate(
+        model, x0, args, solver=solver, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0,
+        rtol=rtol, atol=atol, stop=stop, save=save, save_energy=save_energy,
+        max_steps=max_steps, args_batched=args_batched, traced=traced,
+    )
+    dtype = x0.dtype
+    as_array = lambda v: jnp.asarray(v, dtype)  # noqa: E731  arrays: no recompiles
+    numbers = dict(t0=as_array(t0), t1=as_array(t1))
+    if dt0 is not None:
+        numbers["dt0"] = as_array(dt0)
+    if adaptive:
+        numbers.update(
+            rtol=as_array(rtol), atol=as_array(atol),
+            dtmin=as_array(1e-12 * (t1 - t0) if dtmin is None else dtmin),
+        )
+    numbers["fp_atol"] = as_array(stop.atol if stop else 0.0)
+    numbers["fp_rtol"] = as_array(stop.rtol if stop else 0.0)
+    save_mode = save if isinstance(save, str) else "ts"
+    ts_save = None if isinstance(save, str) else as_array(save)
+    cfg = _Config(
+        solver=solver, flow=flow, adaptive=adaptive, save=save_mode,
+        save_energy=bool(save_energy), adjoint=adjoint, max_steps=int(max_steps),
+        fixed_point=stop is not None, checkpoints=checkpoints,
+        batched=x0.ndim == 3, args_batched=bool(args_batched),
+    )
+    if adjoint == "implicit":
+        from ._implicit import implicit_fixed_point
+
+        out = _solve_core(*jax.lax.stop_gradient((model, x0, args)), numbers, ts_save, cfg)
+        if implicit_tol is None:
+            implicit_tol = 1e-10 if dtype == jnp.float64 else 1e-5
+        out["x_final"] = implicit_fixed_point(
+            model, x0, args, jax.lax.stop_gradient(out["x_final"]),
+            tol=implicit_tol, batched=cfg.batched, args_batched=cfg.args_batched,
+        )
+    else:
+        out = _solve_core(model, x0, args, numbers, ts_save, cfg)
+    return _finish(out, cfg, locals_for_stats=dict(
+        solver=solver, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0, rtol=rtol,
+        atol=atol, stop=stop, dtype=str(dtype), max_steps=max_steps), throw=throw,
+        traced=traced or _is_traced(out["x_final"]))
+
+
+def _finish(out, cfg: _Config, locals_for_stats: dict, throw: bool, traced: bool):
+    preset = get_preset(cfg.solver)
+    stop = locals_for_stats.pop("stop")
+    stats = dict(locals_for_stats)
+    stats["fixed_point_stop"] = None if stop is None else dataclasses.asdict(stop)
+    for key in ("num_steps", "num_accepted_steps", "num_rejected_steps", "residual_rms",
+                "residual_rms_initial", "stop_code"):
+        stats[key] = out[key]
+    stats["fixed_point_threshold"] = out["threshold"] if stop is not None else None
+    stats["nfe"] = preset.nfe(out["num_steps"])
+    stats["nfe_is_estimate"] = preset.implicit
+    stats["nfe_note"] = (
+        "lower bound: one evaluation per stage and step; Newton iterations and Jacobians "
+        "not counted" if preset.implicit else
+        f"exact: {preset.stages} stages per attempted step"
+        + (" (first same as last), plus one at the start" if preset.fsal else "")
+    )
+    stats["residual_evals"] = out["num_steps"] + 1 if stop is not None else 0
+    stats["energy_evals"] = out["num_accepted_steps"] + 1 if cfg.save_energy else 0
+
+    ts, xs = out["ts"], out["xs"]
+    energy_ts, energies = out["energy_ts"], out["energies"]
+    if not traced:
+        codes = np.asarray(out["stop_code"])
+        stats["stop_reason"] = (
+            STOP_REASONS[int(codes)] if codes.ndim == 0
+            else [STOP_REASONS[int(c)] for c in codes]
+        )
+        if cfg.save == "steps":
+            ts, xs = _trim(ts, xs)
+        if cfg.save_energy:
+            energy_ts, energies = _trim(energy_ts, energies)
+        if throw:
+            failed = [STOP_REASONS[c] for c in np.unique(codes) if STOP_REASONS[c] in FAILURES]
+            if failed:
+                reason = failed[0]
+                n_bad = int(np.sum(codes == STOP_REASONS.index(reason)))
+                where = f" ({n_bad} of {codes.size} samples)" if codes.ndim else ""
+                summary = _summary(stats)
+                raise SolveError(
+                    reason, f"Solve failed{where}: {FAILURES[reason]}. Statistics: {summary}",
+                    stats,
+                )
+    return EnergySolution(
+        ts=ts, xs=xs, energy_ts=energy_ts, energies=energies,
+        x_final=out["x_final"], t_final=out["t_final"], stats=stats,
+    )
+
+
+def _trim(ts, values):
+    """Drop the trailing `inf` padding shared by every sample of a batch."""
+    finite = np.isfinite(np.asarray(ts))
+    count = int(finite.reshape(-1, finite.shape[-1]).sum(axis=-1).max())
+    return ts[..., :count], values[..., :count] if values.ndim == ts.ndim else values[..., :count, :, :]
+
+
+def _summary(stats: dict) -> str:
+    keys = ("solver", "flow", "t1", "dt0", "rtol", "atol", "max_steps", "num_steps",
+            "num_accepted_steps", "num_rejected_steps", "nfe", "residual_rms")
+    parts = []
+    for key in keys:
+        value = stats.get(key)
+        if isinstance(value, jax.Array):
+            value = np.asarray(value)
+            value = value.item() if value.ndim == 0 else f"max {value.max():.4g}"
+        parts.append(f"{key}={value}")
+    return ", ".join(parts)
