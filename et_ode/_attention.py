@@ -55,7 +55,7 @@ class EnergyAttention(eqx.Module):
         init_std: float = 0.02,
         dtype=None,
     ):
-        dtype = dtype or jnp.zeros(()).dtype
+        dtype = dtype or jnp.float32
         kq, kk = jax.random.split(key)
         shape = (n_heads, head_dim, dim)
         self.Wq = init_std * jax.random.normal(kq, shape, dtype)

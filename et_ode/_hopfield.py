@@ -51,7 +51,7 @@ class HopfieldNetwork(eqx.Module):
             )
         if activation == "power" and (int(power) != power or power < 2):
             raise ValueError(f"power must be an integer >= 2 (got {power}).")
-        dtype = dtype or jnp.zeros(()).dtype
+        dtype = dtype or jnp.float32
         self.xi = init_std * jax.random.normal(key, (n_memories, dim), dtype)
         self.activation = activation
         self.softmax_beta = float(softmax_beta)

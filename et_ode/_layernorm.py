@@ -29,7 +29,7 @@ class EnergyLayerNorm(eqx.Module):
             raise ValueError(f"EnergyLayerNorm needs dim >= 2 (got {dim}).")
         if not gamma > 0:
             raise ValueError(f"gamma must be positive (got {gamma}).")
-        dtype = dtype or jnp.zeros(()).dtype
+        dtype = dtype or jnp.float32
         self.log_gamma = jnp.log(jnp.asarray(gamma, dtype))
         self.delta = jnp.zeros((dim,), dtype)
         self.eps = float(eps)

@@ -43,7 +43,7 @@ class EnergyTransformer(eqx.Module):
     - `tau`: time constant (> 0).
     - `gamma`, `eps`: LayerNorm scale (> 0) and regulariser.
     - `init_std`: std of the normal initialisation of `Wq`, `Wk`, `xi`.
-    - `dtype`: parameter dtype (default: JAX's default float).
+    - `dtype`: parameter dtype (default float32; pass `jnp.float64` with x64 enabled).
 
     Satisfies the `solvers.EnergySystem` and `solvers.ManifoldEnergySystem` protocols.
     """
