@@ -1,0 +1,115 @@
+"""Bad input gets a ValueError that names the problem and the fix; a failed solve says
+why, with its statistics."""
+
+import jax.numpy as jnp
+import pytest
+from conftest import DIM, N_TOKENS, make_model, make_state
+
+import et_ode
+import solvers
+
+
+@pytest.mark.parametrize(
+    "kwargs, x_shape, message",
+    [
+        ({}, (N_TOKENS, DIM + 1), r"x must have shape \[N, 16\]"),
+        ({}, (DIM,), r"x0 must have shape \[N, D\] or \[B, N, D\]"),
+        ({}, (2, 2, N_TOKENS, DIM), r"x0 must have shape"),
+        ({"dt0": 0.0}, None, "dt0 must be a positive finite number"),
+        ({"dt0": -0.1}, None, "dt0 must be a positive finite number"),
+        ({"dt0": None}, None, "Constant steps need dt0 > 0"),
+        ({"t1": -1.0}, None, "t1 must be finite and greater than t0"),
+        ({"t1": float("inf")}, None, "t1 must be finite"),
+        ({"solver": "rk4"}, None, "Unknown solver 'rk4'; choose one of euler, heun"),
+        ({"flow": "riemannian"}, None, "Unknown flow 'riemannian'; use 'native'"),
+        ({"adjoint": "adjoint"}, None, "Unknown adjoint 'adjoint'; choose one of checkpoint"),
+        ({"rtol": 1e-6, "atol": 1e-8}, None, "solver 'euler' has no error estimate"),
+        ({"solver": "tsit5", "rtol": 1e-6}, None, "needs both rtol and atol"),
+        ({"save": "everything"}, None, "save must be 'final', 'steps' or an array"),
+        ({"save": jnp.array([0.5, 2.0])}, None, r"within \[t0, t1\]"),
+        ({"adjoint": "backsolve", "save_energy": True}, None, "backsolve' cannot be combined"),
+        ({"adjoint": "backsolve", "save": "steps"}, None, "backsolve' cannot be combined"),
+        ({"adjoint": "backsolve", "stop": solvers.FixedPointStop()}, None,
+         "backsolve' cannot be combined with a fixed-point stop"),
+        ({"adjoint": "implicit"}, None, "adjoint='implicit' differentiates a fixed point"),
+        ({"stop": 1e-6}, None, "stop must be None or a solvers.FixedPointStop"),
+        ({"max_steps": 0}, None, "max_steps must be a positive integer"),
+    ],
+)
+def test_bad_solve_arguments(model, x0, kwargs, x_shape, message):
+    x = x0 if x_shape is None else jnp.ones(x_shape)
+    with pytest.raises(ValueError, match=message):
+        solvers.solve(model, x, **kwargs)
+
+
+def test_non_finite_initial_state(model, x0):
+    with pytest.raises(ValueError, match="x0 contains NaN or inf"):
+        solvers.solve(model, x0.at[0, 0].set(jnp.nan))
+
+
+def test_integer_state_refused(model):
+    with pytest.raises(ValueError, match="floating-point"):
+        solvers.solve(model, jnp.ones((N_TOKENS, DIM), jnp.int32))
+
+
+def test_bad_conditions(model, x0):
+    with pytest.raises(ValueError, match=r"Conditions.clamped has shape \(5,\), expected \(6,\)"):
+        solvers.solve(model, x0, args=et_ode.Conditions(clamped=jnp.ones(5, bool)))
+    with pytest.raises(ValueError, match="Conditions.key_mask must be a boolean"):
+        solvers.solve(model, x0, args=et_ode.Conditions(key_mask=jnp.ones((6, 6))))
+    with pytest.raises(ValueError, match="Conditions.field contains NaN"):
+        solvers.solve(model, x0, args=et_ode.Conditions(field=jnp.full((6, DIM), jnp.nan)))
+    with pytest.raises(ValueError, match="args_batched=True needs a batched x0"):
+        solvers.solve(model, x0, args_batched=True)
+    with pytest.raises(TypeError, match="args must be an et_ode.Conditions"):
+        model.energy(x0, {"mask": 1})
+
+
+def test_not_an_energy_system(x0):
+    with pytest.raises(ValueError, match="satisfying solvers.EnergySystem"):
+        solvers.solve(object(), x0)
+
+
+def test_bad_fixed_point_stop():
+    with pytest.raises(ValueError, match="not both zero"):
+        solvers.FixedPointStop(atol=0.0, rtol=0.0)
+
+
+def test_max_steps_reported(model, x0):
+    with pytest.raises(solvers.SolveError, match="maximum number of steps") as info:
+        solvers.solve(model, x0, solver="tsit5", rtol=1e-8, atol=1e-10, t1=50.0, max_steps=5)
+    err = info.value
+    assert err.reason == "max_steps"
+    assert int(err.stats["num_steps"]) == 5
+    assert "num_steps=5" in str(err) and "solver=tsit5" in str(err)
+    sol = solvers.solve(model, x0, solver="tsit5", rtol=1e-8, atol=1e-10, t1=50.0,
+                        max_steps=5, throw=False)
+    assert sol.stats["stop_reason"] == "max_steps"
+
+
+class _BlowUp:
+    """A non-ET energy system, `dx/dt = x^2`, which reaches infinity at t = 1/x0: the
+    protocol is all that solvers needs."""
+
+    def energy(self, x, args):
+        return -jnp.sum(x**3) / 3
+
+    def vector_field(self, t, x, args, flow):
+        return x**2
+
+    def residual(self, x, args):
+        return x**2
+
+
+def test_non_finite_state_reported():
+    assert isinstance(_BlowUp(), solvers.EnergySystem)
+    with pytest.raises(solvers.SolveError, match="non-finite") as info:
+        solvers.solve(_BlowUp(), jnp.ones((2, 3)), dt0=0.5, t1=100.0)
+    assert info.value.reason == "nonfinite"
+
+
+def test_step_size_underflow_reported(model, x0):
+    with pytest.raises(solvers.SolveError, match="step size underflow") as info:
+        solvers.solve(model, x0, solver="heun", rtol=1e-14, atol=1e-16, t1=5.0,
+                      dtmin=1e-3, max_steps=10000)
+    assert info.value.reason == "dt_underflow"
