@@ -1,6 +1,7 @@
 """The `et-ode` command line."""
 
 import argparse
+import json
 import sys
 
 
@@ -8,6 +9,38 @@ def _demo(options) -> int:
     from ._demo import run_demo
 
     run_demo(n_tokens=options.tokens, dim=options.dim, seed=options.seed)
+    return 0
+
+
+def _train(options) -> int:
+    from ._config import load_config
+    from ._train import train
+
+    config = load_config(options.config)
+    state = train(config, options.out, resume=options.resume, stop_after=options.stop_after)
+    print(f"trained to step {state.step}; checkpoint in {options.out or config.training.out_dir}")
+    return 0
+
+
+def _eval(options) -> int:
+    from ._evaluate import evaluate_baselines, evaluate_model, eval_masks
+    from ._train import config_from_header, load_split
+    from ._checkpoint import read_checkpoint
+    from ._zoo import SHIPPED, shipped_path
+    from . import MaskedImageET
+
+    path = shipped_path(options.checkpoint) if options.checkpoint in SHIPPED else options.checkpoint
+    model = MaskedImageET.load(options.checkpoint)
+    config = config_from_header(read_checkpoint(path)[0], path)
+    images = load_split(config, "test")[: options.images or config.data.eval_images]
+    images = model.normalisation.apply(images)
+    masks = eval_masks(config, len(images))
+    result = {"checkpoint": str(options.checkpoint), "images": len(images),
+              "model_masked_mse": evaluate_model(model, images, masks)}
+    if options.baselines:
+        result.update(evaluate_baselines(images, masks, config.model.image_size,
+                                         config.model.patch, config.model.channels))
+    print(json.dumps(result, indent=2))
     return 0
 
 
@@ -24,6 +57,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--dim", type=int, default=48, help="token dimension D (default 48)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.set_defaults(handler=_demo)
+
+    train = commands.add_parser("train", help="train a masked-image model from a TOML config")
+    train.add_argument("--config", required=True, help="TOML config (see configs/)")
+    train.add_argument("--out", default=None, help="run folder (default: [training] out_dir)")
+    train.add_argument("--resume", action="store_true",
+                       help="continue the run in --out from its checkpoint, bit-identically")
+    train.add_argument("--stop-after", type=int, default=None,
+                       help="end this run after this many steps (resume later)")
+    train.set_defaults(handler=_train)
+
+    evaluate = commands.add_parser(
+        "eval", help="held-out masked-patch MSE of a model, with the two baselines")
+    evaluate.add_argument("--checkpoint", required=True,
+                          help="a shipped model name (paper, ode) or a checkpoint file")
+    evaluate.add_argument("--images", type=int, default=None,
+                          help="number of held-out images (default: the config's eval_images)")
+    evaluate.add_argument("--no-baselines", dest="baselines", action="store_false",
+                          help="skip the mean-fill and interpolation baselines")
+    evaluate.set_defaults(handler=_eval)
     return parser
 
 

@@ -1,0 +1,96 @@
+"""Checkpoints: equinox serialisation (no pickle), written atomically.
+
+Layout: the magic bytes `ETODE-CKPT\\x00\\x01`, an 8-byte little-endian header length, a
+JSON header (format version, config, step, data normalisation, versions, metrics, and
+the byte length and SHA-256 of each blob), then the model blob and, for training
+checkpoints, the optimiser-state blob. Loading rebuilds a skeleton from the config and
+fills it with `eqx.tree_deserialise_leaves`.
+"""
+
+import hashlib
+import io
+import json
+import os
+import struct
+import tempfile
+from pathlib import Path
+
+import equinox as eqx
+
+MAGIC = b"ETODE-CKPT\x00\x01"
+FORMAT_VERSION = 1
+
+
+def _blob(tree) -> bytes:
+    buffer = io.BytesIO()
+    eqx.tree_serialise_leaves(buffer, tree)
+    return buffer.getvalue()
+
+
+def atomic_write_bytes(path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file in the same folder and a rename,
+    so that `path` is either the old file or the complete new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def save_checkpoint(path, header: dict, model, opt_state=None) -> None:
+    """Write a checkpoint: `header` (JSON-serialisable) plus the model and, optionally,
+    the optimiser state."""
+    blobs = [_blob(model)] + ([_blob(opt_state)] if opt_state is not None else [])
+    header = dict(header, format=FORMAT_VERSION, blobs=[
+        {"bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()} for b in blobs
+    ])
+    encoded = json.dumps(header, sort_keys=True).encode()
+    atomic_write_bytes(path, MAGIC + struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs))
+
+
+def read_checkpoint(path) -> tuple[dict, list[bytes]]:
+    """The header and the raw blobs of a checkpoint, checked for integrity."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"checkpoint {path} does not exist.")
+    data = path.read_bytes()
+    if not data.startswith(MAGIC):
+        raise ValueError(f"{path} is not an et-ode checkpoint (wrong magic bytes).")
+    try:
+        (length,) = struct.unpack("<Q", data[len(MAGIC): len(MAGIC) + 8])
+        start = len(MAGIC) + 8
+        header = json.loads(data[start: start + length])
+    except (struct.error, ValueError, UnicodeDecodeError):
+        raise ValueError(f"{path}: corrupt checkpoint header.") from None
+    if header.get("format") != FORMAT_VERSION:
+        raise ValueError(
+            f"{path}: checkpoint format {header.get('format')} is not supported "
+            f"(this et-ode reads format {FORMAT_VERSION})."
+        )
+    blobs, offset = [], start + length
+    for spec in header.get("blobs", []):
+        blob = data[offset: offset + spec["bytes"]]
+        if len(blob) != spec["bytes"] or hashlib.sha256(blob).hexdigest() != spec["sha256"]:
+            raise ValueError(f"{path}: corrupt checkpoint (truncated or altered data).")
+        blobs.append(blob)
+        offset += spec["bytes"]
+    if not blobs:
+        raise ValueError(f"{path}: checkpoint holds no model.")
+    return header, blobs
+
+
+def fill(skeleton, blob: bytes, path="checkpoint"):
+    """Deserialise `blob` into a PyTree shaped like `skeleton`."""
+    try:
+        return eqx.tree_deserialise_leaves(io.BytesIO(blob), skeleton)
+    except Exception as error:  # shape or structure mismatch
+        raise ValueError(
+            f"{path}: the stored arrays do not fit the model its config describes ({error})."
+        ) from None

@@ -1,0 +1,136 @@
+"""Training configuration: TOML files with four sections, every field checked."""
+
+import dataclasses
+import math
+import tomllib
+from pathlib import Path
+
+from ._image_model import Dynamics, ImageModelConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """`source`: `"photos"` (the embedded scikit-image photographs) or `"tfds"`;
+    `tfds_name`, `data_dir`: the TensorFlow Datasets name and prepared-data folder;
+    `mask_ratio`, `mask_fraction`: the paper's masking (0.5 occluded, 0.9 of those MASK);
+    `eval_images`: held-out images used for each evaluation."""
+
+    source: str = "photos"
+    tfds_name: str = "cifar10"
+    data_dir: str | None = None
+    mask_ratio: float = 0.5
+    mask_fraction: float = 0.9
+    eval_images: int = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+    """Optimisation: AdamW with a warmup-cosine schedule and global-norm clipping.
+    `steps` total, `batch_size` images per step, `learning_rate` peak, `warmup_steps`,
+    `weight_decay`, `clip_norm`, `seed` (parameters, data order and masks),
+    `eval_every` and `checkpoint_every` in steps, `out_dir` for checkpoints and metrics."""
+
+    steps: int = 2000
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    warmup_steps: int = 100
+    weight_decay: float = 1e-4
+    clip_norm: float = 1.0
+    seed: int = 0
+    eval_every: int = 250
+    checkpoint_every: int = 250
+    out_dir: str = "runs/train"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    model: ImageModelConfig = ImageModelConfig()
+    dynamics: Dynamics = Dynamics()
+    data: DataConfig = DataConfig()
+    training: TrainingConfig = TrainingConfig()
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict, source: str = "config") -> "TrainConfig":
+        sections = {f.name: f.type for f in dataclasses.fields(cls)}
+        unknown = set(raw) - set(sections)
+        if unknown:
+            raise ValueError(
+                f"{source}: unknown section(s) {sorted(unknown)}; allowed: {sorted(sections)}."
+            )
+        built = {}
+        for name, kind in sections.items():
+            values = raw.get(name, {})
+            if not isinstance(values, dict):
+                raise ValueError(f"{source}: [{name}] must be a table of fields.")
+            fields = {f.name: f for f in dataclasses.fields(kind)}
+            unknown = set(values) - set(fields)
+            if unknown:
+                raise ValueError(
+                    f"{source}: unknown field(s) {sorted(unknown)} in [{name}]; "
+                    f"allowed: {sorted(fields)}."
+                )
+            try:
+                built[name] = kind(**values)
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"{source}: [{name}]: {error}") from None
+        config = cls(**built)
+        config.check(source)
+        return config
+
+    def check(self, source: str = "config") -> None:
+        """Raise `ValueError` naming any out-of-range field."""
+        problems = []
+
+        def need(condition, message):
+            if not condition:
+                problems.append(message)
+
+        m, d, data, t = self.model, self.dynamics, self.data, self.training
+        for name in ("image_size", "patch", "channels", "dim", "n_heads", "head_dim",
+                     "n_memories"):
+            value = getattr(m, name)
+            need(isinstance(value, int) and value >= 1, f"[model] {name} must be a positive integer")
+        need(m.channels in (1, 3), "[model] channels must be 1 or 3")
+        need(m.hopfield in ("relu", "softmax", "power"), "[model] hopfield must be relu, softmax or power")
+        need(_positive(m.tau), "[model] tau must be positive")
+        need(d.flow in ("native", "projected"), "[dynamics] flow must be native or projected")
+        need(d.adjoint in ("checkpoint", "backsolve", "implicit"),
+             "[dynamics] adjoint must be checkpoint, backsolve or implicit")
+        need(_positive(d.t1), "[dynamics] t1 must be positive")
+        need(d.dt0 is None or _positive(d.dt0), "[dynamics] dt0 must be positive")
+        need(d.fixed_point_atol is None or _positive(d.fixed_point_atol),
+             "[dynamics] fixed_point_atol must be positive")
+        need(data.source in ("photos", "tfds"), "[data] source must be photos or tfds")
+        need(0 < data.mask_ratio <= 1, "[data] mask_ratio must be in (0, 1]")
+        need(0 <= data.mask_fraction <= 1, "[data] mask_fraction must be in [0, 1]")
+        need(isinstance(data.eval_images, int) and data.eval_images >= 1,
+             "[data] eval_images must be a positive integer")
+        for name in ("steps", "batch_size", "eval_every", "checkpoint_every"):
+            value = getattr(t, name)
+            need(isinstance(value, int) and value >= 1, f"[training] {name} must be a positive integer")
+        need(isinstance(t.warmup_steps, int) and 0 <= t.warmup_steps < t.steps,
+             "[training] warmup_steps must be an integer in [0, steps)")
+        need(_positive(t.learning_rate), "[training] learning_rate must be positive")
+        need(t.weight_decay >= 0, "[training] weight_decay must be >= 0")
+        need(_positive(t.clip_norm), "[training] clip_norm must be positive")
+        if problems:
+            raise ValueError(f"{source}: " + "; ".join(problems) + ".")
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def load_config(path) -> TrainConfig:
+    """Read and check a TOML training config."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config file {path} does not exist.")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"{path}: not valid TOML: {error}") from None
+    return TrainConfig.from_dict(raw, source=str(path))

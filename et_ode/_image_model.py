@@ -1,0 +1,173 @@
+"""`MaskedImageET`: masked image completion with an Energy Transformer core."""
+
+import dataclasses
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+import solvers
+
+from ._conditions import Conditions
+from ._model import EnergyTransformer
+from ._patches import Masking, patchify, unpatchify
+
+
+@dataclasses.dataclass(frozen=True)
+class Dynamics:
+    """How the core is run: a `solvers.solve` configuration plus the conditions.
+
+    - `solver`, `dt0`, `t1`, `rtol`, `atol`, `flow`, `adjoint`, `max_steps`: as in
+      `solvers.solve`. The paper: euler, dt0 0.1, t1 1.2, native, checkpoint.
+    - `fixed_point_atol`: if set, stop at RMS(G) below it (then `t1` is the cap).
+    - `clamp_visible`: tokens that show image content (not replaced by MASK) do not move.
+    - `external_field`: add `E_ext = -lambda sum_A c_A . g_A` with `c` the encoded
+      tokens (MASK plus position for masked ones), `lambda` learnable.
+    """
+
+    solver: str = "euler"
+    dt0: float | None = 0.1
+    t1: float = 1.2
+    rtol: float | None = None
+    atol: float | None = None
+    flow: str = "native"
+    adjoint: str = "checkpoint"
+    max_steps: int = 4096
+    fixed_point_atol: float | None = None
+    clamp_visible: bool = False
+    external_field: bool = False
+
+    def solve_options(self) -> dict:
+        options = dict(solver=self.solver, dt0=self.dt0, t1=self.t1, rtol=self.rtol,
+                       atol=self.atol, flow=self.flow, adjoint=self.adjoint,
+                       max_steps=self.max_steps)
+        if self.fixed_point_atol is not None:
+            options["stop"] = solvers.FixedPointStop(atol=self.fixed_point_atol)
+        return options
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageModelConfig:
+    """Architecture of a `MaskedImageET`: image side, patch side, channels, and the core
+    (`dim`, `n_heads`, `head_dim`, `n_memories`, `beta`, `self_attention`, `hopfield`,
+    `tau`, `init_std`)."""
+
+    image_size: int = 32
+    patch: int = 4
+    channels: int = 3
+    dim: int = 64
+    n_heads: int = 4
+    head_dim: int = 16
+    n_memories: int = 256
+    beta: float | None = None
+    self_attention: bool = False
+    hopfield: str = "relu"
+    tau: float = 1.0
+    init_std: float = 0.02
+
+    def __post_init__(self):
+        if self.image_size % self.patch:
+            raise ValueError(
+                f"patch size {self.patch} does not divide image size {self.image_size}."
+            )
+
+    @property
+    def n_patches(self) -> int:
+        return (self.image_size // self.patch) ** 2
+
+    @property
+    def patch_dim(self) -> int:
+        return self.patch * self.patch * self.channels
+
+
+class MaskedImageET(eqx.Module):
+    """Encoder (affine, patch -> D) + position embedding + MASK token, an
+    `EnergyTransformer` core run by `solvers.solve`, and a decoder (its own LayerNorm,
+    then affine D -> patch) applied once to the final tokens.
+
+    Images are `[H, W, C]` float arrays in normalised units (see the data
+    normalisation stored with a trained model).
+    """
+
+    encoder: eqx.nn.Linear
+    positions: Float[Array, "N D"]
+    mask_token: Float[Array, " D"]
+    core: EnergyTransformer
+    decoder_norm: eqx.nn.LayerNorm
+    decoder: eqx.nn.Linear
+    field_strength: Float[Array, ""]
+    config: ImageModelConfig = eqx.field(static=True)
+    dynamics: Dynamics = eqx.field(static=True)
+    normalisation: object = eqx.field(static=True)
+
+    def __init__(self, config: ImageModelConfig, dynamics: Dynamics = Dynamics(), *,
+                 key: PRNGKeyArray, normalisation=None):
+        k_enc, k_pos, k_mask, k_core, k_dec = jax.random.split(key, 5)
+        dim, std = config.dim, config.init_std
+        self.encoder = eqx.nn.Linear(config.patch_dim, dim, key=k_enc)
+        self.positions = std * jax.random.normal(k_pos, (config.n_patches, dim))
+        self.mask_token = std * jax.random.normal(k_mask, (dim,))
+        self.core = EnergyTransformer(
+            dim, config.n_heads, config.head_dim, config.n_memories, key=k_core,
+            beta=config.beta, self_attention=config.self_attention,
+            hopfield=config.hopfield, tau=config.tau, init_std=std,
+        )
+        self.decoder_norm = eqx.nn.LayerNorm(dim)
+        self.decoder = eqx.nn.Linear(dim, config.patch_dim, key=k_dec)
+        self.field_strength = jnp.asarray(1.0 if dynamics.external_field else 0.0, jnp.float32)
+        self.config = config
+        self.dynamics = dynamics
+        self.normalisation = normalisation  # ChannelNormalisation of the training data
+
+    @classmethod
+    def load(cls, name_or_path) -> "MaskedImageET":
+        """A trained model: a shipped one by name (`"paper"`, `"ode"`) or a checkpoint
+        file written by `et-ode train`."""
+        from ._zoo import load_model
+
+        return load_model(name_or_path)
+
+    # ------------------------------------------------------------ pieces
+    def patches(self, image: Float[Array, "H W C"]) -> Float[Array, "N P"]:
+        return patchify(image, self.config.patch)
+
+    def image(self, patches: Float[Array, "N P"]) -> Float[Array, "H W C"]:
+        return unpatchify(patches, self.config.image_size, self.config.patch, self.config.channels)
+
+    def encode(self, patches: Float[Array, "N P"], masking: Masking):
+        """Initial tokens `x0: [N, D]` and the `Conditions` of the dynamics."""
+        content = jax.vmap(self.encoder)(patches)
+        tokens = jnp.where(masking.replaced[:, None], self.mask_token, content) + self.positions
+        field = tokens if self.dynamics.external_field else None
+        clamped = ~masking.replaced if self.dynamics.clamp_visible else None
+        return tokens, Conditions(clamped=clamped, field=field,
+                                  field_strength=self.field_strength)
+
+    def decode(self, tokens: Float[Array, "N D"]) -> Float[Array, "N P"]:
+        return jax.vmap(lambda t: self.decoder(self.decoder_norm(t)))(tokens)
+
+    # ------------------------------------------------------------ forward
+    def reconstruct(self, patches, masking: Masking, **overrides):
+        """Run the dynamics on a batch and decode the end state.
+
+        **Arguments:** `patches: [B, N, P]`, `masking` with `[B, N]` fields, and any
+        `solvers.solve` options overriding `self.dynamics` (e.g. `t1=12.0`).
+
+        **Returns:** `(reconstruction [B, N, P], solution)`.
+        """
+        x0, conditions = jax.vmap(self.encode)(patches, masking)
+        options = self.dynamics.solve_options() | overrides
+        sol = solvers.solve(self.core, x0, args=conditions, args_batched=True, **options)
+        return jax.vmap(self.decode)(sol.x_final), sol
+
+    def loss(self, patches, masking: Masking, **overrides) -> Float[Array, ""]:
+        """MSE over all occluded patches of the batch (normalised pixel units)."""
+        reconstruction, _ = self.reconstruct(patches, masking, **overrides)
+        return masked_mse(reconstruction, patches, masking.occluded)
+
+
+def masked_mse(prediction, target, occluded) -> Float[Array, ""]:
+    """Mean squared error over occluded patches: `[B, N, P]` arrays, `[B, N]` mask."""
+    err = jnp.mean((prediction - target) ** 2, axis=-1)
+    return jnp.sum(jnp.where(occluded, err, 0.0)) / jnp.maximum(jnp.sum(occluded), 1)

@@ -1,0 +1,225 @@
+"""Training a `MaskedImageET` through the ODE: AdamW, warmup-cosine, clipping, exact
+resume, held-out evaluation, JSON-lines metrics, atomic checkpoints."""
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm import tqdm
+
+from ._checkpoint import atomic_write_bytes, fill, read_checkpoint, save_checkpoint
+from ._config import TrainConfig
+from ._evaluate import eval_masks, evaluate_model
+from ._image_model import Dynamics, ImageModelConfig, MaskedImageET
+from ._patches import random_masking
+
+CHECKPOINT_NAME = "checkpoint.eqx"
+METRICS_NAME = "metrics.jsonl"
+
+
+def versions() -> dict:
+    import diffrax
+    import optax as _optax
+
+    from . import __version__
+
+    return {"et_ode": __version__, "jax": jax.__version__, "diffrax": diffrax.__version__,
+            "equinox": eqx.__version__, "optax": _optax.__version__}
+
+
+def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
+    t = config.training
+    schedule = optax.warmup_cosine_decay_schedule(
+        init_value=0.0, peak_value=t.learning_rate, warmup_steps=t.warmup_steps,
+        decay_steps=t.steps, end_value=0.01 * t.learning_rate,
+    )
+    return optax.chain(
+        optax.clip_by_global_norm(t.clip_norm),
+        optax.adamw(schedule, weight_decay=t.weight_decay),
+    )
+
+
+def load_split(config: TrainConfig, split: str) -> np.ndarray:
+    """Images `[M, H, W, C]` in [0, 1] for `split` ("train" or "test")."""
+    from . import _data
+
+    size = config.model.image_size
+    if config.data.source == "photos":
+        return _data.photo_crops(split, size=size, seed=config.training.seed)
+    return _data.tfds_images(config.data.tfds_name, split=split,
+                             data_dir=config.data.data_dir, size=size)
+
+
+def new_model(config: TrainConfig, normalisation) -> MaskedImageET:
+    key = jax.random.fold_in(jax.random.key(config.training.seed), 0)
+    return MaskedImageET(config.model, config.dynamics, key=key, normalisation=normalisation)
+
+
+@eqx.filter_jit
+def train_step(model, opt_state, images, step, base_key, optimizer, batch_size,
+               mask_ratio, mask_fraction):
+    """One optimiser step on a batch drawn (with replacement) from `images [M, H, W, C]`
+    (normalised). The batch and its masks depend only on `(base_key, step)`, so a resumed
+    run sees exactly the data an uninterrupted one would."""
+    key_batch, key_mask = jax.random.split(jax.random.fold_in(base_key, step))
+    index = jax.random.randint(key_batch, (batch_size,), 0, images.shape[0])
+    patches = jax.vmap(model.patches)(images[index])
+    masks = jax.vmap(lambda k: random_masking(k, patches.shape[1], mask_ratio, mask_fraction))(
+        jax.random.split(key_mask, batch_size)
+    )
+    loss, grads = eqx.filter_value_and_grad(lambda m: m.loss(patches, masks))(model)
+    updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+    return eqx.apply_updates(model, updates), opt_state, loss
+
+
+@dataclasses.dataclass
+class TrainState:
+    model: MaskedImageET
+    opt_state: object
+    step: int
+
+
+def _header(config: TrainConfig, step: int, normalisation, metrics: dict | None) -> dict:
+    return {
+        "kind": "masked_image_et", "config": config.to_dict(), "step": step,
+        "normalisation": normalisation.to_dict(), "versions": versions(),
+        "metrics": metrics or {},
+    }
+
+
+def config_from_header(header: dict, path) -> TrainConfig:
+    if header.get("kind") != "masked_image_et":
+        raise ValueError(f"{path}: not a MaskedImageET checkpoint (kind {header.get('kind')!r}).")
+    return TrainConfig.from_dict(header["config"], source=str(path))
+
+
+def _restore(path, config: TrainConfig, optimizer) -> tuple[TrainState, object, dict]:
+    from ._data import ChannelNormalisation
+
+    header, blobs = read_checkpoint(path)
+    stored = config_from_header(header, path)
+    if stored != config:
+        raise ValueError(
+            f"{path} was written with a different config; resume with the same config, or "
+            "start a new run in another --out folder."
+        )
+    if len(blobs) < 2:
+        raise ValueError(f"{path} holds a model only (no optimiser state): it cannot be resumed.")
+    normalisation = ChannelNormalisation.from_dict(header["normalisation"])
+    model = fill(new_model(config, normalisation), blobs[0], path)
+    opt_state = fill(optimizer.init(eqx.filter(model, eqx.is_array)), blobs[1], path)
+    return TrainState(model, opt_state, int(header["step"])), normalisation, header
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Keep only metric lines up to `step` (a resumed run rewrites what came after)."""
+    if not path.exists():
+        return
+    kept = [line for line in path.read_text().splitlines()
+            if line.strip() and json.loads(line)["step"] <= step]
+    atomic_write_bytes(path, ("\n".join(kept) + "\n" if kept else "").encode())
+
+
+def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
+          stop_after: int | None = None, progress: bool = True) -> TrainState:
+    """Train (or resume) a `MaskedImageET`; returns the final state.
+
+    Writes `out_dir/checkpoint.eqx` every `checkpoint_every` steps, at the end and when
+    interrupted (Ctrl-C), and appends metrics to `out_dir/metrics.jsonl`. `resume`
+    continues from the checkpoint bit-identically; `stop_after` ends this run after
+    that many steps (for time-limited jobs; resume later).
+    """
+    from ._data import ChannelNormalisation
+
+    out = Path(out_dir or config.training.out_dir)
+    checkpoint, metrics_path = out / CHECKPOINT_NAME, out / METRICS_NAME
+    t = config.training
+    optimizer = make_optimizer(config)
+    train_images = load_split(config, "train")
+    if resume:
+        state, normalisation, _ = _restore(checkpoint, config, optimizer)
+        _truncate_metrics(metrics_path, state.step)
+    else:
+        if checkpoint.exists():
+            raise ValueError(
+                f"{checkpoint} exists: pass --resume to continue it, or choose another --out."
+            )
+        normalisation = ChannelNormalisation.fit(train_images)
+        model = new_model(config, normalisation)
+        state = TrainState(model, optimizer.init(eqx.filter(model, eqx.is_array)), 0)
+    test_images = normalisation.apply(load_split(config, "test")[: config.data.eval_images])
+    images = jnp.asarray(normalisation.apply(train_images))
+    masks = eval_masks(config, len(test_images))
+    base_key = jax.random.fold_in(jax.random.key(t.seed), 1)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def log(record):
+        with metrics_path.open("a") as file:
+            file.write(json.dumps(record) + "\n")
+
+    last_eval = None
+    end = t.steps if stop_after is None else min(t.steps, state.step + stop_after)
+    bar = tqdm(total=t.steps, initial=state.step, disable=not progress, desc="train",
+               unit="step", dynamic_ncols=True)
+    started, first_step = time.perf_counter(), state.step
+    try:
+        while state.step < end:
+            model, opt_state, loss = train_step(
+                state.model, state.opt_state, images, jnp.asarray(state.step), base_key, optimizer,
+                t.batch_size, config.data.mask_ratio, config.data.mask_fraction,
+            )
+            state = TrainState(model, opt_state, state.step + 1)
+            loss = float(loss)
+            if not np.isfinite(loss):
+                raise FloatingPointError(
+                    f"training loss became {loss} at step {state.step}; lower the learning "
+                    "rate or the step size of the dynamics (the last checkpoint is intact)."
+                )
+            record = {"step": state.step, "loss": loss,
+                      "seconds": time.perf_counter() - started}
+            if state.step % t.eval_every == 0 or state.step == t.steps:
+                last_eval = evaluate_model(state.model, test_images, masks, t.batch_size)
+                record["eval_masked_mse"] = last_eval
+            log(record)
+            rate = (state.step - first_step) / (time.perf_counter() - started)
+            bar.set_postfix(loss=f"{loss:.4f}", eval=last_eval, steps_per_s=f"{rate:.2f}")
+            bar.update(1)
+            if state.step % t.checkpoint_every == 0 or state.step == end:
+                save_checkpoint(checkpoint, _header(config, state.step, normalisation,
+                                                    {"eval_masked_mse": last_eval}),
+                                state.model, state.opt_state)
+    except KeyboardInterrupt:
+        save_checkpoint(checkpoint, _header(config, state.step, normalisation,
+                                            {"eval_masked_mse": last_eval}),
+                        state.model, state.opt_state)
+        raise
+    finally:
+        bar.close()
+    return state
+
+
+def export_model(checkpoint, destination) -> None:
+    """Write a model-only copy of a training checkpoint (no optimiser state)."""
+    model = load_model_file(checkpoint)
+    header, _ = read_checkpoint(checkpoint)
+    header = {k: v for k, v in header.items() if k not in ("blobs", "format")}
+    save_checkpoint(destination, header, model)
+
+
+def load_model_file(path) -> MaskedImageET:
+    """A `MaskedImageET` from a checkpoint (training or model-only)."""
+    from ._data import ChannelNormalisation
+
+    header, blobs = read_checkpoint(path)
+    config = config_from_header(header, path)
+    normalisation = ChannelNormalisation.from_dict(header["normalisation"])
+    return fill(new_model(config, normalisation), blobs[0], path)
+
+
+__all__ = ["Dynamics", "ImageModelConfig", "train", "train_step", "make_optimizer"]
