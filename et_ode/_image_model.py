@@ -161,6 +161,23 @@ class MaskedImageET(eqx.Module):
         sol = solvers.solve(self.core, x0, args=conditions, args_batched=True, **options)
         return jax.vmap(self.decode)(sol.x_final), sol
 
+    def complete(self, images, masking: Masking, **overrides):
+        """Masked image completion for users: `images: [B, H, W, C]` in [0, 1] (checked:
+        size, channels, finite values), `masking` with `[B, N]` fields. Returns the
+        completed images `[B, H, W, C]` in [0, 1] units (occluded patches predicted,
+        the rest as given) and the solution of the dynamics."""
+        from ._data import check_images
+
+        check_images(images, size=self.config.image_size, channels=self.config.channels)
+        if self.normalisation is None:
+            raise ValueError("this model has no data normalisation: load a trained model.")
+        normalised = jnp.asarray(self.normalisation.apply(images))
+        patches = jax.vmap(self.patches)(normalised)
+        reconstruction, sol = self.reconstruct(patches, masking, **overrides)
+        merged = jnp.where(masking.occluded[..., None], reconstruction, patches)
+        completed = self.normalisation.invert(jax.vmap(self.image)(merged))
+        return completed, sol
+
     def loss(self, patches, masking: Masking, **overrides) -> Float[Array, ""]:
         """MSE over all occluded patches of the batch (normalised pixel units)."""
         reconstruction, _ = self.reconstruct(patches, masking, **overrides)

@@ -2,6 +2,7 @@
 resume, held-out evaluation, JSON-lines metrics, atomic checkpoints."""
 
 import dataclasses
+import functools
 import json
 import time
 from pathlib import Path
@@ -33,7 +34,10 @@ def versions() -> dict:
             "equinox": eqx.__version__, "optax": _optax.__version__}
 
 
+@functools.lru_cache(maxsize=16)
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
+    """AdamW with warmup-cosine and clipping; cached per config so that runs of one
+    config share one compiled training step."""
     t = config.training
     schedule = optax.warmup_cosine_decay_schedule(
         init_value=0.0, peak_value=t.learning_rate, warmup_steps=t.warmup_steps,

@@ -1,0 +1,196 @@
+"""Masked image completion: patches, masking counts, the loss, training, checkpoints and
+exact resume, and bad input that must leave files alone."""
+
+import dataclasses
+import json
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import et_ode
+from et_ode._checkpoint import read_checkpoint
+from et_ode._train import load_model_file
+
+TINY = et_ode.TrainConfig(
+    model=et_ode.ImageModelConfig(dim=16, n_heads=2, head_dim=8, n_memories=32),
+    dynamics=et_ode.Dynamics(t1=0.3),
+    data=et_ode.DataConfig(eval_images=8),
+    training=et_ode.TrainingConfig(steps=6, batch_size=4, warmup_steps=1, eval_every=3,
+                                   checkpoint_every=3, learning_rate=3e-3),
+)
+
+
+def test_patchify_round_trip_and_order():
+    image = jnp.arange(32 * 32 * 3, dtype=jnp.float32).reshape(32, 32, 3)
+    patches = et_ode.patchify(image, 4)
+    assert patches.shape == (64, 48)
+    np.testing.assert_array_equal(patches[1].reshape(4, 4, 3), image[:4, 4:8])  # row-major
+    np.testing.assert_array_equal(et_ode.unpatchify(patches, 32, 4), image)
+    with pytest.raises(ValueError, match="patch size 5 does not divide the image size 32x32"):
+        et_ode.patchify(image, 5)
+
+
+def test_masking_exact_counts_and_determinism():
+    keys = jax.random.split(jax.random.key(0), 50)
+    masks = jax.jit(jax.vmap(lambda k: et_ode.random_masking(k, 64)))(keys)
+    np.testing.assert_array_equal(masks.occluded.sum(-1), 32)  # round(0.5 * 64)
+    np.testing.assert_array_equal(masks.replaced.sum(-1), 29)  # round(0.9 * 32)
+    assert bool(jnp.all(~masks.replaced | masks.occluded))
+    again = et_ode.random_masking(keys[3], 64)
+    np.testing.assert_array_equal(again.occluded, masks.occluded[3])
+    odd = et_ode.random_masking(keys[0], 10, ratio=0.3, mask_fraction=0.5)
+    assert int(odd.occluded.sum()) == 3 and int(odd.replaced.sum()) == 2
+
+
+def test_masking_favours_no_position():
+    keys = jax.random.split(jax.random.key(1), 4000)
+    masks = jax.jit(jax.vmap(lambda k: et_ode.random_masking(k, 64)))(keys)
+    frequency = np.asarray(masks.occluded.mean(0))
+    # Binomial(4000, 0.5): std 0.0079 per position; 5 sigma over 64 positions.
+    assert np.abs(frequency - 0.5).max() < 0.04
+    replaced = np.asarray(masks.replaced.mean(0))
+    assert np.abs(replaced - 29 / 64).max() < 0.04
+    assert abs(frequency[0] - 0.5) < 0.04  # patch 0 is not special (a public-code bug)
+
+
+def test_masked_mse_by_hand():
+    rng = np.random.default_rng(0)
+    prediction, target = rng.normal(size=(2, 5, 3)), rng.normal(size=(2, 5, 3))
+    occluded = np.array([[1, 0, 1, 0, 0], [0, 0, 0, 1, 1]], bool)
+    expected = np.mean([np.mean((prediction[b, n] - target[b, n]) ** 2)
+                        for b in range(2) for n in range(5) if occluded[b, n]])
+    assert float(et_ode.masked_mse(prediction, target, occluded)) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """An uninterrupted 6-step run of the tiny config."""
+    out = tmp_path_factory.mktemp("full")
+    state = et_ode.train(TINY, out, progress=False)
+    return out, state
+
+
+def test_training_lowers_the_loss(trained):
+    out, state = trained
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]
+    evals = [r["eval_masked_mse"] for r in records if "eval_masked_mse" in r]
+    assert len(evals) == 2
+    # Held-out masked-patch MSE on fixed images and masks: untrained, step 3, step 6.
+    from et_ode._evaluate import eval_masks
+    from et_ode._train import load_split, new_model
+
+    images = state.model.normalisation.apply(load_split(TINY, "test")[:8])
+    untrained = et_ode.evaluate_model(new_model(TINY, state.model.normalisation), images,
+                                      eval_masks(TINY, 8))
+    assert evals[1] < evals[0] < untrained
+
+
+def test_resume_is_bit_identical(trained, tmp_path):
+    _, full = trained
+    et_ode.train(TINY, tmp_path, stop_after=3, progress=False)
+    header, _ = read_checkpoint(tmp_path / "checkpoint.eqx")
+    assert header["step"] == 3
+    # An interrupted run logged steps past its checkpoint; resuming drops and redoes them.
+    with (tmp_path / "metrics.jsonl").open("a") as file:
+        file.write(json.dumps({"step": 4, "loss": 123.0}) + "\n")
+    resumed = et_ode.train(TINY, tmp_path, resume=True, progress=False)
+    assert resumed.step == 6
+    for a, b in zip(jax.tree.leaves(eqx.filter(full.model, eqx.is_array)),
+                    jax.tree.leaves(eqx.filter(resumed.model, eqx.is_array))):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(jax.tree.leaves(full.opt_state), jax.tree.leaves(resumed.opt_state)):
+        np.testing.assert_array_equal(a, b)
+    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5, 6]
+
+
+def test_checkpoint_round_trip_holds_everything(trained):
+    out, state = trained
+    header, blobs = read_checkpoint(out / "checkpoint.eqx")
+    assert header["step"] == 6 and len(blobs) == 2
+    assert header["config"] == TINY.to_dict()
+    assert set(header["versions"]) >= {"et_ode", "jax", "diffrax", "equinox", "optax"}
+    assert set(header["normalisation"]) == {"mean", "std"}
+    model = et_ode.MaskedImageET.load(out / "checkpoint.eqx")
+    for a, b in zip(jax.tree.leaves(eqx.filter(model, eqx.is_array)),
+                    jax.tree.leaves(eqx.filter(state.model, eqx.is_array))):
+        np.testing.assert_array_equal(a, b)
+    assert model.normalisation == state.model.normalisation
+    assert model.dynamics == TINY.dynamics
+
+
+def test_complete_images_and_bad_images(trained):
+    _, state = trained
+    model = state.model
+    images = et_ode.photo_crops("test", seed=0)[:2]
+    masks = jax.vmap(lambda k: et_ode.random_masking(k, 64))(jax.random.split(jax.random.key(2), 2))
+    completed, _ = model.complete(images, masks)
+    assert completed.shape == images.shape
+    shown = np.asarray(~masks.occluded)
+    patches_in = np.asarray(jax.vmap(lambda im: et_ode.patchify(im, 4))(jnp.asarray(images)))
+    patches_out = np.asarray(jax.vmap(lambda im: et_ode.patchify(im, 4))(completed))
+    np.testing.assert_allclose(patches_out[shown], patches_in[shown], atol=1e-5)
+    with pytest.raises(ValueError, match="32"):
+        model.complete(np.zeros((1, 28, 28, 3), np.float32), masks)
+    with pytest.raises(ValueError, match="channel"):
+        model.complete(np.zeros((1, 32, 32, 4), np.float32), masks)
+    with pytest.raises(ValueError, match="NaN|finite"):
+        model.complete(np.full((1, 32, 32, 3), np.nan, np.float32), masks)
+
+
+def test_corrupt_and_foreign_checkpoints(trained, tmp_path):
+    out, _ = trained
+    data = (out / "checkpoint.eqx").read_bytes()
+    truncated = tmp_path / "truncated.eqx"
+    truncated.write_bytes(data[:-100])
+    with pytest.raises(ValueError, match="corrupt checkpoint"):
+        et_ode.MaskedImageET.load(truncated)
+    flipped = bytearray(data)
+    flipped[-10] ^= 0xFF
+    (tmp_path / "flipped.eqx").write_bytes(bytes(flipped))
+    with pytest.raises(ValueError, match="corrupt checkpoint"):
+        load_model_file(tmp_path / "flipped.eqx")
+    (tmp_path / "foreign.eqx").write_bytes(b"\x80\x04pickle or anything else")
+    with pytest.raises(ValueError, match="not an et-ode checkpoint"):
+        et_ode.MaskedImageET.load(tmp_path / "foreign.eqx")
+    with pytest.raises(ValueError, match="no shipped model or file named 'nonsense'"):
+        et_ode.MaskedImageET.load("nonsense")
+
+
+def test_nothing_overwritten(trained, tmp_path):
+    out, _ = trained
+    checkpoint = out / "checkpoint.eqx"
+    before = checkpoint.read_bytes()
+    with pytest.raises(ValueError, match="exists: pass --resume"):
+        et_ode.train(TINY, out, progress=False)
+    other = dataclasses.replace(TINY, training=dataclasses.replace(TINY.training, seed=5))
+    with pytest.raises(ValueError, match="different config"):
+        et_ode.train(other, out, resume=True, progress=False)
+    assert checkpoint.read_bytes() == before
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[model]\ndimension = 8\n", r"unknown field\(s\) \['dimension'\] in \[model\]"),
+    ("[optimiser]\nlr = 1\n", r"unknown section\(s\) \['optimiser'\]"),
+    ("[training]\nsteps = -3\n", r"\[training\] steps must be a positive integer"),
+    ("[data]\nmask_ratio = 1.5\n", r"mask_ratio must be in \(0, 1\]"),
+    ("[model]\npatch = 5\n", "patch size 5 does not divide image size 32"),
+    ("[dynamics]\nflow = 'sideways'\n", "flow must be native or projected"),
+    ("[model\n", "not valid TOML"),
+])
+def test_bad_configs(tmp_path, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        et_ode.load_config(path)
+
+
+def test_shipped_configs_parse():
+    import pathlib
+
+    for path in sorted(pathlib.Path(__file__).resolve().parents[1].glob("configs/*.toml")):
+        et_ode.load_config(path)
