@@ -67,5 +67,7 @@ def implicit_fixed_point(model, x0, args, x_star, *, tol, batched, args_batched)
         return model.from_manifold(v, x0_, args_)
 
     if batched:
-        one = jax.vmap(one, in_axes=(0, 0 if args_batched else None, 0))
+        from ._solve import batched_args_axes
+
+        one = jax.vmap(one, in_axes=(0, batched_args_axes(args) if args_batched else None, 0))
     return one(x0, args, x_star)

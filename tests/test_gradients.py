@@ -1,0 +1,290 @@
+"""Gradients through `solvers.solve`, float64 (conftest enables x64).
+
+1. `adjoint="checkpoint"` equals central finite differences of the discrete map (constant
+   tsit5 steps, so the map is smooth), along random directions in parameters and x0.
+2. `adjoint="backsolve"` (tsit5, PID steps) against `"checkpoint"`. Measured with
+   `conftest.make_model(hopfield="softmax")`, relative error of the whole parameter
+   gradient against the checkpoint gradient of the same solve, atol = rtol / 100:
+
+       flow       T     rtol 1e-6   rtol 1e-8   rtol 1e-10
+       native     1.2   5.1e-07     1.5e-09     3.4e-11
+       native     5     6.7e-07     2.1e-09     1.3e-11
+       native     100   2.3e-05     2.1e-07     2.1e-09
+       native     1000  2.9e-04     2.5e-06     3.6e-08
+       projected  1.0   2.6e-05     1.2e-07     1.0e-09
+       projected  1.2   2.9e-04     1.9e-06     1.2e-08
+       projected  1.5   4.3e-02     3.6e-04     3.2e-06
+       projected  2     3.6e+03     5.3e+00     2.5e-02
+       projected  5     4.0e+30     2.8e+28     1.3e+26
+
+   The projected flow contracts fast, so integrating it backwards amplifies the error
+   about tenfold per 0.1 tau past 1.2 tau; on the native flow, whose clock slows like 1/t,
+   it grows slowly. (With the ReLU model the error also has a floor set by the kinks of
+   the field, about 4e-3 / 5e-4 / 6e-5 at these tolerances, at any horizon.) Hence
+   `BACKSOLVE_STABLE_HORIZON = {"native": 100, "projected": 1.2}`. Tested: agreement at
+   the projected flow's horizon, the warning beyond either horizon, the refusals.
+3. `adjoint="implicit"` equals unrolled checkpoint gradients through a converged
+   projected-flow solve, every parameter (LayerNorm's `log_gamma` and `delta` included).
+4. The same with conditions in `args` (clamped tokens, an external field), differentiated
+   with respect to the clamped tokens of `x0` and the field.
+
+Compilation dominates the run time: every gradient is one `eqx.filter_jit` program per
+solve configuration, with the model, `x0` and `args` traced, and there are four: the
+constant-step checkpoint gradient (tests 1 and 2), backsolve (2), implicit and unrolled
+(3 and 4).
+"""
+
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import et_ode
+import solvers
+from conftest import make_model, make_state
+from solvers._solve import BACKSOLVE_STABLE_HORIZON
+
+TIGHT = dict(rtol=1e-10, atol=1e-12)
+# Constant tsit5 steps of 0.01 to the projected flow's stable backsolve horizon (1.2 tau,
+# the paper's t1): a smooth discrete map whose gradient is within 1e-10 of the flow's.
+CONSTANT_STEP = dict(
+    solver="tsit5", dt0=0.01, t1=BACKSOLVE_STABLE_HORIZON["projected"], flow="projected"
+)
+# A converged projected-flow solve. (Not Euler: a constant Euler step along P_T grows each
+# token's scale by O(dt^2), which moves the fixed point through LayerNorm's eps: 2e-5
+# relative in log_gamma's gradient.)
+FIXED_POINT = dict(
+    solver="tsit5", flow="projected", stop=solvers.FixedPointStop(atol=1e-10), t1=500.0,
+    max_steps=20000, **TIGHT,
+)
+# The unrolled reference: the same solve to a fixed time, about twice the converged times
+# (18 and 24 tau here), cheaper to compile than with the stop and converged further.
+UNROLLED = dict(FIXED_POINT, stop=None, t1=40.0, max_steps=4096)
+BACKSOLVE_WARNING = r"adjoint='backsolve' on the \w+ flow over"
+
+
+def _loss(model, x_final, w):
+    """A scalar that sees the final state through the LayerNorm output g."""
+    return jnp.sum(jnp.sin(model.norm(x_final)) * w)
+
+
+def _grad(w, **solve_kwargs):
+    """A compiled gradient of `_loss` after a solve with respect to the model, `x0` and
+    `args`, all traced (one compilation serves every value). Returns `(model, x0, args)`
+    gradients and `(loss, t_final, final RMS residual)`."""
+
+    def loss(inputs):
+        model, x0, args = inputs
+        sol = solvers.solve(model, x0, args=args, throw=False, **solve_kwargs)
+        value = _loss(model, sol.x_final, w)
+        return value, (value, sol.t_final, sol.stats["residual_rms"])
+
+    grad = eqx.filter_jit(eqx.filter_grad(loss, has_aux=True))
+    return lambda model, x0, args: grad((model, x0, args))
+
+
+def _params(model):
+    return eqx.filter(model, eqx.is_array)
+
+
+def _flat(tree):
+    return np.concatenate([np.ravel(np.asarray(x)) for x in jax.tree.leaves(tree)])
+
+
+def _rel(a, b):
+    a, b = _flat(a), _flat(b)
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def _named(model_grad):
+    leaves = jax.tree_util.tree_flatten_with_path(_params(model_grad))[0]
+    return {jax.tree_util.keystr(path): leaf for path, leaf in leaves}
+
+
+@pytest.fixture(scope="module")
+def smooth():
+    """Smooth model (softmax Hopfield): the discrete map is smooth for finite differences,
+    and backsolve's error is the adjoint's own, not that of stepping over ReLU kinks."""
+    model, x0 = make_model(hopfield="softmax"), make_state()
+    return model, x0, jax.random.normal(jax.random.key(7), x0.shape, x0.dtype)
+
+
+@pytest.fixture(scope="module")
+def constant_step(smooth):
+    """The compiled constant-step gradient (it also gives the loss, for finite
+    differences)."""
+    _, _, w = smooth
+    return _grad(w, **CONSTANT_STEP)
+
+
+@pytest.fixture(scope="module")
+def constant_step_grad(smooth, constant_step):
+    """The exact gradient of the constant-step solve: checked against finite differences,
+    then the reference for backsolve."""
+    model, x0, _ = smooth
+    return constant_step(model, x0, None)
+
+
+# --------------------------------------------------- 1. checkpoint = finite differences
+def test_checkpoint_gradient_matches_finite_differences(
+    smooth, constant_step, constant_step_grad
+):
+    """Along random directions in parameter space (all parameters at once, then Wq, Wk,
+    xi, log_gamma and delta one at a time) and in x0."""
+    model, x0, _ = smooth
+    params, static = eqx.partition(model, eqx.is_array)
+    (g_model, g_x0, _), _ = constant_step_grad
+
+    def value(params_, x0_):  # the loss from the same compiled solve (ignoring its gradient)
+        return float(constant_step(eqx.combine(params_, static), x0_, None)[1][0])
+
+    keys = iter(jax.random.split(jax.random.key(11), 16))
+    normal = lambda like: jax.random.normal(next(keys), like.shape, like.dtype)  # noqa: E731
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    directions = [jax.tree.map(normal, params)]
+    for where in (lambda p: p.attention.Wq, lambda p: p.attention.Wk,
+                  lambda p: p.hopfield.xi, lambda p: p.norm.log_gamma,
+                  lambda p: p.norm.delta):
+        directions.append(eqx.tree_at(where, zeros, normal(where(params))))
+
+    h = 1e-6
+    errors = []
+    for v in directions:
+        plus = value(jax.tree.map(lambda p, d: p + h * d, params, v), x0)
+        minus = value(jax.tree.map(lambda p, d: p - h * d, params, v), x0)
+        ad = float(np.dot(_flat(_params(g_model)), _flat(v)))
+        errors.append(abs((plus - minus) / (2 * h) - ad) / abs(ad))
+    for _ in range(2):
+        v = normal(x0)
+        fd = (value(params, x0 + h * v) - value(params, x0 - h * v)) / (2 * h)
+        ad = float(jnp.vdot(g_x0, v))
+        errors.append(abs(fd - ad) / abs(ad))
+    print("finite differences vs checkpoint:", " ".join(f"{e:.1e}" for e in errors))
+    assert max(errors) < 1e-6
+
+
+# ------------------------------------------------------- 2. backsolve against checkpoint
+def test_backsolve_matches_checkpoint_within_stable_horizon(smooth, constant_step_grad):
+    """At the projected flow's stable horizon itself, tight tolerances: no warning, and
+    within 1e-6 of the exact gradient (measured 1.2e-8; see the table above for longer
+    horizons: 2.5e-2 at 2 tau)."""
+    model, x0, w = smooth
+    kwargs = dict(CONSTANT_STEP, dt0=None, **TIGHT)
+    assert kwargs["t1"] == BACKSOLVE_STABLE_HORIZON["projected"]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=BACKSOLVE_WARNING)
+        (bs_model, bs_x0, _), _ = _grad(w, adjoint="backsolve", **kwargs)(model, x0, None)
+    (cp_model, cp_x0, _), _ = constant_step_grad
+    err = _rel(_params(bs_model), _params(cp_model))
+    print(f"backsolve vs checkpoint, projected, T={kwargs['t1']}: {err:.1e}")
+    assert err < 1e-6
+    assert _rel(bs_x0, cp_x0) < 1e-6
+
+
+@pytest.mark.parametrize("flow", ["native", "projected"])
+def test_backsolve_warns_beyond_stable_horizon(smooth, flow):
+    model, x0, _ = smooth
+
+    def trace(t1):  # tracing is enough: the warning comes from the argument checks
+        jax.eval_shape(lambda m, x: solvers.solve(
+            m, x, solver="tsit5", flow=flow, t1=t1, adjoint="backsolve", **TIGHT
+        ).x_final, model, x0)
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=BACKSOLVE_WARNING)
+        trace(BACKSOLVE_STABLE_HORIZON[flow])
+    with pytest.warns(UserWarning, match=BACKSOLVE_WARNING):
+        trace(1.5 * BACKSOLVE_STABLE_HORIZON[flow])
+
+
+@pytest.mark.parametrize("bad", [
+    dict(stop=solvers.FixedPointStop(atol=1e-8)),
+    dict(save_energy=True),
+])
+def test_backsolve_refuses_events_and_energy_trace(smooth, bad):
+    model, x0, _ = smooth
+    with pytest.raises(ValueError, match="backsolve"):
+        solvers.solve(model, x0, solver="tsit5", flow="native", adjoint="backsolve",
+                      t1=1.0, **TIGHT, **bad)
+
+
+# ------------------------------------------- 3./4. implicit = unrolled, at a fixed point
+@pytest.fixture(scope="module")
+def fixed_point_grads(smooth):
+    """Implicit and unrolled (checkpoint) gradients, compiled once for conditions of one
+    structure (a clamped mask, a field and its strength)."""
+    _, _, w = smooth
+    implicit = _grad(w, adjoint="implicit", **FIXED_POINT)
+    unrolled = _grad(w, adjoint="checkpoint", **UNROLLED)
+
+    def both(model, x0, args):
+        g_imp, (_, t_imp, res_imp) = implicit(model, x0, args)
+        g_ref, (_, _, res_ref) = unrolled(model, x0, args)
+        # The implicit solve stopped at the fixed point, well before the reference's end.
+        assert float(t_imp) < 0.75 * UNROLLED["t1"] and float(res_imp) < 1e-10
+        assert float(res_ref) < 1e-10
+        return g_imp, g_ref
+
+    return both
+
+
+def _conditions(x0, clamped, field_strength):
+    field = 0.5 * jax.random.normal(jax.random.key(5), x0.shape, x0.dtype)
+    return et_ode.Conditions(clamped=jnp.asarray(clamped), field=field,
+                             field_strength=jnp.asarray(field_strength, x0.dtype))
+
+
+def _check_parameters(g_imp_model, g_ref_model, label):
+    imp, ref = _named(g_imp_model), _named(g_ref_model)
+    assert set(imp) == {".norm.log_gamma", ".norm.delta", ".attention.Wq",
+                        ".attention.Wk", ".hopfield.xi"}
+    for name in imp:
+        err = _rel(imp[name], ref[name])
+        print(f"implicit vs unrolled, {label}, {name}: {err:.1e}")
+        assert err < 1e-6, name
+
+
+def test_implicit_matches_unrolled_at_fixed_point(smooth, fixed_point_grads):
+    """No condition: nothing clamped and a field of strength zero (the same energy and flow
+    as `args=None`, in the pytree structure of the next test, to share its compilation)."""
+    model, x0, _ = smooth
+    args = _conditions(x0, [False] * x0.shape[0], 0.0)
+    np.testing.assert_array_equal(model.vector_field(0.0, x0, args, "projected"),
+                                  model.vector_field(0.0, x0, None, "projected"))
+    (gi_model, gi_x0, _), (gr_model, gr_x0, _) = fixed_point_grads(model, x0, args)
+    _check_parameters(gi_model, gr_model, "no condition")
+    # A fixed point forgets its start (but for eps-sized effects of each token's scale).
+    weights = np.linalg.norm(_flat(_params(gr_model)))
+    print(f"|dl/dx0| implicit {np.linalg.norm(gi_x0):.1e}, unrolled "
+          f"{np.linalg.norm(gr_x0):.1e}, |dl/dweights| {weights:.1e}")
+    assert np.linalg.norm(gi_x0) < 1e-3 * weights
+    assert np.linalg.norm(gr_x0) < 1e-3 * weights
+
+
+def test_implicit_matches_unrolled_with_conditions(smooth, fixed_point_grads):
+    """Clamped tokens and an external field make the fixed point depend on them: the
+    gradients with respect to the clamped rows of x0, the field and its strength, and
+    every parameter, agree with the unrolled ones."""
+    model, x0, _ = smooth
+    clamped = np.array([True, False, True, False, False, False])
+    args = _conditions(x0, clamped, 0.7)
+    (gi_model, gi_x0, gi_args), (gr_model, gr_x0, gr_args) = fixed_point_grads(
+        model, x0, args)
+    _check_parameters(gi_model, gr_model, "with conditions")
+    errors = dict(
+        clamped_x0=_rel(gi_x0[clamped], gr_x0[clamped]),
+        field=_rel(gi_args.field, gr_args.field),
+        field_strength=_rel(gi_args.field_strength, gr_args.field_strength),
+    )
+    print("implicit vs unrolled, with conditions:",
+          ", ".join(f"{k} {v:.1e}" for k, v in errors.items()))
+    assert max(errors.values()) < 1e-6, errors
+    # The fixed point depends on the clamped tokens, not on the free tokens' start.
+    clamped_size = np.linalg.norm(gr_x0[clamped])
+    print(f"|dl/dx0| clamped rows {clamped_size:.1e}, free rows implicit "
+          f"{np.linalg.norm(gi_x0[~clamped]):.1e}")
+    assert clamped_size > 0.1
+    assert np.linalg.norm(gi_x0[~clamped]) < 1e-3 * clamped_size
