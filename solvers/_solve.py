@@ -219,6 +219,12 @@ def _validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol
         if dt0 is not None:
             _positive_finite("dt0", dt0)
     else:
+        if preset.implicit:
+            raise ValueError(
+                f"solver {solver!r} is implicit: its Newton iterations take their tolerances "
+                "from rtol and atol, so pass both (PID step control), or choose an explicit "
+                "solver for constant steps."
+            )
         if dt0 is None:
             raise ValueError("Constant steps need dt0 > 0; or pass rtol and atol for adaptive steps.")
         _positive_finite("dt0", dt0)

@@ -25,6 +25,7 @@ import solvers
         ({"adjoint": "adjoint"}, None, "Unknown adjoint 'adjoint'; choose one of checkpoint"),
         ({"rtol": 1e-6, "atol": 1e-8}, None, "solver 'euler' has no error estimate"),
         ({"solver": "tsit5", "rtol": 1e-6}, None, "needs both rtol and atol"),
+        ({"solver": "kvaerno5"}, None, "solver 'kvaerno5' is implicit"),
         ({"save": "everything"}, None, "save must be 'final', 'steps' or an array"),
         ({"save": jnp.array([0.5, 2.0])}, None, r"within \[t0, t1\]"),
         ({"adjoint": "backsolve", "save_energy": True}, None, "backsolve' cannot be combined"),
