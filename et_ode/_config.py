@@ -13,7 +13,9 @@ class DataConfig:
     """`source`: `"photos"` (the embedded scikit-image photographs) or `"tfds"`;
     `tfds_name`, `data_dir`: the TensorFlow Datasets name and prepared-data folder;
     `mask_ratio`, `mask_fraction`: the paper's masking (0.5 occluded, 0.9 of those MASK);
-    `eval_images`: held-out images used for each evaluation."""
+    `eval_images`: held-out images used for each evaluation; `augment`: random flips,
+    quarter turns and colour-channel permutations of training images (the embedded data
+    holds only seven training scenes)."""
 
     source: str = "photos"
     tfds_name: str = "cifar10"
@@ -21,6 +23,7 @@ class DataConfig:
     mask_ratio: float = 0.5
     mask_fraction: float = 0.9
     eval_images: int = 256
+    augment: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

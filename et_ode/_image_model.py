@@ -49,9 +49,13 @@ class Dynamics:
 
 @dataclasses.dataclass(frozen=True)
 class ImageModelConfig:
-    """Architecture of a `MaskedImageET`: image side, patch side, channels, and the core
+    """Architecture of a `MaskedImageET`: image side, patch side, channels, the core
     (`dim`, `n_heads`, `head_dim`, `n_memories`, `beta`, `self_attention`, `hopfield`,
-    `tau`, `init_std`)."""
+    `tau`, `init_std`), and `standardise_context`: express each image per channel in
+    units of the mean and standard deviation of the patches the model sees (those not
+    replaced by MASK) before encoding, and undo it after decoding. A zero prediction is
+    then the mean fill, and the model learns structure rather than each scene's colour
+    level."""
 
     image_size: int = 32
     patch: int = 4
@@ -65,6 +69,7 @@ class ImageModelConfig:
     hopfield: str = "relu"
     tau: float = 1.0
     init_std: float = 0.02
+    standardise_context: bool = True
 
     def __post_init__(self):
         if self.image_size % self.patch:
@@ -115,6 +120,11 @@ class MaskedImageET(eqx.Module):
         )
         self.decoder_norm = eqx.nn.LayerNorm(dim)
         self.decoder = eqx.nn.Linear(dim, config.patch_dim, key=k_dec)
+        if config.standardise_context:  # untrained, the model is exactly the mean fill
+            self.decoder = eqx.tree_at(
+                lambda d: (d.weight, d.bias), self.decoder,
+                (jnp.zeros_like(self.decoder.weight), jnp.zeros_like(self.decoder.bias)),
+            )
         self.field_strength = jnp.asarray(1.0 if dynamics.external_field else 0.0, jnp.float32)
         self.config = config
         self.dynamics = dynamics
@@ -148,6 +158,22 @@ class MaskedImageET(eqx.Module):
         return jax.vmap(lambda t: self.decoder(self.decoder_norm(t)))(tokens)
 
     # ------------------------------------------------------------ forward
+    def context_statistics(self, patches: Float[Array, "N P"], masking: Masking):
+        """Per-channel mean and standard deviation (floored at 0.05) of the patches the
+        model sees, each broadcastable to `[N, P]`; `(0, 1)` without
+        `standardise_context`."""
+        if not self.config.standardise_context:
+            return jnp.zeros(()), jnp.ones(())
+        channels = self.config.channels
+        pixels = patches.reshape(patches.shape[0], -1, channels)
+        seen = ~masking.replaced[:, None, None]
+        count = jnp.maximum(jnp.sum(seen) * pixels.shape[1], 1)
+        mean = jnp.sum(jnp.where(seen, pixels, 0.0), axis=(0, 1)) / count
+        var = jnp.sum(jnp.where(seen, (pixels - mean) ** 2, 0.0), axis=(0, 1)) / count
+        std = jnp.maximum(jnp.sqrt(var), 0.05)
+        tile = patches.shape[1] // channels
+        return jnp.tile(mean, tile), jnp.tile(std, tile)
+
     def reconstruct(self, patches, masking: Masking, **overrides):
         """Run the dynamics on a batch and decode the end state.
 
@@ -156,10 +182,12 @@ class MaskedImageET(eqx.Module):
 
         **Returns:** `(reconstruction [B, N, P], solution)`.
         """
-        x0, conditions = jax.vmap(self.encode)(patches, masking)
+        mean, std = jax.vmap(self.context_statistics)(patches, masking)
+        mean, std = mean[:, None], std[:, None]
+        x0, conditions = jax.vmap(self.encode)((patches - mean) / std, masking)
         options = self.dynamics.solve_options() | overrides
         sol = solvers.solve(self.core, x0, args=conditions, args_batched=True, **options)
-        return jax.vmap(self.decode)(sol.x_final), sol
+        return jax.vmap(self.decode)(sol.x_final) * std + mean, sol
 
     def complete(self, images, masking: Masking, **overrides):
         """Masked image completion for users: `images: [B, H, W, C]` in [0, 1] (checked:

@@ -65,15 +65,28 @@ def new_model(config: TrainConfig, normalisation) -> MaskedImageET:
     return MaskedImageET(config.model, config.dynamics, key=key, normalisation=normalisation)
 
 
+def augment(key, image):
+    """A random flip, quarter turn and permutation of the colour channels of one
+    `[H, W, C]` image (square): the 8 symmetries of the square times the channel orders."""
+    k_flip, k_turn, k_colour = jax.random.split(key, 3)
+    image = jnp.where(jax.random.bernoulli(k_flip), image[:, ::-1], image)
+    turns = jax.random.randint(k_turn, (), 0, 4)
+    image = jax.lax.switch(turns, [lambda im, k=k: jnp.rot90(im, k) for k in range(4)], image)
+    return image[..., jax.random.permutation(k_colour, image.shape[-1])]
+
+
 @eqx.filter_jit
 def train_step(model, opt_state, images, step, base_key, optimizer, batch_size,
-               mask_ratio, mask_fraction):
+               mask_ratio, mask_fraction, augment_images=False):
     """One optimiser step on a batch drawn (with replacement) from `images [M, H, W, C]`
     (normalised). The batch and its masks depend only on `(base_key, step)`, so a resumed
     run sees exactly the data an uninterrupted one would."""
-    key_batch, key_mask = jax.random.split(jax.random.fold_in(base_key, step))
+    key_batch, key_mask, key_augment = jax.random.split(jax.random.fold_in(base_key, step), 3)
     index = jax.random.randint(key_batch, (batch_size,), 0, images.shape[0])
-    patches = jax.vmap(model.patches)(images[index])
+    batch = images[index]
+    if augment_images:
+        batch = jax.vmap(augment)(jax.random.split(key_augment, batch_size), batch)
+    patches = jax.vmap(model.patches)(batch)
     masks = jax.vmap(lambda k: random_masking(k, patches.shape[1], mask_ratio, mask_fraction))(
         jax.random.split(key_mask, batch_size)
     )
@@ -177,6 +190,7 @@ def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
             model, opt_state, loss = train_step(
                 state.model, state.opt_state, images, jnp.asarray(state.step), base_key, optimizer,
                 t.batch_size, config.data.mask_ratio, config.data.mask_fraction,
+                config.data.augment,
             )
             state = TrainState(model, opt_state, state.step + 1)
             loss = float(loss)

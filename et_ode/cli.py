@@ -6,9 +6,11 @@ import sys
 
 
 def _demo(options) -> int:
-    from ._demo import run_demo
+    from ._demo import run_demo, run_shipped_models
 
     run_demo(n_tokens=options.tokens, dim=options.dim, seed=options.seed)
+    if options.images > 0:
+        run_shipped_models(options.images)
     return 0
 
 
@@ -56,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--tokens", type=int, default=64, help="number of tokens N (default 64)")
     demo.add_argument("--dim", type=int, default=48, help="token dimension D (default 48)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo.add_argument("--images", type=int, default=64,
+                      help="held-out crops on which to evaluate the shipped models against "
+                      "the baselines (default 64; 0 skips)")
     demo.set_defaults(handler=_demo)
 
     train = commands.add_parser("train", help="train a masked-image model from a TOML config")
