@@ -46,6 +46,14 @@ def _eval(options) -> int:
     return 0
 
 
+def _export(options) -> int:
+    from ._train import export_model
+
+    export_model(options.checkpoint, options.out)
+    print(f"wrote the model of {options.checkpoint} (no optimiser state) to {options.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="et-ode", description="The Energy Transformer as a true ODE."
@@ -81,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--no-baselines", dest="baselines", action="store_false",
                           help="skip the mean-fill and interpolation baselines")
     evaluate.set_defaults(handler=_eval)
+
+    export = commands.add_parser(
+        "export", help="write a model-only copy of a training checkpoint (for shipping)")
+    export.add_argument("--checkpoint", required=True, help="training checkpoint file")
+    export.add_argument("--out", required=True, help="destination file")
+    export.set_defaults(handler=_export)
     return parser
 
 
