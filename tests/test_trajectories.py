@@ -6,7 +6,6 @@ Compilation dominates the run time, so the solves share a few static configurati
 (solver, flow, save mode, model, batching) and vary only numbers (t1, dt0, tolerances).
 """
 
-import os
 
 import equinox as eqx
 import jax
@@ -183,18 +182,11 @@ def test_tsit5_steps_match_scipy(smooth_runs, scipy_refs, flow):
 
 T4_TIMES = {"dopri8": TS, "bosh3": TS, "dopri5": TS, "kvaerno5": TS[:3]}
 # Every solver costs a compile of 4-6 s of CPU (kvaerno5: about 15 s, and it takes over a
-# thousand Newton-iterated steps per unit time here, half of them rejected). tsit5 (above)
-# and dopri8 always run; these only when ET_ODE_SLOW_TESTS is set. Measured max rel errors
-# vs DOP853: bosh3 3.0e-10, dopri5 8.0e-11, kvaerno5 1.3e-12 (t <= 1).
-OPTIONAL = ("bosh3", "dopri5", "kvaerno5")
-SLOW = pytest.mark.skipif(
-    not os.environ.get("ET_ODE_SLOW_TESTS"), reason="extra compiles; set ET_ODE_SLOW_TESTS=1"
-)
+# thousand Newton-iterated steps per unit time here, half of them rejected). Measured max
+# rel errors vs DOP853: dopri8 1.0e-10, bosh3 3.0e-10, dopri5 8.0e-11, kvaerno5 1.3e-12.
 
 
-@pytest.mark.parametrize(
-    "solver", [pytest.param(s, marks=SLOW) if s in OPTIONAL else s for s in T4_TIMES]
-)
+@pytest.mark.parametrize("solver", list(T4_TIMES))
 def test_adaptive_solvers_match_scipy(smooth_model, x0, scipy_refs, solver):
     times = T4_TIMES[solver]
     if solver == "dopri8":  # one solve saving at the times
