@@ -110,16 +110,17 @@ class MaskedImageET(eqx.Module):
                  key: PRNGKeyArray, normalisation=None):
         k_enc, k_pos, k_mask, k_core, k_dec = jax.random.split(key, 5)
         dim, std = config.dim, config.init_std
-        self.encoder = eqx.nn.Linear(config.patch_dim, dim, key=k_enc)
-        self.positions = std * jax.random.normal(k_pos, (config.n_patches, dim))
-        self.mask_token = std * jax.random.normal(k_mask, (dim,))
+        dtype = jnp.float32  # also under jax_enable_x64, so that checkpoints always fit
+        self.encoder = eqx.nn.Linear(config.patch_dim, dim, key=k_enc, dtype=dtype)
+        self.positions = std * jax.random.normal(k_pos, (config.n_patches, dim), dtype)
+        self.mask_token = std * jax.random.normal(k_mask, (dim,), dtype)
         self.core = EnergyTransformer(
             dim, config.n_heads, config.head_dim, config.n_memories, key=k_core,
             beta=config.beta, self_attention=config.self_attention,
-            hopfield=config.hopfield, tau=config.tau, init_std=std,
+            hopfield=config.hopfield, tau=config.tau, init_std=std, dtype=dtype,
         )
-        self.decoder_norm = eqx.nn.LayerNorm(dim)
-        self.decoder = eqx.nn.Linear(dim, config.patch_dim, key=k_dec)
+        self.decoder_norm = eqx.nn.LayerNorm(dim, dtype=dtype)
+        self.decoder = eqx.nn.Linear(dim, config.patch_dim, key=k_dec, dtype=dtype)
         if config.standardise_context:  # untrained, the model is exactly the mean fill
             self.decoder = eqx.tree_at(
                 lambda d: (d.weight, d.bias), self.decoder,

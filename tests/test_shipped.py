@@ -1,0 +1,29 @@
+"""The shipped models load by name and reproduce the held-out numbers they were shipped
+with (and that the README quotes), computed by the same evaluation code."""
+
+import jax
+import numpy as np
+import pytest
+
+import et_ode
+from et_ode._checkpoint import read_checkpoint
+from et_ode._evaluate import eval_masks, evaluate_model
+from et_ode._train import config_from_header, load_split
+from et_ode._zoo import SHIPPED, shipped_path
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_shipped_model_reproduces_its_numbers(name):
+    path = shipped_path(name)
+    header, blobs = read_checkpoint(path)
+    assert len(blobs) == 1  # model only, no optimiser state
+    assert path.stat().st_size < 4_000_000
+    config = config_from_header(header, path)
+    model = et_ode.MaskedImageET.load(name)
+    assert model.dynamics == config.dynamics
+    images = model.normalisation.apply(load_split(config, "test")[: config.data.eval_images])
+    mse = evaluate_model(model, images, eval_masks(config, len(images)))
+    assert mse == pytest.approx(header["metrics"]["eval_masked_mse"], rel=1e-4)
+    # Held-out scenes only: the shipped numbers are not training numbers.
+    assert header["config"]["data"]["source"] == "photos"
+    assert np.isfinite(jax.tree.leaves(model)[0]).all()
