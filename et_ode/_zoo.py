@@ -19,16 +19,14 @@ def load_model(name_or_path):
     """A `MaskedImageET` by shipped name or checkpoint path."""
     from ._train import load_model_file
 
-    if isinstance(name_or_path, str) and name_or_path in SHIPPED:
-        path = shipped_path(name_or_path)
-        if not path.exists():
+    shipped = isinstance(name_or_path, str) and name_or_path in SHIPPED
+    path = shipped_path(name_or_path) if shipped else Path(name_or_path)
+    if not path.exists():
+        if shipped:
             raise ValueError(
                 f"the shipped model {name_or_path!r} is missing from this installation "
                 f"({path}); reinstall et-ode or pass a checkpoint path."
             )
-        return load_model_file(path)
-    path = Path(name_or_path)
-    if not path.exists():
         raise ValueError(
             f"no shipped model or file named {str(name_or_path)!r}; shipped models: "
             f"{', '.join(SHIPPED)}."
