@@ -72,6 +72,11 @@ def read_checkpoint(path) -> tuple[dict, list[bytes]]:
         header = json.loads(data[start: start + length])
     except (struct.error, ValueError, UnicodeDecodeError):
         raise ValueError(f"{path}: corrupt checkpoint header.") from None
+    if not isinstance(header, dict) or not isinstance(header.get("blobs"), list) or not all(
+        isinstance(spec, dict) and isinstance(spec.get("bytes"), int)
+        and isinstance(spec.get("sha256"), str) for spec in header["blobs"]
+    ):
+        raise ValueError(f"{path}: corrupt checkpoint header.")
     if header.get("format") != FORMAT_VERSION:
         raise ValueError(
             f"{path}: checkpoint format {header.get('format')} is not supported "

@@ -23,7 +23,9 @@ class Conditions(eqx.Module):
     key_mask: Bool[Array, "N N"] | None = None
     clamped: Bool[Array, " N"] | None = None
     field: Float[Array, "N D"] | None = None
-    field_strength: Float[Array, ""] | float = 1.0
+    # An array, never a Python float: jit would treat a float as static (a recompile per
+    # value, and no gradient).
+    field_strength: Float[Array, ""] = eqx.field(default=1.0, converter=jnp.asarray)
 
     def check(self, n_tokens: int, dim: int, batch: tuple[int, ...] = ()) -> None:
         """Raise `ValueError` unless every present field has its expected shape."""

@@ -113,6 +113,9 @@ def _header(config: TrainConfig, step: int, normalisation, metrics: dict | None)
 def config_from_header(header: dict, path) -> TrainConfig:
     if header.get("kind") != "masked_image_et":
         raise ValueError(f"{path}: not a MaskedImageET checkpoint (kind {header.get('kind')!r}).")
+    missing = {"config", "normalisation", "step"} - set(header)
+    if missing or not isinstance(header["config"], dict):
+        raise ValueError(f"{path}: corrupt checkpoint header (missing {sorted(missing)}).")
     return TrainConfig.from_dict(header["config"], source=str(path))
 
 
@@ -138,8 +141,14 @@ def _truncate_metrics(path: Path, step: int) -> None:
     """Keep only metric lines up to `step` (a resumed run rewrites what came after)."""
     if not path.exists():
         return
-    kept = [line for line in path.read_text().splitlines()
-            if line.strip() and json.loads(line)["step"] <= step]
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by the interruption
+            continue
+        if isinstance(record, dict) and record.get("step", step + 1) <= step:
+            kept.append(line)
     atomic_write_bytes(path, ("\n".join(kept) + "\n" if kept else "").encode())
 
 
@@ -167,6 +176,7 @@ def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
             raise ValueError(
                 f"{checkpoint} exists: pass --resume to continue it, or choose another --out."
             )
+        metrics_path.unlink(missing_ok=True)  # stale lines of a run that never checkpointed
         normalisation = ChannelNormalisation.fit(train_images)
         model = new_model(config, normalisation)
         state = TrainState(model, optimizer.init(eqx.filter(model, eqx.is_array)), 0)
@@ -222,8 +232,13 @@ def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
     return state
 
 
-def export_model(checkpoint, destination) -> None:
-    """Write a model-only copy of a training checkpoint (no optimiser state)."""
+def export_model(checkpoint, destination, force: bool = False) -> None:
+    """Write a model-only copy of a training checkpoint (no optimiser state). Refuses
+    to overwrite an existing file unless `force`."""
+    if Path(destination).exists() and not force:
+        raise ValueError(f"{destination} exists; pass --force to replace it.")
+    if Path(destination).resolve() == Path(checkpoint).resolve():
+        raise ValueError("the destination is the training checkpoint itself; choose another file.")
     model = load_model_file(checkpoint)
     header, _ = read_checkpoint(checkpoint)
     header = {k: v for k, v in header.items() if k not in ("blobs", "format")}

@@ -31,10 +31,13 @@ def _eval(options) -> int:
     from ._zoo import SHIPPED, shipped_path
     from . import MaskedImageET
 
+    if options.images is not None and options.images < 1:
+        raise ValueError(f"--images must be a positive integer (got {options.images}).")
     path = shipped_path(options.checkpoint) if options.checkpoint in SHIPPED else options.checkpoint
     model = MaskedImageET.load(options.checkpoint)
     config = config_from_header(read_checkpoint(path)[0], path)
-    images = load_split(config, "test")[: options.images or config.data.eval_images]
+    count = config.data.eval_images if options.images is None else options.images
+    images = load_split(config, "test")[:count]
     images = model.normalisation.apply(images)
     masks = eval_masks(config, len(images))
     result = {"checkpoint": str(options.checkpoint), "images": len(images),
@@ -49,7 +52,7 @@ def _eval(options) -> int:
 def _export(options) -> int:
     from ._train import export_model
 
-    export_model(options.checkpoint, options.out)
+    export_model(options.checkpoint, options.out, force=options.force)
     print(f"wrote the model of {options.checkpoint} (no optimiser state) to {options.out}")
     return 0
 
@@ -94,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         "export", help="write a model-only copy of a training checkpoint (for shipping)")
     export.add_argument("--checkpoint", required=True, help="training checkpoint file")
     export.add_argument("--out", required=True, help="destination file")
+    export.add_argument("--force", action="store_true", help="replace an existing destination")
     export.set_defaults(handler=_export)
     return parser
 

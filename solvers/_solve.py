@@ -125,7 +125,7 @@ def _solve_one(model, x0, args, numbers, ts_save, cfg: _Config):
     code = jnp.asarray(STOP_REASONS.index("t1"))
     if cfg.fixed_point:
         code = jnp.where(
-            g_final < threshold, STOP_REASONS.index("fixed_point"),
+            g_final <= threshold, STOP_REASONS.index("fixed_point"),
             STOP_REASONS.index("not_converged"),
         )
     code = jnp.where(
@@ -189,6 +189,13 @@ def _validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol
         )
     if not jnp.issubdtype(x0.dtype, jnp.floating):
         raise ValueError(f"x0 must be a floating-point array (got dtype {x0.dtype}).")
+    params = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
+    if params and jnp.result_type(x0, *params) != x0.dtype:
+        raise ValueError(
+            f"x0 has dtype {x0.dtype} but the model's parameters promote it to "
+            f"{jnp.result_type(x0, *params)}; cast x0 to the model's dtype "
+            "(x0.astype(...)) or build the model with dtype=x0.dtype."
+        )
     if not traced and not bool(jnp.all(jnp.isfinite(x0))):
         raise ValueError("x0 contains NaN or inf values; pass a finite initial state.")
     if hasattr(model, "check_inputs"):
@@ -338,7 +345,8 @@ def solve(
     - `implicit_tol`: GMRES tolerance for `"implicit"` (default 1e-10 in float64, 1e-5
       in float32).
     - `throw`: raise `SolveError` on a failed solve; with `False` inspect
-      `sol.stats["stop_reason"]` instead. Inside `jax.jit` the check is diffrax's own.
+      `sol.stats["stop_reason"]` instead. Inside `jax.jit` or `jax.grad` a failure raises
+      a runtime error without the statistics (`eqx.error_if`).
 
     **Returns:** an `EnergySolution`.
     """
@@ -411,6 +419,16 @@ def _finish(out, cfg: _Config, locals_for_stats: dict, throw: bool, traced: bool
 
     ts, xs = out["ts"], out["xs"]
     energy_ts, energies = out["energy_ts"], out["energies"]
+    if traced and throw:  # no Python-side check possible: fail inside the program
+        failure_codes = jnp.asarray([STOP_REASONS.index(r) for r in FAILURES])
+        failed = jnp.any(jnp.isin(out["stop_code"], failure_codes))
+        out["x_final"] = eqx.error_if(
+            out["x_final"], failed,
+            "solvers.solve failed inside jax.jit/grad (max steps, step size underflow, "
+            "non-finite state, or a fixed-point stop that reached its cap); run it outside "
+            "jit for the reason and statistics, or pass throw=False and read "
+            "stats['stop_code'] (indices into solvers.STOP_REASONS).",
+        )
     if not traced:
         codes = np.asarray(out["stop_code"])
         stats["stop_reason"] = (

@@ -45,6 +45,6 @@ def residual_event(model) -> diffrax.Event:
 
     def converged(t, y, args, **kwargs):
         model_args, threshold = args
-        return rms(model.residual(y, model_args)) < threshold
+        return rms(model.residual(y, model_args)) <= threshold
 
     return diffrax.Event(converged)

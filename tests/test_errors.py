@@ -114,3 +114,28 @@ def test_step_size_underflow_reported(model, x0):
         solvers.solve(model, x0, solver="heun", rtol=1e-14, atol=1e-16, t1=5.0,
                       dtmin=1e-3, max_steps=10000)
     assert info.value.reason == "dt_underflow"
+
+
+def test_failure_inside_jit_raises(model, x0):
+    import jax
+
+    solve_jitted = jax.jit(lambda x: solvers.solve(
+        model, x, solver="tsit5", rtol=1e-8, atol=1e-10, t1=50.0, max_steps=5).x_final)
+    with pytest.raises(Exception, match="failed inside jax.jit"):
+        jax.block_until_ready(solve_jitted(x0))
+
+
+def test_dtype_mismatch_is_named(model, x0):
+    with pytest.raises(ValueError, match="cast x0 to the model's dtype"):
+        solvers.solve(model, x0.astype(jnp.float32))
+
+
+def test_field_strength_is_an_array_so_values_do_not_recompile(model, x0):
+    from solvers._solve import _solve_core
+
+    field = make_state(seed=2)
+    sizes = []
+    for strength in (0.5, 0.7, 0.9):
+        solvers.solve(model, x0, args=et_ode.Conditions(field=field, field_strength=strength))
+        sizes.append(_solve_core._cached._cache_size())
+    assert sizes[0] == sizes[1] == sizes[2]

@@ -159,6 +159,25 @@ def test_corrupt_and_foreign_checkpoints(trained, tmp_path):
         et_ode.MaskedImageET.load(tmp_path / "foreign.eqx")
     with pytest.raises(ValueError, match="no shipped model or file named 'nonsense'"):
         et_ode.MaskedImageET.load("nonsense")
+    from et_ode._checkpoint import MAGIC
+    import struct
+
+    for header in (b"[1]", b'{"format": 1, "blobs": [{}]}',
+                   b'{"format": 1, "kind": "masked_image_et", "blobs": []}'):
+        bad = tmp_path / "bad_header.eqx"
+        bad.write_bytes(MAGIC + struct.pack("<Q", len(header)) + header)
+        with pytest.raises(ValueError, match="corrupt checkpoint|holds no model"):
+            et_ode.MaskedImageET.load(bad)
+
+
+def test_export_refuses_to_overwrite(trained, tmp_path):
+    from et_ode._train import export_model
+
+    out, _ = trained
+    with pytest.raises(ValueError, match="exists; pass --force"):
+        export_model(out / "checkpoint.eqx", out / "checkpoint.eqx")
+    export_model(out / "checkpoint.eqx", tmp_path / "model.eqx")
+    assert len(read_checkpoint(tmp_path / "model.eqx")[1]) == 1
 
 
 def test_nothing_overwritten(trained, tmp_path):
