@@ -47,12 +47,9 @@ class Conditions(eqx.Module):
             value = getattr(self, name)
             if value is not None and jnp.asarray(value).dtype != jnp.bool_:
                 raise ValueError(f"Conditions.{name} must be a boolean array.")
-        if self.field is not None:
-            field = self.field
-            if not isinstance(field, jnp.ndarray) or not hasattr(field, "dtype"):
-                field = np.asarray(field)
-            if _is_concrete(field) and not np.all(np.isfinite(np.asarray(field))):
-                raise ValueError("Conditions.field contains NaN or inf values.")
+        field = self.field
+        if field is not None and _is_concrete(field) and not np.all(np.isfinite(np.asarray(field))):
+            raise ValueError("Conditions.field contains NaN or inf values.")
 
 
 def _is_concrete(array) -> bool:

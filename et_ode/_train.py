@@ -17,7 +17,7 @@ from tqdm import tqdm
 from ._checkpoint import atomic_write_bytes, fill, read_checkpoint, save_checkpoint
 from ._config import TrainConfig
 from ._evaluate import eval_masks, evaluate_model
-from ._image_model import Dynamics, ImageModelConfig, MaskedImageET
+from ._image_model import MaskedImageET
 from ._patches import random_masking
 
 CHECKPOINT_NAME = "checkpoint.eqx"
@@ -254,5 +254,3 @@ def load_model_file(path) -> MaskedImageET:
     normalisation = ChannelNormalisation.from_dict(header["normalisation"])
     return fill(new_model(config, normalisation), blobs[0], path)
 
-
-__all__ = ["Dynamics", "ImageModelConfig", "train", "train_step", "make_optimizer"]
