@@ -253,4 +253,3 @@ def load_model_file(path) -> MaskedImageET:
     config = config_from_header(header, path)
     normalisation = ChannelNormalisation.from_dict(header["normalisation"])
     return fill(new_model(config, normalisation), blobs[0], path)
-
