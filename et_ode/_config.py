@@ -31,7 +31,10 @@ class TrainingConfig:
     """Optimisation: AdamW with a warmup-cosine schedule and global-norm clipping.
     `steps` total, `batch_size` images per step, `learning_rate` peak, `warmup_steps`,
     `weight_decay`, `clip_norm`, `seed` (parameters, data order and masks),
-    `eval_every` and `checkpoint_every` in steps, `out_dir` for checkpoints and metrics."""
+    `eval_every` and `checkpoint_every` in steps, `out_dir` for checkpoints and metrics,
+    `init_from`: start from the parameters and data normalisation of a trained model (a
+    shipped name or a checkpoint path) with the same `[model]` section, instead of a
+    random initialisation: a fine-tune under this config's dynamics."""
 
     steps: int = 2000
     batch_size: int = 32
@@ -43,6 +46,7 @@ class TrainingConfig:
     eval_every: int = 250
     checkpoint_every: int = 250
     out_dir: str = "runs/train"
+    init_from: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

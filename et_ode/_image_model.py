@@ -47,11 +47,30 @@ class Dynamics:
         return options
 
 
+POSITION_INITS = ("normal", "sincos")
+
+
+def sincos_positions(side: int, dim: int) -> Float[Array, "N D"]:
+    """2-D sine-cosine position codes for a `side x side` grid of patches, row-major:
+    a quarter of the `dim` channels each for sin and cos of the row and of the column,
+    at geometrically spaced frequencies (period 2 pi to about 2 pi side)."""
+    if dim % 4:
+        raise ValueError(f"sincos positions need dim divisible by 4 (got {dim}).")
+    n_freq = dim // 4
+    freqs = side ** (-jnp.arange(n_freq) / max(n_freq - 1, 1))
+    rows, cols = jnp.meshgrid(jnp.arange(side), jnp.arange(side), indexing="ij")
+    angles = [a.reshape(-1, 1) * freqs for a in (rows, cols)]
+    return jnp.concatenate([f(a) for a in angles for f in (jnp.sin, jnp.cos)], axis=1)
+
+
 @dataclasses.dataclass(frozen=True)
 class ImageModelConfig:
     """Architecture of a `MaskedImageET`: image side, patch side, channels, the core
     (`dim`, `n_heads`, `head_dim`, `n_memories`, `beta`, `self_attention`, `hopfield`,
-    `tau`, `init_std`), and `standardise_context`: express each image per channel in
+    `tau`, `init_std`), `position_init` (`"normal"`: N(0, init_std^2), the paper's;
+    `"sincos"`: a 2-D sine-cosine grid of unit-order values, so that attention can find
+    a token's neighbours from the first step; learnable either way), and
+    `standardise_context`: express each image per channel in
     units of the mean and standard deviation of the patches the model sees (those not
     replaced by MASK) before encoding, and undo it after decoding. A zero prediction is
     then the mean fill, and the model learns structure rather than each scene's colour
@@ -70,8 +89,15 @@ class ImageModelConfig:
     tau: float = 1.0
     init_std: float = 0.02
     standardise_context: bool = True
+    position_init: str = "normal"
+
 
     def __post_init__(self):
+        if self.position_init not in POSITION_INITS:
+            raise ValueError(
+                f"position_init must be one of {', '.join(POSITION_INITS)} "
+                f"(got {self.position_init!r})."
+            )
         if self.image_size % self.patch:
             raise ValueError(
                 f"patch size {self.patch} does not divide image size {self.image_size}."
@@ -112,7 +138,11 @@ class MaskedImageET(eqx.Module):
         dim, std = config.dim, config.init_std
         dtype = jnp.float32  # also under jax_enable_x64, so that checkpoints always fit
         self.encoder = eqx.nn.Linear(config.patch_dim, dim, key=k_enc, dtype=dtype)
-        self.positions = std * jax.random.normal(k_pos, (config.n_patches, dim), dtype)
+        if config.position_init == "sincos":
+            side = config.image_size // config.patch
+            self.positions = sincos_positions(side, dim).astype(dtype)
+        else:
+            self.positions = std * jax.random.normal(k_pos, (config.n_patches, dim), dtype)
         self.mask_token = std * jax.random.normal(k_mask, (dim,), dtype)
         self.core = EnergyTransformer(
             dim, config.n_heads, config.head_dim, config.n_memories, key=k_core,

@@ -65,6 +65,31 @@ def new_model(config: TrainConfig, normalisation) -> MaskedImageET:
     return MaskedImageET(config.model, config.dynamics, key=key, normalisation=normalisation)
 
 
+def initial_model(config: TrainConfig, normalisation) -> tuple[MaskedImageET, object]:
+    """The model a new run starts from, and its data normalisation: a random one, or the
+    parameters and normalisation of `config.training.init_from` under this config's
+    dynamics (a learnable field strength the source did not use starts at 1)."""
+    source = config.training.init_from
+    if source is None:
+        return new_model(config, normalisation), normalisation
+    from ._zoo import load_model
+
+    base = load_model(source)
+    if base.config != config.model:
+        raise ValueError(
+            f"init_from={source!r} has a different [model] section ({base.config}); "
+            "a fine-tune needs the same architecture."
+        )
+    model = new_model(config, base.normalisation)
+    if not base.dynamics.external_field:
+        base = eqx.tree_at(lambda m: m.field_strength, base, model.field_strength)
+    arrays, rest = eqx.partition(model, eqx.is_array)
+    arrays = jax.tree.unflatten(
+        jax.tree.structure(arrays), jax.tree.leaves(eqx.filter(base, eqx.is_array))
+    )
+    return eqx.combine(arrays, rest), base.normalisation
+
+
 def augment(key, image):
     """A random flip, quarter turn and permutation of the colour channels of one
     `[H, W, C]` image (square): the 8 symmetries of the square times the channel orders."""
@@ -177,8 +202,7 @@ def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
                 f"{checkpoint} exists: pass --resume to continue it, or choose another --out."
             )
         metrics_path.unlink(missing_ok=True)  # stale lines of a run that never checkpointed
-        normalisation = ChannelNormalisation.fit(train_images)
-        model = new_model(config, normalisation)
+        model, normalisation = initial_model(config, ChannelNormalisation.fit(train_images))
         state = TrainState(model, optimizer.init(eqx.filter(model, eqx.is_array)), 0)
     test_images = normalisation.apply(load_split(config, "test")[: config.data.eval_images])
     images = jnp.asarray(normalisation.apply(train_images))

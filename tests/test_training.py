@@ -108,6 +108,44 @@ def test_resume_is_bit_identical(trained, tmp_path):
     assert steps == [1, 2, 3, 4, 5, 6]
 
 
+def test_fine_tune_starts_from_the_source_model(trained, tmp_path):
+    out, state = trained
+    fixed_point = dataclasses.replace(
+        TINY,
+        dynamics=et_ode.Dynamics(solver="tsit5", dt0=None, rtol=1e-3, atol=1e-5, t1=20.0,
+                                 flow="projected", fixed_point_atol=1e-3,
+                                 clamp_visible=True, external_field=True),
+        training=dataclasses.replace(TINY.training, steps=1, init_from=str(out / "checkpoint.eqx")),
+    )
+    from et_ode._train import initial_model
+
+    start, normalisation = initial_model(fixed_point, None)
+    assert normalisation == state.model.normalisation
+    assert start.dynamics == fixed_point.dynamics and float(start.field_strength) == 1.0
+    for name in ("positions", "mask_token", "core", "encoder", "decoder"):
+        for a, b in zip(jax.tree.leaves(eqx.filter(getattr(start, name), eqx.is_array)),
+                        jax.tree.leaves(eqx.filter(getattr(state.model, name), eqx.is_array))):
+            np.testing.assert_array_equal(a, b)
+    wider = dataclasses.replace(fixed_point, model=dataclasses.replace(TINY.model, dim=32))
+    with pytest.raises(ValueError, match="different \\[model\\] section"):
+        initial_model(wider, None)
+
+
+def test_sincos_positions():
+    from et_ode._image_model import sincos_positions
+
+    codes = np.asarray(sincos_positions(8, 16))
+    assert codes.shape == (64, 16)
+    # Row-major grid: patch 9 is row 1, column 1; the first row frequency is 1 rad/patch.
+    np.testing.assert_allclose(codes[9, 0], np.sin(1.0), rtol=1e-6)
+    np.testing.assert_allclose(codes[1, 4 * 2], np.sin(1.0), rtol=1e-6)  # column sin block
+    np.testing.assert_allclose(codes[:, [0, 4]] ** 2 @ [1, 1], 1.0, rtol=1e-6)  # sin^2 + cos^2
+    similarity = codes @ codes.T
+    assert np.argsort(similarity[27])[-2] in (19, 26, 28, 35)  # nearest code: a neighbour
+    with pytest.raises(ValueError, match="position_init"):
+        et_ode.ImageModelConfig(position_init="learned")
+
+
 def test_checkpoint_round_trip_holds_everything(trained):
     out, state = trained
     header, blobs = read_checkpoint(out / "checkpoint.eqx")
