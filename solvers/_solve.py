@@ -160,6 +160,12 @@ def batched_args_axes(args):
     return jax.tree.map(lambda leaf: 0 if jnp.ndim(leaf) > 0 else None, args)
 
 
+def _default_dtmin(t0, t1, dtype) -> float:
+    # A step of a few ulps of t no longer advances t: fail as dt_underflow, not max_steps.
+    ulp = float(jnp.finfo(dtype).eps) * max(abs(float(t0)), abs(float(t1)))
+    return max(1e-12 * (float(t1) - float(t0)), 16 * ulp)
+
+
 def _is_traced(tree) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(tree))
 
@@ -341,7 +347,8 @@ def solve(
       default; `max_steps` stores every step).
     - `max_steps`: step cap.
     - `dtmin`: smallest adaptive step before the solve fails with `"dt_underflow"`
-      (default `1e-12 (t1 - t0)`).
+      (default: the larger of `1e-12 (t1 - t0)` and 16 units of round-off of the
+      dtype at `max(|t0|, |t1|)`, below which `t + dt == t` in practice).
     - `implicit_tol`: GMRES tolerance for `"implicit"` (default 1e-10 in float64, 1e-5
       in float32).
     - `throw`: raise `SolveError` on a failed solve; with `False` inspect
@@ -367,7 +374,7 @@ def solve(
     if adaptive:
         numbers.update(
             rtol=as_array(rtol), atol=as_array(atol),
-            dtmin=as_array(1e-12 * (t1 - t0) if dtmin is None else dtmin),
+            dtmin=as_array(_default_dtmin(t0, t1, dtype) if dtmin is None else dtmin),
         )
     numbers["fp_atol"] = as_array(stop.atol if stop else 0.0)
     numbers["fp_rtol"] = as_array(stop.rtol if stop else 0.0)

@@ -116,6 +116,16 @@ def test_step_size_underflow_reported(model, x0):
     assert info.value.reason == "dt_underflow"
 
 
+def test_float32_stall_at_large_t_is_dt_underflow():
+    # At t = 1000 a float32 step below ~1e-4 cannot advance t: the default dtmin says so
+    # instead of burning max_steps on steps that change nothing.
+    model32 = make_model(dtype=jnp.float32)
+    sol = solvers.solve(model32, make_state(dtype=jnp.float32), solver="heun", rtol=1e-12,
+                        atol=1e-14, t0=1000.0, t1=1005.0, max_steps=4000, throw=False)
+    assert sol.stats["stop_reason"] == "dt_underflow"
+    assert int(sol.stats["num_steps"]) < 100
+
+
 def test_failure_inside_jit_raises(model, x0):
     import jax
 
