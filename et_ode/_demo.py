@@ -77,7 +77,7 @@ def run_shipped_models(n_images: int = 64, print_fn=print) -> list[dict]:
     from ._checkpoint import read_checkpoint
     from ._evaluate import eval_masks, evaluate_baselines, evaluate_model
     from ._image_model import MaskedImageET
-    from ._train import config_from_header, load_split
+    from ._train import config_from_header, held_out_split
     from ._zoo import SHIPPED, shipped_path
 
     rows = []
@@ -88,7 +88,7 @@ def run_shipped_models(n_images: int = 64, print_fn=print) -> list[dict]:
             continue
         model = MaskedImageET.load(name)
         config = config_from_header(read_checkpoint(path)[0], path)
-        images = model.normalisation.apply(load_split(config, "test")[:n_images])
+        images = model.normalisation.apply(held_out_split(config, n_images))
         masks = eval_masks(config, len(images))
         start = time.perf_counter()
         row = dict(model=name, images=len(images),

@@ -5,7 +5,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.interpolate import griddata
 
 from ._image_model import masked_mse
 from ._patches import Masking, patchify, random_masking, unpatchify
@@ -60,6 +59,8 @@ def mean_fill(patches, masking: Masking):
 def interpolation_fill(patches, masking: Masking, image_size: int, patch: int, channels: int = 3):
     """Baseline: MASK-replaced pixels linearly interpolated (scipy `griddata`) from the
     pixels of the patches the model sees, nearest-neighbour outside their hull."""
+    from scipy.interpolate import griddata  # a second's import: only when used
+
     patches = np.asarray(patches)
     out = patches.copy()
     grid = np.stack(np.meshgrid(np.arange(image_size), np.arange(image_size), indexing="ij"), -1)

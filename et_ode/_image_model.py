@@ -1,6 +1,7 @@
 """`MaskedImageET`: masked image completion with an Energy Transformer core."""
 
 import dataclasses
+import math
 
 import equinox as eqx
 import jax
@@ -217,6 +218,10 @@ class MaskedImageET(eqx.Module):
         mean, std = mean[:, None], std[:, None]
         x0, conditions = jax.vmap(self.encode)((patches - mean) / std, masking)
         options = self.dynamics.solve_options() | overrides
+        if "max_steps" not in overrides and options["rtol"] is None and options["dt0"]:
+            # A longer constant-step horizon than trained for needs more steps.
+            needed = math.ceil(float(options["t1"]) / float(options["dt0"]) * (1 + 1e-9)) + 1
+            options["max_steps"] = max(int(options["max_steps"]), needed)
         sol = solvers.solve(self.core, x0, args=conditions, args_batched=True, **options)
         return jax.vmap(self.decode)(sol.x_final) * std + mean, sol
 

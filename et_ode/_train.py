@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from ._checkpoint import atomic_write_bytes, fill, read_checkpoint, save_checkpoint
 from ._config import TrainConfig
-from ._evaluate import eval_masks, evaluate_model
+from ._evaluate import eval_masks, evaluate_baselines, evaluate_model
 from ._image_model import MaskedImageET
 from ._patches import random_masking
 
@@ -58,6 +58,16 @@ def load_split(config: TrainConfig, split: str) -> np.ndarray:
         return _data.photo_crops(split, size=size, seed=config.training.seed)
     return _data.tfds_images(config.data.tfds_name, split=split,
                              data_dir=config.data.data_dir, size=size)
+
+
+def held_out_split(config: TrainConfig, count: int | None = None) -> np.ndarray:
+    """The evaluation images `[count, H, W, C]` in [0, 1] (default `data.eval_images`):
+    spread evenly over the test split, so that every held-out scene is represented."""
+    images = load_split(config, "test")
+    count = config.data.eval_images if count is None else count
+    if not 1 <= count <= len(images):
+        raise ValueError(f"asked for {count} held-out images; the test split has {len(images)}.")
+    return images[np.round(np.linspace(0, len(images) - 1, count)).astype(int)]
 
 
 def new_model(config: TrainConfig, normalisation) -> MaskedImageET:
@@ -204,7 +214,7 @@ def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
         metrics_path.unlink(missing_ok=True)  # stale lines of a run that never checkpointed
         model, normalisation = initial_model(config, ChannelNormalisation.fit(train_images))
         state = TrainState(model, optimizer.init(eqx.filter(model, eqx.is_array)), 0)
-    test_images = normalisation.apply(load_split(config, "test")[: config.data.eval_images])
+    test_images = normalisation.apply(held_out_split(config))
     images = jnp.asarray(normalisation.apply(train_images))
     masks = eval_masks(config, len(test_images))
     base_key = jax.random.fold_in(jax.random.key(t.seed), 1)
@@ -257,8 +267,10 @@ def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
 
 
 def export_model(checkpoint, destination, force: bool = False) -> None:
-    """Write a model-only copy of a training checkpoint (no optimiser state). Refuses
-    to overwrite an existing file unless `force`."""
+    """Write a model-only copy of a training checkpoint (no optimiser state), with its
+    held-out evaluation and the two baselines, computed now by the current evaluation
+    code, in the header's `metrics`. Refuses to overwrite an existing file unless
+    `force`."""
     if Path(destination).exists() and not force:
         raise ValueError(f"{destination} exists; pass --force to replace it.")
     if Path(destination).resolve() == Path(checkpoint).resolve():
@@ -266,6 +278,14 @@ def export_model(checkpoint, destination, force: bool = False) -> None:
     model = load_model_file(checkpoint)
     header, _ = read_checkpoint(checkpoint)
     header = {k: v for k, v in header.items() if k not in ("blobs", "format")}
+    config = config_from_header(header, checkpoint)
+    images = model.normalisation.apply(held_out_split(config))
+    masks = eval_masks(config, len(images))
+    header["metrics"] = {
+        "eval_masked_mse": evaluate_model(model, images, masks), "eval_images": len(images),
+        **evaluate_baselines(images, masks, config.model.image_size, config.model.patch,
+                             config.model.channels),
+    }
     save_checkpoint(destination, header, model)
 
 
@@ -276,4 +296,6 @@ def load_model_file(path) -> MaskedImageET:
     header, blobs = read_checkpoint(path)
     config = config_from_header(header, path)
     normalisation = ChannelNormalisation.from_dict(header["normalisation"])
-    return fill(new_model(config, normalisation), blobs[0], path)
+    # Shapes only: initialising the parameters just to overwrite them costs seconds.
+    skeleton = eqx.filter_eval_shape(new_model, config, normalisation)
+    return fill(skeleton, blobs[0], path)

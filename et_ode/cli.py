@@ -26,7 +26,7 @@ def _train(options) -> int:
 
 def _eval(options) -> int:
     from ._evaluate import evaluate_baselines, evaluate_model, eval_masks
-    from ._train import config_from_header, load_split
+    from ._train import config_from_header, held_out_split
     from ._checkpoint import read_checkpoint
     from ._zoo import SHIPPED, shipped_path
     from . import MaskedImageET
@@ -37,7 +37,7 @@ def _eval(options) -> int:
     model = MaskedImageET.load(options.checkpoint)
     config = config_from_header(read_checkpoint(path)[0], path)
     count = config.data.eval_images if options.images is None else options.images
-    images = load_split(config, "test")[:count]
+    images = held_out_split(config, count)
     images = model.normalisation.apply(images)
     masks = eval_masks(config, len(images))
     result = {"checkpoint": str(options.checkpoint), "images": len(images),

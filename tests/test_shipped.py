@@ -8,7 +8,7 @@ import pytest
 import et_ode
 from et_ode._checkpoint import read_checkpoint
 from et_ode._evaluate import eval_masks, evaluate_model
-from et_ode._train import config_from_header, load_split
+from et_ode._train import config_from_header, held_out_split
 from et_ode._zoo import SHIPPED, shipped_path
 
 
@@ -21,7 +21,7 @@ def test_shipped_model_reproduces_its_numbers(name):
     config = config_from_header(header, path)
     model = et_ode.MaskedImageET.load(name)
     assert model.dynamics == config.dynamics
-    images = model.normalisation.apply(load_split(config, "test")[: config.data.eval_images])
+    images = model.normalisation.apply(held_out_split(config))
     mse = evaluate_model(model, images, eval_masks(config, len(images)))
     assert mse == pytest.approx(header["metrics"]["eval_masked_mse"], rel=1e-4)
     # Held-out scenes only: the shipped numbers are not training numbers.

@@ -81,9 +81,9 @@ def test_training_lowers_the_loss(trained):
     assert len(evals) == 2
     # Held-out masked-patch MSE on fixed images and masks: untrained, step 3, step 6.
     from et_ode._evaluate import eval_masks
-    from et_ode._train import load_split, new_model
+    from et_ode._train import held_out_split, new_model
 
-    images = state.model.normalisation.apply(load_split(TINY, "test")[:8])
+    images = state.model.normalisation.apply(held_out_split(TINY, 8))
     untrained = et_ode.evaluate_model(new_model(TINY, state.model.normalisation), images,
                                       eval_masks(TINY, 8))
     assert evals[1] < evals[0] < untrained
