@@ -192,10 +192,10 @@ class MaskedImageET(eqx.Module):
     # ------------------------------------------------------------ forward
     def context_statistics(self, patches: Float[Array, "N P"], masking: Masking):
         """Per-channel mean and standard deviation (floored at 0.05) of the patches the
-        model sees, each broadcastable to `[N, P]`; `(0, 1)` without
+        model sees, each `[P]` (tiled over the pixels of a patch); zeros and ones without
         `standardise_context`."""
         if not self.config.standardise_context:
-            return jnp.zeros(()), jnp.ones(())
+            return jnp.zeros(patches.shape[1:]), jnp.ones(patches.shape[1:])
         channels = self.config.channels
         pixels = patches.reshape(patches.shape[0], -1, channels)
         seen = ~masking.replaced[:, None, None]

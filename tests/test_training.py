@@ -251,3 +251,20 @@ def test_shipped_configs_parse():
 
     for path in sorted(pathlib.Path(__file__).resolve().parents[1].glob("configs/*.toml")):
         et_ode.load_config(path)
+
+
+def test_without_context_standardisation_the_model_sees_raw_units():
+    config = dataclasses.replace(TINY.model, standardise_context=False)
+    model = et_ode.MaskedImageET(config, TINY.dynamics, key=jax.random.key(0))
+    patches = jax.random.normal(jax.random.key(1), (2, 64, 48), jnp.float32)
+    masks = jax.vmap(lambda k: et_ode.random_masking(k, 64))(jax.random.split(jax.random.key(2), 2))
+    reconstruction, _ = model.reconstruct(patches, masks)
+    # By hand: encode the raw patches, solve the core, decode; no context shift or scale.
+    import solvers
+
+    x0, conditions = jax.vmap(model.encode)(patches, masks)
+    sol = solvers.solve(model.core, x0, args=conditions, args_batched=True,
+                        **model.dynamics.solve_options())
+    expected = jax.vmap(model.decode)(sol.x_final)
+    np.testing.assert_allclose(reconstruction, expected, rtol=1e-6, atol=1e-6)
+    assert np.isfinite(float(model.loss(patches, masks)))

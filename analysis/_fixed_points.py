@@ -1,0 +1,169 @@
+"""Path independence: do different starts reach the same fixed point?
+
+Each start is run to a fixed point of the projected flow (which keeps every token's
+mean and scale) with `solvers.FixedPointStop`, optionally polished by Newton's method
+(`solvers.find_fixed_point`), and the end states are compared in `g = LayerNorm(x)`,
+the coordinates in which a fixed point is a critical point of `E` on the manifold.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import solvers
+
+from ._common import as_batch, shard, take
+from ._plotting import figure, finish
+from ._records import metadata, model_dtype
+from ._stability import hessian_eigenvalues
+
+
+def matched_noise(x, key):
+    """Gaussian noise with each token's mean and standard deviation taken from `x`
+    (`[N, D]` or `[B, N, D]`): a start at the data's scale that carries none of its
+    content."""
+    x = jnp.asarray(x)
+    noise = jax.random.normal(key, x.shape, x.dtype)
+    noise = (noise - noise.mean(-1, keepdims=True)) / noise.std(-1, keepdims=True)
+    return x.mean(-1, keepdims=True) + x.std(-1, keepdims=True) * noise
+
+
+def standard_starts(x, other_end_state, key):
+    """The three starts of the path-independence question for one sample `x: [N, D]`:
+    the data itself, another sample's end state (`other_end_state: [N, D]`), and
+    `matched_noise(x, key)`. Returns `(starts [3, N, D], labels)`."""
+    x = jnp.asarray(x)
+    starts = jnp.stack([x, jnp.asarray(other_end_state, x.dtype), matched_noise(x, key)])
+    return starts, ["data", "another end state", "matched noise"]
+
+
+def _components(close):
+    """Connected components of a boolean adjacency matrix: a label per node."""
+    n = close.shape[0]
+    labels = -np.ones(n, int)
+    current = 0
+    for start in range(n):
+        if labels[start] >= 0:
+            continue
+        stack = [start]
+        labels[start] = current
+        while stack:
+            i = stack.pop()
+            for j in np.flatnonzero(close[i] & (labels < 0)):
+                labels[j] = current
+                stack.append(j)
+        current += 1
+    return labels
+
+
+def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float = 1e-6,
+                 tolerance: float = 1e-9, polish: bool = True, t1: float = 1000.0,
+                 solver: str = "tsit5", rtol: float = 1e-10, atol: float = 1e-12,
+                 max_steps: int = 100_000, args_batched: bool = False,
+                 morse_index: bool = False, seeds=None) -> dict:
+    """Run every start to a fixed point and say whether they coincide.
+
+    **Arguments:**
+
+    - `model`: an `et_ode.EnergyTransformer`; `starts: [S, N, D]` (for instance the
+      data, another sample's end state, `matched_noise(...)`); `args` shared or per
+      start (`args_batched=True`).
+    - `labels`: a name per start (default `start 0`, ...).
+    - `distance_tol`: two fixed points are the same when the RMS of `g_i* - g_j*` (over
+      the `N D` entries) is below it.
+    - `tolerance`, `t1`, `solver`, `rtol`, `atol`, `max_steps`: the projected-flow solve
+      with `FixedPointStop(atol=tolerance)` capped at `t1`.
+    - `polish`: refine each end state with `solvers.find_fixed_point` (Newton, to
+      RMS G ~ 1e-12 in float64) before comparing.
+    - `morse_index`: also count negative Hessian eigenvalues at each fixed point
+      (dense, small models).
+    - `seeds`: recorded in the metadata (how the starts were made).
+
+    **Returns:** a dict: `labels`, `x_star [S, N, D]`, `g_star [S, N, D]`,
+    `distances [S, S]` (RMS of `g_i* - g_j*`), `cluster [S]` (connected components of
+    `distances < distance_tol`), `n_distinct`, `path_independence` (fraction of pairs
+    of starts that reached the same fixed point: 1 when all coincide, 0 when all differ),
+    `energy [S]`, `residual_rms [S]`, `t_final [S]`, `stop_reason`, `converged [S]`,
+    `morse_index [S]` (or `None`), and `metadata`.
+    """
+    xb, _ = as_batch(starts)
+    count = xb.shape[0]
+    labels = list(labels) if labels is not None else [f"start {i}" for i in range(count)]
+    x_in, args_in, _ = shard(xb, args, args_batched)
+    sol = solvers.solve(model, x_in, args=args_in, t1=t1, flow="projected", solver=solver,
+                        rtol=rtol, atol=atol, max_steps=max_steps,
+                        stop=solvers.FixedPointStop(atol=tolerance),
+                        args_batched=args_batched, throw=False)
+    x_star = np.array(sol.x_final)[:count]
+    reasons = list(sol.stats["stop_reason"])[:count]
+    newton_ok = np.ones(count, bool)
+    if polish:
+        for i in range(count):
+            found = solvers.find_fixed_point(model, x_star[i], args=take(args, i, args_batched))
+            # Newton converges to the nearest critical point; keep it only if it is close.
+            if bool(found.success) and float(jnp.sqrt(jnp.mean(
+                    (model.norm(found.x) - model.norm(x_star[i])) ** 2))) < 1e-3:
+                x_star[i] = np.asarray(found.x)
+            else:
+                newton_ok[i] = False
+    g_star = np.asarray(jax.vmap(model.norm)(jnp.asarray(x_star)))
+    diff = g_star[:, None] - g_star[None, :]
+    distances = np.sqrt(np.mean(diff**2, axis=(-2, -1)))
+    close = distances < distance_tol
+    cluster = _components(close)
+    pairs = np.triu_indices(count, 1)
+    score = float(np.mean(close[pairs])) if count > 1 else 1.0
+    energy, residual = [], []
+    morse = [] if morse_index else None
+    for i in range(count):
+        args_i = take(args, i, args_batched)
+        x_i = jnp.asarray(x_star[i])
+        energy.append(float(model.energy(x_i, args_i)))
+        residual.append(float(solvers.rms(model.residual(x_i, args_i))))
+        if morse_index:
+            morse.append(hessian_eigenvalues(model, x_i, args_i, k=1)["morse_index"])
+    residual = np.asarray(residual)
+    return dict(
+        labels=labels, x_star=x_star, g_star=g_star, distances=distances, cluster=cluster,
+        n_distinct=int(cluster.max() + 1), path_independence=score,
+        energy=np.asarray(energy), residual_rms=residual, t_final=np.asarray(sol.t_final)[:count],
+        stop_reason=reasons, converged=residual <= tolerance, newton_polished=newton_ok,
+        morse_index=None if morse is None else np.asarray(morse),
+        metadata=metadata(
+            study="fixed_points", dtype=model_dtype(model), seeds=seeds, flow="projected",
+            solver=solver, rtol=rtol, atol=atol, tolerance=tolerance, t1=t1,
+            distance_tol=distance_tol, polish=polish,
+            coordinates="distances: RMS over N D entries of g* differences",
+        ),
+    )
+
+
+def plot_fixed_points(result: dict, path=None):
+    """Left: the matrix of distances between fixed points (log colour scale, entries
+    below `distance_tol` marked as the same point). Right: the energy of each fixed
+    point, coloured by cluster. Returns the `Figure`."""
+    from matplotlib.colors import LogNorm
+
+    fig, axes = figure(2, 1)
+    ax = axes[0, 0]
+    d = np.asarray(result["distances"], float)
+    tol = result["metadata"]["distance_tol"]
+    shown = np.where(d > 0, d, tol / 10)
+    norm = LogNorm(vmin=min(shown.min(), tol / 10), vmax=max(shown.max(), tol))
+    image = ax.imshow(shown, norm=norm, cmap="viridis")
+    fig.colorbar(image, ax=ax, label="RMS |g*_i - g*_j|")
+    for i, j in zip(*np.nonzero(d < tol)):
+        ax.text(j, i, "=", ha="center", va="center", color="w", fontsize=8)
+    ax.set_xticks(range(len(result["labels"])), result["labels"], rotation=45, ha="right",
+                  fontsize=7)
+    ax.set_yticks(range(len(result["labels"])), result["labels"], fontsize=7)
+    ax.set_title(f"{result['n_distinct']} distinct, path independence "
+                 f"{result['path_independence']:.2f}")
+    ax = axes[0, 1]
+    ax.scatter(range(len(result["energy"])), result["energy"], c=result["cluster"],
+               cmap="tab10", vmin=0, vmax=9)
+    ax.set_xticks(range(len(result["labels"])), result["labels"], rotation=45, ha="right",
+                  fontsize=7)
+    ax.set_ylabel("energy E at the fixed point")
+    ax.set_title("colour: fixed point (cluster)")
+    return finish(fig, path)

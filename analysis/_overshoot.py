@@ -1,0 +1,158 @@
+"""Beyond the training horizon: masked-patch error and energy against time.
+
+The paper's model is trained through 12 Euler steps (`t1 = 1.2 tau`) and its answer is
+a transient; run on, the dynamics keep descending the energy and the reconstruction may
+get worse (the paper's "overshoot"). This study decodes the state at log-spaced times
+from the start to `t_max_factor` times the training horizon, using the pieces of
+`MaskedImageET.reconstruct` (context statistics, `encode`, `solvers.solve` with
+`save=times`, `decode`).
+"""
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import solvers
+
+from ._common import log_times, shard, solve_in_chunks
+from ._plotting import figure, finish
+from ._records import metadata, model_dtype
+
+
+@eqx.filter_jit
+def _encode(image_model, patches, masking):
+    mean, std = jax.vmap(image_model.context_statistics)(patches, masking)
+    # [B, 1, P] (or [B, 1, 1] without standardisation): broadcast over the N patches.
+    mean = mean.reshape(mean.shape[0], 1, -1)
+    std = std.reshape(std.shape[0], 1, -1)
+    x0, conditions = jax.vmap(image_model.encode)((patches - mean) / std, masking)
+    return x0, conditions, mean, std
+
+
+@eqx.filter_jit
+def _errors_and_energies(image_model, xs, conditions, patches, occluded, mean, std):
+    """`xs: [B, T, N, D]` -> per image and time the summed squared error over occluded
+    patches (mean over pixels of a patch) `[B, T]`, and the energy `[B, T]`."""
+    def per_image(x_t, cond, target, occ, m, s):
+        def per_time(x):
+            prediction = image_model.decode(x) * s + m
+            err = jnp.mean((prediction - target) ** 2, axis=-1)
+            return jnp.sum(jnp.where(occ, err, 0.0)), image_model.core.energy(x, cond)
+        return jax.vmap(per_time)(x_t)
+
+    from ._common import batched_axes
+    return jax.vmap(per_image, in_axes=(0, batched_axes(conditions), 0, 0, 0, 0))(
+        xs, conditions, patches, occluded, mean, std)
+
+
+def overshoot(image_model, images, masking, *, t_max_factor: float = 100.0,
+              n_times: int = 40, t_first: float | None = None, batch_size: int = 64,
+              chunks: int = 1, normalised: bool = True, **overrides) -> dict:
+    """Masked-patch MSE and energy against time, from the start to `t_max_factor` times
+    the training horizon.
+
+    **Arguments:**
+
+    - `image_model`: an `et_ode.MaskedImageET`; `images: [B, H, W, C]` in the model's
+      normalised units (`normalised=False`: in [0, 1], normalised here with the model's
+      stored normalisation); `masking`: an `et_ode.Masking` with `[B, N]` fields.
+    - `t_max_factor`: how far past the horizon to go. The horizon is the model's
+      `dynamics.t1`; for a fixed-point model (`dynamics.fixed_point_atol` set) it is the
+      median time at which its own fixed-point stop fired on these images, and the run
+      past it is without the stop.
+    - `n_times`, `t_first`: log-spaced times from `t_first` (default horizon / 100) to
+      the end, plus 0 and the horizon itself.
+    - `batch_size`: images per solve (each batch placed over every device with
+      `solvers.shard_batch`); `chunks`: segments of the horizon per solve.
+    - `**overrides`: `solvers.solve` options replacing the model's dynamics (e.g.
+      `solver="tsit5", rtol=..., atol=...`).
+
+    **Returns:** a dict: `times [T]`, `mse [T]` (over all occluded patches of all
+    images, normalised pixel units), `mse_per_image [B, T]`, `energy [B, T]`,
+    `horizon`, `horizon_kind` (`"t1"` or `"fixed_point"`), `t_max`, `mse_at_horizon`,
+    `mse_at_end`, `best_time` and `best_mse` (minimum over the sampled times),
+    `solve_options`, and `metadata`.
+    """
+    images = jnp.asarray(images)
+    if not normalised:
+        if image_model.normalisation is None:
+            raise ValueError("normalised=False needs a model with a stored normalisation.")
+        images = jnp.asarray(image_model.normalisation.apply(images))
+    patches = jax.vmap(image_model.patches)(images)
+    dynamics = image_model.dynamics
+    options = dynamics.solve_options() | overrides
+    stop = options.pop("stop", None)
+    options.pop("adjoint", None)
+    n_images = patches.shape[0]
+    x0, conditions, mean, std = _encode(image_model, patches, masking)
+    if stop is not None:
+        own = solvers.solve(image_model.core, x0, args=conditions, args_batched=True,
+                            stop=stop, throw=False, **options)
+        horizon, horizon_kind = float(np.median(np.asarray(own.t_final))), "fixed_point"
+    else:
+        horizon, horizon_kind = float(options["t1"]), "t1"
+    t_max = t_max_factor * horizon
+    options["t1"] = t_max
+    if options.get("rtol") is None and options.get("dt0") is not None:
+        options["max_steps"] = max(int(options.get("max_steps", 4096)),
+                                   int(math.ceil(t_max / options["dt0"] / max(chunks, 1))) + 16)
+    options.pop("t1")
+    first = horizon / 100 if t_first is None else t_first
+    times = log_times(first, t_max, n_times, include=[horizon], start=0.0)
+    sq_err, energy = [], []
+    for start in range(0, n_images, batch_size):
+        sl = slice(start, start + batch_size)
+        part = jax.tree.map(lambda a: a[sl], (x0, conditions))
+        xb, args_b, count = shard(part[0], part[1], True)
+        xs, _ = solve_in_chunks(image_model.core, xb, args_b, times, chunks=chunks,
+                                args_batched=True, **options)
+        err, e = _errors_and_energies(image_model, xs[:count], part[1], patches[sl],
+                                      masking.occluded[sl], mean[sl], std[sl])
+        sq_err.append(np.asarray(err))
+        energy.append(np.asarray(e))
+    sq_err, energy = np.concatenate(sq_err), np.concatenate(energy)
+    occluded = np.asarray(masking.occluded).sum(axis=-1)  # [B]
+    mse = sq_err.sum(axis=0) / max(int(occluded.sum()), 1)
+    per_image = sq_err / np.maximum(occluded, 1)[:, None]
+    at = int(np.argmin(np.abs(times - horizon)))
+    best = int(np.argmin(mse))
+    return dict(
+        times=times, mse=mse, mse_per_image=per_image, energy=energy, horizon=horizon,
+        horizon_kind=horizon_kind, t_max=t_max, mse_at_horizon=float(mse[at]),
+        mse_at_end=float(mse[-1]), best_time=float(times[best]), best_mse=float(mse[best]),
+        solve_options={k: v for k, v in options.items()},
+        metadata=metadata(
+            study="overshoot", dtype=model_dtype(image_model.core), t_max_factor=t_max_factor,
+            horizon=horizon, horizon_kind=horizon_kind, n_images=n_images,
+            solve_options=dict(options), stop_for_horizon=None if stop is None else stop.atol,
+            units="MSE over occluded patches in normalised pixel units; energy of the core",
+        ),
+    )
+
+
+def plot_overshoot(result: dict, path=None):
+    """Masked-patch MSE (left) and the energy, median over images with the
+    interquartile range (right), against time on a log axis, the training horizon
+    marked. Returns the `Figure`."""
+    fig, axes = figure(2, 1)
+    times = np.asarray(result["times"], float)
+    linthresh = max(float(times[times > 0].min()), 1e-6)
+    ax = axes[0, 0]
+    ax.plot(times, result["mse"], "-o", ms=3, label="all images")
+    ax.set_ylabel("masked-patch MSE (normalised units)")
+    ax = axes[0, 1]
+    energy = np.asarray(result["energy"], float)
+    ax.plot(times, np.median(energy, axis=0), color="tab:green", label="median")
+    ax.fill_between(times, np.percentile(energy, 25, axis=0), np.percentile(energy, 75, axis=0),
+                    color="tab:green", alpha=0.25, label="interquartile")
+    ax.set_ylabel("energy E of the core")
+    for ax in axes[0]:
+        ax.set_xscale("symlog", linthresh=linthresh)
+        ax.axvline(result["horizon"], color="tab:red", ls="--",
+                   label=f"training horizon ({result['horizon']:.3g} tau)")
+        ax.set_xlabel("time t (tau)")
+        ax.legend(fontsize=7)
+    return finish(fig, path)

@@ -1,0 +1,121 @@
+"""What produced a result, and writing results as JSON.
+
+Every study returns a plain dict (numpy arrays, numbers, strings, nested dicts and lists)
+with a `"metadata"` entry from `metadata(...)`. `to_json` turns such a dict into pure JSON
+types; `save_json` writes it atomically.
+"""
+
+import datetime
+import json
+import math
+import os
+import platform
+import tempfile
+from importlib import metadata as _importlib_metadata
+
+import jax
+import numpy as np
+
+_PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optimistix", "lineax", "numpy", "scipy",
+             "et-ode")
+
+
+def versions() -> dict:
+    """Installed versions of the packages a study depends on (`None` if absent)."""
+    found = {}
+    for name in _PACKAGES:
+        try:
+            found[name] = _importlib_metadata.version(name)
+        except _importlib_metadata.PackageNotFoundError:
+            found[name] = None
+    found["python"] = platform.python_version()
+    return found
+
+
+def metadata(*, study: str, dtype=None, seeds=None, **extra) -> dict:
+    """The record of what produced a result.
+
+    **Arguments:**
+
+    - `study`: the study's name (e.g. `"convergence"`).
+    - `dtype`: the floating dtype the numbers were computed in.
+    - `seeds`: a dict of the PRNG seeds used (empty if none).
+    - `**extra`: anything else worth recording (flow, solver, tolerances, ...): values are
+      kept as given and converted by `to_json`.
+
+    **Returns:** a dict with `study`, `dtype`, `seeds`, `versions` (see `versions()`),
+    `x64` (whether `jax_enable_x64` was on), `devices` (platform and count), `created`
+    (UTC, ISO 8601) and the extra entries.
+    """
+    devices = jax.devices()
+    record = dict(
+        study=study,
+        dtype=None if dtype is None else str(np.dtype(dtype)),
+        seeds=dict(seeds or {}),
+        versions=versions(),
+        x64=bool(jax.config.jax_enable_x64),
+        devices=dict(platform=devices[0].platform, count=len(devices)),
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    )
+    record.update(extra)
+    return record
+
+
+def model_dtype(model):
+    """The floating dtype of a model's parameters (float32 if it has none)."""
+    import equinox as eqx
+
+    leaves = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
+    return np.dtype(leaves[0].dtype) if leaves else np.dtype(np.float32)
+
+
+def to_json(result):
+    """A copy of `result` made of JSON types only.
+
+    numpy and JAX arrays become (nested) lists, numpy scalars Python numbers, tuples lists,
+    dtypes and other objects their `str`. JSON has no NaN or infinity: non-finite floats
+    become `None` (diffrax pads unreached save slots with `inf`).
+    """
+    if isinstance(result, dict):
+        return {str(key): to_json(value) for key, value in result.items()}
+    if isinstance(result, (list, tuple)):
+        return [to_json(value) for value in result]
+    if isinstance(result, (jax.Array, np.ndarray)):
+        return to_json(np.asarray(result).tolist())
+    if isinstance(result, (bool, np.bool_)):
+        return bool(result)
+    if isinstance(result, (int, np.integer)):
+        return int(result)
+    if isinstance(result, (float, np.floating)):
+        value = float(result)
+        return value if math.isfinite(value) else None
+    if result is None or isinstance(result, str):
+        return result
+    return str(result)
+
+
+def save_json(path, result, *, indent: int | None = 1) -> str:
+    """Write `to_json(result)` to `path` atomically (a temporary file in the same folder,
+    flushed and renamed over `path`), creating the folder if needed. `indent=None`
+    writes compactly (no spaces or newlines: for results holding large arrays;
+    `python -m json.tool FILE` shows them indented).
+
+    **Returns:** the path written.
+    """
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    separators = (",", ":") if indent is None else None
+    text = json.dumps(to_json(result), indent=indent, separators=separators, allow_nan=False)
+    handle, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(handle, "w") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path
