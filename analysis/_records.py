@@ -113,6 +113,9 @@ def save_json(path, result, *, indent: int | None = 1) -> str:
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are shared
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -2,16 +2,118 @@
 
 import argparse
 import json
+import math
 import sys
 
 
-def _demo(options) -> int:
-    from ._demo import run_demo, run_shipped_models
+STUDY_NAMES = ("convergence", "energy-descent", "overshoot", "stability", "fixed-points",
+               "gradient-depth", "contributions", "work-precision")  # = analysis STUDIES
 
-    run_demo(n_tokens=options.tokens, dim=options.dim, seed=options.seed)
-    if options.images > 0:
-        run_shipped_models(options.images)
+
+def _demo(options) -> int:
+    from analysis._demo import demo_job
+
+    summary = demo_job(options.out, images=options.images, eval_images=options.eval_images,
+                       quick=options.quick, force=options.force,
+                       progress=options.progress)
+    folder = summary["run"]["folder"]
+    print("\n".join(f"- {sentence}" for sentence in summary["findings"]))
+    print(f"wrote {folder}/summary.md, summary.json and the files they list")
     return 0
+
+
+def _run_job(options, prefix: str, label: str, job):
+    """Float64 on, the model, the output folder and the held-out images, then
+    `job(model, images, indices, masks, out, meta)` as the second progress stage; what
+    `frames`, `compare-solvers` and `study` share. A fresh run folder that the job left
+    empty (it failed) is removed."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # float64 references; models stay float32
+    from analysis._records import model_dtype
+    from analysis._runs import Stages, held_out, job_metadata, load_model_and_config, output_folder
+
+    model, config, header = load_model_and_config(options.checkpoint)  # fail fast
+    out = output_folder(options.out, prefix=prefix, force=options.force)
+    stages = Stages(2, f"{prefix} -> {out}", options.progress)
+    try:
+        with stages.stage(f"{options.images} held-out images"):
+            images, indices, masks = held_out(model, config, options.images, options.seed)
+        meta = job_metadata(prefix, options.checkpoint, config, header, indices=indices,
+                            mask_seed=options.seed, dtype=model_dtype(model.core),
+                            options={k: v for k, v in vars(options).items() if k != "handler"})
+        with stages.stage(label):
+            return job(model, images, indices, masks, out, meta)
+    except BaseException:
+        if options.out is None and not any(out.iterdir()):
+            out.rmdir()
+        raise
+    finally:
+        stages.close()
+
+
+def _frames(options) -> int:
+    from analysis._jobs import energy_video_job
+
+    _check_tolerances(options)
+
+    def job(model, images, indices, masks, out, meta):
+        return energy_video_job(
+            model, images, masks, out, frames=options.frames, horizon=options.horizon,
+            fps=options.fps, indices=indices, meta=meta, solver=options.solver,
+            dt0=options.dt0, rtol=options.rtol, atol=options.atol,
+            max_steps=options.max_steps)
+
+    result = _run_job(options, "frames", f"{options.frames} frames", job)
+    print(f"wrote {len(result['frames'])} frames to {result['frames'][0].parent}, the video "
+          f"{result['video']}, {result['png']} and {result['json']}")
+    return 0
+
+
+def _compare_solvers(options) -> int:
+    from analysis._jobs import compare_solvers_job
+
+    def job(model, images, indices, masks, out, meta):
+        return compare_solvers_job(
+            model, images, masks, out, flow=options.flow, t1=options.t1,
+            solvers=options.solvers, tolerances=options.tolerances,
+            fixed_solvers=options.fixed_solvers, step_sizes=options.step_sizes,
+            repeats=options.repeats, dtype=options.dtype, quick=options.quick, meta=meta)
+
+    result = _run_job(options, "compare-solvers", "solves", job)
+    for run in result["runs"]:
+        setting = f"rtol {run['rtol']:g}" if run["kind"] == "adaptive" else f"dt {run['dt0']:g}"
+        print(f"{run['solver']:<8} {setting:<11} NFE {run['nfe']:>6}  error vs exact "
+              f"{run['error_exact']:.2e}  vs paper's Euler {run['error_paper']:.2e}")
+    print(f"wrote {result['files']['json']} and {result['files']['png']}")
+    return 0
+
+
+def _study(options) -> int:
+    from analysis._jobs import study_job
+
+    if options.name not in STUDY_NAMES:
+        raise ValueError(f"unknown study {options.name!r}; choose one of "
+                         f"{', '.join(STUDY_NAMES)}.")
+    _check_tolerances(options)
+
+    def job(model, images, indices, masks, out, meta):
+        return study_job(
+            options.name, model, images, masks, out, meta=meta, flow=options.flow,
+            horizon=options.horizon, factor=options.factor, solver=options.solver,
+            dt0=options.dt0, rtol=options.rtol, atol=options.atol, dtype=options.dtype,
+            quick=options.quick)
+
+    result = _run_job(options, options.name, options.name, job)
+    print(f"wrote {result['files']['json']} and {result['files']['png']}")
+    return 0
+
+
+def _check_tolerances(options) -> None:
+    if options.atol is not None and options.rtol is None:
+        raise ValueError("--atol needs --rtol (both select adaptive steps).")
+    if options.rtol is not None and options.atol is None:
+        options.atol = options.rtol * 1e-2
 
 
 def _train(options) -> int:
@@ -63,16 +165,76 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
-        "demo", help="solve a random model with several solvers on both flows and print "
-        "energy, residual, steps and NFE",
-    )
-    demo.add_argument("--tokens", type=int, default=64, help="number of tokens N (default 64)")
-    demo.add_argument("--dim", type=int, default=48, help="token dimension D (default 48)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    demo.add_argument("--images", type=int, default=64,
-                      help="held-out crops on which to evaluate the shipped models against "
-                      "the baselines (default 64; 0 skips)")
+        "demo", help="the main job: energy video, solver comparison, overshoot and "
+        "convergence studies and held-out MSE of the shipped models, with a summary")
+    demo.add_argument("--images", type=_positive_int, default=None,
+                      help="held-out crops for the video and the studies (default 8; "
+                      "2 with --quick)")
+    demo.add_argument("--eval-images", type=_positive_int, default=None,
+                      help="held-out crops for the MSE table (default 64)")
+    demo.add_argument("--quick", action="store_true",
+                      help="small grids, few frames, short horizons (under a minute)")
+    _output_options(demo, "demo")
     demo.set_defaults(handler=_demo)
+
+    frames = commands.add_parser(
+        "frames", help="energy-trajectory video: PNG frames, mp4 (GIF if ffmpeg fails), JSON")
+    _model_options(frames, images=4)
+    frames.add_argument("--frames", type=_int_at_least(2), default=49,
+                        help="frames, equally spaced from t = 0 to --horizon (default 49)")
+    frames.add_argument("--horizon", type=_positive_float, default=None,
+                        help="last time in tau (default 4 x the model's trained time)")
+    _solver_options(frames)
+    frames.add_argument("--max-steps", type=_positive_int, default=None,
+                        help="step cap (default: enough for the horizon)")
+    frames.add_argument("--fps", type=_positive_float, default=12.0,
+                        help="video frames per second (default 12)")
+    _output_options(frames, "frames")
+    frames.set_defaults(handler=_frames)
+
+    compare = commands.add_parser(
+        "compare-solvers", help="error against NFE and wall time per solver, tolerance and "
+        "step size, on the model's core from held-out images")
+    _model_options(compare, images=8)
+    compare.add_argument("--flow", choices=("native", "projected"), default=None,
+                         help="default: the model's")
+    compare.add_argument("--t1", type=_positive_float, default=None,
+                         help="end time in tau (default: the model's trained time)")
+    compare.add_argument("--solvers", type=_solver_list, default=None,
+                         help="adaptive solvers, comma-separated (default bosh3,tsit5)")
+    compare.add_argument("--tolerances", type=_float_list, default=None,
+                         help="rtol values, atol = rtol/100 (default 1e-3,1e-4,1e-5,1e-6)")
+    compare.add_argument("--fixed-solvers", type=_solver_list, default=None,
+                         help="constant-step solvers (default euler,heun)")
+    compare.add_argument("--step-sizes", type=_float_list, default=None,
+                         help="constant steps (default 0.2,0.1,0.05,0.025)")
+    compare.add_argument("--repeats", type=_positive_int, default=1,
+                         help="timed solves per setting after a warm-up (default 1)")
+    compare.add_argument("--dtype", choices=("float32", "float64"), default=None,
+                         help="cast the core (default: its own, float32)")
+    compare.add_argument("--quick", action="store_true",
+                         help="default grid: tsit5 at 1e-3, 1e-5; euler at 0.1, 0.05")
+    _output_options(compare, "compare-solvers")
+    compare.set_defaults(handler=_compare_solvers)
+
+    study = commands.add_parser(
+        "study", help="one study of the model's dynamics on held-out images: "
+        + ", ".join(STUDY_NAMES))
+    study.add_argument("name", metavar="NAME", help="one of " + ", ".join(STUDY_NAMES))
+    _model_options(study, images=8)
+    study.add_argument("--flow", choices=("native", "projected"), default=None,
+                       help="default: the study's (the model's, or both for convergence)")
+    study.add_argument("--horizon", "--t1", dest="horizon", type=_positive_float,
+                       default=None, help="end time in tau (its meaning per study: see README)")
+    study.add_argument("--factor", type=_positive_float, default=None,
+                       help="overshoot: end time as a multiple of the horizon (default 100)")
+    _solver_options(study)
+    study.add_argument("--dtype", choices=("float32", "float64"), default=None,
+                       help="default float64 for studies of the core, the model's own for "
+                       "overshoot, gradient-depth, contributions, work-precision")
+    study.add_argument("--quick", action="store_true", help="small grids, short horizons")
+    _output_options(study, "NAME")
+    study.set_defaults(handler=_study)
 
     train = commands.add_parser("train", help="train a masked-image model from a TOML config")
     train.add_argument("--config", required=True, help="TOML config (see configs/)")
@@ -102,13 +264,97 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _model_options(parser, images: int) -> None:
+    parser.add_argument("--checkpoint", default="paper",
+                        help="a shipped model (paper, ode) or a checkpoint file (default paper)")
+    parser.add_argument("--images", type=_positive_int, default=images,
+                        help=f"held-out crops, spread over the test scenes (default {images})")
+    parser.add_argument("--seed", type=_non_negative_int, default=20230213,
+                        help="seed of the masks (default 20230213: those of et-ode eval)")
+
+
+def _solver_options(parser) -> None:
+    parser.add_argument("--solver", type=_solver_name, default=None,
+                        help="solver (default the model's/study's); alone: constant steps")
+    parser.add_argument("--dt0", type=_positive_float, default=None,
+                        help="(initial) step in tau")
+    parser.add_argument("--rtol", type=_positive_float, default=None,
+                        help="relative tolerance (adaptive steps)")
+    parser.add_argument("--atol", type=_positive_float, default=None,
+                        help="absolute tolerance (default rtol/100)")
+
+
+def _output_options(parser, prefix: str) -> None:
+    parser.add_argument("--out", default=None,
+                        help=f"output folder (default: a fresh runs/{prefix}-YYYYmmdd-HHMMSS); "
+                        "an existing one must be empty")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a non-empty --out, replacing files of the same name")
+    parser.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="no progress bar")
+
+
+def _positive_int(text: str) -> int:
+    return _int_at_least(1)(text)
+
+
+def _non_negative_int(text: str) -> int:
+    return _int_at_least(0)(text)
+
+
+def _int_at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low} (got {text!r})")
+        return value
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number (got {text!r})")
+    return value
+
+
+def _float_list(text: str) -> tuple:
+    return tuple(_positive_float(item) for item in text.split(",") if item.strip())
+
+
+def _solver_name(text: str) -> str:
+    from solvers import SOLVER_NAMES
+
+    if text not in SOLVER_NAMES:
+        raise argparse.ArgumentTypeError(
+            f"unknown solver {text!r}; choose one of {', '.join(SOLVER_NAMES)}")
+    return text
+
+
+def _solver_list(text: str) -> tuple:
+    return tuple(_solver_name(item.strip()) for item in text.split(",") if item.strip())
+
+
 def main(argv=None) -> int:
-    options = build_parser().parse_args(argv)
+    options = build_parser().parse_args(argv)  # bad options: usage, message, exit 2
     try:
         return options.handler(options)
     except ValueError as error:  # bad input: a message, not a traceback
         print(f"et-ode: error: {error}", file=sys.stderr)
         return 2
+    except RuntimeError as error:  # a failed solve (solvers.SolveError) says why
+        from solvers import SolveError
+
+        if not isinstance(error, SolveError):
+            raise
+        print(f"et-ode: error: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

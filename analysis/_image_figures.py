@@ -1,0 +1,532 @@
+"""The image figures of a `MaskedImageET` (paper figures 2-6) and the energy-trajectory
+video (figure 8).
+
+Each figure function takes a model (and data) and returns `(fig, data)`: a matplotlib
+`Figure` and a dict of the plotted numbers (NumPy arrays and plain values). The video
+function returns its frames instead of a figure. Nothing is written to disk here.
+
+Units: images in [0, 1] (RGB) for display; "normalised" means the model's per-channel
+data normalisation (`model.normalisation`), the units of its loss; time in units of the
+model's `tau`.
+"""
+
+import functools
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from matplotlib.figure import Figure
+
+from et_ode._data import photo_crops
+from et_ode._evaluate import EVAL_KEY, mean_fill
+from et_ode._image_model import masked_mse
+from et_ode._patches import Masking, random_masking
+
+from ._video import figure_to_frame
+
+MASK_GREY = 0.5  # display value of a MASK-replaced patch in a masked input
+GAP = np.nan  # separator pixels in mosaics (drawn white)
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def held_out_images(n_images: int, *, image_size: int = 32, crops_seed: int = 0):
+    """`n_images` held-out crops spread evenly over the test crops (all of
+    `et_ode.TEST_SCENES`, in the order of `photo_crops("test")`, the crops the evaluation
+    uses for `crops_seed` = the training seed), so that every held-out scene appears.
+
+    **Returns:** `(images [n, S, S, 3] float32 in [0, 1], indices [n])`, the indices into
+    `photo_crops("test", size=image_size, seed=crops_seed)`.
+    """
+    if int(n_images) != n_images or n_images < 1:
+        raise ValueError(f"the number of images must be a positive integer (got {n_images}).")
+    crops = photo_crops("test", size=image_size, seed=crops_seed)
+    if n_images > len(crops):
+        raise ValueError(f"asked for {n_images} images; the test split has {len(crops)}.")
+    indices = np.round(np.linspace(0, len(crops) - 1, int(n_images))).astype(int)
+    return crops[indices], indices
+
+
+def held_out_masks(n_patches: int, n_images: int, seed: int = EVAL_KEY, ratio: float = 0.5,
+                   fraction: float = 0.9) -> Masking:
+    """The evaluation masking, `[n_images, N]` fields: the paper's exact-count masking
+    with keys `jax.random.split(jax.random.key(seed), n_images)`. With the default seed
+    and a training config's ratio and fraction it equals `et_ode._evaluate.eval_masks`."""
+    return _masks(int(seed), int(n_images), int(n_patches), float(ratio), float(fraction))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
+def _masks(seed, n_images, n_patches, ratio, fraction):
+    keys = jax.random.split(jax.random.key(seed), n_images)
+    return jax.vmap(lambda k: random_masking(k, n_patches, ratio, fraction))(keys)
+
+
+def normalised_patches(model, images) -> jnp.ndarray:
+    """`images [B, S, S, C]` in [0, 1] -> patches `[B, N, P]` in normalised units."""
+    return jax.vmap(model.patches)(jnp.asarray(model.normalisation.apply(images)))
+
+
+def to_display(model, patches) -> np.ndarray:
+    """Patches `[..., N, P]` in normalised units -> images `[..., S, S, C]` in [0, 1]
+    (normalisation undone, clipped)."""
+    patches = jnp.asarray(patches)
+    flat = patches.reshape((-1,) + patches.shape[-2:])
+    images = model.normalisation.invert(jax.vmap(model.image)(flat))
+    images = np.clip(np.asarray(images), 0.0, 1.0)
+    return images.reshape(patches.shape[:-2] + images.shape[1:])
+
+
+def masked_display(model, images, masking: Masking) -> np.ndarray:
+    """What the model is shown: `images [B, S, S, C]` in [0, 1] with every MASK-replaced
+    patch painted grey (0.5); occluded patches left visible (the paper's 10 %) show
+    their content."""
+    patches = jax.vmap(model.patches)(jnp.asarray(images))
+    grey = jnp.where(masking.replaced[..., None], MASK_GREY, patches)
+    return np.asarray(jax.vmap(model.image)(grey))
+
+
+def patch_display(model, decoded) -> tuple[np.ndarray, np.ndarray]:
+    """Decoded vectors `[M, P]` as patch images `[M, p, p, C]` in [0, 1], each rescaled
+    on its own: `(v - min v) / (max v - min v)` over its pixels and channels together
+    (so colours keep their relation; constant patches show mid-grey). Returns the
+    images and each patch's `(min, max)`, `[M, 2]`, in the decoder's output units."""
+    config = model.config
+    decoded = np.asarray(decoded, np.float64)
+    low, high = decoded.min(axis=1, keepdims=True), decoded.max(axis=1, keepdims=True)
+    span = high - low
+    scaled = np.where(span > 0, (decoded - low) / np.where(span > 0, span, 1.0), 0.5)
+    images = scaled.reshape(-1, config.patch, config.patch, config.channels)
+    return images, np.concatenate([low, high], axis=1)
+
+
+def mosaic(tiles, columns: int, gap: int = 1) -> np.ndarray:
+    """Tiles `[M, h, w(, C)]` in a grid of `columns`, separated by `gap` NaN pixels
+    (drawn white): `[rows (h + gap) - gap, columns (w + gap) - gap(, C)]`."""
+    tiles = np.asarray(tiles, np.float64)
+    m, h, w = tiles.shape[:3]
+    rows = math.ceil(m / columns)
+    out = np.full((rows * (h + gap) - gap, columns * (w + gap) - gap) + tiles.shape[3:], GAP)
+    for i, tile in enumerate(tiles):
+        r, c = divmod(i, columns)
+        out[r * (h + gap): r * (h + gap) + h, c * (w + gap): c * (w + gap) + w] = tile
+    return out
+
+
+def _show(ax, image, title=None, **kwargs):
+    image = np.asarray(image, np.float64)
+    if image.ndim == 3:  # RGB(A): NaN gaps become white
+        image = np.where(np.isnan(image), 1.0, image)
+    ax.imshow(image, interpolation="nearest", **kwargs)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if title:
+        ax.set_title(title, fontsize=8)
+
+
+# ------------------------------------------------------------------------ figure 2
+
+
+def position_similarity(positions) -> np.ndarray:
+    """Cosine similarity `[N, N]` of the position embeddings `positions [N, D]`."""
+    p = np.asarray(positions, np.float64)
+    unit = p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-30)
+    return unit @ unit.T
+
+
+def position_similarity_figure(model):
+    """Figure 2: for each patch position A (an `s x s` grid, `s = sqrt(N)`), the map of
+    the cosine similarity of its position embedding with every other position, drawn
+    in A's place: an `s x s` grid of `s x s` maps (8 x 8 of 8 x 8 for 32 x 32 images
+    with 4 x 4 patches). Colour from -1 (blue) to 1 (red); each map's brightest pixel
+    is A itself.
+
+    **Returns:** `(fig, {"cosine_similarity": [N, N]})`.
+    """
+    similarity = position_similarity(model.positions)
+    n = similarity.shape[0]
+    side = math.isqrt(n)
+    if side * side != n:
+        raise ValueError(f"{n} positions do not form a square grid.")
+    big = mosaic(similarity.reshape(n, side, side), columns=side)
+    fig = Figure(figsize=(6.4, 5.6), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    cmap = _cmap("RdBu_r")
+    image = ax.imshow(np.ma.masked_invalid(big), cmap=cmap, vmin=-1, vmax=1,
+                      interpolation="nearest")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title("cosine similarity of position embeddings\n"
+                 f"(map at row r, column c: patch (r, c) against all {n} patches)", fontsize=9)
+    fig.colorbar(image, ax=ax, shrink=0.8, label="cosine similarity")
+    return fig, {"cosine_similarity": similarity, "grid": side}
+
+
+def _cmap(name):
+    import matplotlib
+
+    return matplotlib.colormaps[name].with_extremes(bad="white")
+
+
+# ------------------------------------------------------------------------ figure 3
+
+
+def reconstruction_figure(model, images, masking: Masking):
+    """Figure 3: for each image (a column), the masked input (MASK patches grey), the
+    completion by `model.complete` (its own dynamics; occluded patches predicted, the
+    rest as given) and the original.
+
+    **Arguments:** `images [B, S, S, C]` in [0, 1]; `masking` with `[B, N]` fields.
+
+    **Returns:** `(fig, data)`: `masked`, `completed`, `original` `[B, S, S, C]` in
+    [0, 1]; `masked_mse` and `mean_fill_mse` `[B]` per image over its occluded
+    patches, in normalised units (the loss's).
+    """
+    images = np.asarray(images)
+    completed = np.asarray(model.complete(jnp.asarray(images), masking)[0])
+    patches = normalised_patches(model, images)
+    model_patches = normalised_patches(model, completed)
+    data = {
+        "masked": masked_display(model, images, masking),
+        "completed": np.clip(completed, 0.0, 1.0),
+        "original": images,
+        "masked_mse": _per_image_mse(model_patches, patches, masking.occluded),
+        "mean_fill_mse": _per_image_mse(mean_fill(patches, masking), patches, masking.occluded),
+    }
+    rows = (("masked input", "masked"), ("reconstruction", "completed"), ("original", "original"))
+    b = len(images)
+    fig = Figure(figsize=(1.2 * b + 1.0, 3.9), dpi=100, layout="constrained")
+    axes = fig.subplots(3, b, squeeze=False)
+    for r, (label, key) in enumerate(rows):
+        for c in range(b):
+            title = f"MSE {data['masked_mse'][c]:.3f}" if key == "completed" else None
+            _show(axes[r, c], data[key][c], title)
+        axes[r, 0].set_ylabel(label, fontsize=8)
+    fig.suptitle("held-out completions (MSE over occluded patches, normalised units)",
+                 fontsize=9)
+    return fig, data
+
+
+def _per_image_mse(prediction, target, occluded) -> np.ndarray:
+    return np.asarray(jax.vmap(lambda p, t, o: masked_mse(p[None], t[None], o[None]))(
+        prediction, target, occluded))
+
+
+# ------------------------------------------------------------ trajectories (4 and 8)
+
+
+def reference_time(model, images=None, masking: Masking | None = None) -> tuple[float, str]:
+    """The time the model was trained to reach, in tau, and its label: `dynamics.t1`
+    ("training horizon") for a fixed-horizon model; for a model with a fixed-point stop
+    (`t1` is then only a cap), the mean stop time of its own solve on `images`
+    ("fixed-point stop (mean)"), which needs `images [B, S, S, C]` and `masking`."""
+    if model.dynamics.fixed_point_atol is None:
+        return float(model.dynamics.t1), "training horizon"
+    if images is None or masking is None:
+        raise ValueError("a fixed-point model's stop time depends on the data: pass images "
+                         "and masking.")
+    _, sol = model.reconstruct(normalised_patches(model, images), masking, adjoint="checkpoint",
+                               throw=False)  # a sample stopped by the cap counts at the cap
+    return float(np.mean(np.asarray(sol.t_final))), "fixed-point stop (mean)"
+
+
+def trajectory_options(model, horizon: float, *, solver=None, dt0=None, rtol=None,
+                       atol=None, max_steps=None) -> dict:
+    """The `solvers.solve` options of a trajectory to `horizon` (in tau) with the
+    model's dynamics, or `solver`/`dt0`/`rtol`/`atol` when given (a given `solver`
+    replaces the model's tolerances by the given ones, None: constant steps). The
+    fixed-point stop is dropped (the trajectory must reach every saved time), the adjoint
+    is `checkpoint` (nothing is differentiated) and `max_steps` (default: enough
+    constant steps for the horizon, or at least 4096 adaptive ones) covers the horizon."""
+    options = model.dynamics.solve_options()
+    options.pop("stop", None)
+    if solver is not None:
+        options.update(solver=solver, rtol=rtol, atol=atol)
+    else:
+        options.update({k: v for k, v in dict(rtol=rtol, atol=atol).items() if v is not None})
+    if dt0 is not None:
+        options["dt0"] = dt0
+    if not horizon > 0:
+        raise ValueError(f"the horizon must be positive (got {horizon}).")
+    if options["rtol"] is None and options["dt0"]:
+        steps = math.ceil(horizon / options["dt0"] * (1 + 1e-9)) + 2
+    else:
+        steps = 4096
+    if max_steps is None:
+        max_steps = max(int(options["max_steps"]), steps)
+    options.update(t1=float(horizon), adjoint="checkpoint", stop=None, max_steps=int(max_steps))
+    return options
+
+
+@eqx.filter_jit
+def _decode_and_energy(model, xs, conditions, mean, std):
+    """`xs [B, T, N, D]` -> reconstructions `[B, T, N, P]` (normalised units) and
+    energies `[B, T]`."""
+    decode = jax.vmap(jax.vmap(model.decode))
+    energy = jax.vmap(lambda x, c: jax.vmap(lambda xt: model.core.energy(xt, c))(x))
+    return decode(xs) * std[:, None, None] + mean[:, None, None], energy(xs, conditions)
+
+
+def image_trajectory(model, images, masking: Masking, times, **options) -> dict:
+    """Run the model's dynamics on `images` once, saving the state at every one of
+    `times`, and decode every saved state.
+
+    One `solvers.solve` through `model.reconstruct(..., save=times)` (so the encoding,
+    the conditions and the context standardisation are the model's own), from t = 0 to
+    `times[-1]`.
+
+    **Arguments:** `images [B, S, S, C]` in [0, 1]; `masking` with `[B, N]` fields;
+    `times [T]` non-decreasing in `[0, times[-1]]` (tau); `options`: `solvers.solve`
+    options (default `trajectory_options(model, times[-1])`).
+
+    **Returns:** a dict: `times [T]`; `states [B, T, N, D]`; `reconstructions
+    [B, T, N, P]` (every patch decoded, normalised units); `patches [B, N, P]` (the
+    originals, normalised); `energies [B, T]` (E of the core with the model's
+    conditions); `mse [T]` (masked-patch MSE over all occluded patches of the batch,
+    normalised units, as the evaluation computes it) and `mse_per_image [B, T]`;
+    `conditions`, `context_mean`, `context_std` (`[B, P]`); `options` (the solve
+    options used) and `stats` (the solve's statistics).
+    """
+    times = np.asarray(times, np.float64)
+    if (times.ndim != 1 or times.size < 1 or times[0] < 0 or times[-1] <= 0
+            or np.any(np.diff(times) < 0)):
+        raise ValueError("times must be a non-empty, non-decreasing 1-D array in [0, t_end], "
+                         "t_end > 0.")
+    options = trajectory_options(model, float(times[-1])) | dict(options)
+    options["t1"] = float(times[-1])
+    patches = normalised_patches(model, images)
+    _, sol = model.reconstruct(patches, masking, save=times, **options)
+    mean, std = jax.vmap(model.context_statistics)(patches, masking)
+    _, conditions = jax.vmap(model.encode)((patches - mean[:, None]) / std[:, None], masking)
+    reconstructions, energies = _decode_and_energy(model, sol.xs, conditions, mean, std)
+    occluded = masking.occluded
+    per_image = jax.vmap(lambda r, p, o: jax.vmap(
+        lambda rt: masked_mse(rt[None], p[None], o[None]))(r))(reconstructions, patches, occluded)
+    pooled = jax.vmap(lambda r: masked_mse(r, patches, occluded), in_axes=1)(reconstructions)
+    return {
+        "times": times, "states": np.asarray(sol.xs),
+        "reconstructions": np.asarray(reconstructions), "patches": np.asarray(patches),
+        "energies": np.asarray(energies), "mse": np.asarray(pooled),
+        "mse_per_image": np.asarray(per_image), "conditions": conditions,
+        "context_mean": np.asarray(mean), "context_std": np.asarray(std),
+        "options": options, "stats": sol.stats,
+    }
+
+
+def completed_patches(trajectory: dict, masking: Masking) -> np.ndarray:
+    """`[B, T, N, P]`: each saved reconstruction on the occluded patches, the original
+    elsewhere (what `model.complete` returns at that time), normalised units."""
+    occluded = np.asarray(masking.occluded)[:, None, :, None]
+    return np.where(occluded, trajectory["reconstructions"], trajectory["patches"][:, None])
+
+
+# ------------------------------------------------------------------------ figure 4
+
+
+@eqx.filter_jit
+def _decoded_parts(model, xs, conditions, std):
+    """For one image: `xs [T, N, D]` -> `{part: [T, N, P]}`, the decoder's linear map at
+    `x(t)` applied to each part of `-dE/dg` (clamped tokens zero), times the context
+    std (normalised pixel units per tau)."""
+    def one(x):
+        parts = model.core.update_parts(x, conditions)
+        if conditions.clamped is not None:
+            parts = {k: jnp.where(conditions.clamped[:, None], 0.0, v) for k, v in parts.items()}
+        return {k: jax.jvp(model.decode, (x,), (v,))[1] * std for k, v in parts.items()}
+    return jax.vmap(one)(xs)
+
+
+def tokens_over_time_figure(model, images, masking: Masking, times, index: int = 0,
+                            **options):
+    """Figure 4: one image's tokens decoded at each of `times` (top row: every patch
+    decoded, context standardisation and normalisation undone, the visible ones
+    included), and the attention and Hopfield parts of the update `-dE/dg` decoded at
+    the same times (and the external-field part when the model has a field).
+
+    A part `u [N, D]` is decoded by the decoder's linear map at the current tokens,
+    `J_decode(x(t)) u` (a JVP: the decoder's LayerNorm Jacobian, then its weight),
+    times the context std: the rate of change of the decoded patches (normalised pixel
+    units per tau) that the part alone would cause on the native flow (for the
+    projected flow, before the projection; clamped tokens are zero). Each part's row is
+    shown as `0.5 + 0.5 v / max|v|` per RGB channel, `max|v|` over that row's times and
+    pixels (recorded), so grey is zero and rows show their own relative size over time.
+
+    **Arguments:** `images [B, S, S, C]` in [0, 1] and `masking` with `[B, N]` fields
+    (the whole batch is solved, image `index` is shown); `times [T]`; `options` as for
+    `image_trajectory`.
+
+    **Returns:** `(fig, data)`: `times`, `tokens [T, S, S, C]` in [0, 1], for each part
+    `{part} [T, S, S, C]` (normalised units per tau) and `{part}_scale`, `energies [T]`,
+    `mse [T]` (this image's), `masked` and `original` images, `index`, `options`.
+    """
+    images = np.asarray(images)
+    traj = image_trajectory(model, images, masking, times, **options)
+    conditions = jax.tree.map(lambda a: a[index], traj["conditions"])
+    parts = _decoded_parts(model, jnp.asarray(traj["states"][index]), conditions,
+                           jnp.asarray(traj["context_std"][index]))
+    names = ["attention", "hopfield"] + (["external"] if model.dynamics.external_field else [])
+    data = {"times": traj["times"], "index": index,
+            "tokens": to_display(model, traj["reconstructions"][index]),
+            "energies": traj["energies"][index], "mse": traj["mse_per_image"][index],
+            "masked": masked_display(model, images, masking)[index],
+            "original": images[index], "options": traj["options"]}
+    for name in names:
+        decoded = np.asarray(jax.vmap(model.image)(parts[name]))
+        data[name] = decoded
+        data[f"{name}_scale"] = float(np.max(np.abs(decoded)))
+    t = len(traj["times"])
+    fig = Figure(figsize=(1.15 * (t + 1) + 0.6, 1.25 * (len(names) + 1) + 0.6), dpi=100,
+                 layout="constrained")
+    axes = fig.subplots(len(names) + 1, t + 1, squeeze=False)
+    _show(axes[0, 0], data["masked"], "masked input")
+    _show(axes[1, 0], data["original"], "original")
+    for ax in axes[2:, 0]:
+        ax.axis("off")
+    for k in range(t):
+        _show(axes[0, k + 1], data["tokens"][k], f"t = {traj['times'][k]:.3g}")
+        for r, name in enumerate(names, start=1):
+            scale = data[f"{name}_scale"] or 1.0
+            _show(axes[r, k + 1], np.clip(0.5 + 0.5 * data[name][k] / scale, 0, 1))
+    axes[0, 1].set_ylabel("tokens", fontsize=8)
+    for r, name in enumerate(names, start=1):
+        axes[r, 1].set_ylabel(f"{name}\n(max {data[f'{name}_scale']:.2g}/tau)", fontsize=8)
+    fig.suptitle("decoded tokens and decoded parts of -dE/dg over time", fontsize=9)
+    return fig, data
+
+
+# ------------------------------------------------------------------------ figures 5, 6
+
+
+def memories_figure(model, count: int = 64):
+    """Figure 5: the `count` Hopfield memories `xi [K, D]` of largest norm, each decoded
+    as a patch by the model's decoder (`model.decode`: its LayerNorm, then its affine
+    map), shown in decreasing order of norm, row by row, each patch rescaled to [0, 1]
+    on its own (see `patch_display`).
+
+    **Returns:** `(fig, data)`: `indices [count]` into the memories, `norms [count]`,
+    `decoded [count, P]` (decoder units: context-standardised, normalised pixels) and
+    `ranges [count, 2]` (each patch's min and max before rescaling).
+    """
+    xi = np.asarray(model.core.hopfield.xi)
+    count = min(int(count), len(xi))
+    norms = np.linalg.norm(xi.astype(np.float64), axis=1)
+    order = np.argsort(-norms, kind="stable")[:count]
+    decoded = np.asarray(model.decode(jnp.asarray(xi[order])))
+    tiles, ranges = patch_display(model, decoded)
+    columns = math.ceil(math.sqrt(count))
+    fig = Figure(figsize=(5.0, 5.3), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    _show(ax, mosaic(tiles, columns), f"{count} of {len(xi)} Hopfield memories, largest norm "
+          "first\n(decoded; each patch rescaled to its own min-max)")
+    return fig, {"indices": order, "norms": norms[order], "decoded": decoded, "ranges": ranges}
+
+
+def attention_weights_figure(model):
+    """Figure 6: every row of `Wq` and `Wk` (`[H, Y, D]`: `H x Y` vectors of dimension
+    D each) decoded as a patch like the memories (`model.decode`, each patch rescaled
+    to its own min-max, see `patch_display`): one panel per matrix, a row of `Y`
+    patches per head.
+
+    **Returns:** `(fig, data)`: `Wq`, `Wk` decoded `[H, Y, P]` and their `Wq_ranges`,
+    `Wk_ranges` `[H, Y, 2]`.
+    """
+    att = model.core.attention
+    h, y, _ = att.Wq.shape
+    fig = Figure(figsize=(0.45 * y + 1.0, 2 * (0.5 * h + 0.6)), dpi=100, layout="constrained")
+    axes = fig.subplots(2, 1)
+    data = {}
+    for ax, name in zip(axes, ("Wq", "Wk")):
+        rows = np.asarray(getattr(att, name)).reshape(h * y, -1)
+        decoded = np.asarray(model.decode(jnp.asarray(rows)))
+        tiles, ranges = patch_display(model, decoded)
+        _show(ax, mosaic(tiles, y), f"{name} rows decoded (a row per head, {y} per head)")
+        data[name] = decoded.reshape(h, y, -1)
+        data[f"{name}_ranges"] = ranges.reshape(h, y, 2)
+    return fig, data
+
+
+# ------------------------------------------------------------------------ figure 8
+
+
+def frame_times(horizon: float, frames: int) -> np.ndarray:
+    """`frames` equally spaced times from 0 to `horizon` (inclusive), `[frames]`."""
+    if int(frames) != frames or frames < 2:
+        raise ValueError(f"frames must be an integer >= 2 (got {frames}).")
+    return np.linspace(0.0, float(horizon), int(frames))
+
+
+def energy_video_frames(model, images, masking: Masking, times, *, reference=None,
+                        **options):
+    """Figure 8, the energy-trajectory video: one frame per time in `times`, each showing,
+    per image (a row), the masked input, the completion at time t (the decoded tokens
+    on the occluded patches, the original elsewhere) and the original, beside the
+    energy `E(t)` (thin: each image; thick: their mean) and the masked-patch MSE(t),
+    with the time the model was trained to reach (`reference_time`: the training
+    horizon `dynamics.t1`, or a fixed-point model's mean stop time) as a dashed vertical
+    line and the current t as a red line and dots.
+
+    The whole trajectory is one solve (`image_trajectory`); each frame is a redraw of
+    one figure.
+
+    **Arguments:** `images [B, S, S, C]` in [0, 1]; `masking` with `[B, N]` fields;
+    `times [T]` (tau), e.g. `frame_times(4 * model.dynamics.t1, 49)`; `reference`:
+    `(time, label)` of the dashed line (default `reference_time(model, images,
+    masking)`); `options` as for `image_trajectory`.
+
+    **Returns:** `(frames, data)`: `frames`, a list of `T` arrays `uint8 [H, W, 3]`;
+    `data` with `times [T]`, `energies [B, T]`, `mean_energy [T]`, `mse [T]`,
+    `mse_per_image [B, T]`, `reference_time`, `reference_label`, `options`, `stats`.
+    """
+    horizon, label = reference or reference_time(model, images, masking)
+    traj = image_trajectory(model, images, masking, times, **options)
+    completed = to_display(model, completed_patches(traj, masking))  # [B, T, S, S, C]
+    masked = masked_display(model, np.asarray(images), masking)
+    energies, mse, ts = traj["energies"], traj["mse"], traj["times"]
+    b = len(images)
+    fig = Figure(figsize=(9.6, max(3.6, 1.05 * b + 0.9)), dpi=100)
+    grid = fig.add_gridspec(max(b, 2), 5, width_ratios=[1, 1, 1, 0.25, 3.2],
+                            left=0.03, right=0.98, top=0.9, bottom=0.12, wspace=0.08)
+    recon_artists = []
+    for r in range(b):
+        for c, (heading, image) in enumerate((("masked input", masked[r]), ("at time t", None),
+                                              ("original", np.asarray(images)[r]))):
+            ax = fig.add_subplot(grid[r, c])
+            _show(ax, completed[r, 0] if image is None else image, heading if r == 0 else None)
+            if image is None:
+                recon_artists.append(ax.images[0])
+    half = max(b, 2) // 2
+    ax_e = fig.add_subplot(grid[:half, 4])
+    ax_m = fig.add_subplot(grid[half:, 4], sharex=ax_e)
+    for series, ax, ylabel in ((energies, ax_e, "energy E"), (mse[None], ax_m, "masked MSE")):
+        for row in series:
+            ax.plot(ts, row, lw=0.7, alpha=0.5, color="tab:blue")
+        ax.plot(ts, series.mean(axis=0), lw=2.0, color="tab:blue")
+        ax.axvline(horizon, ls="--", color="0.3", lw=1.0)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.tick_params(labelsize=7)
+    ax_e.text(horizon, 1.0, f" {label}", transform=ax_e.get_xaxis_transform(),
+              fontsize=7, va="bottom", ha="left", color="0.3")
+    ax_e.tick_params(labelbottom=False)
+    ax_m.set_xlabel("t (tau)", fontsize=8)
+    cursors = [ax.axvline(ts[0], color="tab:red", lw=1.0) for ax in (ax_e, ax_m)]
+    dots = [ax_e.plot([ts[0]], [energies.mean(axis=0)[0]], "o", color="tab:red")[0],
+            ax_m.plot([ts[0]], [mse[0]], "o", color="tab:red")[0]]
+    title = fig.suptitle("", fontsize=9)
+    frames = []
+    for k, t in enumerate(ts):
+        for r, artist in enumerate(recon_artists):
+            artist.set_data(completed[r, k])
+        for cursor in cursors:
+            cursor.set_xdata([t, t])
+        dots[0].set_data([t], [energies.mean(axis=0)[k]])
+        dots[1].set_data([t], [mse[k]])
+        title.set_text(f"t = {t:.3g} tau   mean E = {energies.mean(axis=0)[k]:.4g}   "
+                       f"masked MSE = {mse[k]:.4f}")
+        frames.append(figure_to_frame(fig))
+    data = {"times": ts, "energies": energies, "mean_energy": energies.mean(axis=0),
+            "mse": mse, "mse_per_image": traj["mse_per_image"], "reference_time": horizon,
+            "reference_label": label,
+            "options": traj["options"], "stats": traj["stats"]}
+    return frames, data

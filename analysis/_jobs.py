@@ -1,0 +1,196 @@
+"""The jobs behind `et-ode frames`, `et-ode compare-solvers` and `et-ode study NAME`: each
+runs on a trained `MaskedImageET` and held-out images, writes its files into a folder,
+and returns what it computed. Their inputs come from `analysis._runs` (re-exported
+here): `load_model_and_config`, `held_out`, `output_folder` / `fresh_run_folder`,
+`job_metadata`; `et-ode demo` is `analysis._demo.demo_job`.
+
+Every JSON file is written by `save_json` with a `metadata` entry (model, data, flow,
+solver, tolerances, dtype, seeds, versions); states (`x_final`, `x_star`, ...) are left
+out of the files to keep them small.
+"""
+
+import dataclasses
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+
+import solvers as _solvers
+
+from ._image_figures import (
+    energy_video_frames, frame_times, reference_time, trajectory_options,
+)
+from ._records import metadata, model_dtype, save_json
+from ._runs import (  # noqa: F401  the jobs' inputs, re-exported
+    encoded, fresh_run_folder, held_out, job_metadata, load_model_and_config, output_folder,
+    place,
+)
+from ._study_runners import RUNNERS, StudySettings
+from ._video import write_frames, write_png, write_video
+from ._work_precision import plot_work_precision, work_precision
+
+STATE_KEYS = ("x_final", "x_end", "x_star", "g_star", "states", "last_grad")
+
+
+def write_result(out, stem: str, result: dict, plot=None) -> dict:
+    """`out/stem.json` (the result without its states, compact) and, with `plot`,
+    `out/stem.png` (`plot(result)`, a `Figure`). Returns the paths."""
+    paths = {}
+    if plot is not None:
+        paths["png"] = write_png(Path(out) / f"{stem}.png", plot(result))
+    paths["json"] = Path(save_json(Path(out) / f"{stem}.json", _without_states(result),
+                                   indent=None))
+    return paths
+
+
+def _without_states(value):
+    if isinstance(value, dict):
+        return {k: _without_states(v) for k, v in value.items() if k not in STATE_KEYS}
+    if isinstance(value, list):
+        return [_without_states(v) for v in value]
+    return value
+
+
+def _with_metadata(result: dict, meta: dict | None) -> dict:
+    """The study's own metadata completed by the job's: the study's entries win, except
+    the job's `checkpoint`, `model`, `data` and `options` (a study's own entry of that
+    name is kept as `study_<name>`); seeds are merged."""
+    if meta:
+        own = result.get("metadata", {})
+        merged = {**meta, **own, "seeds": {**meta.get("seeds", {}), **own.get("seeds", {})}}
+        for key in ("checkpoint", "model", "data", "options"):
+            if key in meta and key in own:
+                merged[f"study_{key}"] = own[key]
+            if key in meta:
+                merged[key] = meta[key]
+        result["metadata"] = merged
+    return result
+
+
+# ------------------------------------------------------------------ energy video
+
+
+def energy_video_job(model, images, masks, out, *, frames: int = 49, horizon=None,
+                     fps: float = 12.0, stem: str = "energy_video", frames_folder=None,
+                     meta: dict | None = None, indices=None, **solve) -> dict:
+    """The energy-trajectory video (paper figure 8): `frames` times from 0 to `horizon`
+    (default 4 x the time the model was trained to reach, `reference_time`), one solve.
+
+    Writes `out/<frames_folder>/frame_0000.png`, ... (default folder `<stem>_frames`),
+    `out/<stem>.mp4` (a `.gif` if ffmpeg fails), `out/<stem>.png` (the frame nearest the
+    reference time) and `out/<stem>.json` (`{"metadata", "data"}`: times, energies,
+    MSE(t), the solve options and statistics). `solve`: `solver`, `dt0`, `rtol`,
+    `atol`, `max_steps` overrides (see `trajectory_options`).
+
+    **Returns:** a dict: `frames` (paths), `video`, `png`, `json`, `data`, `metadata`.
+    """
+    reference = reference_time(model, images, masks)
+    horizon = horizon or 4 * reference[0]
+    options = trajectory_options(model, horizon, **solve)
+    times = frame_times(horizon, frames)
+    pictures, data = energy_video_frames(model, images, masks, times, reference=reference,
+                                         **options)
+    out = Path(out)
+    frame_paths = write_frames(pictures, out / (frames_folder or f"{stem}_frames"))
+    video = write_video(pictures, out / f"{stem}.mp4", fps=fps)
+    still = int(np.argmin(np.abs(times - reference[0])))
+    png = write_png(out / f"{stem}.png", pictures[still])
+    data |= {"video": video.name, "still_frame": still, "frames": len(pictures),
+             "frame_size": list(pictures[0].shape)}
+    if indices is not None:
+        data["image_indices"] = np.asarray(indices)
+    meta = dict(meta or metadata(study="energy_video", dtype=model_dtype(model.core)))
+    meta |= {"solve": data.pop("options"), "stats": data.pop("stats")}
+    js = Path(save_json(out / f"{stem}.json", {"metadata": meta, "data": data}, indent=None))
+    return {"frames": frame_paths, "video": video, "png": png, "json": js, "data": data,
+            "metadata": meta}
+
+
+# --------------------------------------------------------------- solver comparison
+
+# Quick: one adaptive solver against the paper's Euler map (always computed), loose reference.
+QUICK_GRID = dict(solvers=("tsit5",), tolerances=(1e-3, 1e-5), fixed_solvers=(),
+                  step_sizes=(0.1, 0.05))
+DEFAULT_GRID = dict(solvers=("bosh3", "tsit5"), tolerances=(1e-3, 1e-4, 1e-5, 1e-6),
+                    fixed_solvers=("euler", "heun"), step_sizes=(0.2, 0.1, 0.05, 0.025))
+
+
+def compare_solvers_job(model, images, masks, out, *, flow=None, t1=None, solvers=None,
+                        tolerances=None, fixed_solvers=None, step_sizes=None,
+                        repeats: int = 1, dtype=None, quick: bool = False,
+                        reference_rtol: float | None = None,
+                        meta: dict | None = None, stem: str = "compare-solvers") -> dict:
+    """Work against precision (`analysis.work_precision`) of the model's core from the
+    encoded masked `images`: adaptive `solvers` x `tolerances` and constant-step
+    `fixed_solvers` x `step_sizes` (defaults `DEFAULT_GRID`, or `QUICK_GRID`), each
+    compared with a float64 reference and with the paper's Euler map at `t1` (default
+    the model's trained time, `reference_time`) on `flow` (default the model's), the
+    core in `dtype` (default its own). The float64 reference is dopri8 at
+    `reference_rtol` (default 1e-8 for a float32 core, whose errors stop near 1e-6
+    anyway, 1e-10 for float64, 1e-6 when `quick`; ReLU memories make tighter ones cost
+    thousands of steps). Writes `out/<stem>.json` and `.png`.
+
+    **Returns:** the `work_precision` result, with `files`.
+    """
+    grid = dict(QUICK_GRID if quick else DEFAULT_GRID)
+    given = dict(solvers=solvers, tolerances=tolerances, fixed_solvers=fixed_solvers,
+                 step_sizes=step_sizes)
+    grid.update({k: tuple(v) for k, v in given.items() if v is not None})
+    if not (grid["solvers"] and grid["tolerances"]) and not (
+            grid["fixed_solvers"] and grid["step_sizes"]):
+        raise ValueError("nothing to compare: give --solvers with --tolerances, or "
+                         "--fixed-solvers with --step-sizes.")
+    t1 = t1 or reference_time(model, images, masks)[0]
+    core, x0, args = encoded(model, images, masks, dtype)
+    x0, args = place(x0, args)
+    reference_rtol = reference_rtol or (1e-6 if quick else 1e-10 if x0.dtype == jnp.float64
+                                        else 1e-8)
+    result = work_precision(core, x0, args, t1=float(t1), flow=flow or model.dynamics.flow,
+                            repeats=repeats, args_batched=True,
+                            reference_rtol=reference_rtol, **grid)
+    result = _with_metadata(result, meta)
+    result["files"] = write_result(out, stem, result, plot_work_precision)
+    return result
+
+
+# ------------------------------------------------------------------------ studies
+
+
+STUDIES = tuple(RUNNERS) + ("work-precision",)
+
+
+def study_job(name: str, model, images, masks, out, *, meta: dict | None = None,
+              stem: str | None = None, **settings) -> dict:
+    """Run the study `name` (one of `STUDIES`) on a `MaskedImageET` and held-out `images`
+    (`[B, S, S, C]` in [0, 1]) with `masks`, and write `out/<stem>.json` (default stem:
+    `name`) and `out/<stem>.png` (the study's plot).
+
+    `settings` (see `StudySettings`; `None`: the study's default): `flow`, `horizon`
+    (the end time: `t1` of convergence, energy-descent and work-precision, the
+    Lyapunov time of stability, the cap of fixed-points, the longest horizon of
+    gradient-depth, the last time of contributions, `t_max` of overshoot), `factor`
+    (overshoot: the end as a multiple of the training horizon), `solver`, `dt0`, `rtol`,
+    `atol`, `dtype` (studies of the core run in float64 by default, the model's weights
+    cast; overshoot, gradient-depth, contributions and work-precision in the model's
+    own dtype), `quick` (small grids and horizons, for a first look and for tests),
+    `seed`.
+
+    **Returns:** the study's result with `files`.
+    """
+    if name not in STUDIES:
+        raise ValueError(f"unknown study {name!r}; choose one of {', '.join(STUDIES)}.")
+    s = StudySettings(**settings)
+    if name == "work-precision":
+        grid = {}
+        if s.solver is not None:  # one solver: by tolerances if it can, else by steps
+            adaptive = _solvers.get_preset(s.solver).adaptive
+            grid = dict(solvers=(s.solver,) if adaptive else (),
+                        fixed_solvers=() if adaptive else (s.solver,))
+        return compare_solvers_job(model, images, masks, out, flow=s.flow, t1=s.horizon,
+                                   dtype=s.dtype, quick=s.quick, meta=meta,
+                                   stem=stem or name, **grid)
+    result, plot = RUNNERS[name](model, images, masks, s)
+    result = _with_metadata(result, meta)
+    result["metadata"]["job"] = dataclasses.asdict(s)
+    result["files"] = write_result(out, stem or name, result, plot)
+    return result

@@ -1,0 +1,207 @@
+"""What every job shares: run folders, a model with its training config, the held-out
+images and masks, the record of what produced a result, and progress messages.
+
+The command line (`et-ode demo|frames|compare-solvers|study`) and the figure scripts
+(`paper_figures/`) both build on these.
+"""
+
+import contextlib
+import itertools
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from et_ode._evaluate import EVAL_KEY
+
+from ._common import cast, float64_available
+from ._image_figures import held_out_images, held_out_masks, normalised_patches
+from ._records import metadata
+
+RUN_ROOT = "runs"
+
+
+# ------------------------------------------------------------------------ folders
+
+
+def fresh_run_folder(root=RUN_ROOT, prefix: str = "run") -> Path:
+    """Create and return `root/<prefix>-YYYYmmdd-HHMMSS`, or with `-1`, `-2`, ... appended
+    when that exists: never an existing folder (creation is atomic, so two jobs started
+    in the same second get different folders)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    Path(root).mkdir(parents=True, exist_ok=True)
+    for n in itertools.count():
+        path = Path(root) / (f"{prefix}-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+
+
+def output_folder(out=None, *, prefix: str, root=RUN_ROOT, force: bool = False) -> Path:
+    """The folder a job writes into: a fresh run folder (`fresh_run_folder(root, prefix)`)
+    when `out` is None; else `out`, created if needed, refused when it exists and is not
+    empty unless `force` (then files of the same names are replaced)."""
+    if out is None:
+        return fresh_run_folder(root, prefix)
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; give a folder (created if missing).")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ValueError(f"--out {out} is not empty; choose a new folder, leave --out out for "
+                         "a fresh run folder, or pass --force to write into it.")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+# ------------------------------------------------------------------- model and data
+
+
+def load_model_and_config(name_or_path):
+    """`(model, train_config, header)` of a shipped model name (`paper`, `ode`) or a
+    checkpoint file written by `et-ode train` / `et-ode export`."""
+    from et_ode import MaskedImageET
+    from et_ode._checkpoint import read_checkpoint
+    from et_ode._train import config_from_header
+    from et_ode._zoo import SHIPPED, shipped_path
+
+    model = MaskedImageET.load(name_or_path)
+    shipped = isinstance(name_or_path, str) and name_or_path in SHIPPED
+    path = shipped_path(name_or_path) if shipped else Path(name_or_path)
+    header = read_checkpoint(path)[0]
+    return model, config_from_header(header, path), header
+
+
+def held_out(model, config, n: int, seed: int = EVAL_KEY):
+    """`(images [n, S, S, C] in [0, 1], indices, masks)`: `n` held-out crops spread evenly
+    over the test split (the evaluation's crops), and the paper's exact-count masking
+    keyed by `seed` (the default gives the masks of `et-ode eval`). `indices` index the
+    test split (`None` for a TFDS source)."""
+    if config.data.source == "photos":
+        images, indices = held_out_images(n, image_size=config.model.image_size,
+                                          crops_seed=config.training.seed)
+    else:
+        from et_ode._train import held_out_split
+
+        images, indices = held_out_split(config, n), None
+    masks = held_out_masks(config.model.n_patches, n, seed, config.data.mask_ratio,
+                           config.data.mask_fraction)
+    return images, indices, masks
+
+
+def encoded(model, images, masks, dtype=None):
+    """The core's problem for held-out images: `(core, x0 [B, N, D], conditions)`, the
+    tokens and conditions `MaskedImageET.reconstruct` would start from (context
+    standardisation, `encode`), cast to `dtype` when given (float64 needs
+    `jax_enable_x64`)."""
+    from ._overshoot import _encode
+
+    x0, conditions, _, _ = _encode(model, normalised_patches(model, images), masks)
+    core = model.core
+    if dtype is not None:
+        check_dtype(dtype)
+        core, x0, conditions = cast((core, x0, conditions), jnp.dtype(dtype))
+    return core, x0, conditions
+
+
+def check_dtype(dtype) -> None:
+    if jnp.dtype(dtype) not in (jnp.float32, jnp.float64):
+        raise ValueError(f"--dtype must be float32 or float64 (got {dtype}).")
+    if jnp.dtype(dtype) == jnp.float64 and not float64_available():
+        raise ValueError("float64 needs jax_enable_x64: call "
+                         "jax.config.update('jax_enable_x64', True) first.")
+
+
+def place(x0, args):
+    """`(x0, args)` split over every device along the batch (`solvers.shard_batch`) when
+    the device count divides the batch, so that per-sample results need no trimming;
+    as they are otherwise (one device computes all)."""
+    import equinox as eqx
+
+    import solvers
+
+    if jax.device_count() == 1 or len(x0) % jax.device_count():
+        return x0, args
+    batched = eqx.filter(args, lambda leaf: eqx.is_array(leaf) and jnp.ndim(leaf) > 0)
+    (x0, batched), _ = solvers.shard_batch((x0, batched))
+    return x0, eqx.combine(batched, args)
+
+
+# ------------------------------------------------------------------------ records
+
+
+def model_record(name_or_path, config, header) -> dict:
+    """A model in metadata: its training step, architecture, dynamics and the held-out
+    metrics stored with it."""
+    as_dict = config.to_dict()
+    return {"step": header.get("step"), "config": as_dict["model"],
+            "dynamics": as_dict["dynamics"], "training_metrics": header.get("metrics", {}),
+            "name": str(name_or_path)}
+
+
+def data_record(config, indices=None, mask_seed=None) -> dict:
+    """The held-out data in metadata: split, scenes, crop and mask seeds, masking."""
+    import et_ode
+
+    record = {"split": "test", "scenes": list(et_ode.TEST_SCENES),
+              "crops_seed": config.training.seed, "mask_ratio": config.data.mask_ratio,
+              "mask_fraction": config.data.mask_fraction}
+    if indices is not None:
+        record["image_indices"] = np.asarray(indices)
+    if mask_seed is not None:
+        record["mask_seed"] = mask_seed
+    return record
+
+
+def job_metadata(study: str, checkpoint, config, header, *, options=None, indices=None,
+                 mask_seed=None, dtype=None, **extra) -> dict:
+    """`analysis.metadata` for a job on a trained model: `checkpoint`, `model` (see
+    `model_record`), `data` (see `data_record`), the command-line `options` and
+    `extra`; seeds are the crops' and the masks'."""
+    seeds = {"crops": config.training.seed}
+    if mask_seed is not None:
+        seeds["masks"] = mask_seed
+    return metadata(study=study, dtype=dtype, seeds=seeds, checkpoint=str(checkpoint),
+                    model=model_record(checkpoint, config, header),
+                    data=data_record(config, indices, mask_seed),
+                    options=dict(options or {}), **extra)
+
+
+# ----------------------------------------------------------------------- progress
+
+
+class Stages:
+    """Progress over the stages of a job: a tqdm bar on stderr (stage count, elapsed
+    time, the stage running) and one line per finished stage with its wall and CPU
+    seconds (`seconds`, `cpu_seconds`: the CPU time of all threads, a measure that a
+    busy machine does not inflate)."""
+
+    def __init__(self, total: int, description: str, enabled: bool = True):
+        from tqdm import tqdm
+
+        self._tqdm = tqdm
+        self.bar = tqdm(total=total, desc=description, unit="stage", file=sys.stderr,
+                        disable=not enabled, dynamic_ncols=True,
+                        bar_format="{desc}: {n}/{total} stages [{elapsed}] {postfix}")
+        self.enabled = enabled
+        self.seconds, self.cpu_seconds = {}, {}
+
+    @contextlib.contextmanager
+    def stage(self, label: str):
+        self.bar.set_postfix_str(label)
+        start, cpu = time.perf_counter(), time.process_time()
+        yield
+        self.seconds[label] = time.perf_counter() - start
+        self.cpu_seconds[label] = time.process_time() - cpu
+        if self.enabled:
+            self._tqdm.write(f"  {label}: {self.seconds[label]:.1f} s "
+                             f"(CPU {self.cpu_seconds[label]:.1f} s)", file=sys.stderr)
+        self.bar.update(1)
+
+    def close(self):
+        self.bar.set_postfix_str("done")
+        self.bar.close()

@@ -1,0 +1,203 @@
+"""How each study is run on a trained `MaskedImageET` and held-out images: the settings a
+job was given (`StudySettings`) and, per study name, a runner `(model, images, masks,
+settings) -> (result, plot)` with the defaults the command line documents. Used by
+`analysis._jobs.study_job`."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import solvers as _solvers
+
+from ._common import cast, take
+from ._contributions import contributions, plot_contributions
+from ._convergence import FLOWS, convergence, plot_convergence
+from ._energy_descent import energy_descent, plot_energy_descent
+from ._fixed_points import fixed_points, plot_fixed_points, standard_starts
+from ._gradient_depth import gradient_depth, plot_gradient_depth
+from ._image_figures import reference_time, trajectory_options
+from ._overshoot import overshoot, plot_overshoot
+from ._records import model_dtype
+from ._runs import check_dtype, encoded, place
+from ._stability import plot_stability, stability
+
+
+@dataclasses.dataclass(frozen=True)
+class StudySettings:
+    """What a study job was asked for; `None` means the study's default for this model
+    (see `study_job`)."""
+
+    flow: str | None = None
+    horizon: float | None = None
+    factor: float | None = None
+    solver: str | None = None
+    dt0: float | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    dtype: str | None = None
+    quick: bool = False
+    seed: int = 0
+
+    def tight(self, dtype) -> tuple[float, float]:
+        """`(rtol, atol)`: the given ones, else tight for `dtype`: 1e-7/1e-9 in float64
+        (tighter costs many steps: with ReLU memories the field has kinks), 1e-5/1e-7 in
+        float32 and in quick mode."""
+        if self.rtol is not None:
+            return self.rtol, self.atol
+        tight = jnp.dtype(dtype) == jnp.float64 and not self.quick
+        return (1e-7, 1e-9) if tight else (1e-5, 1e-7)
+
+    def fixed_point_tol(self, dtype) -> float:
+        """RMS G at which a state counts as a fixed point: 1e-6 in float64 (at the default
+        rtol 1e-7 the residual of the shipped models stalls near 1e-7), 1e-4 in float32
+        and in quick mode."""
+        return 1e-6 if jnp.dtype(dtype) == jnp.float64 and not self.quick else 1e-4
+
+    def dynamics(self, model, horizon) -> dict:
+        """The model's dynamics to `horizon` with the given solver options (a given
+        solver brings its own tolerances, none: constant steps) and flow."""
+        options = trajectory_options(model, horizon, solver=self.solver, dt0=self.dt0,
+                                     rtol=self.rtol, atol=self.atol)
+        options.pop("adjoint")
+        options.pop("stop")
+        if self.flow is not None:
+            options["flow"] = self.flow
+        return options
+
+
+def _core_problem(model, images, masks, s, default_dtype="float64"):
+    dtype = s.dtype or default_dtype
+    core, x0, args = encoded(model, images, masks, dtype)
+    return core, x0, args, dtype
+
+
+def _convergence(model, images, masks, s):
+    core, x0, args, dtype = _core_problem(model, images, masks, s)
+    rtol, atol = s.tight(dtype)
+    # The native flow does not converge: no time-to-tolerance solve for it (nor in quick).
+    tolerance = None if s.quick else 1e-6 if jnp.dtype(dtype) == jnp.float64 else 1e-4
+    result = convergence(
+        core, x0, args, flows=(s.flow,) if s.flow else FLOWS,
+        t1=s.horizon or (20.0 if s.quick else 100.0), n_times=16 if s.quick else 60,
+        solver=s.solver or "tsit5", rtol=rtol, atol=atol,
+        tolerance={"native": None, "projected": tolerance}, chunks=2 if s.quick else 4,
+        args_batched=True, hessian=False)
+    return result, plot_convergence
+
+
+def _energy_descent(model, images, masks, s):
+    core, x0, args, dtype = _core_problem(model, images, masks, s)
+    if s.solver is None:
+        specs = [("euler", s.dt0 or 0.1), ("euler", 0.5), ("tsit5",) + s.tight(dtype)]
+    elif s.rtol is None:
+        specs = [(s.solver, s.dt0 or 0.1)]
+    else:
+        specs = [(s.solver, s.rtol, s.atol)]
+    x0, args = place(x0, args)
+    result = energy_descent(core, x0, args, specs, t1=s.horizon or (2.4 if s.quick else 12.0),
+                            flow=s.flow or model.dynamics.flow, args_batched=True)
+    return result, plot_energy_descent
+
+
+def _overshoot(model, images, masks, s):
+    if s.horizon is not None and model.dynamics.fixed_point_atol is not None:
+        raise ValueError("a fixed-point model's horizon is its stop time, known only after "
+                         "the solve: give --factor (the end time as a multiple of it) "
+                         "instead of --horizon.")
+    factor = s.factor or (s.horizon / model.dynamics.t1 if s.horizon else None)
+    overrides = {k: v for k, v in dict(dt0=s.dt0, flow=s.flow).items() if v is not None}
+    if s.solver is not None:
+        overrides.update(solver=s.solver, rtol=s.rtol, atol=s.atol)
+    if overrides.get("rtol", model.dynamics.rtol) is not None:  # adaptive: room for t_max
+        overrides["max_steps"] = max(model.dynamics.max_steps, 100_000)
+    if s.dtype is not None:
+        check_dtype(s.dtype)
+        model = cast(model, jnp.dtype(s.dtype))
+    result = overshoot(model, model.normalisation.apply(np.asarray(images)), masks,
+                       t_max_factor=factor or (10.0 if s.quick else 100.0),
+                       n_times=12 if s.quick else 40, **overrides)
+    return result, plot_overshoot
+
+
+def _stability(model, images, masks, s):
+    core, x0, args, dtype = _core_problem(model, images[:1], _first(masks), s)
+    x_star, start = _fixed_point(core, x0[0], take(args, 0, True), s, dtype)
+    result = stability(core, x_star, take(args, 0, True), flow=s.flow or "projected",
+                       coordinates="x", k=2 if s.quick else 6,
+                       lyapunov_time=s.horizon or (2.0 if s.quick else 20.0),
+                       lyapunov_segments=4 if s.quick else 20, seed=s.seed)
+    result["start"] = start
+    return result, plot_stability
+
+
+def _fixed_point(core, x, args, s, dtype, t1=1000.0):
+    """The projected flow from `x` to RMS G below the fixed-point tolerance for `dtype`."""
+    rtol, atol = s.tight(dtype)
+    sol = _solvers.solve(core, x, args=args, flow="projected", solver=s.solver or "tsit5",
+                         rtol=rtol, atol=atol, t1=t1, max_steps=100_000, throw=False,
+                         stop=_solvers.FixedPointStop(atol=s.fixed_point_tol(dtype)))
+    return sol.x_final, dict(t_final=float(sol.t_final), stop_reason=sol.stats["stop_reason"],
+                             residual_rms=float(sol.stats["residual_rms"]))
+
+
+def _fixed_points(model, images, masks, s):
+    if s.flow not in (None, "projected"):
+        raise ValueError("fixed-points runs the projected flow (it keeps every token's scale); "
+                         "drop --flow.")
+    core, x0, args, dtype = _core_problem(model, images, masks, s)
+    args0 = take(args, 0, True)
+    if len(x0) > 1:  # another image's fixed point, under its own conditions
+        other = _fixed_point(core, x0[1], take(args, 1, True), s, dtype)[0]
+    else:
+        other = x0[0][::-1]  # the tokens in reverse order
+    starts, labels = standard_starts(x0[0], other, jax.random.key(s.seed))
+    clamped = getattr(args0, "clamped", None)
+    if clamped is not None:  # clamped tokens are the data's in every start
+        starts = jnp.where(clamped[None, :, None], x0[0][None], starts)
+    rtol, atol = s.tight(dtype)
+    result = fixed_points(core, starts, args0, labels=labels, polish=False,
+                          tolerance=s.fixed_point_tol(dtype), t1=s.horizon or 1000.0,
+                          solver=s.solver or "tsit5", rtol=rtol, atol=atol,
+                          seeds={"matched_noise": s.seed})
+    return result, plot_fixed_points
+
+
+def _gradient_depth(model, images, masks, s):
+    if s.dtype is not None:
+        check_dtype(s.dtype)
+        model = cast(model, jnp.dtype(s.dtype))
+    longest = s.horizon or (2.0 if s.quick else 8.0) * reference_time(model, images, masks)[0]
+    options = s.dynamics(model, longest)
+    fractions = (0.5, 1.0) if s.quick else (0.125, 0.25, 0.5, 1.0)
+    result = gradient_depth(
+        model, images=model.normalisation.apply(np.asarray(images)), masking=masks,
+        horizons=tuple(f * longest for f in fractions),
+        adjoints=("checkpoint",) if s.quick else ("checkpoint", "backsolve", "implicit"),
+        solver=options["solver"], dt0=options["dt0"], rtol=options["rtol"],
+        atol=options["atol"], flow=options["flow"], max_steps=options["max_steps"],
+        n_splits=3 if s.quick else 7)
+    return result, plot_gradient_depth
+
+
+def _contributions(model, images, masks, s):
+    core, x0, args, _ = _core_problem(model, images, masks, s, str(model_dtype(model.core)))
+    horizon = s.horizon or reference_time(model, images, masks)[0]
+    options = s.dynamics(model, horizon)
+    options.pop("t1")
+    x0, args = place(x0, args)
+    result = contributions(core, x0, args, ts=np.linspace(0.0, horizon, 7 if s.quick else 13),
+                           masked=np.asarray(masks.replaced), args_batched=True, **options)
+    return result, plot_contributions
+
+
+def _first(masks):
+    return jax.tree.map(lambda a: a[:1], masks)
+
+
+RUNNERS = {  # work-precision: analysis._jobs.compare_solvers_job
+    "convergence": _convergence, "energy-descent": _energy_descent, "overshoot": _overshoot,
+    "stability": _stability, "fixed-points": _fixed_points, "gradient-depth": _gradient_depth,
+    "contributions": _contributions,
+}

@@ -1,0 +1,71 @@
+"""The table (Markdown, so that it can be pasted as it is) and the JSON file."""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        if abs(value) >= 1e4 or abs(value) < 1e-2:
+            return f"{value:.2e}"
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _spread(r: dict) -> str:
+    s = r.get("spread")
+    if not s or s.get("min") is None:
+        return ""
+    return f"{_fmt(s['min'])} - {_fmt(s['max'])}"
+
+
+def _met(met) -> str:
+    return {True: "met", False: "NOT met", None: ""}[met]
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| row | case | value | min - max | reference | goal | | note |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        value = f"{_fmt(r.get('value'))} {r.get('unit', '')}".strip()
+        cells = [r["family"], r["name"], value, _spread(r), r.get("reference", ""),
+                 r.get("goal", ""), _met(r.get("met")), r.get("note", "")]
+        lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def summary(rows: list[dict]) -> dict:
+    goals = [r for r in rows if r.get("met") is not None]
+    return {
+        "goals": len(goals),
+        "met": sum(1 for r in goals if r["met"]),
+        "not_met": [f"{r['family']}: {r['name']}" for r in goals if not r["met"]],
+        "errors": [f"{r['family']}: {r['note']}" for r in rows if r.get("error")],
+    }
+
+
+def write_json(path: Path, record: dict) -> Path:
+    """Write atomically: a temporary file in the same folder, then `os.replace`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as file:
+            json.dump(record, file, indent=2, sort_keys=False)
+            file.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path

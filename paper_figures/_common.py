@@ -1,0 +1,117 @@
+"""What every figure script shares: the command line. Loading the model, the held-out
+images and masks, the metadata and atomic writing come from `analysis` (`_runs`,
+`_records`, `_video`), shared with the `et-ode` command line."""
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+DEFAULT_SEED = 20230213  # et_ode._evaluate.EVAL_KEY: by default the evaluation's masks
+
+
+def parser(description: str, *, images: int | None = None, dynamics: bool = False,
+           frames: int | None = None) -> argparse.ArgumentParser:
+    """The common options (`--checkpoint`, `--out`; `--images`, `--seed` when the figure
+    shows held-out images; `--frames`, `--horizon`, `--solver`, `--dt0`, `--rtol`,
+    `--atol` when it runs the dynamics over time)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--checkpoint", default="paper",
+                   help="a shipped model name (paper, ode) or a checkpoint file (default paper)")
+    p.add_argument("--out", default="figures", help="output folder, created (default figures)")
+    if images is not None:
+        p.add_argument("--images", type=_positive_int, default=images,
+                       help=f"number of held-out images (default {images})")
+        p.add_argument("--seed", type=_non_negative_int, default=DEFAULT_SEED,
+                       help=f"seed of the masks (default {DEFAULT_SEED}, the evaluation's)")
+    if frames is not None:
+        p.add_argument("--frames", type=_positive_int, default=frames,
+                       help=f"number of times from 0 to the horizon (default {frames})")
+    if dynamics:
+        p.add_argument("--horizon", type=_positive_float, default=None,
+                       help="end time in tau (default: see the script)")
+        p.add_argument("--solver", default=None,
+                       help="solver override (default the model's); alone it means constant "
+                            "steps of --dt0")
+        p.add_argument("--dt0", type=_positive_float, default=None, help="(initial) step")
+        p.add_argument("--rtol", type=_positive_float, default=None, help="relative tolerance")
+        p.add_argument("--atol", type=_positive_float, default=None, help="absolute tolerance")
+        p.add_argument("--max-steps", type=_positive_int, default=None,
+                       help="step cap (default: enough constant steps, or 4096 adaptive)")
+    return p
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (got {text})")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer (got {text})")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number (got {text})")
+    return value
+
+
+def load(checkpoint: str):
+    """`(model, train_config, header)` for a shipped name or a checkpoint path."""
+    from analysis._runs import load_model_and_config
+
+    return load_model_and_config(checkpoint)
+
+
+def held_out(model, config, n_images: int, seed: int):
+    """`(images [n, S, S, 3] in [0, 1], indices, masking)`: see `analysis._runs.held_out`."""
+    from analysis._runs import held_out as _held_out
+
+    return _held_out(model, config, n_images, seed)
+
+
+def dynamics_overrides(options) -> dict:
+    """The solver options given on the command line, for `trajectory_options`."""
+    return {name: getattr(options, name)
+            for name in ("solver", "dt0", "rtol", "atol", "max_steps")}
+
+
+def metadata(options, config, header, **extra) -> dict:
+    """What produced a figure (`analysis._runs.job_metadata`): the script and its
+    command line, the model (checkpoint, training step, config and dynamics), the data,
+    seeds, versions, and `extra` (e.g. the solve options)."""
+    from analysis._runs import job_metadata
+
+    script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else None
+    return job_metadata(script or "figure", options.checkpoint, config, header,
+                        options=vars(options), mask_seed=getattr(options, "seed", None),
+                        script=script, **extra)
+
+
+def save_figure(out, name: str, fig, data: dict, meta: dict) -> tuple[Path, Path]:
+    """Write `out/name.png` and `out/name.json` (`{"metadata": meta, "data": data}`,
+    compact) atomically; print and return both paths."""
+    from analysis import save_json
+    from analysis._video import write_png
+
+    out = Path(out)
+    png = write_png(out / f"{name}.png", fig)
+    js = Path(save_json(out / f"{name}.json", {"metadata": meta, "data": data}, indent=None))
+    print(f"wrote {png} and {js}")
+    return png, js
+
+
+def model_figure(argv, doc: str, name: str, make, custom_parser=None, **make_options):
+    """A figure of the model's parameters only: parse `argv` (with `custom_parser`,
+    default the common options), load the model, `fig, data = make(model, **kwargs)`
+    with `kwargs[k]` the option named by `make_options[k]`, and save `name.png`, `.json`."""
+    options = (custom_parser or parser(doc.splitlines()[0])).parse_args(argv)
+    model, config, header = load(options.checkpoint)
+    fig, data = make(model, **{k: getattr(options, v) for k, v in make_options.items()})
+    return save_figure(options.out, name, fig, data, metadata(options, config, header))

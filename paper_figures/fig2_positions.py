@@ -1,0 +1,19 @@
+"""Figure 2: cosine similarity of the position embeddings, an 8 x 8 grid of 8 x 8 maps.
+
+    python paper_figures/fig2_positions.py [--checkpoint paper] [--out figures]
+"""
+
+try:
+    from . import _common
+except ImportError:  # run as a script
+    import _common
+
+
+def main(argv=None):
+    from analysis._image_figures import position_similarity_figure
+
+    return _common.model_figure(argv, __doc__, "fig2_positions", position_similarity_figure)
+
+
+if __name__ == "__main__":
+    main()

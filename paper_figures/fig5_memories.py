@@ -1,0 +1,23 @@
+"""Figure 5: the Hopfield memories of largest norm, decoded as patches.
+
+    python paper_figures/fig5_memories.py [--checkpoint paper] [--out figures] [--count 64]
+"""
+
+try:
+    from . import _common
+except ImportError:  # run as a script
+    import _common
+
+
+def main(argv=None):
+    parser = _common.parser(__doc__.splitlines()[0])
+    parser.add_argument("--count", type=_common._positive_int, default=64,
+                        help="number of memories shown (default 64)")
+    from analysis._image_figures import memories_figure
+
+    return _common.model_figure(argv, __doc__, "fig5_memories", memories_figure, parser,
+                                count="count")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+"""Figure 6: the rows of the attention weights Wq and Wk, decoded as patches.
+
+    python paper_figures/fig6_attention_weights.py [--checkpoint paper] [--out figures]
+"""
+
+try:
+    from . import _common
+except ImportError:  # run as a script
+    import _common
+
+
+def main(argv=None):
+    from analysis._image_figures import attention_weights_figure
+
+    return _common.model_figure(argv, __doc__, "fig6_attention_weights",
+                                attention_weights_figure)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The benchmark code (`benchmarks/`), in quick mode on a tiny problem: structure, and the
+numbers that do not depend on timing (sharded = single device, no recompilation, memory
+analysis, NFE). No timing is ever asserted. One test per group of rows, so that
+`pytest -n 2` spreads them over both cores."""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import jax.numpy as jnp
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `benchmarks` is not installed: it lives in the checkout
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import _common, _flops, _report, _run  # noqa: E402
+
+REQUIRED = {"family", "name", "value", "unit", "reference", "goal", "met", "note"}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return _common.tiny_problem(batch=4)
+
+
+def _run_rows(rows, problem):
+    record = _run.run_benchmarks(rows, quick=True, batch=4, repeats=1, tiny=True,
+                                 problem=problem, print_fn=lambda *a, **k: None)
+    assert record["summary"]["errors"] == []
+    for r in record["rows"]:
+        assert REQUIRED <= set(r), r
+        json.dumps(r)  # every row is JSON-ready
+    return record, {r["name"]: r for r in record["rows"]}
+
+
+def test_devices_compile_and_memory(problem):
+    record, rows = _run_rows(("devices", "compile", "memory"), problem)
+    # sharded over 1, 2 and 4 forced host devices: the same numbers
+    devices = [r for r in record["rows"] if r["family"] == "devices"]
+    assert [r["devices"] for r in devices] == [1, 2, 4]
+    for r in devices:
+        assert r["max_abs_diff"] <= 1e-6 and r["met"] is True
+        assert "xla_force_host_platform_device_count=4" in r["worker_xla_flags"]
+    # new data and new Python-float tolerances: no recompilation, no retrace
+    recompiles = next(r for r in record["rows"] if r["name"].startswith("recompilations"))
+    assert recompiles["recompilations"] == 0 and recompiles["retraces"] == 0
+    first = next(r for r in record["rows"] if r["name"].startswith("first call"))
+    assert first["first_call_compilations"] >= 1
+    # memory analysis: positive sizes; the implicit adjoint's is flat with the horizon
+    memory = [r for r in record["rows"] if r["family"] == "memory"]
+    assert {r["steps"] for r in memory} == {12, 192}
+    for r in memory:
+        assert r["bytes"]["total"] > 0 and r["bytes"]["temp"] > 0
+        assert r["bytes"]["argument"] > 0 and r["bytes"]["output"] > 0
+    implicit = next(r for r in memory if r["adjoint"].startswith("implicit") and r["steps"] == 192)
+    assert implicit["value"] <= 1.3 and implicit["met"] is True
+
+
+def test_fixed_point_and_overhead(problem):
+    record, rows = _run_rows(("fixed_point", "overhead"), problem)
+    fp = {r["name"]: r for r in record["rows"] if r["family"] == "fixed_point"}
+    euler = fp["problem core / projected / euler dt 0.1"]
+    tsit5 = next(r for name, r in fp.items()
+                 if name.startswith("problem core / projected / tsit5"))
+    assert euler["reached"] and tsit5["reached"]
+    assert max(euler["residual_rms"]) <= 1e-5 and max(tsit5["residual_rms"]) <= 1e-5
+    native = fp["problem core / native / euler dt 0.1"]
+    assert not native["reached"] and "not reached (RMS G =" in native["note"]
+    # the native flow at equal accuracy: tsit5 needs fewer evaluations than Euler
+    nfe_goal = next(r for name, r in fp.items() if "Euler NFE / tsit5 NFE" in name)
+    assert nfe_goal["tsit5_nfe"] < nfe_goal["euler_nfe"] == 200
+    # the solve and the hand-written scan compute the same map
+    fwd = rows["forward, solve inside jit"]
+    assert fwd["max_abs_diff_vs_scan"] <= 1e-5
+    assert rows["fwd+bwd, checkpoint (diffrax default)"]["grad_max_rel_diff_vs_scan"] <= 1e-4
+
+
+def test_flops_closed_form_batch_and_cli(problem, tmp_path):
+    # FLOP counts from the shapes: one vector field = 4a + 3s + 2h (see _flops)
+    counts = _flops.field_flops(n=64, d=64, h=4, y=16, k=256)
+    assert counts["field"] == 7_864_320
+    # the command line: table printed, JSON written atomically where asked
+    out = tmp_path / "bench.json"
+    code = _run.main(["--tiny", "--quick", "--batch", "4", "--repeats", "1",
+                      "--rows", "flops,closed_form,batch", "--out", str(out)])
+    assert code == 0
+    record = json.loads(out.read_text())
+    assert not list(tmp_path.glob(".bench.json.*"))  # no temporary file left
+    assert record["machine"]["cpu"] and record["machine"]["jax_backend"] == "cpu"
+    assert record["problem"]["batch"] == 4 and record["problem"]["dim"] == 16
+    rows = {r["name"]: r for r in record["rows"]}
+    vf = rows["vector field, batch 4"]
+    n, d, h, y, k = 16, 16, 2, 8, 32
+    assert vf["flops_shape_count"] == 4 * _flops.field_flops(n, d, h, y, k)["field"]
+    # XLA's count also holds the elementwise work: close to, and above, the products
+    assert vf["flops_shape_count"] <= vf["flops_xla"] <= 3 * vf["flops_shape_count"]
+    closed = [r for r in record["rows"] if r["family"] == "closed_form"]
+    assert len(closed) == 2 and all(r["max_abs_diff"] < 1e-4 for r in closed)
+    batch = [r for r in record["rows"] if r["family"] == "batch"]
+    assert [r["batch"] for r in batch] == [1, 2, 4]
+    assert all(r["samples_per_second"] > 0 and math.isfinite(r["value"]) for r in batch)
+    table = _report.table(record["rows"])
+    assert table.count("\n") == len(record["rows"]) + 1
+
+
+def test_tokens_and_spread():
+    x = jnp.zeros((2, 3, 4))
+    p = _common.Problem("t", "t", None, x, x, None)
+    more = p.tokens(5)
+    assert more.shape == (5, 3, 4)
+    assert bool(jnp.all(more[:2] == 0)) and bool(jnp.all(more[2:] != 0))
+    s = _common.spread([3.0, 1.0, 2.0])
+    assert s["median"] == 2.0 and s["min"] == 1.0 and s["max"] == 3.0 and s["n"] == 3

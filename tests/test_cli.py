@@ -1,0 +1,256 @@
+"""The command line (`et-ode demo | frames | compare-solvers | study`) on the shipped
+`paper` model and two held-out images: the files each command writes, the numbers in
+them against independent computations, run folders, refusals and bad options, and the
+sharded path (four forced host devices) against one device.
+
+The demo runs once (quick mode) in a module fixture; the other commands use the same
+sizes, so they reuse its compiled solves."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import imageio.v2 as imageio
+import jax
+import numpy as np
+import pytest
+from PIL import Image
+
+from analysis._jobs import STUDIES
+from analysis._runs import fresh_run_folder, output_folder
+from et_ode import cli
+
+IMAGES = 2  # what --quick uses in the demo
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*argv):
+    return cli.main([*map(str, argv), "--no-progress"])
+
+
+def read(path):
+    return json.loads(Path(path).read_text())
+
+
+def png_ok(path):
+    path = Path(path)
+    assert path.stat().st_size > 0
+    with Image.open(path) as image:
+        assert min(image.size) > 10
+        return image.size
+
+
+def all_finite(values):
+    array = np.asarray(values, float)
+    return array.size > 0 and bool(np.all(np.isfinite(array)))
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo") / "run"
+    assert run("demo", "--quick", "--out", out) == 0
+    return out, read(out / "summary.json")
+
+
+@pytest.fixture(scope="module")
+def held_out_mse():
+    """The evaluation's own masked MSE of `paper` on the first two evaluation crops and
+    masks (`et-ode eval`'s code path)."""
+    from et_ode._evaluate import eval_masks, evaluate_model
+    from et_ode._train import held_out_split
+    from analysis._runs import load_model_and_config
+
+    model, config, _ = load_model_and_config("paper")
+    images = model.normalisation.apply(held_out_split(config, IMAGES))
+    return evaluate_model(model, images, eval_masks(config, IMAGES))
+
+
+def test_demo_quick_summary(demo, held_out_mse):
+    out, summary = demo
+    md = (out / "summary.md").read_text()
+    for heading in ("# et-ode demo", "## What was found", "## Stages", "## Files"):
+        assert heading in md
+    for key in ("run", "held_out", "overshoot", "solvers", "convergence", "energy_video",
+                "findings", "files", "metadata"):
+        assert key in summary
+    assert summary["run"]["quick"] and summary["run"]["seconds"] > 0
+    assert f"took {summary['run']['seconds']:.0f} s" in md
+    # The MSE table is the evaluation's, and the sentences carry its numbers.
+    paper = summary["held_out"]["paper"]
+    assert paper["model"] == pytest.approx(held_out_mse, rel=1e-5)
+    assert f"paper {paper['model']:.4f}" in md and f"{paper['mean_fill']:.4f}" in md
+    assert set(summary["overshoot"]) == {"paper", "ode"}
+    shoot = summary["overshoot"]["paper"]
+    assert shoot["horizon"] == pytest.approx(1.2) and shoot["t_max"] == pytest.approx(12.0)
+    assert shoot["mse_at_horizon"] == pytest.approx(held_out_mse, rel=1e-4)
+    assert f"{shoot['mse_at_horizon']:.4f} at its training horizon t = 1.2" in md
+    assert set(summary["convergence"]) == {"native", "projected"}
+    native = summary["convergence"]["native"]
+    assert native["scale_growth"] > 1.5  # on the native flow the token scales grow
+    assert summary["convergence"]["projected"]["scale_growth"] == pytest.approx(1, abs=1e-3)
+    assert set(summary["energy_video"]) == {"paper"}
+    assert summary["solvers"]["paper_error_exact"] > 0
+    for item in summary["files"]:
+        path = out / item["path"]
+        assert path.exists(), path
+        if path.suffix == ".json":
+            assert read(path)["metadata"]["versions"]["jax"] == jax.__version__
+    for f in ("summary.md", "summary.json", "held_out_mse.json", "compare-solvers.png",
+              "overshoot_paper.png", "overshoot_ode.png", "convergence.png",
+              "energy_video_paper.mp4"):
+        assert (out / f).stat().st_size > 0, f
+
+
+def test_frames(demo, tmp_path, held_out_mse):
+    out = tmp_path / "frames"
+    assert run("frames", "--checkpoint", "paper", "--images", IMAGES, "--frames", 5,
+               "--out", out) == 0
+    frames = sorted((out / "energy_video_frames").glob("frame_*.png"))
+    assert [f.name for f in frames] == [f"frame_{i:04d}.png" for i in range(5)]
+    size = png_ok(frames[0])
+    assert png_ok(out / "energy_video.png") == size
+    reader = imageio.get_reader(out / "energy_video.mp4")
+    assert len(list(reader.iter_data())) == 5
+    reader.close()
+    record = read(out / "energy_video.json")
+    data, meta = record["data"], record["metadata"]
+    np.testing.assert_allclose(data["times"], np.linspace(0, 4.8, 5))  # 4 x the horizon
+    assert np.shape(data["energies"]) == (IMAGES, 5) and all_finite(data["energies"])
+    assert data["mse"][1] == pytest.approx(held_out_mse, rel=1e-4)  # t = 1.2, the model's
+    assert meta["checkpoint"] == "paper" and meta["solve"]["solver"] == "euler"
+    assert meta["seeds"]["masks"] == 20230213 and meta["data"]["image_indices"] == [0, 799]
+    assert meta["versions"]["jax"] == jax.__version__ and meta["dtype"] == "float32"
+    # The same video as the demo's (same images, frames and dynamics).
+    demo_data = read(demo[0] / "energy_video_paper.json")["data"]
+    np.testing.assert_allclose(data["energies"], demo_data["energies"], rtol=1e-6)
+
+
+def test_compare_solvers(demo, tmp_path):
+    out = tmp_path / "compare"
+    assert run("compare-solvers", "--checkpoint", "paper", "--images", IMAGES, "--quick",
+               "--fixed-solvers", "euler", "--step-sizes", "0.1,0.05", "--out", out) == 0
+    png_ok(out / "compare-solvers.png")
+    result = read(out / "compare-solvers.json")
+    runs = {(r["solver"], r.get("rtol") or r.get("dt0")): r for r in result["runs"]}
+    assert set(runs) == {("tsit5", 1e-3), ("tsit5", 1e-5), ("euler", 0.1), ("euler", 0.05)}
+    for r in runs.values():
+        assert r["nfe"] > 0 and r["ok"] and all_finite([r["error_exact"], r["error_paper"]])
+    assert runs["euler", 0.1]["error_paper"] < 1e-6  # it is the paper's map
+    assert runs["euler", 0.1]["nfe"] == 12
+    assert runs["tsit5", 1e-5]["error_exact"] < runs["tsit5", 1e-3]["error_exact"]
+    assert runs["tsit5", 1e-5]["error_exact"] < runs["euler", 0.05]["error_exact"]
+    assert result["metadata"]["flow"] == "native" and result["metadata"]["t1"] == 1.2
+    assert "x_final" not in result["reference"]  # states are left out of the files
+
+
+def test_study_overshoot_and_contributions(demo, tmp_path):
+    out = tmp_path / "overshoot"
+    assert run("study", "overshoot", "--checkpoint", "paper", "--images", IMAGES, "--quick",
+               "--out", out) == 0
+    png_ok(out / "overshoot.png")
+    mine, demos = read(out / "overshoot.json"), read(demo[0] / "overshoot_paper.json")
+    np.testing.assert_allclose(mine["mse"], demos["mse"], rtol=1e-6)
+    assert mine["metadata"]["job"]["quick"] and mine["metadata"]["horizon_kind"] == "t1"
+    assert mine["metadata"]["model"]["dynamics"]["solver"] == "euler"
+    out = tmp_path / "contributions"
+    assert run("study", "contributions", "--images", IMAGES, "--quick", "--out", out) == 0
+    png_ok(out / "contributions.png")
+    result = read(out / "contributions.json")
+    np.testing.assert_allclose(result["times"], np.linspace(0, 1.2, 7))
+    assert np.max(result["sum_mismatch"]) < 1e-4  # the parts add up to the update
+    assert all_finite(result["attention"]["masked"])
+
+
+@pytest.mark.skipif(not os.environ.get("ET_ODE_SLOW_TESTS"),
+                    reason="every study through the command line: ET_ODE_SLOW_TESTS=1")
+@pytest.mark.parametrize("name", ["convergence", "energy-descent", "stability", "fixed-points",
+                                  "gradient-depth", "work-precision"])
+def test_every_study(name, tmp_path):
+    out = tmp_path / name
+    assert run("study", name, "--images", IMAGES, "--quick", "--out", out) == 0
+    png_ok(out / f"{name}.png")
+    result = read(out / f"{name}.json")
+    assert result["metadata"]["checkpoint"] == "paper"
+    assert result["metadata"]["versions"]["et-ode"]
+
+
+def test_study_names_match_analysis():
+    assert cli.STUDY_NAMES == STUDIES
+
+
+def test_fresh_run_folders_never_reused(tmp_path, monkeypatch):
+    import time
+
+    monkeypatch.setattr(time, "strftime", lambda fmt: "20260101-000000")
+    first = fresh_run_folder(tmp_path, "demo")
+    (tmp_path / "demo-20260101-000000-1").mkdir()  # taken by someone else
+    second = fresh_run_folder(tmp_path, "demo")
+    assert first.name == "demo-20260101-000000" and second.name == "demo-20260101-000000-2"
+    assert first.is_dir() and second.is_dir() and not any(second.iterdir())
+    assert output_folder(None, prefix="demo", root=tmp_path).name.endswith("-3")
+
+
+def test_refuses_non_empty_out(tmp_path, capsys):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    assert run("frames", "--images", 1, "--frames", 2, "--out", out) == 2
+    message = capsys.readouterr().err
+    assert "--out" in message and "not empty" in message and "--force" in message
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+    assert output_folder(out, prefix="frames", force=True) == out  # --force writes into it
+    assert output_folder(tmp_path / "new" / "deep", prefix="x").is_dir()
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["study", "nonsense"], ["unknown study 'nonsense'", "convergence", "work-precision"]),
+    (["study", "overshoot", "--checkpoint", "ode", "--horizon", "10"], ["--factor"]),
+    (["study", "fixed-points", "--flow", "native"], ["projected", "--flow"]),
+    (["frames", "--atol", "1e-6"], ["--atol needs --rtol"]),
+    (["frames", "--checkpoint", "no-such-model"], ["no shipped model or file", "paper"]),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, words, tmp_path, capsys):
+    assert run(*argv, "--images", 1, "--out", tmp_path / "o") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("et-ode: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    for word in words:
+        assert word in err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["frames", "--images", "0"], ["--images", "must be an integer >= 1"]),
+    (["frames", "--frames", "1"], ["--frames", ">= 2"]),
+    (["compare-solvers", "--solvers", "tsit5,rk4"], ["--solvers", "unknown solver 'rk4'"]),
+    (["compare-solvers", "--tolerances", "1e-3,-1"], ["--tolerances", "positive"]),
+    (["study", "convergence", "--flow", "sideways"], ["--flow", "invalid choice"]),
+    (["demo", "--images", "x"], ["--images", "'x'"]),
+])
+def test_bad_options_are_argparse_errors(argv, words, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    for word in words:
+        assert word in err
+
+
+def test_sharded_equals_single_device(demo, tmp_path):
+    """The overshoot study on 4 forced host devices (2 images padded to 4, placed with
+    `solvers.shard_batch`) gives the single-device numbers of the demo."""
+    out = tmp_path / "sharded"
+    code = ("import sys; from et_ode.cli import main; sys.exit(main(['study', 'overshoot', "
+            f"'--images', '{IMAGES}', '--quick', '--no-progress', '--out', {str(out)!r}]))")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+               JAX_PLATFORMS="cpu")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    sharded, single = read(out / "overshoot.json"), read(demo[0] / "overshoot_paper.json")
+    assert sharded["metadata"]["devices"]["count"] == 4
+    assert single["metadata"]["devices"]["count"] == 1
+    np.testing.assert_allclose(sharded["mse"], single["mse"], rtol=1e-6)
+    np.testing.assert_allclose(sharded["energy"], single["energy"], rtol=1e-6)
+    np.testing.assert_allclose(sharded["mse_per_image"], single["mse_per_image"], rtol=1e-6)
