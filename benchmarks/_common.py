@@ -97,6 +97,17 @@ def _encode_batch(model, patches, masks):
     return x0
 
 
+@eqx.filter_jit
+def _prepare(model, images, key):
+    """Patches, the paper's masking (one key per image) and the encoded `x0`, in one
+    compiled program (op by op, this is dozens of small compilations)."""
+    patches = jax.vmap(model.patches)(images)
+    n = patches.shape[1]
+    masks = jax.vmap(lambda k: et_ode.random_masking(k, n))(
+        jax.random.split(key, images.shape[0]))
+    return patches, masks, _encode_batch(model, patches, masks)
+
+
 def shipped_problem(name: str = "paper", batch: int = 32, seed: int = 0) -> Problem:
     """The shipped model (`et_ode.MaskedImageET.load(name)`) and `batch` held-out crops
     (scenes `et_ode.TEST_SCENES`), masked with the paper's masking (seeded)."""
@@ -113,26 +124,28 @@ def shipped_problem(name: str = "paper", batch: int = 32, seed: int = 0) -> Prob
 
 
 def tiny_problem(batch: int = 4, seed: int = 0) -> Problem:
-    """A tiny untrained image model (8x8 images, 2x2 patches: N = 16 tokens, D = 16,
-    2 heads of 8, 32 memories, init_std 0.1) on uniform noise images: for tests of the benchmark
-    code, not for numbers."""
+    """A tiny random image model (8x8 images, 2x2 patches: N = 16 tokens, D = 16,
+    2 heads of 8, 32 memories, every parameter N(0, 0.1^2)) on uniform noise images: for
+    tests of the benchmark code, not for numbers."""
     config = et_ode.ImageModelConfig(
         image_size=8, patch=2, channels=3, dim=16, n_heads=2, head_dim=8, n_memories=32,
         init_std=0.1,
     )
-    model = et_ode.MaskedImageET(config, key=jax.random.key(seed))
-    images = jax.random.uniform(jax.random.key(seed + 1), (batch, 8, 8, 3), jnp.float32)
-    return _image_problem(model, images, "tiny random MaskedImageET (init_std 0.1)",
+    # the structure from the constructor (abstract: nothing compiled), the values from
+    # NumPy: compiling the constructor's PRNG code takes seconds, more than the rows
+    skeleton = eqx.filter_eval_shape(
+        lambda: et_ode.MaskedImageET(config, key=jax.random.key(0)))
+    rng = np.random.default_rng(seed)
+    model = jax.tree.map(
+        lambda leaf: jnp.asarray(0.1 * rng.standard_normal(leaf.shape), leaf.dtype)
+        if isinstance(leaf, jax.ShapeDtypeStruct) else leaf, skeleton)
+    images = jnp.asarray(rng.uniform(size=(batch, 8, 8, 3)), jnp.float32)
+    return _image_problem(model, images, "tiny random MaskedImageET (parameters N(0, 0.1^2))",
                           "uniform noise images", seed)
 
 
 def _image_problem(model, images, name, data, seed) -> Problem:
-    patches = jax.vmap(model.patches)(images)
-    n = patches.shape[1]
-    masks = jax.vmap(lambda k: et_ode.random_masking(k, n))(
-        jax.random.split(jax.random.key(seed + 2), images.shape[0])
-    )
-    x0 = _encode_batch(model, patches, masks)
+    patches, masks, x0 = _prepare(model, images, jax.random.key(seed + 2))
     return Problem(name=name, data=data, image_model=model, x0=x0, patches=patches,
                    masks=masks, seed=seed)
 
@@ -279,12 +292,13 @@ class Compiled:
     arguments (models included) are inputs, so models of the same structure and shapes
     share it. `compiled` is JAX's `Compiled`; `seconds` the time `lower + compile` took."""
 
-    def __init__(self, fn: Callable, *args):
+    def __init__(self, fn: Callable, *args, compiler_options: dict | None = None):
         dynamic, self._static = eqx.partition(args, eqx.is_array)
         self._treedef = jax.tree.structure(dynamic)
         jitted = jax.jit(lambda d: fn(*eqx.combine(d, self._static)))
         start = time.perf_counter()
-        self.compiled = jitted.lower(dynamic).compile()
+        self.lowered = jitted.lower(dynamic)
+        self.compiled = self.lowered.compile(compiler_options)
         self.seconds = time.perf_counter() - start
         self._dynamic = dynamic
 
