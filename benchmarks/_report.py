@@ -1,9 +1,4 @@
-"""The table (Markdown, so that it can be pasted as it is) and the JSON file."""
-
-import json
-import os
-import tempfile
-from pathlib import Path
+"""The table of results (Markdown, so that it can be pasted as it is)."""
 
 
 def _fmt(value) -> str:
@@ -52,20 +47,3 @@ def summary(rows: list[dict]) -> dict:
         "not_met": [f"{r['family']}: {r['name']}" for r in goals if not r["met"]],
         "errors": [f"{r['family']}: {r['note']}" for r in rows if r.get("error")],
     }
-
-
-def write_json(path: Path, record: dict) -> Path:
-    """Write atomically: a temporary file in the same folder, then `os.replace`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as file:
-            json.dump(record, file, indent=2, sort_keys=False)
-            file.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path

@@ -141,7 +141,9 @@ def main(argv=None) -> int:
                   "one process: run them without --distributed.", file=sys.stderr)
     import jax
 
-    from ._report import table, write_json
+    from analysis import save_json
+
+    from ._report import table
 
     lead = jax.process_index() == 0
     record = run_benchmarks(rows, quick=args.quick, batch=args.batch, repeats=args.repeats,
@@ -155,7 +157,7 @@ def main(argv=None) -> int:
               + (f"; not met: {'; '.join(s['not_met'])}" if s["not_met"] else ""))
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         path = Path(args.out) if args.out else DEFAULT_OUT_DIR / f"bench-{stamp}.json"
-        write_json(path, record)
+        save_json(path, record, indent=2)
         print(f"total {record['seconds']:.0f} s; wrote {path}")
     if args.distributed:
         jax.distributed.shutdown()
