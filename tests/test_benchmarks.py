@@ -87,7 +87,7 @@ def test_flops_closed_form_batch_and_cli(problem, tmp_path):
                       "--rows", "flops,closed_form,batch", "--out", str(out)])
     assert code == 0
     record = json.loads(out.read_text())
-    assert not list(tmp_path.glob(".bench.json.*"))  # no temporary file left
+    assert [p.name for p in tmp_path.iterdir()] == ["bench.json"]  # no temporary file left
     assert record["machine"]["cpu"] and record["machine"]["jax_backend"] == "cpu"
     assert record["problem"]["batch"] == 4 and record["problem"]["dim"] == 16
     rows = {r["name"]: r for r in record["rows"]}
