@@ -10,13 +10,18 @@ parameters, the conditions in `args`, and `x0` (through the invariants it fixes:
 each token's scale, and clamped tokens). The explicit dependence of the state on `x0`
 and on the LayerNorm's parameters through `from_manifold` is differentiated by JAX
 outside this function. `A` is applied by JVPs/VJPs and solved matrix-free with GMRES
-(lineax): the `(N D)^2` Jacobian is never built. diffrax's `ImplicitAdjoint` does not
+(lineax): the `(N D)^2` Jacobian is never built. In a lenient solve (`throw=False`) a
+GMRES run that stops short of its tolerance (stagnation or its step cap, as on a sample
+that reached the time cap before its fixed point) gives its last iterate, the
+least-squares solution over its Krylov space, instead of raising; a non-finite one
+gives a zero gradient for that sample. diffrax's `ImplicitAdjoint` does not
 apply here: it assumes `dx/dt = 0` at the end, which is false on the native flow and
 on the manifold normal directions.
 """
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import lineax as lx
 
 
@@ -26,19 +31,19 @@ def _residual_on_manifold(v, diff_args):
 
 
 @eqx.filter_custom_vjp
-def _fixed_point_coordinates(diff_args, v_star, tol):
-    del diff_args, tol
+def _fixed_point_coordinates(diff_args, v_star, tol, lenient):
+    del diff_args, tol, lenient
     return v_star
 
 
 @_fixed_point_coordinates.def_fwd
-def _fixed_point_fwd(perturbed, diff_args, v_star, tol):
-    del perturbed, tol
+def _fixed_point_fwd(perturbed, diff_args, v_star, tol, lenient):
+    del perturbed, tol, lenient
     return v_star, None
 
 
 @_fixed_point_coordinates.def_bwd
-def _fixed_point_bwd(residuals, v_bar, perturbed, diff_args, v_star, tol):
+def _fixed_point_bwd(residuals, v_bar, perturbed, diff_args, v_star, tol, lenient):
     del residuals, perturbed
     model, args, x0 = diff_args
     x_star = model.from_manifold(v_star, x0, args)
@@ -51,19 +56,23 @@ def _fixed_point_bwd(residuals, v_bar, perturbed, diff_args, v_star, tol):
 
     operator = lx.FunctionLinearOperator(a_transpose, jax.eval_shape(lambda: v_star))
     gmres = lx.GMRES(rtol=tol, atol=tol, restart=40, stagnation_iters=40, max_steps=2000)
-    lam = project(lx.linear_solve(operator, project(v_bar), gmres).value)
+    lam = project(lx.linear_solve(operator, project(v_bar), gmres, throw=not lenient).value)
+    if lenient:
+        lam = jnp.where(jnp.all(jnp.isfinite(lam)), lam, 0.0)
     _, vjp_theta = eqx.filter_vjp(lambda d: _residual_on_manifold(v_star, d), diff_args)
     (grads,) = vjp_theta(-lam)
     return grads
 
 
-def implicit_fixed_point(model, x0, args, x_star, *, tol, batched, args_batched):
+def implicit_fixed_point(model, x0, args, x_star, *, tol, batched, args_batched,
+                         lenient=False):
     """`x_star` (a converged fixed point, computed without gradients) with gradients
-    attached by the implicit function theorem. Shapes as `x0`."""
+    attached by the implicit function theorem. Shapes as `x0`. `lenient`: an
+    unconverged GMRES solve gives its last iterate instead of raising."""
 
     def one(x0_, args_, x_star_):
         v_star = jax.lax.stop_gradient(model.to_manifold(x_star_, args_))
-        v = _fixed_point_coordinates((model, args_, x0_), v_star, tol)
+        v = _fixed_point_coordinates((model, args_, x0_), v_star, tol, bool(lenient))
         return model.from_manifold(v, x0_, args_)
 
     if batched:

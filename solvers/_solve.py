@@ -395,6 +395,7 @@ def solve(
         out["x_final"] = implicit_fixed_point(
             model, x0, args, jax.lax.stop_gradient(out["x_final"]),
             tol=implicit_tol, batched=cfg.batched, args_batched=cfg.args_batched,
+            lenient=not throw,
         )
     else:
         out = _solve_core(model, x0, args, numbers, ts_save, cfg)
