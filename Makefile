@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(BIN)/et-ode demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -q
+	$(BIN)/python -m pytest -n 2 --dist loadfile -q
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
