@@ -66,6 +66,12 @@ def test_fixed_point_and_overhead(problem):
                  if name.startswith("problem core / projected / tsit5"))
     assert euler["reached"] and tsit5["reached"]
     assert max(euler["residual_rms"]) <= 1e-5 and max(tsit5["residual_rms"]) <= 1e-5
+    # every projected-flow end state is compared with the dopri8 reference's
+    reference = fp["problem core / projected / dopri8 rtol=atol=1e-07 (reference)"]
+    assert reference["reached"] and reference["distance_to_reference"] == [0.0]
+    assert 0 < tsit5["distance_to_reference"][0] < 1e-3
+    lbfgs = fp["problem core / projected / find_fixed_point (L-BFGS) from x0"]
+    assert lbfgs["nfe"] == lbfgs["steps"][0] > 0 and "line search" in lbfgs["note"]
     native = fp["problem core / native / euler dt 0.1"]
     assert not native["reached"] and "not reached (RMS G =" in native["note"]
     # the native flow at equal accuracy: tsit5 needs fewer evaluations than Euler
