@@ -63,15 +63,20 @@ def _newton(model, x_init, args, tol, max_steps, linear):
 
 @eqx.filter_jit
 def _lbfgs(model, x_init, args, tol, max_steps):
+    # optimistix's L-BFGS promotes its carry to float64 whenever x64 is enabled, so it
+    # works on float64 coordinates then; the energy is still computed in the model's dtype.
+    work = jnp.result_type(x_init.dtype, jnp.float64)
+
     def energy_fn(y, _):
-        return model.energy(model.from_manifold(model.to_manifold(y, args), x_init, args), args)
+        v = model.to_manifold(y.astype(x_init.dtype), args)
+        return model.energy(model.from_manifold(v, x_init, args), args).astype(work)
 
     # optimistix stops when a step moves y by less than atol + rtol |y| (max norm); near
     # a minimum the step is ~ G / curvature, so tol / 10 leaves RMS G below tol.
     solver = optx.LBFGS(rtol=tol / 10, atol=tol / 10)
-    y0 = model.to_manifold(x_init, args)
+    y0 = model.to_manifold(x_init, args).astype(work)
     sol = optx.minimise(energy_fn, solver, y0, max_steps=max_steps, throw=False)
-    x = model.from_manifold(model.to_manifold(sol.value, args), x_init, args)
+    x = model.from_manifold(model.to_manifold(sol.value.astype(x_init.dtype), args), x_init, args)
     return x, sol.stats["num_steps"], sol.result == optx.RESULTS.successful
 
 
