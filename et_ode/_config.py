@@ -5,6 +5,8 @@ import math
 import tomllib
 from pathlib import Path
 
+import solvers
+
 from ._image_model import Dynamics, ImageModelConfig
 
 
@@ -110,6 +112,11 @@ class TrainConfig:
         need(d.dt0 is None or _positive(d.dt0), "[dynamics] dt0 must be positive")
         need(d.fixed_point_atol is None or _positive(d.fixed_point_atol),
              "[dynamics] fixed_point_atol must be positive")
+        if not problems:  # the combination, as solvers.solve will see it
+            try:
+                solvers.check_options(**d.solve_options())
+            except (ValueError, TypeError) as error:
+                problems.append(f"[dynamics] {str(error).rstrip('.')}")
         need(data.source in ("photos", "tfds"), "[data] source must be photos or tfds")
         need(0 < data.mask_ratio <= 1, "[data] mask_ratio must be in (0, 1]")
         need(0 <= data.mask_fraction <= 1, "[data] mask_fraction must be in [0, 1]")

@@ -11,12 +11,12 @@ from ._presets import PRESETS, SOLVER_NAMES, SolverPreset, get_preset
 from ._protocol import EnergySystem, ManifoldEnergySystem
 from ._solution import STOP_REASONS, EnergySolution
 from ._sharding import batch_mesh, shard_batch
-from ._solve import ADJOINTS, BACKSOLVE_STABLE_HORIZON, FLOWS, solve
+from ._solve import ADJOINTS, BACKSOLVE_STABLE_HORIZON, FLOWS, check_options, solve
 from ._stop import FixedPointStop, rms
 
 __all__ = [
     "ADJOINTS", "BACKSOLVE_STABLE_HORIZON", "EnergySolution", "EnergySystem", "FLOWS",
     "FixedPointResult", "FixedPointStop", "ManifoldEnergySystem", "PRESETS",
     "SOLVER_NAMES", "STOP_REASONS", "SolveError", "SolverPreset", "batch_mesh",
-    "find_fixed_point", "get_preset", "rms", "shard_batch", "solve",
+    "check_options", "find_fixed_point", "get_preset", "rms", "shard_batch", "solve",
 ]

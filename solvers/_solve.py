@@ -175,43 +175,19 @@ def _positive_finite(name, value):
         raise ValueError(f"{name} must be a positive finite number (got {value}).")
 
 
-def _validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol,
-              stop, save, save_energy, max_steps, args_batched, traced):
-    for method in ("energy", "vector_field", "residual"):
-        if not callable(getattr(model, method, None)):
-            raise ValueError(
-                f"model has no {method}() method; solvers.solve needs an object "
-                "satisfying solvers.EnergySystem (energy, vector_field, residual)."
-            )
+def check_options(*, solver="euler", flow="native", adjoint="checkpoint", t0=0.0, t1=1.2,
+                  dt0=0.1, rtol=None, atol=None, stop=None, save="final", save_energy=False,
+                  max_steps=4096) -> bool:
+    """Raise `ValueError` naming the problem and the fix for any invalid combination of
+    `solve` options that does not depend on the model or the state (names, tolerances,
+    steps, events, adjoints); config files are checked with it before any work starts.
+    Returns whether the steps are adaptive."""
     if solver not in SOLVER_NAMES:
         raise ValueError(f"Unknown solver {solver!r}; choose one of {', '.join(SOLVER_NAMES)}.")
     if flow not in FLOWS:
         raise ValueError(f"Unknown flow {flow!r}; use 'native' (the paper's) or 'projected'.")
     if adjoint not in ADJOINTS:
         raise ValueError(f"Unknown adjoint {adjoint!r}; choose one of {', '.join(ADJOINTS)}.")
-    if x0.ndim not in (2, 3):
-        raise ValueError(
-            f"x0 must have shape [N, D] or [B, N, D]; got shape {tuple(x0.shape)}."
-        )
-    if not jnp.issubdtype(x0.dtype, jnp.floating):
-        raise ValueError(f"x0 must be a floating-point array (got dtype {x0.dtype}).")
-    params = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
-    if params and jnp.result_type(x0, *params) != x0.dtype:
-        raise ValueError(
-            f"x0 has dtype {x0.dtype} but the model's parameters promote it to "
-            f"{jnp.result_type(x0, *params)}; cast x0 to the model's dtype "
-            "(x0.astype(...)) or build the model with dtype=x0.dtype."
-        )
-    if not traced and not bool(jnp.all(jnp.isfinite(x0))):
-        raise ValueError("x0 contains NaN or inf values; pass a finite initial state.")
-    if hasattr(model, "check_inputs"):
-        batch = (x0.shape[0],) if (x0.ndim == 3 and args_batched) else ()
-        model.check_inputs(tuple(x0.shape[-2:]), args, batch)
-    if args_batched and x0.ndim != 3:
-        raise ValueError("args_batched=True needs a batched x0 of shape [B, N, D].")
-    tau = getattr(model, "tau", 1.0)
-    if not (isinstance(tau, (int, float)) and tau > 0):
-        raise ValueError(f"model.tau must be positive (got {tau}).")
     if not math.isfinite(float(t0)):
         raise ValueError(f"t0 must be finite (got {t0}).")
     if not (math.isfinite(float(t1)) and float(t1) > float(t0)):
@@ -268,6 +244,50 @@ def _validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol
                 + ": diffrax's BacksolveAdjoint refuses them. Use adjoint='checkpoint', or "
                 "save='final' / an array of times with a finite t1."
             )
+    if adjoint == "implicit" and (stop is None or flow != "projected"):
+        raise ValueError(
+            "adjoint='implicit' differentiates a fixed point: it needs flow='projected' and "
+            "stop=solvers.FixedPointStop(...). (On the native flow the end state's scale "
+            "depends on the whole path, so no fixed-point gradient exists for x.)"
+        )
+    return adaptive
+
+
+def _validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol,
+              stop, save, save_energy, max_steps, args_batched, traced):
+    for method in ("energy", "vector_field", "residual"):
+        if not callable(getattr(model, method, None)):
+            raise ValueError(
+                f"model has no {method}() method; solvers.solve needs an object "
+                "satisfying solvers.EnergySystem (energy, vector_field, residual)."
+            )
+    adaptive = check_options(
+        solver=solver, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0, rtol=rtol,
+        atol=atol, stop=stop, save=save, save_energy=save_energy, max_steps=max_steps)
+    if x0.ndim not in (2, 3):
+        raise ValueError(
+            f"x0 must have shape [N, D] or [B, N, D]; got shape {tuple(x0.shape)}."
+        )
+    if not jnp.issubdtype(x0.dtype, jnp.floating):
+        raise ValueError(f"x0 must be a floating-point array (got dtype {x0.dtype}).")
+    params = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
+    if params and jnp.result_type(x0, *params) != x0.dtype:
+        raise ValueError(
+            f"x0 has dtype {x0.dtype} but the model's parameters promote it to "
+            f"{jnp.result_type(x0, *params)}; cast x0 to the model's dtype "
+            "(x0.astype(...)) or build the model with dtype=x0.dtype."
+        )
+    if not traced and not bool(jnp.all(jnp.isfinite(x0))):
+        raise ValueError("x0 contains NaN or inf values; pass a finite initial state.")
+    if hasattr(model, "check_inputs"):
+        batch = (x0.shape[0],) if (x0.ndim == 3 and args_batched) else ()
+        model.check_inputs(tuple(x0.shape[-2:]), args, batch)
+    if args_batched and x0.ndim != 3:
+        raise ValueError("args_batched=True needs a batched x0 of shape [B, N, D].")
+    tau = getattr(model, "tau", 1.0)
+    if not (isinstance(tau, (int, float)) and tau > 0):
+        raise ValueError(f"model.tau must be positive (got {tau}).")
+    if adjoint == "backsolve":
         horizon = (float(t1) - float(t0)) / float(tau)
         if horizon > BACKSOLVE_STABLE_HORIZON[flow]:
             warnings.warn(
@@ -280,12 +300,6 @@ def _validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol
                 stacklevel=3,
             )
     if adjoint == "implicit":
-        if stop is None or flow != "projected":
-            raise ValueError(
-                "adjoint='implicit' differentiates a fixed point: it needs flow='projected' and "
-                "stop=solvers.FixedPointStop(...). (On the native flow the end state's scale "
-                "depends on the whole path, so no fixed-point gradient exists for x.)"
-            )
         for method in ("to_manifold", "from_manifold", "tangent_projection"):
             if not callable(getattr(model, method, None)):
                 raise ValueError(

@@ -237,6 +237,10 @@ def test_nothing_overwritten(trained, tmp_path):
     ("[data]\nmask_ratio = 1.5\n", r"mask_ratio must be in \(0, 1\]"),
     ("[model]\npatch = 5\n", "patch size 5 does not divide image size 32"),
     ("[dynamics]\nflow = 'sideways'\n", "flow must be native or projected"),
+    ("[dynamics]\nsolver = 'rk45'\n", r"\[dynamics\] Unknown solver 'rk45'; choose one of euler"),
+    ("[dynamics]\nrtol = 1e-3\natol = 1e-5\n", r"\[dynamics\] solver 'euler' has no error estimate"),
+    ("[dynamics]\nadjoint = 'implicit'\n", r"\[dynamics\] adjoint='implicit' .* needs flow='projected'"),
+    ("[dynamics]\nsolver = 'kvaerno5'\n", r"\[dynamics\] solver 'kvaerno5' is implicit"),
     ("[model\n", "not valid TOML"),
 ])
 def test_bad_configs(tmp_path, text, message):
