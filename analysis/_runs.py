@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from et_ode._evaluate import EVAL_KEY
+from et_ode._zoo import load_model_and_config  # noqa: F401  (the jobs' loader)
 
 from ._common import cast, float64_available
 from ._image_figures import held_out_images, held_out_masks, normalised_patches
@@ -59,21 +60,6 @@ def output_folder(out=None, *, prefix: str, root=RUN_ROOT, force: bool = False) 
 
 
 # ------------------------------------------------------------------- model and data
-
-
-def load_model_and_config(name_or_path):
-    """`(model, train_config, header)` of a shipped model name (`paper`, `ode`) or a
-    checkpoint file written by `et-ode train` / `et-ode export`."""
-    from et_ode import MaskedImageET
-    from et_ode._checkpoint import read_checkpoint
-    from et_ode._train import config_from_header
-    from et_ode._zoo import SHIPPED, shipped_path
-
-    model = MaskedImageET.load(name_or_path)
-    shipped = isinstance(name_or_path, str) and name_or_path in SHIPPED
-    path = shipped_path(name_or_path) if shipped else Path(name_or_path)
-    header = read_checkpoint(path)[0]
-    return model, config_from_header(header, path), header
 
 
 def held_out(model, config, n: int, seed: int = EVAL_KEY):

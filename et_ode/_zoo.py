@@ -15,12 +15,18 @@ def shipped_path(name: str) -> Path:
     return Path(str(resources.files("et_ode") / "models" / f"{name}.eqx"))
 
 
+def model_path(name_or_path) -> Path:
+    """The file of a shipped model name, or the path given."""
+    shipped = isinstance(name_or_path, str) and name_or_path in SHIPPED
+    return shipped_path(name_or_path) if shipped else Path(name_or_path)
+
+
 def load_model(name_or_path):
     """A `MaskedImageET` by shipped name or checkpoint path."""
     from ._train import load_model_file
 
     shipped = isinstance(name_or_path, str) and name_or_path in SHIPPED
-    path = shipped_path(name_or_path) if shipped else Path(name_or_path)
+    path = model_path(name_or_path)
     if not path.exists():
         if shipped:
             raise ValueError(
@@ -32,3 +38,15 @@ def load_model(name_or_path):
             f"{', '.join(SHIPPED)}."
         )
     return load_model_file(path)
+
+
+def load_model_and_config(name_or_path):
+    """`(model, train_config, header)` of a shipped model name (`paper`, `ode`) or a
+    checkpoint file written by `et-ode train` / `et-ode export`."""
+    from ._checkpoint import read_checkpoint
+    from ._train import config_from_header
+
+    model = load_model(name_or_path)
+    path = model_path(name_or_path)
+    header = read_checkpoint(path)[0]
+    return model, config_from_header(header, path), header

@@ -128,16 +128,12 @@ def _train(options) -> int:
 
 def _eval(options) -> int:
     from ._evaluate import evaluate_baselines, evaluate_model, eval_masks
-    from ._train import config_from_header, held_out_split
-    from ._checkpoint import read_checkpoint
-    from ._zoo import SHIPPED, shipped_path
-    from . import MaskedImageET
+    from ._train import held_out_split
+    from ._zoo import load_model_and_config
 
     if options.images is not None and options.images < 1:
         raise ValueError(f"--images must be a positive integer (got {options.images}).")
-    path = shipped_path(options.checkpoint) if options.checkpoint in SHIPPED else options.checkpoint
-    model = MaskedImageET.load(options.checkpoint)
-    config = config_from_header(read_checkpoint(path)[0], path)
+    model, config, _ = load_model_and_config(options.checkpoint)
     count = config.data.eval_images if options.images is None else options.images
     images = held_out_split(config, count)
     images = model.normalisation.apply(images)
