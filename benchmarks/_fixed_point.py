@@ -146,14 +146,14 @@ def run(problem, opts) -> list[dict]:
                 compile_s=newton.seconds + warm.seconds,
                 warm_start={"nfe": int(start_out["nfe"]), "t": float(start_out["t"]),
                             "residual_rms": float(start_out["g"]), "seconds": start_t})
-    _distances_to_reference(results, models, problem.core)
+    _distances_to_reference(results, models)
     return _rows(results, models, x0)
 
 
-def _distances_to_reference(results, models, core):
+def _distances_to_reference(results, models):
     """Add to every run `d`: RMS of `g - g_reference` (the reference's end state on the
     projected flow from the same start); NaN where the reference did not reach G_TOL."""
-    for name in models:
+    for name, model in models.items():
         reference = results[(name, "projected", REFERENCE)]["runs"]
         for (m_name, flow, method), res in results.items():
             if m_name != name:
@@ -164,7 +164,7 @@ def _distances_to_reference(results, models, core):
                 if float(ref_out["g"]) > G_TOL:
                     out["d"] = math.nan
                     continue
-                diff = core.norm(out["x"]) - core.norm(ref_out["x"])
+                diff = model.norm(out["x"]) - model.norm(ref_out["x"])
                 out["d"] = float(jnp.sqrt(jnp.mean(diff**2)))
 
 
