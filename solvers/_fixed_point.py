@@ -18,6 +18,7 @@
 """
 
 import dataclasses
+import functools
 
 import equinox as eqx
 import jax
@@ -104,13 +105,10 @@ def find_fixed_point(model, x_init, *, args=None, tol=1e-10, max_steps=100, line
     if linear not in ("dense", "gmres"):
         raise ValueError(f"linear must be 'dense' or 'gmres' (got {linear!r}).")
     tol_ = jnp.asarray(tol, x_init.dtype)
-    if method == "lbfgs":
-        x, steps, ok = _lbfgs(model, x_init, args, tol_, max_steps)
-        residual_rms = rms(model.residual(x, args))
-        return FixedPointResult(x=x, residual_rms=residual_rms, energy=model.energy(x, args),
-                                steps=steps, success=ok & (residual_rms <= tol_))
-    x, steps, ok = _newton(model, x_init, args, tol_, max_steps, linear)
-    return FixedPointResult(
-        x=x, residual_rms=rms(model.residual(x, args)), energy=model.energy(x, args),
-        steps=steps, success=ok,
-    )
+    find = _lbfgs if method == "lbfgs" else functools.partial(_newton, linear=linear)
+    x, steps, ok = find(model, x_init, args, tol_, max_steps)
+    residual_rms = rms(model.residual(x, args))
+    if method == "lbfgs":  # optimistix's own stop is on the step, not on G
+        ok = ok & (residual_rms <= tol_)
+    return FixedPointResult(x=x, residual_rms=residual_rms, energy=model.energy(x, args),
+                            steps=steps, success=ok)
