@@ -175,6 +175,27 @@ def _positive_finite(name, value):
         raise ValueError(f"{name} must be a positive finite number (got {value}).")
 
 
+DEFAULT_MAX_STEPS = 4096
+EVERY_STEP_CHECKPOINTS_UP_TO = 64
+
+
+def _default_cap(t0, t1, dt0, rtol, atol, stop, adjoint, checkpoints):
+    """`(max_steps, checkpoints)` when the caller gave no `max_steps` (see `solve`)."""
+    constant = rtol is None and atol is None and dt0 is not None and stop is None
+    if not constant:
+        return DEFAULT_MAX_STEPS, checkpoints
+    try:
+        ratio = (float(t1) - float(t0)) / float(dt0)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return DEFAULT_MAX_STEPS, checkpoints  # check_options names the bad value
+    if not (math.isfinite(ratio) and ratio > 0):
+        return DEFAULT_MAX_STEPS, checkpoints
+    steps = math.ceil(ratio * (1 - 1e-9)) + 1
+    if adjoint == "checkpoint" and checkpoints is None and steps <= EVERY_STEP_CHECKPOINTS_UP_TO:
+        checkpoints = steps
+    return steps, checkpoints
+
+
 def check_options(*, solver="euler", flow="native", adjoint="checkpoint", t0=0.0, t1=1.2,
                   dt0=0.1, rtol=None, atol=None, stop=None, save="final", save_energy=False,
                   max_steps=4096) -> bool:
@@ -325,7 +346,7 @@ def solve(
     save_energy: bool = False,
     adjoint: str = "checkpoint",
     checkpoints: int | None = None,
-    max_steps: int = 4096,
+    max_steps: int | None = None,
     dtmin: float | None = None,
     args_batched: bool = False,
     implicit_tol: float | None = None,
@@ -359,7 +380,13 @@ def solve(
       fixed-point stop; only `x_final` carries gradients).
     - `checkpoints`: for `"checkpoint"`, the number of checkpoints (`None`: diffrax's
       default; `max_steps` stores every step).
-    - `max_steps`: step cap.
+    - `max_steps`: step cap. Default: for constant steps to a fixed `t1` (no `stop`) the
+      step count itself (plus one for round-off in t), and then, with the checkpoint
+      adjoint and at most 64 steps, a checkpoint at every step: diffrax's checkpointing
+      sized for a 4096-step cap cost 1.1x-1.5x the backward pass of a hand-written scan
+      (benchmarks); exact, every-step checkpoints 0.6x-0.8x. Such a cap depends on `t1`,
+      so each new horizon compiles anew: pass `max_steps` to share one compilation.
+      Otherwise 4096.
     - `dtmin`: smallest adaptive step before the solve fails with `"dt_underflow"`
       (default: the larger of `1e-12 (t1 - t0)` and 16 units of round-off of the
       dtype at `max(|t0|, |t1|)`, below which `t + dt == t` in practice).
@@ -375,6 +402,9 @@ def solve(
     traced = _is_traced((model, x0, args))
     if t1 is None:
         t1 = 1000.0 if stop is not None else 1.2
+    if max_steps is None:
+        max_steps, checkpoints = _default_cap(t0, t1, dt0, rtol, atol, stop, adjoint,
+                                              checkpoints)
     adaptive = _validate(
         model, x0, args, solver=solver, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0,
         rtol=rtol, atol=atol, stop=stop, save=save, save_energy=save_energy,

@@ -308,3 +308,27 @@ def test_unconverged_gmres_raises_unless_lenient(smooth, fixed_point_grads):
     (g_lenient, _, _), _ = lenient(model, x0, args)
     (g_converged, _, _), _ = fixed_point_grads(model, x0, args)
     assert _rel(_flat(_params(g_lenient)), _flat(_params(g_converged))) < 1e-8
+
+
+def test_default_cap_of_a_constant_step_solve(smooth):
+    """Without `max_steps`, a constant-step solve to t1 caps at its step count (+1) and
+    checkpoints every step: the same gradient as under a wider cap with diffrax's own
+    checkpoint count (40 steps: cheaper to compile than 4096, the same recursive
+    checkpointing). Adaptive steps and fixed-point stops keep the 4096 cap."""
+    from solvers._solve import _default_cap
+
+    model, x0, w = smooth
+    sol = solvers.solve(model, x0, t1=1.2)
+    assert int(sol.stats["max_steps"]) == 13 and int(sol.stats["num_steps"]) == 12
+
+    def grad(**cap):
+        return eqx.filter_jit(eqx.filter_grad(
+            lambda m: _loss(m, solvers.solve(m, x0, t1=1.2, **cap).x_final, w)))(model)
+
+    assert _rel(_params(grad()), _params(grad(max_steps=40))) < 1e-12
+    common = dict(t0=0.0, t1=1.2, adjoint="checkpoint", checkpoints=None)
+    assert _default_cap(dt0=0.1, rtol=None, atol=None, stop=None, **common) == (13, 13)
+    assert _default_cap(dt0=0.01, rtol=None, atol=None, stop=None, **common) == (121, None)
+    assert _default_cap(dt0=None, rtol=1e-6, atol=1e-8, stop=None, **common) == (4096, None)
+    stop = solvers.FixedPointStop(atol=1e-6)
+    assert _default_cap(dt0=0.1, rtol=None, atol=None, stop=stop, **common) == (4096, None)
