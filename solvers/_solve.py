@@ -198,11 +198,11 @@ def _default_cap(t0, t1, dt0, rtol, atol, stop, adjoint, checkpoints):
 
 def check_options(*, solver="euler", flow="native", adjoint="checkpoint", t0=0.0, t1=1.2,
                   dt0=0.1, rtol=None, atol=None, stop=None, save="final", save_energy=False,
-                  max_steps=4096) -> bool:
+                  max_steps=None) -> bool:
     """Raise `ValueError` naming the problem and the fix for any invalid combination of
     `solve` options that does not depend on the model or the state (names, tolerances,
     steps, events, adjoints); config files are checked with it before any work starts.
-    Returns whether the steps are adaptive."""
+    `max_steps=None` is `solve`'s default cap. Returns whether the steps are adaptive."""
     if solver not in SOLVER_NAMES:
         raise ValueError(f"Unknown solver {solver!r}; choose one of {', '.join(SOLVER_NAMES)}.")
     if flow not in FLOWS:
@@ -249,7 +249,7 @@ def check_options(*, solver="euler", flow="native", adjoint="checkpoint", t0=0.0
             raise ValueError("save as times must be a non-empty 1-D array.")
         if not (np.all(np.diff(ts) >= 0) and ts[0] >= float(t0) and ts[-1] <= float(t1)):
             raise ValueError(f"save times must be non-decreasing and within [t0, t1] = [{t0}, {t1}].")
-    if int(max_steps) < 1:
+    if max_steps is not None and int(max_steps) < 1:
         raise ValueError(f"max_steps must be a positive integer (got {max_steps}).")
     if adjoint == "backsolve":
         wanted = []
