@@ -1,4 +1,5 @@
-"""Studies of Energy Transformer solutions (uses `et_ode` and `solvers`).
+"""Studies of Energy Transformer solutions (`et_ode.analysis`; builds on `et_ode.core`,
+`et_ode.solvers` and `et_ode.tasks`).
 
 Each study returns plain data, numpy arrays and dicts with a `metadata` entry (flow,
 solver, tolerances, dtype, versions, seeds, coordinates), and has a plot function that
@@ -17,6 +18,7 @@ result JSON-serialisable and `save_json` writes it atomically.
 | `contributions` | attention against Hopfield parts of the update over time |
 """
 
+from ._common import cast, float64_available, log_times, take
 from ._contributions import contributions, plot_contributions
 from ._convergence import (
     convergence, fit_exponential_rate, fit_power_law, plot_convergence, trace_quantities,
@@ -24,19 +26,32 @@ from ._convergence import (
 from ._energy_descent import energy_descent, energy_rises, plot_energy_descent
 from ._fixed_points import fixed_points, matched_noise, plot_fixed_points, standard_starts
 from ._gradient_depth import gradient_depth, plot_gradient_depth
+from ._image_figures import (
+    attention_weights_figure, energy_video_frames, frame_times, held_out_images,
+    held_out_masks, image_trajectory, memories_figure, normalised_patches,
+    position_similarity_figure, reconstruction_figure, reference_time,
+    tokens_over_time_figure, trajectory_options,
+)
 from ._overshoot import overshoot, plot_overshoot
-from ._records import metadata, save_json, to_json, versions
+from ._records import metadata, model_dtype, save_json, to_json, versions
 from ._stability import (
     hessian_eigenvalues, lyapunov_exponent, plot_stability, stability, tangent_basis,
 )
+from ._video import figure_to_frame, write_frames, write_png, write_video
 from ._work_precision import plot_work_precision, relative_error, work_precision
 
 __all__ = [
-    "contributions", "convergence", "energy_descent", "energy_rises", "fit_exponential_rate",
-    "fit_power_law", "fixed_points", "gradient_depth", "hessian_eigenvalues",
-    "lyapunov_exponent", "matched_noise", "metadata", "overshoot", "plot_contributions",
-    "plot_convergence", "plot_energy_descent", "plot_fixed_points", "plot_gradient_depth",
-    "plot_overshoot", "plot_stability", "plot_work_precision", "relative_error",
-    "save_json", "stability", "standard_starts", "tangent_basis", "to_json",
-    "trace_quantities", "versions", "work_precision",
+    "attention_weights_figure", "cast", "contributions", "convergence",
+    "energy_descent", "energy_rises", "energy_video_frames", "figure_to_frame",
+    "fit_exponential_rate", "fit_power_law", "fixed_points", "float64_available",
+    "frame_times", "gradient_depth", "held_out_images", "held_out_masks",
+    "hessian_eigenvalues", "image_trajectory", "log_times", "lyapunov_exponent",
+    "matched_noise", "memories_figure", "metadata", "model_dtype", "normalised_patches",
+    "overshoot", "plot_contributions", "plot_convergence", "plot_energy_descent",
+    "plot_fixed_points", "plot_gradient_depth", "plot_overshoot", "plot_stability",
+    "plot_work_precision", "position_similarity_figure", "reconstruction_figure",
+    "reference_time", "relative_error", "save_json", "stability", "standard_starts",
+    "take", "tangent_basis", "to_json", "tokens_over_time_figure", "trace_quantities",
+    "trajectory_options", "versions", "work_precision", "write_frames", "write_png",
+    "write_video",
 ]

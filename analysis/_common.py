@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import solvers
+from et_ode import solvers
 
 
 def cast(tree, dtype):
@@ -33,12 +33,6 @@ def as_batch(x):
     if x.ndim == 3:
         return x, True
     raise ValueError(f"x must have shape [N, D] or [B, N, D]; got {tuple(x.shape)}.")
-
-
-def batched_axes(args):
-    """`vmap` axes for batched conditions: array leaves carry the batch axis, scalar
-    leaves are shared (as in `solvers.solve(args_batched=True)`)."""
-    return jax.tree.map(lambda leaf: 0 if jnp.ndim(leaf) > 0 else None, args)
 
 
 def take(args, index, args_batched):

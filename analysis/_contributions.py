@@ -11,9 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import solvers
+from et_ode import solvers
 
-from ._common import as_batch, batched_axes, shard
+from ._common import as_batch, shard
 from ._plotting import figure, finish, positive
 from ._records import metadata, model_dtype
 
@@ -47,7 +47,7 @@ def _parts_one(model, x, args, flow, masked):
 @eqx.filter_jit
 def _parts_trace(model, xs, args, flow, masked, args_batched):
     over_t = jax.vmap(_parts_one, in_axes=(None, 0, None, None, None))
-    axes = batched_axes(args) if args_batched else None
+    axes = solvers.batched_args_axes(args) if args_batched else None
     return jax.vmap(over_t, in_axes=(None, 0, axes, None, 0))(model, xs, args, flow, masked)
 
 

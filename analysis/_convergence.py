@@ -12,14 +12,14 @@ import equinox as eqx
 import jax
 import numpy as np
 
-import solvers
+from et_ode import solvers
+from et_ode.vocab import FLOWS
 
-from ._common import as_batch, batched_axes, log_times, shard, solve_in_chunks, take
+from ._common import as_batch, log_times, shard, solve_in_chunks, take
 from ._plotting import FLOW_COLOURS, figure, finish, positive
 from ._records import metadata, model_dtype
 from ._stability import hessian_eigenvalues
 
-FLOWS = ("native", "projected")
 
 
 def _quantities_one(model, x, args, flow):
@@ -42,7 +42,7 @@ def trace_quantities(model, xs, args, flow, args_batched=False):
     `dg/dt`, the JVP of `model.norm` along the flow), `dxdt_rms`, `dEdt` (closed form,
     `model.dEdt`), `energy`, each `[B, T]`, and `scales` (`s_A`, `[B, T, N]`)."""
     over_t = jax.vmap(_quantities_one, in_axes=(None, 0, None, None))
-    axes = batched_axes(args) if args_batched else None
+    axes = solvers.batched_args_axes(args) if args_batched else None
     return jax.vmap(over_t, in_axes=(None, 0, axes, None))(model, xs, args, flow)
 
 

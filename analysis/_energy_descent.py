@@ -2,7 +2,7 @@
 
 import numpy as np
 
-import solvers
+from et_ode import solvers
 
 from ._common import as_batch, shard
 from ._plotting import figure, finish, positive

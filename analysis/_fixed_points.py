@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import solvers
+from et_ode import solvers
 
 from ._common import as_batch, shard, take
 from ._plotting import figure, finish

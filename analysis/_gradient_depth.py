@@ -28,7 +28,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import solvers
+from et_ode import solvers
+from et_ode.tasks import masked_mse
+from et_ode.vocab import ADJOINTS
 
 from ._common import as_batch
 from ._plotting import figure, finish, positive
@@ -75,20 +77,13 @@ class _ImageProblem:
     def core(self, model):
         return model.core
 
-    def _stats(self, model):
-        mean, std = jax.vmap(model.context_statistics)(self.patches, self.masking)
-        # [B, 1, P] (or [B, 1, 1] without standardisation): broadcast over the N patches.
-        return mean.reshape(mean.shape[0], 1, -1), std.reshape(std.shape[0], 1, -1)
-
     def initial(self, model):
-        mean, std = self._stats(model)
-        return jax.vmap(model.encode)((self.patches - mean) / std, self.masking)
+        x0, conditions, _, _ = model.encode_batch(self.patches, self.masking)
+        return x0, conditions
 
     def loss(self, model, x_final):
-        from et_ode import masked_mse
-
-        mean, std = self._stats(model)
-        prediction = jax.vmap(model.decode)(x_final) * std + mean
+        _, _, mean, std = model.encode_batch(self.patches, self.masking)
+        prediction = model.decode_batch(x_final, mean, std)
         return masked_mse(prediction, self.patches, self.masking.occluded)
 
 
@@ -147,7 +142,7 @@ def _gradients(problem, model, options):
 
 
 def gradient_depth(model, x0=None, args=None, *, images=None, masking=None,
-                   horizons=(1.2, 2.4, 4.8, 9.6), adjoints=("checkpoint", "backsolve", "implicit"),
+                   horizons=(1.2, 2.4, 4.8, 9.6), adjoints=ADJOINTS,
                    solver: str = "euler", dt0: float | None = 0.1, rtol=None, atol=None,
                    flow: str = "native", max_steps: int = 20000, split_times=None,
                    n_splits: int = 7, implicit_options: dict | None = None,

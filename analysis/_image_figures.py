@@ -10,7 +10,6 @@ data normalisation (`model.normalisation`), the units of its loss; time in units
 model's `tau`.
 """
 
-import functools
 import math
 
 import equinox as eqx
@@ -19,10 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 from matplotlib.figure import Figure
 
-from et_ode._data import photo_crops
-from et_ode._evaluate import EVAL_KEY, mean_fill
-from et_ode._image_model import masked_mse
-from et_ode._patches import Masking, random_masking
+from et_ode import solvers
+from et_ode.tasks import Masking, held_out_indices, masked_mse, mean_fill, photo_crops
+from et_ode.tasks import evaluation_masks as held_out_masks  # noqa: F401  (re-exported)
 
 from ._video import figure_to_frame
 
@@ -41,27 +39,9 @@ def held_out_images(n_images: int, *, image_size: int = 32, crops_seed: int = 0)
     **Returns:** `(images [n, S, S, 3] float32 in [0, 1], indices [n])`, the indices into
     `photo_crops("test", size=image_size, seed=crops_seed)`.
     """
-    if int(n_images) != n_images or n_images < 1:
-        raise ValueError(f"the number of images must be a positive integer (got {n_images}).")
     crops = photo_crops("test", size=image_size, seed=crops_seed)
-    if n_images > len(crops):
-        raise ValueError(f"asked for {n_images} images; the test split has {len(crops)}.")
-    indices = np.round(np.linspace(0, len(crops) - 1, int(n_images))).astype(int)
+    indices = held_out_indices(len(crops), n_images)
     return crops[indices], indices
-
-
-def held_out_masks(n_patches: int, n_images: int, seed: int = EVAL_KEY, ratio: float = 0.5,
-                   fraction: float = 0.9) -> Masking:
-    """The evaluation masking, `[n_images, N]` fields: the paper's exact-count masking
-    with keys `jax.random.split(jax.random.key(seed), n_images)`. With the default seed
-    and a training config's ratio and fraction it equals `et_ode._evaluate.eval_masks`."""
-    return _masks(int(seed), int(n_images), int(n_patches), float(ratio), float(fraction))
-
-
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
-def _masks(seed, n_images, n_patches, ratio, fraction):
-    keys = jax.random.split(jax.random.key(seed), n_images)
-    return jax.vmap(lambda k: random_masking(k, n_patches, ratio, fraction))(keys)
 
 
 def normalised_patches(model, images) -> jnp.ndarray:
@@ -250,12 +230,10 @@ def trajectory_options(model, horizon: float, *, solver=None, dt0=None, rtol=Non
         options["dt0"] = dt0
     if not horizon > 0:
         raise ValueError(f"the horizon must be positive (got {horizon}).")
-    if options["rtol"] is None and options["dt0"]:
-        steps = math.ceil(horizon / options["dt0"] * (1 + 1e-9)) + 2
-    else:
-        steps = 4096
     if max_steps is None:
-        max_steps = max(int(options["max_steps"]), steps)
+        steps = solvers.constant_step_count(0.0, horizon, options["dt0"], options["rtol"],
+                                            options["atol"])
+        max_steps = max(int(options["max_steps"] or 0), 4096 if steps is None else steps)
     options.update(t1=float(horizon), adjoint="checkpoint", stop=None, max_steps=int(max_steps))
     return options
 

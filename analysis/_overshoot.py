@@ -8,14 +8,13 @@ from the start to `t_max_factor` times the training horizon, using the pieces of
 `save=times`, `decode`).
 """
 
-import math
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-import solvers
+from et_ode import solvers
 
 from ._common import log_times, shard, solve_in_chunks
 from ._plotting import figure, finish
@@ -24,12 +23,7 @@ from ._records import metadata, model_dtype
 
 @eqx.filter_jit
 def _encode(image_model, patches, masking):
-    mean, std = jax.vmap(image_model.context_statistics)(patches, masking)
-    # [B, 1, P] (or [B, 1, 1] without standardisation): broadcast over the N patches.
-    mean = mean.reshape(mean.shape[0], 1, -1)
-    std = std.reshape(std.shape[0], 1, -1)
-    x0, conditions = jax.vmap(image_model.encode)((patches - mean) / std, masking)
-    return x0, conditions, mean, std
+    return image_model.encode_batch(patches, masking)
 
 
 @eqx.filter_jit
@@ -42,9 +36,7 @@ def _errors_and_energies(image_model, xs, conditions, patches, occluded, mean, s
             err = jnp.mean((prediction - target) ** 2, axis=-1)
             return jnp.sum(jnp.where(occ, err, 0.0)), image_model.core.energy(x, cond)
         return jax.vmap(per_time)(x_t)
-
-    from ._common import batched_axes
-    return jax.vmap(per_image, in_axes=(0, batched_axes(conditions), 0, 0, 0, 0))(
+    return jax.vmap(per_image, in_axes=(0, solvers.batched_args_axes(conditions), 0, 0, 0, 0))(
         xs, conditions, patches, occluded, mean, std)
 
 
@@ -96,9 +88,10 @@ def overshoot(image_model, images, masking, *, t_max_factor: float = 100.0,
         horizon, horizon_kind = float(options["t1"]), "t1"
     t_max = t_max_factor * horizon
     options["t1"] = t_max
-    if options.get("rtol") is None and options.get("dt0") is not None:
-        options["max_steps"] = max(int(options.get("max_steps", 4096)),
-                                   int(math.ceil(t_max / options["dt0"] / max(chunks, 1))) + 16)
+    per_chunk = solvers.constant_step_count(0.0, t_max / max(chunks, 1), options.get("dt0"),
+                                            options.get("rtol"), options.get("atol"))
+    if per_chunk is not None:  # a chunk starts at a saved time: allow for its partial steps
+        options["max_steps"] = max(int(options.get("max_steps") or 0), per_chunk + 16)
     options.pop("t1")
     first = horizon / 100 if t_first is None else t_first
     times = log_times(first, t_max, n_times, include=[horizon], start=0.0)

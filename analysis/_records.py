@@ -8,28 +8,12 @@ types; `save_json` writes it atomically.
 import datetime
 import json
 import math
-import os
-import platform
-import tempfile
-from importlib import metadata as _importlib_metadata
 
+import equinox as eqx
 import jax
 import numpy as np
 
-_PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optimistix", "lineax", "numpy", "scipy",
-             "et-ode")
-
-
-def versions() -> dict:
-    """Installed versions of the packages a study depends on (`None` if absent)."""
-    found = {}
-    for name in _PACKAGES:
-        try:
-            found[name] = _importlib_metadata.version(name)
-        except _importlib_metadata.PackageNotFoundError:
-            found[name] = None
-    found["python"] = platform.python_version()
-    return found
+from et_ode.records import atomic_write_text, versions
 
 
 def metadata(*, study: str, dtype=None, seeds=None, **extra) -> dict:
@@ -63,8 +47,6 @@ def metadata(*, study: str, dtype=None, seeds=None, **extra) -> dict:
 
 def model_dtype(model):
     """The floating dtype of a model's parameters (float32 if it has none)."""
-    import equinox as eqx
-
     leaves = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
     return np.dtype(leaves[0].dtype) if leaves else np.dtype(np.float32)
 
@@ -95,30 +77,12 @@ def to_json(result):
 
 
 def save_json(path, result, *, indent: int | None = 1) -> str:
-    """Write `to_json(result)` to `path` atomically (a temporary file in the same folder,
-    flushed and renamed over `path`), creating the folder if needed. `indent=None`
-    writes compactly (no spaces or newlines: for results holding large arrays;
+    """Write `to_json(result)` to `path` atomically (`et_ode.records.atomic_path`),
+    creating the folder if needed. `indent=None` writes compactly (no spaces or newlines: for results holding large arrays;
     `python -m json.tool FILE` shows them indented).
 
     **Returns:** the path written.
     """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
     separators = (",", ":") if indent is None else None
     text = json.dumps(to_json(result), indent=indent, separators=separators, allow_nan=False)
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are shared
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return path
+    return str(atomic_write_text(path, text))

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse.linalg as spla
 
-import solvers
+from et_ode import solvers
 
 from ._common import cast, float64_available
 from ._plotting import figure, finish

@@ -3,33 +3,13 @@ the ffmpeg binary that imageio-ffmpeg ships, so it works offline), a GIF through
 when ffmpeg fails. Every file is written atomically: a temporary file in the same
 folder, then `os.replace`, so a reader sees the old file or the complete new one."""
 
-import contextlib
 import os
-import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-
-@contextlib.contextmanager
-def atomic_path(path, suffix: str | None = None):
-    """Yield a temporary path in the folder of `path` (created) with the same suffix
-    (or `suffix`), and move it onto `path` when the block succeeds; on an error the
-    temporary file is removed and `path` is left as it was."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(
-        dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp" + (suffix or path.suffix))
-    os.close(handle)
-    try:
-        yield Path(temporary)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes 0600; these are shared results
-        os.replace(temporary, path)
-    finally:
-        Path(temporary).unlink(missing_ok=True)
+from et_ode.records import atomic_path
 
 
 def figure_to_frame(fig) -> np.ndarray:

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import solvers as _solvers
+from et_ode import solvers as _solvers
 
 from ._common import as_batch, cast, float64_available, shard
 from ._plotting import figure, finish, positive

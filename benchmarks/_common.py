@@ -22,7 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import et_ode
-import solvers
+from et_ode import solvers
+from et_ode.records import versions
+from et_ode.tasks import scene_crops
 
 # ----------------------------------------------------------------------------- problem
 
@@ -90,13 +92,6 @@ class Problem:
         return x
 
 
-def _encode_batch(model, patches, masks):
-    """`x0` as `MaskedImageET.reconstruct` builds it: context-standardised, encoded."""
-    mean, std = jax.vmap(model.context_statistics)(patches, masks)
-    x0, _ = jax.vmap(model.encode)((patches - mean[:, None]) / std[:, None], masks)
-    return x0
-
-
 @eqx.filter_jit
 def _prepare(model, images, key):
     """Patches, the paper's masking (one key per image) and the encoded `x0`, in one
@@ -105,14 +100,12 @@ def _prepare(model, images, key):
     n = patches.shape[1]
     masks = jax.vmap(lambda k: et_ode.random_masking(k, n))(
         jax.random.split(key, images.shape[0]))
-    return patches, masks, _encode_batch(model, patches, masks)
+    return patches, masks, model.encode_batch(patches, masks)[0]
 
 
 def shipped_problem(name: str = "paper", batch: int = 32, seed: int = 0) -> Problem:
     """The shipped model (`et_ode.MaskedImageET.load(name)`) and `batch` held-out crops
     (scenes `et_ode.TEST_SCENES`), masked with the paper's masking (seeded)."""
-    from et_ode._data import scene_crops
-
     model = et_ode.MaskedImageET.load(name)
     per_scene = -(-batch // len(et_ode.TEST_SCENES))
     crops = scene_crops(et_ode.TEST_SCENES, crops_per_image=per_scene, seed=seed)
@@ -183,8 +176,6 @@ def cpu_model() -> str:
 
 
 def machine() -> dict:
-    import diffrax
-
     device = jax.devices()[0]
     try:
         cores = len(os.sched_getaffinity(0))
@@ -196,11 +187,7 @@ def machine() -> dict:
         "hostname": platform.node(),
         "python": platform.python_version(),
         "jax_backend": jax.default_backend(),
-        "jax": jax.__version__,
-        "jaxlib": getattr(jax.lib, "__version__", None) or _jaxlib_version(),
-        "diffrax": diffrax.__version__,
-        "equinox": eqx.__version__,
-        "et_ode": et_ode.__version__,
+        "versions": versions(),
         "device_kind": device.device_kind,
         "devices": jax.device_count(),
         "local_devices": jax.local_device_count(),
@@ -210,15 +197,6 @@ def machine() -> dict:
         "git_commit": _git_commit(),
     }
     return info
-
-
-def _jaxlib_version():
-    try:
-        import jaxlib
-
-        return jaxlib.__version__
-    except Exception:  # pragma: no cover
-        return None
 
 
 def _git_commit():

@@ -13,7 +13,7 @@ import time
 import jax
 from jax import monitoring
 
-import solvers
+from et_ode import solvers
 
 from ._common import row, spread
 

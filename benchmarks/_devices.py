@@ -111,7 +111,7 @@ def worker(folder: Path, counts: list[int], repeats: int) -> dict:
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec
 
-    import solvers
+    from et_ode import solvers
 
     from ._common import spread, time_interleaved
 

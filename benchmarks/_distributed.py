@@ -71,7 +71,7 @@ def sharded_solve(model, x0, repeats: int = 3, **options):
     from jax.experimental import multihost_utils
     from jax.sharding import NamedSharding, PartitionSpec
 
-    import solvers
+    from et_ode import solvers
 
     mesh = solvers.batch_mesh()  # every device of every process
     x_global, batch = solvers.shard_batch(x0, mesh)
@@ -93,7 +93,7 @@ def local_solve(model, x0, **options):
     import jax
     import numpy as np
 
-    import solvers
+    from et_ode import solvers
 
     device = jax.local_devices()[0]
     model, x0 = jax.device_put((model, x0), device)

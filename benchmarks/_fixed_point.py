@@ -36,7 +36,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-import solvers
+from et_ode import solvers
 
 from ._common import Compiled, random_core_like, row, spread
 

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 
 import et_ode
+from et_ode.tasks import make_optimizer, train_step
 
 from ._common import aot, cost_flops, pair_ratio, row, spread, time_interleaved
 
@@ -56,8 +57,6 @@ def _unrolled_loss(model, patches, masks, steps, dt):
 
 
 def run(problem, opts) -> list[dict]:
-    from et_ode._train import make_optimizer, train_step
-
     model, image_model, x0 = problem.core, problem.image_model, problem.x0
     core = model
     n, d = problem.n_tokens, problem.dim

@@ -9,7 +9,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-import solvers
+from et_ode import solvers
 
 from ._common import pair_ratio, paper_solve, row, spread, time_interleaved
 

@@ -62,7 +62,7 @@ def run_benchmarks(rows=ROWS, *, quick: bool = False, batch: int = 32,
         "row_seconds": {},
     }
     print_fn(f"machine: {record['machine']['cpu']}, {record['machine']['cpu_cores']} cores, "
-             f"JAX {record['machine']['jax']} on {record['machine']['jax_backend']} "
+             f"JAX {record['machine']['versions']['jax']} on {record['machine']['jax_backend']} "
              f"({record['machine']['device_kind']} x {record['machine']['devices']})")
     p = record["problem"]
     print_fn(f"problem: {p['model']}: D = {p['dim']}, {p['heads']} heads of {p['head_dim']}, "
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
                   "one process: run them without --distributed.", file=sys.stderr)
     import jax
 
-    from analysis import save_json
+    from et_ode.analysis import save_json
 
     from ._report import table
 

@@ -7,7 +7,12 @@ import math
 import sys
 from pathlib import Path
 
-DEFAULT_SEED = 20230213  # et_ode._evaluate.EVAL_KEY: by default the evaluation's masks
+from et_ode.analysis import save_json, write_png
+from et_ode.cli import held_out as _held_out
+from et_ode.cli import job_metadata, load_model_and_config
+from et_ode.tasks import EVAL_KEY
+
+DEFAULT_SEED = EVAL_KEY  # by default the evaluation's masks
 
 
 def parser(description: str, *, images: int | None = None, dynamics: bool = False,
@@ -64,15 +69,11 @@ def _positive_float(text: str) -> float:
 
 def load(checkpoint: str):
     """`(model, train_config, header)` for a shipped name or a checkpoint path."""
-    from analysis._runs import load_model_and_config
-
     return load_model_and_config(checkpoint)
 
 
 def held_out(model, config, n_images: int, seed: int):
-    """`(images [n, S, S, 3] in [0, 1], indices, masking)`: see `analysis._runs.held_out`."""
-    from analysis._runs import held_out as _held_out
-
+    """`(images [n, S, S, 3] in [0, 1], indices, masking)`: see `et_ode.cli.held_out`."""
     return _held_out(model, config, n_images, seed)
 
 
@@ -83,11 +84,9 @@ def dynamics_overrides(options) -> dict:
 
 
 def metadata(options, config, header, **extra) -> dict:
-    """What produced a figure (`analysis._runs.job_metadata`): the script and its
+    """What produced a figure (`et_ode.cli.job_metadata`): the script and its
     command line, the model (checkpoint, training step, config and dynamics), the data,
     seeds, versions, and `extra` (e.g. the solve options)."""
-    from analysis._runs import job_metadata
-
     script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else None
     return job_metadata(script or "figure", options.checkpoint, config, header,
                         options=vars(options), mask_seed=getattr(options, "seed", None),
@@ -97,9 +96,6 @@ def metadata(options, config, header, **extra) -> dict:
 def save_figure(out, name: str, fig, data: dict, meta: dict) -> tuple[Path, Path]:
     """Write `out/name.png` and `out/name.json` (`{"metadata": meta, "data": data}`,
     compact) atomically; print and return both paths."""
-    from analysis import save_json
-    from analysis._video import write_png
-
     out = Path(out)
     png = write_png(out / f"{name}.png", fig)
     js = Path(save_json(out / f"{name}.json", {"metadata": meta, "data": data}, indent=None))

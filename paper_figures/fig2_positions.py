@@ -8,10 +8,10 @@ try:
 except ImportError:  # run as a script
     import _common
 
+from et_ode.analysis import position_similarity_figure
+
 
 def main(argv=None):
-    from analysis._image_figures import position_similarity_figure
-
     return _common.model_figure(argv, __doc__, "fig2_positions", position_similarity_figure)
 
 

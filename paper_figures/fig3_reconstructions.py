@@ -9,10 +9,11 @@ try:
 except ImportError:  # run as a script
     import _common
 
+from et_ode.analysis import reconstruction_figure
+
 
 def main(argv=None):
     options = _common.parser(__doc__.splitlines()[0], images=8).parse_args(argv)
-    from analysis._image_figures import reconstruction_figure
 
     model, config, header = _common.load(options.checkpoint)
     images, indices, masks = _common.held_out(model, config, options.images, options.seed)

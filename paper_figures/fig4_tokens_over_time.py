@@ -16,6 +16,10 @@ try:
 except ImportError:  # run as a script
     import _common
 
+from et_ode.analysis import (
+    frame_times, reference_time, tokens_over_time_figure, trajectory_options,
+)
+
 
 def main(argv=None):
     parser = _common.parser(__doc__.splitlines()[0], images=1, frames=7, dynamics=True)
@@ -24,9 +28,6 @@ def main(argv=None):
     options = parser.parse_args(argv)
     if not 0 <= options.index < options.images:
         parser.error(f"--index must be in [0, --images) = [0, {options.images}).")
-    from analysis._image_figures import (
-        frame_times, reference_time, tokens_over_time_figure, trajectory_options,
-    )
 
     model, config, header = _common.load(options.checkpoint)
     images, indices, masks = _common.held_out(model, config, options.images, options.seed)

@@ -8,12 +8,13 @@ try:
 except ImportError:  # run as a script
     import _common
 
+from et_ode.analysis import memories_figure
+
 
 def main(argv=None):
     parser = _common.parser(__doc__.splitlines()[0])
     parser.add_argument("--count", type=_common._positive_int, default=64,
                         help="number of memories shown (default 64)")
-    from analysis._image_figures import memories_figure
 
     return _common.model_figure(argv, __doc__, "fig5_memories", memories_figure, parser,
                                 count="count")

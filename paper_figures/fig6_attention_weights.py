@@ -8,10 +8,10 @@ try:
 except ImportError:  # run as a script
     import _common
 
+from et_ode.analysis import attention_weights_figure
+
 
 def main(argv=None):
-    from analysis._image_figures import attention_weights_figure
-
     return _common.model_figure(argv, __doc__, "fig6_attention_weights",
                                 attention_weights_figure)
 

@@ -20,13 +20,14 @@ try:
 except ImportError:  # run as a script
     import _common
 
+from et_ode.cli import energy_video_job
+
 
 def main(argv=None):
     parser = _common.parser(__doc__.splitlines()[0], images=4, frames=49, dynamics=True)
     parser.add_argument("--fps", type=_common._positive_float, default=12.0,
                         help="frames per second of the video (default 12)")
     options = parser.parse_args(argv)
-    from analysis._jobs import energy_video_job
 
     model, config, header = _common.load(options.checkpoint)
     images, indices, masks = _common.held_out(model, config, options.images, options.seed)

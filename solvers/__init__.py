@@ -8,15 +8,18 @@ no model code.
 from ._errors import SolveError
 from ._fixed_point import FixedPointResult, find_fixed_point
 from ._presets import PRESETS, SOLVER_NAMES, SolverPreset, get_preset
-from ._protocol import EnergySystem, ManifoldEnergySystem
-from ._solution import STOP_REASONS, EnergySolution
+from ._protocol import EnergySystem, ManifoldEnergySystem, batched_args_axes
+from ._solution import STOP_REASONS, EnergySolution, StopReason
 from ._sharding import batch_mesh, shard_batch
-from ._solve import ADJOINTS, BACKSOLVE_STABLE_HORIZON, FLOWS, check_options, solve
+from ._solve import (
+    ADJOINTS, BACKSOLVE_STABLE_HORIZON, FLOWS, check_options, constant_step_count, solve,
+)
 from ._stop import FixedPointStop, rms
 
 __all__ = [
     "ADJOINTS", "BACKSOLVE_STABLE_HORIZON", "EnergySolution", "EnergySystem", "FLOWS",
     "FixedPointResult", "FixedPointStop", "ManifoldEnergySystem", "PRESETS",
-    "SOLVER_NAMES", "STOP_REASONS", "SolveError", "SolverPreset", "batch_mesh",
-    "check_options", "find_fixed_point", "get_preset", "rms", "shard_batch", "solve",
+    "SOLVER_NAMES", "STOP_REASONS", "SolveError", "SolverPreset", "StopReason",
+    "batch_mesh", "batched_args_axes", "check_options", "constant_step_count",
+    "find_fixed_point", "get_preset", "rms", "shard_batch", "solve",
 ]

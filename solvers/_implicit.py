@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import lineax as lx
 
+from ._protocol import batched_args_axes
+
 
 def _residual_on_manifold(v, diff_args):
     model, args, x0 = diff_args
@@ -76,7 +78,6 @@ def implicit_fixed_point(model, x0, args, x_star, *, tol, batched, args_batched,
         return model.from_manifold(v, x0_, args_)
 
     if batched:
-        from ._solve import batched_args_axes
 
         one = jax.vmap(one, in_axes=(0, batched_args_axes(args) if args_batched else None, 0))
     return one(x0, args, x_star)

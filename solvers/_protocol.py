@@ -7,6 +7,8 @@ untouched. All methods act on one sample `x: [N, D]`; batches are `jax.vmap`-ed.
 
 from typing import Any, Protocol, runtime_checkable
 
+import jax
+import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 State = Float[Array, "N D"]
@@ -53,3 +55,9 @@ class ManifoldEnergySystem(EnergySystem, Protocol):
     def from_manifold(self, v: State, x_ref: State, args: Any) -> State: ...
 
     def tangent_projection(self, x: State, w: State, args: Any) -> State: ...
+
+
+def batched_args_axes(args):
+    """`vmap` axes for batched args: array leaves carry the batch axis; scalar leaves
+    (such as `Conditions.field_strength`, a Python float by default) are shared."""
+    return jax.tree.map(lambda leaf: 0 if jnp.ndim(leaf) > 0 else None, args)

@@ -3,19 +3,38 @@
 import equinox as eqx
 from jaxtyping import Array, Float
 
+class StopReason(eqx.Enumeration):
+    """Why a solve ended (`sol.stats["stop"]`, as diffrax's `RESULTS`): compare with
+    `sol.stats["stop"] == StopReason.fixed_point`; inside `jax.jit` and `jax.vmap` it
+    is an array like any other. `StopReason[item]` is the message."""
+
+    t1 = "the solve reached t1"
+    fixed_point = "RMS G fell below the fixed-point tolerance"
+    max_steps = (
+        "the maximum number of steps was reached; raise max_steps, loosen the tolerances "
+        "or shorten t1")
+    dt_underflow = (
+        "the step size fell below dtmin (step size underflow): the problem is stiff or the "
+        "tolerances are too tight for the dtype; try kvaerno5, looser tolerances or float64")
+    nonfinite = (
+        "the state became non-finite (NaN or inf): the step is too large for a "
+        "constant-step solver, or the model diverges; reduce dt0 or use rtol/atol")
+    not_converged = (
+        "the time cap t1 was reached before RMS G fell below the fixed-point tolerance; "
+        "raise t1 (the native flow slows like 1/t: flow='projected' converges "
+        "exponentially) or loosen the tolerance")
+
+
+# The names in the enumeration's order: `stats["stop_code"]` indexes this tuple.
 STOP_REASONS = ("t1", "fixed_point", "max_steps", "dt_underflow", "nonfinite", "not_converged")
-FAILURES = {
-    "max_steps": "the maximum number of steps was reached; raise max_steps, loosen the "
-    "tolerances or shorten t1",
-    "dt_underflow": "the step size fell below dtmin (step size underflow): the problem "
-    "is stiff or the tolerances are too tight for the dtype; try kvaerno5, looser "
-    "tolerances or float64",
-    "nonfinite": "the state became non-finite (NaN or inf): the step is too large for "
-    "a constant-step solver, or the model diverges; reduce dt0 or use rtol/atol",
-    "not_converged": "the time cap t1 was reached before RMS G fell below the fixed-point "
-    "tolerance; raise t1 (the native flow slows like 1/t: flow='projected' converges "
-    "exponentially) or loosen the tolerance",
-}
+FAILURES = {name: StopReason[getattr(StopReason, name)]
+            for name in ("max_steps", "dt_underflow", "nonfinite", "not_converged")}
+
+
+def stop_code(reason) -> Array:
+    """The index into `STOP_REASONS` of a `StopReason` item (any batch shape)."""
+    return sum(index * (reason == getattr(StopReason, name)).astype(int)
+               for index, name in enumerate(STOP_REASONS))
 
 
 class EnergySolution(eqx.Module):
@@ -33,7 +52,8 @@ class EnergySolution(eqx.Module):
       (vector-field evaluations, derived from the tableau: exact for explicit
       solvers, a lower bound for implicit ones, see `nfe_note`), `residual_evals`
       (fixed-point checks), `residual_rms` and `residual_rms_initial` (RMS of G),
-      `stop_code` and, outside `jax.jit`, `stop_reason` (one of `STOP_REASONS`).
+      `stop` (a `StopReason`), `stop_code` (its index into `STOP_REASONS`) and,
+      outside `jax.jit`, `stop_reason` (its name).
 
     Outside `jax.jit` the saved arrays are trimmed to the steps taken (a batch keeps
     diffrax's `inf` padding for samples that took fewer steps); inside, they keep the
@@ -51,4 +71,4 @@ class EnergySolution(eqx.Module):
     @property
     def converged(self):
         """Whether each sample stopped at a fixed point (fixed-point stop only)."""
-        return self.stats["stop_code"] == STOP_REASONS.index("fixed_point")
+        return self.stats["stop"] == StopReason.fixed_point

@@ -11,13 +11,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from et_ode.vocab import ADJOINTS, FLOWS, Adjoint, Flow
+
 from ._errors import SolveError
+from ._implicit import implicit_fixed_point
+from ._protocol import batched_args_axes
 from ._presets import SOLVER_NAMES, get_preset
-from ._solution import FAILURES, STOP_REASONS, EnergySolution
+from ._solution import FAILURES, STOP_REASONS, EnergySolution, StopReason, stop_code
 from ._stop import FixedPointStop, residual_event, rms
 
-FLOWS = ("native", "projected")
-ADJOINTS = ("checkpoint", "backsolve", "implicit")
 # Measured (tests/test_gradients.py, float64, tsit5, softmax test model): backsolve's
 # error against exact gradients is ~1e2 rtol at 1.2 tau on the projected flow and then
 # grows about tenfold per 0.1 tau (3e-6 / 2.5e-2 / 1e26 at 1.5 / 2 / 5 tau, rtol 1e-10);
@@ -31,11 +33,11 @@ class _Config:
     """Everything about a solve that changes the compiled program."""
 
     solver: str
-    flow: str
+    flow: Flow
     adaptive: bool
     save: str  # "final" | "steps" | "ts"
     save_energy: bool
-    adjoint: str
+    adjoint: Adjoint
     max_steps: int
     fixed_point: bool
     checkpoints: int | None
@@ -48,7 +50,7 @@ class _FlowTerm(eqx.Module):
     parameters. diffrax `args` are `(model_args, fixed_point_threshold)`."""
 
     model: Any
-    flow: str = eqx.field(static=True)
+    flow: Flow = eqx.field(static=True)
 
     def __call__(self, t, y, args):
         return self.model.vector_field(t, y, args[0], self.flow)
@@ -122,19 +124,15 @@ def _solve_one(model, x0, args, numbers, ts_save, cfg: _Config):
         xs = jnp.where(unreached[:, None, None], jnp.inf, xs)[:-1]
     g_final = rms(model.residual(jax.lax.stop_gradient(x_final), args))
     finite = jnp.all(jnp.isfinite(x_final))
-    code = jnp.asarray(STOP_REASONS.index("t1"))
+    reason = StopReason.t1
     if cfg.fixed_point:
-        code = jnp.where(
-            g_final <= threshold, STOP_REASONS.index("fixed_point"),
-            STOP_REASONS.index("not_converged"),
-        )
-    code = jnp.where(
-        sol.result == diffrax.RESULTS.max_steps_reached, STOP_REASONS.index("max_steps"), code
-    )
-    code = jnp.where(
-        sol.result == diffrax.RESULTS.dt_min_reached, STOP_REASONS.index("dt_underflow"), code
-    )
-    code = jnp.where(finite, code, STOP_REASONS.index("nonfinite"))
+        reason = StopReason.where(g_final <= threshold, StopReason.fixed_point,
+                                  StopReason.not_converged)
+    reason = StopReason.where(sol.result == diffrax.RESULTS.max_steps_reached,
+                              StopReason.max_steps, reason)
+    reason = StopReason.where(sol.result == diffrax.RESULTS.dt_min_reached,
+                              StopReason.dt_underflow, reason)
+    reason = StopReason.where(finite, reason, StopReason.nonfinite)
     return dict(
         ts=ts, xs=xs, energy_ts=energy_ts, energies=energies,
         x_final=x_final, t_final=t_final,
@@ -142,7 +140,7 @@ def _solve_one(model, x0, args, numbers, ts_save, cfg: _Config):
         num_accepted_steps=sol.stats["num_accepted_steps"],
         num_rejected_steps=sol.stats["num_rejected_steps"],
         residual_rms=g_final, residual_rms_initial=g0, threshold=threshold,
-        stop_code=code,
+        stop=reason,
     )
 
 
@@ -152,12 +150,6 @@ def _solve_core(model, x0, args, numbers, ts_save, cfg: _Config):
     if cfg.batched:
         fn = jax.vmap(fn, in_axes=(0, batched_args_axes(args) if cfg.args_batched else None))
     return fn(x0, args)
-
-
-def batched_args_axes(args):
-    """`vmap` axes for batched args: array leaves carry the batch axis; scalar leaves
-    (such as `Conditions.field_strength`, a Python float by default) are shared."""
-    return jax.tree.map(lambda leaf: 0 if jnp.ndim(leaf) > 0 else None, args)
 
 
 def _default_dtmin(t0, t1, dtype) -> float:
@@ -179,18 +171,28 @@ DEFAULT_MAX_STEPS = 4096
 EVERY_STEP_CHECKPOINTS_UP_TO = 64
 
 
-def _default_cap(t0, t1, dt0, rtol, atol, stop, adjoint, checkpoints):
-    """`(max_steps, checkpoints)` when the caller gave no `max_steps` (see `solve`)."""
-    constant = rtol is None and atol is None and dt0 is not None and stop is None
-    if not constant:
-        return DEFAULT_MAX_STEPS, checkpoints
+def constant_step_count(t0, t1, dt0, rtol=None, atol=None) -> int | None:
+    """The number of steps a constant-step solve from `t0` to `t1` takes (the last one
+    may be shorter), plus one for diffrax's final bookkeeping step: the exact `max_steps`
+    it needs. `None` when the steps are adaptive (`rtol` or `atol` given), `dt0` is
+    missing, or the values are traced or invalid (then `check_options` names the
+    problem)."""
+    if rtol is not None or atol is not None or dt0 is None:
+        return None
     try:
         ratio = (float(t1) - float(t0)) / float(dt0)
-    except (TypeError, ValueError, ZeroDivisionError):
-        return DEFAULT_MAX_STEPS, checkpoints  # check_options names the bad value
+    except (TypeError, ValueError, ZeroDivisionError, jax.errors.ConcretizationTypeError):
+        return None
     if not (math.isfinite(ratio) and ratio > 0):
+        return None
+    return math.ceil(ratio * (1 - 1e-9)) + 1
+
+
+def _default_cap(t0, t1, dt0, rtol, atol, stop, adjoint, checkpoints):
+    """`(max_steps, checkpoints)` when the caller gave no `max_steps` (see `solve`)."""
+    steps = None if stop is not None else constant_step_count(t0, t1, dt0, rtol, atol)
+    if steps is None:
         return DEFAULT_MAX_STEPS, checkpoints
-    steps = math.ceil(ratio * (1 - 1e-9)) + 1
     if adjoint == "checkpoint" and checkpoints is None and steps <= EVERY_STEP_CHECKPOINTS_UP_TO:
         checkpoints = steps
     return steps, checkpoints
@@ -431,7 +433,6 @@ def solve(
         batched=x0.ndim == 3, args_batched=bool(args_batched),
     )
     if adjoint == "implicit":
-        from ._implicit import implicit_fixed_point
 
         out = _solve_core(*jax.lax.stop_gradient((model, x0, args)), numbers, ts_save, cfg)
         if implicit_tol is None:
@@ -455,8 +456,9 @@ def _finish(out, cfg: _Config, locals_for_stats: dict, throw: bool, traced: bool
     stats = dict(locals_for_stats)
     stats["fixed_point_stop"] = None if stop is None else dataclasses.asdict(stop)
     for key in ("num_steps", "num_accepted_steps", "num_rejected_steps", "residual_rms",
-                "residual_rms_initial", "stop_code"):
+                "residual_rms_initial", "stop"):
         stats[key] = out[key]
+    stats["stop_code"] = stop_code(out["stop"])
     stats["fixed_point_threshold"] = out["threshold"] if stop is not None else None
     stats["nfe"] = preset.nfe(out["num_steps"])
     stats["nfe_is_estimate"] = preset.implicit
@@ -473,7 +475,7 @@ def _finish(out, cfg: _Config, locals_for_stats: dict, throw: bool, traced: bool
     energy_ts, energies = out["energy_ts"], out["energies"]
     if traced and throw:  # no Python-side check possible: fail inside the program
         failure_codes = jnp.asarray([STOP_REASONS.index(r) for r in FAILURES])
-        failed = jnp.any(jnp.isin(out["stop_code"], failure_codes))
+        failed = jnp.any(jnp.isin(stats["stop_code"], failure_codes))
         out["x_final"] = eqx.error_if(
             out["x_final"], failed,
             "solvers.solve failed inside jax.jit/grad (max steps, step size underflow, "
@@ -482,7 +484,7 @@ def _finish(out, cfg: _Config, locals_for_stats: dict, throw: bool, traced: bool
             "stats['stop_code'] (indices into solvers.STOP_REASONS).",
         )
     if not traced:
-        codes = np.asarray(out["stop_code"])
+        codes = np.asarray(stats["stop_code"])
         stats["stop_reason"] = (
             STOP_REASONS[int(codes)] if codes.ndim == 0
             else [STOP_REASONS[int(c)] for c in codes]

@@ -32,9 +32,9 @@ from conftest import DIM, N_TOKENS, make_model, make_state
 from matplotlib.figure import Figure
 from scipy.integrate import solve_ivp
 
-import analysis
+from et_ode import analysis
 import et_ode
-import solvers
+from et_ode import solvers
 
 # Eigenvalues of S: 12 memory pairs (24 memories, conftest's K) in the 15-dimensional
 # mean-zero space; the other 3 directions have a = 0.

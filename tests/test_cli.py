@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from analysis._jobs import STUDIES
-from analysis._runs import fresh_run_folder, output_folder
-from et_ode import cli
+from et_ode.cli._jobs import STUDIES
+from et_ode.cli._runs import fresh_run_folder, output_folder
+from et_ode.cli import _main as cli
 
 IMAGES = 2  # what --quick uses in the demo
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,9 +58,7 @@ def demo(tmp_path_factory):
 def held_out_mse():
     """The evaluation's own masked MSE of `paper` on the first two evaluation crops and
     masks (`et-ode eval`'s code path)."""
-    from et_ode._evaluate import eval_masks, evaluate_model
-    from et_ode._train import held_out_split
-    from analysis._runs import load_model_and_config
+    from et_ode.tasks import eval_masks, evaluate_model, held_out_split, load_model_and_config
 
     model, config, _ = load_model_and_config("paper")
     images = model.normalisation.apply(held_out_split(config, IMAGES))

@@ -6,7 +6,7 @@ import pytest
 from conftest import DIM, N_TOKENS, make_model, make_state
 
 import et_ode
-import solvers
+from et_ode import solvers
 
 
 @pytest.mark.parametrize(
@@ -141,7 +141,7 @@ def test_dtype_mismatch_is_named(model, x0):
 
 
 def test_field_strength_is_an_array_so_values_do_not_recompile(model, x0):
-    from solvers._solve import _solve_core
+    from et_ode.solvers._solve import _solve_core
 
     field = make_state(seed=2)
     sizes = []

@@ -19,10 +19,10 @@ import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import et_ode  # noqa: E402
-from analysis._video import write_frames, write_video  # noqa: E402
-from et_ode._checkpoint import save_checkpoint  # noqa: E402
-from et_ode._evaluate import eval_masks  # noqa: E402
-from et_ode._train import _header, new_model  # noqa: E402
+from et_ode.analysis._video import write_frames, write_video  # noqa: E402
+from et_ode.tasks._checkpoint import save_checkpoint  # noqa: E402
+from et_ode.tasks._evaluate import eval_masks  # noqa: E402
+from et_ode.tasks._train import _header, new_model  # noqa: E402
 
 FIGURES = Path(__file__).resolve().parents[1] / "paper_figures"
 TINY = et_ode.TrainConfig(
@@ -208,7 +208,7 @@ def test_write_video_pads_and_falls_back(tmp_path, monkeypatch):
     assert len(read_back) == 3 and read_back[0].shape == (22, 34, 3)
     assert abs(int(read_back[2][5, 5, 0]) - 20) <= 3  # content survives the encoding
 
-    import analysis._video as video
+    import et_ode.analysis._video as video
 
     monkeypatch.setattr(video, "_write_mp4", lambda *a: (_ for _ in ()).throw(OSError("no")))
     with pytest.warns(UserWarning, match="GIF"):

@@ -10,7 +10,7 @@ import pytest
 from conftest import N_TOKENS, make_state
 
 import et_ode
-import solvers
+from et_ode import solvers
 
 TIGHT = dict(solver="tsit5", rtol=1e-8, atol=1e-10)
 

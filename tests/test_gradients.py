@@ -43,9 +43,9 @@ import numpy as np
 import pytest
 
 import et_ode
-import solvers
+from et_ode import solvers
 from conftest import make_model, make_state
-from solvers._solve import BACKSOLVE_STABLE_HORIZON
+from et_ode.solvers._solve import BACKSOLVE_STABLE_HORIZON
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)
 # Constant tsit5 steps of 0.01 to the projected flow's stable backsolve horizon (1.2 tau,
@@ -315,7 +315,7 @@ def test_default_cap_of_a_constant_step_solve(smooth):
     checkpoints every step: the same gradient as under a wider cap with diffrax's own
     checkpoint count (40 steps: cheaper to compile than 4096, the same recursive
     checkpointing). Adaptive steps and fixed-point stops keep the 4096 cap."""
-    from solvers._solve import _default_cap
+    from et_ode.solvers._solve import _default_cap
 
     model, x0, w = smooth
     sol = solvers.solve(model, x0, t1=1.2)

@@ -128,5 +128,5 @@ def test_constructor_rejects_bad_sizes():
         et_ode.EnergyTransformer(DIM, 0, 8, 24, key=jax.random.key(0))
     with pytest.raises(ValueError, match="tau must be positive"):
         et_ode.EnergyTransformer(DIM, 2, 8, 24, key=jax.random.key(0), tau=0.0)
-    with pytest.raises(ValueError, match="Unknown Hopfield activation"):
+    with pytest.raises(ValueError, match="Hopfield activation must be one of"):
         et_ode.EnergyTransformer(DIM, 2, 8, 24, key=jax.random.key(0), hopfield="tanh")

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-import solvers
+from et_ode import solvers
 
 T1 = 1.0
 REF_TOL = 2.3e-14

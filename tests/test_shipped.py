@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import et_ode
-from et_ode._checkpoint import read_checkpoint
-from et_ode._evaluate import eval_masks, evaluate_model
-from et_ode._train import config_from_header, held_out_split
-from et_ode._zoo import SHIPPED, shipped_path
+from et_ode.tasks._checkpoint import read_checkpoint
+from et_ode.tasks._evaluate import eval_masks, evaluate_model
+from et_ode.tasks import config_from_header, held_out_split
+from et_ode.tasks._zoo import SHIPPED, shipped_path
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))

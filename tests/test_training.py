@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 import et_ode
-from et_ode._checkpoint import read_checkpoint
-from et_ode._train import load_model_file
+from et_ode.tasks._checkpoint import read_checkpoint
 
 TINY = et_ode.TrainConfig(
     model=et_ode.ImageModelConfig(dim=16, n_heads=2, head_dim=8, n_memories=32),
@@ -80,8 +79,8 @@ def test_training_lowers_the_loss(trained):
     evals = [r["eval_masked_mse"] for r in records if "eval_masked_mse" in r]
     assert len(evals) == 2
     # Held-out masked-patch MSE on fixed images and masks: untrained, step 3, step 6.
-    from et_ode._evaluate import eval_masks
-    from et_ode._train import held_out_split, new_model
+    from et_ode.tasks._evaluate import eval_masks
+    from et_ode.tasks._train import held_out_split, new_model
 
     images = state.model.normalisation.apply(held_out_split(TINY, 8))
     untrained = et_ode.evaluate_model(new_model(TINY, state.model.normalisation), images,
@@ -117,7 +116,7 @@ def test_fine_tune_starts_from_the_source_model(trained, tmp_path):
                                  clamp_visible=True, external_field=True),
         training=dataclasses.replace(TINY.training, steps=1, init_from=str(out / "checkpoint.eqx")),
     )
-    from et_ode._train import initial_model
+    from et_ode.tasks._train import initial_model
 
     start, normalisation = initial_model(fixed_point, None)
     assert normalisation == state.model.normalisation
@@ -132,7 +131,7 @@ def test_fine_tune_starts_from_the_source_model(trained, tmp_path):
 
 
 def test_sincos_positions():
-    from et_ode._image_model import sincos_positions
+    from et_ode.tasks._image_model import sincos_positions
 
     codes = np.asarray(sincos_positions(8, 16))
     assert codes.shape == (64, 16)
@@ -151,7 +150,7 @@ def test_checkpoint_round_trip_holds_everything(trained):
     header, blobs = read_checkpoint(out / "checkpoint.eqx")
     assert header["step"] == 6 and len(blobs) == 2
     assert header["config"] == TINY.to_dict()
-    assert set(header["versions"]) >= {"et_ode", "jax", "diffrax", "equinox", "optax"}
+    assert set(header["versions"]) >= {"et-ode", "jax", "diffrax", "equinox", "optax"}
     assert set(header["normalisation"]) == {"mean", "std"}
     model = et_ode.MaskedImageET.load(out / "checkpoint.eqx")
     for a, b in zip(jax.tree.leaves(eqx.filter(model, eqx.is_array)),
@@ -191,13 +190,13 @@ def test_corrupt_and_foreign_checkpoints(trained, tmp_path):
     flipped[-10] ^= 0xFF
     (tmp_path / "flipped.eqx").write_bytes(bytes(flipped))
     with pytest.raises(ValueError, match="corrupt checkpoint"):
-        load_model_file(tmp_path / "flipped.eqx")
+        et_ode.MaskedImageET.load(tmp_path / "flipped.eqx")
     (tmp_path / "foreign.eqx").write_bytes(b"\x80\x04pickle or anything else")
     with pytest.raises(ValueError, match="not an et-ode checkpoint"):
         et_ode.MaskedImageET.load(tmp_path / "foreign.eqx")
     with pytest.raises(ValueError, match="no shipped model or file named 'nonsense'"):
         et_ode.MaskedImageET.load("nonsense")
-    from et_ode._checkpoint import MAGIC
+    from et_ode.tasks._checkpoint import MAGIC
     import struct
 
     for header in (b"[1]", b'{"format": 1, "blobs": [{}]}',
@@ -209,7 +208,7 @@ def test_corrupt_and_foreign_checkpoints(trained, tmp_path):
 
 
 def test_export_refuses_to_overwrite(trained, tmp_path):
-    from et_ode._train import export_model
+    from et_ode.tasks._train import export_model
 
     out, _ = trained
     with pytest.raises(ValueError, match="exists; pass --force"):
@@ -236,7 +235,7 @@ def test_nothing_overwritten(trained, tmp_path):
     ("[training]\nsteps = -3\n", r"\[training\] steps must be a positive integer"),
     ("[data]\nmask_ratio = 1.5\n", r"mask_ratio must be in \(0, 1\]"),
     ("[model]\npatch = 5\n", "patch size 5 does not divide image size 32"),
-    ("[dynamics]\nflow = 'sideways'\n", "flow must be native or projected"),
+    ("[dynamics]\nflow = 'sideways'\n", "flow must be one of native, projected"),
     ("[dynamics]\nsolver = 'rk45'\n", r"\[dynamics\] Unknown solver 'rk45'; choose one of euler"),
     ("[dynamics]\nrtol = 1e-3\natol = 1e-5\n", r"\[dynamics\] solver 'euler' has no error estimate"),
     ("[dynamics]\nadjoint = 'implicit'\n", r"\[dynamics\] adjoint='implicit' .* needs flow='projected'"),
@@ -264,7 +263,7 @@ def test_without_context_standardisation_the_model_sees_raw_units():
     masks = jax.vmap(lambda k: et_ode.random_masking(k, 64))(jax.random.split(jax.random.key(2), 2))
     reconstruction, _ = model.reconstruct(patches, masks)
     # By hand: encode the raw patches, solve the core, decode; no context shift or scale.
-    import solvers
+    from et_ode import solvers
 
     x0, conditions = jax.vmap(model.encode)(patches, masks)
     sol = solvers.solve(model.core, x0, args=conditions, args_batched=True,

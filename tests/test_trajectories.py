@@ -16,7 +16,7 @@ from conftest import make_state
 from scipy.integrate import solve_ivp
 
 import et_ode
-import solvers
+from et_ode import solvers
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)
 T_LONG = 5.0  # horizon of the tight step-saving solves

@@ -14,24 +14,17 @@ import numpy as np
 import optax
 from tqdm import tqdm
 
-from ._checkpoint import atomic_write_bytes, fill, read_checkpoint, save_checkpoint
-from ._config import TrainConfig
+from ..records import atomic_write_bytes, versions
+from . import _data
+from ._checkpoint import fill, read_checkpoint, save_checkpoint
+from ._data import ChannelNormalisation
+from ._config import TrainConfig, config_from_header
 from ._evaluate import eval_masks, evaluate_baselines, evaluate_model
 from ._image_model import MaskedImageET
 from ._patches import random_masking
 
 CHECKPOINT_NAME = "checkpoint.eqx"
 METRICS_NAME = "metrics.jsonl"
-
-
-def versions() -> dict:
-    import diffrax
-    import optax as _optax
-
-    from . import __version__
-
-    return {"et_ode": __version__, "jax": jax.__version__, "diffrax": diffrax.__version__,
-            "equinox": eqx.__version__, "optax": _optax.__version__}
 
 
 @functools.lru_cache(maxsize=16)
@@ -51,8 +44,6 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
 
 def load_split(config: TrainConfig, split: str) -> np.ndarray:
     """Images `[M, H, W, C]` in [0, 1] for `split` ("train" or "test")."""
-    from . import _data
-
     size = config.model.image_size
     if config.data.source == "photos":
         return _data.photo_crops(split, size=size, seed=config.training.seed)
@@ -60,14 +51,20 @@ def load_split(config: TrainConfig, split: str) -> np.ndarray:
                              data_dir=config.data.data_dir, size=size)
 
 
+def held_out_indices(total: int, count: int) -> np.ndarray:
+    """`count` indices spread evenly over `total` test images (first and last included),
+    so that every held-out scene is represented: the evaluation's selection."""
+    if int(count) != count or not 1 <= count <= total:
+        raise ValueError(f"asked for {count} held-out images; the test split has {total}.")
+    return np.round(np.linspace(0, total - 1, int(count))).astype(int)
+
+
 def held_out_split(config: TrainConfig, count: int | None = None) -> np.ndarray:
     """The evaluation images `[count, H, W, C]` in [0, 1] (default `data.eval_images`):
-    spread evenly over the test split, so that every held-out scene is represented."""
+    `held_out_indices` of the test split."""
     images = load_split(config, "test")
     count = config.data.eval_images if count is None else count
-    if not 1 <= count <= len(images):
-        raise ValueError(f"asked for {count} held-out images; the test split has {len(images)}.")
-    return images[np.round(np.linspace(0, len(images) - 1, count)).astype(int)]
+    return images[held_out_indices(len(images), count)]
 
 
 def new_model(config: TrainConfig, normalisation) -> MaskedImageET:
@@ -82,9 +79,7 @@ def initial_model(config: TrainConfig, normalisation) -> tuple[MaskedImageET, ob
     source = config.training.init_from
     if source is None:
         return new_model(config, normalisation), normalisation
-    from ._zoo import load_model
-
-    base = load_model(source)
+    base = MaskedImageET.load(source)
     if base.config != config.model:
         raise ValueError(
             f"init_from={source!r} has a different [model] section ({base.config}); "
@@ -148,18 +143,7 @@ def _header(config: TrainConfig, step: int, normalisation, metrics: dict | None)
     }
 
 
-def config_from_header(header: dict, path) -> TrainConfig:
-    if header.get("kind") != "masked_image_et":
-        raise ValueError(f"{path}: not a MaskedImageET checkpoint (kind {header.get('kind')!r}).")
-    missing = {"config", "normalisation", "step"} - set(header)
-    if missing or not isinstance(header["config"], dict):
-        raise ValueError(f"{path}: corrupt checkpoint header (missing {sorted(missing)}).")
-    return TrainConfig.from_dict(header["config"], source=str(path))
-
-
 def _restore(path, config: TrainConfig, optimizer) -> tuple[TrainState, object, dict]:
-    from ._data import ChannelNormalisation
-
     header, blobs = read_checkpoint(path)
     stored = config_from_header(header, path)
     if stored != config:
@@ -199,8 +183,6 @@ def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
     continues from the checkpoint bit-identically; `stop_after` ends this run after
     that many steps (for time-limited jobs; resume later).
     """
-    from ._data import ChannelNormalisation
-
     out = Path(out_dir or config.training.out_dir)
     checkpoint, metrics_path = out / CHECKPOINT_NAME, out / METRICS_NAME
     t = config.training
@@ -278,7 +260,7 @@ def export_model(checkpoint, destination, force: bool = False) -> None:
         raise ValueError(f"{destination} exists; pass --force to replace it.")
     if Path(destination).resolve() == Path(checkpoint).resolve():
         raise ValueError("the destination is the training checkpoint itself; choose another file.")
-    model = load_model_file(checkpoint)
+    model = MaskedImageET.load(checkpoint)
     header, _ = read_checkpoint(checkpoint)
     header = {k: v for k, v in header.items() if k not in ("blobs", "format")}
     config = config_from_header(header, checkpoint)
@@ -290,15 +272,3 @@ def export_model(checkpoint, destination, force: bool = False) -> None:
                              config.model.channels),
     }
     save_checkpoint(destination, header, model)
-
-
-def load_model_file(path) -> MaskedImageET:
-    """A `MaskedImageET` from a checkpoint (training or model-only)."""
-    from ._data import ChannelNormalisation
-
-    header, blobs = read_checkpoint(path)
-    config = config_from_header(header, path)
-    normalisation = ChannelNormalisation.from_dict(header["normalisation"])
-    # Shapes only: initialising the parameters just to overwrite them costs seconds.
-    skeleton = eqx.filter_eval_shape(new_model, config, normalisation)
-    return fill(skeleton, blobs[0], path)

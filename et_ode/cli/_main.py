@@ -5,14 +5,23 @@ import json
 import math
 import sys
 
+import jax
 
-STUDY_NAMES = ("convergence", "energy-descent", "overshoot", "stability", "fixed-points",
-               "gradient-depth", "contributions", "work-precision")  # = analysis STUDIES
+from ..analysis import model_dtype
+from ..solvers import SOLVER_NAMES, SolveError
+from ..vocab import FLOWS
+from ..tasks import (
+    EVAL_KEY, eval_masks, evaluate_baselines, evaluate_model, export_model, held_out_split,
+    load_config, load_model_and_config, train,
+)
+from ._demo import demo_job
+from ._jobs import STUDIES, compare_solvers_job, energy_video_job, study_job
+from ._runs import Stages, held_out, job_metadata, output_folder
+
+STUDY_NAMES = STUDIES
 
 
 def _demo(options) -> int:
-    from analysis._demo import demo_job
-
     summary = demo_job(options.out, images=options.images, eval_images=options.eval_images,
                        quick=options.quick, force=options.force,
                        progress=options.progress)
@@ -27,11 +36,7 @@ def _run_job(options, prefix: str, label: str, job):
     `job(model, images, indices, masks, out, meta)` as the second progress stage; what
     `frames`, `compare-solvers` and `study` share. A fresh run folder that the job left
     empty (it failed) is removed."""
-    import jax
-
     jax.config.update("jax_enable_x64", True)  # float64 references; models stay float32
-    from analysis._records import model_dtype
-    from analysis._runs import Stages, held_out, job_metadata, load_model_and_config, output_folder
 
     model, config, header = load_model_and_config(options.checkpoint)  # fail fast
     out = output_folder(options.out, prefix=prefix, force=options.force)
@@ -53,8 +58,6 @@ def _run_job(options, prefix: str, label: str, job):
 
 
 def _frames(options) -> int:
-    from analysis._jobs import energy_video_job
-
     _check_tolerances(options)
 
     def job(model, images, indices, masks, out, meta):
@@ -71,8 +74,6 @@ def _frames(options) -> int:
 
 
 def _compare_solvers(options) -> int:
-    from analysis._jobs import compare_solvers_job
-
     def job(model, images, indices, masks, out, meta):
         return compare_solvers_job(
             model, images, masks, out, flow=options.flow, t1=options.t1,
@@ -90,8 +91,6 @@ def _compare_solvers(options) -> int:
 
 
 def _study(options) -> int:
-    from analysis._jobs import study_job
-
     if options.name not in STUDY_NAMES:
         raise ValueError(f"unknown study {options.name!r}; choose one of "
                          f"{', '.join(STUDY_NAMES)}.")
@@ -117,9 +116,6 @@ def _check_tolerances(options) -> None:
 
 
 def _train(options) -> int:
-    from ._config import load_config
-    from ._train import train
-
     config = load_config(options.config)
     state = train(config, options.out, resume=options.resume, stop_after=options.stop_after)
     print(f"trained to step {state.step}; checkpoint in {options.out or config.training.out_dir}")
@@ -127,10 +123,6 @@ def _train(options) -> int:
 
 
 def _eval(options) -> int:
-    from ._evaluate import evaluate_baselines, evaluate_model, eval_masks
-    from ._train import held_out_split
-    from ._zoo import load_model_and_config
-
     if options.images is not None and options.images < 1:
         raise ValueError(f"--images must be a positive integer (got {options.images}).")
     model, config, _ = load_model_and_config(options.checkpoint)
@@ -148,8 +140,6 @@ def _eval(options) -> int:
 
 
 def _export(options) -> int:
-    from ._train import export_model
-
     export_model(options.checkpoint, options.out, force=options.force)
     print(f"wrote the model of {options.checkpoint} (no optimiser state) to {options.out}")
     return 0
@@ -192,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         "compare-solvers", help="error against NFE and wall time per solver, tolerance and "
         "step size, on the model's core from held-out images")
     _model_options(compare, images=8)
-    compare.add_argument("--flow", choices=("native", "projected"), default=None,
+    compare.add_argument("--flow", choices=FLOWS, default=None,
                          help="default: the model's")
     compare.add_argument("--t1", type=_positive_float, default=None,
                          help="end time in tau (default: the model's trained time)")
@@ -218,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         + ", ".join(STUDY_NAMES))
     study.add_argument("name", metavar="NAME", help="one of " + ", ".join(STUDY_NAMES))
     _model_options(study, images=8)
-    study.add_argument("--flow", choices=("native", "projected"), default=None,
+    study.add_argument("--flow", choices=FLOWS, default=None,
                        help="default: the study's (the model's, or both for convergence)")
     study.add_argument("--horizon", "--t1", dest="horizon", type=_positive_float,
                        default=None, help="end time in tau (its meaning per study: see README)")
@@ -265,8 +255,8 @@ def _model_options(parser, images: int) -> None:
                         help="a shipped model (paper, ode) or a checkpoint file (default paper)")
     parser.add_argument("--images", type=_positive_int, default=images,
                         help=f"held-out crops, spread over the test scenes (default {images})")
-    parser.add_argument("--seed", type=_non_negative_int, default=20230213,
-                        help="seed of the masks (default 20230213: those of et-ode eval)")
+    parser.add_argument("--seed", type=_non_negative_int, default=EVAL_KEY,
+                        help=f"seed of the masks (default {EVAL_KEY}: those of et-ode eval)")
 
 
 def _solver_options(parser) -> None:
@@ -325,8 +315,6 @@ def _float_list(text: str) -> tuple:
 
 
 def _solver_name(text: str) -> str:
-    from solvers import SOLVER_NAMES
-
     if text not in SOLVER_NAMES:
         raise argparse.ArgumentTypeError(
             f"unknown solver {text!r}; choose one of {', '.join(SOLVER_NAMES)}")
@@ -345,8 +333,6 @@ def main(argv=None) -> int:
         print(f"et-ode: error: {error}", file=sys.stderr)
         return 2
     except RuntimeError as error:  # a failed solve (solvers.SolveError) says why
-        from solvers import SolveError
-
         if not isinstance(error, SolveError):
             raise
         print(f"et-ode: error: {error}", file=sys.stderr)

@@ -15,19 +15,17 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
-import solvers as _solvers
+from et_ode import solvers as _solvers
 
-from ._image_figures import (
-    energy_video_frames, frame_times, reference_time, trajectory_options,
+from ..analysis import (
+    energy_video_frames, frame_times, metadata, model_dtype, plot_work_precision, reference_time,
+    save_json, trajectory_options, work_precision, write_frames, write_png, write_video,
 )
-from ._records import metadata, model_dtype, save_json
 from ._runs import (  # noqa: F401  the jobs' inputs, re-exported
     encoded, fresh_run_folder, held_out, job_metadata, load_model_and_config, output_folder,
     place,
 )
 from ._study_runners import RUNNERS, StudySettings
-from ._video import write_frames, write_png, write_video
-from ._work_precision import plot_work_precision, work_precision
 
 STATE_KEYS = ("x_final", "x_end", "x_star", "g_star", "states", "last_grad")
 

@@ -61,9 +61,14 @@ class EnergyAttention(eqx.Module):
         self.Wq = init_std * jax.random.normal(kq, shape, dtype)
         self.Wk = init_std * jax.random.normal(kk, shape, dtype)
         self.beta = float(1.0 / math.sqrt(head_dim) if beta is None else beta)
-        if not self.beta > 0:
-            raise ValueError(f"beta must be positive (got {beta}).")
         self.self_attention = bool(self_attention)
+
+    def __check_init__(self):
+        if not (math.isfinite(self.beta) and self.beta > 0):
+            raise ValueError(f"beta must be positive and finite (got {self.beta}).")
+        if self.Wq.ndim != 3 or self.Wq.shape != self.Wk.shape:
+            raise ValueError(f"Wq and Wk must both be [H, Y, D] (got {self.Wq.shape} and "
+                             f"{self.Wk.shape}).")
 
     def scores(self, g: Float[Array, "N D"]) -> Float[Array, "H N N"]:
         """`A[h, C, B] = Q[h,:,C] . K[h,:,B]` (query first)."""

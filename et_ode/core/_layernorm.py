@@ -1,5 +1,7 @@
 """The energy LayerNorm: per-token normalisation that is the gradient of a Lagrangian."""
 
+import math
+
 import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
@@ -33,6 +35,12 @@ class EnergyLayerNorm(eqx.Module):
         self.log_gamma = jnp.log(jnp.asarray(gamma, dtype))
         self.delta = jnp.zeros((dim,), dtype)
         self.eps = float(eps)
+
+    def __check_init__(self):
+        if not (math.isfinite(self.eps) and self.eps > 0):
+            raise ValueError(f"eps must be positive and finite (got {self.eps}).")
+        if self.delta.ndim != 1 or self.delta.shape[0] < 2:
+            raise ValueError(f"delta must be [D] with D >= 2 (got shape {self.delta.shape}).")
 
     @property
     def gamma(self) -> Float[Array, ""]:

@@ -9,19 +9,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import solvers as _solvers
+from et_ode import solvers as _solvers
 
-from ._common import cast, take
-from ._contributions import contributions, plot_contributions
-from ._convergence import FLOWS, convergence, plot_convergence
-from ._energy_descent import energy_descent, plot_energy_descent
-from ._fixed_points import fixed_points, plot_fixed_points, standard_starts
-from ._gradient_depth import gradient_depth, plot_gradient_depth
-from ._image_figures import reference_time, trajectory_options
-from ._overshoot import overshoot, plot_overshoot
-from ._records import model_dtype
+from ..analysis import (
+    cast, contributions, convergence, energy_descent, fixed_points, gradient_depth, model_dtype,
+    overshoot, plot_contributions, plot_convergence, plot_energy_descent, plot_fixed_points,
+    plot_gradient_depth, plot_overshoot, plot_stability, reference_time, stability,
+    standard_starts, take, trajectory_options,
+)
+from ..vocab import ADJOINTS, FLOWS
 from ._runs import check_dtype, encoded, place
-from ._stability import plot_stability, stability
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +108,7 @@ def _overshoot(model, images, masks, s):
     if s.solver is not None:
         overrides.update(solver=s.solver, rtol=s.rtol, atol=s.atol)
     if overrides.get("rtol", model.dynamics.rtol) is not None:  # adaptive: room for t_max
-        overrides["max_steps"] = max(model.dynamics.max_steps, 100_000)
+        overrides["max_steps"] = max(model.dynamics.max_steps or 0, 100_000)
     if s.dtype is not None:
         check_dtype(s.dtype)
         model = cast(model, jnp.dtype(s.dtype))
@@ -174,7 +171,7 @@ def _gradient_depth(model, images, masks, s):
     result = gradient_depth(
         model, images=model.normalisation.apply(np.asarray(images)), masking=masks,
         horizons=tuple(f * longest for f in fractions),
-        adjoints=("checkpoint",) if s.quick else ("checkpoint", "backsolve", "implicit"),
+        adjoints=("checkpoint",) if s.quick else ADJOINTS,
         solver=options["solver"], dt0=options["dt0"], rtol=options["rtol"],
         atol=options["atol"], flow=options["flow"], max_steps=options["max_steps"],
         n_splits=3 if s.quick else 7)

@@ -10,12 +10,12 @@ fills it with `eqx.tree_deserialise_leaves`.
 import hashlib
 import io
 import json
-import os
 import struct
-import tempfile
 from pathlib import Path
 
 import equinox as eqx
+
+from ..records import atomic_write_bytes
 
 MAGIC = b"ETODE-CKPT\x00\x01"
 FORMAT_VERSION = 1
@@ -25,26 +25,6 @@ def _blob(tree) -> bytes:
     buffer = io.BytesIO()
     eqx.tree_serialise_leaves(buffer, tree)
     return buffer.getvalue()
-
-
-def atomic_write_bytes(path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename,
-    so that `path` is either the old file or the complete new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes 0600; a checkpoint is shared data
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def save_checkpoint(path, header: dict, model, opt_state=None) -> None:

@@ -5,9 +5,10 @@ import math
 import tomllib
 from pathlib import Path
 
-import solvers
+from .. import solvers
+from ..vocab import ACTIVATIONS, ADJOINTS, FLOWS
 
-from ._image_model import Dynamics, ImageModelConfig
+from ._image_spec import Dynamics, ImageModelConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,11 +104,10 @@ class TrainConfig:
             value = getattr(m, name)
             need(isinstance(value, int) and value >= 1, f"[model] {name} must be a positive integer")
         need(m.channels in (1, 3), "[model] channels must be 1 or 3")
-        need(m.hopfield in ("relu", "softmax", "power"), "[model] hopfield must be relu, softmax or power")
+        need(m.hopfield in ACTIVATIONS, f"[model] hopfield must be one of {', '.join(ACTIVATIONS)}")
         need(_positive(m.tau), "[model] tau must be positive")
-        need(d.flow in ("native", "projected"), "[dynamics] flow must be native or projected")
-        need(d.adjoint in ("checkpoint", "backsolve", "implicit"),
-             "[dynamics] adjoint must be checkpoint, backsolve or implicit")
+        need(d.flow in FLOWS, f"[dynamics] flow must be one of {', '.join(FLOWS)}")
+        need(d.adjoint in ADJOINTS, f"[dynamics] adjoint must be one of {', '.join(ADJOINTS)}")
         need(_positive(d.t1), "[dynamics] t1 must be positive")
         need(d.dt0 is None or _positive(d.dt0), "[dynamics] dt0 must be positive")
         need(d.fixed_point_atol is None or _positive(d.fixed_point_atol),
@@ -148,3 +148,12 @@ def load_config(path) -> TrainConfig:
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"{path}: not valid TOML: {error}") from None
     return TrainConfig.from_dict(raw, source=str(path))
+
+
+def config_from_header(header: dict, path) -> TrainConfig:
+    if header.get("kind") != "masked_image_et":
+        raise ValueError(f"{path}: not a MaskedImageET checkpoint (kind {header.get('kind')!r}).")
+    missing = {"config", "normalisation", "step"} - set(header)
+    if missing or not isinstance(header["config"], dict):
+        raise ValueError(f"{path}: corrupt checkpoint header (missing {sorted(missing)}).")
+    return TrainConfig.from_dict(header["config"], source=str(path))

@@ -1,6 +1,8 @@
 """Held-out evaluation of masked image completion, and the two baselines, all through
 one function so that their numbers are comparable."""
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -12,12 +14,25 @@ from ._patches import Masking, patchify, random_masking, unpatchify
 EVAL_KEY = 20230213  # fixed: every model and baseline sees the same masks
 
 
+def evaluation_masks(n_patches: int, n_images: int, seed: int = EVAL_KEY, ratio: float = 0.5,
+                     fraction: float = 0.9) -> Masking:
+    """The paper's exact-count masking for `n_images` images of `n_patches` patches,
+    with keys `jax.random.split(jax.random.key(seed), n_images)`: `[n_images, N]` fields.
+    With the default seed, these are the masks every evaluation uses."""
+    return _masks(int(seed), int(n_images), int(n_patches), float(ratio), float(fraction))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
+def _masks(seed, n_images, n_patches, ratio, fraction):
+    keys = jax.random.split(jax.random.key(seed), n_images)
+    return jax.vmap(lambda k: random_masking(k, n_patches, ratio, fraction))(keys)
+
+
 def eval_masks(config, n_images: int) -> Masking:
-    """The evaluation masks `[n_images, N]`, fixed for a config's image and patch size."""
-    n_patches = config.model.n_patches
-    keys = jax.random.split(jax.random.key(EVAL_KEY), n_images)
-    return jax.vmap(lambda k: random_masking(k, n_patches, config.data.mask_ratio,
-                                             config.data.mask_fraction))(keys)
+    """The evaluation masks `[n_images, N]` of a training config (its image and patch
+    size, mask ratio and fraction; seed `EVAL_KEY`)."""
+    return evaluation_masks(config.model.n_patches, n_images, EVAL_KEY,
+                            config.data.mask_ratio, config.data.mask_fraction)
 
 
 def evaluate_fill(fill, images, masks: Masking, patch: int, batch_size: int = 64) -> float:

@@ -1,54 +1,19 @@
 """`MaskedImageET`: masked image completion with an Energy Transformer core."""
 
-import dataclasses
-import math
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-import solvers
+from et_ode import solvers
 
-from ._conditions import Conditions
-from ._model import EnergyTransformer
+from ..core import Conditions, EnergyTransformer
+from ._checkpoint import fill, read_checkpoint
+from ._config import TrainConfig, config_from_header
+from ._data import ChannelNormalisation, check_images
+from ._image_spec import Dynamics, ImageModelConfig
+from ._zoo import resolve_model_path
 from ._patches import Masking, patchify, unpatchify
-
-
-@dataclasses.dataclass(frozen=True)
-class Dynamics:
-    """How the core is run: a `solvers.solve` configuration plus the conditions.
-
-    - `solver`, `dt0`, `t1`, `rtol`, `atol`, `flow`, `adjoint`, `max_steps`: as in
-      `solvers.solve`. The paper: euler, dt0 0.1, t1 1.2, native, checkpoint.
-    - `fixed_point_atol`: if set, stop at RMS(G) below it (then `t1` is the cap).
-    - `clamp_visible`: tokens that show image content (not replaced by MASK) do not move.
-    - `external_field`: add `E_ext = -lambda sum_A c_A . g_A` with `c` the encoded
-      tokens (MASK plus position for masked ones), `lambda` learnable.
-    """
-
-    solver: str = "euler"
-    dt0: float | None = 0.1
-    t1: float = 1.2
-    rtol: float | None = None
-    atol: float | None = None
-    flow: str = "native"
-    adjoint: str = "checkpoint"
-    max_steps: int = 4096
-    fixed_point_atol: float | None = None
-    clamp_visible: bool = False
-    external_field: bool = False
-
-    def solve_options(self) -> dict:
-        options = dict(solver=self.solver, dt0=self.dt0, t1=self.t1, rtol=self.rtol,
-                       atol=self.atol, flow=self.flow, adjoint=self.adjoint,
-                       max_steps=self.max_steps)
-        if self.fixed_point_atol is not None:
-            options["stop"] = solvers.FixedPointStop(atol=self.fixed_point_atol)
-        return options
-
-
-POSITION_INITS = ("normal", "sincos")
 
 
 def sincos_positions(side: int, dim: int) -> Float[Array, "N D"]:
@@ -62,55 +27,6 @@ def sincos_positions(side: int, dim: int) -> Float[Array, "N D"]:
     rows, cols = jnp.meshgrid(jnp.arange(side), jnp.arange(side), indexing="ij")
     angles = [a.reshape(-1, 1) * freqs for a in (rows, cols)]
     return jnp.concatenate([f(a) for a in angles for f in (jnp.sin, jnp.cos)], axis=1)
-
-
-@dataclasses.dataclass(frozen=True)
-class ImageModelConfig:
-    """Architecture of a `MaskedImageET`: image side, patch side, channels, the core
-    (`dim`, `n_heads`, `head_dim`, `n_memories`, `beta`, `self_attention`, `hopfield`,
-    `tau`, `init_std`), `position_init` (`"normal"`: N(0, init_std^2), the paper's;
-    `"sincos"`: a 2-D sine-cosine grid of unit-order values, so that attention can find
-    a token's neighbours from the first step; learnable either way), and
-    `standardise_context`: express each image per channel in
-    units of the mean and standard deviation of the patches the model sees (those not
-    replaced by MASK) before encoding, and undo it after decoding. A zero prediction is
-    then the mean fill, and the model learns structure rather than each scene's colour
-    level."""
-
-    image_size: int = 32
-    patch: int = 4
-    channels: int = 3
-    dim: int = 64
-    n_heads: int = 4
-    head_dim: int = 16
-    n_memories: int = 256
-    beta: float | None = None
-    self_attention: bool = False
-    hopfield: str = "relu"
-    tau: float = 1.0
-    init_std: float = 0.02
-    standardise_context: bool = True
-    position_init: str = "normal"
-
-
-    def __post_init__(self):
-        if self.position_init not in POSITION_INITS:
-            raise ValueError(
-                f"position_init must be one of {', '.join(POSITION_INITS)} "
-                f"(got {self.position_init!r})."
-            )
-        if self.image_size % self.patch:
-            raise ValueError(
-                f"patch size {self.patch} does not divide image size {self.image_size}."
-            )
-
-    @property
-    def n_patches(self) -> int:
-        return (self.image_size // self.patch) ** 2
-
-    @property
-    def patch_dim(self) -> int:
-        return self.patch * self.patch * self.channels
 
 
 class MaskedImageET(eqx.Module):
@@ -166,9 +82,7 @@ class MaskedImageET(eqx.Module):
     def load(cls, name_or_path) -> "MaskedImageET":
         """A trained model: a shipped one by name (`"paper"`, `"ode"`) or a checkpoint
         file written by `et-ode train`."""
-        from ._zoo import load_model
-
-        return load_model(name_or_path)
+        return load_model_and_config(name_or_path)[0]
 
     # ------------------------------------------------------------ pieces
     def patches(self, image: Float[Array, "H W C"]) -> Float[Array, "N P"]:
@@ -206,32 +120,51 @@ class MaskedImageET(eqx.Module):
         tile = patches.shape[1] // channels
         return jnp.tile(mean, tile), jnp.tile(std, tile)
 
-    def reconstruct(self, patches, masking: Masking, **overrides):
-        """Run the dynamics on a batch and decode the end state.
+    def encode_batch(self, patches: Float[Array, "B N P"], masking: Masking):
+        """The core's initial state for a batch, as `reconstruct` builds it: each image
+        standardised by the statistics of the patches it shows, then encoded.
 
-        **Arguments:** `patches: [B, N, P]`, `masking` with `[B, N]` fields, and any
-        `solvers.solve` options overriding `self.dynamics` (e.g. `t1=12.0`).
+        **Arguments:** `patches: [B, N, P]` (normalised units), `masking` with `[B, N]`
+        fields.
 
-        **Returns:** `(reconstruction [B, N, P], solution)`.
+        **Returns:** `(x0 [B, N, D], conditions, mean [B, 1, P], std [B, 1, P])`, where
+        `decode_batch(x, mean, std)` maps core states back to patches.
         """
         mean, std = jax.vmap(self.context_statistics)(patches, masking)
         mean, std = mean[:, None], std[:, None]
         x0, conditions = jax.vmap(self.encode)((patches - mean) / std, masking)
+        return x0, conditions, mean, std
+
+    def decode_batch(self, x: Float[Array, "B N D"], mean, std) -> Float[Array, "B N P"]:
+        """Patches `[B, N, P]` (normalised units) from core states `x` and the context
+        statistics `encode_batch` returned."""
+        return jax.vmap(self.decode)(x) * std + mean
+
+    def reconstruct(self, patches, masking: Masking, **overrides):
+        """Run the dynamics on a batch and decode the end state.
+
+        **Arguments:** `patches: [B, N, P]`, `masking` with `[B, N]` fields, and any
+        `solvers.solve` options overriding `self.dynamics` (e.g. `t1=12.0`; a stored
+        `max_steps` too small for a longer constant-step horizon is raised to its step
+        count).
+
+        **Returns:** `(reconstruction [B, N, P], solution)`.
+        """
+        x0, conditions, mean, std = self.encode_batch(patches, masking)
         options = self.dynamics.solve_options() | overrides
-        if "max_steps" not in overrides and options["rtol"] is None and options["dt0"]:
-            # A longer constant-step horizon than trained for needs more steps.
-            needed = math.ceil(float(options["t1"]) / float(options["dt0"]) * (1 + 1e-9)) + 1
-            options["max_steps"] = max(int(options["max_steps"]), needed)
+        if "max_steps" not in overrides and options["max_steps"] is not None:
+            needed = solvers.constant_step_count(
+                options.get("t0", 0.0), options["t1"], options["dt0"], options["rtol"],
+                options["atol"])
+            options["max_steps"] = max(int(options["max_steps"]), needed or 0)
         sol = solvers.solve(self.core, x0, args=conditions, args_batched=True, **options)
-        return jax.vmap(self.decode)(sol.x_final) * std + mean, sol
+        return self.decode_batch(sol.x_final, mean, std), sol
 
     def complete(self, images, masking: Masking, **overrides):
         """Masked image completion for users: `images: [B, H, W, C]` in [0, 1] (checked:
         size, channels, finite values), `masking` with `[B, N]` fields. Returns the
         completed images `[B, H, W, C]` in [0, 1] units (occluded patches predicted,
         the rest as given) and the solution of the dynamics."""
-        from ._data import check_images
-
         check_images(images, size=self.config.image_size, channels=self.config.channels)
         if self.normalisation is None:
             raise ValueError("this model has no data normalisation: load a trained model.")
@@ -252,3 +185,19 @@ def masked_mse(prediction, target, occluded) -> Float[Array, ""]:
     """Mean squared error over occluded patches: `[B, N, P]` arrays, `[B, N]` mask."""
     err = jnp.mean((prediction - target) ** 2, axis=-1)
     return jnp.sum(jnp.where(occluded, err, 0.0)) / jnp.maximum(jnp.sum(occluded), 1)
+
+
+def load_model_and_config(name_or_path) -> tuple[MaskedImageET, TrainConfig, dict]:
+    """`(model, train_config, header)` of a shipped model name (`"paper"`, `"ode"`) or a
+    checkpoint file written by `et-ode train` / `et-ode export` (training or model-only).
+
+    The model is built from the header's config by shapes only (initialising the
+    parameters just to overwrite them costs seconds) and filled from the file."""
+    path = resolve_model_path(name_or_path)
+    header, blobs = read_checkpoint(path)
+    config = config_from_header(header, path)
+    normalisation = ChannelNormalisation.from_dict(header["normalisation"])
+    skeleton = eqx.filter_eval_shape(
+        MaskedImageET, config.model, config.dynamics, key=jax.random.key(0),
+        normalisation=normalisation)
+    return fill(skeleton, blobs[0], path), config, header

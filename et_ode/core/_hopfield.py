@@ -1,13 +1,15 @@
 """The Hopfield network term of the Energy Transformer's energy."""
 
-from typing import Literal
+import math
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-HopfieldActivation = Literal["relu", "softmax", "power"]
+from ..vocab import ACTIVATIONS, Activation, check_choice
+
+HopfieldActivation = Activation  # the older name
 
 
 class HopfieldNetwork(eqx.Module):
@@ -28,7 +30,7 @@ class HopfieldNetwork(eqx.Module):
     """
 
     xi: Float[Array, "K D"]
-    activation: str = eqx.field(static=True)
+    activation: Activation = eqx.field(static=True)
     softmax_beta: float = eqx.field(static=True)
     power: int = eqx.field(static=True)
 
@@ -44,11 +46,7 @@ class HopfieldNetwork(eqx.Module):
         init_std: float = 0.02,
         dtype=None,
     ):
-        if activation not in ("relu", "softmax", "power"):
-            raise ValueError(
-                f"Unknown Hopfield activation {activation!r}; "
-                "use 'relu' (the paper's), 'softmax' or 'power'."
-            )
+        check_choice("the Hopfield activation", activation, ACTIVATIONS)
         if activation == "power" and (int(power) != power or power < 2):
             raise ValueError(f"power must be an integer >= 2 (got {power}).")
         dtype = dtype or jnp.float32
@@ -56,6 +54,15 @@ class HopfieldNetwork(eqx.Module):
         self.activation = activation
         self.softmax_beta = float(softmax_beta)
         self.power = int(power)
+
+    def __check_init__(self):
+        check_choice("the Hopfield activation", self.activation, ACTIVATIONS)
+        if self.xi.ndim != 2:
+            raise ValueError(f"xi must be [K, D] (got shape {self.xi.shape}).")
+        if not (math.isfinite(self.softmax_beta) and self.softmax_beta > 0):
+            raise ValueError(f"softmax_beta must be positive (got {self.softmax_beta}).")
+        if self.power < 2:
+            raise ValueError(f"power must be an integer >= 2 (got {self.power}).")
 
     def __call__(self, g: Float[Array, "N D"]) -> Float[Array, ""]:
         hidden = g @ self.xi.T

@@ -11,16 +11,18 @@ import sys
 import time
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tqdm import tqdm
 
-from et_ode._evaluate import EVAL_KEY
-from et_ode._zoo import load_model_and_config  # noqa: F401  (the jobs' loader)
+from .. import solvers
 
-from ._common import cast, float64_available
-from ._image_figures import held_out_images, held_out_masks, normalised_patches
-from ._records import metadata
+from ..analysis import (
+    cast, float64_available, held_out_images, held_out_masks, metadata, normalised_patches,
+)
+from ..tasks import EVAL_KEY, TEST_SCENES, held_out_split, load_model_and_config  # noqa: F401
 
 RUN_ROOT = "runs"
 
@@ -71,12 +73,15 @@ def held_out(model, config, n: int, seed: int = EVAL_KEY):
         images, indices = held_out_images(n, image_size=config.model.image_size,
                                           crops_seed=config.training.seed)
     else:
-        from et_ode._train import held_out_split
-
         images, indices = held_out_split(config, n), None
     masks = held_out_masks(config.model.n_patches, n, seed, config.data.mask_ratio,
                            config.data.mask_fraction)
     return images, indices, masks
+
+
+@eqx.filter_jit
+def _encode(model, patches, masks):
+    return model.encode_batch(patches, masks)
 
 
 def encoded(model, images, masks, dtype=None):
@@ -84,8 +89,6 @@ def encoded(model, images, masks, dtype=None):
     tokens and conditions `MaskedImageET.reconstruct` would start from (context
     standardisation, `encode`), cast to `dtype` when given (float64 needs
     `jax_enable_x64`)."""
-    from ._overshoot import _encode
-
     x0, conditions, _, _ = _encode(model, normalised_patches(model, images), masks)
     core = model.core
     if dtype is not None:
@@ -106,10 +109,6 @@ def place(x0, args):
     """`(x0, args)` split over every device along the batch (`solvers.shard_batch`) when
     the device count divides the batch, so that per-sample results need no trimming;
     as they are otherwise (one device computes all)."""
-    import equinox as eqx
-
-    import solvers
-
     if jax.device_count() == 1 or len(x0) % jax.device_count():
         return x0, args
     batched = eqx.filter(args, lambda leaf: eqx.is_array(leaf) and jnp.ndim(leaf) > 0)
@@ -131,9 +130,7 @@ def model_record(name_or_path, config, header) -> dict:
 
 def data_record(config, indices=None, mask_seed=None) -> dict:
     """The held-out data in metadata: split, scenes, crop and mask seeds, masking."""
-    import et_ode
-
-    record = {"split": "test", "scenes": list(et_ode.TEST_SCENES),
+    record = {"split": "test", "scenes": list(TEST_SCENES),
               "crops_seed": config.training.seed, "mask_ratio": config.data.mask_ratio,
               "mask_fraction": config.data.mask_fraction}
     if indices is not None:
@@ -167,8 +164,6 @@ class Stages:
     busy machine does not inflate)."""
 
     def __init__(self, total: int, description: str, enabled: bool = True):
-        from tqdm import tqdm
-
         self._tqdm = tqdm
         self.bar = tqdm(total=total, desc=description, unit="stage", file=sys.stderr,
                         disable=not enabled, dynamic_ncols=True,

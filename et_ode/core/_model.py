@@ -1,19 +1,17 @@
 """The Energy Transformer: one energy, its native and projected flows, its residual."""
 
-from typing import Literal
+import math
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from ..vocab import FLOWS, Activation, Flow, check_choice
 from ._attention import EnergyAttention
 from ._conditions import Conditions
-from ._hopfield import HopfieldActivation, HopfieldNetwork
+from ._hopfield import HopfieldNetwork
 from ._layernorm import EnergyLayerNorm
-
-Flow = Literal["native", "projected"]
-FLOWS = ("native", "projected")
 
 
 def _conditions(args) -> Conditions:
@@ -63,7 +61,7 @@ class EnergyTransformer(eqx.Module):
         key: PRNGKeyArray,
         beta: float | None = None,
         self_attention: bool = False,
-        hopfield: HopfieldActivation = "relu",
+        hopfield: Activation = "relu",
         tau: float = 1.0,
         gamma: float = 1.0,
         eps: float = 1e-5,
@@ -76,8 +74,6 @@ class EnergyTransformer(eqx.Module):
         ).items():
             if int(value) != value or value < 1:
                 raise ValueError(f"{name} must be a positive integer (got {value}).")
-        if not tau > 0:
-            raise ValueError(f"tau must be positive (got {tau}).")
         k_att, k_hop = jax.random.split(key)
         self.norm = EnergyLayerNorm(dim, gamma=gamma, eps=eps, dtype=dtype)
         self.attention = EnergyAttention(
@@ -89,6 +85,14 @@ class EnergyTransformer(eqx.Module):
             dtype=dtype, **(hopfield_options or {}),
         )
         self.tau = float(tau)
+
+    def __check_init__(self):
+        if not (math.isfinite(self.tau) and self.tau > 0):
+            raise ValueError(f"tau must be positive and finite (got {self.tau}).")
+        dims = {"norm": self.norm.dim, "attention": self.attention.Wq.shape[-1],
+                "hopfield": self.hopfield.xi.shape[-1]}
+        if len(set(dims.values())) != 1:
+            raise ValueError(f"the modules disagree on the token dimension D: {dims}.")
 
     @property
     def dim(self) -> int:
@@ -156,7 +160,7 @@ class EnergyTransformer(eqx.Module):
             return self._free(args, -self.energy_gradient(x, args) / self.tau)
         if flow == "projected":
             return -self.residual(x, args) / self.tau
-        raise ValueError(f"Unknown flow {flow!r}; use one of {FLOWS}.")
+        check_choice("flow", flow, FLOWS)
 
     def dEdt(self, x: Float[Array, "N D"], args=None, flow: Flow = "native"):
         """`dE/dt` along the flow from the closed form, not by differentiating E in time:
@@ -169,7 +173,7 @@ class EnergyTransformer(eqx.Module):
             g_res = self.residual(x, args)
             clock = self.norm.gamma / self.norm.scale(x)
             return -jnp.sum(clock * jnp.sum(g_res**2, axis=-1)) / self.tau
-        raise ValueError(f"Unknown flow {flow!r}; use one of {FLOWS}.")
+        check_choice("flow", flow, FLOWS)
 
     # --------------------------------------------- manifold (implicit gradient)
     def to_manifold(self, x: Float[Array, "N D"], args=None) -> Float[Array, "N D"]:

@@ -6,13 +6,13 @@ import time
 
 import jax
 
-from et_ode._evaluate import EVAL_KEY
+from ..analysis import metadata, save_json
+from ..records import atomic_path
+from ..tasks import EVAL_KEY, eval_masks, evaluate_baselines, evaluate_model, held_out_split
 
 from ._jobs import compare_solvers_job, energy_video_job, study_job
-from ._records import metadata, save_json
 from ._runs import Stages, held_out, job_metadata, load_model_and_config, output_folder
 from ._summary import summary_markdown, summarise
-from ._video import atomic_path
 
 MODELS = ("paper", "ode")
 
@@ -125,8 +125,6 @@ def demo_job(out=None, *, images: int | None = None, eval_images: int | None = N
 def held_out_mse(loaded: dict, n_images: int) -> dict:
     """Masked-patch MSE of each model and of the two baselines on the first `n_images`
     evaluation crops with the evaluation masks (what `et-ode eval` computes)."""
-    from et_ode._evaluate import eval_masks, evaluate_baselines, evaluate_model
-    from et_ode._train import held_out_split
 
     out, baselines = {"images": n_images}, {}
     for name, (model, config, _) in loaded.items():

@@ -1,0 +1,93 @@
+"""What a `MaskedImageET` is (its architecture) and how its core is run (its
+dynamics): the frozen dataclasses that configs and checkpoint headers hold."""
+
+import dataclasses
+
+from .. import solvers
+from ..vocab import Activation, Adjoint, Flow
+
+POSITION_INITS = ("normal", "sincos")
+
+
+@dataclasses.dataclass(frozen=True)
+class Dynamics:
+    """How the core is run: a `solvers.solve` configuration plus the conditions.
+
+    - `solver`, `dt0`, `t1`, `rtol`, `atol`, `flow`, `adjoint`, `max_steps`: as in
+      `solvers.solve`. The paper: euler, dt0 0.1, t1 1.2, native, checkpoint.
+      `max_steps=None` (the default) is `solve`'s own cap: exact for constant steps to
+      a fixed `t1`, with every step checkpointed for short solves.
+    - `fixed_point_atol`: if set, stop at RMS(G) below it (then `t1` is the cap).
+    - `clamp_visible`: tokens that show image content (not replaced by MASK) do not move.
+    - `external_field`: add `E_ext = -lambda sum_A c_A . g_A` with `c` the encoded
+      tokens (MASK plus position for masked ones), `lambda` learnable.
+    """
+
+    solver: str = "euler"
+    dt0: float | None = 0.1
+    t1: float = 1.2
+    rtol: float | None = None
+    atol: float | None = None
+    flow: Flow = "native"
+    adjoint: Adjoint = "checkpoint"
+    max_steps: int | None = None
+    fixed_point_atol: float | None = None
+    clamp_visible: bool = False
+    external_field: bool = False
+
+    def solve_options(self) -> dict:
+        options = dict(solver=self.solver, dt0=self.dt0, t1=self.t1, rtol=self.rtol,
+                       atol=self.atol, flow=self.flow, adjoint=self.adjoint,
+                       max_steps=self.max_steps)
+        if self.fixed_point_atol is not None:
+            options["stop"] = solvers.FixedPointStop(atol=self.fixed_point_atol)
+        return options
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageModelConfig:
+    """Architecture of a `MaskedImageET`: image side, patch side, channels, the core
+    (`dim`, `n_heads`, `head_dim`, `n_memories`, `beta`, `self_attention`, `hopfield`,
+    `tau`, `init_std`), `position_init` (`"normal"`: N(0, init_std^2), the paper's;
+    `"sincos"`: a 2-D sine-cosine grid of unit-order values, so that attention can find
+    a token's neighbours from the first step; learnable either way), and
+    `standardise_context`: express each image per channel in
+    units of the mean and standard deviation of the patches the model sees (those not
+    replaced by MASK) before encoding, and undo it after decoding. A zero prediction is
+    then the mean fill, and the model learns structure rather than each scene's colour
+    level."""
+
+    image_size: int = 32
+    patch: int = 4
+    channels: int = 3
+    dim: int = 64
+    n_heads: int = 4
+    head_dim: int = 16
+    n_memories: int = 256
+    beta: float | None = None
+    self_attention: bool = False
+    hopfield: Activation = "relu"
+    tau: float = 1.0
+    init_std: float = 0.02
+    standardise_context: bool = True
+    position_init: str = "normal"
+
+
+    def __post_init__(self):
+        if self.position_init not in POSITION_INITS:
+            raise ValueError(
+                f"position_init must be one of {', '.join(POSITION_INITS)} "
+                f"(got {self.position_init!r})."
+            )
+        if self.image_size % self.patch:
+            raise ValueError(
+                f"patch size {self.patch} does not divide image size {self.image_size}."
+            )
+
+    @property
+    def n_patches(self) -> int:
+        return (self.image_size // self.patch) ** 2
+
+    @property
+    def patch_dim(self) -> int:
+        return self.patch * self.patch * self.channels

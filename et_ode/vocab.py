@@ -1,0 +1,31 @@
+"""The named choices that several layers share, each once: a `Literal` type for
+signatures and the tuple of its values for checks, messages and command-line choices.
+
+- `Flow`: `"native"` (the paper's `tau dx/dt = -dE/dg`) or `"projected"` (the normal
+  part of `dE/dg` dropped: each token's LayerNorm scale stays fixed).
+- `Adjoint`: how `solvers.solve` is differentiated: `"checkpoint"` (exact gradients of
+  the discrete solve), `"backsolve"` (the continuous adjoint integrated backwards) or
+  `"implicit"` (the implicit function theorem at a fixed point).
+- `Activation`: the Hopfield module's `"relu"` (the paper's), `"softmax"`
+  (log-sum-exp) or `"power"`.
+
+Imports nothing of the project: the model and the solvers both build on it.
+"""
+
+from typing import Literal, get_args
+
+Flow = Literal["native", "projected"]
+Adjoint = Literal["checkpoint", "backsolve", "implicit"]
+Activation = Literal["relu", "softmax", "power"]
+
+FLOWS: tuple[str, ...] = get_args(Flow)
+ADJOINTS: tuple[str, ...] = get_args(Adjoint)
+ACTIVATIONS: tuple[str, ...] = get_args(Activation)
+
+
+def check_choice(kind: str, value, choices: tuple[str, ...]) -> None:
+    """Raise `ValueError` naming `kind`, the value given and the choices when `value`
+    is not one of `choices`."""
+    if not (isinstance(value, str) and value in choices):
+        raise ValueError(f"{kind} must be one of {', '.join(map(repr, choices))} "
+                         f"(got {value!r}).")
