@@ -4,7 +4,7 @@ On the native flow each token's scale `s_A` grows (about linearly in t), its clo
 `gamma / s_A` slows like `1/t`, and `|G|` decays as a power of t; on the projected flow
 the scales are constant and `|G|` decays exponentially near a stable fixed point, at the
 smallest decay rate of the linearised flow, `lambda_min(C^(1/2) H C^(1/2)) / tau`
-(`H` the Riemannian Hessian, `C` the clocks; see `analysis._stability`). This study
+(`H` the Riemannian Hessian, `C` the clocks; see `stability`). This study
 measures both and reports the rate fitted to `log |G|` beside that prediction.
 """
 

@@ -32,7 +32,7 @@ def _check_frames(frames) -> list[np.ndarray]:
         if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[-1] != 3:
             raise ValueError(
                 f"frame {i} must be uint8 [H, W, 3] (got {frame.dtype} {list(frame.shape)}); "
-                "render figures with analysis._video.figure_to_frame."
+                "render figures with et_ode.analysis.figure_to_frame."
             )
         if frame.shape != shape:
             raise ValueError(f"frame {i} has shape {list(frame.shape)}, frame 0 {list(shape)}: "

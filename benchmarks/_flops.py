@@ -1,5 +1,5 @@
 """Row 2, arithmetic efficiency: the FLOP rate of a batched vector-field evaluation and of
-a real training step (`et_ode._train.train_step`), against this machine's own rate on a
+a real training step (`et_ode.tasks.train_step`), against this machine's own rate on a
 large float32 matmul measured in the same run.
 
 FLOP convention: 2 FLOPs per multiply-add; only the matrix products are counted (the

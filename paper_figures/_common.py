@@ -1,6 +1,6 @@
 """What every figure script shares: the command line. Loading the model, the held-out
-images and masks, the metadata and atomic writing come from `analysis` (`_runs`,
-`_records`, `_video`), shared with the `et-ode` command line."""
+images and masks, the metadata and atomic writing come from `et_ode.cli` and
+`et_ode.analysis`, shared with the `et-ode` command line."""
 
 import argparse
 import math

@@ -9,7 +9,7 @@ Times are `--frames` equally spaced from 0 to `--horizon`, by default 4 x the ti
 model was trained to reach: its training horizon `dynamics.t1` (with the paper's 1.2 and
 49 frames, one frame per Euler step of 0.1), or for a fixed-point model (`ode`), whose
 `t1` is only a cap, its mean stop time on these images. Writes (through
-`analysis._jobs.energy_video_job`, the job of `et-ode frames`)
+`et_ode.cli.energy_video_job`, the job of `et-ode frames`)
 `fig8_frames/frame_0000.png`, ..., `fig8_energy_video.mp4` (a `.gif` if ffmpeg fails),
 `fig8_energy_video.png` (the frame nearest that reference time) and
 `fig8_energy_video.json` (times, energies, MSE(t), metadata).

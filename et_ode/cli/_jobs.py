@@ -1,8 +1,8 @@
 """The jobs behind `et-ode frames`, `et-ode compare-solvers` and `et-ode study NAME`: each
 runs on a trained `MaskedImageET` and held-out images, writes its files into a folder,
-and returns what it computed. Their inputs come from `analysis._runs` (re-exported
+and returns what it computed. Their inputs come from `et_ode.cli._runs` (re-exported
 here): `load_model_and_config`, `held_out`, `output_folder` / `fresh_run_folder`,
-`job_metadata`; `et-ode demo` is `analysis._demo.demo_job`.
+`job_metadata`; `et-ode demo` is `et_ode.cli.demo_job`.
 
 Every JSON file is written by `save_json` with a `metadata` entry (model, data, flow,
 solver, tolerances, dtype, seeds, versions); states (`x_final`, `x_star`, ...) are left

@@ -146,6 +146,7 @@ def _export(options) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `et-ode` argument parser: every command, option, default and help text."""
     parser = argparse.ArgumentParser(
         prog="et-ode", description="The Energy Transformer as a true ODE."
     )
@@ -211,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--flow", choices=FLOWS, default=None,
                        help="default: the study's (the model's, or both for convergence)")
     study.add_argument("--horizon", "--t1", dest="horizon", type=_positive_float,
-                       default=None, help="end time in tau (its meaning per study: see README)")
+                       default=None,
+                       help="end time in tau (its meaning per study: docs, how-to/long-horizons)")
     study.add_argument("--factor", type=_positive_float, default=None,
                        help="overshoot: end time as a multiple of the horizon (default 100)")
     _solver_options(study)
@@ -326,6 +328,8 @@ def _solver_list(text: str) -> tuple:
 
 
 def main(argv=None) -> int:
+    """Run `et-ode` with `argv` (default `sys.argv[1:]`). **Returns:** the exit code: 0,
+    2 for bad input (one line on stderr), 1 for a failed solve (its reason)."""
     options = build_parser().parse_args(argv)  # bad options: usage, message, exit 2
     try:
         return options.handler(options)

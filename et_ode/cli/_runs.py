@@ -98,6 +98,7 @@ def encoded(model, images, masks, dtype=None):
 
 
 def check_dtype(dtype) -> None:
+    """Refuse a dtype other than float32/float64, and float64 without `jax_enable_x64`."""
     if jnp.dtype(dtype) not in (jnp.float32, jnp.float64):
         raise ValueError(f"--dtype must be float32 or float64 (got {dtype}).")
     if jnp.dtype(dtype) == jnp.float64 and not float64_available():
@@ -173,6 +174,7 @@ class Stages:
 
     @contextlib.contextmanager
     def stage(self, label: str):
+        """Context manager: one stage named `label`, timed in wall and CPU seconds."""
         self.bar.set_postfix_str(label)
         start, cpu = time.perf_counter(), time.process_time()
         yield
@@ -184,5 +186,6 @@ class Stages:
         self.bar.update(1)
 
     def close(self):
+        """Close the progress bar."""
         self.bar.set_postfix_str("done")
         self.bar.close()

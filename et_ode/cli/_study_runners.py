@@ -1,7 +1,7 @@
 """How each study is run on a trained `MaskedImageET` and held-out images: the settings a
 job was given (`StudySettings`) and, per study name, a runner `(model, images, masks,
 settings) -> (result, plot)` with the defaults the command line documents. Used by
-`analysis._jobs.study_job`."""
+`et_ode.cli.study_job`."""
 
 import dataclasses
 
@@ -193,7 +193,7 @@ def _first(masks):
     return jax.tree.map(lambda a: a[:1], masks)
 
 
-RUNNERS = {  # work-precision: analysis._jobs.compare_solvers_job
+RUNNERS = {  # work-precision: et_ode.cli.compare_solvers_job
     "convergence": _convergence, "energy-descent": _energy_descent, "overshoot": _overshoot,
     "stability": _stability, "fixed-points": _fixed_points, "gradient-depth": _gradient_depth,
     "contributions": _contributions,

@@ -11,7 +11,7 @@ class Conditions(eqx.Module):
 
     Every field is optional; `None` means absent.
 
-    - `key_mask`: `[N, N]` bool, `key_mask[C, B]` allows query token `C` to attend to
+    - `key_mask`: `[N, N]` bool (`[B, N, N]` for a batch, and likewise below), `key_mask[C, B]` allows query token `C` to attend to
       key token `B`.
     - `clamped`: `[N]` bool, tokens that do not move (their `dx/dt = 0`); their values
       are those of the initial state. This makes a fixed point depend on them.
@@ -20,9 +20,11 @@ class Conditions(eqx.Module):
     - `field_strength`: `lambda` (scalar, default 1).
     """
 
-    key_mask: Bool[Array, "N N"] | None = None
-    clamped: Bool[Array, " N"] | None = None
-    field: Float[Array, "N D"] | None = None
+    # `*batch`: conditions of a batch (`solvers.solve(..., args_batched=True)`) carry the
+    # batch axis first; inside the solve each sample sees its own.
+    key_mask: Bool[Array, "*batch N N"] | None = None
+    clamped: Bool[Array, "*batch N"] | None = None
+    field: Float[Array, "*batch N D"] | None = None
     # An array, never a Python float: jit would treat a float as static (a recompile per
     # value, and no gradient).
     field_strength: Float[Array, ""] = eqx.field(default=1.0, converter=jnp.asarray)

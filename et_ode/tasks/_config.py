@@ -151,6 +151,7 @@ def load_config(path) -> TrainConfig:
 
 
 def config_from_header(header: dict, path) -> TrainConfig:
+    """The `TrainConfig` stored in a checkpoint header read from `path` (named in errors)."""
     if header.get("kind") != "masked_image_et":
         raise ValueError(f"{path}: not a MaskedImageET checkpoint (kind {header.get('kind')!r}).")
     missing = {"config", "normalisation", "step"} - set(header)

@@ -86,9 +86,11 @@ class MaskedImageET(eqx.Module):
 
     # ------------------------------------------------------------ pieces
     def patches(self, image: Float[Array, "H W C"]) -> Float[Array, "N P"]:
+        """`image [H, W, C]` -> its patches `[N, P]` (row-major, each flattened `(h, w, c)`)."""
         return patchify(image, self.config.patch)
 
     def image(self, patches: Float[Array, "N P"]) -> Float[Array, "H W C"]:
+        """Patches `[N, P]` -> the image `[H, W, C]` (inverse of `patches`)."""
         return unpatchify(patches, self.config.image_size, self.config.patch, self.config.channels)
 
     def encode(self, patches: Float[Array, "N P"], masking: Masking):
@@ -101,6 +103,7 @@ class MaskedImageET(eqx.Module):
                                   field_strength=self.field_strength)
 
     def decode(self, tokens: Float[Array, "N D"]) -> Float[Array, "N P"]:
+        """Core states `[N, D]` -> patches `[N, P]`: the decoder's LayerNorm, then affine."""
         return jax.vmap(lambda t: self.decoder(self.decoder_norm(t)))(tokens)
 
     # ------------------------------------------------------------ forward

@@ -36,6 +36,7 @@ class Dynamics:
     external_field: bool = False
 
     def solve_options(self) -> dict:
+        """The keyword arguments of `solvers.solve` for these dynamics."""
         options = dict(solver=self.solver, dt0=self.dt0, t1=self.t1, rtol=self.rtol,
                        atol=self.atol, flow=self.flow, adjoint=self.adjoint,
                        max_steps=self.max_steps)

@@ -35,8 +35,8 @@ class Masking(eqx.Module):
     `occluded` whose tokens are replaced by the MASK token. Occluded but not replaced
     patches are left visible, as in the paper."""
 
-    occluded: Bool[Array, " N"]
-    replaced: Bool[Array, " N"]
+    occluded: Bool[Array, "*batch N"]
+    replaced: Bool[Array, "*batch N"]
 
 
 def random_masking(

@@ -68,6 +68,7 @@ def held_out_split(config: TrainConfig, count: int | None = None) -> np.ndarray:
 
 
 def new_model(config: TrainConfig, normalisation) -> MaskedImageET:
+    """A freshly initialised model of `config` (key from `training.seed`)."""
     key = jax.random.fold_in(jax.random.key(config.training.seed), 0)
     return MaskedImageET(config.model, config.dynamics, key=key, normalisation=normalisation)
 

@@ -7,7 +7,7 @@ SHIPPED = {
     "paper": "the paper's setting: euler dt 0.1, 12 steps (t1 = 1.2), native flow, "
              "checkpoint adjoint",
     "ode": "a fixed-point model: projected flow to RMS G < tol with the data in the energy "
-           "(see the README for how it was trained)",
+           "(docs: how-to/train-evaluate, for how it was trained)",
 }
 
 

@@ -1,0 +1,62 @@
+"""mkdocs hook: render the `et-ode` command line from `et_ode.cli.build_parser()`.
+
+A page containing the line `<!-- et-ode-cli -->` gets, in its place, one section per
+command: its help, its usage and a table of its arguments, read from the argparse
+parser itself, so the reference cannot drift from the code.
+"""
+
+import argparse
+
+MARKER = "<!-- et-ode-cli -->"
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _argument(action) -> str:
+    if not action.option_strings:
+        return f"`{action.metavar or action.dest}`"
+    flags = ", ".join(f"`{flag}`" for flag in action.option_strings)
+    if action.nargs == 0:
+        return flags
+    value = action.metavar or (
+        "{" + ",".join(map(str, action.choices)) + "}" if action.choices
+        else action.dest.upper())
+    return f"{flags} `{value}`"
+
+
+def _command(name: str, summary: str, parser: argparse.ArgumentParser) -> list[str]:
+    parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=88)
+    lines = [f"## `et-ode {name}`", "", summary[:1].upper() + summary[1:] + ".", "",
+             "```text", parser.format_usage().strip(), "```", "",
+             "| argument | meaning | default |", "|---|---|---|"]
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        default = action.default
+        shown = ("" if action.nargs == 0 or default in (None, argparse.SUPPRESS)
+                 else f"`{default}`")
+        if action.required and action.option_strings:
+            shown = "required"
+        lines.append(f"| {_argument(action)} | {_cell(action.help or '')} | {shown} |")
+    return lines + [""]
+
+
+def render() -> str:
+    from et_ode.cli import build_parser
+
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    summaries = {choice.dest: choice.help for choice in commands._choices_actions}
+    parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=88)
+    lines = ["```text", parser.format_usage().strip(), "```", ""]
+    for name, subparser in commands.choices.items():
+        lines += _command(name, summaries.get(name, ""), subparser)
+    return "\n".join(lines)
+
+
+def on_page_markdown(markdown, page, config, files):
+    if MARKER in markdown:
+        return markdown.replace(MARKER, render())
+    return markdown
