@@ -5,7 +5,12 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float, PRNGKeyArray
+from jax.sharding import Mesh, PartitionSpec
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+EDGE_AXIS = "edges"
+EXCLUSIVE = ("key_mask and edges are mutually exclusive: give the allowed pairs either "
+             "as a dense key_mask or as an edge list, not both.")
 
 
 def attention_logits_mask(
@@ -20,13 +25,92 @@ def attention_logits_mask(
     return allowed
 
 
+# Edges per chunk of the score computation: the gathered `[chunk, H, Y]` rows are the
+# only per-edge arrays with a `Y` axis, so memory stays O(E H + chunk H Y).
+EDGE_CHUNK = 1 << 16
+
+
+def _gathered_dot(
+    q: Float[Array, "N H Y"], k: Float[Array, "N H Y"], queries: Int[Array, " E"],
+    keys: Int[Array, " E"], chunk: int | None = None,
+) -> Float[Array, "E H"]:
+    """`out[e, h] = q[queries[e], h] . k[keys[e], h]`, chunk by chunk.
+
+    Written plainly (`sum(q[queries] * k[keys], -1)`), XLA on CPU materialises both
+    gathers, `[E, H, Y]` each, and autodiff keeps them as residuals and builds an
+    `[E, H, Y]` scatter update. Here a `lax.map` over chunks of edges with a
+    rematerialised body keeps one chunk of gathered rows at a time: reverse mode
+    recomputes the chunk's rows and scatter-adds its cotangents into `[N, H, Y]`
+    accumulators, up to second derivatives (the gradient of a loss through the vector
+    field). Plain JAX (no custom rule), so forward mode works as usual."""
+    chunk = EDGE_CHUNK if chunk is None else chunk
+    n_edges = queries.shape[0]
+    n_chunks = max(1, -(-n_edges // chunk))
+    if n_chunks == 1:
+        return jnp.sum(q[queries] * k[keys], axis=-1)
+    size = -(-n_edges // n_chunks)
+    pad = n_chunks * size - n_edges  # fewer than n_chunks; index 0, sliced off below
+    queries, keys = (jnp.pad(i, (0, pad)).reshape(n_chunks, size) for i in (queries, keys))
+
+    def one(chunk_indices):
+        rows, cols = chunk_indices
+        return jnp.sum(q[rows] * k[cols], axis=-1)
+
+    # Twice: differentiating hoists the known (forward) part of a rematerialised body
+    # out of its `checkpoint`; the second keeps that part rematerialised too, so a
+    # gradient of the vector field (a second derivative) stores no `[E, H, Y]` either.
+    out = jax.lax.map(jax.checkpoint(jax.checkpoint(one)), (queries, keys))
+    return out.reshape(n_chunks * size, -1)[:n_edges]
+
+
+def _edge_lse(
+    scores: Float[Array, "E H"],
+    queries: Int[Array, " E"],
+    valid: Bool[Array, " E"],
+    n_tokens: int,
+    combine_max=lambda m: m,
+    combine_sum=lambda z: z,
+) -> Float[Array, "N H"]:
+    """`lse[C, h] = log sum_{valid e: queries[e] = C} exp(scores[e, h])` by segment
+    reductions; zero for a query without a valid edge. `combine_max`/`combine_sum`
+    combine partial per-query reductions over edge shards (`pmax`/`psum`) when the
+    edges are split over devices; the identity on one device."""
+    scores = jnp.where(valid[:, None], scores, -jnp.inf)
+    # The log-sum-exp does not depend on the shift: no gradient through it (none
+    # through the max, whose derivative at ties is arbitrary, nor through `pmax`,
+    # which has no differentiation rule).
+    peak = combine_max(jax.ops.segment_max(
+        jax.lax.stop_gradient(scores), queries, num_segments=n_tokens))
+    has_edge = jnp.isfinite(peak)  # segment_max of no (valid) edge is -inf
+    peak = jnp.where(has_edge, peak, 0.0)
+    total = combine_sum(jax.ops.segment_sum(
+        jnp.exp(scores - peak[queries]), queries, num_segments=n_tokens))
+    return jnp.where(has_edge, jnp.log(jnp.where(has_edge, total, 1.0)) + peak, 0.0)
+
+
 class EnergyAttention(eqx.Module):
     """`E_ATT = -(1/beta) sum_h sum_C log sum_{B} exp(beta K[h,:,B] . Q[h,:,C])`.
 
     `K = Wk g`, `Q = Wq g` per head; there is no value matrix and no bias. The sum over
     keys `B` excludes `B = C` unless `self_attention` (the paper's main text excludes
     it, its appendix and public code include it), and is restricted further by an
-    optional key mask `allowed[C, B]`. A query with no allowed key contributes zero.
+    optional key mask `allowed[C, B]`, or given instead by an edge list. A query with
+    no allowed key contributes zero.
+
+    **Edge lists** (`edges = (queries, keys)`, two integer arrays `[E]`: query
+    `queries[e]` may attend to key `keys[e]`): the same energy by segment reductions
+    over the edges, in memory `O(E H)` (no `[N, N]` array, gradients included):
+    per edge `s_e = beta K[h,:,B_e] . Q[h,:,C_e]`, per query
+    `lse_C = log sum_{e: C_e = C} exp(s_e)`, `E_ATT = -(1/beta) sum_h sum_C lse_C`.
+    The rules, chosen so that an edge list and the key mask built from the same pairs
+    give the same energy:
+
+    - self-loops `(C, C)` follow `self_attention`, as the diagonal of a key mask does:
+      they count with `self_attention=True` and are ignored with `False`;
+    - duplicate edges count with multiplicity: an edge listed `m` times weighs its key
+      by `m` (adds `log m` to its logit), a multigraph. A key mask cannot express this;
+      deduplicate the list for the set semantics of a mask. (Not refused: the segment
+      reductions work on traced edges, where duplicates cannot be detected.)
 
     **Arguments:**
 
@@ -76,9 +160,72 @@ class EnergyAttention(eqx.Module):
         k = jnp.einsum("hyd,nd->hny", self.Wk, g)
         return jnp.einsum("hcy,hby->hcb", q, k)
 
-    def __call__(
-        self, g: Float[Array, "N D"], key_mask: Bool[Array, "N N"] | None = None
+    def edge_scores(
+        self, g: Float[Array, "N D"], queries: Int[Array, " E"], keys: Int[Array, " E"]
+    ) -> Float[Array, "E H"]:
+        """`s[e, h] = beta Q[h,:,queries[e]] . K[h,:,keys[e]]`, one score per edge."""
+        q = jnp.einsum("hyd,nd->nhy", self.Wq, g)
+        k = jnp.einsum("hyd,nd->nhy", self.Wk, g)
+        return self.beta * _gathered_dot(q, k, queries, keys)
+
+    def edge_energy(
+        self,
+        g: Float[Array, "N D"],
+        queries: Int[Array, " E"],
+        keys: Int[Array, " E"],
+        *,
+        mesh: Mesh | None = None,
+        axis_name: str = EDGE_AXIS,
     ) -> Float[Array, ""]:
+        """The attention energy from an edge list (see the class docstring).
+
+        With `mesh`, the edges are split over the mesh axis `axis_name` (padded to a
+        multiple of its size with ignored edges): each device reduces its own edges
+        per query, and the partial maxima and sums are combined over devices
+        (`pmax`, `psum`) with `jax.shard_map`; `g` and the weights are replicated. The
+        result equals the one-device energy up to the order of the sums, and so does
+        its gradient.
+        """
+        n_tokens = g.shape[0]
+        if mesh is None:
+            valid = self._valid_edges(queries, keys)
+            lse = _edge_lse(self.edge_scores(g, queries, keys), queries, valid, n_tokens)
+            return -jnp.sum(lse) / self.beta
+        n_shards = mesh.shape[axis_name]
+        pad = -queries.shape[0] % n_shards
+        present = jnp.arange(queries.shape[0] + pad) < queries.shape[0]
+        queries, keys = (jnp.pad(i, (0, pad)) for i in (queries, keys))
+
+        def local(module, g_, queries_, keys_, present_):
+            valid = present_ & module._valid_edges(queries_, keys_)
+            lse = _edge_lse(
+                module.edge_scores(g_, queries_, keys_), queries_, valid, n_tokens,
+                lambda m: jax.lax.pmax(m, axis_name), lambda z: jax.lax.psum(z, axis_name),
+            )
+            return -jnp.sum(lse) / module.beta
+
+        edge, replicated = PartitionSpec(axis_name), PartitionSpec()
+        sharded = jax.shard_map(
+            local, mesh=mesh, in_specs=(replicated, replicated, edge, edge, edge),
+            out_specs=replicated,
+        )
+        return sharded(self, g, queries, keys, present)
+
+    def _valid_edges(self, queries, keys) -> Bool[Array, " E"]:
+        if self.self_attention:
+            return jnp.ones(queries.shape, bool)
+        return queries != keys
+
+    def __call__(
+        self,
+        g: Float[Array, "N D"],
+        key_mask: Bool[Array, "N N"] | None = None,
+        edges: tuple[Int[Array, " E"], Int[Array, " E"]] | None = None,
+    ) -> Float[Array, ""]:
+        if edges is not None:
+            if key_mask is not None:
+                raise ValueError(EXCLUSIVE)
+            return self.edge_energy(g, *edges)
         allowed = attention_logits_mask(g.shape[0], key_mask, self.self_attention)
         has_key = jnp.any(allowed, axis=-1)
         logits = jnp.where(allowed, self.beta * self.scores(g), -jnp.inf)

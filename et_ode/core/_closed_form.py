@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._attention import attention_logits_mask
+from ._attention import _edge_lse, attention_logits_mask
 from ._model import EnergyTransformer, _conditions
 
 
@@ -17,21 +17,25 @@ def closed_form_update(
     Attention, with `S[h, C, B] = softmax_B(beta Q_C . K_B)` over allowed keys:
     `-dE_ATT/dg_A = sum_h [ sum_C S[h,C,A] Wk_h^T Q_{h,C} + sum_B S[h,A,B] Wq_h^T K_{h,B} ]`.
     Hopfield: `sum_mu f(xi_mu . g_A) xi_mu` with `f = relu`, `softmax` or `relu^(n-1)`.
-    External field: `lambda c_A`.
+    External field: `lambda c_A`. With an edge list (`Conditions.edges`) the softmax
+    runs over each query's edges and the sums over `B` and `C` over the edges.
     """
     cond = _conditions(args)
     g = model.norm(x)
     att = model.attention
-    q = jnp.einsum("hyd,nd->hny", att.Wq, g)
-    k = jnp.einsum("hyd,nd->hny", att.Wk, g)
-    allowed = attention_logits_mask(g.shape[0], cond.key_mask, att.self_attention)
-    logits = jnp.where(allowed, att.beta * jnp.einsum("hcy,hby->hcb", q, k), -jnp.inf)
-    has_key = jnp.any(allowed, axis=-1)
-    weights = jax.nn.softmax(jnp.where(has_key[:, None], logits, 0.0), axis=-1)
-    weights = jnp.where(allowed & has_key[:, None], weights, 0.0)  # [H, C(query), B(key)]
-    from_keys = jnp.einsum("hca,hcy,hyd->ad", weights, q, att.Wk)
-    from_queries = jnp.einsum("hab,hby,hyd->ad", weights, k, att.Wq)
-    update = from_keys + from_queries
+    if cond.edges is not None:
+        update = _closed_form_edges(att, g, *cond.edges)
+    else:
+        q = jnp.einsum("hyd,nd->hny", att.Wq, g)
+        k = jnp.einsum("hyd,nd->hny", att.Wk, g)
+        allowed = attention_logits_mask(g.shape[0], cond.key_mask, att.self_attention)
+        logits = jnp.where(allowed, att.beta * jnp.einsum("hcy,hby->hcb", q, k), -jnp.inf)
+        has_key = jnp.any(allowed, axis=-1)
+        weights = jax.nn.softmax(jnp.where(has_key[:, None], logits, 0.0), axis=-1)
+        weights = jnp.where(allowed & has_key[:, None], weights, 0.0)  # [H, C(query), B(key)]
+        from_keys = jnp.einsum("hca,hcy,hyd->ad", weights, q, att.Wk)
+        from_queries = jnp.einsum("hab,hby,hyd->ad", weights, k, att.Wq)
+        update = from_keys + from_queries
 
     hop = model.hopfield
     hidden = g @ hop.xi.T
@@ -45,3 +49,20 @@ def closed_form_update(
     if cond.field is not None:
         update = update + cond.field_strength * cond.field
     return update
+
+
+def _closed_form_edges(att, g, queries, keys):
+    """The attention part of eq. 17 restricted to the edges: `S_e` the softmax of the
+    edge scores over each query's edges; `-dE/dg_A = sum_h [ sum_{e: B_e = A} S_e
+    Wk_h^T Q_{h,C_e} + sum_{e: C_e = A} S_e Wq_h^T K_{h,B_e} ]`."""
+    n = g.shape[0]
+    q = jnp.einsum("hyd,nd->nhy", att.Wq, g)
+    k = jnp.einsum("hyd,nd->nhy", att.Wk, g)
+    valid = att._valid_edges(queries, keys)  # self-loops follow self_attention
+    scores = att.beta * jnp.sum(q[queries] * k[keys], axis=-1)  # [E, H]
+    lse = _edge_lse(scores, queries, valid, n)
+    weights = jnp.where(valid[:, None], jnp.exp(scores - lse[queries]), 0.0)
+    from_keys = jax.ops.segment_sum(weights[..., None] * q[queries], keys, num_segments=n)
+    from_queries = jax.ops.segment_sum(weights[..., None] * k[keys], queries, num_segments=n)
+    return (jnp.einsum("nhy,hyd->nd", from_keys, att.Wk)
+            + jnp.einsum("nhy,hyd->nd", from_queries, att.Wq))

@@ -3,7 +3,9 @@
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool, Float
+from jaxtyping import Array, Bool, Float, Int
+
+from ._attention import EXCLUSIVE
 
 
 class Conditions(eqx.Module):
@@ -18,6 +20,12 @@ class Conditions(eqx.Module):
     - `field`: `[N, D]` external field `c`, adding `E_ext = -lambda sum_A c_A . g_A`,
       the Hopfield input current. This makes a fixed point depend on `c`.
     - `field_strength`: `lambda` (scalar, default 1).
+    - `edges`: `(queries, keys)`, two integer arrays `[E]` (`[B, E]` for a batch):
+      query token `queries[e]` may attend to key token `keys[e]`. The sparse
+      alternative to `key_mask` (memory `O(E H)` instead of `O(N^2)`); the two are
+      mutually exclusive. Self-loops follow the model's `self_attention`, as the
+      diagonal of a key mask does; duplicate edges count with multiplicity (see
+      `EnergyAttention`). Queries without an edge contribute no attention energy.
     """
 
     # `*batch`: conditions of a batch (`solvers.solve(..., args_batched=True)`) carry the
@@ -28,6 +36,12 @@ class Conditions(eqx.Module):
     # An array, never a Python float: jit would treat a float as static (a recompile per
     # value, and no gradient).
     field_strength: Float[Array, ""] = eqx.field(default=1.0, converter=jnp.asarray)
+    edges: tuple[Int[Array, "*batch E"], Int[Array, "*batch E"]] | None = eqx.field(
+        default=None, converter=lambda value: _edge_pair(value))
+
+    def __check_init__(self):
+        if self.key_mask is not None and self.edges is not None:
+            raise ValueError(EXCLUSIVE)
 
     def check(self, n_tokens: int, dim: int, batch: tuple[int, ...] = ()) -> None:
         """Raise `ValueError` unless every present field has its expected shape."""
@@ -52,6 +66,47 @@ class Conditions(eqx.Module):
         field = self.field
         if field is not None and _is_concrete(field) and not np.all(np.isfinite(np.asarray(field))):
             raise ValueError("Conditions.field contains NaN or inf values.")
+        if self.edges is not None:
+            self._check_edges(n_tokens, batch)
+
+    def _check_edges(self, n_tokens: int, batch: tuple[int, ...]) -> None:
+        if self.key_mask is not None:
+            raise ValueError(EXCLUSIVE)
+        shapes = []
+        for name, value in zip(("queries", "keys"), self.edges):
+            shape = tuple(jnp.shape(value))
+            if len(shape) != len(batch) + 1 or shape[:-1] != batch:
+                raise ValueError(
+                    f"Conditions.edges {name} has shape {shape}, expected "
+                    + (f"{batch + ('E',)} with batched args" if batch else "a 1-D [E]")
+                    + "."
+                )
+            if not jnp.issubdtype(jnp.asarray(value).dtype, jnp.integer):
+                raise ValueError(
+                    f"Conditions.edges {name} must be an integer array (got "
+                    f"{jnp.asarray(value).dtype}).")
+            shapes.append(shape)
+        if shapes[0] != shapes[1]:
+            raise ValueError(
+                f"Conditions.edges queries and keys must have the same length (got "
+                f"shapes {shapes[0]} and {shapes[1]}).")
+        for name, value in zip(("queries", "keys"), self.edges):
+            if _is_concrete(value) and np.size(value):
+                value = np.asarray(value)
+                low, high = int(value.min()), int(value.max())
+                if low < 0 or high >= n_tokens:
+                    raise ValueError(
+                        f"Conditions.edges {name} must lie in [0, {n_tokens}) for x of "
+                        f"{n_tokens} tokens (got values from {low} to {high}).")
+
+
+def _edge_pair(value):
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:
+        raise ValueError(
+            "Conditions.edges must be a pair (queries, keys) of integer arrays [E].")
+    return tuple(jnp.asarray(v) for v in value)
 
 
 def _is_concrete(array) -> bool:

@@ -103,7 +103,7 @@ class EnergyTransformer(eqx.Module):
         """`{"attention", "hopfield", "external"}` energies at normalised tokens `g`."""
         cond = _conditions(args)
         parts = {
-            "attention": self.attention(g, cond.key_mask),
+            "attention": self.attention(g, cond.key_mask, cond.edges),
             "hopfield": self.hopfield(g),
             "external": jnp.zeros((), g.dtype),
         }
