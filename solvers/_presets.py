@@ -1,8 +1,12 @@
-"""Solvers by name, and how many vector-field evaluations a step of each costs."""
+"""Solvers by name or as diffrax objects, and how many vector-field evaluations a step of
+each costs."""
 
 import dataclasses
+import typing
 
 import diffrax
+import jax
+import numpy as np
 
 _SOLVERS = {
     "euler": diffrax.Euler,
@@ -18,14 +22,22 @@ _SOLVERS = {
 SOLVER_NAMES = tuple(_SOLVERS)
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.ndarray, np.generic, jax.Array))
+
+
 @dataclasses.dataclass(frozen=True)
 class SolverPreset:
-    """A named diffrax solver with its cost model.
+    """A diffrax solver (by name, or described from an instance) with its cost model.
 
-    `stages`: vector-field evaluations per attempted step (one fewer when `fsal`, plus
-    one at the start). `adaptive`: it carries an error estimate, so PID step control
-    applies. `implicit`: Newton iterations make the true count vary; the count given is
-    then a lower bound (one evaluation per stage, Jacobians not counted).
+    `name`: the solver's name (`"tsit5"`) or, for an instance, its class name
+    (`"Kvaerno3"`). `stages`: vector-field evaluations per attempted step (one fewer
+    when `fsal`, plus one at the start). `adaptive`: it carries an error estimate, so
+    adaptive step control applies. `implicit`: Newton iterations make the true count
+    vary; the count given is then a lower bound (one evaluation per stage, Jacobians
+    not counted). `nfe_exact`: whether `nfe` is the true count (explicit Runge-Kutta
+    methods with a tableau, and Euler); otherwise it is an estimate, see `nfe_note`.
+    `instance`: the solver object a preset was described from (`None` for names).
     """
 
     name: str
@@ -33,10 +45,13 @@ class SolverPreset:
     fsal: bool
     adaptive: bool
     implicit: bool
-    order: int
+    order: int | None
+    nfe_exact: bool = True
+    instance: diffrax.AbstractSolver | None = dataclasses.field(
+        default=None, compare=False, repr=False)
 
     def make(self) -> diffrax.AbstractSolver:
-        return _SOLVERS[self.name]()
+        return self.instance if self.instance is not None else _SOLVERS[self.name]()
 
     def nfe(self, num_steps):
         """Vector-field evaluations for `num_steps` attempted steps (array or int)."""
@@ -44,23 +59,112 @@ class SolverPreset:
             return (self.stages - 1) * num_steps + 1
         return self.stages * num_steps
 
+    @property
+    def nfe_note(self) -> str:
+        if self.implicit:
+            return ("lower bound: one evaluation per stage and step; Newton iterations and "
+                    "Jacobians not counted")
+        if not self.nfe_exact:
+            return (f"estimate: one evaluation per attempted step; the count of {self.name} "
+                    "cannot be derived from a Butcher tableau")
+        return (f"exact: {self.stages} stages per attempted step"
+                + (" (first same as last), plus one at the start" if self.fsal else ""))
 
-def _preset(name: str) -> SolverPreset:
-    solver = _SOLVERS[name]()
+    @property
+    def needs_controller_tolerances(self) -> bool:
+        """An implicit solver whose root finder takes its tolerances from the step-size
+        controller (diffrax's default), so that constant steps leave them unset."""
+        root_finder = getattr(self.make(), "root_finder", None)
+        # diffrax marks borrowed tolerances with a sentinel object, not a number.
+        return self.implicit and root_finder is not None and any(
+            not _is_number(getattr(root_finder, attr, 0.0)) for attr in ("rtol", "atol"))
+
+
+def _label(solver) -> str:
+    return repr(solver) if isinstance(solver, str) else type(solver).__name__
+
+
+def _fits_one_ode_term(solver) -> bool:
+    structure = solver.term_structure
+    origin = typing.get_origin(structure) or structure
+    return isinstance(origin, type) and issubclass(diffrax.ODETerm, origin)
+
+
+def _refuse_term_structure(solver):
+    name = type(solver).__name__
     tableau = getattr(solver, "tableau", None)
-    if tableau is None:  # Euler has no tableau
-        stages, fsal = 1, False
-    else:
-        stages, fsal = tableau.num_stages, bool(tableau.fsal)
-    adaptive = name not in ("euler",) and hasattr(tableau, "b_error")
+    structure = solver.term_structure
+    if (isinstance(solver, diffrax.AbstractImplicitSolver)
+            or isinstance(tableau, diffrax.MultiButcherTableau)):
+        raise ValueError(
+            f"solver {name} is an IMEX solver: it needs a diffrax.MultiTerm of an explicit "
+            "and an implicit term, but solvers.solve integrates one vector field (one "
+            "ODETerm). For an implicit solve use an implicit ODE solver such as "
+            "diffrax.Kvaerno3(), diffrax.Kvaerno4() or solver='kvaerno5' (with rtol and atol)."
+        )
+    sde = (diffrax.AbstractItoSolver, diffrax.AbstractStratonovichSolver, diffrax.AbstractSRK,
+           diffrax.AbstractFosterLangevinSRK)
+    if isinstance(solver, sde) or any(word in str(structure) for word in (
+            "Brownian", "LevyArea", "Langevin", "ControlTerm")):
+        raise ValueError(
+            f"solver {name} is a stochastic (SDE) solver: it needs a diffrax.MultiTerm of a "
+            "drift and a diffusion term driven by a Brownian motion, but solvers.solve "
+            "integrates an ODE (one ODETerm). Choose an ODE solver: a name ("
+            f"{', '.join(SOLVER_NAMES)}) or an instance such as diffrax.Tsit5()."
+        )
+    raise ValueError(
+        f"solver {name} needs the terms {structure}, but solvers.solve integrates one "
+        "vector field (one diffrax.ODETerm); choose a solver whose term_structure accepts "
+        "an ODETerm, such as diffrax.Tsit5()."
+    )
+
+
+def _is_plain(solver, base) -> bool:
+    """`solver` is a `base` whose `step` (where evaluations happen) is `base`'s own."""
+    return isinstance(solver, base) and type(solver).step is base.step
+
+
+def _describe(solver: diffrax.AbstractSolver, name: str | None = None) -> SolverPreset:
+    if not _fits_one_ode_term(solver):
+        _refuse_term_structure(solver)
+    tableau = getattr(solver, "tableau", None)
     implicit = isinstance(solver, diffrax.AbstractImplicitSolver)
-    return SolverPreset(name, stages, fsal, adaptive, implicit, solver.order(None))
+    if _is_plain(solver, diffrax.AbstractRungeKutta) and isinstance(
+            tableau, diffrax.ButcherTableau):
+        stages, fsal, exact = tableau.num_stages, bool(tableau.fsal), not implicit
+    elif _is_plain(solver, diffrax.Euler):
+        stages, fsal, exact = 1, False, True
+    else:  # ReversibleHeun, HalfSolver, LeapfrogMidpoint, a custom step: not derivable
+        stages, fsal, exact = 1, False, False
+    adaptive = isinstance(solver, diffrax.AbstractAdaptiveSolver)
+    try:
+        order = solver.order(diffrax.ODETerm(lambda t, y, args: y))
+    except Exception:  # noqa: BLE001  a custom solver may not say
+        order = None
+    return SolverPreset(
+        name or type(solver).__name__, stages, fsal, adaptive, implicit, order,
+        nfe_exact=exact, instance=None if name else solver,
+    )
 
 
-PRESETS = {name: _preset(name) for name in _SOLVERS}
+PRESETS = {name: _describe(cls(), name) for name, cls in _SOLVERS.items()}
 
 
-def get_preset(name: str) -> SolverPreset:
-    if name not in PRESETS:
-        raise ValueError(f"Unknown solver {name!r}; choose one of {', '.join(SOLVER_NAMES)}.")
-    return PRESETS[name]
+def get_preset(solver) -> SolverPreset:
+    """The `SolverPreset` of a solver name or of a `diffrax.AbstractSolver` instance.
+    Raises `ValueError` for unknown names and for solvers that cannot integrate one ODE
+    term (IMEX solvers needing a `MultiTerm`, SDE-only solvers)."""
+    if isinstance(solver, str):
+        if solver not in PRESETS:
+            raise ValueError(
+                f"Unknown solver {solver!r}; choose one of {', '.join(SOLVER_NAMES)}.")
+        return PRESETS[solver]
+    if isinstance(solver, type) and issubclass(solver, diffrax.AbstractSolver):
+        raise ValueError(
+            f"solver=diffrax.{solver.__name__} is a class; pass an instance: "
+            f"solver=diffrax.{solver.__name__}().")
+    if not isinstance(solver, diffrax.AbstractSolver):
+        raise ValueError(
+            f"solver must be a name ({', '.join(SOLVER_NAMES)}) or a diffrax.AbstractSolver "
+            f"instance such as diffrax.Tsit5() (got {solver!r}).")
+    return _describe(solver)

@@ -47,10 +47,15 @@ class EnergySolution(eqx.Module):
       when `save_energy=True`, stored without states; otherwise `None`.
     - `x_final: [N, D]`, `t_final: []`: the end state and time (the stop time for a
       fixed-point stop).
-    - `stats`: a dict: `solver`, `flow`, `adjoint`, tolerances, `dtype`;
-      `num_steps` (attempted), `num_accepted_steps`, `num_rejected_steps`, `nfe`
-      (vector-field evaluations, derived from the tableau: exact for explicit
-      solvers, a lower bound for implicit ones, see `nfe_note`), `residual_evals`
+    - `stats`: a dict: `solver` (the name, or the class name of a solver object),
+      `stepsize_controller` (its class name; `PIDController` or `ConstantStepSize` for
+      the shortcuts), `flow`, `adjoint`, tolerances (a controller's own for a controller
+      object), `dtype`; `num_steps` (attempted), `num_accepted_steps`,
+      `num_rejected_steps`, `nfe` (vector-field evaluations, derived from the tableau:
+      exact for explicit Runge-Kutta methods and Euler, a lower bound for implicit
+      ones and after `jump_ts` with FSAL methods, one per step for solvers whose count
+      cannot be derived such as ReversibleHeun; `nfe_is_estimate` says whether it is
+      exact, `nfe_note` how it was counted), `residual_evals`
       (fixed-point checks), `residual_rms` and `residual_rms_initial` (RMS of G),
       `stop` (a `StopReason`), `stop_code` (its index into `STOP_REASONS`) and,
       outside `jax.jit`, `stop_reason` (its name).

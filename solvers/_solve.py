@@ -16,9 +16,9 @@ from et_ode.vocab import ADJOINTS, FLOWS, Adjoint, Flow
 from ._errors import SolveError
 from ._implicit import implicit_fixed_point
 from ._protocol import batched_args_axes
-from ._presets import SOLVER_NAMES, get_preset
+from ._presets import SolverPreset, _label, get_preset
 from ._solution import FAILURES, STOP_REASONS, EnergySolution, StopReason, stop_code
-from ._stop import FixedPointStop, residual_event, rms
+from ._stop import FixedPointStop, residual_event, rms, stop_message, stop_tolerances_ok
 
 # Measured (tests/test_gradients.py, float64, tsit5, softmax test model): backsolve's
 # error against exact gradients is ~1e2 rtol at 1.2 tau on the projected flow and then
@@ -30,9 +30,10 @@ BACKSOLVE_STABLE_HORIZON = {"native": 100.0, "projected": 1.2}
 
 @dataclasses.dataclass(frozen=True)
 class _Config:
-    """Everything about a solve that changes the compiled program."""
+    """Everything about a solve that changes the compiled program, besides the solver and
+    step-size controller objects (arguments of the compiled function)."""
 
-    solver: str
+    solver: str  # the solver's class name: a label (the object is an argument)
     flow: Flow
     adaptive: bool
     save: str  # "final" | "steps" | "ts"
@@ -71,16 +72,16 @@ def _saveat(cfg: _Config, ts_save, model):
     return diffrax.SaveAt(subs=[diffrax.SubSaveAt(**main), energy])
 
 
-def _solve_one(model, x0, args, numbers, ts_save, cfg: _Config):
-    """One sample: diffrax solve plus the numbers the wrapper needs. Traceable."""
-    preset = get_preset(cfg.solver)
-    solver = preset.make()
-    if cfg.adaptive:
+def _solve_one(model, x0, args, numbers, ts_save, solver, controller, cfg: _Config):
+    """One sample: diffrax solve plus the numbers the wrapper needs. Traceable.
+    `controller`: the caller's step-size controller, or `None` for the shortcuts (PID
+    step control from `rtol`/`atol`, else constant steps)."""
+    if controller is None and cfg.adaptive:
         controller = diffrax.PIDController(
             rtol=numbers["rtol"], atol=numbers["atol"], dtmin=numbers["dtmin"],
             force_dtmin=False,
         )
-    else:
+    elif controller is None:
         controller = diffrax.ConstantStepSize()
     if cfg.adjoint == "backsolve":
         # throw=True: the backward solve has no stop code to report, so running out of
@@ -145,16 +146,20 @@ def _solve_one(model, x0, args, numbers, ts_save, cfg: _Config):
 
 
 @eqx.filter_jit
-def _solve_core(model, x0, args, numbers, ts_save, cfg: _Config):
-    fn = lambda x, a: _solve_one(model, x, a, numbers, ts_save, cfg)  # noqa: E731
+def _solve_core(model, x0, args, numbers, ts_save, solver, controller, cfg: _Config):
+    fn = lambda x, a: _solve_one(model, x, a, numbers, ts_save, solver, controller, cfg)  # noqa: E731
     if cfg.batched:
         fn = jax.vmap(fn, in_axes=(0, batched_args_axes(args) if cfg.args_batched else None))
     return fn(x0, args)
 
 
-def _default_dtmin(t0, t1, dtype) -> float:
+def _default_dtmin(t0, t1, dtype):
     # A step of a few ulps of t no longer advances t: fail as dt_underflow, not max_steps.
-    ulp = float(jnp.finfo(dtype).eps) * max(abs(float(t0)), abs(float(t1)))
+    eps = float(jnp.finfo(dtype).eps)
+    if _is_traced((t0, t1)):  # the same rule in jnp arithmetic
+        t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
+        return jnp.maximum(1e-12 * (t1 - t0), 16 * eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1)))
+    ulp = eps * max(abs(float(t0)), abs(float(t1)))
     return max(1e-12 * (float(t1) - float(t0)), 16 * ulp)
 
 
@@ -162,9 +167,26 @@ def _is_traced(tree) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(tree))
 
 
-def _positive_finite(name, value):
-    if value is None or not (math.isfinite(float(value)) and float(value) > 0):
-        raise ValueError(f"{name} must be a positive finite number (got {value}).")
+def _show(value):
+    """A value for a message: a traced one has no number to show."""
+    return "<traced>" if _is_traced(value) else value
+
+
+def _require(deferred, predicate, values, message):
+    """Check `predicate(xp, *values)` now (`xp = numpy`) when the values are concrete and
+    raise `ValueError(message)` if it fails; when any is traced, append the traced
+    predicate (`xp = jax.numpy`) and the message to `deferred` for a run-time check."""
+    if _is_traced(values):
+        deferred.append((predicate(jnp, *values), message))
+    elif not bool(predicate(np, *(np.asarray(v) for v in values))):
+        raise ValueError(message)
+
+
+def _positive_finite(name, value, deferred):
+    message = f"{name} must be a positive finite number (got {_show(value)})."
+    if value is None:
+        raise ValueError(message)
+    _require(deferred, lambda xp, v: xp.isfinite(v) & (v > 0), (value,), message)
 
 
 DEFAULT_MAX_STEPS = 4096
@@ -188,9 +210,11 @@ def constant_step_count(t0, t1, dt0, rtol=None, atol=None) -> int | None:
     return math.ceil(ratio * (1 - 1e-9)) + 1
 
 
-def _default_cap(t0, t1, dt0, rtol, atol, stop, adjoint, checkpoints):
+def _default_cap(t0, t1, dt0, rtol, atol, stop, adjoint, checkpoints, controller=None):
     """`(max_steps, checkpoints)` when the caller gave no `max_steps` (see `solve`)."""
-    steps = None if stop is not None else constant_step_count(t0, t1, dt0, rtol, atol)
+    constant = controller is None or isinstance(controller, diffrax.ConstantStepSize)
+    steps = (None if stop is not None or not constant
+             else constant_step_count(t0, t1, dt0, rtol, atol))
     if steps is None:
         return DEFAULT_MAX_STEPS, checkpoints
     if adjoint == "checkpoint" and checkpoints is None and steps <= EVERY_STEP_CHECKPOINTS_UP_TO:
@@ -200,59 +224,130 @@ def _default_cap(t0, t1, dt0, rtol, atol, stop, adjoint, checkpoints):
 
 def check_options(*, solver="euler", flow="native", adjoint="checkpoint", t0=0.0, t1=1.2,
                   dt0=0.1, rtol=None, atol=None, stop=None, save="final", save_energy=False,
-                  max_steps=None) -> bool:
+                  max_steps=None, stepsize_controller=None, dtmin=None) -> bool:
     """Raise `ValueError` naming the problem and the fix for any invalid combination of
-    `solve` options that does not depend on the model or the state (names, tolerances,
-    steps, events, adjoints); config files are checked with it before any work starts.
-    `max_steps=None` is `solve`'s default cap. Returns whether the steps are adaptive."""
-    if solver not in SOLVER_NAMES:
-        raise ValueError(f"Unknown solver {solver!r}; choose one of {', '.join(SOLVER_NAMES)}.")
+    `solve` options that does not depend on the model or the state (solvers and
+    controllers, names or diffrax objects; tolerances, steps, events, adjoints); config
+    files are checked with it before any work starts. `max_steps=None` is `solve`'s
+    default cap. Values that are JAX tracers cannot be checked here: `solve` checks them
+    when it runs, with the same messages. Returns whether the steps are adaptive."""
+    return _check_options(
+        solver=solver, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0, rtol=rtol,
+        atol=atol, stop=stop, save=save, save_energy=save_energy, max_steps=max_steps,
+        stepsize_controller=stepsize_controller, dtmin=dtmin, deferred=[])[0]
+
+
+def _adaptive_controller(controller) -> bool:
+    return isinstance(controller, diffrax.AbstractAdaptiveStepSizeController)
+
+
+def _check_controller(controller, rtol, atol, dtmin):
+    if isinstance(controller, type) and issubclass(controller, diffrax.AbstractStepSizeController):
+        raise ValueError(
+            f"stepsize_controller=diffrax.{controller.__name__} is a class; pass an instance "
+            f"such as diffrax.{controller.__name__}(...).")
+    if not isinstance(controller, diffrax.AbstractStepSizeController):
+        raise ValueError(
+            "stepsize_controller must be a diffrax step-size controller such as "
+            "diffrax.PIDController(rtol=..., atol=...) or diffrax.ConstantStepSize() "
+            f"(got {controller!r}).")
+    if rtol is not None or atol is not None:
+        raise ValueError(
+            "stepsize_controller and rtol/atol both set the step control: pass the "
+            "tolerances to the controller (diffrax.PIDController(rtol=..., atol=...)) and "
+            "drop rtol/atol, or drop stepsize_controller to use the rtol/atol shortcut.")
+    if dtmin is not None:
+        raise ValueError(
+            "dtmin belongs to the PID controller that rtol/atol build; with "
+            "stepsize_controller set it on the controller "
+            "(diffrax.PIDController(..., dtmin=..., force_dtmin=False)) and drop dtmin.")
+
+
+def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save,
+                   save_energy, max_steps, stepsize_controller, dtmin, deferred):
+    """`check_options`, returning `(adaptive, preset)`; checks of traced values are
+    appended to `deferred` as `(traced predicate, message)` for `solve` to run."""
+    preset = get_preset(solver)
+    label = _label(solver)
     if flow not in FLOWS:
         raise ValueError(f"Unknown flow {flow!r}; use 'native' (the paper's) or 'projected'.")
     if adjoint not in ADJOINTS:
         raise ValueError(f"Unknown adjoint {adjoint!r}; choose one of {', '.join(ADJOINTS)}.")
-    if not math.isfinite(float(t0)):
-        raise ValueError(f"t0 must be finite (got {t0}).")
-    if not (math.isfinite(float(t1)) and float(t1) > float(t0)):
-        raise ValueError(f"t1 must be finite and greater than t0={t0} (got t1={t1}).")
-    preset = get_preset(solver)
-    adaptive = rtol is not None or atol is not None
+    _require(deferred, lambda xp, t0: xp.isfinite(t0), (t0,),
+             f"t0 must be finite (got {_show(t0)}).")
+    _require(deferred, lambda xp, t0, t1: xp.isfinite(t1) & (t1 > t0), (t0, t1),
+             f"t1 must be finite and greater than t0={_show(t0)} (got t1={_show(t1)}).")
+    controller = stepsize_controller
+    if controller is not None:
+        _check_controller(controller, rtol, atol, dtmin)
+        adaptive = _adaptive_controller(controller)
+    else:
+        adaptive = rtol is not None or atol is not None
     if adaptive:
         if not preset.adaptive:
+            how = ("rtol/atol (PID step control)" if controller is None else
+                   f"an adaptive step-size controller ({type(controller).__name__})")
+            fix = ("pass only dt0 for constant steps" if controller is None else
+                   "use diffrax.ConstantStepSize() with dt0 for constant steps")
             raise ValueError(
-                f"solver {solver!r} has no error estimate, so rtol/atol (PID step control) "
-                "cannot be used with it: pass only dt0 for constant steps, or choose an "
-                "adaptive solver such as 'tsit5'."
+                f"solver {label} has no error estimate, so {how} cannot be used with it: "
+                f"{fix}, or choose an adaptive solver such as 'tsit5'."
             )
-        if rtol is None or atol is None:
-            raise ValueError("Adaptive stepping needs both rtol and atol (e.g. rtol=1e-6, atol=1e-8).")
-        if not (float(rtol) >= 0 and float(atol) >= 0 and float(rtol) + float(atol) > 0):
-            raise ValueError(f"rtol and atol must be >= 0 and not both 0 (got {rtol}, {atol}).")
+        if controller is None:
+            if rtol is None or atol is None:
+                raise ValueError(
+                    "Adaptive stepping needs both rtol and atol (e.g. rtol=1e-6, atol=1e-8).")
+            _require(deferred,
+                     lambda xp, r, a: (r >= 0) & (a >= 0) & (r + a > 0), (rtol, atol),
+                     f"rtol and atol must be >= 0 and not both 0 "
+                     f"(got {_show(rtol)}, {_show(atol)}).")
         if dt0 is not None:
-            _positive_finite("dt0", dt0)
+            _positive_finite("dt0", dt0, deferred)
     else:
-        if preset.implicit:
+        if preset.needs_controller_tolerances:
+            own = ("" if isinstance(solver, str) else
+                   f" (or give its root finder tolerances of its own: diffrax.{label}("
+                   "root_finder=diffrax.VeryChord(rtol=..., atol=...)))")
             raise ValueError(
-                f"solver {solver!r} is implicit: its Newton iterations take their tolerances "
+                f"solver {label} is implicit: its Newton iterations take their tolerances "
                 "from rtol and atol, so pass both (PID step control), or choose an explicit "
-                "solver for constant steps."
+                f"solver for constant steps{own}."
             )
         if dt0 is None:
             raise ValueError("Constant steps need dt0 > 0; or pass rtol and atol for adaptive steps.")
-        _positive_finite("dt0", dt0)
+        _positive_finite("dt0", dt0, deferred)
     if stop is not None and not isinstance(stop, FixedPointStop):
         raise ValueError("stop must be None or a solvers.FixedPointStop(atol=..., rtol=...).")
+    if stop is not None:
+        _require(deferred, stop_tolerances_ok, (stop.atol, stop.rtol),
+                 stop_message(stop.atol, stop.rtol))
     if isinstance(save, str):
         if save not in ("final", "steps"):
             raise ValueError(f"save must be 'final', 'steps' or an array of times (got {save!r}).")
     else:
-        ts = np.asarray(save)
+        ts = save if _is_traced(save) else np.asarray(save)
         if ts.ndim != 1 or ts.size == 0:
             raise ValueError("save as times must be a non-empty 1-D array.")
-        if not (np.all(np.diff(ts) >= 0) and ts[0] >= float(t0) and ts[-1] <= float(t1)):
-            raise ValueError(f"save times must be non-decreasing and within [t0, t1] = [{t0}, {t1}].")
-    if max_steps is not None and int(max_steps) < 1:
-        raise ValueError(f"max_steps must be a positive integer (got {max_steps}).")
+        _require(deferred,
+                 lambda xp, ts, t0, t1: xp.all(xp.diff(ts) >= 0) & (ts[0] >= t0) & (ts[-1] <= t1),
+                 (ts, t0, t1),
+                 f"save times must be non-decreasing and within [t0, t1] = "
+                 f"[{_show(t0)}, {_show(t1)}].")
+    if max_steps is not None:
+        if _is_traced(max_steps):
+            raise ValueError(
+                "max_steps must be a Python int, not a traced value: it sizes the compiled "
+                "program (pass it as a static argument).")
+        if int(max_steps) < 1:
+            raise ValueError(f"max_steps must be a positive integer (got {max_steps}).")
+    elif (not adaptive and stop is None and _is_traced((t0, t1, dt0))
+          and (controller is None or isinstance(controller, diffrax.ConstantStepSize))):
+        raise ValueError(
+            "t0, t1 or dt0 is traced (jax.jit/vmap/grad), so the default cap of a "
+            "constant-step solve, its exact step count (t1 - t0) / dt0, cannot be computed: "
+            "pass max_steps (at least the largest ceil((t1 - t0) / dt0) of the sweep, plus "
+            "one), or use adaptive steps (rtol and atol)."
+        )
     if adjoint == "backsolve":
         wanted = []
         if stop is not None:
@@ -273,20 +368,22 @@ def check_options(*, solver="euler", flow="native", adjoint="checkpoint", t0=0.0
             "stop=solvers.FixedPointStop(...). (On the native flow the end state's scale "
             "depends on the whole path, so no fixed-point gradient exists for x.)"
         )
-    return adaptive
+    return adaptive, preset
 
 
 def _validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol,
-              stop, save, save_energy, max_steps, args_batched, traced):
+              stop, save, save_energy, max_steps, stepsize_controller, dtmin, args_batched,
+              traced, deferred):
     for method in ("energy", "vector_field", "residual"):
         if not callable(getattr(model, method, None)):
             raise ValueError(
                 f"model has no {method}() method; solvers.solve needs an object "
                 "satisfying solvers.EnergySystem (energy, vector_field, residual)."
             )
-    adaptive = check_options(
+    adaptive, preset = _check_options(
         solver=solver, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0, rtol=rtol,
-        atol=atol, stop=stop, save=save, save_energy=save_energy, max_steps=max_steps)
+        atol=atol, stop=stop, save=save, save_energy=save_energy, max_steps=max_steps,
+        stepsize_controller=stepsize_controller, dtmin=dtmin, deferred=deferred)
     if x0.ndim not in (2, 3):
         raise ValueError(
             f"x0 must have shape [N, D] or [B, N, D]; got shape {tuple(x0.shape)}."
@@ -300,7 +397,8 @@ def _validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol
             f"{jnp.result_type(x0, *params)}; cast x0 to the model's dtype "
             "(x0.astype(...)) or build the model with dtype=x0.dtype."
         )
-    if not traced and not bool(jnp.all(jnp.isfinite(x0))):
+    finite = None if traced else jnp.all(jnp.isfinite(x0))
+    if not (finite is None or _is_traced(finite) or bool(finite)):  # traced inside jit
         raise ValueError("x0 contains NaN or inf values; pass a finite initial state.")
     if hasattr(model, "check_inputs"):
         batch = (x0.shape[0],) if (x0.ndim == 3 and args_batched) else ()
@@ -310,7 +408,7 @@ def _validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol
     tau = getattr(model, "tau", 1.0)
     if not (isinstance(tau, (int, float)) and tau > 0):
         raise ValueError(f"model.tau must be positive (got {tau}).")
-    if adjoint == "backsolve":
+    if adjoint == "backsolve" and not _is_traced((t0, t1)):  # traced: no warning
         horizon = (float(t1) - float(t0)) / float(tau)
         if horizon > BACKSOLVE_STABLE_HORIZON[flow]:
             warnings.warn(
@@ -328,7 +426,44 @@ def _validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol
                 raise ValueError(
                     f"adjoint='implicit' needs model.{method}() (solvers.ManifoldEnergySystem)."
                 )
-    return adaptive
+    return adaptive, preset
+
+
+# PIDController fields that are plain numbers: made arrays of the solve's dtype, so that
+# new values reuse the compiled program (Python floats would be static) and a float32
+# solve is not promoted by float64 tolerances.
+_PID_NUMBERS = ("rtol", "atol", "pcoeff", "icoeff", "dcoeff", "dtmin", "dtmax",
+                "factormin", "factormax", "safety")
+
+
+def _controller_in_dtype(controller, dtype):
+    """The caller's controller with its numbers (and `jump_ts`/`step_ts`) as arrays of
+    `dtype`; other controllers unchanged."""
+    def number(value):
+        return (not isinstance(value, bool) and isinstance(value, (int, float, np.number))
+                or (isinstance(value, (np.ndarray, jax.Array)) and value.ndim == 0
+                    and jnp.issubdtype(value.dtype, jnp.floating)))
+
+    if isinstance(controller, diffrax.ClipStepSizeController):
+        names = [n for n in ("step_ts", "jump_ts") if getattr(controller, n) is not None]
+        controller = eqx.tree_at(
+            lambda c: [c.controller] + [getattr(c, n) for n in names], controller,
+            [_controller_in_dtype(controller.controller, dtype)]
+            + [jnp.asarray(getattr(controller, n), dtype) for n in names])
+    elif isinstance(controller, diffrax.PIDController):
+        names = [n for n in _PID_NUMBERS if number(getattr(controller, n))]
+        controller = eqx.tree_at(
+            lambda c: [getattr(c, n) for n in names], controller,
+            [jnp.asarray(getattr(controller, n), dtype) for n in names])
+    return controller
+
+
+def _controller_name(controller, adaptive) -> str:
+    if controller is None:
+        return "PIDController" if adaptive else "ConstantStepSize"
+    if isinstance(controller, diffrax.ClipStepSizeController):
+        return f"ClipStepSizeController({type(controller.controller).__name__})"
+    return type(controller).__name__
 
 
 def solve(
@@ -338,10 +473,11 @@ def solve(
     args=None,
     t0: float = 0.0,
     t1: float | None = None,
-    solver: str = "euler",
+    solver: str | diffrax.AbstractSolver = "euler",
     dt0: float | None = 0.1,
     rtol: float | None = None,
     atol: float | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     flow: str = "native",
     stop: FixedPointStop | None = None,
     save="final",
@@ -368,10 +504,27 @@ def solve(
     - `t0`, `t1`: time span in the model's time units (`tau`). Default `t1`: 1.2, or with a
       fixed-point `stop`, 1000 (then `t1` is the time cap).
     - `solver`: one of `euler, heun, midpoint, ralston, bosh3, tsit5, dopri5, dopri8,
-      kvaerno5`.
-    - `dt0`: the constant step when no `rtol`/`atol` is given; with them, the initial
-      step (`None`: chosen automatically).
+      kvaerno5`, or any `diffrax.AbstractSolver` instance that integrates one ODE term
+      (`diffrax.Tsit5()`, `diffrax.Kvaerno3()`, `diffrax.ReversibleHeun()`, an explicit
+      Runge-Kutta method with a tableau of one's own...). IMEX solvers (`Sil3`,
+      `KenCarp*`, needing a `MultiTerm`) and SDE solvers are refused. `stats["solver"]`
+      is the name, or the class name of an object.
+    - `dt0`: the constant step when the steps are constant; with adaptive steps, the
+      initial step (`None`: chosen automatically).
     - `rtol`, `atol`: select PID step control (both needed; not with `euler`).
+    - `stepsize_controller`: instead of `rtol`/`atol` (not with them, nor with `dtmin`),
+      any diffrax controller: `diffrax.PIDController(rtol, atol, pcoeff=..., icoeff=...,
+      jump_ts=..., step_ts=...)`, `diffrax.ConstantStepSize()`,
+      `diffrax.ClipStepSizeController(...)`. An adaptive controller needs a solver with
+      an error estimate; its plain-number fields are cast to arrays of the state's dtype
+      (new values do not recompile). It is used as given: its `dtmin` (diffrax's default
+      `None`: no underflow check) decides whether a stalled solve ends as
+      `"dt_underflow"` or `"max_steps"`.
+    - `t0`, `t1`, `dt0`, `rtol`, `atol` and the `stop`'s tolerances may be JAX tracers
+      (`jax.jit`, `jax.vmap` over a horizon or a tolerance: one compilation serves the
+      sweep). Their checks then run inside the program and fail at run time with the
+      same messages. A constant-step solve with a traced `t0`, `t1` or `dt0` needs
+      `max_steps` (its default cap is the step count, which a tracer does not give).
     - `flow`: `"native"` (the paper's) or `"projected"` (keeps each token's scale).
     - `stop`: `FixedPointStop(atol, rtol)` to stop where RMS(G) is small.
     - `save`: `"final"`, `"steps"` (t0 and every step), or an array of times.
@@ -404,20 +557,27 @@ def solve(
     traced = _is_traced((model, x0, args))
     if t1 is None:
         t1 = 1000.0 if stop is not None else 1.2
-    if max_steps is None:
-        max_steps, checkpoints = _default_cap(t0, t1, dt0, rtol, atol, stop, adjoint,
-                                              checkpoints)
-    adaptive = _validate(
+    deferred = []  # checks of traced values, run inside the program
+    adaptive, preset = _validate(
         model, x0, args, solver=solver, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0,
         rtol=rtol, atol=atol, stop=stop, save=save, save_energy=save_energy,
-        max_steps=max_steps, args_batched=args_batched, traced=traced,
+        max_steps=max_steps, stepsize_controller=stepsize_controller, dtmin=dtmin,
+        args_batched=args_batched, traced=traced, deferred=deferred,
     )
+    if max_steps is None:
+        max_steps, checkpoints = _default_cap(t0, t1, dt0, rtol, atol, stop, adjoint,
+                                              checkpoints, stepsize_controller)
     dtype = x0.dtype
     as_array = lambda v: jnp.asarray(v, dtype)  # noqa: E731  arrays: no recompiles
     numbers = dict(t0=as_array(t0), t1=as_array(t1))
+    for ok, message in deferred:  # t0 feeds every solve: the checks run before it
+        numbers["t0"] = eqx.error_if(numbers["t0"], jnp.logical_not(ok), message)
     if dt0 is not None:
         numbers["dt0"] = as_array(dt0)
-    if adaptive:
+    solver_object = preset.make()
+    controller = (None if stepsize_controller is None
+                  else _controller_in_dtype(stepsize_controller, dtype))
+    if adaptive and controller is None:
         numbers.update(
             rtol=as_array(rtol), atol=as_array(atol),
             dtmin=as_array(_default_dtmin(t0, t1, dtype) if dtmin is None else dtmin),
@@ -427,14 +587,15 @@ def solve(
     save_mode = save if isinstance(save, str) else "ts"
     ts_save = None if isinstance(save, str) else as_array(save)
     cfg = _Config(
-        solver=solver, flow=flow, adaptive=adaptive, save=save_mode,
+        solver=type(solver_object).__name__, flow=flow, adaptive=adaptive, save=save_mode,
         save_energy=bool(save_energy), adjoint=adjoint, max_steps=int(max_steps),
         fixed_point=stop is not None, checkpoints=checkpoints,
         batched=x0.ndim == 3, args_batched=bool(args_batched),
     )
     if adjoint == "implicit":
 
-        out = _solve_core(*jax.lax.stop_gradient((model, x0, args)), numbers, ts_save, cfg)
+        out = _solve_core(*jax.lax.stop_gradient((model, x0, args)), numbers, ts_save,
+                          solver_object, controller, cfg)
         if implicit_tol is None:
             implicit_tol = 1e-10 if dtype == jnp.float64 else 1e-5
         out["x_final"] = implicit_fixed_point(
@@ -443,31 +604,36 @@ def solve(
             lenient=not throw,
         )
     else:
-        out = _solve_core(model, x0, args, numbers, ts_save, cfg)
-    return _finish(out, cfg, locals_for_stats=dict(
-        solver=solver, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0, rtol=rtol,
-        atol=atol, stop=stop, dtype=str(dtype), max_steps=max_steps), throw=throw,
-        traced=traced or _is_traced(out["x_final"]))
+        out = _solve_core(model, x0, args, numbers, ts_save, solver_object, controller, cfg)
+    if stepsize_controller is not None and rtol is None:  # the controller's tolerances
+        rtol = getattr(stepsize_controller, "rtol", None)
+        atol = getattr(stepsize_controller, "atol", None)
+    return _finish(out, cfg, preset, locals_for_stats=dict(
+        solver=preset.name, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0, rtol=rtol,
+        atol=atol, stop=stop, dtype=str(dtype), max_steps=max_steps,
+        stepsize_controller=_controller_name(stepsize_controller, adaptive)),
+        jumps=getattr(stepsize_controller, "jump_ts", None) is not None,
+        throw=throw, traced=traced or _is_traced(out["x_final"]))
 
 
-def _finish(out, cfg: _Config, locals_for_stats: dict, throw: bool, traced: bool):
-    preset = get_preset(cfg.solver)
+def _finish(out, cfg: _Config, preset: SolverPreset, locals_for_stats: dict, jumps: bool,
+            throw: bool, traced: bool):
     stop = locals_for_stats.pop("stop")
     stats = dict(locals_for_stats)
-    stats["fixed_point_stop"] = None if stop is None else dataclasses.asdict(stop)
+    stats["fixed_point_stop"] = None if stop is None else dict(atol=stop.atol, rtol=stop.rtol)
     for key in ("num_steps", "num_accepted_steps", "num_rejected_steps", "residual_rms",
                 "residual_rms_initial", "stop"):
         stats[key] = out[key]
     stats["stop_code"] = stop_code(out["stop"])
     stats["fixed_point_threshold"] = out["threshold"] if stop is not None else None
     stats["nfe"] = preset.nfe(out["num_steps"])
-    stats["nfe_is_estimate"] = preset.implicit
-    stats["nfe_note"] = (
-        "lower bound: one evaluation per stage and step; Newton iterations and Jacobians "
-        "not counted" if preset.implicit else
-        f"exact: {preset.stages} stages per attempted step"
-        + (" (first same as last), plus one at the start" if preset.fsal else "")
-    )
+    stats["nfe_is_estimate"] = preset.implicit or not preset.nfe_exact
+    stats["nfe_note"] = preset.nfe_note
+    if jumps and preset.fsal and preset.nfe_exact:  # FSAL re-evaluates after each jump
+        stats["nfe_is_estimate"] = True
+        stats["nfe_note"] = (
+            stats["nfe_note"].replace("exact: ", "lower bound: ", 1)
+            + "; the extra evaluation after each time in jump_ts crossed is not counted")
     stats["residual_evals"] = out["num_steps"] + 1 if stop is not None else 0
     stats["energy_evals"] = out["num_accepted_steps"] + 1 if cfg.save_energy else 0
 

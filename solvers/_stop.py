@@ -3,7 +3,9 @@
 import dataclasses
 
 import diffrax
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def rms(tree_leaf):
@@ -26,17 +28,45 @@ class FixedPointStop:
 
     - `atol`: absolute tolerance on RMS G (default 1e-6).
     - `rtol`: tolerance relative to RMS G at `t0` (default 0: absolute only).
+
+    Both may be JAX tracers (`jax.jit`, `jax.vmap` over a tolerance): they are then
+    checked when the solve runs, with the same message. A `FixedPointStop` is a PyTree
+    (its two tolerances are the leaves), so it can be passed to jitted functions.
     """
 
     atol: float = 1e-6
     rtol: float = 0.0
 
     def __post_init__(self):
-        if not (self.atol >= 0 and self.rtol >= 0) or (self.atol == 0 and self.rtol == 0):
-            raise ValueError(
-                "FixedPointStop needs atol >= 0 and rtol >= 0, not both zero "
-                f"(got atol={self.atol}, rtol={self.rtol})."
-            )
+        atol, rtol = _concrete(self.atol), _concrete(self.rtol)
+        if atol is None or rtol is None:  # traced (checked by solve at run time), or a
+            return                        # placeholder leaf while JAX rebuilds the PyTree
+        if not stop_tolerances_ok(np, atol, rtol):
+            raise ValueError(stop_message(self.atol, self.rtol))
+
+
+def stop_tolerances_ok(xp, atol, rtol):
+    """Whether fixed-point tolerances are valid, computed with `xp` (numpy or jax.numpy)."""
+    return (atol >= 0) & (rtol >= 0) & ((atol > 0) | (rtol > 0))
+
+
+def stop_message(atol, rtol) -> str:
+    show = lambda v: "<traced>" if isinstance(v, jax.core.Tracer) else v  # noqa: E731
+    return ("FixedPointStop needs atol >= 0 and rtol >= 0, not both zero "
+            f"(got atol={show(atol)}, rtol={show(rtol)}).")
+
+
+def _concrete(value):
+    """`value` as a float, or `None` when it is traced or not a real number."""
+    if isinstance(value, jax.core.Tracer) or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float, np.number)) or (
+            isinstance(value, (np.ndarray, jax.Array)) and value.shape == ()):
+        return float(value)
+    return None
+
+
+jax.tree_util.register_dataclass(FixedPointStop, data_fields=["atol", "rtol"], meta_fields=[])
 
 
 def residual_event(model) -> diffrax.Event:

@@ -1,0 +1,366 @@
+"""Any diffrax solver and step-size controller as objects, and traced horizons and
+tolerances (issue 11, items 1 and 3).
+
+1. Names are shortcuts for diffrax objects: a named solver and its object run the same
+   compiled program (bitwise equal, same statistics) and the same cost model (all nine);
+   objects with no name (Kvaerno3, a Runge-Kutta method with a tableau of our own,
+   Ralston under a tuned PIDController with a jump) solve the flow to their accuracy;
+   counts that cannot be derived (implicit, ReversibleHeun, a custom step, FSAL across
+   jumps) are labelled; every unfit combination is refused with a message naming the
+   problem and the fix.
+2. `t1`, `rtol` and the fixed-point tolerance traced under `jax.jit` and `jax.vmap` equal
+   separate solves (1e-12 in float64, 1e-6 in float32); one compilation serves a sweep;
+   bad traced values fail at run time with the messages of the concrete checks.
+
+Compilation dominates the run time, so most solves share one static configuration,
+`SWEEP` (tsit5, projected flow, a fixed-point stop whose tolerance is a number): its
+concrete solves share one program, its jitted sweep another, its vmapped sweep a third.
+
+The jitted functions take the model and `x0` as arguments, as `solve` passes them to its
+own compiled program: closed over, they are constants that XLA folds into the program,
+which changes float32 rounding enough to flip the controller's accept/reject decisions
+(measured: 12 steps instead of 15 to t1 = 0.5, 4e-5 apart at rtol 1e-5, with or without
+a traced t1). As arguments, traced and concrete solves are bitwise equal here.
+"""
+
+from typing import ClassVar
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import make_model, make_state
+
+from et_ode import solvers
+from et_ode.solvers._solve import _solve_core
+
+# tsit5 on the projected flow with a fixed-point stop, throw=False: with fp_atol = 1e-300
+# the stop never fires and the solve runs to t1; with a loose one it stops earlier.
+SWEEP = dict(solver="tsit5", flow="projected", atol=1e-9, throw=False)
+NEVER = 1e-300
+TS = np.linspace(0.5, 4.0, 8)
+
+
+def _solve(model, x0, t1, rtol, fp_atol, **kwargs):
+    return solvers.solve(model, x0, t1=t1, rtol=rtol,
+                         stop=solvers.FixedPointStop(atol=fp_atol), **dict(SWEEP, **kwargs))
+
+
+def _rel(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+def _cache_size():
+    return _solve_core._cached._cache_size()
+
+
+@pytest.fixture(scope="module")
+def reference(model, x0):
+    """A tight solve to t = 1 (no stop fires): the reference for the objects."""
+    return _solve(model, x0, 1.0, 1e-11, NEVER).x_final
+
+
+# ----------------------------------------------------------- 1. names are objects
+@pytest.mark.parametrize("name", solvers.SOLVER_NAMES)
+def test_every_name_is_a_diffrax_object(name):
+    """Structure, all nine: the name makes the default object of its class, and the object
+    describes itself with the same cost model (so the same `nfe`, `nfe_note`)."""
+    by_name = solvers.get_preset(name)
+    obj = type(by_name.make())()
+    by_object = solvers.get_preset(obj)
+    assert by_name.make() == obj and by_object.name == type(obj).__name__
+    fields = ("stages", "fsal", "adaptive", "implicit", "order", "nfe_exact", "nfe_note")
+    assert ([getattr(by_object, f) for f in fields if f != "nfe_note"]
+            == [getattr(by_name, f) for f in fields if f != "nfe_note"])
+    assert by_object.nfe_note.replace(by_object.name, name) == by_name.nfe_note
+
+
+@pytest.mark.parametrize("name, sweep", [
+    ("euler", None),  # the paper's defaults
+    ("tsit5", (1.0, 1e-11, NEVER)),  # shares the SWEEP program
+])
+def test_named_solver_equals_its_object(model, x0, reference, name, sweep):
+    """Numbers: the same program (the cache does not grow), bitwise equal, same stats."""
+    def call(solver):
+        if sweep is None:
+            return solvers.solve(model, x0, solver=solver)
+        return _solve(model, x0, *sweep, solver=solver)
+
+    by_name = call(name)
+    size = _cache_size()
+    by_object = call(type(solvers.get_preset(name).make())())
+    assert _cache_size() == size
+    assert bool(jnp.all(by_name.x_final == by_object.x_final))
+    assert by_object.stats["solver"] == type(solvers.get_preset(name).make()).__name__
+    assert by_name.stats["solver"] == name
+    for key, value in by_name.stats.items():
+        if key != "solver":
+            assert str(by_object.stats[key]) == str(value), key
+
+
+# ------------------------------------------------------- objects that have no name
+class MyEuler(diffrax.Euler):
+    """A user's subclass that keeps Euler's step."""
+
+
+class RK4(diffrax.AbstractERK):
+    """The classic fourth-order Runge-Kutta method, with the midpoint rule embedded for an
+    error estimate: a tableau of our own."""
+
+    tableau: ClassVar[diffrax.ButcherTableau] = diffrax.ButcherTableau(
+        c=np.array([0.5, 0.5, 1.0]),
+        b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
+        b_error=np.array([1 / 6, 1 / 3 - 1, 1 / 3, 1 / 6]),
+        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
+    )
+    interpolation_cls: ClassVar = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
+
+    def order(self, terms):
+        return 4
+
+
+def test_custom_tableau_is_the_hand_written_method(model, x0):
+    """12 constant RK4 steps (ConstantStepSize as an object) equal the method written out,
+    and `nfe` is exact: 4 evaluations per step."""
+    sol = solvers.solve(model, x0, solver=RK4(), stepsize_controller=diffrax.ConstantStepSize(),
+                        dt0=0.1, t1=1.2)
+    field = lambda x: model.vector_field(0.0, x, None, "native")  # noqa: E731
+
+    @jax.jit
+    def step(x, dt=0.1):
+        k1 = dt * field(x)
+        k2 = dt * field(x + k1 / 2)
+        k3 = dt * field(x + k2 / 2)
+        k4 = dt * field(x + k3)
+        return x + (k1 + 2 * k2 + 2 * k3 + k4) / 6
+
+    x = x0
+    for _ in range(12):
+        x = step(x)
+    assert _rel(sol.x_final, x) < 1e-12
+    stats = sol.stats
+    assert stats["solver"] == "RK4" and stats["stepsize_controller"] == "ConstantStepSize"
+    assert int(stats["num_steps"]) == 12 and int(stats["nfe"]) == 48
+    assert not stats["nfe_is_estimate"] and stats["nfe_note"] == "exact: 4 stages per attempted step"
+
+
+def test_kvaerno3_with_tolerances(model, x0, reference):
+    sol = solvers.solve(model, x0, solver=diffrax.Kvaerno3(), flow="projected", rtol=1e-8,
+                        atol=1e-10, t1=1.0)
+    err = _rel(sol.x_final, reference)
+    print(f"\nKvaerno3 rtol 1e-8: error {err:.2g}, {int(sol.stats['num_steps'])} steps")
+    assert err < 1e-6
+    assert sol.stats["solver"] == "Kvaerno3" and sol.stats["nfe_is_estimate"]
+    assert sol.stats["nfe_note"].startswith("lower bound")
+    assert int(sol.stats["nfe"]) == 3 * int(sol.stats["num_steps"]) + 1  # 4 stages, FSAL
+
+
+def test_counts_that_cannot_be_derived_are_labelled():
+    """ReversibleHeun, a wrapped solver and a custom `step` have no tableau to count from:
+    `nfe` (one per step) is then an estimate, and says so."""
+    class CustomStep(diffrax.Euler):
+        def step(self, *args, **kwargs):
+            return super().step(*args, **kwargs)
+
+    for solver in (diffrax.ReversibleHeun(), diffrax.HalfSolver(diffrax.Tsit5()), CustomStep()):
+        preset = solvers.get_preset(solver)
+        assert not preset.nfe_exact and preset.stages == 1
+        assert preset.nfe_note.startswith(f"estimate: one evaluation per attempted step; "
+                                          f"the count of {type(solver).__name__}")
+    assert solvers.get_preset(MyEuler()).nfe_exact  # a subclass that keeps Euler's step
+
+
+def test_ralston_object_with_a_tuned_pid_and_a_jump(model, x0, reference):
+    """Ralston as an object under `PIDController(pcoeff, icoeff, jump_ts)` (diffrax makes
+    that a ClipStepSizeController): a step ends just before the jump, the tolerance is
+    met, the controller is recorded."""
+    controller = diffrax.PIDController(rtol=1e-5, atol=1e-7, pcoeff=0.3, icoeff=0.4,
+                                       jump_ts=[0.5])
+    sol = solvers.solve(model, x0, solver=diffrax.Ralston(), stepsize_controller=controller,
+                        flow="projected", t1=1.0, save="steps")
+    err = _rel(sol.x_final, reference)
+    print(f"\nRalston PID(0.3, 0.4) rtol 1e-5: error {err:.2g}, "
+          f"{int(sol.stats['num_steps'])} steps")
+    assert err < 1e-5
+    assert np.min(np.abs(np.asarray(sol.ts) - 0.5)) < 1e-12
+    stats = sol.stats
+    assert stats["solver"] == "Ralston" and stats["rtol"] == 1e-5 and stats["atol"] == 1e-7
+    assert stats["stepsize_controller"] == "ClipStepSizeController(PIDController)"
+    assert not stats["nfe_is_estimate"]  # Ralston is not FSAL: no evaluation after jumps
+    assert int(stats["nfe"]) == 2 * int(stats["num_steps"])
+
+
+class _Decay:
+    """`dx/dt = -x`: a tiny energy system (cheap to compile) with a known solution."""
+
+    def energy(self, x, args):
+        return jnp.sum(x**2) / 2
+
+    def vector_field(self, t, x, args, flow):
+        return -x
+
+    def residual(self, x, args):
+        return x
+
+
+def test_jump_with_an_fsal_solver_labels_nfe_a_lower_bound():
+    """After a jump an FSAL method evaluates its first stage again, which the tableau count
+    misses: `nfe` is then labelled a lower bound. The jump costs no accuracy."""
+    sol = solvers.solve(_Decay(), jnp.ones((2, 3)), solver=diffrax.Tsit5(), t1=2.0,
+                        stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10,
+                                                                  jump_ts=[0.5, 1.0]))
+    assert _rel(sol.x_final, np.full((2, 3), np.exp(-2.0))) < 1e-7
+    assert sol.stats["nfe_is_estimate"]
+    assert sol.stats["nfe_note"].startswith("lower bound: 7 stages per attempted step")
+    assert "jump_ts" in sol.stats["nfe_note"]
+
+
+# ------------------------------------------------------------------- refusals
+PID = diffrax.PIDController(rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(solver=diffrax.Sil3(), rtol=1e-6, atol=1e-8), "solver Sil3 is an IMEX solver"),
+    (dict(solver=diffrax.KenCarp4(), rtol=1e-6, atol=1e-8), "solver KenCarp4 is an IMEX solver"),
+    (dict(solver=diffrax.SRA1()), r"solver SRA1 is a stochastic \(SDE\) solver"),
+    (dict(solver=diffrax.EulerHeun()), r"solver EulerHeun is a stochastic \(SDE\) solver"),
+    (dict(solver=diffrax.SemiImplicitEuler()), "solver SemiImplicitEuler needs the terms"),
+    (dict(solver=diffrax.Tsit5), r"is a class; pass an instance: solver=diffrax.Tsit5\(\)"),
+    (dict(solver=3), "solver must be a name"),
+    (dict(solver=diffrax.Euler(), stepsize_controller=PID),
+     r"solver Euler has no error estimate, so an adaptive step-size controller \(PIDController\)"),
+    (dict(solver=MyEuler(), rtol=1e-6, atol=1e-8),
+     r"solver MyEuler has no error estimate, so rtol/atol \(PID step control\)"),
+    (dict(solver="tsit5", stepsize_controller=PID, rtol=1e-6, atol=1e-8),
+     "stepsize_controller and rtol/atol both set the step control"),
+    (dict(solver="tsit5", stepsize_controller=PID, dtmin=1e-6), "dtmin belongs to the PID"),
+    (dict(solver="tsit5", stepsize_controller=diffrax.PIDController),
+     "stepsize_controller=diffrax.PIDController is a class"),
+    (dict(solver="tsit5", stepsize_controller="pid"),
+     "stepsize_controller must be a diffrax step-size controller"),
+    (dict(solver=diffrax.Kvaerno3(), stepsize_controller=diffrax.ConstantStepSize()),
+     r"solver Kvaerno3 is implicit: .*root_finder=diffrax.VeryChord"),
+    (dict(solver=diffrax.Tsit5(), stepsize_controller=diffrax.ConstantStepSize(), dt0=None),
+     "Constant steps need dt0"),
+])
+def test_refusals(model, x0, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        solvers.solve(model, x0, **kwargs)
+    with pytest.raises(ValueError, match=message):  # config files get the same checks
+        solvers.check_options(**kwargs)
+
+
+def test_check_options_accepts_objects():
+    assert solvers.check_options(solver=diffrax.Tsit5(), stepsize_controller=PID)
+    assert not solvers.check_options(solver=RK4(), stepsize_controller=diffrax.ConstantStepSize())
+    assert solvers.check_options(solver=diffrax.Kvaerno3(), rtol=1e-6, atol=1e-8)
+    own_tols = diffrax.Kvaerno3(root_finder=diffrax.VeryChord(rtol=1e-8, atol=1e-8))
+    assert not solvers.check_options(solver=own_tols, dt0=0.1)
+
+
+# ------------------------------------------------------ 2. traced horizons and tolerances
+TRACES = []
+
+
+def _run(model, x0, t1, rtol, fp_atol):
+    TRACES.append(1)  # a Python side effect: runs once per trace
+    return _solve(model, x0, t1, rtol, fp_atol).x_final
+
+
+def _traced(model, x0):
+    return lambda t1, rtol, fp_atol: _run(model, x0, t1, rtol, fp_atol)
+
+
+_RUN_JIT = eqx.filter_jit(_run)
+
+
+@pytest.fixture(scope="module")
+def jitted(model, x0):
+    """`_run` compiled, with t1, rtol and the fixed-point atol traced."""
+    def f(t1, rtol, fp_atol):
+        return _RUN_JIT(model, x0, *(jnp.asarray(v, jnp.float64) for v in (t1, rtol, fp_atol)))
+    f.compilations = _RUN_JIT._cached._cache_size
+    return f
+
+
+@pytest.fixture(scope="module")
+def separate(model, x0):
+    """Concrete solves, one compiled program for all (the numbers are arrays)."""
+    return lambda t1, rtol, fp_atol: _solve(model, x0, t1, rtol, fp_atol).x_final
+
+
+def test_jit_sweep_over_t1_compiles_once(jitted, separate):
+    before = len(TRACES)
+    outs = [jitted(t1, 1e-8, NEVER) for t1 in TS]
+    assert jitted.compilations() == 1 and len(TRACES) - before == 1  # 8 points, 1 compile
+    errs = [_rel(out, separate(float(t1), 1e-8, NEVER)) for out, t1 in zip(outs, TS)]
+    print(f"\njit over t1: 8 points, 1 compilation, max rel diff {max(errs):.2g}")
+    assert max(errs) < 1e-12
+
+
+def test_jit_over_rtol_and_fixed_point_tolerance(jitted, separate):
+    for rtol, fp_atol, t1 in [(1e-5, NEVER, 2.0), (1e-9, NEVER, 2.0), (1e-8, 1e-2, 50.0),
+                              (1e-8, 1e-4, 50.0)]:
+        assert _rel(jitted(t1, rtol, fp_atol), separate(t1, rtol, fp_atol)) < 1e-12
+    assert jitted.compilations() == 1
+
+
+def test_vmap_over_t1_rtol_and_fixed_point_tolerance(model, x0, separate):
+    rtols = np.array([1e-5, 1e-6, 1e-7, 1e-8] * 2)
+    fp = np.array([NEVER] * 6 + [1e-2, 1e-3])
+    t1s = np.where(fp > NEVER, 50.0, TS)
+    outs = jax.vmap(_traced(model, x0))(jnp.asarray(t1s), jnp.asarray(rtols), jnp.asarray(fp))
+    errs = [_rel(outs[i], separate(float(t1s[i]), float(rtols[i]), float(fp[i])))
+            for i in range(8)]
+    print(f"\nvmap over (t1, rtol, fixed-point atol): max rel diff {max(errs):.2g}")
+    assert max(errs) < 1e-12
+
+
+def test_float32_traced_t1():
+    to32 = lambda tree: jax.tree.map(  # noqa: E731  a cast: cheaper than a fresh model
+        lambda a: a.astype(jnp.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
+    model, x0 = to32(make_model()), make_state(dtype=jnp.float32)
+    kwargs = dict(solver="tsit5", rtol=1e-5, atol=1e-7)
+    f = eqx.filter_jit(lambda m, x, t1: solvers.solve(m, x, t1=t1, **kwargs).x_final)
+    for t1 in (0.5, 1.5, 3.0):
+        out = f(model, x0, jnp.float32(t1))
+        assert out.dtype == jnp.float32
+        assert _rel(out, solvers.solve(model, x0, t1=t1, **kwargs).x_final) < 1e-6
+    assert f._cached._cache_size() == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    ((-1.0, 1e-8, NEVER), r"t1 must be finite and greater than t0=0.0 \(got t1=<traced>\)"),
+    ((jnp.inf, 1e-8, NEVER), "t1 must be finite and greater than t0"),
+    ((1.0, -1e-8, NEVER), r"rtol and atol must be >= 0 and not both 0 \(got <traced>, 1e-09\)"),
+    ((1.0, 1e-8, -1.0), "FixedPointStop needs atol >= 0 and rtol >= 0, not both zero"),
+])
+def test_traced_bad_values_fail_at_run_time(jitted, args, message):
+    with pytest.raises(Exception, match=message):
+        jax.block_until_ready(jitted(*args))
+    assert jitted.compilations() == 1  # the same program checks them
+
+
+def test_traced_bad_value_under_vmap(model, x0):
+    t1s = jnp.asarray([1.0, -1.0])
+    with pytest.raises(Exception, match="t1 must be finite and greater than t0"):
+        jax.block_until_ready(jax.vmap(_traced(model, x0), in_axes=(0, None, None))(
+            t1s, 1e-8, NEVER))
+
+
+def test_traced_constant_steps_need_max_steps(model, x0):
+    with pytest.raises(ValueError, match="pass max_steps"):
+        jax.jit(lambda t1: solvers.solve(model, x0, t1=t1).x_final)(1.2)
+    with pytest.raises(ValueError, match="pass max_steps"):
+        jax.vmap(lambda dt: solvers.solve(model, x0, dt0=dt).x_final)(jnp.array([0.1, 0.2]))
+
+
+def test_traced_dt0_and_t1_with_max_steps(model, x0):
+    """With `max_steps` a constant-step horizon may be traced: 12 Euler steps of 0.1 under
+    jit equal the paper's defaults."""
+    f = jax.jit(lambda t1, dt: solvers.solve(model, x0, t1=t1, dt0=dt, max_steps=30).x_final)
+    expected = solvers.solve(model, x0).x_final
+    assert _rel(f(1.2, 0.1), expected) < 1e-12
