@@ -16,6 +16,7 @@ result JSON-serialisable and `save_json` writes it atomically.
 | `gradient_depth` | do parameter gradients vanish with horizon, per adjoint? |
 | `work_precision` | error against NFE and wall time per solver and tolerance |
 | `contributions` | attention against Hopfield parts of the update over time |
+| `long_horizon` | E, G, token scales, error, step sizes and perturbation growth to t = 1e4 |
 """
 
 from ._common import cast, float64_available, log_times, take
@@ -32,6 +33,9 @@ from ._image_figures import (
     position_similarity_figure, reconstruction_figure, reference_time,
     tokens_over_time_figure, trajectory_options,
 )
+from ._long_horizon import (
+    finite_time_lyapunov, long_horizon, long_horizon_findings, plot_long_horizon,
+)
 from ._overshoot import overshoot, plot_overshoot
 from ._records import metadata, model_dtype, save_json, to_json, versions
 from ._stability import (
@@ -43,12 +47,15 @@ from ._work_precision import plot_work_precision, relative_error, work_precision
 __all__ = [
     "attention_weights_figure", "cast", "contributions", "convergence",
     "energy_descent", "energy_rises", "energy_video_frames", "figure_to_frame",
-    "fit_exponential_rate", "fit_power_law", "fixed_points", "float64_available",
+    "finite_time_lyapunov", "fit_exponential_rate", "fit_power_law", "fixed_points",
+    "float64_available",
     "frame_times", "gradient_depth", "held_out_images", "held_out_masks",
-    "hessian_eigenvalues", "image_trajectory", "log_times", "lyapunov_exponent",
+    "hessian_eigenvalues", "image_trajectory", "log_times", "long_horizon",
+    "long_horizon_findings", "lyapunov_exponent",
     "matched_noise", "memories_figure", "metadata", "model_dtype", "normalised_patches",
     "overshoot", "plot_contributions", "plot_convergence", "plot_energy_descent",
-    "plot_fixed_points", "plot_gradient_depth", "plot_overshoot", "plot_stability",
+    "plot_fixed_points", "plot_gradient_depth", "plot_long_horizon", "plot_overshoot",
+    "plot_stability",
     "plot_work_precision", "position_similarity_figure", "reconstruction_figure",
     "reference_time", "relative_error", "save_json", "stability", "standard_starts",
     "take", "tangent_basis", "to_json", "tokens_over_time_figure", "trace_quantities",

@@ -111,6 +111,18 @@ def test_flops_closed_form_batch_and_cli(problem, tmp_path):
     assert table.count("\n") == len(record["rows"]) + 1
 
 
+def test_solver_objects_and_sweep(problem):
+    record, rows = _run_rows(("solver_objects", "sweep"), problem)
+    # a diffrax object and its name: the same program, so the same numbers and steps
+    objects = [r for r in record["rows"] if r["family"] == "solver_objects"]
+    assert len(objects) == 1  # tiny: tsit5 only
+    assert all(r["max_abs_diff"] == 0.0 and r["same_steps"] and r["met"] for r in objects)
+    # 8 horizons in one vmapped program: compiled once, the separate solves' end states
+    sweep = next(r for r in record["rows"] if r["family"] == "sweep")
+    assert sweep["compilations"]["sweep"] == 1 and len(sweep["horizons"]) == 8
+    assert sweep["max_rel_diff"] < 1e-3  # float32, rtol 1e-4
+
+
 def test_tokens_and_spread():
     x = jnp.zeros((2, 3, 4))
     p = _common.Problem("t", "t", None, x, x, None)

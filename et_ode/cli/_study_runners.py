@@ -5,6 +5,7 @@ settings) -> (result, plot)` with the defaults the command line documents. Used 
 
 import dataclasses
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,11 +13,13 @@ import numpy as np
 from et_ode import solvers as _solvers
 
 from ..analysis import (
-    cast, contributions, convergence, energy_descent, fixed_points, gradient_depth, model_dtype,
-    overshoot, plot_contributions, plot_convergence, plot_energy_descent, plot_fixed_points,
-    plot_gradient_depth, plot_overshoot, plot_stability, reference_time, stability,
+    cast, contributions, convergence, energy_descent, fixed_points, gradient_depth,
+    long_horizon, model_dtype, normalised_patches, overshoot, plot_contributions,
+    plot_convergence, plot_energy_descent, plot_fixed_points, plot_gradient_depth,
+    plot_long_horizon, plot_overshoot, plot_stability, reference_time, stability,
     standard_starts, take, trajectory_options,
 )
+from ..tasks import masked_mse
 from ..vocab import ADJOINTS, FLOWS
 from ._runs import check_dtype, encoded, place
 
@@ -185,8 +188,46 @@ def _contributions(model, images, masks, s):
     options.pop("t1")
     x0, args = place(x0, args)
     result = contributions(core, x0, args, ts=np.linspace(0.0, horizon, 7 if s.quick else 13),
-                           masked=np.asarray(masks.replaced), args_batched=True, **options)
+                           masked=np.asarray(model.token_mask(masks.replaced)),
+                           args_batched=True, **options)
     return result, plot_contributions
+
+
+@eqx.filter_jit
+def _encode_one(model, patches, masks):
+    return model.encode_batch(patches, masks)
+
+
+@eqx.filter_jit
+def _masked_error(model, x, patches, occluded, mean, std):
+    """Masked MSE (normalised units) of one core state `x: [N, D]`, decoded as
+    `MaskedImageET.reconstruct` does, in the model's dtype."""
+    x = x.astype(model_dtype(model.core))[None]
+    return masked_mse(model.decode_batch(x, mean, std), patches, occluded)
+
+
+def _long_horizon(model, images, masks, s):
+    """Both flows (or `--flow`) of the first image to 1e4 (quick: 100) in float64,
+    tsit5 at rtol 1e-4 / atol 1e-6 unless given (the projected flow held at its fixed
+    point once RMS G < 10 rtol: see `analysis.long_horizon`); masked MSE recorded;
+    FTLE over 1, 10, 100 (quick: 1, 10)."""
+    dtype = jnp.dtype(s.dtype or "float64")
+    check_dtype(dtype)
+    first = _first(masks)
+    patches = normalised_patches(model, images[:1])
+    x0, conditions, mean, std = _encode_one(model, patches, first)
+    core, x, args = cast((model.core, x0[0], take(conditions, 0, True)), dtype)
+    def error(y):
+        return float(_masked_error(model, y, patches, first.occluded, mean, std))
+
+    rtol, atol = (s.rtol, s.atol) if s.rtol is not None else (1e-4, 1e-6)
+    result = long_horizon(
+        core, x, args, flows=(s.flow,) if s.flow else FLOWS,
+        t1=s.horizon or (100.0 if s.quick else 1e4), n_times=13 if s.quick else 41,
+        solver=s.solver, rtol=rtol, atol=atol, error_fn=error, error_name="masked MSE",
+        lyapunov_horizons=(1.0, 10.0) if s.quick else (1.0, 10.0, 100.0),
+        lyapunov_directions=2 if s.quick else 4, seed=s.seed)
+    return result, plot_long_horizon
 
 
 def _first(masks):
@@ -196,5 +237,5 @@ def _first(masks):
 RUNNERS = {  # work-precision: et_ode.cli.compare_solvers_job
     "convergence": _convergence, "energy-descent": _energy_descent, "overshoot": _overshoot,
     "stability": _stability, "fixed-points": _fixed_points, "gradient-depth": _gradient_depth,
-    "contributions": _contributions,
+    "contributions": _contributions, "long-horizon": _long_horizon,
 }
