@@ -391,7 +391,7 @@ def memories_figure(model, count: int = 64):
     count = min(int(count), len(xi))
     norms = np.linalg.norm(xi.astype(np.float64), axis=1)
     order = np.argsort(-norms, kind="stable")[:count]
-    decoded = np.asarray(model.decode(jnp.asarray(xi[order])))
+    decoded = np.asarray(jax.vmap(model.decode_token)(jnp.asarray(xi[order])))
     tiles, ranges = patch_display(model, decoded)
     columns = math.ceil(math.sqrt(count))
     fig = Figure(figsize=(5.0, 5.3), dpi=100, layout="constrained")
@@ -403,7 +403,7 @@ def memories_figure(model, count: int = 64):
 
 def attention_weights_figure(model):
     """Figure 6: every row of `Wq` and `Wk` (`[H, Y, D]`: `H x Y` vectors of dimension
-    D each) decoded as a patch like the memories (`model.decode`, each patch rescaled
+    D each) decoded as a patch like the memories (`model.decode_token`, each patch rescaled
     to its own min-max, see `patch_display`): one panel per matrix, a row of `Y`
     patches per head.
 
@@ -417,7 +417,7 @@ def attention_weights_figure(model):
     data = {}
     for ax, name in zip(axes, ("Wq", "Wk")):
         rows = np.asarray(getattr(att, name)).reshape(h * y, -1)
-        decoded = np.asarray(model.decode(jnp.asarray(rows)))
+        decoded = np.asarray(jax.vmap(model.decode_token)(jnp.asarray(rows)))
         tiles, ranges = patch_display(model, decoded)
         _show(ax, mosaic(tiles, y), f"{name} rows decoded (a row per head, {y} per head)")
         data[name] = decoded.reshape(h, y, -1)

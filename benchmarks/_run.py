@@ -9,17 +9,20 @@ import traceback
 from pathlib import Path
 
 ROWS = ("overhead", "flops", "closed_form", "fixed_point", "memory", "compile", "batch",
-        "devices")
+        "devices", "sparse", "imagenet", "solver_objects", "sweep", "training_step")
 DEFAULT_OUT_DIR = Path("runs") / "bench"
 
 
 def _module(family: str):
     from . import (_batch, _closed_form, _compile, _devices, _distributed, _fixed_point,
-                   _flops, _memory, _overhead)
+                   _flops, _imagenet, _memory, _overhead, _solver_objects, _sparse, _sweep,
+                   _training_step)
 
     return {"overhead": _overhead, "flops": _flops, "closed_form": _closed_form,
             "fixed_point": _fixed_point, "memory": _memory, "compile": _compile,
-            "batch": _batch, "devices": _devices, "distributed": _distributed}[family]
+            "batch": _batch, "devices": _devices, "distributed": _distributed,
+            "sparse": _sparse, "imagenet": _imagenet, "solver_objects": _solver_objects,
+            "sweep": _sweep, "training_step": _training_step}[family]
 
 
 def run_benchmarks(rows=ROWS, *, quick: bool = False, batch: int = 32,

@@ -16,7 +16,9 @@ from ..tasks import (
 )
 from ._demo import demo_job
 from ._jobs import STUDIES, compare_solvers_job, energy_video_job, study_job
-from ._runs import Stages, held_out, job_metadata, output_folder
+from ._runs import (
+    Stages, folder_photos, held_out, held_out_description, job_metadata, output_folder,
+)
 
 STUDY_NAMES = STUDIES
 
@@ -32,20 +34,30 @@ def _demo(options) -> int:
 
 
 def _run_job(options, prefix: str, label: str, job):
-    """Float64 on, the model, the output folder and the held-out images, then
-    `job(model, images, indices, masks, out, meta)` as the second progress stage; what
-    `frames`, `compare-solvers` and `study` share. A fresh run folder that the job left
-    empty (it failed) is removed."""
+    """Float64 on, the model, the output folder and the images (held-out crops, or the
+    photos of `--images-dir`), then `job(model, images, indices, masks, out, meta)` as
+    the second progress stage; what `frames`, `compare-solvers` and `study` share. A
+    fresh run folder that the job left empty (it failed) is removed."""
     jax.config.update("jax_enable_x64", True)  # float64 references; models stay float32
 
     model, config, header = load_model_and_config(options.checkpoint)  # fail fast
+    images_dir = getattr(options, "images_dir", None)
     out = output_folder(options.out, prefix=prefix, force=options.force)
     stages = Stages(2, f"{prefix} -> {out}", options.progress)
     try:
-        with stages.stage(f"{options.images} held-out images"):
-            images, indices, masks = held_out(model, config, options.images, options.seed)
+        files = None
+        if images_dir is not None:
+            with stages.stage(f"up to {options.images} photos of {images_dir}"):
+                images, files, masks = folder_photos(config, images_dir, options.images,
+                                                     options.seed)
+            indices = None
+        else:
+            with stages.stage(f"{options.images} held-out images"):
+                images, indices, masks = held_out(model, config, options.images,
+                                                  options.seed)
         meta = job_metadata(prefix, options.checkpoint, config, header, indices=indices,
                             mask_seed=options.seed, dtype=model_dtype(model.core),
+                            images_dir=images_dir, files=files,
                             options={k: v for k, v in vars(options).items() if k != "handler"})
         with stages.stage(label):
             return job(model, images, indices, masks, out, meta)
@@ -125,13 +137,22 @@ def _train(options) -> int:
 def _eval(options) -> int:
     if options.images is not None and options.images < 1:
         raise ValueError(f"--images must be a positive integer (got {options.images}).")
-    model, config, _ = load_model_and_config(options.checkpoint)
-    count = config.data.eval_images if options.images is None else options.images
-    images = held_out_split(config, count)
+    model, config, header = load_model_and_config(options.checkpoint)
+    source = held_out_description(config, options.images_dir)
+    if options.images_dir is not None:
+        images, files, _ = folder_photos(config, options.images_dir, options.images)
+    else:
+        count = config.data.eval_images if options.images is None else options.images
+        images, files = held_out_split(config, count), None
+        if header.get("kind") == "authors_npz":  # say which photos an ImageNet model sees
+            print(f"et-ode: the authors' model on {len(images)} {source} (pass "
+                  "--images-dir DIR for your own photos)", file=sys.stderr)
     images = model.normalisation.apply(images)
     masks = eval_masks(config, len(images))
     result = {"checkpoint": str(options.checkpoint), "images": len(images),
-              "model_masked_mse": evaluate_model(model, images, masks)}
+              "images_source": source, "model_masked_mse": evaluate_model(model, images, masks)}
+    if files is not None:
+        result["files"] = files
     if options.baselines:
         result.update(evaluate_baselines(images, masks, config.model.image_size,
                                          config.model.patch, config.model.channels))
@@ -166,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     frames = commands.add_parser(
         "frames", help="energy-trajectory video: PNG frames, mp4 (GIF if ffmpeg fails), JSON")
-    _model_options(frames, images=4)
+    _model_options(frames, images=4, images_dir=True)
     frames.add_argument("--frames", type=_int_at_least(2), default=49,
                         help="frames, equally spaced from t = 0 to --horizon (default 49)")
     frames.add_argument("--horizon", type=_positive_float, default=None,
@@ -236,9 +257,16 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser(
         "eval", help="held-out masked-patch MSE of a model, with the two baselines")
     evaluate.add_argument("--checkpoint", required=True,
-                          help="a shipped model name (paper, ode) or a checkpoint file")
+                          help="a shipped model name (paper, ode), a checkpoint file, or "
+                          "the authors' plaindict_ckpt.npz")
     evaluate.add_argument("--images", type=int, default=None,
-                          help="number of held-out images (default: the config's eval_images)")
+                          help="number of held-out images (default: the config's "
+                          "eval_images); with --images-dir, at most this many photos "
+                          "(default all)")
+    evaluate.add_argument("--images-dir", default=None, metavar="DIR",
+                          help="evaluate on the photos (jpg, png) of DIR, centre-cropped "
+                          "and resized to the model's image size, instead of the "
+                          "held-out crops")
     evaluate.add_argument("--no-baselines", dest="baselines", action="store_false",
                           help="skip the mean-fill and interpolation baselines")
     evaluate.set_defaults(handler=_eval)
@@ -252,11 +280,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _model_options(parser, images: int) -> None:
+def _model_options(parser, images: int, images_dir: bool = False) -> None:
     parser.add_argument("--checkpoint", default="paper",
-                        help="a shipped model (paper, ode) or a checkpoint file (default paper)")
+                        help="a shipped model (paper, ode), a checkpoint file, or the "
+                        "authors' plaindict_ckpt.npz (default paper)")
     parser.add_argument("--images", type=_positive_int, default=images,
-                        help=f"held-out crops, spread over the test scenes (default {images})")
+                        help=f"held-out crops, spread over the test scenes (default {images})"
+                        + ("; with --images-dir, the first N photos" if images_dir else ""))
+    if images_dir:
+        parser.add_argument("--images-dir", default=None, metavar="DIR",
+                            help="your own photos instead of the held-out crops: the "
+                            "jpg/png files of DIR in name order, centre-cropped and "
+                            "resized to the model's image size")
     parser.add_argument("--seed", type=_non_negative_int, default=EVAL_KEY,
                         help=f"seed of the masks (default {EVAL_KEY}: those of et-ode eval)")
 

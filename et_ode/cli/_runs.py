@@ -22,7 +22,9 @@ from .. import solvers
 from ..analysis import (
     cast, float64_available, held_out_images, held_out_masks, metadata, normalised_patches,
 )
-from ..tasks import EVAL_KEY, TEST_SCENES, held_out_split, load_model_and_config  # noqa: F401
+from ..tasks import (  # noqa: F401
+    EVAL_KEY, TEST_SCENES, default_scale, folder_images, held_out_split, load_model_and_config,
+)
 
 RUN_ROOT = "runs"
 
@@ -79,6 +81,31 @@ def held_out(model, config, n: int, seed: int = EVAL_KEY):
     return images, indices, masks
 
 
+def folder_photos(config, folder, n: int | None = None, seed: int = EVAL_KEY):
+    """`(images [M, S, S, 3] in [0, 1], names, masks)`: the first `n` (default all)
+    photos of `folder` in name order, centre-cropped and resized to the model's image
+    size (`et_ode.tasks.folder_images`), with the masks `held_out` would give `M`
+    images (the model's masking, keyed by `seed`)."""
+    if config.model.channels != 3:
+        raise ValueError(f"--images-dir reads RGB photos; this model takes "
+                         f"{config.model.channels} channel(s).")
+    images, names = folder_images(folder, config.model.image_size, limit=n)
+    masks = held_out_masks(config.model.n_patches, len(images), seed, config.data.mask_ratio,
+                           config.data.mask_fraction)
+    return images, names, masks
+
+
+def held_out_description(config, images_dir=None) -> str:
+    """Where a job's images come from, in words (printed and recorded)."""
+    size = config.model.image_size
+    if images_dir is not None:
+        return (f"photos of {images_dir}, centre-cropped and resized to {size} x {size}")
+    if config.data.source != "photos":
+        return f"the test split of TFDS {config.data.tfds_name!r} at {size} x {size}"
+    return (f"crops {size} x {size} of the held-out photos ({', '.join(TEST_SCENES)}), "
+            f"each scaled to a shorter side of {default_scale(size)} pixels")
+
+
 @eqx.filter_jit
 def _encode(model, patches, masks):
     return model.encode_batch(patches, masks)
@@ -124,16 +151,29 @@ def model_record(name_or_path, config, header) -> dict:
     """A model in metadata: its training step, architecture, dynamics and the held-out
     metrics stored with it."""
     as_dict = config.to_dict()
-    return {"step": header.get("step"), "config": as_dict["model"],
-            "dynamics": as_dict["dynamics"], "training_metrics": header.get("metrics", {}),
-            "name": str(name_or_path)}
+    record = {"step": header.get("step"), "config": as_dict["model"],
+              "dynamics": as_dict["dynamics"], "training_metrics": header.get("metrics", {}),
+              "name": str(name_or_path)}
+    if header.get("kind") == "authors_npz":  # provenance of a file we did not write
+        record |= {"kind": "authors_npz", "source": header.get("source"),
+                   "sha256": header.get("sha256")}
+    return record
 
 
-def data_record(config, indices=None, mask_seed=None) -> dict:
-    """The held-out data in metadata: split, scenes, crop and mask seeds, masking."""
-    record = {"split": "test", "scenes": list(TEST_SCENES),
-              "crops_seed": config.training.seed, "mask_ratio": config.data.mask_ratio,
-              "mask_fraction": config.data.mask_fraction}
+def data_record(config, indices=None, mask_seed=None, *, images_dir=None,
+                files=None) -> dict:
+    """The data in metadata: the held-out split, scenes, crop size and seed (or the
+    photo folder and its files), the masking and its seed."""
+    masking = {"mask_ratio": config.data.mask_ratio,
+               "mask_fraction": config.data.mask_fraction,
+               "masked_patches": round(config.data.mask_ratio * config.model.n_patches)}
+    if images_dir is not None:
+        record = {"images_dir": str(images_dir), "files": list(files or []), **masking,
+                  "description": held_out_description(config, images_dir)}
+    else:
+        record = {"split": "test", "scenes": list(TEST_SCENES),
+                  "crops_seed": config.training.seed, **masking,
+                  "description": held_out_description(config)}
     if indices is not None:
         record["image_indices"] = np.asarray(indices)
     if mask_seed is not None:
@@ -142,16 +182,18 @@ def data_record(config, indices=None, mask_seed=None) -> dict:
 
 
 def job_metadata(study: str, checkpoint, config, header, *, options=None, indices=None,
-                 mask_seed=None, dtype=None, **extra) -> dict:
+                 mask_seed=None, dtype=None, images_dir=None, files=None, **extra) -> dict:
     """`analysis.metadata` for a job on a trained model: `checkpoint`, `model` (see
-    `model_record`), `data` (see `data_record`), the command-line `options` and
-    `extra`; seeds are the crops' and the masks'."""
+    `model_record`), `data` (see `data_record`: the held-out crops, or the photos
+    `files` of `images_dir`), the command-line `options` and `extra`; seeds are the
+    crops' and the masks'."""
     seeds = {"crops": config.training.seed}
     if mask_seed is not None:
         seeds["masks"] = mask_seed
     return metadata(study=study, dtype=dtype, seeds=seeds, checkpoint=str(checkpoint),
                     model=model_record(checkpoint, config, header),
-                    data=data_record(config, indices, mask_seed),
+                    data=data_record(config, indices, mask_seed, images_dir=images_dir,
+                                     files=files),
                     options=dict(options or {}), **extra)
 
 

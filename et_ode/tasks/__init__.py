@@ -3,22 +3,27 @@
 Masked image completion (`MaskedImageET`: patches, encoder, MASK token, positions, an
 `EnergyTransformer` core run by `et_ode.solvers`, decoder), its data (embedded photos,
 TensorFlow Datasets), training (optax, atomic checkpoints, bit-identical resume),
-evaluation against the mean-fill and interpolation baselines, and the shipped models.
-Builds on `et_ode.core` and `et_ode.solvers`.
+evaluation against the mean-fill and interpolation baselines, the shipped models, and
+the authors' released ImageNet model (`MaskedImageET.load("plaindict_ckpt.npz")`,
+read by `read_authors_checkpoint`). Builds on `et_ode.core` and `et_ode.solvers`.
 """
 
+from ._authors import (
+    FILE_NAME as AUTHORS_FILE_NAME, REPOSITORY as AUTHORS_REPOSITORY, authors_config,
+    read_authors_checkpoint,
+)
 from ._checkpoint import fill, read_checkpoint, save_checkpoint
 from ._config import DataConfig, TrainConfig, TrainingConfig, config_from_header, load_config
 from ._data import (
-    SCENES, TEST_SCENES, TRAIN_SCENES, ChannelNormalisation, check_images, photo_crops,
-    scene_crops, tfds_images,
+    IMAGENET_MEAN, IMAGENET_STD, SCENES, TEST_SCENES, TRAIN_SCENES, ChannelNormalisation,
+    check_images, default_scale, folder_images, photo_crops, scene_crops, tfds_images,
 )
 from ._evaluate import (
     EVAL_KEY, eval_masks, evaluate_baselines, evaluation_masks, evaluate_fill, evaluate_model,
     interpolation_fill, mean_fill,
 )
 from ._image_model import MaskedImageET, load_model_and_config, masked_mse, sincos_positions
-from ._image_spec import POSITION_INITS, Dynamics, ImageModelConfig
+from ._image_spec import DECODERS, PATCH_ORDERS, POSITION_INITS, Dynamics, ImageModelConfig
 from ._patches import Masking, patchify, random_masking, unpatchify
 from ._train import (
     CHECKPOINT_NAME, METRICS_NAME, export_model, held_out_indices, held_out_split, load_split, make_optimizer,
@@ -27,15 +32,18 @@ from ._train import (
 from ._zoo import SHIPPED, resolve_model_path, shipped_path
 
 __all__ = [
-    "CHECKPOINT_NAME", "ChannelNormalisation", "DataConfig", "Dynamics", "EVAL_KEY",
-    "ImageModelConfig", "METRICS_NAME", "MaskedImageET", "Masking", "POSITION_INITS",
+    "AUTHORS_FILE_NAME", "AUTHORS_REPOSITORY", "CHECKPOINT_NAME", "ChannelNormalisation",
+    "DECODERS", "DataConfig", "Dynamics", "EVAL_KEY", "IMAGENET_MEAN", "IMAGENET_STD",
+    "ImageModelConfig", "METRICS_NAME", "MaskedImageET", "Masking", "PATCH_ORDERS",
+    "POSITION_INITS",
     "SCENES", "SHIPPED", "TEST_SCENES", "TRAIN_SCENES", "TrainConfig", "TrainingConfig",
-    "check_images", "config_from_header", "eval_masks", "evaluate_baselines",
-    "evaluate_fill", "evaluate_model", "evaluation_masks", "export_model", "fill",
-    "held_out_indices", "held_out_split",
+    "authors_config", "check_images", "config_from_header", "default_scale", "eval_masks",
+    "evaluate_baselines", "evaluate_fill", "evaluate_model", "evaluation_masks",
+    "export_model", "fill", "folder_images", "held_out_indices", "held_out_split",
     "interpolation_fill", "load_config", "load_model_and_config", "load_split",
     "make_optimizer", "masked_mse", "mean_fill", "new_model", "patchify",
-    "photo_crops", "random_masking", "read_checkpoint", "resolve_model_path",
+    "photo_crops", "random_masking", "read_authors_checkpoint", "read_checkpoint",
+    "resolve_model_path",
     "save_checkpoint", "scene_crops", "shipped_path", "sincos_positions", "tfds_images",
     "train", "train_step", "unpatchify",
 ]

@@ -139,7 +139,8 @@ def _positive(value) -> bool:
 
 
 def load_config(path) -> TrainConfig:
-    """Read and check a TOML training config."""
+    """Read and check a TOML training config (which may not ask for the authors'
+    double-LayerNorm decoder: see `ImageModelConfig`)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"config file {path} does not exist.")
@@ -147,7 +148,14 @@ def load_config(path) -> TrainConfig:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"{path}: not valid TOML: {error}") from None
-    return TrainConfig.from_dict(raw, source=str(path))
+    config = TrainConfig.from_dict(raw, source=str(path))
+    if config.model.decoder != "layernorm":
+        raise ValueError(
+            f"{path}: [model] decoder = {config.model.decoder!r} reproduces the authors' "
+            "released decoder (its LayerNorm applied twice, a bug of their code) only to "
+            "load their checkpoint; train with decoder = \"layernorm\" (the default)."
+        )
+    return config
 
 
 def config_from_header(header: dict, path) -> TrainConfig:

@@ -62,7 +62,8 @@ from typing import Any, Literal
 import numpy as np
 
 __all__ = [
-    "SCENES", "TEST_SCENES", "TRAIN_SCENES", "ChannelNormalisation", "check_images",
+    "IMAGENET_MEAN", "IMAGENET_STD", "SCENES", "TEST_SCENES", "TRAIN_SCENES",
+    "ChannelNormalisation", "check_images", "default_scale", "folder_images",
     "load_scene_images", "photo_crops", "scene_crops", "split_scenes", "tfds_images",
 ]
 
@@ -134,6 +135,13 @@ DEFAULT_CROPS_PER_IMAGE = 400
 DEFAULT_SCALE = 160
 
 
+def default_scale(size: int) -> int:
+    """The shorter side images are scaled to before crops of `size` are cut: 160 (a 32
+    crop is a fifth of it), or 8/7 of the crop for crops over 140 (ImageNet's resize to
+    256 and centre crop of 224), so that large crops still see a downscaled scene."""
+    return max(DEFAULT_SCALE, round(size * 8 / 7))
+
+
 def split_scenes(split: Split) -> tuple[str, ...]:
     """The scene names of a split: "train", "test" or "all"."""
     if split == "train":
@@ -196,13 +204,14 @@ def scene_crops(
     size: int = 32,
     crops_per_image: int = DEFAULT_CROPS_PER_IMAGE,
     seed: int = 0,
-    scale: int | None = DEFAULT_SCALE,
+    scale: int | None | Literal["auto"] = "auto",
 ) -> np.ndarray:
     """Random square crops of the named scenes, `float32 [M, size, size, 3]` in [0, 1].
 
     `M = crops_per_image x` (number of images in the scenes). Each image is downscaled so
-    that its shorter side is `scale` pixels (`None`: full resolution; smaller images are
-    kept as they are), then cropped at uniformly random positions. The crops of one image
+    that its shorter side is `scale` pixels (`"auto"`: `default_scale(size)`, 160 for
+    crops up to 140; `None`: full resolution; smaller images are kept as they are),
+    then cropped at uniformly random positions. The crops of one image
     depend only on `seed`, the image's name and the arguments, not on the other scenes.
     """
     if isinstance(scenes, str):
@@ -212,6 +221,8 @@ def scene_crops(
         raise ValueError(f"Unknown scene(s) {unknown}; the scenes are {sorted(SCENES)}.")
     size = _positive_int(size, "size")
     crops_per_image = _positive_int(crops_per_image, "crops_per_image")
+    if isinstance(scale, str) and scale == "auto":
+        scale = default_scale(size)
     if scale is not None:
         scale = _positive_int(scale, "scale")
         if scale < size:
@@ -244,7 +255,7 @@ def photo_crops(
     size: int = 32,
     crops_per_image: int = DEFAULT_CROPS_PER_IMAGE,
     seed: int = 0,
-    scale: int | None = DEFAULT_SCALE,
+    scale: int | None | Literal["auto"] = "auto",
 ) -> np.ndarray:
     """Crops of the embedded photographs of a split, `float32 [M, size, size, 3]` in [0, 1].
 
@@ -258,6 +269,11 @@ def photo_crops(
 
 
 # ------------------------------------------------------------------- normalisation
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+"""ImageNet's per-channel RGB mean and standard deviation, for pixels in [0, 1] (the
+authors' code uses them times 255 on pixels 0..255: the same map)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,6 +310,12 @@ class ChannelNormalisation:
         check_images(images, channels=None)
         x = images.astype(np.float64).reshape(-1, images.shape[-1])
         return cls(tuple(x.mean(axis=0)), tuple(np.maximum(x.std(axis=0), min_std)))
+
+    @classmethod
+    def imagenet(cls) -> ChannelNormalisation:
+        """The fixed ImageNet normalisation (`IMAGENET_MEAN`, `IMAGENET_STD`) that the
+        authors' released model expects."""
+        return cls(IMAGENET_MEAN, IMAGENET_STD)
 
     @property
     def channels(self) -> int:
@@ -348,12 +370,14 @@ class ChannelNormalisation:
 # ------------------------------------------------------------------- validation
 
 
-def check_images(images, *, size: int | None = None, channels: int | None = 3):
+def check_images(images, *, size: int | None = None, channels: int | None = 3,
+                 unit_range: bool = False):
     """Raise `ValueError` naming the problem and the fix unless `images` is a batch
     `[B, H, W, C]` of square images with `channels` channels (`None`: any), of side `size`
     (when given), with finite values and, for integer dtypes, values in 0..255.
-    Returns `images` unchanged. Float images are not range-checked (they may be
-    normalised). Under `jax.jit` only the shape and dtype are checked."""
+    Returns `images` unchanged. Float images are range-checked only with `unit_range`
+    (values in [0, 1]); otherwise they may be normalised. Under `jax.jit` only the shape
+    and dtype are checked."""
     shape = getattr(images, "shape", None)
     dtype = getattr(images, "dtype", None)
     if shape is None or dtype is None:
@@ -420,6 +444,12 @@ def check_images(images, *, size: int | None = None, channels: int | None = 3):
                 f"images contain NaN or infinite pixels ({int(bad.sum())} values in {n_bad} "
                 f"image(s), the first at batch index {first}); remove or repair those images."
             )
+        if unit_range and values.size and (values.min() < 0 or values.max() > 1):
+            raise ValueError(
+                f"images must be floats in [0, 1], got values in {float(values.min()):g}.."
+                f"{float(values.max()):g}; divide 0..255 pixels by 255 (or pass uint8 "
+                "arrays), undo any normalisation, and clip resampling overshoot to [0, 1]."
+            )
     elif values.size and (values.min() < 0 or values.max() > 255):
         raise ValueError(
             f"integer images must have values in 0..255, got {int(values.min())}.."
@@ -427,6 +457,52 @@ def check_images(images, *, size: int | None = None, channels: int | None = 3):
             "[0, 1]."
         )
     return images
+
+
+# ------------------------------------------------------------------ photo folders
+
+PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+def folder_images(folder, size: int, *, limit: int | None = None):
+    """The photos of a folder (`.jpg`, `.jpeg`, `.png`, any case; not its subfolders) in
+    name order, each turned upright by its EXIF orientation, converted to RGB, centre
+    cropped to a square and resized to `size x size` (Pillow, bicubic, antialiased when
+    shrinking), as in the usual ImageNet evaluation (resize, centre crop).
+
+    **Returns:** `(images float32 [M, size, size, 3] in [0, 1] (k / 255), names)`; `limit`
+    keeps the first `limit` photos. Raises `ValueError` for a missing folder, a folder
+    without photos, or a file that cannot be read as an image."""
+    from PIL import Image, ImageOps
+
+    size = _positive_int(size, "size")
+    if limit is not None:
+        limit = _positive_int(limit, "limit")
+    folder = os.fspath(folder)
+    if not os.path.isdir(folder):
+        raise ValueError(f"--images-dir {folder} is not a folder.")
+    names = sorted(name for name in os.listdir(folder)
+                   if name.lower().endswith(PHOTO_SUFFIXES)
+                   and os.path.isfile(os.path.join(folder, name)))
+    if not names:
+        raise ValueError(f"{folder} holds no photos ({', '.join(PHOTO_SUFFIXES)}).")
+    names = names[:limit]
+    out = np.empty((len(names), size, size, 3), np.float32)
+    for i, name in enumerate(names):
+        try:
+            with Image.open(os.path.join(folder, name)) as opened:
+                image = ImageOps.exif_transpose(opened).convert("RGB")
+        except (OSError, ValueError) as exc:  # PIL's UnidentifiedImageError is an OSError
+            raise ValueError(f"{os.path.join(folder, name)} is not a readable image "
+                             f"({exc}).") from None
+        width, height = image.size
+        side = min(width, height)
+        left, top = (width - side) // 2, (height - side) // 2
+        image = image.crop((left, top, left + side, top + side))
+        if side != size:
+            image = image.resize((size, size), Image.Resampling.BICUBIC)
+        out[i] = np.asarray(image, np.float32) / 255.0
+    return out, names
 
 
 # ------------------------------------------------------------- TensorFlow Datasets
