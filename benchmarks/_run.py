@@ -9,20 +9,23 @@ import traceback
 from pathlib import Path
 
 ROWS = ("overhead", "flops", "closed_form", "fixed_point", "memory", "compile", "batch",
-        "devices", "sparse", "imagenet", "solver_objects", "sweep", "training_step")
+        "devices", "sparse", "imagenet", "solver_objects", "sweep", "training_step",
+        "long_horizon")
 DEFAULT_OUT_DIR = Path("runs") / "bench"
 
 
 def _module(family: str):
     from . import (_batch, _closed_form, _compile, _devices, _distributed, _fixed_point,
-                   _flops, _imagenet, _memory, _overhead, _solver_objects, _sparse, _sweep,
+                   _flops, _imagenet, _long_horizon, _memory, _overhead, _solver_objects,
+                   _sparse, _sweep,
                    _training_step)
 
     return {"overhead": _overhead, "flops": _flops, "closed_form": _closed_form,
             "fixed_point": _fixed_point, "memory": _memory, "compile": _compile,
             "batch": _batch, "devices": _devices, "distributed": _distributed,
             "sparse": _sparse, "imagenet": _imagenet, "solver_objects": _solver_objects,
-            "sweep": _sweep, "training_step": _training_step}[family]
+            "sweep": _sweep, "training_step": _training_step,
+            "long_horizon": _long_horizon}[family]
 
 
 def run_benchmarks(rows=ROWS, *, quick: bool = False, batch: int = 32,

@@ -5,6 +5,7 @@ adjoint and `find_fixed_point` also need a `ManifoldEnergySystem`. This package 
 no model code.
 """
 
+from ._auto import AutoSwitch
 from ._errors import SolveError
 from ._fixed_point import FixedPointResult, find_fixed_point
 from ._presets import PRESETS, SOLVER_NAMES, SolverPreset, get_preset
@@ -12,12 +13,14 @@ from ._protocol import EnergySystem, ManifoldEnergySystem, batched_args_axes
 from ._solution import STOP_REASONS, EnergySolution, StopReason
 from ._sharding import batch_mesh, shard_batch
 from ._solve import (
-    ADJOINTS, BACKSOLVE_STABLE_HORIZON, FLOWS, check_options, constant_step_count, solve,
+    ADJOINTS, BACKSOLVE_STABLE_HORIZON, DENSE_JACOBIAN_MAX_STATE, FLOWS, check_options,
+    constant_step_count, solve,
 )
 from ._stop import FixedPointStop, rms
 
 __all__ = [
-    "ADJOINTS", "BACKSOLVE_STABLE_HORIZON", "EnergySolution", "EnergySystem", "FLOWS",
+    "ADJOINTS", "AutoSwitch", "BACKSOLVE_STABLE_HORIZON", "DENSE_JACOBIAN_MAX_STATE",
+    "EnergySolution", "EnergySystem", "FLOWS",
     "FixedPointResult", "FixedPointStop", "ManifoldEnergySystem", "PRESETS",
     "SOLVER_NAMES", "STOP_REASONS", "SolveError", "SolverPreset", "StopReason",
     "batch_mesh", "batched_args_axes", "check_options", "constant_step_count",

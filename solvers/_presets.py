@@ -8,6 +8,8 @@ import diffrax
 import jax
 import numpy as np
 
+from ._auto import EXPLICIT_EVALS, AutoSwitch
+
 _SOLVERS = {
     "euler": diffrax.Euler,
     "heun": diffrax.Heun,
@@ -18,6 +20,7 @@ _SOLVERS = {
     "dopri5": diffrax.Dopri5,
     "dopri8": diffrax.Dopri8,
     "kvaerno5": diffrax.Kvaerno5,
+    "auto": AutoSwitch,
 }
 SOLVER_NAMES = tuple(_SOLVERS)
 
@@ -47,6 +50,7 @@ class SolverPreset:
     implicit: bool
     order: int | None
     nfe_exact: bool = True
+    self_counting: bool = False
     instance: diffrax.AbstractSolver | None = dataclasses.field(
         default=None, compare=False, repr=False)
 
@@ -54,13 +58,20 @@ class SolverPreset:
         return self.instance if self.instance is not None else _SOLVERS[self.name]()
 
     def nfe(self, num_steps):
-        """Vector-field evaluations for `num_steps` attempted steps (array or int)."""
+        """Vector-field evaluations for `num_steps` attempted steps (array or int).
+        For a `self_counting` solver ("auto") this is only the count of its explicit
+        mode; `solvers.solve` reports the solver's own counts instead."""
         if self.fsal:
             return (self.stages - 1) * num_steps + 1
         return self.stages * num_steps
 
     @property
     def nfe_note(self) -> str:
+        if self.self_counting:
+            return ("exact count kept by the solver: evaluations plus JVPs (jvp_evals) of "
+                    f"the accepted steps; rejected steps added at {EXPLICIT_EVALS} each, exact "
+                    "for explicit ones (an estimate when a step was rejected after a switch "
+                    "to the implicit mode: see nfe_is_estimate)")
         if self.implicit:
             return ("lower bound: one evaluation per stage and step; Newton iterations and "
                     "Jacobians not counted")
@@ -125,6 +136,10 @@ def _is_plain(solver, base) -> bool:
 
 
 def _describe(solver: diffrax.AbstractSolver, name: str | None = None) -> SolverPreset:
+    if isinstance(solver, AutoSwitch):  # counts its own evaluations (solver state)
+        return SolverPreset(name or type(solver).__name__, EXPLICIT_EVALS + 1, True, True,
+                            False, 5, nfe_exact=True, self_counting=True,
+                            instance=None if name else solver)
     if not _fits_one_ode_term(solver):
         _refuse_term_structure(solver)
     tableau = getattr(solver, "tableau", None)

@@ -13,6 +13,7 @@ import numpy as np
 
 from et_ode.vocab import ADJOINTS, FLOWS, Adjoint, Flow
 
+from ._auto import EXPLICIT_EVALS, AutoSwitch
 from ._errors import SolveError
 from ._implicit import implicit_fixed_point
 from ._protocol import batched_args_axes
@@ -44,6 +45,10 @@ class _Config:
     checkpoints: int | None
     batched: bool
     args_batched: bool
+    # A batch solved sample by sample (lax.map) rather than by vmap: solver="auto",
+    # whose implicit branch cost about 4 ms per step under vmap even when no sample
+    # ran it (shipped core, CPU); each sample also takes its own steps.
+    sequential: bool = False
 
 
 class _FlowTerm(eqx.Module):
@@ -57,19 +62,21 @@ class _FlowTerm(eqx.Module):
         return self.model.vector_field(t, y, args[0], self.flow)
 
 
-def _saveat(cfg: _Config, ts_save, model):
+def _saveat(cfg: _Config, ts_save, model, solver_state=False):
     # With steps=True diffrax saves the last step in the steps block, not in a t1 slot.
+    # solver_state: the final solver state (a self-counting solver's counters).
     main = dict(t1=True)
     if cfg.save == "steps":
         main = dict(t0=True, steps=True)
     elif cfg.save == "ts":
         main.update(ts=ts_save)
     if not cfg.save_energy:
-        return diffrax.SaveAt(**main)
+        return diffrax.SaveAt(**main, solver_state=solver_state)
     energy = diffrax.SubSaveAt(
         t0=True, steps=True, fn=lambda t, y, args: model.energy(y, args[0])
     )
-    return diffrax.SaveAt(subs=[diffrax.SubSaveAt(**main), energy])
+    return diffrax.SaveAt(subs=[diffrax.SubSaveAt(**main), energy],
+                          solver_state=solver_state)
 
 
 def _solve_one(model, x0, args, numbers, ts_save, solver, controller, cfg: _Config):
@@ -83,6 +90,11 @@ def _solve_one(model, x0, args, numbers, ts_save, solver, controller, cfg: _Conf
         )
     elif controller is None:
         controller = diffrax.ConstantStepSize()
+    counting = isinstance(solver, AutoSwitch)
+    if counting and cfg.adaptive and "rtol" in numbers and solver.rtol is None:
+        # the rtol/atol shortcut: the solver rescales its implicit error with them
+        solver = eqx.tree_at(lambda s: (s.rtol, s.atol), solver,
+                             (numbers["rtol"], numbers["atol"]), is_leaf=lambda x: x is None)
     if cfg.adjoint == "backsolve":
         # throw=True: the backward solve has no stop code to report, so running out of
         # steps there must raise rather than return silently wrong gradients.
@@ -102,7 +114,7 @@ def _solve_one(model, x0, args, numbers, ts_save, solver, controller, cfg: _Conf
         numbers["dt0"] if "dt0" in numbers else None,
         x0,
         args=(args, threshold),
-        saveat=_saveat(cfg, ts_save, model),
+        saveat=_saveat(cfg, ts_save, model, solver_state=counting),
         stepsize_controller=controller,
         adjoint=adjoint,
         event=residual_event(model) if cfg.fixed_point else None,
@@ -142,12 +154,23 @@ def _solve_one(model, x0, args, numbers, ts_save, solver, controller, cfg: _Conf
         num_rejected_steps=sol.stats["num_rejected_steps"],
         residual_rms=g_final, residual_rms_initial=g0, threshold=threshold,
         stop=reason,
+        own_counts=None if not counting else dict(
+            f_evals=sol.solver_state.f_evals, jvp_evals=sol.solver_state.jvp_evals,
+            num_switches=sol.solver_state.num_switches,
+            implicit_steps=sol.solver_state.implicit_steps),
     )
 
 
 @eqx.filter_jit
 def _solve_core(model, x0, args, numbers, ts_save, solver, controller, cfg: _Config):
     fn = lambda x, a: _solve_one(model, x, a, numbers, ts_save, solver, controller, cfg)  # noqa: E731
+    if cfg.batched and cfg.sequential:
+        def sample(i):  # batched args: as batched_args_axes, array leaves on axis 0
+            a = args if not cfg.args_batched else jax.tree.map(
+                lambda leaf: leaf[i] if jnp.ndim(leaf) > 0 else leaf, args)
+            return fn(x0[i], a)
+
+        return jax.lax.map(sample, jnp.arange(x0.shape[0]))
     if cfg.batched:
         fn = jax.vmap(fn, in_axes=(0, batched_args_axes(args) if cfg.args_batched else None))
     return fn(x0, args)
@@ -190,6 +213,9 @@ def _positive_finite(name, value, deferred):
 
 
 DEFAULT_MAX_STEPS = 4096
+# Implicit diffrax solvers (kvaerno5, Kvaerno3, ...) build the dense (N D)^2 Jacobian
+# (N D JVPs) and factorise it: refused above this many state entries per sample.
+DENSE_JACOBIAN_MAX_STATE = 1024
 EVERY_STEP_CHECKPOINTS_UP_TO = 64
 
 
@@ -304,6 +330,11 @@ def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save
         if dt0 is not None:
             _positive_finite("dt0", dt0, deferred)
     else:
+        if preset.self_counting:
+            raise ValueError(
+                f"solver {label} chooses between an explicit and an implicit method by "
+                "the step sizes its error control takes: pass rtol and atol (PID step "
+                "control), e.g. rtol=1e-4, atol=1e-6.")
         if preset.needs_controller_tolerances:
             own = ("" if isinstance(solver, str) else
                    f" (or give its root finder tolerances of its own: diffrax.{label}("
@@ -390,6 +421,14 @@ def _validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol
         )
     if not jnp.issubdtype(x0.dtype, jnp.floating):
         raise ValueError(f"x0 must be a floating-point array (got dtype {x0.dtype}).")
+    size = int(np.prod(x0.shape[-2:]))
+    if preset.implicit and size > DENSE_JACOBIAN_MAX_STATE:
+        raise ValueError(
+            f"solver {_label(solver)} is implicit with a dense Jacobian: each Jacobian "
+            f"costs N D = {size} JVPs and an (N D)^2 factorisation (on the shipped core, "
+            f"N D = 4096: 104 s for 127 evaluations), above the limit of "
+            f"{DENSE_JACOBIAN_MAX_STATE} state entries. Use solver=\"auto\" (explicit while "
+            "not stiff, matrix-free implicit steps while stiff) with rtol and atol.")
     params = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
     if params and jnp.result_type(x0, *params) != x0.dtype:
         raise ValueError(
@@ -504,11 +543,18 @@ def solve(
     - `t0`, `t1`: time span in the model's time units (`tau`). Default `t1`: 1.2, or with a
       fixed-point `stop`, 1000 (then `t1` is the time cap).
     - `solver`: one of `euler, heun, midpoint, ralston, bosh3, tsit5, dopri5, dopri8,
-      kvaerno5`, or any `diffrax.AbstractSolver` instance that integrates one ODE term
+      kvaerno5, auto`, or any `diffrax.AbstractSolver` instance that integrates one ODE
+      term
       (`diffrax.Tsit5()`, `diffrax.Kvaerno3()`, `diffrax.ReversibleHeun()`, an explicit
       Runge-Kutta method with a tableau of one's own...). IMEX solvers (`Sil3`,
       `KenCarp*`, needing a `MultiTerm`) and SDE solvers are refused. `stats["solver"]`
-      is the name, or the class name of an object.
+      is the name, or the class name of an object. `"auto"` (`solvers.AutoSwitch`, needs
+      rtol and atol): Tsit5 while the flow is not stiff, a matrix-free Rosenbrock-W step
+      (JVPs and GMRES, no dense Jacobian) while it is (the projected flow past
+      convergence); its `stats` add `jvp_evals`, `num_switches` and `implicit_steps`,
+      `nfe` counts JVPs, and a batch is solved sample by sample (`lax.map`), forward
+      only. Dense-Jacobian implicit solvers are refused above
+      `DENSE_JACOBIAN_MAX_STATE` entries of `[N, D]`.
     - `dt0`: the constant step when the steps are constant; with adaptive steps, the
       initial step (`None`: chosen automatically).
     - `rtol`, `atol`: select PID step control (both needed; not with `euler`).
@@ -591,6 +637,7 @@ def solve(
         save_energy=bool(save_energy), adjoint=adjoint, max_steps=int(max_steps),
         fixed_point=stop is not None, checkpoints=checkpoints,
         batched=x0.ndim == 3, args_batched=bool(args_batched),
+        sequential=preset.self_counting,
     )
     if adjoint == "implicit":
 
@@ -634,6 +681,20 @@ def _finish(out, cfg: _Config, preset: SolverPreset, locals_for_stats: dict, jum
         stats["nfe_note"] = (
             stats["nfe_note"].replace("exact: ", "lower bound: ", 1)
             + "; the extra evaluation after each time in jump_ts crossed is not counted")
+    if preset.self_counting:  # "auto": the solver's own counts, JVPs included
+        own = out["own_counts"]
+        rejected = out["num_rejected_steps"]
+        stats["jvp_evals"] = own["jvp_evals"]
+        stats["num_switches"] = own["num_switches"]
+        stats["implicit_steps"] = own["implicit_steps"]
+        stats["nfe"] = own["f_evals"] + own["jvp_evals"] + EXPLICIT_EVALS * rejected
+        # Rejected steps before any switch are explicit (6 evaluations each, exact);
+        # after one, a rejected step's mode (and cost) is not known.
+        if traced:
+            stats["nfe_is_estimate"] = jnp.any((rejected > 0) & (own["num_switches"] > 0))
+        else:
+            stats["nfe_is_estimate"] = bool(np.any(
+                (np.asarray(rejected) > 0) & (np.asarray(own["num_switches"]) > 0)))
     stats["residual_evals"] = out["num_steps"] + 1 if stop is not None else 0
     stats["energy_evals"] = out["num_accepted_steps"] + 1 if cfg.save_energy else 0
 
