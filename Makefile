@@ -6,10 +6,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test bench clean
 
+# The venv's own pip (no upgrade: it installs all of this); --no-compile: Python compiles
+# only the modules it imports, on first import, instead of every file of every package.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test,tfds]"
+	$(BIN)/pip install --quiet --no-compile -e ".[test,tfds,docs]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -22,15 +23,9 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
 # The documentation site (mkdocs-material + mkdocstrings) into site/; --strict fails on any
-# broken API reference or link. Installs the docs extra into .venv on first use.
-DOCS_STAMP := $(VENV)/.installed-docs
-
-$(DOCS_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/pip install --quiet -e ".[docs]"
-	touch $(DOCS_STAMP)
-
+# broken API reference or link (tests/test_docs.py builds it too, so make test checks it).
 .PHONY: docs
-docs: $(DOCS_STAMP)
+docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
 clean:
