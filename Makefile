@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/et-ode demo
 
+# Two workers, one module at a time, the longest first (and test_install.py with
+# test_cli.py): see tests/conftest.py.
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q
 

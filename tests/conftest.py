@@ -1,9 +1,17 @@
 """Test session set-up: float64 everywhere unless a test asks for float32 explicitly,
-and small shared models so that compiled functions are reused across tests."""
+small shared models so that compiled functions are reused across tests, the installed
+wheel (built and installed once per session, shared by test_install.py and test_cli.py),
+and the order in which `make test` hands modules to its two xdist workers."""
 
 import jax
 
 jax.config.update("jax_enable_x64", True)
+
+import os  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import jax.numpy as jnp  # noqa: E402
 import pytest  # noqa: E402
@@ -11,6 +19,7 @@ import pytest  # noqa: E402
 import et_ode  # noqa: E402
 
 N_TOKENS, DIM = 6, 16
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_model(hopfield="relu", self_attention=False, init_std=0.3, dtype=jnp.float64, seed=0):
@@ -39,3 +48,156 @@ def smooth_model():
 @pytest.fixture(scope="session")
 def x0():
     return make_state()
+
+
+# ------------------------------------------------------------------ xdist: units, order
+# `make test` runs `pytest -n 2 --dist loadfile`: each module is one unit of work, so its
+# module fixtures run once. Two changes (`pytest_xdist_make_scheduler` below):
+# test_install.py joins test_cli.py's unit, as both use the session fixture
+# `installed_demo` (the demo run from the installed wheel), which then runs once; and the
+# units go to the workers in the order of `COSTS`, the longest first, so that the two
+# workers finish together (xdist's own order is by number of tests, and the longest
+# module last would leave one worker idle). The costs are seconds per module measured
+# with this file's order on the 2-core machine under load; only their order matters. A
+# module not listed counts as `DEFAULT_COST`. (`--dist loadgroup` with `xdist_group`
+# marks would do the joining, but pytest-xdist 3.8 cannot group under pytest 9: it
+# renames `item._nodeid`, which pytest 9's `nodeid` no longer reads.)
+JOINED = {"test_install.py": "test_cli.py"}
+COSTS = {
+    "test_cli.py": 360, "test_analysis.py": 350, "test_authors_checkpoint.py": 185,
+    "test_benchmarks.py": 135, "test_gradients.py": 120, "test_sparse_attention.py": 110,
+    "test_trajectories.py": 95, "test_training.py": 85, "test_auto_solver.py": 75,
+    "test_solver_objects.py": 65, "test_fixed_points.py": 60, "test_multiprocess.py": 40,
+    "test_long_horizon.py": 30, "test_figures.py": 15, "test_order.py": 12,
+    "test_shipped.py": 12, "test_errors.py": 12, "test_readme.py": 11, "test_model.py": 9,
+    "test_docs.py": 5, "test_layout.py": 3, "test_data.py": 2,
+}
+DEFAULT_COST = 30
+
+
+def _unit(module_path: str) -> str:
+    """The unit of work of a module (`tests/test_install.py` -> `tests/test_cli.py`)."""
+    folder, _, name = module_path.rpartition("/")
+    return f"{folder}/{JOINED[name]}" if name in JOINED else module_path
+
+
+def pytest_collection_modifyitems(config, items):
+    """Modules sorted by `COSTS`, the longest first (a stable sort: the tests of a module
+    keep their order, and modules of equal cost their collection order)."""
+    def cost(item):
+        return COSTS.get(JOINED.get(item.path.name, item.path.name), DEFAULT_COST)
+
+    items.sort(key=lambda item: -cost(item))
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, when it is installed
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class JoinedLoadFile(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            return _unit(super()._split_scope(nodeid))
+
+    config.option.loadscopereorder = False  # keep the collection's order (sorted above)
+    return JoinedLoadFile(config, log)
+
+
+# ----------------------------------------------------------------------- installed wheel
+_COPY_IGNORE = shutil.ignore_patterns(
+    ".git", ".venv", "build", "dist", "site", "runs", "*.egg-info", "__pycache__",
+    ".pytest_cache", ".ruff_cache", ".mypy_cache")
+# A researcher's own modules with the generic names that et_ode must never import.
+SHADOWS = ("analysis", "solvers")
+SHADOW_SOURCE = '''\
+# A module of the working folder that shares a name with one of et_ode's layers.
+from pathlib import Path
+
+Path(__file__).with_name("IMPORTED-" + Path(__file__).stem).touch()
+raise ImportError(f"{__file__} was imported instead of et_ode's own module")
+'''
+
+
+def _checkout_files(root: Path):
+    """The files a fresh clone holds plus the untracked ones git does not ignore (the
+    checkout as it is, uncommitted changes included); `None` without git."""
+    try:
+        done = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=root, capture_output=True, check=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [name for name in done.stdout.decode().split("\0") if name]
+
+
+def _copy_checkout(destination: Path) -> Path:
+    """A copy of the checkout to build from: `pip wheel .` in the checkout itself would
+    write build/ and *.egg-info there (and two runs at once would share them)."""
+    files = _checkout_files(ROOT)
+    if files is None:
+        shutil.copytree(ROOT, destination, ignore=_COPY_IGNORE)
+        return destination
+    for name in files:
+        source = ROOT / name
+        if source.is_file():  # deleted but not yet staged: skip
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return destination
+
+
+def _pip(*args, cwd=None):
+    done = subprocess.run([sys.executable, "-m", "pip", *args, "--quiet",
+                           "--disable-pip-version-check"],
+                          cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"pip {' '.join(args)}:\n{done.stdout}\n{done.stderr}"[-4000:]
+
+
+@pytest.fixture(scope="session")
+def installed_wheel(tmp_path_factory):
+    """`pip wheel . --no-deps` (from a copy of the checkout) and a non-editable install of
+    that wheel with `pip install --no-deps --target`. Returns `(wheel, target, source)`,
+    `source` the copy the wheel was built from."""
+    base = tmp_path_factory.mktemp("wheel")
+    source = _copy_checkout(base / "source")
+    _pip("wheel", str(source), "--no-deps", "-w", str(base / "dist"))
+    (wheel,) = (base / "dist").glob("et_ode-*.whl")
+    target = base / "target"
+    # --no-compile: the .pyc files that appear later show which code ran from `target`.
+    _pip("install", "--no-deps", "--no-compile", "--target", str(target), str(wheel))
+    return wheel, target, source
+
+
+@pytest.fixture(scope="session")
+def shadowed_folder(tmp_path_factory):
+    """A working folder with its own `analysis.py` and `solvers.py`, which leave a marker
+    file `IMPORTED-<name>` and raise if anything imports them."""
+    folder = tmp_path_factory.mktemp("work")
+    for name in SHADOWS:
+        (folder / f"{name}.py").write_text(SHADOW_SOURCE)
+    return folder
+
+
+def installed_env(target: Path) -> dict:
+    """The environment that runs the installed copy: `target` first on the path (ahead of
+    the editable install), bytecode written, the working folder on the path."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONSAFEPATH", "PYTHONDONTWRITEBYTECODE")}
+    env["PYTHONPATH"] = str(target)
+    return env
+
+
+@pytest.fixture(scope="session")
+def installed_demo(installed_wheel, shadowed_folder, tmp_path_factory):
+    """`python -m et_ode.cli demo --quick` from the installed wheel, run in the shadowed
+    folder: the one demo run of the session (test_install.py checks how it ran,
+    test_cli.py what it wrote). Returns `(completed process, out folder)`."""
+    _, target, _ = installed_wheel
+    out = tmp_path_factory.mktemp("demo") / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "et_ode.cli", "demo", "--quick", "--no-progress",
+         "--out", str(out)],
+        cwd=shadowed_folder, env=installed_env(target), capture_output=True, text=True,
+        timeout=1200)
+    return done, out

@@ -3,8 +3,10 @@
 them against independent computations, run folders, refusals and bad options, and the
 sharded path (four forced host devices) against one device.
 
-The demo runs once (quick mode) in a module fixture; the other commands use the same
-sizes, so they reuse its compiled solves."""
+The demo runs once per session (quick mode): conftest's `installed_demo` runs it from the
+installed wheel in a subprocess, which test_install.py checks; here, the files it wrote.
+The other commands run in this process at the demo's sizes and are checked against the
+demo's files (the same images, frames and dynamics give the same numbers)."""
 
 import json
 import os
@@ -48,9 +50,11 @@ def all_finite(values):
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo") / "run"
-    assert run("demo", "--quick", "--out", out) == 0
+def demo(installed_demo):
+    """`et-ode demo --quick --no-progress --out OUT` (from the installed wheel: see
+    test_install.py): its folder and summary."""
+    done, out = installed_demo
+    assert done.returncode == 0, done.stderr[-4000:]
     return out, read(out / "summary.json")
 
 

@@ -126,6 +126,8 @@ def test_lbfgs_reaches_the_flows_minimum_and_stalls_at_the_energy_floor(
 
 
 # ---------------------------------------------------------------- conditions (test 8)
+# The gradients and losses below are jitted: one compiled program each, where an eager
+# `jax.grad` compiles every operation of the backward pass on its own.
 IMPLICIT = dict(solver="tsit5", rtol=1e-10, atol=1e-12, flow="projected", t1=1000.0,
                 stop=solvers.FixedPointStop(atol=1e-9), max_steps=20000, adjoint="implicit")
 
@@ -136,13 +138,11 @@ def _loss(model, sol):
 
 
 def test_clamped_tokens_make_the_fixed_point_depend_on_them(model, x0):
+    grad = jax.jit(jax.grad(
+        lambda x, args: _loss(model, solvers.solve(model, x, args=args, **IMPLICIT))))
     clamped = jnp.arange(N_TOKENS) < 3
-    args = et_ode.Conditions(clamped=clamped)
-    grad_x0 = jax.grad(lambda x: _loss(model, solvers.solve(model, x, args=args, **IMPLICIT)))(x0)
-    none_clamped = et_ode.Conditions(clamped=jnp.zeros(N_TOKENS, bool))  # same compile
-    grad_free = jax.grad(
-        lambda x: _loss(model, solvers.solve(model, x, args=none_clamped, **IMPLICIT))
-    )(x0)
+    grad_x0 = grad(x0, et_ode.Conditions(clamped=clamped))
+    grad_free = grad(x0, et_ode.Conditions(clamped=jnp.zeros(N_TOKENS, bool)))  # same compile
     clamped_norm = float(jnp.linalg.norm(grad_x0[:3]))
     free_norm = float(jnp.linalg.norm(grad_x0[3:]))
     # Clamped values steer the fixed point; the free tokens' own start is forgotten
@@ -161,7 +161,8 @@ def test_external_field_makes_the_fixed_point_depend_on_it(model, x0):
         sol = solvers.solve(model, x0, args=et_ode.Conditions(field=c), **IMPLICIT)
         return _loss(model, sol)
 
-    grad_field = jax.grad(loss)(field)
+    grad_field = jax.jit(jax.grad(loss))(field)
+    loss = jax.jit(loss)
     assert float(jnp.linalg.norm(grad_field)) > 0.1
     # Finite-difference check along one direction: the dependence is real, not an artefact.
     direction = make_state(seed=13)

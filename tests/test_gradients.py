@@ -302,8 +302,10 @@ def test_unconverged_gmres_raises_unless_lenient(smooth, fixed_point_grads):
     def strict_loss(m):
         return _loss(m, solvers.solve(m, x0, args=args, **strict).x_final, w)
 
+    # Jitted, as every gradient here: one program (eagerly, each operation of the
+    # backward pass compiles on its own); the error is raised when it runs.
     with pytest.raises(Exception, match="stagnation|maximum number of steps"):
-        jax.block_until_ready(eqx.filter_grad(strict_loss)(model))
+        jax.block_until_ready(eqx.filter_jit(eqx.filter_grad(strict_loss))(model))
     lenient = _grad(w, **strict)
     (g_lenient, _, _), _ = lenient(model, x0, args)
     (g_converged, _, _), _ = fixed_point_grads(model, x0, args)

@@ -7,8 +7,10 @@ paper's ReLU model the vector field is only Lipschitz where a hidden unit
 `xi_mu . g_B` crosses zero, and tsit5 loses its fifth order over a window with such
 switches (DESIGN.md section 3). `pytest -s` prints the measured slopes.
 
-One compiled program per solver: the step is passed as a number, so the grid of steps
-reuses it; `t1 / n` with integer `n` makes every step equal (no clipped last step).
+One compiled program per solver: the step is passed as a number and the step cap is one
+fixed `max_steps` (solve's default cap for constant steps is the step count, a static
+number: one compile per `n`), so the grid of steps reuses it; `t1 / n` with integer `n`
+makes every step equal (no clipped last step).
 """
 
 import os
@@ -57,7 +59,7 @@ def _scipy_solve(model, x0, t1, tol, flow="native"):
 def _errors(model, x0, solver, ns, x_ref):
     errors = []
     for n in ns:
-        sol = solvers.solve(model, x0, solver=solver, dt0=T1 / n, t1=T1)
+        sol = solvers.solve(model, x0, solver=solver, dt0=T1 / n, t1=T1, max_steps=MAX_STEPS)
         assert int(sol.stats["num_steps"]) == n and float(sol.t_final) == pytest.approx(T1)
         errors.append(float(np.max(np.abs(np.asarray(sol.x_final) - x_ref))))
     return np.array(errors)
@@ -97,6 +99,9 @@ def test_observed_order_on_smooth_model(smooth_model, x0, smooth_reference, solv
 
 
 RELU_GRID = (64, 128, 256, 512, 1024)
+# One cap for every grid (the most steps, plus diffrax's final bookkeeping step): one
+# compiled solve per solver and model.
+MAX_STEPS = max(max(ns) for ns in (*GRIDS.values(), RELU_GRID)) + 1
 
 
 def test_relu_switches_break_the_order_of_tsit5(model, smooth_model, x0, smooth_reference):
