@@ -16,6 +16,7 @@ result JSON-serialisable and `save_json` writes it atomically.
 | `gradient_depth` | do parameter gradients vanish with horizon, per adjoint? |
 | `work_precision` | error against NFE and wall time per solver and tolerance |
 | `contributions` | attention against Hopfield parts of the update over time |
+| `graph_overshoot` | what happens to a node anomaly detector's test AUC past its horizon? |
 | `long_horizon` | E, G, token scales, error, step sizes and perturbation growth to t = 1e4 |
 """
 
@@ -26,6 +27,7 @@ from ._convergence import (
 )
 from ._energy_descent import energy_descent, energy_rises, plot_energy_descent
 from ._fixed_points import fixed_points, matched_noise, plot_fixed_points, standard_starts
+from ._graph_overshoot import graph_overshoot, plot_graph_overshoot
 from ._gradient_depth import gradient_depth, plot_gradient_depth
 from ._image_figures import (
     attention_weights_figure, energy_video_frames, frame_times, held_out_images,
@@ -49,12 +51,13 @@ __all__ = [
     "energy_descent", "energy_rises", "energy_video_frames", "figure_to_frame",
     "finite_time_lyapunov", "fit_exponential_rate", "fit_power_law", "fixed_points",
     "float64_available",
-    "frame_times", "gradient_depth", "held_out_images", "held_out_masks",
+    "frame_times", "gradient_depth", "graph_overshoot", "held_out_images", "held_out_masks",
     "hessian_eigenvalues", "image_trajectory", "log_times", "long_horizon",
     "long_horizon_findings", "lyapunov_exponent",
     "matched_noise", "memories_figure", "metadata", "model_dtype", "normalised_patches",
     "overshoot", "plot_contributions", "plot_convergence", "plot_energy_descent",
-    "plot_fixed_points", "plot_gradient_depth", "plot_long_horizon", "plot_overshoot",
+    "plot_fixed_points", "plot_gradient_depth", "plot_graph_overshoot", "plot_long_horizon",
+    "plot_overshoot",
     "plot_stability",
     "plot_work_precision", "position_similarity_figure", "reconstruction_figure",
     "reference_time", "relative_error", "save_json", "stability", "standard_starts",

@@ -6,6 +6,9 @@ signatures and the tuple of its values for checks, messages and command-line cho
 - `Adjoint`: how `solvers.solve` is differentiated: `"checkpoint"` (exact gradients of
   the discrete solve), `"backsolve"` (the continuous adjoint integrated backwards) or
   `"implicit"` (the implicit function theorem at a fixed point).
+- `EnergyTerm`: the learned terms of the energy, `"attention"` and `"hopfield"`; a
+  model built with one of them only is an ablation (the paper's "ATT only" and "HN
+  only" rows).
 - `Activation`: the Hopfield module's `"relu"` (the paper's), `"softmax"`
   (log-sum-exp) or `"power"`.
 
@@ -17,10 +20,12 @@ from typing import Literal, get_args
 Flow = Literal["native", "projected"]
 Adjoint = Literal["checkpoint", "backsolve", "implicit"]
 Activation = Literal["relu", "softmax", "power"]
+EnergyTerm = Literal["attention", "hopfield"]
 
 FLOWS: tuple[str, ...] = get_args(Flow)
 ADJOINTS: tuple[str, ...] = get_args(Adjoint)
 ACTIVATIONS: tuple[str, ...] = get_args(Activation)
+ENERGY_TERMS: tuple[str, ...] = get_args(EnergyTerm)
 
 
 def check_choice(kind: str, value, choices: tuple[str, ...]) -> None:

@@ -43,17 +43,27 @@ def _command(name: str, summary: str, parser: argparse.ArgumentParser) -> list[s
     return lines + [""]
 
 
+def _commands(parser: argparse.ArgumentParser, prefix: str = "") -> list[str]:
+    """A section per command of `parser`, and per action of a command that has its own
+    (`et-ode graph train`, ...)."""
+    lines = []
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        summaries = {choice.dest: choice.help for choice in action._choices_actions}
+        for name, subparser in action.choices.items():
+            lines += _command(prefix + name, summaries.get(name, ""), subparser)
+            lines += _commands(subparser, prefix + name + " ")
+    return lines
+
+
 def render() -> str:
     from et_ode.cli import build_parser
 
     parser = build_parser()
-    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    summaries = {choice.dest: choice.help for choice in commands._choices_actions}
     parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=88)
     lines = ["```text", parser.format_usage().strip(), "```", ""]
-    for name, subparser in commands.choices.items():
-        lines += _command(name, summaries.get(name, ""), subparser)
-    return "\n".join(lines)
+    return "\n".join(lines + _commands(parser))
 
 
 def on_page_markdown(markdown, page, config, files):

@@ -15,6 +15,7 @@ from ..tasks import (
     load_config, load_model_and_config, train,
 )
 from ._demo import demo_job
+from ._graph import add_graph_commands
 from ._jobs import STUDIES, compare_solvers_job, energy_video_job, study_job
 from ._runs import (
     Stages, folder_photos, held_out, held_out_description, job_metadata, output_folder,
@@ -277,6 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="destination file")
     export.add_argument("--force", action="store_true", help="replace an existing destination")
     export.set_defaults(handler=_export)
+
+    add_graph_commands(commands, _positive_int, _positive_float)
     return parser
 
 

@@ -23,7 +23,9 @@ def closed_form_update(
     cond = _conditions(args)
     g = model.norm(x)
     att = model.attention
-    if cond.edges is not None:
+    if "attention" not in model.terms:
+        update = jnp.zeros_like(g)
+    elif cond.edges is not None:
         update = _closed_form_edges(att, g, *cond.edges)
     else:
         q = jnp.einsum("hyd,nd->hny", att.Wq, g)
@@ -45,7 +47,8 @@ def closed_form_update(
         act = jax.nn.softmax(hop.softmax_beta * hidden, axis=-1)
     else:
         act = jnp.maximum(hidden, 0.0) ** (hop.power - 1)
-    update = update + act @ hop.xi
+    if "hopfield" in model.terms:
+        update = update + act @ hop.xi
     if cond.field is not None:
         update = update + cond.field_strength * cond.field
     return update

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ..vocab import FLOWS, Activation, Flow, check_choice
+from ..vocab import ENERGY_TERMS, FLOWS, Activation, EnergyTerm, Flow, check_choice
 from ._attention import EnergyAttention
 from ._conditions import Conditions
 from ._hopfield import HopfieldNetwork
@@ -42,6 +42,9 @@ class EnergyTransformer(eqx.Module):
     - `gamma`, `eps`: LayerNorm scale (> 0) and regulariser.
     - `init_std`: std of the normal initialisation of `Wq`, `Wk`, `xi`.
     - `dtype`: parameter dtype (default float32; pass `jnp.float64` with x64 enabled).
+    - `terms`: the learned energy terms, `("attention", "hopfield")` (the default, the
+      paper's model) or one of them alone: an ablation whose other term is zero (its
+      parameters stay in the model, unused).
 
     Satisfies the `solvers.EnergySystem` and `solvers.ManifoldEnergySystem` protocols.
     """
@@ -50,6 +53,7 @@ class EnergyTransformer(eqx.Module):
     attention: EnergyAttention
     hopfield: HopfieldNetwork
     tau: float = eqx.field(static=True)
+    terms: tuple[EnergyTerm, ...] = eqx.field(static=True)
 
     def __init__(
         self,
@@ -68,6 +72,7 @@ class EnergyTransformer(eqx.Module):
         init_std: float = 0.02,
         hopfield_options: dict | None = None,
         dtype=None,
+        terms: tuple[EnergyTerm, ...] = ENERGY_TERMS,
     ):
         for name, value in dict(
             dim=dim, n_heads=n_heads, head_dim=head_dim, n_memories=n_memories
@@ -85,8 +90,13 @@ class EnergyTransformer(eqx.Module):
             dtype=dtype, **(hopfield_options or {}),
         )
         self.tau = float(tau)
+        self.terms = tuple(terms)
 
     def __check_init__(self):
+        if not self.terms or len(set(self.terms)) != len(self.terms):
+            raise ValueError(f"terms must name distinct energy terms (got {self.terms}).")
+        for term in self.terms:
+            check_choice("an energy term", term, ENERGY_TERMS)
         if not (math.isfinite(self.tau) and self.tau > 0):
             raise ValueError(f"tau must be positive and finite (got {self.tau}).")
         dims = {"norm": self.norm.dim, "attention": self.attention.Wq.shape[-1],
@@ -102,10 +112,12 @@ class EnergyTransformer(eqx.Module):
     def energy_parts_of_g(self, g: Float[Array, "N D"], args=None) -> dict:
         """`{"attention", "hopfield", "external"}` energies at normalised tokens `g`."""
         cond = _conditions(args)
+        zero = jnp.zeros((), g.dtype)
         parts = {
-            "attention": self.attention(g, cond.key_mask, cond.edges),
-            "hopfield": self.hopfield(g),
-            "external": jnp.zeros((), g.dtype),
+            "attention": (self.attention(g, cond.key_mask, cond.edges)
+                          if "attention" in self.terms else zero),
+            "hopfield": self.hopfield(g) if "hopfield" in self.terms else zero,
+            "external": zero,
         }
         if cond.field is not None:
             parts["external"] = -cond.field_strength * jnp.sum(cond.field * g)

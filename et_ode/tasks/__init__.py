@@ -5,7 +5,11 @@ Masked image completion (`MaskedImageET`: patches, encoder, MASK token, position
 TensorFlow Datasets), training (optax, atomic checkpoints, bit-identical resume),
 evaluation against the mean-fill and interpolation baselines, the shipped models, and
 the authors' released ImageNet model (`MaskedImageET.load("plaindict_ckpt.npz")`,
-read by `read_authors_checkpoint`). Builds on `et_ode.core` and `et_ode.solvers`.
+read by `read_authors_checkpoint`). Graphs: node anomaly detection
+(`NodeAnomalyET`, the `MLPDetector` and `GCNDetector` baselines, the generated
+`anomaly_benchmark`, `load_fraud_mat`) and graph classification (`GraphClassifierET`,
+`csl_graphs`, `load_tu`), run by `run_graph_benchmark` from a `GraphTrainConfig`.
+Builds on `et_ode.core` and `et_ode.solvers`.
 """
 
 from ._authors import (
@@ -18,25 +22,51 @@ from ._data import (
     IMAGENET_MEAN, IMAGENET_STD, SCENES, TEST_SCENES, TRAIN_SCENES, ChannelNormalisation,
     check_images, default_scale, folder_images, photo_crops, scene_crops, tfds_images,
 )
+from ._graph_config import (
+    GraphDataConfig, GraphTrainConfig, GraphTrainingConfig, ProtocolConfig, load_graph_config,
+)
+from ._graph_data import (
+    CSL_SKIPS, GraphSet, NodeGraph, anomaly_benchmark, canonical_edges, cross_validation_folds,
+    csl_graphs, load_fraud_mat, load_tu, stratified_splits,
+)
+from ._graph_metrics import accuracy, best_threshold, macro_f1, mean_std, roc_auc
+from ._graph_models import (
+    GCNDetector, GraphBatch, GraphClassifierET, MLPDetector, NodeAnomalyET, graph_batch,
+    laplacian_eigenvectors, new_detector,
+)
+from ._graph_spec import GRAPH_MODELS, GraphModelConfig
+from ._graph_train import (
+    evaluate_graph_model, load_graph_model, load_graph_set, load_node_graph,
+    run_graph_benchmark, run_part, standardise, table_markdown,
+)
 from ._evaluate import (
     EVAL_KEY, eval_masks, evaluate_baselines, evaluation_masks, evaluate_fill, evaluate_model,
     interpolation_fill, mean_fill,
 )
 from ._image_model import MaskedImageET, load_model_and_config, masked_mse, sincos_positions
-from ._image_spec import DECODERS, PATCH_ORDERS, POSITION_INITS, Dynamics, ImageModelConfig
+from ._dynamics import Dynamics
+from ._image_spec import DECODERS, PATCH_ORDERS, POSITION_INITS, ImageModelConfig
 from ._patches import Masking, patchify, random_masking, unpatchify
 from ._train import (
     CHECKPOINT_NAME, METRICS_NAME, export_model, held_out_indices, held_out_split, load_split, make_optimizer,
     new_model, train, train_step,
 )
-from ._zoo import SHIPPED, resolve_model_path, shipped_path
+from ._zoo import SHIPPED, SHIPPED_GRAPH, resolve_model_path, shipped_path
 
 __all__ = [
+    "CSL_SKIPS", "GCNDetector", "GRAPH_MODELS", "GraphBatch", "GraphClassifierET",
+    "GraphDataConfig", "GraphModelConfig", "GraphSet", "GraphTrainConfig",
+    "GraphTrainingConfig", "MLPDetector", "NodeAnomalyET", "NodeGraph", "ProtocolConfig",
+    "accuracy", "anomaly_benchmark", "best_threshold", "canonical_edges",
+    "cross_validation_folds", "csl_graphs", "evaluate_graph_model", "graph_batch",
+    "laplacian_eigenvectors", "load_fraud_mat", "load_graph_config", "load_graph_model",
+    "load_graph_set", "load_node_graph", "load_tu", "macro_f1", "mean_std", "new_detector",
+    "roc_auc", "run_graph_benchmark", "run_part", "standardise", "stratified_splits", "table_markdown",
     "AUTHORS_FILE_NAME", "AUTHORS_REPOSITORY", "CHECKPOINT_NAME", "ChannelNormalisation",
     "DECODERS", "DataConfig", "Dynamics", "EVAL_KEY", "IMAGENET_MEAN", "IMAGENET_STD",
     "ImageModelConfig", "METRICS_NAME", "MaskedImageET", "Masking", "PATCH_ORDERS",
     "POSITION_INITS",
-    "SCENES", "SHIPPED", "TEST_SCENES", "TRAIN_SCENES", "TrainConfig", "TrainingConfig",
+    "SCENES", "SHIPPED", "SHIPPED_GRAPH", "TEST_SCENES", "TRAIN_SCENES", "TrainConfig", "TrainingConfig",
     "authors_config", "check_images", "config_from_header", "default_scale", "eval_masks",
     "evaluate_baselines", "evaluate_fill", "evaluate_model", "evaluation_masks",
     "export_model", "fill", "folder_images", "held_out_indices", "held_out_split",

@@ -44,7 +44,8 @@ import numpy as np
 
 from ._config import DataConfig, TrainConfig, TrainingConfig
 from ._data import ChannelNormalisation
-from ._image_spec import Dynamics, ImageModelConfig
+from ._dynamics import Dynamics
+from ._image_spec import ImageModelConfig
 
 REPOSITORY = "bhoov/energy-transformer-jax"
 FILE_NAME = "plaindict_ckpt.npz"

@@ -8,7 +8,8 @@ from pathlib import Path
 from .. import solvers
 from ..vocab import ACTIVATIONS, ADJOINTS, FLOWS
 
-from ._image_spec import Dynamics, ImageModelConfig
+from ._dynamics import Dynamics
+from ._image_spec import ImageModelConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,29 +65,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, raw: dict, source: str = "config") -> "TrainConfig":
-        sections = {f.name: f.type for f in dataclasses.fields(cls)}
-        unknown = set(raw) - set(sections)
-        if unknown:
-            raise ValueError(
-                f"{source}: unknown section(s) {sorted(unknown)}; allowed: {sorted(sections)}."
-            )
-        built = {}
-        for name, kind in sections.items():
-            values = raw.get(name, {})
-            if not isinstance(values, dict):
-                raise ValueError(f"{source}: [{name}] must be a table of fields.")
-            fields = {f.name: f for f in dataclasses.fields(kind)}
-            unknown = set(values) - set(fields)
-            if unknown:
-                raise ValueError(
-                    f"{source}: unknown field(s) {sorted(unknown)} in [{name}]; "
-                    f"allowed: {sorted(fields)}."
-                )
-            try:
-                built[name] = kind(**values)
-            except (TypeError, ValueError) as error:
-                raise ValueError(f"{source}: [{name}]: {error}") from None
-        config = cls(**built)
+        config = cls(**sections_from_dict(cls, raw, source))
         config.check(source)
         return config
 
@@ -105,12 +84,12 @@ class TrainConfig:
             need(isinstance(value, int) and value >= 1, f"[model] {name} must be a positive integer")
         need(m.channels in (1, 3), "[model] channels must be 1 or 3")
         need(m.hopfield in ACTIVATIONS, f"[model] hopfield must be one of {', '.join(ACTIVATIONS)}")
-        need(_positive(m.tau), "[model] tau must be positive")
+        need(positive(m.tau), "[model] tau must be positive")
         need(d.flow in FLOWS, f"[dynamics] flow must be one of {', '.join(FLOWS)}")
         need(d.adjoint in ADJOINTS, f"[dynamics] adjoint must be one of {', '.join(ADJOINTS)}")
-        need(_positive(d.t1), "[dynamics] t1 must be positive")
-        need(d.dt0 is None or _positive(d.dt0), "[dynamics] dt0 must be positive")
-        need(d.fixed_point_atol is None or _positive(d.fixed_point_atol),
+        need(positive(d.t1), "[dynamics] t1 must be positive")
+        need(d.dt0 is None or positive(d.dt0), "[dynamics] dt0 must be positive")
+        need(d.fixed_point_atol is None or positive(d.fixed_point_atol),
              "[dynamics] fixed_point_atol must be positive")
         if not problems:  # the combination, as solvers.solve will see it
             try:
@@ -122,32 +101,82 @@ class TrainConfig:
         need(0 <= data.mask_fraction <= 1, "[data] mask_fraction must be in [0, 1]")
         need(isinstance(data.eval_images, int) and data.eval_images >= 1,
              "[data] eval_images must be a positive integer")
-        for name in ("steps", "batch_size", "eval_every", "checkpoint_every"):
-            value = getattr(t, name)
-            need(isinstance(value, int) and value >= 1, f"[training] {name} must be a positive integer")
-        need(isinstance(t.warmup_steps, int) and 0 <= t.warmup_steps < t.steps,
-             "[training] warmup_steps must be an integer in [0, steps)")
-        need(_positive(t.learning_rate), "[training] learning_rate must be positive")
-        need(t.weight_decay >= 0, "[training] weight_decay must be >= 0")
-        need(_positive(t.clip_norm), "[training] clip_norm must be positive")
+        problems += optimisation_problems(t, ("steps", "batch_size", "eval_every",
+                                              "checkpoint_every"))
         if problems:
             raise ValueError(f"{source}: " + "; ".join(problems) + ".")
 
 
-def _positive(value) -> bool:
+def optimisation_problems(t, counts: tuple[str, ...]) -> list[str]:
+    """What is wrong with a `[training]` section `t` of AdamW with warmup-cosine and
+    clipping: its `counts` must be positive integers, `warmup_steps` in `[0, steps)`,
+    `learning_rate` and `clip_norm` positive, `weight_decay` >= 0."""
+    problems = [f"[training] {name} must be a positive integer" for name in counts
+                if not (isinstance(getattr(t, name), int) and getattr(t, name) >= 1)]
+    checks = (
+        (isinstance(t.warmup_steps, int) and 0 <= t.warmup_steps < t.steps,
+         "[training] warmup_steps must be an integer in [0, steps)"),
+        (positive(t.learning_rate), "[training] learning_rate must be positive"),
+        (t.weight_decay >= 0, "[training] weight_decay must be >= 0"),
+        (positive(t.clip_norm), "[training] clip_norm must be positive"),
+    )
+    return problems + [message for ok, message in checks if not ok]
+
+
+def sections_from_dict(cls, raw: dict, source: str) -> dict:
+    """The sections of the dataclass `cls` (each field a dataclass of its own) built
+    from `raw`, a dict of tables as read from TOML: unknown sections and fields are
+    refused naming them and the allowed ones; a field's own checks are reported with
+    its section. Missing sections and fields take their defaults."""
+    sections = {f.name: f.type for f in dataclasses.fields(cls)}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{source}: a config is a table of sections.")
+    unknown = set(raw) - set(sections)
+    if unknown:
+        raise ValueError(
+            f"{source}: unknown section(s) {sorted(unknown)}; allowed: {sorted(sections)}."
+        )
+    built = {}
+    for name, kind in sections.items():
+        values = raw.get(name, {})
+        if not isinstance(values, dict):
+            raise ValueError(f"{source}: [{name}] must be a table of fields.")
+        fields = {f.name: f for f in dataclasses.fields(kind)}
+        unknown = set(values) - set(fields)
+        if unknown:
+            raise ValueError(
+                f"{source}: unknown field(s) {sorted(unknown)} in [{name}]; "
+                f"allowed: {sorted(fields)}."
+            )
+        try:
+            built[name] = kind(**{k: tuple(v) if isinstance(v, list) else v
+                                  for k, v in values.items()})
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{source}: [{name}]: {error}") from None
+    return built
+
+
+def read_toml(path) -> dict:
+    """The tables of a TOML file; a missing file or invalid TOML is a `ValueError`
+    naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config file {path} does not exist.")
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"{path}: not valid TOML: {error}") from None
+
+
+def positive(value) -> bool:
+    """A finite number above zero."""
     return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
 def load_config(path) -> TrainConfig:
     """Read and check a TOML training config (which may not ask for the authors'
     double-LayerNorm decoder: see `ImageModelConfig`)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"config file {path} does not exist.")
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as error:
-        raise ValueError(f"{path}: not valid TOML: {error}") from None
+    raw = read_toml(path)
     config = TrainConfig.from_dict(raw, source=str(path))
     if config.model.decoder != "layernorm":
         raise ValueError(

@@ -13,7 +13,8 @@ from ._authors import is_npz, read_authors_checkpoint
 from ._checkpoint import fill, read_checkpoint
 from ._config import TrainConfig, config_from_header
 from ._data import ChannelNormalisation, check_images
-from ._image_spec import Dynamics, ImageModelConfig
+from ._dynamics import Dynamics
+from ._image_spec import ImageModelConfig
 from ._zoo import resolve_model_path
 from ._patches import Masking, patchify, unpatchify
 

@@ -9,6 +9,10 @@ SHIPPED = {
     "ode": "a fixed-point model: projected flow to RMS G < tol with the data in the energy "
            "(docs: how-to/train-evaluate, for how it was trained)",
 }
+SHIPPED_GRAPH = {
+    "graph_anomaly": "node anomaly detection on the generated benchmark (configs/"
+                     "graph_anomaly.toml: 1,000 nodes, training ratio 0.4, split 0)",
+}
 
 
 def shipped_path(name: str) -> Path:
@@ -16,10 +20,11 @@ def shipped_path(name: str) -> Path:
     return Path(str(resources.files("et_ode") / "models" / f"{name}.eqx"))
 
 
-def resolve_model_path(name_or_path) -> Path:
-    """The file of a shipped model name, or the path given; an error that names the
+def resolve_model_path(name_or_path, names: dict = SHIPPED) -> Path:
+    """The file of a shipped model name (one of `names`: the image models by default,
+    `SHIPPED_GRAPH` for graph models), or the path given; an error that names the
     shipped models when neither exists."""
-    shipped = isinstance(name_or_path, str) and name_or_path in SHIPPED
+    shipped = isinstance(name_or_path, str) and name_or_path in names
     path = shipped_path(name_or_path) if shipped else Path(name_or_path)
     if path.exists():
         return path
@@ -30,5 +35,5 @@ def resolve_model_path(name_or_path) -> Path:
         )
     raise ValueError(
         f"no shipped model or file named {str(name_or_path)!r}; shipped models: "
-        f"{', '.join(SHIPPED)}."
+        f"{', '.join(names)}."
     )

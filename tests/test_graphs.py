@@ -1,0 +1,283 @@
+"""Graph models and benchmarks: the energy ablations, the GCN propagation and the
+metrics against independent NumPy references, the sparse model against a dense key
+mask, the Laplacian positions and padded batches, the benchmark protocol (results,
+resume, re-evaluation), the command line and the shipped graph model."""
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import DIM, make_model, make_state
+
+import et_ode
+from et_ode import tasks
+from et_ode.cli import main
+from et_ode.core import Conditions, closed_form_update
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ------------------------------------------------------------------ energy ablations
+@pytest.mark.parametrize("terms", [("attention",), ("hopfield",)])
+def test_ablation_keeps_one_term_and_matches_the_closed_form(terms):
+    full = make_model()
+    ablated = et_ode.EnergyTransformer(DIM, 2, 8, 24, key=jax.random.key(0), init_std=0.3,
+                                       dtype=jnp.float64, terms=terms)  # make_model's
+    x = make_state()
+    parts = full.energy_parts(x)
+    assert float(ablated.energy(x)) == pytest.approx(float(parts[terms[0]]), rel=1e-13)
+    update = -jax.grad(ablated.energy_of_g)(ablated.norm(x))
+    np.testing.assert_allclose(closed_form_update(ablated, x), update, rtol=1e-11, atol=1e-12)
+    with pytest.raises(ValueError, match="energy term"):
+        et_ode.EnergyTransformer(DIM, 2, 4, 12, key=jax.random.key(0), terms=("memories",))
+
+
+# ------------------------------------------------------------------------ metrics
+def test_auc_equals_the_pairwise_count_with_ties():
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 2, 400)
+    scores = np.round(rng.normal(size=400) + labels, 1)  # many ties
+    pos, neg = scores[labels == 1], scores[labels == 0]
+    pairs = (pos[:, None] > neg[None]) + 0.5 * (pos[:, None] == neg[None])
+    assert tasks.roc_auc(labels, scores) == pytest.approx(pairs.mean(), abs=1e-14)
+    assert tasks.roc_auc([0, 1], [0.0, 1.0]) == 1.0
+    with pytest.raises(ValueError, match="at least one anomaly"):
+        tasks.roc_auc([0, 0], [0.1, 0.2])
+
+
+def test_macro_f1_and_the_validation_threshold():
+    labels = np.array([0, 0, 0, 0, 1, 1])
+    predicted = np.array([0, 0, 1, 0, 1, 0])
+    # normal: tp 3, fp 1, fn 1 -> 6/8; anomaly: tp 1, fp 1, fn 1 -> 2/4
+    assert tasks.macro_f1(labels, predicted) == pytest.approx((0.75 + 0.5) / 2)
+    scores = np.array([0.1, 0.2, 0.3, 0.35, 0.8, 0.9])
+    threshold = tasks.best_threshold(labels, scores)
+    assert 0.35 < threshold < 0.8
+    assert tasks.macro_f1(labels, scores > threshold) == 1.0
+
+
+# ---------------------------------------------------------------------- the models
+CONFIG = tasks.GraphModelConfig(dim=8, n_heads=1, head_dim=4, n_memories=8, init_std=0.3,
+                                self_attention=True, head_hidden=8)
+
+
+@pytest.fixture(scope="module")
+def small_graph():
+    return tasks.anomaly_benchmark(120, seed=1, n_features=6, clique_size=6)
+
+
+def test_sparse_detector_equals_a_dense_key_mask(small_graph):
+    g = small_graph
+    model = tasks.NodeAnomalyET(CONFIG, n_nodes=g.n_nodes, n_features=g.n_features,
+                                key=jax.random.key(2))
+    features = jnp.asarray(tasks.standardise(g.features))
+    sparse = model.logits(features, jnp.asarray(g.senders), jnp.asarray(g.receivers))
+    mask = np.eye(g.n_nodes, dtype=bool)  # self_attention: every node's own key
+    mask[g.receivers, g.senders] = True
+    x0 = model.encode(features)
+    sol = et_ode.solvers.solve(model.core, x0, args=Conditions(key_mask=jnp.asarray(mask)))
+    dense = model.scores_of_states(x0, sol.x_final)
+    np.testing.assert_allclose(sparse, dense, rtol=2e-5, atol=2e-5)
+
+
+def test_gcn_propagation_equals_the_normalised_adjacency():
+    rng = np.random.default_rng(0)
+    n = 9
+    adjacency = np.triu(rng.random((n, n)) < 0.3, 1)
+    adjacency = adjacency | adjacency.T
+    receivers, senders = np.nonzero(adjacency)
+    h = rng.normal(size=(n, 5))
+    a_hat = adjacency + np.eye(n)
+    d = 1 / np.sqrt(a_hat.sum(1))
+    expected = d[:, None] * a_hat * d[None] @ h
+    from et_ode.tasks._graph_models import _gcn_propagate
+
+    got = _gcn_propagate(jnp.asarray(h), jnp.asarray(senders), jnp.asarray(receivers))
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_laplacian_positions_and_padded_batches():
+    graphs = tasks.csl_graphs(seed=0)
+    s, r = graphs.senders[20], graphs.receivers[20]
+    vectors = tasks.laplacian_eigenvectors(s, r, 41, 6)
+    adjacency = np.zeros((42, 42))
+    adjacency[r + 1, s + 1] = 1
+    adjacency[0, 1:] = adjacency[1:, 0] = 1
+    d = 1 / np.sqrt(adjacency.sum(1))
+    laplacian = np.eye(42) - d[:, None] * adjacency * d[None]
+    values = np.linalg.eigvalsh(laplacian)[:6]
+    np.testing.assert_allclose(laplacian @ vectors, vectors * values, atol=1e-5)
+    batch = tasks.graph_batch(graphs, [20, 3], 45, 6)
+    assert batch.key_mask.shape == (2, 46, 46) and batch.features.shape == (2, 45, 1)
+    mask = np.asarray(batch.key_mask[0])
+    assert mask[0, 1:42].all() and mask[1:42, 0].all() and not mask[0, 0]
+    assert not mask[42:].any() and not mask[:, 42:].any()  # padding: no edges
+    assert mask[1:42, 1:42].sum() == len(s) and (mask[1:42, 1:42] == adjacency[1:, 1:]).all()
+
+
+POSITIONLESS = tasks.GraphModelConfig(dim=8, n_heads=1, head_dim=4, n_memories=8,
+                                      init_std=0.3, positions="none", head_hidden=8)
+
+
+def test_classifier_ignores_node_order():
+    """Without positions the classifier is a function of the graph, not of its node
+    numbering: a random irregular graph and its relabelled copy give one set of logits."""
+    rng = np.random.default_rng(5)
+    n, perm = 11, rng.permutation(11)
+    upper = np.triu(rng.random((n, n)) < 0.35, 1)
+    receivers, senders = np.nonzero(upper | upper.T)
+    features = rng.normal(size=(n, 3)).astype(np.float32)
+    inverse = np.argsort(perm)  # node i of the copy is node perm[i] of the original
+    copy_edges = tasks.canonical_edges(inverse[senders], inverse[receivers], n)
+    graphs = tasks.GraphSet(
+        features=(features, features[perm]),
+        senders=(tasks.canonical_edges(senders, receivers, n)[0], copy_edges[0]),
+        receivers=(tasks.canonical_edges(senders, receivers, n)[1], copy_edges[1]),
+        labels=np.array([0, 1], np.int32), name="relabelled")
+    model = tasks.GraphClassifierET(POSITIONLESS, n_features=3, n_classes=4,
+                                    key=jax.random.key(0))
+    logits = np.asarray(model.logits(tasks.graph_batch(graphs, [0, 1], 13, 4)))
+    np.testing.assert_allclose(logits[0], logits[1], rtol=1e-5, atol=1e-6)
+
+
+def test_csl_needs_positions():
+    """CSL's graphs are 4-regular with one constant feature: without positions every
+    node sees the same neighbourhood, so two skip lengths give the same logits (the
+    reason the paper gives the graph-classification ET Laplacian positions); with
+    them, they differ."""
+    graphs = tasks.csl_graphs(seed=0)
+    model = tasks.GraphClassifierET(POSITIONLESS, n_features=1, n_classes=10,
+                                    key=jax.random.key(0))
+    logits = np.asarray(model.logits(tasks.graph_batch(graphs, [0, 30], 41, 8)))
+    np.testing.assert_allclose(logits[0], logits[1], rtol=1e-5, atol=1e-6)
+    positioned = tasks.GraphClassifierET(
+        tasks.GraphModelConfig(dim=8, n_heads=1, head_dim=4, n_memories=8, init_std=0.3,
+                               positions="laplacian", head_hidden=8),
+        n_features=1, n_classes=10, key=jax.random.key(0))
+    logits = np.asarray(positioned.logits(tasks.graph_batch(graphs, [0, 30], 41, 8)))
+    assert np.abs(logits[0] - logits[1]).max() > 1e-4
+
+
+# ----------------------------------------------------------------------- benchmark
+TINY = {
+    "data": {"task": "anomaly", "source": "sbm", "n_nodes": 120, "seed": 1},
+    "protocol": {"models": ["et", "gcn"], "train_ratios": [0.4], "n_splits": 2},
+    "model": {"dim": 8, "n_heads": 1, "head_dim": 4, "n_memories": 8, "head_hidden": 8,
+              "self_attention": True},
+    "training": {"steps": 6, "warmup_steps": 2, "eval_every": 3},
+}
+
+
+def _toml(raw: dict) -> str:
+    lines = []
+    for section, values in raw.items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def benchmark(tmp_path_factory):
+    """The tiny benchmark through the command line: stopped after 3 of its 4 runs, then
+    resumed. Returns `(config, out, first, summary)`, the last two as results.json read
+    after each command."""
+    folder = tmp_path_factory.mktemp("graph")
+    config_path, out = folder / "tiny.toml", folder / "bench"
+    config_path.write_text(_toml(TINY))
+    command = ["graph", "train", "--config", str(config_path), "--out", str(out),
+               "--no-progress"]
+    assert main(command + ["--stop-after", "3"]) == 0
+    first = json.loads((out / "results.json").read_text())
+    assert not first["complete"] and len(first["runs"]) == 3
+    assert main(command + ["--resume"]) == 0
+    summary = json.loads((out / "results.json").read_text())
+    return tasks.GraphTrainConfig.from_dict(TINY), out, first, summary
+
+
+def test_benchmark_runs_every_model_and_resumes(benchmark):
+    config, out, first, summary = benchmark
+    assert summary["complete"] and len(summary["runs"]) == 4
+    assert [r["name"] for r in summary["runs"][:3]] == [r["name"] for r in first["runs"]]
+    assert summary["runs"][:3] == first["runs"]  # read back, not redone
+    table = {(row["model"], row["ratio"]): row for row in summary["table"]}
+    for kind in ("et", "gcn"):
+        runs = [r["metrics"]["auc"] for r in summary["runs"] if r["model"] == kind]
+        assert table[(kind, 0.4)]["auc"]["mean"] == pytest.approx(np.mean(runs))
+        assert table[(kind, 0.4)]["auc"]["n"] == 2
+    assert "| et | 0.4 |" in (out / "results.md").read_text()
+    with pytest.raises(ValueError, match="--resume"):
+        tasks.run_graph_benchmark(config, out, progress=False)
+    other = tasks.GraphTrainConfig.from_dict({**TINY, "training": {**TINY["training"], "steps": 9}})
+    with pytest.raises(ValueError, match="different config"):
+        tasks.run_graph_benchmark(other, out, resume=True, progress=False)
+
+
+def test_a_run_is_the_same_wherever_it_runs(benchmark, tmp_path):
+    """A run's result depends on its name, not on the runs before it: the split-1 ET
+    run alone gives the numbers it gave inside the whole benchmark."""
+    config, _, _, summary = benchmark
+    alone = tasks.GraphTrainConfig.from_dict({**TINY, "protocol": {**TINY["protocol"],
+                                                                    "models": ["et"]}})
+    result = tasks.run_graph_benchmark(alone, tmp_path / "alone", progress=False)
+    inside = {r["name"]: r["metrics"] for r in summary["runs"]}
+    for run in result["runs"]:
+        for name, value in run["metrics"].items():
+            assert value == pytest.approx(inside[run["name"]][name], rel=1e-6, abs=1e-9)
+
+
+def test_saved_runs_re_evaluate_to_their_numbers(benchmark):
+    _, out, _, summary = benchmark
+    for run in summary["runs"]:
+        again = tasks.evaluate_graph_model(out / "runs" / f"{run['name']}.eqx")
+        for name in ("auc", "macro_f1", "val_auc"):
+            assert again[name] == pytest.approx(run["metrics"][name], abs=1e-6)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"protocol": {"models": ["et", "transformer"]}}, "models must be distinct names"),
+    ({"data": {"task": "classification", "source": "csl"},
+      "protocol": {"models": ["gcn"]}}, "compares the ET models only"),
+    ({"data": {"source": "fraud_mat"}}, "needs path"),
+    ({"model": {"positions": "laplacian"}}, "'learned' or 'none'"),
+    ({"protocol": {"train_ratios": [1]}}, "train_ratios"),
+])
+def test_bad_graph_configs_are_refused_with_the_field(change, message):
+    raw = {k: dict(v) for k, v in TINY.items()}
+    for section, values in change.items():
+        raw.setdefault(section, {}).update(values)
+    with pytest.raises(ValueError, match=message):
+        tasks.GraphTrainConfig.from_dict(raw)
+
+
+# --------------------------------------------------------------------- command line
+def test_graph_commands(benchmark, tmp_path, capsys):
+    _, out, _, _ = benchmark
+    checkpoint = out / "runs" / "ratio0.4-split0-et.eqx"
+    assert main(["graph", "eval", "--checkpoint", str(checkpoint)]) == 0
+    assert "auc" in capsys.readouterr().out
+    assert main(["graph", "study", "overshoot", "--checkpoint", str(checkpoint), "--quick",
+                 "--out", str(tmp_path / "o")]) == 0
+    result = json.loads((tmp_path / "o" / "overshoot.json").read_text())
+    at_horizon = result["auc"][int(np.argmin(np.abs(np.asarray(result["times"]) - 1.2)))]
+    stored = json.loads((out / "runs" / "ratio0.4-split0-et.json").read_text())
+    assert at_horizon == pytest.approx(stored["metrics"]["auc"], abs=1e-4)
+    assert (tmp_path / "o" / "overshoot.png").stat().st_size > 0
+    assert main(["graph", "study", "convergence", "--checkpoint", str(checkpoint), "--quick",
+                 "--out", str(tmp_path / "c")]) == 0
+    assert (tmp_path / "c" / "convergence.json").exists()
+    assert main(["graph", "study", "spectrum", "--checkpoint", str(checkpoint)]) == 2
+    assert "unknown graph study" in capsys.readouterr().err
+
+
+def test_shipped_graph_model_reproduces_its_numbers():
+    model, config, header = tasks.load_graph_model("graph_anomaly")
+    assert isinstance(model, tasks.NodeAnomalyET)
+    again = tasks.evaluate_graph_model(tasks.resolve_model_path("graph_anomaly",
+                                                                tasks.SHIPPED_GRAPH))
+    # float32 scores: a rounding change can swap two nearly tied nodes, nothing more
+    assert again["auc"] == pytest.approx(header["metrics"]["auc"], abs=2e-3)
+    assert again["val_auc"] == pytest.approx(header["metrics"]["val_auc"], abs=2e-3)
+    assert again["macro_f1"] == pytest.approx(header["metrics"]["macro_f1"], abs=2e-2)
