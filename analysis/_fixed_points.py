@@ -102,7 +102,7 @@ def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float =
             found = solvers.find_fixed_point(model, x_star[i], args=take(args, i, args_batched))
             # Newton converges to the nearest critical point; keep it only if it is close.
             if bool(found.success) and float(jnp.sqrt(jnp.mean(
-                    (model.norm(found.x) - model.norm(x_star[i])) ** 2))) < 1e-3:
+                    (model.norm(found.x) - model.norm(jnp.asarray(x_star[i]))) ** 2))) < 1e-3:
                 x_star[i] = np.asarray(found.x)
             else:
                 newton_ok[i] = False

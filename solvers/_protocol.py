@@ -9,9 +9,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float, Real
 
 State = Float[Array, "N D"]
+# A real number that may be traced: a Python or NumPy number, or a 0-d array (a tracer
+# when `solve` runs under `jax.jit` or `jax.vmap`: a horizon or a tolerance swept by one
+# compiled program).
+RealScalar = Real[ArrayLike, ""]
 
 
 @runtime_checkable

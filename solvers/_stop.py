@@ -7,6 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._protocol import RealScalar
+
 
 def rms(tree_leaf):
     """Root mean square of one array."""
@@ -34,13 +36,13 @@ class FixedPointStop:
     (its two tolerances are the leaves), so it can be passed to jitted functions.
     """
 
-    atol: float = 1e-6
-    rtol: float = 0.0
+    atol: RealScalar = 1e-6
+    rtol: RealScalar = 0.0
 
     def __post_init__(self):
         atol, rtol = _concrete(self.atol), _concrete(self.rtol)
-        if atol is None or rtol is None:  # traced (checked by solve at run time), or a
-            return                        # placeholder leaf while JAX rebuilds the PyTree
+        if atol is None or rtol is None:  # traced: checked by solve at run time
+            return
         if not stop_tolerances_ok(np, atol, rtol):
             raise ValueError(stop_message(self.atol, self.rtol))
 
@@ -66,7 +68,27 @@ def _concrete(value):
     return None
 
 
-jax.tree_util.register_dataclass(FixedPointStop, data_fields=["atol", "rtol"], meta_fields=[])
+def _flatten_with_keys(stop: FixedPointStop):
+    return ((jax.tree_util.GetAttrKey("atol"), stop.atol),
+            (jax.tree_util.GetAttrKey("rtol"), stop.rtol)), None
+
+
+def _flatten(stop: FixedPointStop):
+    return (stop.atol, stop.rtol), None
+
+
+def _unflatten(_, leaves) -> FixedPointStop:
+    """The PyTree rebuilt without `__init__` (as equinox does for its modules): JAX
+    rebuilds it with leaves that are no tolerances (`None`, `vmap`'s `in_axes`, a batch
+    of tolerances, placeholders), which neither the checks nor the annotations fit."""
+    stop = object.__new__(FixedPointStop)
+    object.__setattr__(stop, "atol", leaves[0])
+    object.__setattr__(stop, "rtol", leaves[1])
+    return stop
+
+
+jax.tree_util.register_pytree_with_keys(
+    FixedPointStop, _flatten_with_keys, _unflatten, flatten_func=_flatten)
 
 
 def residual_event(model) -> diffrax.Event:

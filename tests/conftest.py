@@ -14,6 +14,7 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import jax.numpy as jnp  # noqa: E402
+import jaxtyping  # noqa: E402
 import pytest  # noqa: E402
 
 import et_ode  # noqa: E402
@@ -48,6 +49,22 @@ def smooth_model():
 @pytest.fixture(scope="session")
 def x0():
     return make_state()
+
+
+@pytest.fixture
+def no_runtime_types():
+    """Run-time type checks off for one test. The suite runs with jaxtyping's import hook
+    (`--jaxtyping-packages` in pyproject.toml): every annotation of et_ode is checked by
+    beartype when it is called. A test that hands a function a value of the wrong type on
+    purpose, to check et_ode's own error message for it, asks for this fixture: else the
+    type check would refuse the call before et_ode's own check runs."""
+    config = jaxtyping.config
+    before = config.jaxtyping_disable
+    config.update("jaxtyping_disable", True)
+    try:
+        yield
+    finally:
+        config.update("jaxtyping_disable", before)
 
 
 # ------------------------------------------------------------------ xdist: units, order

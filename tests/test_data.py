@@ -31,6 +31,11 @@ def test_scenes_split_is_disjoint_and_complete():
     assert data.SCENES["motorcycle"] == ("motorcycle_left", "motorcycle_right")
     images = [name for names in data.SCENES.values() for name in names]
     assert len(images) == len(set(images)) == 10
+
+
+def test_unknown_split_refused(no_runtime_types):
+    # no_runtime_types: "validation" is not a `Split`, which the suite's run-time type
+    # checks would refuse before split_scenes' own message, the one users get.
     with pytest.raises(ValueError, match="Unknown split"):
         data.split_scenes("validation")
 

@@ -128,5 +128,10 @@ def test_constructor_rejects_bad_sizes():
         et_ode.EnergyTransformer(DIM, 0, 8, 24, key=jax.random.key(0))
     with pytest.raises(ValueError, match="tau must be positive"):
         et_ode.EnergyTransformer(DIM, 2, 8, 24, key=jax.random.key(0), tau=0.0)
+
+
+def test_constructor_rejects_unknown_activation(no_runtime_types):
+    # no_runtime_types: "tanh" is not an `Activation`, which the suite's run-time type
+    # checks would refuse before the constructor's own message, the one users get.
     with pytest.raises(ValueError, match="Hopfield activation must be one of"):
         et_ode.EnergyTransformer(DIM, 2, 8, 24, key=jax.random.key(0), hopfield="tanh")

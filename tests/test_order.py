@@ -16,6 +16,7 @@ makes every step equal (no clipped last step).
 import os
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
@@ -112,7 +113,7 @@ def test_relu_switches_break_the_order_of_tsit5(model, smooth_model, x0, smooth_
     ref = _scipy_solve(model, x0, T1, 1e-12)
     # The switches, seen on the reference's own steps: sign changes of the hidden units.
     states = ref.y.T.reshape(-1, *x0.shape)
-    hidden = np.asarray(model.norm(states) @ model.hopfield.xi.T)
+    hidden = np.asarray(model.norm(jnp.asarray(states)) @ model.hopfield.xi.T)
     flips = int(np.sum(np.any(np.diff(np.sign(hidden), axis=0) != 0, axis=0)))
     assert flips > 0  # some (token, memory) units change sign inside the window
     x_ref = ref.y[:, -1].reshape(x0.shape)

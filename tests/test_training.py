@@ -242,7 +242,11 @@ def test_nothing_overwritten(trained, tmp_path):
     ("[dynamics]\nsolver = 'kvaerno5'\n", r"\[dynamics\] solver 'kvaerno5' is implicit"),
     ("[model\n", "not valid TOML"),
 ])
-def test_bad_configs(tmp_path, text, message):
+def test_bad_configs(tmp_path, text, message, no_runtime_types):
+    # no_runtime_types: a config section is built from the file's values and then
+    # checked (TrainConfig.check); a value of the wrong type, such as flow = 'sideways'
+    # for a `Flow`, would be refused by the suite's run-time type checks before the
+    # config's own message, the one users get.
     path = tmp_path / "bad.toml"
     path.write_text(text)
     with pytest.raises(ValueError, match=message):

@@ -85,9 +85,9 @@ def interpolation_fill(patches, masking: Masking, image_size: int, patch: int, c
     for b in range(patches.shape[0]):
         replaced = np.asarray(masking.replaced[b])
         pixel_mask = np.asarray(unpatchify(
-            np.repeat(replaced[:, None], patches.shape[-1], axis=1).astype(float),
+            jnp.asarray(np.repeat(replaced[:, None], patches.shape[-1], axis=1), float),
             image_size, patch, channels))[..., 0] > 0.5
-        image = np.asarray(unpatchify(patches[b], image_size, patch, channels))
+        image = np.asarray(unpatchify(jnp.asarray(patches[b]), image_size, patch, channels))
         known, unknown = grid[~pixel_mask], grid[pixel_mask]
         filled = image.copy()
         for c in range(channels):

@@ -183,17 +183,18 @@ class MaskedImageET(eqx.Module):
         **Arguments:** `patches: [B, N, P]` (normalised units), `masking` with `[B, N]`
         fields.
 
-        **Returns:** `(x0 [B, N, D], conditions, mean [B, 1, P], std [B, 1, P])`, where
-        `decode_batch(x, mean, std)` maps core states back to patches.
+        **Returns:** `(x0 [B, T, D], conditions, mean [B, 1, P], std [B, 1, P])` (`T = N`,
+        or `N + 1` with a CLS token), where `decode_batch(x, mean, std)` maps core states
+        back to patches.
         """
         mean, std = jax.vmap(self.context_statistics)(patches, masking)
         mean, std = mean[:, None], std[:, None]
         x0, conditions = jax.vmap(self.encode)((patches - mean) / std, masking)
         return x0, conditions, mean, std
 
-    def decode_batch(self, x: Float[Array, "B N D"], mean, std) -> Float[Array, "B N P"]:
-        """Patches `[B, N, P]` (normalised units) from core states `x` and the context
-        statistics `encode_batch` returned."""
+    def decode_batch(self, x: Float[Array, "B T D"], mean, std) -> Float[Array, "B N P"]:
+        """Patches `[B, N, P]` (normalised units) from core states `x: [B, T, D]` (with a
+        CLS token, `T = N + 1`) and the context statistics `encode_batch` returned."""
         return jax.vmap(self.decode)(x) * std + mean
 
     def reconstruct(self, patches, masking: Masking, **overrides):
