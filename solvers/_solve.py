@@ -17,7 +17,7 @@ from ._auto import EXPLICIT_EVALS, AutoSwitch
 from ._counting import counted_call, new_counters, read_counts
 from ._errors import SolveError
 from ._implicit import implicit_fixed_point
-from ._protocol import batched_args_axes
+from ._protocol import RealScalar, batched_args_axes
 from ._presets import SolverPreset, _label, get_preset
 from ._solution import FAILURES, STOP_REASONS, EnergySolution, StopReason, stop_code
 from ._stop import FixedPointStop, residual_event, rms, stop_message, stop_tolerances_ok
@@ -546,12 +546,12 @@ def solve(
     x0,
     *,
     args=None,
-    t0: float = 0.0,
-    t1: float | None = None,
+    t0: RealScalar = 0.0,
+    t1: RealScalar | None = None,
     solver: str | diffrax.AbstractSolver = "euler",
-    dt0: float | None = 0.1,
-    rtol: float | None = None,
-    atol: float | None = None,
+    dt0: RealScalar | None = 0.1,
+    rtol: RealScalar | None = None,
+    atol: RealScalar | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     flow: str = "native",
     stop: FixedPointStop | None = None,

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import make_model, make_state
+from conftest import make_state
 
 from et_ode import solvers
 

@@ -31,6 +31,11 @@ def test_ablation_keeps_one_term_and_matches_the_closed_form(terms):
     assert float(ablated.energy(x)) == pytest.approx(float(parts[terms[0]]), rel=1e-13)
     update = -jax.grad(ablated.energy_of_g)(ablated.norm(x))
     np.testing.assert_allclose(closed_form_update(ablated, x), update, rtol=1e-11, atol=1e-12)
+
+
+def test_unknown_energy_term_refused(no_runtime_types):
+    # no_runtime_types: "memories" is not an `EnergyTerm`, which the suite's run-time
+    # type checks would refuse before the constructor's own message, the one users get.
     with pytest.raises(ValueError, match="energy term"):
         et_ode.EnergyTransformer(DIM, 2, 4, 12, key=jax.random.key(0), terms=("memories",))
 
@@ -110,12 +115,27 @@ def test_laplacian_positions_and_padded_batches():
     laplacian = np.eye(42) - d[:, None] * adjacency * d[None]
     values = np.linalg.eigvalsh(laplacian)[:6]
     np.testing.assert_allclose(laplacian @ vectors, vectors * values, atol=1e-5)
+    # unit RMS per column; column 0 is D^1/2 1 with its canonical (positive) sign
+    np.testing.assert_allclose(np.sqrt(np.mean(vectors**2, 0)), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(vectors[:, 0], np.sqrt(42 / adjacency.sum()) / d, rtol=1e-5)
     batch = tasks.graph_batch(graphs, [20, 3], 45, 6)
     assert batch.key_mask.shape == (2, 46, 46) and batch.features.shape == (2, 45, 1)
     mask = np.asarray(batch.key_mask[0])
     assert mask[0, 1:42].all() and mask[1:42, 0].all() and not mask[0, 0]
     assert not mask[42:].any() and not mask[:, 42:].any()  # padding: no edges
     assert mask[1:42, 1:42].sum() == len(s) and (mask[1:42, 1:42] == adjacency[1:, 1:]).all()
+
+
+def test_stratified_batches_keep_the_label_mix():
+    from et_ode.tasks._graph_train import stratified_batches
+
+    labels = np.repeat(np.arange(3), [40, 20, 10])
+    train = np.arange(0, 70, 2)  # 20, 10 and 5 graphs of the three classes
+    batches = stratified_batches(labels, train, 14, np.random.default_rng(0))
+    for _ in range(20):
+        batch = next(batches)
+        assert set(batch) <= set(train) and len(set(batch)) == len(batch)
+        assert np.bincount(labels[batch], minlength=3).tolist() == [8, 4, 2]
 
 
 POSITIONLESS = tasks.GraphModelConfig(dim=8, n_heads=1, head_dim=4, n_memories=8,

@@ -217,9 +217,10 @@ class GraphSet:
     Sequences are stored as tuples. Equality is identity.
     """
 
-    features: tuple[np.ndarray, ...]
-    senders: tuple[np.ndarray, ...]
-    receivers: tuple[np.ndarray, ...]
+    # Any sequence of arrays, one per graph (a list too), stored as a tuple.
+    features: Sequence[np.ndarray]
+    senders: Sequence[np.ndarray]
+    receivers: Sequence[np.ndarray]
     labels: np.ndarray
     name: str
     n_classes: int | None = None

@@ -206,7 +206,13 @@ def laplacian_eigenvectors(senders: np.ndarray, receivers: np.ndarray, n_nodes: 
     """`[n_nodes + 1, k]` float32: the eigenvectors of the `k` smallest eigenvalues of
     the normalised Laplacian `I - D^-1/2 A D^-1/2` of the graph with a CLS node (index
     0) joined to every node, columns in increasing order of eigenvalue (zero columns
-    past `n_nodes + 1`). Signs are arbitrary (training flips them at random)."""
+    past `n_nodes + 1`), each scaled to unit RMS (norm `sqrt(n_nodes + 1)`): a position
+    is then as large as the encoded node feature it is added to, not 1/sqrt(n) of it.
+
+    Column 0 is the eigenvalue-0 vector `D^1/2 1` (the CLS-padded graph is connected),
+    given its canonical, positive sign: it marks the CLS token (whose entry is the
+    largest) and is never flipped. The signs of the other columns are arbitrary
+    (training flips them at random)."""
     size = n_nodes + 1
     adjacency = np.zeros((size, size))
     adjacency[np.asarray(receivers) + 1, np.asarray(senders) + 1] = 1.0
@@ -216,8 +222,10 @@ def laplacian_eigenvectors(senders: np.ndarray, receivers: np.ndarray, n_nodes: 
     inv_sqrt = 1.0 / np.sqrt(np.maximum(adjacency.sum(1), 1e-12))
     laplacian = np.eye(size) - inv_sqrt[:, None] * adjacency * inv_sqrt[None, :]
     _, vectors = np.linalg.eigh(laplacian)
+    vectors = vectors[:, :k] * np.sqrt(size)
+    vectors[:, 0] *= np.sign(vectors[0, 0])  # D^1/2 1: every entry has one sign
     out = np.zeros((size, k), np.float32)
-    out[:, : min(k, size)] = vectors[:, :k]
+    out[:, : min(k, size)] = vectors
     return out
 
 

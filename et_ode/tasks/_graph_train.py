@@ -86,8 +86,9 @@ def fit_and_select(config: GraphTrainConfig, run: str, model, optimizer, take_st
     """`training.steps` optimiser steps (`take_step(model, opt_state, step) -> (model,
     opt_state, loss)`), the validation metric `validate(model)` measured every
     `eval_every` steps and at the end (logged as `metric`); returns the model of the
-    best value (the first on ties) and that value. A non-finite loss stops the run with
-    a message."""
+    best value (the latest on ties: with the few validation graphs of a classification
+    fold ties are common, and the later model has trained longer) and that value. A
+    non-finite loss stops the run with a message."""
     t = config.training
     opt_state = optimizer.init(eqx.filter(model, eqx.is_array))
     best, best_value = model, -np.inf
@@ -100,7 +101,7 @@ def fit_and_select(config: GraphTrainConfig, run: str, model, optimizer, take_st
                     f"{run}: the training loss became {loss} at step {step}; lower "
                     "[training] learning_rate or the step size of the dynamics.")
             value = validate(model)
-            if value > best_value:
+            if value >= best_value:
                 best, best_value = model, value
             if log is not None:
                 log({"run": run, "step": step, "loss": loss, metric: value})
@@ -183,6 +184,7 @@ def train_detector(config: GraphTrainConfig, kind: str, graph, split: dict, run:
 def _classification_loss(model, batch, key):
     signs = jax.random.rademacher(key, (batch.eigenvectors.shape[0], 1,
                                         batch.eigenvectors.shape[-1]), jnp.float32)
+    signs = signs.at[..., 0].set(1.0)  # column 0, D^1/2 1, has a canonical sign
     batch = eqx.tree_at(lambda b: b.eigenvectors, batch, batch.eigenvectors * signs)
     logits = model.logits(batch)
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, batch.labels))
@@ -191,7 +193,8 @@ def _classification_loss(model, batch, key):
 @eqx.filter_jit
 def classification_step(model, opt_state, optimizer, everything, index, key):
     """One optimiser step on the graphs `index` of the padded set `everything`, with a
-    random sign of each Laplacian eigenvector per graph (their sign is arbitrary)."""
+    random sign of each Laplacian eigenvector but the first per graph (their sign is
+    arbitrary)."""
     batch = jax.tree.map(lambda a: a[index], everything)
     loss, grads = eqx.filter_value_and_grad(_classification_loss)(model, batch, key)
     updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_array))
@@ -210,6 +213,25 @@ def padded_graph_set(graphs, k: int):
     return graph_batch(graphs, np.arange(graphs.n_graphs), graphs.max_nodes, k, eigen)
 
 
+def stratified_batches(labels, train, batch_size: int, rng):
+    """Endless batches of the graph indices `train`, each holding a fixed number of
+    graphs of every class: its share of `batch_size` in `train`, rounded (at least one,
+    at most all of them; a batch may so differ from `batch_size` by a few graphs), so
+    that the label mix is the same in every batch.
+
+    With the few graphs of a classification fold, the label mix of a uniform batch
+    varies a lot; until the model tells the classes apart that variation is all its
+    gradient carries, and it pushes the readout's ReLU units dead (the loss then stays
+    at log C for good)."""
+    labels, train = np.asarray(labels), np.asarray(train)
+    classes, counts = np.unique(labels[train], return_counts=True)
+    per_class = np.clip(np.round(batch_size * counts / counts.sum()).astype(int), 1, counts)
+    members = [train[labels[train] == c] for c in classes]
+    while True:
+        yield np.concatenate([rng.choice(m, n, replace=False)
+                              for m, n in zip(members, per_class)])
+
+
 def train_classifier(config: GraphTrainConfig, kind: str, graphs, fold: dict, run: str,
                      log=None, everything=None):
     """Train one `GraphClassifierET` of `kind` on a fold (`{"train", "val", "test"}`
@@ -224,10 +246,10 @@ def train_classifier(config: GraphTrainConfig, kind: str, graphs, fold: dict, ru
     optimizer = _optimizer(config)
     train, val, test = (np.asarray(fold[p]) for p in ("train", "val", "test"))
     rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel()[-1])
-    batch_size = min(t.batch_size, len(train))
+    batches = stratified_batches(graphs.labels, train, min(t.batch_size, len(train)), rng)
 
     def take_step(model, opt_state, step):
-        index = jnp.asarray(rng.choice(train, batch_size, replace=False))
+        index = jnp.asarray(next(batches))
         return classification_step(model, opt_state, optimizer, everything, index,
                                    jax.random.fold_in(key, step))
 
