@@ -10,6 +10,7 @@ measures both and reports the rate fitted to `log |G|` beside that prediction.
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from et_ode import solvers
@@ -79,7 +80,8 @@ def fit_power_law(ts, values, t_lower, t_upper, floor=0.0) -> dict:
 
 def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=None,
                 n_times: int = 160, t_first: float = 1e-2, solver: str = "tsit5",
-                rtol: float = 1e-10, atol: float = 1e-12, tolerance: float | dict | None = 1e-6,
+                rtol: float | None = 1e-10, atol: float | None = 1e-12,
+                dt0: float | None = None, tolerance: float | dict | None = 1e-6,
                 chunks: int = 4, max_steps: int = 100_000, args_batched: bool = False,
                 fit_upper: float = 1e-2, fit_floor: float | None = None,
                 hessian: bool = True, hessian_method: str = "auto") -> dict:
@@ -99,7 +101,8 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
     - `flows`: which flows to run, of `"native"` and `"projected"`.
     - `t1`: the horizon (tau units); `times`: the sample times (default `0` and
       `n_times` log-spaced times from `t_first` to `t1`).
-    - `solver`, `rtol`, `atol`, `max_steps`: the `solvers.solve` options.
+    - `solver`, `rtol`, `atol`, `dt0`, `max_steps`: the `solvers.solve` options
+      (`rtol = atol = None` and a `dt0`: constant steps, as the paper's Euler map).
     - `tolerance`: RMS G tolerance for the time-and-NFE-to-tolerance solve
       (`solvers.FixedPointStop(atol=tolerance)`, capped at `t1`); a dict gives one per
       flow, and `None` skips that solve (then `stop_reason` is `None`).
@@ -132,10 +135,13 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
         raise ValueError("times must lie in [0, t1].")
     xs_sharded, args_sharded, batch = shard(xb, args, args_batched)
     options = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps)
+    if dt0 is not None:
+        options["dt0"] = dt0
     tau = float(getattr(model, "tau", 1.0))
     gamma = float(model.norm.gamma)
+    # The solver's noise floor; constant steps have none of their own: float epsilon.
     floor = fit_floor if fit_floor is not None else 100.0 * (
-        rtol * float(solvers.rms(xb)) + atol)
+        (rtol or float(jnp.finfo(dtype).eps)) * float(solvers.rms(xb)) + (atol or 0.0))
     out = dict(times=times, flows={})
     for flow in flows:
         xs, chunk_stats = solve_in_chunks(model, xs_sharded, args_sharded, times,
@@ -195,7 +201,7 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
     out["batched"] = batched
     out["metadata"] = metadata(
         study="convergence", dtype=dtype, flows=list(flows), solver=solver, rtol=rtol,
-        atol=atol, t1=t1, tolerance=tolerance, chunks=chunks, max_steps=max_steps,
+        atol=atol, dt0=dt0, t1=t1, tolerance=tolerance, chunks=chunks, max_steps=max_steps,
         fit_upper=fit_upper, fit_floor=floor, tau=tau, batch=batch,
         coordinates="residual G in g (RMS over N D entries); scales s_A of x",
     )

@@ -201,7 +201,8 @@ def _tangent_normalise(model, x, dx, args):
 
 
 def lyapunov_exponent(model, x, args=None, *, flow="projected", t1=20.0, segments=20,
-                      seed=0, solver="tsit5", rtol=1e-10, atol=1e-12, max_steps=20000) -> dict:
+                      seed=0, solver="tsit5", rtol=1e-10, atol=1e-12, dt0=None,
+                      max_steps=20000) -> dict:
     """Finite-time Lyapunov exponent of the flow from `x: [N, D]`, in float64.
 
     A random tangent perturbation `dx` (seeded) is carried with the state by the
@@ -210,6 +211,8 @@ def lyapunov_exponent(model, x, args=None, *, flow="projected", t1=20.0, segment
     projected onto the tangent space (token means and scales, which do not change `g`,
     are dropped) and renormalised so that the perturbation of `g`, `|dg| = |M dx|`,
     is 1; the exponent is `sum(log growth) / t1` (units 1/tau, measured in `g`).
+    `solver`, `rtol`, `atol`, `dt0`, `max_steps`: the `solvers.solve` options (`rtol =
+    atol = None` with a `dt0`: constant steps, the exponent of that discrete map).
 
     **Returns:** a dict: `exponent`, `local` (per-segment rates `[segments]`),
     `times` (segment ends), `flow`, `t1`, `segments`, `seed`, `solver`, `rtol`, `atol`,
@@ -221,23 +224,25 @@ def lyapunov_exponent(model, x, args=None, *, flow="projected", t1=20.0, segment
     dx = jax.random.normal(jax.random.key(seed), x64.shape, x64.dtype)
     dx, _ = _tangent_normalise(model64, x64, dx, args64)
     edges = np.linspace(0.0, float(t1), int(segments) + 1)
+    steps = {} if dt0 is None else dict(dt0=dt0)
     logs = []
     for start, end in zip(edges[:-1], edges[1:]):
         y = jnp.concatenate([x64, dx])
         sol = solvers.solve(system, y, args=args64, t0=start, t1=end, solver=solver,
-                            rtol=rtol, atol=atol, flow=flow, max_steps=max_steps)
+                            rtol=rtol, atol=atol, flow=flow, max_steps=max_steps, **steps)
         x64, dx = sol.x_final[:n_tokens], sol.x_final[n_tokens:]
         dx, growth = _tangent_normalise(model64, x64, dx, args64)
         logs.append(float(jnp.log(growth)))
     logs = np.asarray(logs)
     return dict(exponent=float(logs.sum() / float(t1)), local=logs / np.diff(edges),
                 times=edges[1:], flow=flow, t1=float(t1), segments=int(segments),
-                seed=int(seed), solver=solver, rtol=rtol, atol=atol, coordinates="g")
+                seed=int(seed), solver=solver, rtol=rtol, atol=atol, dt0=dt0,
+                coordinates="g")
 
 
 def stability(model, x_star, args=None, flow="projected", *, coordinates="g", k=6,
               method="auto", dense_max=DENSE_MAX, lyapunov_time=20.0, lyapunov_segments=20,
-              seed=0, lanczos_tol=1e-10) -> dict:
+              seed=0, lanczos_tol=1e-10, lyapunov_options=None) -> dict:
     """Stability of an end state `x_star: [N, D]` (typically a fixed point).
 
     The Riemannian Hessian of `E` on the LayerNorm manifold, restricted to the tangent
@@ -247,7 +252,9 @@ def stability(model, x_star, args=None, flow="projected", *, coordinates="g", k=
     from `x_star` (`lyapunov_time=None` skips it).
 
     **Arguments:** as `hessian_eigenvalues` and `lyapunov_exponent`; `flow` is the flow
-    whose Lyapunov exponent is measured and whose linear rates are reported.
+    whose Lyapunov exponent is measured and whose linear rates are reported;
+    `lyapunov_options`: solver options of `lyapunov_exponent` (`solver`, `rtol`, `atol`,
+    `dt0`, `max_steps`; default its tsit5 at rtol 1e-10).
 
     **Returns:** a dict with the `hessian_eigenvalues` entries; `rates_smallest`
     (`coordinates="x"` only: `smallest / tau`, the decay rates of the linearised
@@ -270,7 +277,7 @@ def stability(model, x_star, args=None, flow="projected", *, coordinates="g", k=
     if lyapunov_time is not None:
         result["lyapunov"] = lyapunov_exponent(
             model, x_star, args, flow=flow, t1=lyapunov_time, segments=lyapunov_segments,
-            seed=seed)
+            seed=seed, **(lyapunov_options or {}))
     result.update(flow=flow, tau=tau, metadata=metadata(
         study="stability", dtype=np.float64 if float64_available() else np.float32,
         seeds=dict(lanczos_and_lyapunov=seed), flow=flow, coordinates=coordinates,

@@ -355,6 +355,15 @@ def test_cli_study_and_compare_solvers(tiny, tmp_path):
                "--flow", "projected", "--out", tmp_path / "study", "--no-progress") == 0
     result = json.loads((tmp_path / "study" / "convergence.json").read_text())
     assert result["metadata"]["model"]["kind"] == "authors_npz"
+    # --quick: the model's own steps (the paper's Euler 0.1) in the model's dtype
+    meta = result["metadata"]
+    assert (meta["solver"], meta["dt0"], meta["rtol"]) == ("euler", 0.1, None)
+    assert meta["dtype"] == "float32"
+    assert run("study", "stability", "--checkpoint", checkpoint, "--quick",
+               "--out", tmp_path / "stability", "--no-progress") == 0
+    result = json.loads((tmp_path / "stability" / "stability.json").read_text())
+    assert result["start"]["stop_reason"] == "fixed_point"
+    assert result["lyapunov"]["solver"] == "tsit5" and result["lyapunov"]["rtol"] == 1e-5
     assert run("compare-solvers", "--checkpoint", checkpoint, "--quick", "--images", 1,
                "--tolerances", "1e-3", "--out", tmp_path / "compare", "--no-progress") == 0
     runs = json.loads((tmp_path / "compare" / "compare-solvers.json").read_text())["runs"]

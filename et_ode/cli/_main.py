@@ -242,7 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--dtype", choices=("float32", "float64"), default=None,
                        help="default float64 for studies of the core, the model's own for "
                        "overshoot, gradient-depth, contributions, work-precision")
-    study.add_argument("--quick", action="store_true", help="small grids, short horizons")
+    study.add_argument("--quick", action="store_true",
+                       help="small grids, short horizons, the model's dtype; convergence "
+                       "and stability take the model's own steps (how-to: long horizons)")
     _output_options(study, "NAME")
     study.set_defaults(handler=_study)
 

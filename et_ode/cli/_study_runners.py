@@ -55,6 +55,21 @@ class StudySettings:
         and in quick mode."""
         return 1e-6 if jnp.dtype(dtype) == jnp.float64 and not self.quick else 1e-4
 
+    def steps(self, model, dtype) -> dict:
+        """`solver`, `dt0`, `rtol`, `atol` of the convergence and fixed-point solves: the
+        given solver at the given (else `tight(dtype)`) tolerances; without one, in quick
+        mode the model's own discretisation (for `paper` and the authors' model the
+        paper's Euler steps of 0.1), else tsit5 at `tight(dtype)`.
+
+        Why quick takes the model's steps: at the authors' ImageNet size the ReLU
+        memories switch at almost every step, an adaptive step stays near 1e-3 tau and
+        tsit5 to t = 20 takes hours on a CPU (docs: benchmarks, row `imagenet`)."""
+        if self.solver is None and self.quick:
+            d = model.dynamics
+            return dict(solver=d.solver, dt0=d.dt0, rtol=d.rtol, atol=d.atol)
+        rtol, atol = self.tight(dtype)
+        return dict(solver=self.solver or "tsit5", dt0=None, rtol=rtol, atol=atol)
+
     def dynamics(self, model, horizon) -> dict:
         """The model's dynamics to `horizon` with the given solver options (a given
         solver brings its own tolerances, none: constant steps) and flow."""
@@ -68,20 +83,21 @@ class StudySettings:
 
 
 def _core_problem(model, images, masks, s, default_dtype="float64"):
-    dtype = s.dtype or default_dtype
+    """The encoded core problem in `--dtype`, else the model's own dtype in quick mode
+    (float64 doubles the cost on a CPU), else `default_dtype`."""
+    dtype = s.dtype or (str(model_dtype(model.core)) if s.quick else default_dtype)
     core, x0, args = encoded(model, images, masks, dtype)
     return core, x0, args, dtype
 
 
 def _convergence(model, images, masks, s):
     core, x0, args, dtype = _core_problem(model, images, masks, s)
-    rtol, atol = s.tight(dtype)
     # The native flow does not converge: no time-to-tolerance solve for it (nor in quick).
     tolerance = None if s.quick else 1e-6 if jnp.dtype(dtype) == jnp.float64 else 1e-4
     result = convergence(
         core, x0, args, flows=(s.flow,) if s.flow else FLOWS,
         t1=s.horizon or (20.0 if s.quick else 100.0), n_times=16 if s.quick else 60,
-        solver=s.solver or "tsit5", rtol=rtol, atol=atol,
+        **s.steps(model, dtype),
         tolerance={"native": None, "projected": tolerance}, chunks=2 if s.quick else 4,
         args_batched=True, hessian=False)
     return result, plot_convergence
@@ -123,21 +139,27 @@ def _overshoot(model, images, masks, s):
 
 def _stability(model, images, masks, s):
     core, x0, args, dtype = _core_problem(model, images[:1], _first(masks), s)
-    x_star, start = _fixed_point(core, x0[0], take(args, 0, True), s, dtype)
+    x_star, start = _fixed_point(model, core, x0[0], take(args, 0, True), s, dtype)
+    # quick: Lanczos to 1e-6 (the authors' size: 90 s for k = 2 in float64, eigenvalues
+    # equal to 1e-4's to 9 digits) and the exponent at quick tolerances.
+    rtol, atol = s.tight(dtype) if s.quick else (1e-10, 1e-12)
     result = stability(core, x_star, take(args, 0, True), flow=s.flow or "projected",
                        coordinates="x", k=2 if s.quick else 6,
+                       lanczos_tol=1e-6 if s.quick else 1e-10,
                        lyapunov_time=s.horizon or (2.0 if s.quick else 20.0),
-                       lyapunov_segments=4 if s.quick else 20, seed=s.seed)
+                       lyapunov_segments=4 if s.quick else 20, seed=s.seed,
+                       lyapunov_options=dict(solver=s.solver or "tsit5", rtol=rtol, atol=atol))
     result["start"] = start
     return result, plot_stability
 
 
-def _fixed_point(core, x, args, s, dtype, t1=1000.0):
-    """The projected flow from `x` to RMS G below the fixed-point tolerance for `dtype`."""
-    rtol, atol = s.tight(dtype)
-    sol = _solvers.solve(core, x, args=args, flow="projected", solver=s.solver or "tsit5",
-                         rtol=rtol, atol=atol, t1=t1, max_steps=100_000, throw=False,
-                         stop=_solvers.FixedPointStop(atol=s.fixed_point_tol(dtype)))
+def _fixed_point(model, core, x, args, s, dtype, t1=1000.0):
+    """The projected flow from `x` to RMS G below the fixed-point tolerance for `dtype`
+    (steps: `StudySettings.steps`)."""
+    steps = {k: v for k, v in s.steps(model, dtype).items() if v is not None}
+    sol = _solvers.solve(core, x, args=args, flow="projected", t1=t1, max_steps=100_000,
+                         throw=False, stop=_solvers.FixedPointStop(atol=s.fixed_point_tol(dtype)),
+                         **steps)
     return sol.x_final, dict(t_final=float(sol.t_final), stop_reason=sol.stats["stop_reason"],
                              residual_rms=float(sol.stats["residual_rms"]))
 
@@ -149,7 +171,7 @@ def _fixed_points(model, images, masks, s):
     core, x0, args, dtype = _core_problem(model, images, masks, s)
     args0 = take(args, 0, True)
     if len(x0) > 1:  # another image's fixed point, under its own conditions
-        other = _fixed_point(core, x0[1], take(args, 1, True), s, dtype)[0]
+        other = _fixed_point(model, core, x0[1], take(args, 1, True), s, dtype)[0]
     else:
         other = x0[0][::-1]  # the tokens in reverse order
     starts, labels = standard_starts(x0[0], other, jax.random.key(s.seed))
