@@ -21,6 +21,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q
 
+# The fuzz suite with a large budget (tests/test_fuzz.py; make test runs 40 examples per
+# property): inputs tried, accepted and refused per entry point.
+.PHONY: fuzz
+fuzz: $(STAMP)
+	ET_ODE_FUZZ_EXAMPLES=4000 $(BIN)/python -m pytest -q -p no:xdist tests/test_fuzz.py \
+		--hypothesis-show-statistics
+
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 

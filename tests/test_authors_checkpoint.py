@@ -349,13 +349,17 @@ def test_cli_eval(tiny, capsys):
     assert np.all(np.isfinite(np.asarray(completed)))
 
 
-def test_cli_study_and_compare_solvers(tiny, tmp_path):
+def test_cli_study_and_compare_solvers(tiny, tmp_path, monkeypatch):
     checkpoint, _ = tiny
+    # as at the authors' size (a state above QUICK_STATE_LIMIT entries), where --quick
+    # takes the model's own steps (the paper's Euler 0.1) in the model's dtype
+    from et_ode.cli import _study_runners
+
+    monkeypatch.setattr(_study_runners, "QUICK_STATE_LIMIT", 0)
     assert run("study", "convergence", "--checkpoint", checkpoint, "--quick", "--images", 1,
                "--flow", "projected", "--out", tmp_path / "study", "--no-progress") == 0
     result = json.loads((tmp_path / "study" / "convergence.json").read_text())
     assert result["metadata"]["model"]["kind"] == "authors_npz"
-    # --quick: the model's own steps (the paper's Euler 0.1) in the model's dtype
     meta = result["metadata"]
     assert (meta["solver"], meta["dt0"], meta["rtol"]) == ("euler", 0.1, None)
     assert meta["dtype"] == "float32"

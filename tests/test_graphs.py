@@ -257,12 +257,18 @@ def test_saved_runs_re_evaluate_to_their_numbers(benchmark):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"protocol": {"models": ["et", "transformer"]}}, "models must be distinct names"),
+    ({"protocol": {"models": ["et", "transformer"]}},
+     r"\[protocol\] models.1 = \"transformer\": input should be 'et', "),
+    ({"protocol": {"models": ["et", "et"]}}, r"\[protocol\] models must be distinct"),
+    ({"data": {"task": "anomaly", "source": "csl"}},
+     r"\[data\] source for task 'anomaly' must be one of sbm, fraud_mat"),
+    ({"data": {"n_nodes": 10}}, r"\[data\] n_nodes = 10: input should be greater than or equal to 50"),
+    ({"dynamics": {"clamp_visible": True}}, "image-model options"),
     ({"data": {"task": "classification", "source": "csl"},
       "protocol": {"models": ["gcn"]}}, "compares the ET models only"),
     ({"data": {"source": "fraud_mat"}}, "needs path"),
     ({"model": {"positions": "laplacian"}}, "'learned' or 'none'"),
-    ({"protocol": {"train_ratios": [1]}}, "train_ratios"),
+    ({"protocol": {"train_ratios": [1]}}, r"\[protocol\] train_ratios.0 = 1: input should be less than 1"),
 ])
 def test_bad_graph_configs_are_refused_with_the_field(change, message):
     raw = {k: dict(v) for k, v in TINY.items()}

@@ -114,7 +114,8 @@ def test_fine_tune_starts_from_the_source_model(trained, tmp_path):
         dynamics=et_ode.Dynamics(solver="tsit5", dt0=None, rtol=1e-3, atol=1e-5, t1=20.0,
                                  flow="projected", fixed_point_atol=1e-3,
                                  clamp_visible=True, external_field=True),
-        training=dataclasses.replace(TINY.training, steps=1, init_from=str(out / "checkpoint.eqx")),
+        training=dataclasses.replace(TINY.training, steps=1, warmup_steps=0,
+                                     init_from=str(out / "checkpoint.eqx")),
     )
     from et_ode.tasks._train import initial_model
 
@@ -130,7 +131,9 @@ def test_fine_tune_starts_from_the_source_model(trained, tmp_path):
         initial_model(wider, None)
 
 
-def test_sincos_positions():
+def test_sincos_positions(no_runtime_types):
+    # no_runtime_types: "learned" is not a `PositionInit`, refused below by the config's
+    # own message (the one users get) rather than by the suite's run-time type checks.
     from et_ode.tasks._image_model import sincos_positions
 
     codes = np.asarray(sincos_positions(8, 16))
@@ -141,7 +144,7 @@ def test_sincos_positions():
     np.testing.assert_allclose(codes[:, [0, 4]] ** 2 @ [1, 1], 1.0, rtol=1e-6)  # sin^2 + cos^2
     similarity = codes @ codes.T
     assert np.argsort(similarity[27])[-2] in (19, 26, 28, 35)  # nearest code: a neighbour
-    with pytest.raises(ValueError, match="position_init"):
+    with pytest.raises(ValueError, match="position_init = 'learned': input should be 'normal'"):
         et_ode.ImageModelConfig(position_init="learned")
 
 
@@ -230,27 +233,73 @@ def test_nothing_overwritten(trained, tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("[model]\ndimension = 8\n", r"unknown field\(s\) \['dimension'\] in \[model\]"),
-    ("[optimiser]\nlr = 1\n", r"unknown section\(s\) \['optimiser'\]"),
-    ("[training]\nsteps = -3\n", r"\[training\] steps must be a positive integer"),
-    ("[data]\nmask_ratio = 1.5\n", r"mask_ratio must be in \(0, 1\]"),
-    ("[model]\npatch = 5\n", "patch size 5 does not divide image size 32"),
-    ("[dynamics]\nflow = 'sideways'\n", "flow must be one of native, projected"),
+    ("[model]\ndimension = 8\n", r"\[model\] unknown field dimension; allowed: image_size, "),
+    ("[optimiser]\nlr = 1\n", r"unknown section \[optimiser\]; allowed: model, dynamics"),
+    ("[training]\nsteps = -3\n", r"\[training\] steps = -3: input should be greater than or "
+     "equal to 1"),
+    # strict types: no string for a number, no bool for a number or a number for a bool
+    ("[training]\nsteps = \"many\"\n", r'\[training\] steps = "many": input should be a '
+     "valid integer"),
+    ("[data]\nmask_fraction = \"0.9\"\n", r'mask_fraction = "0.9": input should be a valid '
+     "number"),
+    ("[data]\naugment = \"yes\"\n", r'\[data\] augment = "yes": input should be a valid '
+     "boolean"),
+    ("[model]\ntau = true\n", r"\[model\] tau = true: input should be a valid number"),
+    ("[training]\nsteps = 10.0\n", r"steps = 10.0: input should be a valid integer"),
+    ("[dynamics]\nt1 = inf\n", r"\[dynamics\] t1 = Infinity: input should be a finite number"),
+    ("[dynamics]\nt1 = nan\n", r"\[dynamics\] t1 = NaN: input should be a finite number"),
+    ("[data]\nmask_ratio = 1.5\n", r"mask_ratio = 1.5: input should be less than or equal to 1"),
+    ("[model]\npatch = 5\n", r"\[model\] patch size 5 does not divide image size 32"),
+    ("[model]\nchannels = 2\n", r"\[model\] channels = 2: input should be 1 or 3"),
+    ("[dynamics]\nflow = 'sideways'\n", r"flow = \"sideways\": input should be 'native' or "
+     "'projected'"),
     ("[dynamics]\nsolver = 'rk45'\n", r"\[dynamics\] Unknown solver 'rk45'; choose one of euler"),
     ("[dynamics]\nrtol = 1e-3\natol = 1e-5\n", r"\[dynamics\] solver 'euler' has no error estimate"),
     ("[dynamics]\nadjoint = 'implicit'\n", r"\[dynamics\] adjoint='implicit' .* needs flow='projected'"),
     ("[dynamics]\nsolver = 'kvaerno5'\n", r"\[dynamics\] solver 'kvaerno5' is implicit"),
+    ("[training]\nsteps = 10\nwarmup_steps = 10\n", r"\[training\] warmup_steps \(10\) must be "
+     r"below steps \(10\)"),
+    ("[training]\nout_dir = 1979-05-27\n", "is a TOML date or time, which no config field takes"),
+    ("[training]\nsteps = -3\n[data]\naugment = 1\n", r"\[data\] augment = 1: .*; \[training\] steps = -3: "),
+    ("model = 3\n", r"\[model\] must be a table of fields"),
     ("[model\n", "not valid TOML"),
 ])
-def test_bad_configs(tmp_path, text, message, no_runtime_types):
-    # no_runtime_types: a config section is built from the file's values and then
-    # checked (TrainConfig.check); a value of the wrong type, such as flow = 'sideways'
-    # for a `Flow`, would be refused by the suite's run-time type checks before the
-    # config's own message, the one users get.
+def test_bad_configs(tmp_path, text, message):
+    """Each wrong value is refused with the section, the field, the value and what is
+    allowed (every problem of the file at once)."""
     path = tmp_path / "bad.toml"
     path.write_text(text)
     with pytest.raises(ValueError, match=message):
         et_ode.load_config(path)
+
+
+def test_configs_built_in_python_are_checked_too(no_runtime_types):
+    # no_runtime_types: these values do not have the annotated types, which the suite's
+    # run-time checks would refuse before the schema's own message, the one users get.
+    from et_ode.tasks import DataConfig, Dynamics
+
+    with pytest.raises(ValueError, match="t1 = -1.0: input should be greater than 0"):
+        Dynamics(t1=-1.0)
+    with pytest.raises(ValueError, match="augment = 'yes': input should be a valid boolean"):
+        DataConfig(augment="yes")
+    with pytest.raises(ValueError, match="solver 'euler' has no error estimate"):
+        Dynamics(rtol=1e-3, atol=1e-5)
+
+
+def test_config_schema_matches_the_dataclasses():
+    """The JSON Schema is generated from the same fields: every field with its default,
+    range and description; unknown names are refused."""
+    from et_ode.tasks import TrainConfig, config_json_schema
+
+    schema = config_json_schema(TrainConfig)
+    training = schema["$defs"]["TrainingConfig"]
+    assert training["additionalProperties"] is False
+    steps = training["properties"]["steps"]
+    assert steps["type"] == "integer" and steps["minimum"] == 1 and steps["default"] == 2000
+    assert steps["description"]
+    for name, section in schema["$defs"].items():
+        for field, spec in section["properties"].items():
+            assert spec.get("description") or "$ref" in spec, (name, field)
 
 
 def test_shipped_configs_parse():
@@ -279,3 +328,27 @@ def test_without_context_standardisation_the_model_sees_raw_units():
     expected = jax.vmap(model.decode)(sol.x_final)
     np.testing.assert_allclose(reconstruction, expected, rtol=1e-6, atol=1e-6)
     assert np.isfinite(float(model.loss(patches, masks)))
+
+
+def test_config_errors_on_the_command_line(tmp_path, capsys):
+    """A bad config file: exit code 2 and one line naming every problem."""
+    from et_ode.cli import main
+
+    path = tmp_path / "bad.toml"
+    path.write_text('[training]\nsteps = "many"\n[data]\naugment = "yes"\n')
+    assert main(["train", "--config", str(path), "--out", str(tmp_path / "run")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and 'steps = "many"' in lines[0] and 'augment = "yes"' in lines[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_config_schema_command(tmp_path, capsys):
+    from et_ode.cli import main
+
+    assert main(["config-schema", "graph"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["$defs"]["ProtocolConfig"]["properties"]["n_folds"]["minimum"] == 2
+    out = tmp_path / "train.schema.json"
+    assert main(["config-schema", "train", "--out", str(out)]) == 0
+    schema = json.loads(out.read_text())
+    assert set(schema["properties"]) == {"model", "dynamics", "data", "training"}

@@ -10,9 +10,11 @@ import jax
 from ..analysis import model_dtype
 from ..solvers import SOLVER_NAMES, SolveError
 from ..vocab import FLOWS
+from ..records import atomic_write_text
 from ..tasks import (
-    EVAL_KEY, eval_masks, evaluate_baselines, evaluate_model, export_model, held_out_split,
-    load_config, load_model_and_config, train,
+    EVAL_KEY, GraphTrainConfig, TrainConfig, config_json_schema, eval_masks,
+    evaluate_baselines, evaluate_model, export_model, held_out_split, load_config,
+    load_model_and_config, train,
 )
 from ._demo import demo_job
 from ._graph import add_graph_commands
@@ -167,6 +169,19 @@ def _export(options) -> int:
     return 0
 
 
+def _config_schema(options) -> int:
+    kind = GraphTrainConfig if options.kind == "graph" else TrainConfig
+    schema = config_json_schema(kind)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    text = json.dumps(schema, indent=2) + "\n"
+    if options.out is None:
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(options.out, text)
+        print(f"wrote the JSON Schema of {options.kind} configs to {options.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `et-ode` argument parser: every command, option, default and help text."""
     parser = argparse.ArgumentParser(
@@ -243,8 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="default float64 for studies of the core, the model's own for "
                        "overshoot, gradient-depth, contributions, work-precision")
     study.add_argument("--quick", action="store_true",
-                       help="small grids, short horizons, the model's dtype; convergence "
-                       "and stability take the model's own steps (how-to: long horizons)")
+                       help="small grids, short horizons; on models as large as the "
+                       "authors' ImageNet model, the model's dtype and own steps (docs: "
+                       "the authors' model)")
     _output_options(study, "NAME")
     study.set_defaults(handler=_study)
 
@@ -280,6 +296,14 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="destination file")
     export.add_argument("--force", action="store_true", help="replace an existing destination")
     export.set_defaults(handler=_export)
+
+    schema = commands.add_parser(
+        "config-schema", help="print the JSON Schema of TOML configs (for editors that "
+        "validate TOML, such as Even Better TOML with a #:schema line)")
+    schema.add_argument("kind", nargs="?", choices=("train", "graph"), default="train",
+                        help="train: `et-ode train` configs; graph: `et-ode graph train`")
+    schema.add_argument("--out", default=None, help="write it to this file (default: stdout)")
+    schema.set_defaults(handler=_config_schema)
 
     add_graph_commands(commands, _positive_int, _positive_float)
     return parser

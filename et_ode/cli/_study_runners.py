@@ -24,6 +24,11 @@ from ..vocab import ADJOINTS, FLOWS
 from ._runs import check_dtype, encoded, place
 
 
+# Core state entries (N D) above which a quick study takes the model's own steps and
+# dtype (`StudySettings.economical`): the shipped models have 4,096, the authors' 151,296.
+QUICK_STATE_LIMIT = 32_768
+
+
 @dataclasses.dataclass(frozen=True)
 class StudySettings:
     """What a study job was asked for; `None` means the study's default for this model
@@ -55,16 +60,23 @@ class StudySettings:
         and in quick mode."""
         return 1e-6 if jnp.dtype(dtype) == jnp.float64 and not self.quick else 1e-4
 
+    def economical(self, model) -> bool:
+        """Whether a quick study of `model` runs on the model's own steps and dtype: with
+        `quick`, no `--solver`, `--rtol` or `--dtype`, and a core state above
+        `QUICK_STATE_LIMIT` entries (the authors' ImageNet model: 197 x 768). Why: at
+        that size the ReLU memories switch at almost every step, an adaptive step stays
+        near 1e-3 tau, and tsit5 in float64 to t = 20 takes hours on a CPU (docs: the
+        authors' model)."""
+        size = model.config.n_tokens * model.config.dim
+        return (self.quick and self.solver is None and self.rtol is None
+                and self.dtype is None and size > QUICK_STATE_LIMIT)
+
     def steps(self, model, dtype) -> dict:
         """`solver`, `dt0`, `rtol`, `atol` of the convergence and fixed-point solves: the
-        given solver at the given (else `tight(dtype)`) tolerances; without one, in quick
-        mode the model's own discretisation (for `paper` and the authors' model the
-        paper's Euler steps of 0.1), else tsit5 at `tight(dtype)`.
-
-        Why quick takes the model's steps: at the authors' ImageNet size the ReLU
-        memories switch at almost every step, an adaptive step stays near 1e-3 tau and
-        tsit5 to t = 20 takes hours on a CPU (docs: benchmarks, row `imagenet`)."""
-        if self.solver is None and self.quick:
+        model's own discretisation when `economical(model)` (for `paper` and the authors'
+        model the paper's Euler steps of 0.1), else the given solver (default tsit5) at
+        the given (else `tight(dtype)`) tolerances."""
+        if self.economical(model):
             d = model.dynamics
             return dict(solver=d.solver, dt0=d.dt0, rtol=d.rtol, atol=d.atol)
         rtol, atol = self.tight(dtype)
@@ -83,9 +95,9 @@ class StudySettings:
 
 
 def _core_problem(model, images, masks, s, default_dtype="float64"):
-    """The encoded core problem in `--dtype`, else the model's own dtype in quick mode
-    (float64 doubles the cost on a CPU), else `default_dtype`."""
-    dtype = s.dtype or (str(model_dtype(model.core)) if s.quick else default_dtype)
+    """The encoded core problem in `--dtype`, else the model's own dtype when
+    `s.economical(model)`, else `default_dtype`."""
+    dtype = s.dtype or (str(model_dtype(model.core)) if s.economical(model) else default_dtype)
     core, x0, args = encoded(model, images, masks, dtype)
     return core, x0, args, dtype
 
@@ -140,15 +152,16 @@ def _overshoot(model, images, masks, s):
 def _stability(model, images, masks, s):
     core, x0, args, dtype = _core_problem(model, images[:1], _first(masks), s)
     x_star, start = _fixed_point(model, core, x0[0], take(args, 0, True), s, dtype)
-    # quick: Lanczos to 1e-6 (the authors' size: 90 s for k = 2 in float64, eigenvalues
-    # equal to 1e-4's to 9 digits) and the exponent at quick tolerances.
-    rtol, atol = s.tight(dtype) if s.quick else (1e-10, 1e-12)
+    # economical: Lanczos to 1e-6 (the authors' size: 90 s for k = 2 in float64,
+    # eigenvalues equal to 1e-4's to 9 digits) and the exponent at quick tolerances.
+    economical = s.economical(model)
+    rtol, atol = s.tight(dtype)
     result = stability(core, x_star, take(args, 0, True), flow=s.flow or "projected",
                        coordinates="x", k=2 if s.quick else 6,
-                       lanczos_tol=1e-6 if s.quick else 1e-10,
+                       lanczos_tol=1e-6 if economical else 1e-10,
                        lyapunov_time=s.horizon or (2.0 if s.quick else 20.0),
                        lyapunov_segments=4 if s.quick else 20, seed=s.seed,
-                       lyapunov_options=dict(solver=s.solver or "tsit5", rtol=rtol, atol=atol))
+                       lyapunov_options=dict(rtol=rtol, atol=atol) if economical else None)
     result["start"] = start
     return result, plot_stability
 

@@ -47,6 +47,7 @@ from ._image_model import MaskedImageET, load_model_and_config, masked_mse, sinc
 from ._dynamics import Dynamics
 from ._image_spec import DECODERS, PATCH_ORDERS, POSITION_INITS, ImageModelConfig
 from ._patches import Masking, patchify, random_masking, unpatchify
+from ._schema import json_schema as config_json_schema, validate_config
 from ._train import (
     CHECKPOINT_NAME, METRICS_NAME, export_model, held_out_indices, held_out_split, load_split, make_optimizer,
     new_model, train, train_step,
@@ -54,6 +55,7 @@ from ._train import (
 from ._zoo import SHIPPED, SHIPPED_GRAPH, resolve_model_path, shipped_path
 
 __all__ = [
+    "config_json_schema", "validate_config",
     "CSL_SKIPS", "GCNDetector", "GRAPH_MODELS", "GraphBatch", "GraphClassifierET",
     "GraphDataConfig", "GraphModelConfig", "GraphSet", "GraphTrainConfig",
     "GraphTrainingConfig", "MLPDetector", "NodeAnomalyET", "NodeGraph", "ProtocolConfig",

@@ -166,8 +166,7 @@ def authors_config(*, image_size: int = 224, patch: int = 16, dim: int = 768,
                       eval_images=EVAL_IMAGES, augment=False)
     config = TrainConfig(model=model, dynamics=Dynamics(), data=data,
                          training=TrainingConfig(seed=0))
-    config.check("the authors' checkpoint")
-    return config
+    return TrainConfig.from_dict(config.to_dict(), source="the authors' checkpoint")
 
 
 def _dtype(arrays) -> np.dtype:

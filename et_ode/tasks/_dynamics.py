@@ -1,38 +1,52 @@
 """How an Energy Transformer core is run inside a task model: `Dynamics`, the frozen
 dataclass that configs and checkpoint headers hold (images and graphs alike)."""
 
-import dataclasses
+from typing import Annotated
+
+from pydantic import Field
 
 from .. import solvers
 from ..vocab import Adjoint, Flow
+from ._schema import config_section
 
 
-@dataclasses.dataclass(frozen=True)
+@config_section
 class Dynamics:
-    """How the core is run: a `solvers.solve` configuration plus the conditions.
+    """How the core is run: a `solvers.solve` configuration plus the conditions (the
+    `[dynamics]` section of a config). The paper's: euler, dt0 0.1, t1 1.2, native flow,
+    checkpoint adjoint. The combination is checked as `solvers.solve` checks it."""
 
-    - `solver`, `dt0`, `t1`, `rtol`, `atol`, `flow`, `adjoint`, `max_steps`: as in
-      `solvers.solve`. The paper: euler, dt0 0.1, t1 1.2, native, checkpoint.
-      `max_steps=None` (the default) is `solve`'s own cap: exact for constant steps to
-      a fixed `t1`, with every step checkpointed for short solves.
-    - `fixed_point_atol`: if set, stop at RMS(G) below it (then `t1` is the cap).
-    - `clamp_visible`: tokens that show image content (not replaced by MASK) do not move
-      (image models).
-    - `external_field`: add `E_ext = -lambda sum_A c_A . g_A` with `c` the encoded
-      tokens (MASK plus position for masked ones), `lambda` learnable.
-    """
+    solver: Annotated[str, Field(description=(
+        f"a solver name of solvers.solve: {', '.join(solvers.SOLVER_NAMES)}"))] = "euler"
+    dt0: Annotated[float | None, Field(gt=0, description=(
+        "the step (tau units): constant steps without rtol/atol, the first step with "
+        "them"))] = 0.1
+    t1: Annotated[float, Field(gt=0, description=(
+        "the end time (tau units); with fixed_point_atol, the cap"))] = 1.2
+    rtol: Annotated[float | None, Field(gt=0, description=(
+        "relative tolerance of adaptive steps (none: constant steps)"))] = None
+    atol: Annotated[float | None, Field(gt=0, description=(
+        "absolute tolerance of adaptive steps"))] = None
+    flow: Annotated[Flow, Field(description=(
+        "native (the paper's tau dx/dt = -dE/dg) or projected (each token's LayerNorm "
+        "scale kept fixed)"))] = "native"
+    adjoint: Annotated[Adjoint, Field(description=(
+        "how gradients go through the solve: checkpoint (exact, of the discrete "
+        "solve), backsolve or implicit (at a fixed point)"))] = "checkpoint"
+    max_steps: Annotated[int | None, Field(ge=1, description=(
+        "step cap (none: solve's own, exact for constant steps to a fixed t1, with "
+        "every step checkpointed for short solves)"))] = None
+    fixed_point_atol: Annotated[float | None, Field(gt=0, description=(
+        "stop at RMS(G) below this (then t1 is the cap)"))] = None
+    clamp_visible: Annotated[bool, Field(description=(
+        "image models: tokens that show image content (not replaced by MASK) do not "
+        "move"))] = False
+    external_field: Annotated[bool, Field(description=(
+        "image models: add E_ext = -lambda sum_A c_A . g_A, c the encoded tokens, "
+        "lambda learnable"))] = False
 
-    solver: str = "euler"
-    dt0: float | None = 0.1
-    t1: float = 1.2
-    rtol: float | None = None
-    atol: float | None = None
-    flow: Flow = "native"
-    adjoint: Adjoint = "checkpoint"
-    max_steps: int | None = None
-    fixed_point_atol: float | None = None
-    clamp_visible: bool = False
-    external_field: bool = False
+    def __post_init__(self):
+        solvers.check_options(**self.solve_options())
 
     def solve_options(self) -> dict:
         """The keyword arguments of `solvers.solve` for these dynamics."""

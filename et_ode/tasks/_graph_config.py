@@ -1,142 +1,141 @@
-"""Graph benchmark configuration: TOML files with five sections, every field checked.
+"""Graph benchmark configuration: TOML files with five sections, validated by their
+schema (`_schema`).
 
 A config names the task (node anomaly detection or graph classification), its data,
 the protocol (models compared, training ratios and splits, or cross-validation
 folds), the architecture, the dynamics and the optimisation."""
 
 import dataclasses
+from typing import Annotated, Literal, get_args
 
-from .. import solvers
-from ..vocab import ADJOINTS, FLOWS
-from ._config import optimisation_problems, read_toml, sections_from_dict
+from pydantic import Field
+
+from ._config import check_warmup, read_toml
 from ._dynamics import Dynamics
-from ._graph_spec import ET_TERMS, GRAPH_MODELS, GraphModelConfig
+from ._graph_spec import ET_TERMS, GRAPH_MODELS, GraphModelConfig, GraphModelName
+from ._schema import config_section, validate_config
 
-TASKS = ("anomaly", "classification")
+Task = Literal["anomaly", "classification"]
+Source = Literal["sbm", "fraud_mat", "csl", "tu"]
+TASKS = get_args(Task)
 SOURCES = {"anomaly": ("sbm", "fraud_mat"), "classification": ("csl", "tu")}
 
 
-@dataclasses.dataclass(frozen=True)
+@config_section
 class GraphDataConfig:
-    """`task`: `"anomaly"` (node anomaly detection) or `"classification"`.
-    `source`: for anomalies `"sbm"` (the generated benchmark: an attributed stochastic
-    block model with injected structural and contextual anomalies, `n_nodes` nodes,
-    from `seed`) or `"fraud_mat"` (`path` to `YelpChi.mat` / `Amazon.mat`, adjacency
-    `relation`); for classification `"csl"` (circular skip links, generated from
-    `seed`) or `"tu"` (`path` to a folder of TU text files). `seed` also draws the
-    splits and folds."""
+    """The graph data (the `[data]` section). The generated sources draw from `seed`,
+    which also draws the splits and folds."""
 
-    task: str = "anomaly"
-    source: str = "sbm"
-    path: str | None = None
-    n_nodes: int = 2000
-    relation: str = "homo"
-    seed: int = 0
+    task: Annotated[Task, Field(description=(
+        "anomaly (node anomaly detection) or classification (graph classification)"))
+    ] = "anomaly"
+    source: Annotated[Source, Field(description=(
+        "anomaly: sbm (the generated benchmark: an attributed stochastic block model with "
+        "injected structural and contextual anomalies) or fraud_mat (YelpChi.mat / "
+        "Amazon.mat at path); classification: csl (circular skip links, generated) or tu "
+        "(a folder of TU text files at path)"))] = "sbm"
+    path: Annotated[str | None, Field(min_length=1, description=(
+        "the file (fraud_mat) or folder (tu) to read"))] = None
+    n_nodes: Annotated[int, Field(ge=50, description="sbm: nodes of the generated graph")
+                       ] = 2000
+    relation: Annotated[str, Field(min_length=1, description=(
+        "fraud_mat: the adjacency to read (homo: all relations)"))] = "homo"
+    seed: Annotated[int, Field(ge=0, description="seed of the data, splits and folds")] = 0
+
+    def __post_init__(self):
+        if self.source not in SOURCES[self.task]:
+            raise ValueError(f"source for task {self.task!r} must be one of "
+                             f"{', '.join(SOURCES[self.task])} (got {self.source!r})")
+        if self.source in ("fraud_mat", "tu") and not self.path:
+            raise ValueError(f"source {self.source!r} needs path (the file or folder to read)")
 
 
-@dataclasses.dataclass(frozen=True)
+@config_section
 class ProtocolConfig:
-    """What is compared and how. `models`: any of `"et"`, `"et_attention_only"`,
-    `"et_hopfield_only"` (the paper's ablations), `"mlp"`, `"gcn"` (baselines; node
-    anomaly detection only). Anomalies: `train_ratios` (fractions of the nodes used
-    for training; the rest split 1:2 into validation and test) and `n_splits` random
-    stratified splits per ratio (the paper: 5). Classification: `n_folds` of
-    stratified cross-validation (the paper: 10), each fold selecting its model on its
-    own validation part (`val_fraction` of the graphs outside the test fold)."""
+    """What is compared and how (the `[protocol]` section). Anomalies: `train_ratios`
+    and `n_splits` (the rest of the nodes split 1:2 into validation and test).
+    Classification: `n_folds` of stratified cross-validation, each fold selecting its
+    model on its own validation part (`val_fraction` of the graphs outside the test
+    fold)."""
 
-    models: tuple[str, ...] = GRAPH_MODELS
-    train_ratios: tuple[float, ...] = (0.4,)
-    n_splits: int = 5
-    n_folds: int = 10
-    val_fraction: float = 0.1
+    models: Annotated[tuple[GraphModelName, ...], Field(min_length=1, description=(
+        "et, et_attention_only and et_hopfield_only (the paper's ablations), mlp and gcn "
+        "(baselines; node anomaly detection only), each at most once"))] = GRAPH_MODELS
+    train_ratios: Annotated[tuple[Annotated[float, Field(gt=0, lt=1)], ...], Field(
+        min_length=1, description=(
+            "anomalies: fractions of the nodes used for training, in (0, 1)"))] = (0.4,)
+    n_splits: Annotated[int, Field(ge=1, description=(
+        "anomalies: random stratified splits per training ratio (the paper: 5)"))] = 5
+    n_folds: Annotated[int, Field(ge=2, description=(
+        "classification: cross-validation folds (the paper: 10)"))] = 10
+    val_fraction: Annotated[float, Field(gt=0, lt=1, description=(
+        "classification: the validation part of the graphs outside the test fold"))] = 0.1
+
+    def __post_init__(self):
+        if len(set(self.models)) != len(self.models):
+            raise ValueError(f"models must be distinct (got {list(self.models)})")
 
 
-@dataclasses.dataclass(frozen=True)
+@config_section
 class GraphTrainingConfig:
-    """Optimisation: AdamW with a warmup-cosine schedule and global-norm clipping,
-    `steps` per run (full-graph steps for anomalies, mini-batches of `batch_size`
-    graphs for classification), `eval_every` steps the validation metric (AUC or
-    accuracy) is measured and the best parameters so far kept (the model selected on
-    validation), `seed` of the parameters and the batches, `out_dir` for results and
-    checkpoints."""
+    """Optimisation (the `[training]` section): AdamW with a warmup-cosine schedule and
+    global-norm clipping; every `eval_every` steps the validation metric (AUC or
+    accuracy) is measured and the best parameters so far kept."""
 
-    steps: int = 300
-    batch_size: int = 32
-    learning_rate: float = 3e-3
-    warmup_steps: int = 20
-    weight_decay: float = 1e-4
-    clip_norm: float = 1.0
-    seed: int = 0
-    eval_every: int = 10
-    out_dir: str = "runs/graph"
+    steps: Annotated[int, Field(ge=1, description=(
+        "optimiser steps per run (full-graph steps for anomalies, mini-batches for "
+        "classification)"))] = 300
+    batch_size: Annotated[int, Field(ge=1, description=(
+        "classification: graphs per step (as many of each class)"))] = 32
+    learning_rate: Annotated[float, Field(gt=0, description="peak learning rate")] = 3e-3
+    warmup_steps: Annotated[int, Field(ge=0, description=(
+        "linear warmup steps, below steps"))] = 20
+    weight_decay: Annotated[float, Field(ge=0, description="AdamW weight decay")] = 1e-4
+    clip_norm: Annotated[float, Field(gt=0, description="global gradient-norm clip")] = 1.0
+    seed: Annotated[int, Field(ge=0, description="seed of the parameters and batches")] = 0
+    eval_every: Annotated[int, Field(ge=1, description=(
+        "steps between validations (model selection)"))] = 10
+    out_dir: Annotated[str, Field(min_length=1, description=(
+        "folder of results and checkpoints"))] = "runs/graph"
+
+    def __post_init__(self):
+        check_warmup(self.warmup_steps, self.steps)
 
 
-@dataclasses.dataclass(frozen=True)
+@config_section
 class GraphTrainConfig:
+    """A graph benchmark config: `[data]`, `[protocol]`, `[model]`, `[dynamics]`,
+    `[training]`."""
+
     data: GraphDataConfig = GraphDataConfig()
     protocol: ProtocolConfig = ProtocolConfig()
     model: GraphModelConfig = GraphModelConfig()
     dynamics: Dynamics = Dynamics()
     training: GraphTrainingConfig = GraphTrainingConfig()
 
+    def __post_init__(self):
+        if self.data.task == "classification":
+            if not all(k in ET_TERMS for k in self.protocol.models):
+                raise ValueError("[protocol] graph classification compares the ET models "
+                                 f"only ({', '.join(ET_TERMS)})")
+            if self.model.positions == "learned":
+                raise ValueError("[model] positions must be 'laplacian' or 'none' for "
+                                 "classification")
+        elif self.model.positions == "laplacian":
+            raise ValueError("[model] positions must be 'learned' or 'none' for node "
+                             "anomalies")
+        if self.dynamics.clamp_visible or self.dynamics.external_field:
+            raise ValueError("[dynamics] clamp_visible and external_field are image-model "
+                             "options")
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, raw: dict, source: str = "config") -> "GraphTrainConfig":
-        config = cls(**sections_from_dict(cls, raw, source))
-        config.check(source)
-        return config
-
-    def check(self, source: str = "config") -> None:
-        """Raise `ValueError` naming every out-of-range field."""
-        problems = []
-
-        def need(condition, message):
-            if not condition:
-                problems.append(message)
-
-        data, p, m, d, t = self.data, self.protocol, self.model, self.dynamics, self.training
-        need(data.task in TASKS, f"[data] task must be one of {', '.join(TASKS)}")
-        sources = SOURCES.get(data.task, ())
-        need(data.source in sources or data.task not in TASKS,
-             f"[data] source for task {data.task!r} must be one of {', '.join(sources)}")
-        need(data.source not in ("fraud_mat", "tu") or data.path,
-             f"[data] source {data.source!r} needs path (the file or folder to read)")
-        need(isinstance(data.n_nodes, int) and data.n_nodes >= 50,
-             "[data] n_nodes must be an integer >= 50")
-        need(bool(p.models) and all(k in GRAPH_MODELS for k in p.models)
-             and len(set(p.models)) == len(p.models),
-             f"[protocol] models must be distinct names among {', '.join(GRAPH_MODELS)}")
-        if data.task == "classification":
-            need(all(k in ET_TERMS for k in p.models),
-                 "[protocol] graph classification compares the ET models only "
-                 f"({', '.join(ET_TERMS)})")
-            need(m.positions != "learned",
-                 "[model] positions must be 'laplacian' or 'none' for classification")
-        else:
-            need(m.positions != "laplacian",
-                 "[model] positions must be 'learned' or 'none' for node anomalies")
-        need(bool(p.train_ratios) and all(isinstance(r, float) and 0 < r < 1
-                                          for r in p.train_ratios),
-             "[protocol] train_ratios must be numbers in (0, 1), written with a decimal point")
-        for name in ("n_splits", "n_folds"):
-            value = getattr(p, name)
-            need(isinstance(value, int) and value >= 1, f"[protocol] {name} must be >= 1")
-        need(isinstance(p.n_folds, int) and p.n_folds >= 2, "[protocol] n_folds must be >= 2")
-        need(0 < p.val_fraction < 1, "[protocol] val_fraction must be in (0, 1)")
-        need(d.flow in FLOWS, f"[dynamics] flow must be one of {', '.join(FLOWS)}")
-        need(d.adjoint in ADJOINTS, f"[dynamics] adjoint must be one of {', '.join(ADJOINTS)}")
-        need(not d.clamp_visible and not d.external_field,
-             "[dynamics] clamp_visible and external_field are image-model options")
-        if not problems:
-            try:
-                solvers.check_options(**d.solve_options())
-            except (ValueError, TypeError) as error:
-                problems.append(f"[dynamics] {str(error).rstrip('.')}")
-        problems += optimisation_problems(t, ("steps", "batch_size", "eval_every"))
-        if problems:
-            raise ValueError(f"{source}: " + "; ".join(problems) + ".")
+        """Validate `raw` (tables as read from TOML); `ValueError` naming `source`,
+        each section and field, the value and what is allowed."""
+        return validate_config(cls, raw, source)
 
 
 def load_graph_config(path) -> GraphTrainConfig:

@@ -2,69 +2,67 @@
 checkpoint headers hold (how its core is run, `Dynamics`, lives in `_dynamics`: the graph
 models share it)."""
 
-import dataclasses
+from typing import Annotated, Literal, get_args
 
-from ..vocab import Activation
+from pydantic import Field
 
-POSITION_INITS = ("normal", "sincos")
-PATCH_ORDERS = ("hwc", "chw")
-DECODERS = ("layernorm", "layernorm_twice")
+from ._core_spec import (
+    Beta, HeadDim, Heads, HopfieldActivation, InitStd, Memories, Tau, TokenDim,
+)
+from ._schema import config_section
+
+PositionInit = Literal["normal", "sincos"]
+PatchOrder = Literal["hwc", "chw"]
+Decoder = Literal["layernorm", "layernorm_twice"]
+POSITION_INITS = get_args(PositionInit)
+PATCH_ORDERS = get_args(PatchOrder)
+DECODERS = get_args(Decoder)
 
 
-@dataclasses.dataclass(frozen=True)
+@config_section
 class ImageModelConfig:
-    """Architecture of a `MaskedImageET`: image side, patch side, channels, the core
-    (`dim`, `n_heads`, `head_dim`, `n_memories`, `beta`, `self_attention`, `hopfield`,
-    `tau`, `init_std`), `position_init` (`"normal"`: N(0, init_std^2), the paper's;
-    `"sincos"`: a 2-D sine-cosine grid of unit-order values, so that attention can find
-    a token's neighbours from the first step; learnable either way), and
-    `standardise_context`: express each image per channel in
-    units of the mean and standard deviation of the patches the model sees (those not
-    replaced by MASK) before encoding, and undo it after decoding. A zero prediction is
-    then the mean fill, and the model learns structure rather than each scene's colour
-    level.
+    """Architecture of a `MaskedImageET` (the `[model]` section of an image config).
 
-    Three fields describe the authors' released ImageNet model (`MaskedImageET.load`
-    of their `plaindict_ckpt.npz`); their defaults are our own models':
+    Three fields describe the authors' released ImageNet model (`MaskedImageET.load` of
+    their `plaindict_ckpt.npz`); their defaults are our own models': `cls_token`,
+    `patch_order` (the model's `patches`/`image` are `"hwc"` either way; it reorders for
+    its encoder and decoder) and `decoder` (`"layernorm_twice"`: their decoder applies
+    its LayerNorm twice, `LN(LN(x)) W + b`, a bug of their code, DESIGN.md section 3,
+    that their weights were trained with; reproduced to load their file exactly, never
+    for a new model: training refuses it)."""
 
-    - `cls_token`: a CLS token is prepended to the patch tokens; it takes part in the
-      dynamics (attention, memories) and is dropped before decoding (default off).
-    - `patch_order`: how the encoder's input and the decoder's output flatten one
-      patch, `"hwc"` (ours: row, column, channel) or `"chw"` (the authors': channel
-      first). The model's `patches`/`image` are `"hwc"` either way; the model reorders
-      for its encoder and decoder.
-    - `decoder`: `"layernorm"` (ours: the decoder's LayerNorm once, then affine) or
-      `"layernorm_twice"`: the authors' released decoder applies its LayerNorm twice,
-      `LN(LN(x)) W + b`, a bug of their code (DESIGN.md section 3) that their weights
-      were trained with. Reproduced to load their file exactly; never for a new model
-      (training refuses it)."""
-
-    image_size: int = 32
-    patch: int = 4
-    channels: int = 3
-    dim: int = 64
-    n_heads: int = 4
-    head_dim: int = 16
-    n_memories: int = 256
-    beta: float | None = None
-    self_attention: bool = False
-    hopfield: Activation = "relu"
-    tau: float = 1.0
-    init_std: float = 0.02
-    standardise_context: bool = True
-    position_init: str = "normal"
-    cls_token: bool = False
-    patch_order: str = "hwc"
-    decoder: str = "layernorm"
+    image_size: Annotated[int, Field(ge=1, description="image side (pixels)")] = 32
+    patch: Annotated[int, Field(ge=1, description="patch side (pixels); divides image_size")] = 4
+    channels: Annotated[Literal[1, 3], Field(description="1 (grey) or 3 (RGB)")] = 3
+    dim: TokenDim = 64
+    n_heads: Heads = 4
+    head_dim: HeadDim = 16
+    n_memories: Memories = 256
+    beta: Beta = None
+    self_attention: Annotated[bool, Field(description=(
+        "a token also attends to its own key"))] = False
+    hopfield: HopfieldActivation = "relu"
+    tau: Tau = 1.0
+    init_std: InitStd = 0.02
+    standardise_context: Annotated[bool, Field(description=(
+        "express each image per channel in units of the mean and standard deviation of "
+        "the patches the model sees before encoding, and undo it after decoding (a zero "
+        "prediction is then the mean fill)"))] = True
+    position_init: Annotated[PositionInit, Field(description=(
+        "normal: N(0, init_std^2), the paper's; sincos: a 2-D sine-cosine grid of "
+        "unit-order values (attention can find a token's neighbours from the first "
+        "step); learnable either way"))] = "normal"
+    cls_token: Annotated[bool, Field(description=(
+        "a CLS token prepended to the patch tokens, in the dynamics, dropped before "
+        "decoding (the authors' model)"))] = False
+    patch_order: Annotated[PatchOrder, Field(description=(
+        "how the encoder's input and decoder's output flatten a patch: hwc (ours) or "
+        "chw (the authors': channel first)"))] = "hwc"
+    decoder: Annotated[Decoder, Field(description=(
+        "layernorm (ours) or layernorm_twice (the authors' released decoder; loading "
+        "their file only)"))] = "layernorm"
 
     def __post_init__(self):
-        for name, choices in (("position_init", POSITION_INITS),
-                              ("patch_order", PATCH_ORDERS), ("decoder", DECODERS)):
-            if getattr(self, name) not in choices:
-                raise ValueError(
-                    f"{name} must be one of {', '.join(choices)} "
-                    f"(got {getattr(self, name)!r})."
-                )
         if self.image_size % self.patch:
             raise ValueError(
                 f"patch size {self.patch} does not divide image size {self.image_size}."
