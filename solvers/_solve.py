@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import numbers
 import warnings
 from typing import Any
 
@@ -325,10 +326,37 @@ def _check_controller(controller, rtol, atol, dtmin):
             "(diffrax.PIDController(..., dtmin=..., force_dtmin=False)) and drop dtmin.")
 
 
+def _check_types(*, t0, t1, dt0, rtol, atol, dtmin, max_steps) -> None:
+    """Refuse a time, step or tolerance that is not a real number (a string, a bool, a
+    list, `None` for `t0`/`t1`) before any arithmetic on it; arrays and traced values
+    must be real scalars."""
+    def real_scalar(value) -> bool:
+        if isinstance(value, bool):
+            return False
+        if isinstance(value, numbers.Real):
+            return True
+        dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
+        return (dtype is not None and shape == () and dtype != np.bool_
+                and (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)))
+
+    for name, value, optional in (("t0", t0, False), ("t1", t1, False), ("dt0", dt0, True),
+                                  ("rtol", rtol, True), ("atol", atol, True),
+                                  ("dtmin", dtmin, True)):
+        if value is None and optional:
+            continue
+        if not real_scalar(value):
+            raise ValueError(f"{name} must be a real number (got {value!r}).")
+    if max_steps is not None and not _is_traced(max_steps) and (
+            isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral)):
+        raise ValueError(f"max_steps must be a positive integer (got {max_steps!r}).")
+
+
 def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save,
                    save_energy, max_steps, stepsize_controller, dtmin, deferred):
     """`check_options`, returning `(adaptive, preset)`; checks of traced values are
     appended to `deferred` as `(traced predicate, message)` for `solve` to run."""
+    _check_types(t0=t0, t1=t1, dt0=dt0, rtol=rtol, atol=atol, dtmin=dtmin,
+                 max_steps=max_steps)
     preset = get_preset(solver)
     label = _label(solver)
     if flow not in FLOWS:

@@ -40,6 +40,11 @@ class FixedPointStop:
     rtol: RealScalar = 0.0
 
     def __post_init__(self):
+        for name in ("atol", "rtol"):
+            value = getattr(self, name)
+            if _concrete(value) is None and not _is_tracer(value) and not _real_array(value):
+                raise ValueError(f"FixedPointStop's {name} must be a real number "
+                                 f"(got {value!r}).")
         atol, rtol = _concrete(self.atol), _concrete(self.rtol)
         if atol is None or rtol is None:  # traced: checked by solve at run time
             return
@@ -56,6 +61,16 @@ def stop_message(atol, rtol) -> str:
     show = lambda v: "<traced>" if isinstance(v, jax.core.Tracer) else v  # noqa: E731
     return ("FixedPointStop needs atol >= 0 and rtol >= 0, not both zero "
             f"(got atol={show(atol)}, rtol={show(rtol)}).")
+
+
+def _is_tracer(value) -> bool:
+    return isinstance(value, jax.core.Tracer)
+
+
+def _real_array(value) -> bool:
+    """An array of real numbers (a batch of tolerances for `jax.vmap`)."""
+    return (isinstance(value, (np.ndarray, jax.Array)) and value.dtype != np.bool_
+            and (np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)))
 
 
 def _concrete(value):

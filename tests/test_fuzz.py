@@ -247,3 +247,273 @@ def test_authors_files_are_read_or_refused(arrays, no_runtime_types):
     event("accepted")
     assert all(np.all(np.isfinite(v)) for v in parameters.values())
     assert config.model.dim == parameters["core.attention.Wq"].shape[-1]
+
+
+# ------------------------------------------------------------- command-line vectors
+class Reached(BaseException):
+    """Raised by a stubbed job: the command line was accepted and work would start."""
+
+
+# Where each command's work starts, stubbed so that an accepted vector costs nothing:
+# every check before it (options, files, checkpoints, configs) runs for real.
+JOBS = {"et_ode.cli._main": ("demo_job", "energy_video_job", "compare_solvers_job",
+                             "study_job", "train", "evaluate_model", "export_model"),
+        "et_ode.cli._graph": ("run_graph_benchmark", "evaluate_graph_model", "convergence",
+                              "energy_descent", "graph_overshoot", "long_horizon",
+                              "contributions")}
+# Values for options: valid and invalid ones; paths only relative (the tests run as
+# root in CI: never a system file as an output).
+OPTION_VALUES = ["-1", "0", "1", "2", "0.5", "nan", "inf", "-inf", "1e999", "abc", "",
+                 "paper", "ode", "graph_anomaly", "tsit5", "euler", "native", "projected",
+                 "1e-3,1e-5", "1e-3,abc", "float32", "float16", "missing.toml", "bad.toml",
+                 "folder", "missing/", "notes.txt"]
+READ_ONLY_VALUES = ["/etc/passwd", "/dev/null", "/"]  # only for inputs, never --out
+
+
+def _commands():
+    """`{name: (argv prefix, parser)}` for every command and graph action."""
+    import argparse
+
+    from et_ode.cli import build_parser
+
+    found = {}
+
+    def walk(parser, prefix):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found[" ".join(prefix + [name])] = (prefix + [name], sub)
+                    walk(sub, prefix + [name])
+
+    walk(build_parser(), [])
+    return {name: spec for name, spec in found.items()
+            if not any(other.startswith(name + " ") for other in found)}
+
+
+COMMANDS = _commands()
+
+
+@st.composite
+def argument_vectors(draw):
+    import argparse
+
+    name = draw(st.sampled_from(sorted(COMMANDS)))
+    prefix, parser = COMMANDS[name]
+    argv = list(prefix)
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        if not action.option_strings:  # a positional (a study name, a kind)
+            choices = list(action.choices or []) + ["bogus", "convergence", "overshoot"]
+            argv.append(draw(st.sampled_from(choices)))
+            continue
+        if not (action.required or draw(st.booleans())):
+            continue
+        argv.append(action.option_strings[-1])
+        if action.nargs != 0:
+            values = OPTION_VALUES + ([] if "out" in action.dest else READ_ONLY_VALUES)
+            argv.append(draw(st.sampled_from(values + list(action.choices or []))))
+    return argv
+
+
+@pytest.fixture
+def stubbed_jobs(monkeypatch, tmp_path):
+    import importlib
+
+    def reached(*args, **kwargs):
+        raise Reached
+
+    for module, names in JOBS.items():
+        for name in names:
+            monkeypatch.setattr(importlib.import_module(module), name, reached)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.toml").write_text("[training]\nsteps = 'many'\n")
+    (tmp_path / "notes.txt").write_text("not a model")
+    (tmp_path / "folder").mkdir()
+
+
+@FUZZ
+@given(argv=argument_vectors())
+def test_command_lines_run_or_are_refused_in_one_line(argv, stubbed_jobs, capsys):
+    """Every command with generated option values: it reaches its job, or ends with
+    exit code 2 and a message (argparse's usage and error, or one `et-ode: error:`
+    line); never a traceback."""
+    from et_ode.cli import main
+
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except Reached:
+        event("accepted")
+        return
+    except SystemExit as exit:  # argparse: usage and one error line
+        assert exit.code == 2, argv
+        assert capsys.readouterr().err.strip().splitlines()[-1].startswith("et-ode"), argv
+        event("refused by the option parser")
+        return
+    err = capsys.readouterr().err.strip().splitlines()
+    if code == 0:  # a command without a job (config-schema)
+        event("accepted")
+        return
+    assert code == 2 and len(err) == 1 and err[0].startswith("et-ode: error: "), (argv, err)
+    event("refused with a message")
+
+
+# ------------------------------------------------------------------ solve's options
+NUMBERS = st.one_of(st.none(), st.sampled_from(EDGE_NUMBERS), st.floats(-10, 10),
+                    st.integers(-5, 5), st.booleans(), st.sampled_from(["1e-3", "x"]))
+
+
+@st.composite
+def solve_options(draw):
+    import diffrax
+
+    from et_ode import solvers
+
+    solver = draw(st.one_of(
+        st.sampled_from(list(solvers.SOLVER_NAMES) + ["rk45", "", "EULER"]),
+        st.sampled_from([diffrax.Tsit5(), diffrax.Euler(), diffrax.Kvaerno3(),
+                         diffrax.EulerHeun(), diffrax.Tsit5, 3])))
+    options = dict(solver=solver)
+    for name in ("t0", "t1", "dt0", "rtol", "atol", "dtmin", "max_steps"):
+        if draw(st.booleans()):
+            options[name] = draw(NUMBERS)
+    for name, values in (("flow", ["native", "projected", "sideways", None, 1]),
+                         ("adjoint", ["checkpoint", "backsolve", "implicit", "magic", None]),
+                         ("save", ["final", "all", "steps", [0.1, 0.2], [0.2, 0.1], [],
+                                   [math.nan], 3, None]),
+                         ("stepsize_controller", [None, diffrax.ConstantStepSize(),
+                                                  diffrax.PIDController(rtol=1e-3, atol=1e-6),
+                                                  diffrax.PIDController, "pid"])):
+        if draw(st.booleans()):
+            options[name] = draw(st.sampled_from(values))
+    if draw(st.booleans()):
+        atol = draw(NUMBERS)
+        try:
+            options["stop"] = solvers.FixedPointStop(atol=atol)
+        except ValueError:  # refused where it is built: the message is checked there
+            options["stop"] = "not a stop"
+    return options
+
+
+@FUZZ
+@given(options=solve_options())
+def test_solve_options_are_checked_or_refused(options, no_runtime_types):
+    """`solvers.check_options`, which `solve` and the config files run before any work:
+    any combination returns or raises `ValueError` (one line); never another error."""
+    from et_ode import solvers
+
+    try:
+        solvers.check_options(**options)
+    except ValueError as error:
+        assert "\n" not in str(error).strip(), str(error)
+        event("refused with a message")
+        return
+    event("accepted")
+
+
+# ---------------------------------------------------------------- graph files (TU)
+TU_FILES = {  # three graphs: a path (an edge listed twice), a triangle, a self-loop
+    "A": ["1, 2", "2, 1", "2, 3", "3, 2", "3, 4", "4, 3", "1, 2", "5, 6", "6, 5", "6, 7",
+          "7, 6", "5, 7", "7, 5", "8, 9", "9, 8", "10, 10"],
+    "graph_indicator": ["1", "1", "1", "1", "2", "2", "2", "3", "3", "3"],
+    "graph_labels": ["-1", "1", "-1"],
+    "node_labels": ["3", "5", "3", "7", "5", "5", "3", "7", "7", "3"],
+    "node_attributes": [f"{i}.5, {-i}" for i in range(10)],
+}
+TU_TOKENS = ["0", "1", "-1", "11", "99999999999", "2.5", "nan", "inf", "x", "", " ", ",",
+             "1,", ", 2", "1, 2, 3", "\t", "1e3", "0x1"]
+
+
+@st.composite
+def tu_folders(draw):
+    """The files of a small TU data set with one to three changes: a file dropped, a
+    line dropped, duplicated or replaced by a token, a line appended."""
+    files = {kind: list(lines) for kind, lines in TU_FILES.items()}
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(sorted(files)))
+        lines = files[kind]
+        change = draw(st.sampled_from(["drop file", "drop line", "duplicate", "replace",
+                                       "append", "empty"]))
+        if change == "drop file" and kind not in ("A", "graph_indicator", "graph_labels"):
+            files.pop(kind)
+        elif change == "empty":
+            files[kind] = []
+        elif lines and change in ("drop line", "duplicate", "replace"):
+            at = draw(st.integers(0, len(lines) - 1))
+            if change == "drop line":
+                lines.pop(at)
+            elif change == "duplicate":
+                lines.insert(at, lines[at])
+            else:
+                lines[at] = draw(st.sampled_from(TU_TOKENS))
+        else:
+            lines.append(draw(st.sampled_from(TU_TOKENS)))
+    return files
+
+
+@FUZZ
+@given(files=tu_folders())
+def test_tu_files_are_read_or_refused(files, no_runtime_types):
+    import numpy as np
+
+    from et_ode.tasks import load_tu
+
+    with tempfile.TemporaryDirectory() as root:
+        folder = Path(root) / "TOY"
+        folder.mkdir()
+        for kind, lines in files.items():
+            (folder / f"TOY_{kind}.txt").write_text("\n".join(lines) + "\n")
+        try:
+            graphs = load_tu(folder)
+        except ValueError as error:
+            assert "\n" not in str(error).strip(), str(error)
+            event("refused with a message")
+            return
+    event("accepted")
+    assert graphs.n_graphs == len(graphs.labels) >= 1
+    for x, s, r in zip(graphs.features, graphs.senders, graphs.receivers):
+        assert np.all(np.isfinite(x))
+        assert s.size == 0 or (0 <= min(s.min(), r.min()) and max(s.max(), r.max()) < len(x))
+
+
+# ------------------------------------------------------------------ image arrays
+@st.composite
+def image_arrays(draw):
+    import numpy as np
+
+    shape = draw(st.one_of(st.just((2, 8, 8, 3)), st.lists(st.integers(0, 9), max_size=5)
+                           .map(tuple)))
+    dtype = draw(st.sampled_from(["float32", "float64", "uint8", "int32", "int64", "bool",
+                                  "complex64", "float16"]))
+    values = draw(st.sampled_from(["unit", "0..255", "negative", "nan", "inf", "huge"]))
+    rng = np.random.default_rng(draw(st.integers(0, 99)))
+    array = {"unit": rng.uniform(size=shape), "0..255": rng.integers(0, 256, size=shape),
+             "negative": -rng.uniform(size=shape), "huge": np.full(shape, 1e6),
+             "nan": np.full(shape, np.nan), "inf": np.full(shape, np.inf)}[values]
+    with warnings.catch_warnings():  # NaN to int, complex: on purpose
+        warnings.simplefilter("ignore")
+        return np.asarray(array).astype(dtype)
+
+
+@FUZZ
+@given(images=image_arrays())
+def test_image_arrays_are_checked_or_refused(images, no_runtime_types):
+    """`check_images` as `MaskedImageET.complete` and the data loaders run it: a batch
+    of 8 x 8 RGB images in [0, 1] (or integers in 0..255) passes; anything else is
+    refused."""
+    import numpy as np
+
+    from et_ode.tasks import check_images
+
+    try:
+        check_images(images, size=8, channels=3, unit_range=True)
+    except ValueError as error:
+        assert "\n" not in str(error).strip(), str(error)
+        event("refused with a message")
+        return
+    event("accepted")
+    assert images.ndim == 4 and images.shape[1:] == (8, 8, 3)
+    assert np.all(np.isfinite(images)) and images.dtype.kind in "fiu"
+    top = 1 if images.dtype.kind == "f" else 255  # integers: 0..255, converted explicitly
+    assert images.size == 0 or (0 <= images.min() and images.max() <= top)

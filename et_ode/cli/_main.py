@@ -4,6 +4,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 
 import jax
 
@@ -176,6 +177,8 @@ def _config_schema(options) -> int:
     text = json.dumps(schema, indent=2) + "\n"
     if options.out is None:
         sys.stdout.write(text)
+    elif Path(options.out).is_dir() or not Path(options.out).name:
+        raise ValueError(f"--out {options.out!r} is a folder; give the schema's file name.")
     else:
         atomic_write_text(options.out, text)
         print(f"wrote the JSON Schema of {options.kind} configs to {options.out}")
