@@ -33,6 +33,23 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES < 100
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
 
+REFUSED = object()
+
+
+def outcome(call, prefix: str = ""):
+    """`call()`'s result (an accepted input), or `REFUSED` when it raised a `ValueError`
+    of one line starting with `prefix`; any other exception fails the property."""
+    try:
+        result = call()
+    except ValueError as error:
+        message = str(error).strip()
+        assert message.startswith(prefix) and "\n" not in message, message
+        event("refused with a message")
+        return REFUSED
+    event("accepted")
+    return result
+
+
 # ------------------------------------------------------------------ config documents
 EDGE_NUMBERS = [0, 1, -1, 2**63 - 1, -(2**63), 0.0, -0.0, 0.5, 1.5, -1e-300, 1e308,
                 math.inf, -math.inf, math.nan]
@@ -90,14 +107,9 @@ def _same_value(given, stored) -> bool:
 
 
 def _check_document(kind, document):
-    try:
-        config = kind.from_dict(document, source="fuzz.toml")
-    except ValueError as error:
-        message = str(error)
-        assert message.startswith("fuzz.toml: ") and "\n" not in message, message
-        event("refused with a message")
+    config = outcome(lambda: kind.from_dict(document, source="fuzz.toml"), "fuzz.toml: ")
+    if config is REFUSED:
         return
-    event("accepted")
     assert isinstance(document, dict)
     for section, fields in document.items():
         for field, value in fields.items():
@@ -238,13 +250,10 @@ def test_authors_files_are_read_or_refused(arrays, no_runtime_types):
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "plaindict_ckpt.npz"
         np.savez(path, **arrays)
-        try:
-            config, _, _, parameters, _ = read_authors_checkpoint(path)
-        except ValueError as error:
-            assert str(error).startswith(str(path)) and "\n" not in str(error)
-            event("refused with a message")
-            return
-    event("accepted")
+        read = outcome(lambda: read_authors_checkpoint(path), str(path))
+    if read is REFUSED:
+        return
+    config, _, _, parameters, _ = read
     assert all(np.all(np.isfinite(v)) for v in parameters.values())
     assert config.model.dim == parameters["core.attention.Wq"].shape[-1]
 
@@ -403,13 +412,7 @@ def test_solve_options_are_checked_or_refused(options, no_runtime_types):
     any combination returns or raises `ValueError` (one line); never another error."""
     from et_ode import solvers
 
-    try:
-        solvers.check_options(**options)
-    except ValueError as error:
-        assert "\n" not in str(error).strip(), str(error)
-        event("refused with a message")
-        return
-    event("accepted")
+    outcome(lambda: solvers.check_options(**options))
 
 
 # ---------------------------------------------------------------- graph files (TU)
@@ -464,13 +467,9 @@ def test_tu_files_are_read_or_refused(files, no_runtime_types):
         folder.mkdir()
         for kind, lines in files.items():
             (folder / f"TOY_{kind}.txt").write_text("\n".join(lines) + "\n")
-        try:
-            graphs = load_tu(folder)
-        except ValueError as error:
-            assert "\n" not in str(error).strip(), str(error)
-            event("refused with a message")
-            return
-    event("accepted")
+        graphs = outcome(lambda: load_tu(folder))
+    if graphs is REFUSED:
+        return
     assert graphs.n_graphs == len(graphs.labels) >= 1
     for x, s, r in zip(graphs.features, graphs.senders, graphs.receivers):
         assert np.all(np.isfinite(x))
@@ -506,13 +505,8 @@ def test_image_arrays_are_checked_or_refused(images, no_runtime_types):
 
     from et_ode.tasks import check_images
 
-    try:
-        check_images(images, size=8, channels=3, unit_range=True)
-    except ValueError as error:
-        assert "\n" not in str(error).strip(), str(error)
-        event("refused with a message")
+    if outcome(lambda: check_images(images, size=8, channels=3, unit_range=True)) is REFUSED:
         return
-    event("accepted")
     assert images.ndim == 4 and images.shape[1:] == (8, 8, 3)
     assert np.all(np.isfinite(images)) and images.dtype.kind in "fiu"
     top = 1 if images.dtype.kind == "f" else 255  # integers: 0..255, converted explicitly
