@@ -1,10 +1,12 @@
 """Figures without global state: `matplotlib.figure.Figure` objects rendered with the Agg
 canvas, never pyplot (so plotting works headless and leaves no open windows)."""
 
-import os
+from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
+
+from et_ode.records import atomic_path
 
 FLOW_COLOURS = {"native": "tab:blue", "projected": "tab:orange"}
 
@@ -17,11 +19,12 @@ def figure(ncols: int = 1, nrows: int = 1, *, width: float = 4.2, height: float 
 
 
 def finish(fig: Figure, path=None, *, dpi: int = 120) -> Figure:
-    """Save `fig` to `path` (format from the suffix) when given; return the figure."""
+    """Save `fig` to `path` (format from the suffix) when given, atomically (never a
+    half-written figure under its name); return the figure."""
     if path is not None:
-        folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-        os.makedirs(folder, exist_ok=True)
-        fig.savefig(path, dpi=dpi)
+        kind = Path(path).suffix.lstrip(".").lower() or None
+        with atomic_path(path) as temporary:
+            fig.savefig(temporary, dpi=dpi, format=kind)
     return fig
 
 

@@ -5,18 +5,30 @@ The one place for two things every layer needs (checkpoints, results, figures, v
 - `atomic_path` / `atomic_write_bytes`: a file appears under its final name complete or
   not at all (a temporary file in the same folder, flushed and fsynced, renamed over the
   target, then the folder fsynced so that the rename itself survives a power cut);
-- `versions`: the installed versions of the packages a result depends on.
+- `versions`: the installed versions of the packages a result depends on;
+- `run_folder_lock`: one writer per run folder (an OS lock held for a run's life).
+
+A write that fails (no space, file too large, permission denied, a read-only folder)
+raises `WriteError`, an `OSError` whose message names the file and the OS's reason; the
+file under its final name is then untouched and no temporary file remains.
 
 This module imports nothing of the model, the solvers or the tasks.
 """
 
 import contextlib
+import datetime
+import errno as _errno
+import fcntl
+import json
 import os
 import platform
+import socket
 import tempfile
 from importlib import metadata as _metadata
 from pathlib import Path
 
+TEMPORARY = ".tmp"  # in the name of atomic_path's temporary files
+LOCK_NAME = ".lock"  # the lock file of a run folder (run_folder_lock)
 PACKAGES = ("et-ode", "jax", "jaxlib", "diffrax", "equinox", "optimistix", "lineax", "optax",
             "numpy", "scipy")
 
@@ -53,6 +65,30 @@ def _shared_mode(path) -> None:
     os.chmod(path, 0o666 & ~umask)  # mkstemp makes 0600; results are shared data
 
 
+class WriteError(OSError):
+    """A file could not be written: the message names it and the OS's reason (and, for
+    a training run, the last good checkpoint). The command line prints it as one line
+    and exits with code 1."""
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def write_error(path, error: OSError, advice: str = "") -> WriteError:
+    """A `WriteError` for `path` from the `OSError` that stopped the write, with
+    `advice` (what is still good, how to go on) appended."""
+    if isinstance(error, WriteError):
+        message = error.strerror
+    else:
+        reason = error.strerror or str(error)
+        message = f"could not write {path}: {reason}"
+        if error.errno is not None:
+            message = f"could not write {path}: [Errno {error.errno}] {reason}"
+    if advice:
+        message = f"{message}; {advice}"
+    return WriteError(error.errno or _errno.EIO, message)
+
+
 @contextlib.contextmanager
 def atomic_path(path, suffix: str | None = None):
     """Yield a temporary path in the folder of `path` (created if needed), with the same
@@ -66,10 +102,14 @@ def atomic_path(path, suffix: str | None = None):
     - `suffix`: the temporary file's suffix (default: `path`'s).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(
-        dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp" + (suffix or path.suffix))
-    os.close(handle)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.stem}.",
+            suffix=TEMPORARY + (suffix or path.suffix))
+        os.close(handle)
+    except OSError as error:
+        raise write_error(path, error) from None
     try:
         yield Path(temporary)
         with open(temporary, "rb+") as written:
@@ -77,8 +117,20 @@ def atomic_path(path, suffix: str | None = None):
         _shared_mode(temporary)
         os.replace(temporary, path)
         _fsync_folder(path.parent)
+    except OSError as error:
+        raise write_error(path, error) from None
     finally:
         Path(temporary).unlink(missing_ok=True)
+
+
+def remove_temporaries(folder) -> list[Path]:
+    """Remove the temporary files that `atomic_path` left in `folder` when its process
+    was killed mid-write (call it only while holding `run_folder_lock`: then no other
+    writer is using them). Returns the paths removed."""
+    found = sorted(Path(folder).glob(f".*{TEMPORARY}*"))
+    for path in found:
+        path.unlink(missing_ok=True)
+    return found
 
 
 def atomic_write_bytes(path, data: bytes) -> Path:
@@ -92,3 +144,44 @@ def atomic_write_bytes(path, data: bytes) -> Path:
 def atomic_write_text(path, text: str) -> Path:
     """Write `text` (UTF-8) to `path` atomically (see `atomic_path`). **Returns:** the path."""
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _holder(descriptor) -> str:
+    """Who holds a run folder's lock, from its lock file (written by the holder)."""
+    try:
+        record = json.loads(os.pread(descriptor, 4096, 0) or b"{}")
+        return (f"PID {record['pid']} on host {record['host']}, since "
+                f"{record['started']}")
+    except (OSError, ValueError, KeyError, TypeError):
+        return "holder unknown"
+
+
+@contextlib.contextmanager
+def run_folder_lock(folder):
+    """Hold an exclusive OS lock (`fcntl.flock`) on the run folder `folder` (created if
+    needed) for the duration of the block, so that one process at a time writes a run:
+    a second `et-ode train` (or `graph train`) on the same folder is refused at once with
+    a `ValueError` naming the holder (PID, host, start time). The lock file
+    `folder/.lock` records the holder; the OS releases the lock when its process ends,
+    however it ends, so a lock left by a killed process never blocks a resume.
+    (POSIX only; on a network file system, flock is only as good as the server's.)"""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as error:
+        raise write_error(folder / LOCK_NAME, error) from None
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(
+                f"{folder} is in use by another et-ode process ({_holder(descriptor)}): "
+                "wait for it to end, or choose another --out.") from None
+        started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        record = json.dumps(dict(pid=os.getpid(), host=socket.gethostname(), started=started))
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, record.encode(), 0)
+        yield folder
+    finally:
+        os.close(descriptor)  # releases the lock

@@ -89,7 +89,7 @@ COSTS = {
     "test_long_horizon.py": 30, "test_figures.py": 15, "test_order.py": 12,
     "test_shipped.py": 12, "test_errors.py": 12, "test_readme.py": 11, "test_model.py": 9,
     "test_docs.py": 5, "test_layout.py": 3, "test_data.py": 2, "test_fuzz.py": 8,
-    "test_kill_resume.py": 30,
+    "test_reliability.py": 45,
 }
 DEFAULT_COST = 30
 

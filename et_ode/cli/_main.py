@@ -133,7 +133,8 @@ def _check_tolerances(options) -> None:
 
 def _train(options) -> int:
     config = load_config(options.config)
-    state = train(config, options.out, resume=options.resume, stop_after=options.stop_after)
+    state = train(config, options.out, resume=options.resume, stop_after=options.stop_after,
+                  progress=options.progress)
     print(f"trained to step {state.step}; checkpoint in {options.out or config.training.out_dir}")
     return 0
 
@@ -274,6 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="continue the run in --out from its checkpoint, bit-identically")
     train.add_argument("--stop-after", type=int, default=None,
                        help="end this run after this many steps (resume later)")
+    train.add_argument("--no-progress", dest="progress", action="store_false",
+                       help="no progress bar")
     train.set_defaults(handler=_train)
 
     evaluate = commands.add_parser(
@@ -396,13 +399,18 @@ def _solver_list(text: str) -> tuple:
 
 def main(argv=None) -> int:
     """Run `et-ode` with `argv` (default `sys.argv[1:]`). **Returns:** the exit code: 0,
-    2 for bad input (one line on stderr), 1 for a failed solve (its reason)."""
+    2 for bad input (one line on stderr), 1 for a failed solve (its reason) or a file
+    that could not be written or read (the file, the OS's reason and, for training, the
+    last good checkpoint)."""
     options = build_parser().parse_args(argv)  # bad options: usage, message, exit 2
     try:
         return options.handler(options)
     except ValueError as error:  # bad input: a message, not a traceback
         print(f"et-ode: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # no space, too large, no permission: what is still good
+        print(f"et-ode: error: {error}", file=sys.stderr)
+        return 1
     except RuntimeError as error:  # a failed solve (solvers.SolveError) says why
         if not isinstance(error, SolveError):
             raise

@@ -22,7 +22,9 @@ import numpy as np
 import optax
 from tqdm import tqdm
 
-from ..records import atomic_write_text, versions
+from ..records import (
+    WriteError, atomic_write_text, remove_temporaries, run_folder_lock, versions, write_error,
+)
 from . import _graph_data as data
 from ._checkpoint import fill, read_checkpoint, save_checkpoint
 from ._graph_config import GraphTrainConfig, graph_config_from_header
@@ -319,8 +321,26 @@ def run_graph_benchmark(config: GraphTrainConfig, out_dir=None, *, resume: bool 
                         stop_after: int | None = None, progress: bool = True) -> dict:
     """Train and evaluate every run of `config` (see the module docstring); returns the
     contents of `results.json` (`config`, `runs`, `table`, `complete`). `stop_after`
-    ends this call after that many new runs (resume later)."""
+    ends this call after that many new runs (resume later).
+
+    One writer per benchmark folder (`et_ode.records.run_folder_lock`), as `train`; a
+    write that fails ends with an `et_ode.records.WriteError` naming the file, the OS's
+    reason and what is kept (the finished runs)."""
     out = Path(out_dir or config.training.out_dir)
+    with run_folder_lock(out):
+        remove_temporaries(out)
+        remove_temporaries(out / "runs")
+        try:
+            return _run_graph_benchmark(config, out, resume, stop_after, progress)
+        except WriteError as error:
+            kept = len(list((out / "runs").glob("*.json")))
+            raise write_error(None, error, f"{kept} finished run(s) are kept in "
+                              f"{out / 'runs'} (resume with --resume)") from None
+
+
+def _run_graph_benchmark(config: GraphTrainConfig, out: Path, resume: bool,
+                         stop_after: int | None, progress: bool) -> dict:
+    """`run_graph_benchmark` inside its lock."""
     runs_dir = out / "runs"
     stored_config = out / "config.json"
     if stored_config.exists():
@@ -339,8 +359,11 @@ def run_graph_benchmark(config: GraphTrainConfig, out_dir=None, *, resume: bool 
     metrics_path = out / GRAPH_METRICS_NAME
 
     def log(record):
-        with metrics_path.open("a") as file:
-            file.write(json.dumps(record) + "\n")
+        try:
+            with metrics_path.open("a") as file:
+                file.write(json.dumps(record) + "\n")
+        except OSError as error:
+            raise write_error(metrics_path, error) from None
 
     results, new_runs = [], 0
     planned = _runs(config, dataset.labels)

@@ -14,7 +14,9 @@ import numpy as np
 import optax
 from tqdm import tqdm
 
-from ..records import atomic_write_bytes, versions
+from ..records import (
+    atomic_write_bytes, remove_temporaries, run_folder_lock, versions, write_error,
+)
 from . import _data
 from ._checkpoint import fill, read_checkpoint, save_checkpoint
 from ._data import ChannelNormalisation
@@ -183,14 +185,30 @@ def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
     interrupted (Ctrl-C), and appends metrics to `out_dir/metrics.jsonl`. `resume`
     continues from the checkpoint bit-identically; `stop_after` ends this run after
     that many steps (for time-limited jobs; resume later).
+
+    One writer per run folder: the folder is locked for the whole run
+    (`et_ode.records.run_folder_lock`); another process on it is refused at once with a
+    `ValueError` naming the holder. Temporary files of a killed run are removed. A write
+    that fails ends the run with an `et_ode.records.WriteError` naming the file, the OS's
+    reason and the last good checkpoint with its step.
     """
     out = Path(out_dir or config.training.out_dir)
+    with run_folder_lock(out):
+        remove_temporaries(out)
+        return _train(config, out, resume, stop_after, progress)
+
+
+def _train(config: TrainConfig, out: Path, resume: bool, stop_after: int | None,
+           progress: bool) -> TrainState:
+    """`train` inside its lock."""
     checkpoint, metrics_path = out / CHECKPOINT_NAME, out / METRICS_NAME
     t = config.training
     optimizer = make_optimizer(config)
     train_images = load_split(config, "train")
+    saved = None  # the step of the last good checkpoint
     if resume:
         state, normalisation, _ = _restore(checkpoint, config, optimizer)
+        saved = state.step
         _truncate_metrics(metrics_path, state.step)
     else:
         if checkpoint.exists():
@@ -204,11 +222,30 @@ def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
     images = jnp.asarray(normalisation.apply(train_images))
     masks = eval_masks(config, len(test_images))
     base_key = jax.random.fold_in(jax.random.key(t.seed), 1)
-    out.mkdir(parents=True, exist_ok=True)
+
+    def written(path, write):
+        """Run `write()`; a failure names `path`, the reason and the last checkpoint."""
+        try:
+            write()
+        except OSError as error:
+            advice = (f"the last good checkpoint is {checkpoint} at step {saved} (resume "
+                      "with --resume)" if saved is not None else "no checkpoint was written "
+                      "yet (start again)")
+            raise write_error(path, error, advice) from None
 
     def log(record):
-        with metrics_path.open("a") as file:
-            file.write(json.dumps(record) + "\n")
+        def append():
+            with metrics_path.open("a") as file:
+                file.write(json.dumps(record) + "\n")
+        written(metrics_path, append)
+
+    def save(state, last_eval):
+        nonlocal saved
+        written(checkpoint, lambda: save_checkpoint(
+            checkpoint, _header(config, state.step, normalisation,
+                                {"eval_masked_mse": last_eval}),
+            state.model, state.opt_state))
+        saved = state.step
 
     last_eval = None
     end = t.steps if stop_after is None else min(t.steps, state.step + stop_after)
@@ -239,13 +276,9 @@ def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
             bar.set_postfix(loss=f"{loss:.4f}", eval=last_eval, steps_per_s=f"{rate:.2f}")
             bar.update(1)
             if state.step % t.checkpoint_every == 0 or state.step == end:
-                save_checkpoint(checkpoint, _header(config, state.step, normalisation,
-                                                    {"eval_masked_mse": last_eval}),
-                                state.model, state.opt_state)
+                save(state, last_eval)
     except KeyboardInterrupt:
-        save_checkpoint(checkpoint, _header(config, state.step, normalisation,
-                                            {"eval_masked_mse": last_eval}),
-                        state.model, state.opt_state)
+        save(state, last_eval)
         raise
     finally:
         bar.close()

@@ -1,0 +1,267 @@
+"""Nothing lost on kill, one writer per run folder, and writes that fail say what
+happened.
+
+- `et-ode train` killed with SIGKILL at random moments (no chance to save or clean up),
+  then resumed with `--resume`, ends with the same checkpoint, byte for byte, as an
+  uninterrupted run, and `metrics.jsonl` holds each step once with the same losses (the
+  killed runs are separate processes, as a cluster's kill would leave them);
+- a second writer on a run folder (`et-ode train`, `et-ode graph train`) is refused at
+  once, naming the holder; a lock left by a killed process never blocks;
+- faults injected into every file a training run writes (the checkpoint, the metrics
+  log), and into `atomic_path` itself (no space, file too large, permission denied): the
+  run ends with one line naming the file, the OS's reason and the last good checkpoint
+  with its step; that checkpoint is intact and no temporary file remains.
+"""
+
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import et_ode
+from et_ode import records
+from et_ode.cli import main
+
+TINY_CONFIG = """
+[model]
+image_size = 8
+patch = 4
+dim = 8
+n_heads = 1
+head_dim = 4
+n_memories = 8
+
+[dynamics]
+t1 = 0.3
+
+[data]
+eval_images = 4
+augment = false
+
+[training]
+steps = {steps}
+batch_size = 2
+warmup_steps = 1
+eval_every = {eval_every}
+checkpoint_every = 2
+learning_rate = 3e-3
+"""
+GRAPH_CONFIG = {"data": {"n_nodes": 60}, "protocol": {"models": ["mlp"], "n_splits": 1},
+                "training": {"steps": 2, "warmup_steps": 0}}
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY_CONFIG.format(steps=4, eval_every=2))
+    return path
+
+
+def _temporaries(folder):
+    return [p.name for p in folder.rglob("*") if records.TEMPORARY in p.name]
+
+
+# ------------------------------------------------------------- kill, then resume
+KILLS = 2
+
+
+def _start(config_path, out, resume: bool):
+    command = [sys.executable, "-m", "et_ode.cli", "train", "--config", str(config_path),
+               "--out", str(out)] + (["--resume"] if resume else [])
+    # the test session's numerics (float64 enabled), no run-time type checks
+    env = dict(os.environ, JAX_ENABLE_X64="1", JAX_PLATFORMS="cpu")
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+
+
+def _kill_after_a_checkpoint(process, checkpoint, delay: float) -> bool:
+    """SIGKILL `process` `delay` seconds after `checkpoint` changes (a step was saved).
+    Returns whether it was killed before it ended on its own."""
+    before = checkpoint.stat().st_mtime_ns if checkpoint.exists() else None
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if checkpoint.exists() and checkpoint.stat().st_mtime_ns != before:
+            time.sleep(delay)
+            break
+        time.sleep(0.01)
+    if process.poll() is not None:
+        return False
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    return True
+
+
+def _steps_and_losses(path):
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r["step"] for r in records], [r["loss"] for r in records]
+
+
+def test_sigkill_at_random_moments_then_resume_is_byte_identical(tmp_path):
+    config_path = tmp_path / "tiny.toml"
+    config_path.write_text(TINY_CONFIG.format(steps=40, eval_every=10))
+    config = et_ode.load_config(config_path)
+    reference = tmp_path / "reference"
+    et_ode.train(config, reference, progress=False)
+
+    out = tmp_path / "killed"
+    checkpoint = out / "checkpoint.eqx"
+    rng = np.random.default_rng(0)
+    kills = 0
+    for attempt in range(KILLS):
+        process = _start(config_path, out, resume=attempt > 0)
+        kills += _kill_after_a_checkpoint(process, checkpoint, float(rng.uniform(0, 0.3)))
+    assert kills >= 1  # at least one kill landed mid-run
+    et_ode.train(config, out, resume=True, progress=False)
+
+    # a kill mid-write leaves a temporary file; the resume removed it (under its lock)
+    assert not [p.name for p in out.iterdir() if ".tmp" in p.name]
+    assert checkpoint.read_bytes() == (reference / "checkpoint.eqx").read_bytes()
+    steps, losses = _steps_and_losses(out / "metrics.jsonl")
+    want_steps, want_losses = _steps_and_losses(reference / "metrics.jsonl")
+    assert steps == want_steps == list(range(1, 41))
+    assert losses == want_losses
+
+
+# ----------------------------------------------------------------- one writer per run
+def test_a_second_writer_is_refused_naming_the_holder(config_file, tmp_path, capsys):
+    run = tmp_path / "run"
+    holder = f"PID {os.getpid()} on host {socket.gethostname()}"
+    with records.run_folder_lock(run):
+        with pytest.raises(ValueError, match=f"is in use by another et-ode process \\({holder}"):
+            et_ode.train(et_ode.load_config(config_file), run, progress=False)
+        graph = et_ode.tasks.GraphTrainConfig.from_dict(GRAPH_CONFIG)
+        with pytest.raises(ValueError, match=holder):
+            et_ode.tasks.run_graph_benchmark(graph, run, progress=False)
+        assert main(["train", "--config", str(config_file), "--out", str(run)]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and holder in lines[0] and "choose another --out" in lines[0]
+    assert not (run / "checkpoint.eqx").exists()
+
+
+HOLD = """
+import sys, time
+from et_ode.records import run_folder_lock
+with run_folder_lock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_lock_left_by_a_killed_process_never_blocks(tmp_path):
+    run = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE,
+                               text=True)
+    try:
+        assert process.stdout.readline().strip() == "held"
+        with pytest.raises(ValueError, match=f"PID {process.pid} on host"):
+            with records.run_folder_lock(run):
+                pass
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    with records.run_folder_lock(run):  # the OS released the killed holder's lock
+        assert json.loads((run / records.LOCK_NAME).read_text())["pid"] == os.getpid()
+
+
+# ------------------------------------------------------------------- failed writes
+def _fail_on(monkeypatch, name: str, after: int, error: OSError, checkpoint) -> dict:
+    """Make the writes of the file `name` after the first `after` fail with `error`: at
+    the rename of a checkpoint's temporary file, or at the append of a metrics line.
+    Returns a dict that receives the bytes of `checkpoint` at the first failure."""
+    calls = {"n": 0}
+
+    def count() -> bool:
+        calls["n"] += 1
+        if calls["n"] == after + 1 and checkpoint.exists():
+            calls["checkpoint"] = checkpoint.read_bytes()
+        return calls["n"] > after
+
+    real_replace, real_open = os.replace, type(records.Path()).open
+
+    def replace(source, target, *args, **kwargs):
+        if os.path.basename(target) == name and count():
+            raise error
+        return real_replace(source, target, *args, **kwargs)
+
+    def open_(self, mode="r", *args, **kwargs):
+        if self.name == name and "a" in mode and count():
+            raise error
+        return real_open(self, mode, *args, **kwargs)
+
+    monkeypatch.setattr(records.os, "replace", replace)
+    monkeypatch.setattr(type(records.Path()), "open", open_)
+    return calls
+
+
+@pytest.mark.parametrize("name, after, last_step", [
+    ("checkpoint.eqx", 1, 2),   # the second checkpoint (step 4) cannot be written
+    ("metrics.jsonl", 2, 2),    # the third metrics line (step 3) cannot be appended
+    ("checkpoint.eqx", 0, None),  # not even the first checkpoint
+])
+def test_a_failed_write_names_the_file_and_the_last_good_checkpoint(
+        config_file, tmp_path, monkeypatch, capsys, name, after, last_step):
+    run = tmp_path / "run"
+    calls = _fail_on(monkeypatch, name, after,
+                     OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), run / "checkpoint.eqx")
+    assert main(["train", "--config", str(config_file), "--out", str(run),
+                 "--no-progress"]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"could not write {run / name}: [Errno 28] No space left on device" in lines[0]
+    if last_step is None:
+        assert "no checkpoint was written yet" in lines[0]
+        assert not (run / "checkpoint.eqx").exists()
+    else:
+        assert f"the last good checkpoint is {run / 'checkpoint.eqx'} at step {last_step}" \
+            in lines[0]
+        assert (run / "checkpoint.eqx").read_bytes() == calls["checkpoint"]
+    assert not _temporaries(run)
+
+
+def test_permission_denied_names_the_file(tmp_path, monkeypatch):
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    (folder / "result.json").write_text("old")
+    if os.geteuid() != 0:
+        folder.chmod(0o500)
+    else:  # root ignores permissions: the OS's answer, injected where it comes
+        def refuse(*args, **kwargs):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
+        monkeypatch.setattr(records.tempfile, "mkstemp", refuse)
+    try:
+        with pytest.raises(records.WriteError,
+                           match=f"could not write {folder / 'result.json'}: \\[Errno 13\\] "
+                           "Permission denied"):
+            records.atomic_write_text(folder / "result.json", "new")
+    finally:
+        folder.chmod(0o700)
+    assert (folder / "result.json").read_text() == "old" and not _temporaries(folder)
+
+
+TOO_LARGE = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # then the write fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+from et_ode.records import WriteError, atomic_write_bytes
+try:
+    atomic_write_bytes(sys.argv[1], b"x" * 100_000)
+except WriteError as error:
+    print(error)
+"""
+
+
+def test_file_too_large_leaves_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "figure.png"
+    target.write_bytes(b"old")
+    out = subprocess.run([sys.executable, "-c", TOO_LARGE, str(target)], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    assert out == f"could not write {target}: [Errno 27] File too large"
+    assert target.read_bytes() == b"old" and not _temporaries(tmp_path)
