@@ -511,3 +511,78 @@ def test_image_arrays_are_checked_or_refused(images, no_runtime_types):
     assert np.all(np.isfinite(images)) and images.dtype.kind in "fiu"
     top = 1 if images.dtype.kind == "f" else 255  # integers: 0..255, converted explicitly
     assert images.size == 0 or (0 <= images.min() and images.max() <= top)
+
+
+# ------------------------------------------------------- fraud graphs (.mat files)
+@st.composite
+def fraud_files(draw):
+    """A small CARE-GNN `.mat` layout (sparse `homo` adjacency, features, labels) with
+    one to three changes: a key dropped, or replaced by an array of another shape,
+    dtype or content (NaN, labels other than 0/1)."""
+    import numpy as np
+    import scipy.sparse
+
+    n = 6
+    data = {"homo": scipy.sparse.csc_matrix(
+                (np.ones(6), ([0, 1, 2, 3, 4, 4], [1, 2, 3, 4, 5, 5])), shape=(n, n)),
+            "features": scipy.sparse.csc_matrix(np.arange(n * 3, dtype=float).reshape(n, 3)),
+            "label": np.array([[0, 1, 0, 0, 1, 0]])}
+    for _ in range(draw(st.integers(1, 3))):
+        key = draw(st.sampled_from(["homo", "features", "label"]))
+        change = draw(st.sampled_from(["drop", "shape", "nan", "labels", "text", "dense"]))
+        if change == "drop":
+            data.pop(key, None)
+        elif change == "shape":
+            data[key] = np.ones(tuple(draw(st.lists(st.integers(1, 7), min_size=1,
+                                                    max_size=3))))
+        elif change == "nan":
+            data[key] = np.full((n, 3) if key == "features" else (n, n), np.nan)
+        elif change == "labels":
+            data["label"] = np.array([draw(st.lists(st.sampled_from([0, 1, 2, -1]),
+                                                    min_size=n, max_size=n))])
+        elif change == "text":
+            data[key] = "not an array"
+        else:
+            data[key] = np.asarray(data[key].todense()) if key in data and hasattr(
+                data[key], "todense") else np.zeros((n, n))
+    return data
+
+
+@FUZZ
+@given(data=fraud_files())
+def test_fraud_files_are_read_or_refused(data, no_runtime_types):
+    import numpy as np
+    import scipy.io
+
+    from et_ode.tasks import load_fraud_mat
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "YelpChi.mat"
+        scipy.io.savemat(path, data)
+        graph = outcome(lambda: load_fraud_mat(path))
+    if graph is REFUSED:
+        return
+    assert np.all(np.isfinite(graph.features)) and set(np.unique(graph.labels)) <= {0, 1}
+    assert graph.senders.size == 0 or max(graph.senders.max(), graph.receivers.max()) < \
+        graph.n_nodes
+
+
+@FUZZ
+@given(data=st.data())
+def test_damaged_npz_bytes_are_refused(data, no_runtime_types):
+    """The authors' `.npz` (a zip archive) truncated, with bits flipped, or with bytes
+    inserted: read or refused, never a traceback from the zip or NumPy readers."""
+    import numpy as np
+
+    from et_ode.tasks import read_authors_checkpoint
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "plaindict_ckpt.npz"
+        np.savez(path, **_authors_arrays())
+        want = read_authors_checkpoint(path)[3]
+        path.write_bytes(data.draw(damaged(path.read_bytes())))
+        read = outcome(lambda: read_authors_checkpoint(path), str(path))
+    if read is not REFUSED:  # damage outside the arrays (zip metadata): values intact
+        parameters = read[3]
+        assert parameters.keys() == want.keys()
+        assert all(np.array_equal(parameters[k], want[k]) for k in want)

@@ -37,6 +37,7 @@ is not positive are refused with a `ValueError` naming the key.
 import hashlib
 import math
 import zipfile
+import zlib
 from pathlib import Path
 
 import jax
@@ -60,6 +61,12 @@ CHANNELS = 3
 EVAL_IMAGES = 32  # held-out images of `et-ode eval` (each costs ~36 GFLOP at full size)
 
 
+# What reading a damaged zip archive raises (zipfile: a bad CRC, an unknown compression
+# method, a flag saying "encrypted"; zlib: bad deflate data).
+ZIP_ERRORS = (OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError,
+              RuntimeError)
+
+
 def is_npz(path) -> bool:
     """Whether `path` is a zip archive (the container of `.npz` files)."""
     return zipfile.is_zipfile(path)
@@ -73,9 +80,17 @@ def read_arrays(path) -> tuple[dict[str, np.ndarray], list[str]]:
     """The arrays of an authors' checkpoint, checked one by one (present, not a pickled
     object array, real-valued, finite), and the names of any other keys in the file
     (ignored). Their shapes are checked by `read_authors_checkpoint`."""
+    if zipfile.is_zipfile(path):  # every member's CRC-32 first: no damaged value read
+        try:
+            with zipfile.ZipFile(path) as container:
+                damaged = container.testzip()
+        except ZIP_ERRORS as error:
+            _refuse(path, f"not a readable .npz file ({error}).")
+        if damaged is not None:
+            _refuse(path, f"the array {damaged!r} is damaged (its CRC-32 does not match).")
     try:
         archive = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, zipfile.BadZipFile) as error:
+    except ZIP_ERRORS + (ValueError,) as error:
         _refuse(path, f"not a readable .npz file ({error}).")
     if not hasattr(archive, "files"):  # a bare .npy
         _refuse(path, "a single .npy array, not an .npz of named arrays.")
@@ -94,9 +109,13 @@ def read_arrays(path) -> tuple[dict[str, np.ndarray], list[str]]:
                 continue
             try:
                 value = archive[key]
-            except ValueError as error:  # object arrays need pickle: never loaded
-                _refuse(path, f"key {key!r} holds a pickled object array, which is never "
-                        f"unpickled ({error}).")
+            except ValueError as error:
+                if "allow_pickle" in str(error):  # object arrays need pickle: never loaded
+                    _refuse(path, f"key {key!r} holds a pickled object array, which is "
+                            f"never unpickled ({error}).")
+                _refuse(path, f"key {key!r} cannot be read: the file is damaged ({error}).")
+            except ZIP_ERRORS as error:
+                _refuse(path, f"key {key!r} cannot be read: the file is damaged ({error}).")
             if not (np.issubdtype(value.dtype, np.floating)
                     or np.issubdtype(value.dtype, np.integer)):
                 _refuse(path, f"key {key!r} has dtype {value.dtype}; expected real numbers.")
