@@ -364,7 +364,10 @@ def test_command_lines_run_or_are_refused_in_one_line(argv, stubbed_jobs, capsys
     if code == 0:  # a command without a job (config-schema)
         event("accepted")
         return
-    assert code == 2 and len(err) == 1 and err[0].startswith("et-ode: error: "), (argv, err)
+    # one error line, the last (a progress display may come before it), no traceback
+    errors = [line for line in err if line.startswith("et-ode: error: ")]
+    assert code == 2 and len(errors) == 1 and err[-1] == errors[0], (argv, err)
+    assert not any(line.startswith("Traceback") for line in err), (argv, err)
     event("refused with a message")
 
 
