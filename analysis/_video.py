@@ -3,6 +3,7 @@ the ffmpeg binary that imageio-ffmpeg ships, so it works offline), a GIF through
 when ffmpeg fails. Every file is written atomically: a temporary file in the same
 folder, then `os.replace`, so a reader sees the old file or the complete new one."""
 
+import errno
 import os
 import warnings
 from pathlib import Path
@@ -10,6 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from et_ode.records import atomic_path
+
+# The file system refused the write itself (space, size, permission): a GIF would fail too.
+REFUSED = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS}
 
 
 def figure_to_frame(fig) -> np.ndarray:
@@ -104,8 +108,10 @@ def write_video(frames, path, fps: float = 12.0) -> Path:
     (yuv420p; odd sides padded with one white row/column), `fps` frames per second.
 
     If ffmpeg fails (or `path` ends in `.gif`), write an animated GIF through Pillow
-    instead, at `path` with the suffix `.gif`, and warn. Returns the path written; its
-    suffix says which format it is.
+    instead, at `path` with the suffix `.gif`, and warn; a write the file system refuses
+    (no space, file too large, permission denied) raises `et_ode.records.WriteError`
+    instead, with no fallback. Returns the path written; its suffix says which format it
+    is.
     """
     frames = _check_frames(frames)
     if not fps > 0:
@@ -116,6 +122,8 @@ def write_video(frames, path, fps: float = 12.0) -> Path:
             _write_mp4(frames, path, fps)
             return path
         except Exception as exc:  # noqa: BLE001  any ffmpeg failure: fall back
+            if isinstance(exc, OSError) and exc.errno in REFUSED:
+                raise
             warnings.warn(f"ffmpeg could not write {path} ({exc!r}); writing a GIF instead.",
                           stacklevel=2)
         path = path.with_suffix(".gif")

@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from et_ode.records import atomic_path, atomic_write_text
+
 FAMILY = "devices"
 COUNTS = (1, 2, 4)
 TOLERANCE = 1e-6
@@ -35,8 +37,9 @@ def save_core(core, folder: Path) -> None:
         "eps": core.norm.eps, "dtype": str(core.hopfield.xi.dtype),
         "softmax_beta": core.hopfield.softmax_beta, "power": core.hopfield.power,
     }
-    (folder / "core.json").write_text(json.dumps(hyper))
-    eqx.tree_serialise_leaves(folder / "core.eqx", core)
+    atomic_write_text(folder / "core.json", json.dumps(hyper))
+    with atomic_path(folder / "core.eqx") as temporary:
+        eqx.tree_serialise_leaves(temporary, core)
 
 
 def load_core(folder: Path):
@@ -71,7 +74,8 @@ def run(problem, opts) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="et-ode-bench-") as tmp:
         folder = Path(tmp)
         save_core(problem.core, folder)
-        np.save(folder / "x0.npy", np.asarray(problem.x0))
+        with atomic_path(folder / "x0.npy") as temporary:
+            np.save(temporary, np.asarray(problem.x0))
         env = dict(os.environ)
         flags = env.get("XLA_FLAGS", "")
         if FORCE_FLAG not in flags:
@@ -138,7 +142,7 @@ def worker(folder: Path, counts: list[int], repeats: int) -> dict:
     out = {"runs": runs, "platform": available[0].platform,
            "device_kind": available[0].device_kind, "device_count": len(available),
            "xla_flags": os.environ.get("XLA_FLAGS", "")}
-    (folder / "result.json").write_text(json.dumps(out))
+    atomic_write_text(folder / "result.json", json.dumps(out))
     return out
 
 

@@ -25,6 +25,8 @@ import os
 import time
 from pathlib import Path
 
+from et_ode.records import atomic_path, atomic_write_text
+
 FAMILY = "distributed"
 TOLERANCE = 1e-6
 
@@ -138,6 +140,14 @@ def run(problem, opts) -> list[dict]:
     )]
 
 
+def _save_array(path: Path, array) -> None:
+    """`numpy.save` to `path`, atomically (the parent reads it when the workers end)."""
+    import numpy as np
+
+    with atomic_path(path) as temporary:
+        np.save(temporary, np.asarray(array))
+
+
 def _worker(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--coordinator")
@@ -153,8 +163,8 @@ def _worker(argv=None) -> None:
         import numpy as np
 
         model, x0 = small_problem(args.batch)
-        np.save(out / "x0.npy", np.asarray(x0))
-        np.save(out / "single.npy", local_solve(model, x0))
+        _save_array(out / "x0.npy", x0)
+        _save_array(out / "single.npy", local_solve(model, x0))
         return
     if None in (args.coordinator, args.num_processes, args.process_id):
         parser.error("--coordinator, --num-processes and --process-id, or --single")
@@ -165,8 +175,8 @@ def _worker(argv=None) -> None:
     model, x0 = small_problem(args.batch)
     gathered, _ = sharded_solve(model, np.asarray(x0), repeats=0)
     if jax.process_index() == 0:
-        np.save(out / "gathered.npy", gathered)
-        (out / "info.json").write_text(json.dumps({
+        _save_array(out / "gathered.npy", gathered)
+        atomic_write_text(out / "info.json", json.dumps({
             "process_count": jax.process_count(), "device_count": jax.device_count(),
             "local_device_count": jax.local_device_count(),
             "devices": [str(d) for d in jax.devices()],

@@ -307,3 +307,19 @@ def test_shipped_graph_model_reproduces_its_numbers():
     assert again["auc"] == pytest.approx(header["metrics"]["auc"], abs=2e-3)
     assert again["val_auc"] == pytest.approx(header["metrics"]["val_auc"], abs=2e-3)
     assert again["macro_f1"] == pytest.approx(header["metrics"]["macro_f1"], abs=2e-2)
+
+
+def test_resume_keeps_the_metrics_of_finished_runs_only(tmp_path):
+    """A run interrupted mid-way is redone on resume: its earlier metric lines go (and a
+    line cut short by the interruption), the finished runs' stay."""
+    import json
+
+    from et_ode.tasks._graph_train import _keep_finished_metrics
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "done.json").write_text("{}")
+    lines = [{"run": "done", "step": 1}, {"run": "done", "step": 2}, {"run": "cut", "step": 1}]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines) + '{"run": "cut", "st')
+    _keep_finished_metrics(path, tmp_path / "runs")
+    assert [json.loads(line) for line in path.read_text().splitlines()] == lines[:2]

@@ -8,9 +8,10 @@ happened.
 - a second writer on a run folder (`et-ode train`, `et-ode graph train`) is refused at
   once, naming the holder; a lock left by a killed process never blocks;
 - faults injected into every file a training run writes (the checkpoint, the metrics
-  log), and into `atomic_path` itself (no space, file too large, permission denied): the
-  run ends with one line naming the file, the OS's reason and the last good checkpoint
-  with its step; that checkpoint is intact and no temporary file remains.
+  log), a graph benchmark's results, a video, and into `atomic_path` itself (no space,
+  file too large, permission denied, a read-only folder): the command ends with one line
+  naming the file, the OS's reason and the last good checkpoint with its step (or the
+  finished runs kept); that checkpoint is intact and no temporary file remains.
 """
 
 import errno
@@ -21,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -62,6 +64,13 @@ def config_file(tmp_path):
     path = tmp_path / "tiny.toml"
     path.write_text(TINY_CONFIG.format(steps=4, eval_every=2))
     return path
+
+
+def _toml(raw: dict) -> str:
+    lines = []
+    for section, values in raw.items():
+        lines += [f"[{section}]"] + [f"{k} = {json.dumps(v)}" for k, v in values.items()]
+    return "\n".join(lines) + "\n"
 
 
 def _temporaries(folder):
@@ -142,7 +151,12 @@ def test_a_second_writer_is_refused_naming_the_holder(config_file, tmp_path, cap
         assert main(["train", "--config", str(config_file), "--out", str(run)]) == 2
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and holder in lines[0] and "choose another --out" in lines[0]
-    assert not (run / "checkpoint.eqx").exists()
+        graph_file = tmp_path / "graph.toml"
+        graph_file.write_text(_toml(GRAPH_CONFIG))
+        assert main(["graph", "train", "--config", str(graph_file), "--out", str(run)]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and holder in lines[0]
+    assert not (run / "checkpoint.eqx").exists() and not (run / "config.json").exists()
 
 
 HOLD = """
@@ -223,6 +237,78 @@ def test_a_failed_write_names_the_file_and_the_last_good_checkpoint(
             in lines[0]
         assert (run / "checkpoint.eqx").read_bytes() == calls["checkpoint"]
     assert not _temporaries(run)
+
+
+def _read_only(folder, monkeypatch) -> None:
+    """Make `folder` read-only: chmod 0o500, or, as root (which ignores permissions),
+    the OS's answer injected where a new file in it is made."""
+    if os.geteuid() != 0:
+        folder.chmod(0o500)
+        return
+    real = records.tempfile.mkstemp
+
+    def refuse(*args, **kwargs):
+        if os.path.samefile(kwargs.get("dir", "."), folder):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(records.tempfile, "mkstemp", refuse)
+
+
+def test_a_read_only_run_folder_names_the_last_good_checkpoint(
+        config_file, tmp_path, monkeypatch, capsys):
+    run = tmp_path / "run"
+    command = ["train", "--config", str(config_file), "--out", str(run), "--no-progress"]
+    assert main(command + ["--stop-after", "2"]) == 0
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    capsys.readouterr()
+    _read_only(run, monkeypatch)
+    try:
+        assert main(command + ["--resume"]) == 1
+    finally:
+        run.chmod(0o700)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert (f"could not write {run / 'metrics.jsonl'}: [Errno 13] Permission denied; the "
+            f"last good checkpoint is {run / 'checkpoint.eqx'} at step 2") in lines[0]
+    after = {p.name: p.read_bytes() for p in run.iterdir()}
+    assert {k: v for k, v in after.items() if k != records.LOCK_NAME} == \
+        {k: v for k, v in before.items() if k != records.LOCK_NAME}
+
+
+def test_a_failed_graph_benchmark_write_keeps_the_finished_runs(tmp_path, monkeypatch, capsys):
+    config_file, out = tmp_path / "graph.toml", tmp_path / "bench"
+    config_file.write_text(_toml(GRAPH_CONFIG))
+    command = ["graph", "train", "--config", str(config_file), "--out", str(out),
+               "--no-progress"]
+    with monkeypatch.context() as patch:
+        _fail_on(patch, "results.json", 0, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+                 out / "results.json")
+        assert main(command) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0] == (f"et-ode: error: could not write {out / 'results.json'}: [Errno 28] "
+                        f"No space left on device; 1 finished run(s) are kept in "
+                        f"{out / 'runs'} (resume with --resume)")
+    assert not (out / "results.json").exists() and not _temporaries(out)
+    kept = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
+    assert main(command + ["--resume"]) == 0
+    assert json.loads((out / "results.json").read_text())["complete"]
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()} == kept  # not redone
+
+
+def test_a_refused_video_write_does_not_fall_back(tmp_path, monkeypatch):
+    from et_ode.analysis import write_video
+
+    _read_only(tmp_path, monkeypatch)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no "writing a GIF instead"
+            with pytest.raises(records.WriteError, match="v.mp4: \\[Errno 13\\] Permission"):
+                write_video([np.zeros((4, 4, 3), np.uint8)] * 2, tmp_path / "v.mp4")
+    finally:
+        tmp_path.chmod(0o700)
+    assert not list(tmp_path.iterdir())
 
 
 def test_permission_denied_names_the_file(tmp_path, monkeypatch):

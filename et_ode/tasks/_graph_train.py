@@ -338,6 +338,23 @@ def run_graph_benchmark(config: GraphTrainConfig, out_dir=None, *, resume: bool 
                               f"{out / 'runs'} (resume with --resume)") from None
 
 
+def _keep_finished_metrics(path: Path, runs_dir: Path) -> None:
+    """Keep only the metric lines of finished runs (those with a record in `runs_dir`):
+    a run interrupted mid-way is redone from its start on resume, and logs again."""
+    if not path.exists():
+        return
+    finished = {p.stem for p in runs_dir.glob("*.json")}
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by the interruption
+            continue
+        if isinstance(record, dict) and record.get("run") in finished:
+            kept.append(line)
+    atomic_write_text(path, "".join(line + "\n" for line in kept))
+
+
 def _run_graph_benchmark(config: GraphTrainConfig, out: Path, resume: bool,
                          stop_after: int | None, progress: bool) -> dict:
     """`run_graph_benchmark` inside its lock."""
@@ -357,6 +374,7 @@ def _run_graph_benchmark(config: GraphTrainConfig, out: Path, resume: bool,
     prepared = (_graph_arrays(dataset) if anomaly
                 else padded_graph_set(dataset, config.model.n_eigenvectors))
     metrics_path = out / GRAPH_METRICS_NAME
+    _keep_finished_metrics(metrics_path, runs_dir)
 
     def log(record):
         try:

@@ -206,22 +206,6 @@ def _train(config: TrainConfig, out: Path, resume: bool, stop_after: int | None,
     optimizer = make_optimizer(config)
     train_images = load_split(config, "train")
     saved = None  # the step of the last good checkpoint
-    if resume:
-        state, normalisation, _ = _restore(checkpoint, config, optimizer)
-        saved = state.step
-        _truncate_metrics(metrics_path, state.step)
-    else:
-        if checkpoint.exists():
-            raise ValueError(
-                f"{checkpoint} exists: pass --resume to continue it, or choose another --out."
-            )
-        metrics_path.unlink(missing_ok=True)  # stale lines of a run that never checkpointed
-        model, normalisation = initial_model(config, ChannelNormalisation.fit(train_images))
-        state = TrainState(model, optimizer.init(eqx.filter(model, eqx.is_array)), 0)
-    test_images = normalisation.apply(held_out_split(config))
-    images = jnp.asarray(normalisation.apply(train_images))
-    masks = eval_masks(config, len(test_images))
-    base_key = jax.random.fold_in(jax.random.key(t.seed), 1)
 
     def written(path, write):
         """Run `write()`; a failure names `path`, the reason and the last checkpoint."""
@@ -232,6 +216,24 @@ def _train(config: TrainConfig, out: Path, resume: bool, stop_after: int | None,
                       "with --resume)" if saved is not None else "no checkpoint was written "
                       "yet (start again)")
             raise write_error(path, error, advice) from None
+
+    if resume:
+        state, normalisation, _ = _restore(checkpoint, config, optimizer)
+        saved = state.step
+        written(metrics_path, lambda: _truncate_metrics(metrics_path, state.step))
+    else:
+        if checkpoint.exists():
+            raise ValueError(
+                f"{checkpoint} exists: pass --resume to continue it, or choose another --out."
+            )
+        # stale lines of a run that never checkpointed
+        written(metrics_path, lambda: metrics_path.unlink(missing_ok=True))
+        model, normalisation = initial_model(config, ChannelNormalisation.fit(train_images))
+        state = TrainState(model, optimizer.init(eqx.filter(model, eqx.is_array)), 0)
+    test_images = normalisation.apply(held_out_split(config))
+    images = jnp.asarray(normalisation.apply(train_images))
+    masks = eval_masks(config, len(test_images))
+    base_key = jax.random.fold_in(jax.random.key(t.seed), 1)
 
     def log(record):
         def append():
