@@ -146,6 +146,24 @@ def atomic_write_text(path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def filter_json_lines(path, keep) -> None:
+    """Rewrite the JSON-lines log `path` (if it exists), atomically, with only the
+    records `r` (dicts) for which `keep(r)` is true; a line cut short by an interruption
+    is dropped. What a resumed run does to the lines of the work it redoes."""
+    path = Path(path)
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and keep(record):
+            kept.append(line)
+    atomic_write_text(path, "".join(line + "\n" for line in kept))
+
+
 def _holder(descriptor) -> str:
     """Who holds a run folder's lock, from its lock file (written by the holder)."""
     try:

@@ -23,7 +23,8 @@ import optax
 from tqdm import tqdm
 
 from ..records import (
-    WriteError, atomic_write_text, remove_temporaries, run_folder_lock, versions, write_error,
+    WriteError, atomic_write_text, filter_json_lines, remove_temporaries, run_folder_lock,
+    versions, write_error,
 )
 from . import _graph_data as data
 from ._checkpoint import fill, read_checkpoint, save_checkpoint
@@ -341,18 +342,8 @@ def run_graph_benchmark(config: GraphTrainConfig, out_dir=None, *, resume: bool 
 def _keep_finished_metrics(path: Path, runs_dir: Path) -> None:
     """Keep only the metric lines of finished runs (those with a record in `runs_dir`):
     a run interrupted mid-way is redone from its start on resume, and logs again."""
-    if not path.exists():
-        return
     finished = {p.stem for p in runs_dir.glob("*.json")}
-    kept = []
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:  # a line cut short by the interruption
-            continue
-        if isinstance(record, dict) and record.get("run") in finished:
-            kept.append(line)
-    atomic_write_text(path, "".join(line + "\n" for line in kept))
+    filter_json_lines(path, lambda record: record.get("run") in finished)
 
 
 def _run_graph_benchmark(config: GraphTrainConfig, out: Path, resume: bool,

@@ -15,7 +15,7 @@ import optax
 from tqdm import tqdm
 
 from ..records import (
-    atomic_write_bytes, remove_temporaries, run_folder_lock, versions, write_error,
+    filter_json_lines, remove_temporaries, run_folder_lock, versions, write_error,
 )
 from . import _data
 from ._checkpoint import fill, read_checkpoint, save_checkpoint
@@ -164,17 +164,7 @@ def _restore(path, config: TrainConfig, optimizer) -> tuple[TrainState, object, 
 
 def _truncate_metrics(path: Path, step: int) -> None:
     """Keep only metric lines up to `step` (a resumed run rewrites what came after)."""
-    if not path.exists():
-        return
-    kept = []
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:  # a line cut short by the interruption
-            continue
-        if isinstance(record, dict) and record.get("step", step + 1) <= step:
-            kept.append(line)
-    atomic_write_bytes(path, ("\n".join(kept) + "\n" if kept else "").encode())
+    filter_json_lines(path, lambda record: record.get("step", step + 1) <= step)
 
 
 def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
