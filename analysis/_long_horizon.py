@@ -6,12 +6,15 @@ masked MSE of an image model), the solver's mean accepted step size and its reje
 steps per segment, its stiffness switches where it reports them; and, from the end
 state, finite-time Lyapunov exponents over several horizons.
 
-What runs (DESIGN.md, sections 3 and 8): the native flow is integrated to `t1` (its
-clock slows like `1/t`: few steps). The projected flow converges exponentially and then
-becomes stiff for an explicit solver (tsit5 to `1e4` on the shipped core: 71,449 steps),
-so by default its solve stops at a fixed point (`solvers.FixedPointStop`, RMS G below
-`hold_tol`) and the later times are the fixed point *held*, not integrated (`held` says
-which). `hold_tol=None` integrates every segment instead.
+What runs (DESIGN.md, sections 3 and 8): both flows are integrated to `t1`. The native
+flow's clock slows like `1/t` (few explicit steps), so it runs with tsit5. The projected
+flow converges exponentially and then becomes stiff for an explicit solver (tsit5 to
+`1e4` on the shipped core: 71,449 steps held at its stability limit), so it runs with
+`solver="auto"`, which switches to a matrix-free implicit step once it detects the
+stiffness (docs: benchmarks, `long_horizon` row). `hold_tol` instead stops the projected
+solve at a fixed point (`solvers.FixedPointStop`, RMS G below `hold_tol`) and *holds*
+it for the later times, not integrated (`held` says which): the cheap way with an
+explicit solver.
 """
 
 import equinox as eqx
@@ -27,9 +30,9 @@ from ._plotting import FLOW_COLOURS, figure, finish, positive
 from ._records import metadata, model_dtype
 from ._stability import _tangent_normalise, _Variational
 
-# The default solver per flow. Once `"auto"` is in `solvers.SOLVER_NAMES` (stiffness
-# switching), make it the projected flow's default by changing this one line.
-DEFAULT_SOLVERS = {"native": "tsit5", "projected": "tsit5"}
+# The default solver per flow: the projected flow turns stiff once it has converged, the
+# native flow does not (its clock slows instead).
+DEFAULT_SOLVERS = {"native": "tsit5", "projected": "auto"}
 
 
 @eqx.filter_jit
@@ -143,7 +146,8 @@ def finite_time_lyapunov(model, x, args=None, *, flow="projected", horizons=(1.0
 
 def long_horizon(model, x0, args=None, *, flows=FLOWS, t1: float = 1e4, n_times: int = 41,
                  t_first: float = 1e-2, solver: str | dict | None = None, rtol: float = 1e-4,
-                 atol: float = 1e-6, max_steps: int = 200_000, hold_tol: float | None = "auto",
+                 atol: float = 1e-6, max_steps: int = 200_000,
+                 hold_tol: float | str | None = None,
                  error_fn=None, error_name: str = "masked MSE",
                  lyapunov_horizons=(1.0, 10.0, 100.0), lyapunov_directions: int = 4,
                  lyapunov_segment: float = 2.0, seed: int = 0) -> dict:
@@ -158,11 +162,12 @@ def long_horizon(model, x0, args=None, *, flows=FLOWS, t1: float = 1e4, n_times:
       log-spaced from `t_first` to `t1`; one solve per interval, each continuing from
       the previous end (`max_steps` applies per interval).
     - `solver`: a name or diffrax solver for both flows, or a dict per flow (default
-      `DEFAULT_SOLVERS`: tsit5); `rtol`, `atol`.
-    - `hold_tol`: RMS G at which the **projected** flow's solve stops
-      (`FixedPointStop`); later times are that fixed point, held (not integrated), and
-      `held` marks them. `"auto"`: `10 rtol` (the residual's floor at a tolerance is
-      near `rtol`); `None`: integrate to `t1` (stiff for explicit solvers: costly). The
+      `DEFAULT_SOLVERS`: tsit5 on the native flow, `"auto"` on the projected one);
+      `rtol`, `atol`.
+    - `hold_tol`: `None` (default) integrates the projected flow to `t1`. A number: RMS
+      G at which the **projected** flow's solve stops (`FixedPointStop`); later times
+      are that fixed point, held (not integrated), and `held` marks them. `"auto"`:
+      `10 rtol` (an explicit solver's residual floor at a tolerance is near `rtol`). The
       native flow is always integrated (it has no fixed point in x).
     - `error_fn`: `x -> float`, e.g. the masked MSE of an image model's decoded state
       (`error_name` labels it); `None` records NaN.

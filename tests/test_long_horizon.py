@@ -30,8 +30,15 @@ def native(model):
 
 @pytest.fixture(scope="module")
 def projected(model):
-    return _study(model, "projected", lyapunov_horizons=(1.0, 8.0), lyapunov_directions=2,
-                  lyapunov_segment=4.0)
+    """The projected flow with an explicit solver, stopped and held at its fixed point."""
+    return _study(model, "projected", solver="tsit5", hold_tol="auto",
+                  lyapunov_horizons=(1.0, 8.0), lyapunov_directions=2, lyapunov_segment=4.0)
+
+
+@pytest.fixture(scope="module")
+def projected_default(model):
+    """The default: the projected flow integrated to T1 by the stiffness-switching solver."""
+    return _study(model, "projected", lyapunov_horizons=())
 
 
 def test_native_scales_grow_linearly_and_G_decays_as_a_power(native):
@@ -81,6 +88,23 @@ def test_projected_reaches_and_holds_a_stable_fixed_point(model, projected):
     assert np.all(ftle < 0)
     assert np.all(ftle[:, 0] < ftle[:, 1])  # short horizons see the fast directions too
     assert np.all((-1.4 * rate < ftle[:, 1]) & (ftle[:, 1] < -0.95 * rate))
+
+
+def test_projected_integrated_to_t1_by_default_with_stiffness_switches(projected,
+                                                                       projected_default):
+    rec = projected_default["flows"]["projected"]
+    assert rec["solver"] == "auto" and projected_default["metadata"]["hold_tol"] is None
+    assert rec["t_fixed_point"] is None and not rec["held"].any()
+    assert list(rec["segments"]["stop_reason"]) == ["t1"] * (len(projected_default["times"]) - 1)
+    # past convergence the flow is stiff: "auto" switches to its implicit step there
+    assert rec["total_switches"] >= 1 and sum(rec["segments"]["implicit"]) > 0
+    # integrated, not held, it converges far below the explicit solver's floor (10 rtol)
+    assert rec["residual_rms"][-1] < 1e-6
+    np.testing.assert_allclose(rec["scales_median"], rec["scales_median"][0], rtol=1e-4)
+    # ... to the fixed point the held run found (its RMS G 1e-3: 6e-4 apart here)
+    held_end = np.asarray(projected["flows"]["projected"]["x_end"])
+    assert np.sqrt(np.mean((np.asarray(rec["x_end"]) - held_end) ** 2)) < 5e-3
+    assert "projected flow (auto) ran to t = 100" in " ".join(projected_default["findings"])
 
 
 def test_findings_plot_and_json(native, projected, tmp_path):

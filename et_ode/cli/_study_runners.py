@@ -242,10 +242,10 @@ def _masked_error(model, x, patches, occluded, mean, std):
 
 
 def _long_horizon(model, images, masks, s):
-    """Both flows (or `--flow`) of the first image to 1e4 (quick: 100) in float64,
-    tsit5 at rtol 1e-4 / atol 1e-6 unless given (the projected flow held at its fixed
-    point once RMS G < 10 rtol: see `analysis.long_horizon`); masked MSE recorded;
-    FTLE over 1, 10, 100 (quick: 1, 10)."""
+    """Both flows (or `--flow`) of the first image to 1e4 (quick: 100) in float64, at
+    rtol 1e-4 / atol 1e-6 unless given, with `analysis.long_horizon`'s solvers (tsit5
+    native, "auto" projected) unless `--solver`; masked MSE recorded; FTLE over 1, 10,
+    100 (quick: 1, 10)."""
     dtype = jnp.dtype(s.dtype or "float64")
     check_dtype(dtype)
     first = _first(masks)
