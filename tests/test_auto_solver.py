@@ -99,3 +99,54 @@ def test_dense_implicit_refused_above_threshold(smooth):
     big = jnp.zeros((solvers.DENSE_JACOBIAN_MAX_STATE // 16 + 1, 16))
     with pytest.raises(ValueError, match='solver="auto"'):
         solvers.solve(smooth, big, solver="kvaerno5", rtol=1e-6, atol=1e-8)
+
+
+class _StiffThenMoving:
+    """dx/dt = -lam(t) (x - c(t)): stiff (lam ~ 2e3) while x rests at c = 1/2, until
+    t ~ 3; then lam ~ 1 while c starts to oscillate (from t ~ 5), so that accuracy, not
+    stability, limits the step. A protocol object (solvers integrate any), with scipy's
+    Radau as the reference."""
+
+    @staticmethod
+    def rate(t):
+        return 1.0 + 2e3 * jax.nn.sigmoid(-5.0 * (t - 3.0))
+
+    @staticmethod
+    def target(t):
+        return 0.5 + jax.nn.sigmoid(5.0 * (t - 5.0)) * jnp.sin(2.0 * t)
+
+    def energy(self, x, args):
+        return 0.5 * jnp.sum(x**2)
+
+    def residual(self, x, args):
+        return x
+
+    def vector_field(self, t, x, args, flow):
+        return -self.rate(t) * (x - self.target(t))
+
+
+def test_switches_to_implicit_while_stiff_and_back_when_calm():
+    from scipy.integrate import solve_ivp
+
+    system = _StiffThenMoving()
+    x0 = jnp.linspace(-1.0, 1.0, 6).reshape(2, 3)
+    kw = dict(rtol=1e-6, atol=1e-8, t1=10.0, dt0=None, max_steps=50000)
+    sol = solvers.solve(system, x0, solver="auto", **kw)
+    tsit = solvers.solve(system, x0, solver="tsit5", **kw)
+    st = sol.stats
+    print(f"\nauto: {int(st['num_steps'])} steps, nfe {int(st['nfe'])}, "
+          f"{int(st['num_switches'])} switches, {int(st['implicit_steps'])} implicit; "
+          f"tsit5: {int(tsit.stats['num_steps'])} steps, nfe {int(tsit.stats['nfe'])}")
+    # into the implicit step while stiff, and back to Tsit5 once the motion limits h
+    assert int(st["num_switches"]) >= 2 and int(st["implicit_steps"]) > 0
+    assert int(st["nfe"]) * 5 < int(tsit.stats["nfe"])  # tsit5 held to h ~ 3.5 / lam
+
+    def f(t, y):  # the same field in NumPy
+        rate = 1.0 + 2e3 / (1.0 + np.exp(5.0 * (t - 3.0)))
+        return -rate * (y - 0.5 - np.sin(2.0 * t) / (1.0 + np.exp(-5.0 * (t - 5.0))))
+
+    ref = solve_ivp(f, (0.0, 10.0), np.asarray(x0).ravel(), method="Radau", rtol=1e-11,
+                    atol=1e-13).y[:, -1]
+    error = np.max(np.abs(np.asarray(sol.x_final).ravel() - ref))
+    print(f"max error against Radau: {error:.2e}")
+    assert error < 1e-6
