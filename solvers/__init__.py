@@ -13,15 +13,15 @@ from ._protocol import EnergySystem, ManifoldEnergySystem, batched_args_axes
 from ._solution import STOP_REASONS, EnergySolution, StopReason
 from ._sharding import batch_mesh, shard_batch
 from ._solve import (
-    ADJOINTS, BACKSOLVE_STABLE_HORIZON, DENSE_JACOBIAN_MAX_STATE, FLOWS, check_options,
-    constant_step_count, solve,
+    ADJOINTS, BACKSOLVE_STABLE_HORIZON, DENSE_JACOBIAN_MAX_STATE, FLOWS, MAX_STEPS_LIMIT,
+    check_options, constant_step_count, solve,
 )
 from ._stop import FixedPointStop, rms
 
 __all__ = [
     "ADJOINTS", "AutoSwitch", "BACKSOLVE_STABLE_HORIZON", "DENSE_JACOBIAN_MAX_STATE",
     "EnergySolution", "EnergySystem", "FLOWS",
-    "FixedPointResult", "FixedPointStop", "ManifoldEnergySystem", "PRESETS",
+    "FixedPointResult", "FixedPointStop", "MAX_STEPS_LIMIT", "ManifoldEnergySystem", "PRESETS",
     "SOLVER_NAMES", "STOP_REASONS", "SolveError", "SolverPreset", "StopReason",
     "batch_mesh", "batched_args_axes", "check_options", "constant_step_count",
     "find_fixed_point", "get_preset", "rms", "shard_batch", "solve",

@@ -250,6 +250,10 @@ def _positive_finite(name, value, deferred):
 
 
 DEFAULT_MAX_STEPS = 4096
+# The largest step cap: diffrax counts steps in an int32 (a cap of 2**31 is an
+# OverflowError without jax_enable_x64), and a constant-step solve needs (t1 - t0) / dt0
+# steps plus one. Anything beyond it could only crash, or run for days.
+MAX_STEPS_LIMIT = 2**31 - 1
 # Implicit diffrax solvers (kvaerno5, Kvaerno3, ...) build the dense (N D)^2 Jacobian
 # (N D JVPs) and factorise it: refused above this many state entries per sample.
 DENSE_JACOBIAN_MAX_STATE = 1024
@@ -351,6 +355,25 @@ def _check_types(*, t0, t1, dt0, rtol, atol, dtmin, max_steps) -> None:
         raise ValueError(f"max_steps must be a positive integer (got {max_steps!r}).")
 
 
+def _check_step_count(t0, t1, dt0) -> None:
+    """Refuse constant steps of `dt0` from `t0` to `t1` (concrete, finite, already
+    checked) that take more than `MAX_STEPS_LIMIT` steps."""
+    if _is_traced((t0, t1, dt0)):
+        return
+    try:
+        t0, t1, dt0 = float(t0), float(t1), float(dt0)
+    except (TypeError, ValueError):
+        return
+    if not (math.isfinite(t0) and math.isfinite(t1) and t1 > t0 and dt0 > 0):
+        return
+    if (t1 - t0) / dt0 + 1 > MAX_STEPS_LIMIT:
+        raise ValueError(
+            f"dt0 = {dt0:g} from t0 = {t0:g} to t1 = {t1:g} is {(t1 - t0) / dt0:.3g} "
+            f"constant steps, above the limit of {MAX_STEPS_LIMIT} (2**31 - 1: diffrax counts "
+            f"steps in int32): use dt0 >= {(t1 - t0) / (MAX_STEPS_LIMIT - 1):.3g}, or "
+            "adaptive steps (rtol and atol).")
+
+
 def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save,
                    save_energy, max_steps, stepsize_controller, dtmin, deferred):
     """`check_options`, returning `(adaptive, preset)`; checks of traced values are
@@ -379,14 +402,17 @@ def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save
                    f"an adaptive step-size controller ({type(controller).__name__})")
             fix = ("pass only dt0 for constant steps" if controller is None else
                    "use diffrax.ConstantStepSize() with dt0 for constant steps")
+            given = (f"rtol={_show(rtol)}, atol={_show(atol)}" if controller is None
+                     else f"stepsize_controller={type(controller).__name__}(...)")
             raise ValueError(
-                f"solver {label} has no error estimate, so {how} cannot be used with it: "
-                f"{fix}, or choose an adaptive solver such as 'tsit5'."
+                f"solver {label} has no error estimate, so {how} cannot be used with it "
+                f"(got {given}): {fix}, or choose an adaptive solver such as 'tsit5'."
             )
         if controller is None:
             if rtol is None or atol is None:
                 raise ValueError(
-                    "Adaptive stepping needs both rtol and atol (e.g. rtol=1e-6, atol=1e-8).")
+                    f"Adaptive stepping needs both rtol and atol (got rtol={_show(rtol)}, "
+                    f"atol={_show(atol)}); pass both, e.g. rtol=1e-6, atol=1e-8.")
             _require(deferred,
                      lambda xp, r, a: (r >= 0) & (a >= 0) & (r + a > 0), (rtol, atol),
                      f"rtol and atol must be >= 0 and not both 0 "
@@ -397,7 +423,8 @@ def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save
         if preset.self_counting:
             raise ValueError(
                 f"solver {label} chooses between an explicit and an implicit method by "
-                "the step sizes its error control takes: pass rtol and atol (PID step "
+                "the step sizes its error control takes, so it cannot take constant steps "
+                f"(got dt0={_show(dt0)} without rtol/atol): pass rtol and atol (PID step "
                 "control), e.g. rtol=1e-4, atol=1e-6.")
         if preset.needs_controller_tolerances:
             own = ("" if isinstance(solver, str) else
@@ -405,14 +432,16 @@ def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save
                    "root_finder=diffrax.VeryChord(rtol=..., atol=...)))")
             raise ValueError(
                 f"solver {label} is implicit: its Newton iterations take their tolerances "
-                "from rtol and atol, so pass both (PID step control), or choose an explicit "
-                f"solver for constant steps{own}."
+                f"from rtol and atol (got dt0={_show(dt0)} without them), so pass both (PID "
+                f"step control), or choose an explicit solver for constant steps{own}."
             )
         if dt0 is None:
-            raise ValueError("Constant steps need dt0 > 0; or pass rtol and atol for adaptive steps.")
+            raise ValueError(f"Constant steps need dt0 > 0 (got dt0=None with solver {label}); "
+                             "pass dt0, or rtol and atol for adaptive steps.")
         _positive_finite("dt0", dt0, deferred)
     if stop is not None and not isinstance(stop, FixedPointStop):
-        raise ValueError("stop must be None or a solvers.FixedPointStop(atol=..., rtol=...).")
+        raise ValueError("stop must be None or a solvers.FixedPointStop(atol=..., rtol=...) "
+                         f"(got type {type(stop).__name__}).")
     if stop is not None:
         _require(deferred, stop_tolerances_ok, (stop.atol, stop.rtol),
                  stop_message(stop.atol, stop.rtol))
@@ -422,12 +451,16 @@ def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save
     else:
         ts = save if _is_traced(save) else np.asarray(save)
         if ts.ndim != 1 or ts.size == 0:
-            raise ValueError("save as times must be a non-empty 1-D array.")
+            raise ValueError("save as times must be a non-empty 1-D array (got shape "
+                             f"{tuple(ts.shape)}).")
         _require(deferred,
                  lambda xp, ts, t0, t1: xp.all(xp.diff(ts) >= 0) & (ts[0] >= t0) & (ts[-1] <= t1),
                  (ts, t0, t1),
                  f"save times must be non-decreasing and within [t0, t1] = "
                  f"[{_show(t0)}, {_show(t1)}].")
+    if not adaptive and stop is None and (
+            controller is None or isinstance(controller, diffrax.ConstantStepSize)):
+        _check_step_count(t0, t1, dt0)
     if max_steps is not None:
         if _is_traced(max_steps):
             raise ValueError(
@@ -435,6 +468,11 @@ def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save
                 "program (pass it as a static argument).")
         if int(max_steps) < 1:
             raise ValueError(f"max_steps must be a positive integer (got {max_steps}).")
+        if int(max_steps) > MAX_STEPS_LIMIT:
+            raise ValueError(
+                f"max_steps = {max_steps} is above the limit of {MAX_STEPS_LIMIT} (2**31 - 1: "
+                "diffrax counts steps in int32): pass a smaller max_steps, or none for "
+                "solve's own cap.")
     elif (not adaptive and stop is None and _is_traced((t0, t1, dt0))
           and (controller is None or isinstance(controller, diffrax.ConstantStepSize))):
         raise ValueError(
@@ -454,13 +492,14 @@ def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save
         if wanted:
             raise ValueError(
                 "adjoint='backsolve' cannot be combined with " + " or ".join(wanted)
-                + ": diffrax's BacksolveAdjoint refuses them. Use adjoint='checkpoint', or "
+                + " (given here): diffrax's BacksolveAdjoint refuses them. Use adjoint='checkpoint', or "
                 "save='final' / an array of times with a finite t1."
             )
     if adjoint == "implicit" and (stop is None or flow != "projected"):
         raise ValueError(
             "adjoint='implicit' differentiates a fixed point: it needs flow='projected' and "
-            "stop=solvers.FixedPointStop(...). (On the native flow the end state's scale "
+            f"stop=solvers.FixedPointStop(...) (got flow={flow!r}, stop="
+            f"{'None' if stop is None else 'FixedPointStop(...)'}). (On the native flow the end state's scale "
             "depends on the whole path, so no fixed-point gradient exists for x.)"
         )
     return adaptive, preset

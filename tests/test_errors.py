@@ -34,6 +34,13 @@ from et_ode import solvers
          "backsolve' cannot be combined with a fixed-point stop"),
         ({"adjoint": "implicit"}, None, "adjoint='implicit' differentiates a fixed point"),
         ({"max_steps": 0}, None, "max_steps must be a positive integer"),
+        ({"max_steps": 2**31}, None, r"max_steps = 2147483648 is above the limit of 2147483647"),
+        ({"max_steps": 10**20}, None, "max_steps = 100000000000000000000 is above the limit"),
+        ({"dt0": 1e-300}, None,
+         r"dt0 = 1e-300 from t0 = 0 to t1 = 1.2 is 1.2e\+300 constant steps, above the limit "
+         r"of 2147483647 .*use dt0 >= 5.59e-10, or adaptive steps"),
+        ({"dt0": 1e-300, "max_steps": 10}, None, "dt0 = 1e-300 .* constant steps"),
+        ({"dt0": 5e-324, "t1": 1e300}, None, "is inf constant steps"),
     ],
 )
 def test_bad_solve_arguments(model, x0, kwargs, x_shape, message):
@@ -159,3 +166,21 @@ def test_field_strength_is_an_array_so_values_do_not_recompile(model, x0):
         solvers.solve(model, x0, args=et_ode.Conditions(field=field, field_strength=strength))
         sizes.append(_solve_core._cached._cache_size())
     assert sizes[0] == sizes[1] == sizes[2]
+
+
+def test_step_limits_are_exact(model, x0):
+    """The limit itself passes `check_options`; one more step is refused (and a tiny
+    first step of adaptive steps, or a tiny constant step before a fixed-point stop,
+    is not a step count: allowed)."""
+    limit = solvers.MAX_STEPS_LIMIT
+    assert limit == 2**31 - 1
+    assert solvers.check_options(max_steps=limit) is False
+    assert solvers.check_options(t1=1.0, dt0=1.0 / (limit - 1)) is False
+    with pytest.raises(ValueError, match="constant steps, above the limit"):
+        solvers.check_options(t1=1.0, dt0=1.0 / limit)
+    assert solvers.check_options(solver="tsit5", dt0=1e-300, rtol=1e-3, atol=1e-5) is True
+    assert solvers.check_options(dt0=1e-300, stop=solvers.FixedPointStop()) is False
+    # a solve with the largest cap runs (diffrax's int32 counter) and stops on its own
+    sol = solvers.solve(model, x0, solver="tsit5", rtol=1e-3, atol=1e-5, t1=0.1,
+                        max_steps=limit)
+    assert sol.stats["stop_reason"] == "t1"
