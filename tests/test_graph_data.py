@@ -74,6 +74,8 @@ def test_node_graph_properties_and_checks():
          "not canonical"),
         (dict(senders=np.array([0], np.int32), receivers=np.array([4], np.int32)),
          r"outside 0 \.\. 3"),
+        (dict(senders=np.array([0, 1], np.int32), receivers=np.array([1, 1], np.int32)),
+         r"hold 1 self-loop\(s\); a NodeGraph has none"),
         (dict(senders=np.array([0], np.int64), receivers=np.array([1], np.int64)),
          "senders must be a 1-D int32 array"),
         (dict(anomaly_kind=np.array([0, 1, 1, 0], np.int8)), "anomaly_kind and labels disagree"),

@@ -1,7 +1,7 @@
 """Sparse neighbour attention (`Conditions(edges=(queries, keys))`): the segment-reduction
 energy equals the dense key-mask energy built from the same pairs (energy, both flows,
-residual, dE/dt, solves and their gradients), counts duplicate edges with multiplicity,
-holds no `[N, N]` array (gradients included), validates its edges, and gives the
+residual, dE/dt, solves, stops and adjoints, with their gradients), refuses duplicate
+edges, holds no `[N, N]` array (gradients included), validates its edges, and gives the
 one-device numbers with its edges split over 4 forced host devices."""
 
 import json
@@ -109,39 +109,27 @@ def test_an_empty_edge_list_is_no_attention():
            model.vector_field(0.0, x, et_ode.Conditions(key_mask=jnp.zeros((N, N), bool))))
 
 
-def _counted_reference(model, x, queries, keys):
-    """The energy with each pair's key weighted by its count (dense, written out)."""
-    att = model.attention
-    counts = np.zeros((N, N))
-    np.add.at(counts, (queries, keys), 1.0)
-    if not att.self_attention:
-        np.fill_diagonal(counts, 0.0)
-    g = model.norm(x)
-    logits = jnp.where(counts > 0, att.beta * att.scores(g) + jnp.log(jnp.maximum(counts, 1)),
-                       -jnp.inf)
-    has = counts.sum(1) > 0
-    lse = jax.nn.logsumexp(jnp.where(has[:, None], logits, 0.0), axis=-1)
-    return -jnp.sum(jnp.where(has, lse, 0.0)) / att.beta + model.hopfield(g)
-
-
-@pytest.mark.parametrize("self_attention", [False, True])
-def test_duplicate_edges_count_with_multiplicity(self_attention):
-    model = make_model(self_attention=self_attention)
+def test_duplicate_edges_are_refused():
+    """An edge list is a set of pairs, as a key mask is: concrete duplicates are refused
+    at construction, per sample of a batch, with the count and the fix."""
     queries, keys = _graph(seed=5, duplicates=True)
-    pairs = set(zip(queries.tolist(), keys.tolist()))
-    assert len(pairs) < len(queries)  # duplicates present
-    cond = et_ode.Conditions(edges=(queries, keys))
-    cond.check(N, DIM)  # allowed
-    x = _state(6)
-    sparse = eqx.filter_jit(jax.value_and_grad(lambda y, c: model.energy(y, c)))
-    reference = eqx.filter_jit(jax.value_and_grad(
-        lambda y: _counted_reference(model, y, queries, keys)))
-    for a, b in zip(sparse(x, cond), reference(x)):
-        _close(a, b)
-    # ... and not as a set: the deduplicated list gives another energy
-    q1, k1 = (np.array(v, np.int32) for v in zip(*sorted(pairs)))
-    deduplicated = sparse(x, et_ode.Conditions(edges=(q1, k1)))[0]
-    assert abs(float(sparse(x, cond)[0] - deduplicated)) > 1e-6
+    n_pairs = len(set(zip(queries.tolist(), keys.tolist())))
+    repeats = len(queries) - n_pairs
+    assert repeats >= 5  # 4 edges repeated, one of them twice (and any random repeats)
+    with pytest.raises(ValueError, match=rf"lists {repeats} duplicate edge\(s\).*np\.unique"):
+        et_ode.Conditions(edges=(queries, keys))
+    batch = (np.stack([queries, queries[::-1]]), np.stack([keys, keys[::-1]]))
+    with pytest.raises(ValueError, match=rf"{2 * repeats} duplicate edge\(s\) \(in 2 of the 2 "):
+        et_ode.Conditions(edges=batch)
+    # the fix the message names gives the set, which equals the key mask of the pairs
+    pairs = np.unique(np.stack([queries, keys], 1), axis=0)
+    assert len(pairs) == n_pairs
+    model, x = make_model(self_attention=True), _state(6)
+    sparse = et_ode.Conditions(edges=(pairs[:, 0], pairs[:, 1]))
+    dense = et_ode.Conditions(key_mask=_mask(queries, keys))
+    _close(model.energy(x, sparse), model.energy(x, dense))
+    # the same pair in two samples of a batch is no duplicate
+    et_ode.Conditions(edges=(np.stack([pairs[:, 0]] * 2), np.stack([pairs[:, 1]] * 2)))
 
 
 def test_chunked_scores_equal_unchunked(monkeypatch):
@@ -189,7 +177,8 @@ def test_no_dense_array_anywhere_gradients_included():
     n, n_edges = 64, 150  # E << N^2 = 4096; E H Y = 2400
     model = make_model()
     rng = np.random.default_rng(9)
-    queries, keys = (jnp.asarray(rng.integers(0, n, n_edges), jnp.int32) for _ in range(2))
+    pairs = np.unique(rng.integers(0, n, (n_edges, 2)), axis=0)
+    queries, keys = (jnp.asarray(pairs[:, i], jnp.int32) for i in (0, 1))
     x = _state(10, n=n)
     sparse = et_ode.Conditions(edges=(queries, keys))
     dense = et_ode.Conditions(key_mask=_mask(queries, keys, n))
@@ -296,8 +285,12 @@ x = jax.random.normal(jax.random.key(1), (n, 16), jnp.float64)
 mesh = Mesh(np.asarray(jax.devices()), ("edges",))
 errors = {}
 
+def distinct(count):  # `count` distinct random pairs (query, key)
+    codes = rng.choice(n * n, count, replace=False)
+    return jnp.asarray(codes // n, jnp.int32), jnp.asarray(codes % n, jnp.int32)
+
 # shard_map: 203 edges (padded to 204), partial segment reductions combined over devices
-q, k = (jnp.asarray(rng.integers(0, n, 203), jnp.int32) for _ in range(2))
+q, k = distinct(203)
 att, g = model.attention, model.norm(x)
 single = jax.jit(jax.value_and_grad(lambda g_: att.edge_energy(g_, q, k)))(g)
 split = jax.jit(jax.value_and_grad(lambda g_: att.edge_energy(g_, q, k, mesh=mesh)))(g)
@@ -310,7 +303,7 @@ vf = model.vector_field(0.0, x, et_ode.Conditions(edges=(q, k)))
 errors["shard_map field"] = float(jnp.max(jnp.abs(jax.jit(field_split)(x) - vf)))
 
 # automatic partitioning: edges placed over the devices, the model's own code under jit
-q, k = (jnp.asarray(rng.integers(0, n, 200), jnp.int32) for _ in range(2))
+q, k = distinct(200)
 placed = [jax.device_put(i, NamedSharding(mesh, P("edges"))) for i in (q, k)]
 assert len(placed[0].sharding.device_set) == 4
 one, four = et_ode.Conditions(edges=(q, k)), et_ode.Conditions(edges=tuple(placed))

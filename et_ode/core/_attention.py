@@ -107,10 +107,13 @@ class EnergyAttention(eqx.Module):
 
     - self-loops `(C, C)` follow `self_attention`, as the diagonal of a key mask does:
       they count with `self_attention=True` and are ignored with `False`;
-    - duplicate edges count with multiplicity: an edge listed `m` times weighs its key
-      by `m` (adds `log m` to its logit), a multigraph. A key mask cannot express this;
-      deduplicate the list for the set semantics of a mask. (Not refused: the segment
-      reductions work on traced edges, where duplicates cannot be detected.)
+    - an edge list is a set of pairs, as a key mask is: no pair may be listed twice.
+      `Conditions` refuses duplicates in concrete edges (with the fix:
+      `np.unique(np.stack([queries, keys], 1), axis=0)`). Edges traced inside `jit`
+      or `vmap` cannot be checked (deduplication has no static shape there): they
+      must be duplicate-free, as every loader of `et_ode.tasks` returns them. A pair
+      that slipped through `m` times would weigh its key by `m` (add `log m` to its
+      logit), which no key mask expresses.
 
     **Arguments:**
 

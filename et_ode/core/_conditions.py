@@ -24,8 +24,11 @@ class Conditions(eqx.Module):
       query token `queries[e]` may attend to key token `keys[e]`. The sparse
       alternative to `key_mask` (memory `O(E H)` instead of `O(N^2)`); the two are
       mutually exclusive. Self-loops follow the model's `self_attention`, as the
-      diagonal of a key mask does; duplicate edges count with multiplicity (see
-      `EnergyAttention`). Queries without an edge contribute no attention energy.
+      diagonal of a key mask does. An edge list is a set of pairs, as a key mask is:
+      duplicate pairs are refused when the edges are concrete (checked here, at
+      construction, per sample of a batch); edges traced inside a transformation
+      cannot be checked and must be duplicate-free (see `EnergyAttention`). Queries
+      without an edge contribute no attention energy.
     """
 
     # `*batch`: conditions of a batch (`solvers.solve(..., args_batched=True)`) carry the
@@ -42,6 +45,8 @@ class Conditions(eqx.Module):
     def __check_init__(self):
         if self.key_mask is not None and self.edges is not None:
             raise ValueError(EXCLUSIVE)
+        if self.edges is not None:
+            _refuse_duplicates(*self.edges)
 
     def check(self, n_tokens: int, dim: int, batch: tuple[int, ...] = ()) -> None:
         """Raise `ValueError` unless every present field has its expected shape."""
@@ -107,6 +112,34 @@ def _edge_pair(value):
         raise ValueError(
             "Conditions.edges must be a pair (queries, keys) of integer arrays [E].")
     return tuple(jnp.asarray(v) for v in value)
+
+
+DEDUPLICATE = ("pairs = np.unique(np.stack([queries, keys], 1), axis=0); "
+               "queries, keys = pairs[:, 0], pairs[:, 1]")
+
+
+def _refuse_duplicates(queries, keys) -> None:
+    """Raise `ValueError` if concrete edges list a pair `(query, key)` more than once
+    (in any sample of a batch `[B, E]`). O(E log E); traced edges pass unchecked."""
+    if not (_is_concrete(queries) and _is_concrete(keys)):
+        return
+    q, k = np.asarray(queries), np.asarray(keys)
+    if q.shape != k.shape or q.ndim == 0 or q.shape[-1] < 2 or not (
+            np.issubdtype(q.dtype, np.integer) and np.issubdtype(k.dtype, np.integer)):
+        return  # malformed: `check` names the problem
+    q = q.reshape(-1, q.shape[-1]).astype(np.int64)
+    k = k.reshape(-1, k.shape[-1]).astype(np.int64)
+    # one code per pair, within each sample (ids may be anything here: shifted to 0)
+    span = int(k.max()) - int(k.min()) + 1
+    codes = np.sort((q - q.min()) * span + (k - k.min()), axis=-1)
+    repeats = np.count_nonzero(codes[:, 1:] == codes[:, :-1], axis=-1)
+    if repeats.any():
+        where = "" if len(repeats) == 1 else (
+            f" (in {np.count_nonzero(repeats)} of the {len(repeats)} samples of the batch)")
+        raise ValueError(
+            f"Conditions.edges lists {int(repeats.sum())} duplicate edge(s){where}: a pair "
+            f"(query, key) given more than once. An edge list is a set of allowed pairs, "
+            f"as a key mask is; remove the repeats: {DEDUPLICATE}.")
 
 
 def _is_concrete(array) -> bool:

@@ -21,8 +21,12 @@ Every graph is stored as a directed edge list: `senders[e] -> receivers[e]`, int
 undirected graph holds both directions of every edge. Edge lists are canonical: sorted
 by `(sender, receiver)` with duplicates removed (multi-edges of a source collapse to one
 edge), so that equal graphs have equal arrays. Generated graphs and the fraud graphs
-have no self-loops; TU graphs keep the self-loops their file lists. `canonical_edges`
-brings any edge list into this form; the containers refuse lists that are not in it.
+have no self-loops (a `NodeGraph` refuses them: the models add their own); TU graphs
+keep the self-loops their file lists. `canonical_edges` brings any edge list into this
+form; the containers refuse lists that are not in it. The models hand these lists to
+`Conditions(edges=...)` inside compiled code, where duplicates cannot be checked: the
+lists being duplicate-free here is what makes the attention equal the key mask of the
+same pairs.
 
 Everything generated comes from `np.random.default_rng(seed)` and is reproducible.
 SciPy (for `.mat` files) is imported only inside `load_fraud_mat`.
@@ -138,7 +142,9 @@ class NodeGraph:
 
     - `features`: [N, F] float32, finite.
     - `senders`, `receivers`: [E] int32 canonical directed edge list (see the module
-      docstring); an undirected graph holds both directions.
+      docstring); an undirected graph holds both directions; no self-loops (the
+      detectors add their own: the ET one per node with `self_attention`, the GCN
+      `A + I`; a loop in the list would count twice).
     - `labels`: [N] int32 in {0, 1}.
     - `name`: the data set's name.
     - `anomaly_kind`: [N] int8, 0 normal, 1 structural, 2 contextual (generated data
@@ -158,6 +164,11 @@ class NodeGraph:
         _check_features("features", self.features)
         n = self.features.shape[0]
         _check_edges("", self.senders, self.receivers, n)
+        loops = int(np.count_nonzero(self.senders == self.receivers))
+        if loops:
+            raise ValueError(f"senders/receivers hold {loops} self-loop(s); a NodeGraph has "
+                             f"none (the detectors add their own): drop them with "
+                             f"canonical_edges(..., drop_self_loops=True).")
         labels = self.labels
         if not isinstance(labels, np.ndarray) or labels.dtype != np.int32 or labels.shape != (n,):
             raise ValueError(f"labels must be an int32 array of shape ({n},), one per node "
