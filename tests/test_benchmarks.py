@@ -5,6 +5,7 @@ analysis, NFE). No timing is ever asserted. One test per group of rows, so that
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -131,3 +132,31 @@ def test_tokens_and_spread():
     assert bool(jnp.all(more[:2] == 0)) and bool(jnp.all(more[2:] != 0))
     s = _common.spread([3.0, 1.0, 2.0])
     assert s["median"] == 2.0 and s["min"] == 1.0 and s["max"] == 3.0 and s["n"] == 3
+
+
+def test_long_horizon(problem):
+    record, _ = _run_rows(("long_horizon",), problem)
+    long = {r["name"].split(",")[0]: r for r in record["rows"]}
+    assert set(long) == {"projected", "native", "paper horizon"}
+    for r in long.values():  # float32, rtol 1e-4: the same end state (tiny: 1e-4 apart)
+        assert r["tsit5_nfe"] > 0 and r["auto_nfe"] > 0 and r["end_state_distance"] < 1e-2
+    # past convergence the projected flow is stiff: auto switches and needs fewer
+    # evaluations (tiny model to t = 1000: 13,717 against 781 here)
+    projected = long["projected"]
+    assert max(projected["auto_switches"]) >= 1 and projected["nfe_ratio"] > 3
+    # not stiff: auto is tsit5 step for step
+    assert long["paper horizon"]["auto_switches"] == [0]
+    assert long["paper horizon"]["nfe_ratio"] == 1.0
+
+
+@pytest.mark.skipif(not os.environ.get("ET_ODE_SLOW_TESTS"),
+                    reason="about 18 compilations (40 s of CPU); set ET_ODE_SLOW_TESTS=1")
+def test_sparse(problem):
+    record, _ = _run_rows(("sparse",), problem)
+    rows = record["rows"]
+    assert len(rows) == 4  # vector field and gradient step: measured, and the largest graph
+    for r in rows[0::2]:  # sparse equals dense at the small size; memory known and small
+        assert r["max_abs_diff_vs_dense"] < 1e-4
+        assert 0 < r["bytes"]["total"] < 4 * 2**30 and r["met"] is True
+    for r in rows[1::2]:  # the largest graph within the budget: found, compiled, fits
+        assert r["fits"] and 0 < r["total"] <= r["budget_bytes"] and r["value"] == r["edges"] > 0
