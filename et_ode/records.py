@@ -46,15 +46,26 @@ def versions() -> dict:
     return found
 
 
+# fsync of a folder: what a file system that cannot sync folders answers (then there is
+# nothing to do); any other error (EIO, ENOSPC, ...) means the rename may not be durable.
+_NO_FOLDER_SYNC = {_errno.EINVAL, _errno.ENOTSUP, _errno.EOPNOTSUPP, _errno.EBADF}
+
+
 def _fsync_folder(folder: Path) -> None:
+    """fsync `folder` so that a rename in it survives a power cut; file systems that do
+    not support it (EINVAL, ENOTSUP) and folders that cannot be opened for reading
+    (EACCES) are skipped, any other error (EIO, ...) raises `OSError`."""
     try:
-        descriptor = os.open(folder, os.O_RDONLY)
-    except OSError:  # a platform or file system without directory handles
-        return
+        descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as error:  # a folder we may write but not read: it cannot be synced
+        if error.errno in _NO_FOLDER_SYNC | {_errno.EACCES, _errno.EPERM}:
+            return
+        raise
     try:
         os.fsync(descriptor)
-    except OSError:
-        pass
+    except OSError as error:
+        if error.errno not in _NO_FOLDER_SYNC:
+            raise
     finally:
         os.close(descriptor)
 
@@ -184,6 +195,9 @@ def run_folder_lock(folder):
     however it ends, so a lock left by a killed process never blocks a resume.
     (POSIX only; on a network file system, flock is only as good as the server's.)"""
     folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{folder} is a file, not a folder: give a folder for the run "
+                         "(created if missing).")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)

@@ -229,7 +229,12 @@ def _is_traced(tree) -> bool:
 
 def _show(value):
     """A value for a message: a traced one has no number to show."""
-    return "<traced>" if _is_traced(value) else value
+    if _is_traced(value):
+        return "<traced>"
+    if isinstance(value, int) and len(str(value)) > 24:  # a huge integer, shortened
+        digits = str(abs(value))
+        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:4]}e+{len(digits) - 1} (an int)"
+    return value
 
 
 def _require(deferred, predicate, values, message):
@@ -238,8 +243,20 @@ def _require(deferred, predicate, values, message):
     predicate (`xp = jax.numpy`) and the message to `deferred` for a run-time check."""
     if _is_traced(values):
         deferred.append((predicate(jnp, *values), message))
-    elif not bool(predicate(np, *(np.asarray(v) for v in values))):
+    elif not bool(predicate(np, *(_concrete(v) for v in values))):
         raise ValueError(message)
+
+
+def _concrete(value):
+    """A concrete value as a NumPy array; a Python int beyond int64 as a float (inf
+    beyond the float range), not an array of Python objects."""
+    if isinstance(value, int) and not isinstance(value, bool) and not (
+            -(2**63) <= value < 2**63):
+        try:
+            return np.float64(value)
+        except OverflowError:
+            return np.float64(math.inf if value > 0 else -math.inf)
+    return np.asarray(value)
 
 
 def _positive_finite(name, value, deferred):

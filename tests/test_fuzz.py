@@ -8,11 +8,13 @@ exception (a traceback from deep inside), never a wrong value accepted silently.
 - checkpoint bytes: a valid checkpoint truncated, with bits flipped, or with bytes
   inserted, read by `read_checkpoint` and `MaskedImageET.load`.
 
-`make test` runs `ET_ODE_FUZZ_EXAMPLES` examples per property (default 40); `make fuzz`
-runs 4,000 per property (see the Makefile) and prints Hypothesis's statistics: the
-inputs tried per entry point, how many were accepted and how many refused.
+`make test` runs `ET_ODE_FUZZ_EXAMPLES` examples per property (default 40; the property
+that runs `solvers.solve` itself, a tenth of it); `make fuzz` runs 4,000 per property
+(see the Makefile) and prints Hypothesis's statistics and, at the end, a table of the
+inputs tried per entry point: how many were accepted and how many refused (`TALLY`).
 """
 
+import collections
 import math
 import os
 import tempfile
@@ -34,9 +36,18 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES < 100
                                        HealthCheck.function_scoped_fixture])
 
 REFUSED = object()
+# {entry point: Counter(accepted=..., refused=...)}, printed at the end of the session.
+TALLY: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 
 
-def outcome(call, prefix: str = ""):
+def tally(entry: str, how: str) -> None:
+    """Count one input of `entry` as `how` ("accepted" or "refused"), also as a
+    Hypothesis event (its statistics)."""
+    TALLY[entry][how] += 1
+    event("accepted" if how == "accepted" else "refused with a message")
+
+
+def outcome(call, prefix: str = "", entry: str = "other"):
     """`call()`'s result (an accepted input), or `REFUSED` when it raised a `ValueError`
     of one line starting with `prefix`; any other exception fails the property."""
     try:
@@ -44,10 +55,45 @@ def outcome(call, prefix: str = ""):
     except ValueError as error:
         message = str(error).strip()
         assert message.startswith(prefix) and "\n" not in message, message
-        event("refused with a message")
+        tally(entry, "refused")
         return REFUSED
-    event("accepted")
+    tally(entry, "accepted")
     return result
+
+
+class _TallyReport:
+    """A pytest plugin: the table of `TALLY` in the terminal summary."""
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not TALLY:
+            return
+        terminalreporter.section("fuzz inputs per entry point")
+        write = terminalreporter.write_line
+        write(f"{'entry point':<44} {'tried':>7} {'accepted':>9} {'refused':>8}")
+        total = collections.Counter()
+        for entry in sorted(TALLY):
+            counts = TALLY[entry]
+            total.update(counts)
+            tried = counts["accepted"] + counts["refused"]
+            write(f"{entry:<44} {tried:>7} {counts['accepted']:>9} {counts['refused']:>8}")
+        failed = len(terminalreporter.stats.get("failed", []))
+        label = (f"all ({failed} properties FAILED)" if failed
+                 else "all (0 tracebacks, 0 silent acceptances)")
+        write(f"{label:<44} "
+              f"{total['accepted'] + total['refused']:>7} {total['accepted']:>9} "
+              f"{total['refused']:>8}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tally_report(request):
+    """Registers `_TallyReport` (the table appears where pytest reports its summary: not
+    under xdist workers, whose terminal output the controller does not show)."""
+    plugin = _TallyReport()
+    manager = request.config.pluginmanager
+    if (manager.get_plugin("terminalreporter") is not None
+            and not manager.has_plugin("et-ode-fuzz-tally")):
+        manager.register(plugin, "et-ode-fuzz-tally")
+    yield
 
 
 # ------------------------------------------------------------------ config documents
@@ -107,7 +153,8 @@ def _same_value(given, stored) -> bool:
 
 
 def _check_document(kind, document):
-    config = outcome(lambda: kind.from_dict(document, source="fuzz.toml"), "fuzz.toml: ")
+    config = outcome(lambda: kind.from_dict(document, source="fuzz.toml"), "fuzz.toml: ",
+                     entry=f"config documents ({kind.__name__})")
     if config is REFUSED:
         return
     assert isinstance(document, dict)
@@ -185,7 +232,8 @@ def test_damaged_checkpoints_are_refused(checkpoint_bytes, data, no_runtime_type
                 continue
             with pytest.raises(ValueError, match=str(path)):
                 reader(path)
-        event("intact" if damaged_bytes == checkpoint_bytes else "damaged, refused")
+        tally("checkpoint bytes (read_checkpoint, load)",
+              "accepted" if damaged_bytes == checkpoint_bytes else "refused")
 
 
 # ------------------------------------------------------ the authors' checkpoint files
@@ -250,7 +298,8 @@ def test_authors_files_are_read_or_refused(arrays, no_runtime_types):
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "plaindict_ckpt.npz"
         np.savez(path, **arrays)
-        read = outcome(lambda: read_authors_checkpoint(path), str(path))
+        read = outcome(lambda: read_authors_checkpoint(path), str(path),
+                       entry="authors' .npz arrays")
     if read is REFUSED:
         return
     config, _, _, parameters, _ = read
@@ -275,7 +324,12 @@ JOBS = {"et_ode.cli._main": ("demo_job", "energy_video_job", "compare_solvers_jo
 OPTION_VALUES = ["-1", "0", "1", "2", "0.5", "nan", "inf", "-inf", "1e999", "abc", "",
                  "paper", "ode", "graph_anomaly", "tsit5", "euler", "native", "projected",
                  "1e-3,1e-5", "1e-3,abc", "float32", "float16", "missing.toml", "bad.toml",
-                 "folder", "missing/", "notes.txt"]
+                 "folder", "missing/", "notes.txt", "latin1.toml", "tiny_dt.toml",
+                 # huge integers, seeds beyond int64, tiny and negative numbers
+                 "99999999999999999999", str(2**31), str(2**32), str(2**63), str(2**64),
+                 "9" * 5000, "1e-300", "5e-324", "-1e-300", "-5", "-0", "1e-300,1e-3"]
+INTEGERS = st.integers(min_value=-(2**70), max_value=2**70).map(str)
+FLOATS = st.floats(allow_nan=True, allow_infinity=True).map(repr)
 READ_ONLY_VALUES = ["/etc/passwd", "/dev/null", "/"]  # only for inputs, never --out
 
 
@@ -321,7 +375,8 @@ def argument_vectors(draw):
         argv.append(action.option_strings[-1])
         if action.nargs != 0:
             values = OPTION_VALUES + ([] if "out" in action.dest else READ_ONLY_VALUES)
-            argv.append(draw(st.sampled_from(values + list(action.choices or []))))
+            argv.append(draw(st.one_of(st.sampled_from(values + list(action.choices or [])),
+                                       INTEGERS, FLOATS)))
     return argv
 
 
@@ -338,6 +393,8 @@ def stubbed_jobs(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.toml").write_text("[training]\nsteps = 'many'\n")
     (tmp_path / "notes.txt").write_text("not a model")
+    (tmp_path / "latin1.toml").write_bytes("[training]\nout_dir = 'caf\u00e9'\n".encode("latin-1"))
+    (tmp_path / "tiny_dt.toml").write_text("[dynamics]\ndt0 = 1e-300\n")
     (tmp_path / "folder").mkdir()
 
 
@@ -345,35 +402,46 @@ def stubbed_jobs(monkeypatch, tmp_path):
 @given(argv=argument_vectors())
 def test_command_lines_run_or_are_refused_in_one_line(argv, stubbed_jobs, capsys):
     """Every command with generated option values: it reaches its job, or ends with
-    exit code 2 and a message (argparse's usage and error, or one `et-ode: error:`
-    line); never a traceback."""
+    exit code 2 and one line on stderr (the option parser's `et-ode COMMAND: error:
+    ... (et-ode COMMAND --help lists the options)`, or `et-ode: error: ...`); never a
+    traceback, and a refused command leaves no new file or folder behind."""
     from et_ode.cli import main
 
+    before = sorted(Path().rglob("*"))
     capsys.readouterr()
     try:
         code = main(argv)
     except Reached:
-        event("accepted")
+        tally("command lines (et_ode.cli.main)", "accepted")
         return
-    except SystemExit as exit:  # argparse: usage and one error line
-        assert exit.code == 2, argv
-        assert capsys.readouterr().err.strip().splitlines()[-1].startswith("et-ode"), argv
-        event("refused by the option parser")
+    except SystemExit as exit:  # the option parser: one line
+        err = capsys.readouterr().err
+        command = "et-ode " + max((name for name in COMMANDS
+                                   if argv[:len(name.split())] == name.split()), key=len)
+        assert exit.code == 2 and err.count("\n") == 1, (argv, err)
+        # the command's parser, or the top one (for arguments no parser took)
+        prog = command if err.startswith(command + ":") else "et-ode"
+        assert err.startswith(f"{prog}: error: "), (argv, err)
+        assert err.endswith(f"({prog} --help lists the options)\n"), (argv, err)
+        tally("command lines (et_ode.cli.main)", "refused")
         return
     err = capsys.readouterr().err.strip().splitlines()
     if code == 0:  # a command without a job (config-schema)
-        event("accepted")
+        tally("command lines (et_ode.cli.main)", "accepted")
         return
     # one error line, the last (a progress display may come before it), no traceback
     errors = [line for line in err if line.startswith("et-ode: error: ")]
     assert code == 2 and len(errors) == 1 and err[-1] == errors[0], (argv, err)
     assert not any(line.startswith("Traceback") for line in err), (argv, err)
-    event("refused with a message")
+    assert sorted(Path().rglob("*")) == before, argv  # refused before any folder
+    tally("command lines (et_ode.cli.main)", "refused")
+
 
 
 # ------------------------------------------------------------------ solve's options
 NUMBERS = st.one_of(st.none(), st.sampled_from(EDGE_NUMBERS), st.floats(-10, 10),
-                    st.integers(-5, 5), st.booleans(), st.sampled_from(["1e-3", "x"]))
+                    st.integers(-5, 5), st.booleans(), st.sampled_from(["1e-3", "x"]),
+                    st.sampled_from([1e-300, 5e-324, 1e-9, 2**31 - 1, 2**31, 2**62, 2**64]))
 
 
 @st.composite
@@ -415,7 +483,74 @@ def test_solve_options_are_checked_or_refused(options, no_runtime_types):
     any combination returns or raises `ValueError` (one line); never another error."""
     from et_ode import solvers
 
-    outcome(lambda: solvers.check_options(**options))
+    outcome(lambda: solvers.check_options(**options), entry="solvers.check_options")
+
+
+@pytest.fixture(scope="module")
+def tiny_system():
+    """One tiny float64 Energy Transformer and state (`[3, 4]`), shared by every solve."""
+    import jax
+    import jax.numpy as jnp
+
+    model = et_ode.EnergyTransformer(4, 1, 2, 3, key=jax.random.key(0), dtype=jnp.float64)
+    return model, jax.random.normal(jax.random.key(1), (3, 4), jnp.float64)
+
+
+@st.composite
+def plausible_solve_options(draw):
+    """Options that `check_options` mostly accepts (so that `solve` runs), with edge
+    values of the times, steps and tolerances: tiny, huge, at the limits."""
+    from et_ode import solvers
+
+    solver = draw(st.sampled_from(solvers.SOLVER_NAMES))
+    options = dict(solver=solver, flow=draw(st.sampled_from(["native", "projected"])),
+                   t1=draw(st.sampled_from([0.3, 1.2, 1e-300, 1e300, 2.0])),
+                   save=draw(st.sampled_from(["final", "steps", [0.0, 0.1]])))
+    tolerance = st.sampled_from([1e-3, 1e-8, 1e-300, 1e300])
+    if solvers.get_preset(solver).adaptive and draw(st.booleans()):
+        options.update(rtol=draw(tolerance), atol=draw(tolerance),
+                       dt0=draw(st.sampled_from([None, 0.1, 1e-300])))
+    else:
+        options["dt0"] = draw(st.sampled_from([0.1, 0.25, 1e-300, 1e-9, 1e300]))
+    if draw(st.booleans()):
+        options["stop"] = solvers.FixedPointStop(atol=draw(st.sampled_from([1e-6, 1e-300])))
+    if draw(st.booleans()):
+        options["adjoint"] = draw(st.sampled_from(["checkpoint", "backsolve", "implicit"]))
+    return options
+
+
+# Each new combination of options compiles a solve (a second or more): a tenth of the
+# budget, at least 6.
+SOLVE_EXAMPLES = max(EXAMPLES // 10, 6)
+
+
+@settings(FUZZ, max_examples=SOLVE_EXAMPLES)
+@given(options=st.one_of(plausible_solve_options(), plausible_solve_options(),
+                         solve_options()))
+def test_solve_runs_or_is_refused(options, tiny_system, no_runtime_types):
+    """The options `check_options` accepts, given to `solvers.solve` itself (a tiny
+    float64 model, at most 32 steps): it returns a finite solution, or stops with a
+    `SolveError` saying why (the step cap, a step too small), or refuses with a
+    one-line `ValueError`; never another error."""
+    import numpy as np
+
+    from et_ode import solvers
+
+    try:
+        solvers.check_options(**options)
+    except ValueError:
+        return  # counted by test_solve_options_are_checked_or_refused
+    model, x0 = tiny_system
+    options = dict(options, max_steps=32)  # cheap, and one compilation per combination
+    try:
+        sol = outcome(lambda: solvers.solve(model, x0, **options), entry="solvers.solve")
+    except solvers.SolveError as error:
+        assert str(error).strip() and "\n" not in str(error).strip(), str(error)
+        TALLY["solvers.solve"]["refused"] += 1  # a failed solve, with its reason
+        event("failed solve with its reason")
+        return
+    if sol is not REFUSED:
+        assert np.all(np.isfinite(np.asarray(sol.x_final))), options
 
 
 # ---------------------------------------------------------------- graph files (TU)
@@ -470,13 +605,83 @@ def test_tu_files_are_read_or_refused(files, no_runtime_types):
         folder.mkdir()
         for kind, lines in files.items():
             (folder / f"TOY_{kind}.txt").write_text("\n".join(lines) + "\n")
-        graphs = outcome(lambda: load_tu(folder))
+        graphs = outcome(lambda: load_tu(folder), entry="TU graph files (lines)")
     if graphs is REFUSED:
         return
     assert graphs.n_graphs == len(graphs.labels) >= 1
     for x, s, r in zip(graphs.features, graphs.senders, graphs.receivers):
         assert np.all(np.isfinite(x))
         assert s.size == 0 or (0 <= min(s.min(), r.min()) and max(s.max(), r.max()) < len(x))
+
+
+TEXT_DAMAGE = [b"\xff\xfe1\x00", "caf\u00e9, 1".encode("latin-1"), b"\x00\x00", b"\xc3",
+               "1, 2".encode("utf-16"), b"\r\n\r\n", b"1\r2"]
+
+
+@FUZZ
+@given(data=st.data())
+def test_tu_file_bytes_are_read_or_refused(data, no_runtime_types):
+    """One file of a valid TU data set with its bytes damaged (truncated, bits flipped,
+    bytes inserted) or text that is not UTF-8: read, or refused with a message that
+    names the folder or file; never a codec error alone or a traceback."""
+    import numpy as np
+
+    from et_ode.tasks import load_tu
+
+    with tempfile.TemporaryDirectory() as root:
+        folder = Path(root) / "TOY"
+        folder.mkdir()
+        for kind, lines in TU_FILES.items():
+            (folder / f"TOY_{kind}.txt").write_text("\n".join(lines) + "\n")
+        victim = folder / f"TOY_{data.draw(st.sampled_from(sorted(TU_FILES)))}.txt"
+        intact = victim.read_bytes()
+        if data.draw(st.booleans()):
+            victim.write_bytes(data.draw(damaged(intact)))
+        else:
+            at = data.draw(st.integers(0, len(intact)))
+            victim.write_bytes(intact[:at] + data.draw(st.sampled_from(TEXT_DAMAGE))
+                               + intact[at:])
+        try:
+            graphs = load_tu(folder)
+        except ValueError as error:
+            message = str(error)
+            assert "\n" not in message.strip() and str(folder) in message, message
+            tally("TU graph files (bytes)", "refused")
+            return
+    tally("TU graph files (bytes)", "accepted")
+    for x, s, r in zip(graphs.features, graphs.senders, graphs.receivers):
+        assert np.all(np.isfinite(x))
+        assert s.size == 0 or (0 <= min(s.min(), r.min()) and max(s.max(), r.max()) < len(x))
+
+
+# ------------------------------------------------------------ graph checkpoints
+@pytest.fixture(scope="module")
+def graph_checkpoint_bytes():
+    """The shipped graph model's checkpoint (a node anomaly detector)."""
+    from et_ode.tasks import SHIPPED_GRAPH, resolve_model_path
+
+    return Intact(Path(resolve_model_path("graph_anomaly", SHIPPED_GRAPH)).read_bytes())
+
+
+@FUZZ
+@given(data=st.data())
+def test_damaged_graph_checkpoints_are_refused(graph_checkpoint_bytes, data,
+                                               no_runtime_types):
+    """`load_graph_model` on the shipped graph checkpoint truncated, with bits flipped
+    or bytes inserted: refused with a `ValueError` naming the file (its SHA-256 covers
+    every byte), the intact file loads."""
+    from et_ode.tasks import load_graph_model
+
+    damaged_bytes = data.draw(damaged(graph_checkpoint_bytes))
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "run.eqx"
+        path.write_bytes(damaged_bytes)
+        if damaged_bytes == graph_checkpoint_bytes:
+            load_graph_model(path)
+            tally("graph checkpoints (load_graph_model)", "accepted")
+            return
+        assert outcome(lambda: load_graph_model(path), str(path),
+                       entry="graph checkpoints (load_graph_model)") is REFUSED
 
 
 # ------------------------------------------------------------------ image arrays
@@ -508,7 +713,8 @@ def test_image_arrays_are_checked_or_refused(images, no_runtime_types):
 
     from et_ode.tasks import check_images
 
-    if outcome(lambda: check_images(images, size=8, channels=3, unit_range=True)) is REFUSED:
+    if outcome(lambda: check_images(images, size=8, channels=3, unit_range=True),
+               entry="image arrays (check_images)") is REFUSED:
         return
     assert images.ndim == 4 and images.shape[1:] == (8, 8, 3)
     assert np.all(np.isfinite(images)) and images.dtype.kind in "fiu"
@@ -562,7 +768,7 @@ def test_fraud_files_are_read_or_refused(data, no_runtime_types):
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "YelpChi.mat"
         scipy.io.savemat(path, data)
-        graph = outcome(lambda: load_fraud_mat(path))
+        graph = outcome(lambda: load_fraud_mat(path), entry="fraud graph files (.mat)")
     if graph is REFUSED:
         return
     assert np.all(np.isfinite(graph.features)) and set(np.unique(graph.labels)) <= {0, 1}
@@ -584,7 +790,8 @@ def test_damaged_npz_bytes_are_refused(data, no_runtime_types):
         np.savez(path, **_authors_arrays())
         want = read_authors_checkpoint(path)[3]
         path.write_bytes(data.draw(damaged(path.read_bytes())))
-        read = outcome(lambda: read_authors_checkpoint(path), str(path))
+        read = outcome(lambda: read_authors_checkpoint(path), str(path),
+                       entry="authors' .npz bytes")
     if read is not REFUSED:  # damage outside the arrays (zip metadata): values intact
         parameters = read[3]
         assert parameters.keys() == want.keys()

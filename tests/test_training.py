@@ -253,7 +253,27 @@ def test_nothing_overwritten(trained, tmp_path):
     ("[model]\nchannels = 2\n", r"\[model\] channels = 2: input should be 1 or 3"),
     ("[dynamics]\nflow = 'sideways'\n", r"flow = \"sideways\": input should be 'native' or "
      "'projected'"),
-    ("[dynamics]\nsolver = 'rk45'\n", r"\[dynamics\] Unknown solver 'rk45'; choose one of euler"),
+    ("[dynamics]\nsolver = 'rk45'\n", r"\[dynamics\] solver = \"rk45\": input should be 'euler', "
+     "'heun', .* or 'auto'"),
+    # limits beyond which a run could only crash or hang, with the value and the bound
+    ("[dynamics]\ndt0 = 1e-300\n", r"\[dynamics\] dt0 = 1e-300 from t0 = 0 to t1 = 1.2 is "
+     r"1.2e\+300 constant steps, above the limit of 2147483647 .* use dt0 >= 5.59e-10"),
+    ("[dynamics]\nmax_steps = 4611686018427387904\n", r"\[dynamics\] max_steps = "
+     "4611686018427387904: input should be less than or equal to 2147483647"),
+    ("[training]\nseed = 4294967296\n", r"\[training\] seed = 4294967296: input should be "
+     "less than or equal to 4294967295"),
+    ("[training]\nsteps = 2147483648\n", r"steps = 2147483648: input should be less than"),
+    ("[model]\nimage_size = 2048\npatch = 32\n", r"image_size = 2048: input should be less "
+     "than or equal to 1024"),
+    ("[model]\nimage_size = 512\npatch = 4\n", r"\[model\] image_size 512 with patch 4 makes "
+     "16384 patches, above the limit of 4096 .* patch of at least 8 pixels"),
+    ("[data]\nmask_ratio = 0.005\n", r"\[data\] mask_ratio = 0.005 masks round\(mask_ratio x "
+     r"64\) = 0 of the 64 patches .* use mask_ratio > 0.007812"),
+    # empty strings are not names
+    ("[training]\ninit_from = ''\n", r'\[training\] init_from = "": string should have at '
+     "least 1 character"),
+    ("[data]\ntfds_name = ''\n", r'tfds_name = "": string should have at least 1 character'),
+    ("[data]\ndata_dir = ''\n", r'data_dir = "": string should have at least 1 character'),
     ("[dynamics]\nrtol = 1e-3\natol = 1e-5\n", r"\[dynamics\] solver 'euler' has no error estimate"),
     ("[dynamics]\nadjoint = 'implicit'\n", r"\[dynamics\] adjoint='implicit' .* needs flow='projected'"),
     ("[dynamics]\nsolver = 'kvaerno5'\n", r"\[dynamics\] solver 'kvaerno5' is implicit"),
@@ -271,6 +291,23 @@ def test_bad_configs(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(ValueError, match=message):
         et_ode.load_config(path)
+
+
+def test_config_files_that_are_not_text_files(tmp_path):
+    """A folder, a file that is not UTF-8: refused with the file named."""
+    with pytest.raises(ValueError, match=f"config file {tmp_path} is a folder; give a TOML"):
+        et_ode.load_config(tmp_path)
+    path = tmp_path / "latin1.toml"
+    path.write_bytes("[training]\nout_dir = 'caf\u00e9'\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=f"{path}: not UTF-8 text .* byte 0xe9 at offset 25"):
+        et_ode.load_config(path)
+
+
+def test_stop_after_must_be_positive(tmp_path, no_runtime_types):
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match="stop_after must be a positive integer"):
+            et_ode.train(TINY, tmp_path / "run", stop_after=bad, progress=False)
+    assert not (tmp_path / "run").exists()  # refused before the run folder is made
 
 
 def test_configs_built_in_python_are_checked_too(no_runtime_types):

@@ -17,7 +17,7 @@ from ..tasks import (
 )
 from ..vocab import FLOWS
 from ._jobs import write_result
-from ._runs import output_folder
+from ._runs import job_folder
 
 GRAPH_STUDIES = ("convergence", "energy-descent", "contributions", "long-horizon", "overshoot")
 
@@ -74,8 +74,15 @@ def graph_study(options) -> int:
     if options.name == "overshoot" and config.data.task != "anomaly":
         raise ValueError("the graph overshoot study scores nodes: it needs a node anomaly "
                          "model (a classifier: use long-horizon).")
-    out = output_folder(options.out, prefix=f"graph-{options.name}", force=options.force)
     x0, args, batched, extra = _graph_problem(model, config, header, options.graphs)
+    with job_folder(options.out, prefix=f"graph-{options.name}", force=options.force) as out:
+        files = _graph_study(options, model, x0, args, batched, extra, out)
+    print(f"wrote {files['json']}" + (f" and {files['png']}" if "png" in files else ""))
+    return 0
+
+
+def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
+    """The study of `graph_study` into the folder `out`; returns the files written."""
     quick = options.quick
     flow = options.flow
     if options.name == "overshoot":
@@ -122,8 +129,7 @@ def graph_study(options) -> int:
             print("\n".join(f"- {s}" for s in long_horizon_findings(result)))
             plot = plot_long_horizon
         files = write_result(out, options.name, result, plot)
-    print(f"wrote {files['json']}" + (f" and {files['png']}" if "png" in files else ""))
-    return 0
+    return files
 
 
 def add_graph_commands(commands, positive_int, positive_float) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import jax
 
-from ..analysis import model_dtype
-from ..solvers import SOLVER_NAMES, SolveError
+from ..analysis import model_dtype, trajectory_options
+from ..solvers import MAX_STEPS_LIMIT, SOLVER_NAMES, SolveError, check_options
 from ..vocab import FLOWS
 from ..records import atomic_write_text
 from ..tasks import (
@@ -21,8 +21,12 @@ from ._demo import demo_job
 from ._graph import add_graph_commands
 from ._jobs import STUDIES, compare_solvers_job, energy_video_job, study_job
 from ._runs import (
-    Stages, folder_photos, held_out, held_out_description, job_metadata, output_folder,
+    Stages, folder_photos, held_out, held_out_description, job_folder, job_metadata,
 )
+
+# Seeds of the masks: what jax.random.key gives the same key for with and without
+# jax_enable_x64 (beyond 2**32 - 1 a key wraps around without it, and 2**63 overflows).
+SEED_MAX = 2**32 - 1
 
 STUDY_NAMES = STUDIES
 
@@ -37,16 +41,24 @@ def _demo(options) -> int:
     return 0
 
 
-def _run_job(options, prefix: str, label: str, job):
-    """Float64 on, the model, the output folder and the images (held-out crops, or the
-    photos of `--images-dir`), then `job(model, images, indices, masks, out, meta)` as
-    the second progress stage; what `frames`, `compare-solvers` and `study` share. A
-    fresh run folder that the job left empty (it failed) is removed."""
+def _run_job(options, prefix: str, label: str, job, check=None):
+    """Float64 on, the model (then `check(model)`, which refuses options that depend on
+    it), the output folder and the images (held-out crops, or the photos of
+    `--images-dir`), then `job(model, images, indices, masks, out, meta)` as the second
+    progress stage; what `frames`, `compare-solvers` and `study` share. A folder this
+    job created and left empty (it failed) is removed (`job_folder`)."""
     jax.config.update("jax_enable_x64", True)  # float64 references; models stay float32
 
     model, config, header = load_model_and_config(options.checkpoint)  # fail fast
+    if check is not None:
+        check(model)
     images_dir = getattr(options, "images_dir", None)
-    out = output_folder(options.out, prefix=prefix, force=options.force)
+    with job_folder(options.out, prefix=prefix, force=options.force) as out:
+        return _in_folder(options, prefix, label, job, model, config, header, images_dir,
+                          out)
+
+
+def _in_folder(options, prefix, label, job, model, config, header, images_dir, out):
     stages = Stages(2, f"{prefix} -> {out}", options.progress)
     try:
         files = None
@@ -65,10 +77,6 @@ def _run_job(options, prefix: str, label: str, job):
                             options={k: v for k, v in vars(options).items() if k != "handler"})
         with stages.stage(label):
             return job(model, images, indices, masks, out, meta)
-    except BaseException:
-        if options.out is None and not any(out.iterdir()):
-            out.rmdir()
-        raise
     finally:
         stages.close()
 
@@ -83,7 +91,14 @@ def _frames(options) -> int:
             dt0=options.dt0, rtol=options.rtol, atol=options.atol,
             max_steps=options.max_steps)
 
-    result = _run_job(options, "frames", f"{options.frames} frames", job)
+    def check(model):  # the solve's options, before any folder: the horizon is at most
+        # 4 x the model's t1 (its trained time, or the cap of a fixed-point stop)
+        horizon = options.horizon or 4 * float(model.dynamics.t1)
+        check_options(**trajectory_options(
+            model, horizon, solver=options.solver, dt0=options.dt0, rtol=options.rtol,
+            atol=options.atol, max_steps=options.max_steps))
+
+    result = _run_job(options, "frames", f"{options.frames} frames", job, check)
     print(f"wrote {len(result['frames'])} frames to {result['frames'][0].parent}, the video "
           f"{result['video']}, {result['png']} and {result['json']}")
     return 0
@@ -186,11 +201,20 @@ def _config_schema(options) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line refusals: `et-ode COMMAND: error: MESSAGE (et-ode COMMAND
+    --help lists the options)` on stderr and exit code 2, no usage block. Its
+    sub-parsers (the commands, the graph actions) are of this class too."""
+
+    def error(self, message):
+        message = " ".join(str(message).split())  # one line, whatever the value held
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the "
+                  "options)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `et-ode` argument parser: every command, option, default and help text."""
-    parser = argparse.ArgumentParser(
-        prog="et-ode", description="The Energy Transformer as a true ODE."
-    )
+    parser = _Parser(prog="et-ode", description="The Energy Transformer as a true ODE.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
         "demo", help="the main job: energy video, solver comparison, overshoot and "
@@ -213,8 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     frames.add_argument("--horizon", type=_positive_float, default=None,
                         help="last time in tau (default 4 x the model's trained time)")
     _solver_options(frames)
-    frames.add_argument("--max-steps", type=_positive_int, default=None,
-                        help="step cap (default: enough for the horizon)")
+    frames.add_argument("--max-steps", type=_int_between(1, MAX_STEPS_LIMIT), default=None,
+                        help=f"step cap, at most {MAX_STEPS_LIMIT} (default: enough for "
+                        "the horizon)")
     frames.add_argument("--fps", type=_positive_float, default=12.0,
                         help="video frames per second (default 12)")
     _output_options(frames, "frames")
@@ -273,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", default=None, help="run folder (default: [training] out_dir)")
     train.add_argument("--resume", action="store_true",
                        help="continue the run in --out from its checkpoint, bit-identically")
-    train.add_argument("--stop-after", type=int, default=None,
+    train.add_argument("--stop-after", type=_positive_int, default=None,
                        help="end this run after this many steps (resume later)")
     train.add_argument("--no-progress", dest="progress", action="store_false",
                        help="no progress bar")
@@ -284,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--checkpoint", required=True,
                           help="a shipped model name (paper, ode), a checkpoint file, or "
                           "the authors' plaindict_ckpt.npz")
-    evaluate.add_argument("--images", type=int, default=None,
+    evaluate.add_argument("--images", type=_positive_int, default=None,
                           help="number of held-out images (default: the config's "
                           "eval_images); with --images-dir, at most this many photos "
                           "(default all)")
@@ -327,8 +352,9 @@ def _model_options(parser, images: int, images_dir: bool = False) -> None:
                             help="your own photos instead of the held-out crops: the "
                             "jpg/png files of DIR in name order, centre-cropped and "
                             "resized to the model's image size")
-    parser.add_argument("--seed", type=_non_negative_int, default=EVAL_KEY,
-                        help=f"seed of the masks (default {EVAL_KEY}: those of et-ode eval)")
+    parser.add_argument("--seed", type=_int_between(0, SEED_MAX), default=EVAL_KEY,
+                        help=f"seed of the masks, 0 to {SEED_MAX} (default {EVAL_KEY}: "
+                        "those of et-ode eval)")
 
 
 def _solver_options(parser) -> None:
@@ -356,20 +382,28 @@ def _positive_int(text: str) -> int:
     return _int_at_least(1)(text)
 
 
-def _non_negative_int(text: str) -> int:
-    return _int_at_least(0)(text)
-
-
 def _int_at_least(low: int):
+    return _int_between(low, None)
+
+
+def _int_between(low: int, high: int | None):
+    """An argparse type: an integer from `low` to `high` (None: no upper bound)."""
     def parse(text: str) -> int:
         try:
             value = int(text)
-        except ValueError:
+        except ValueError:  # not an integer, or more digits than Python converts
             value = None
-        if value is None or value < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low} (got {text!r})")
+        if value is None or value < low or (high is not None and value > high):
+            allowed = f">= {low}" if high is None else f"from {low} to {high}"
+            raise argparse.ArgumentTypeError(f"must be an integer {allowed} (got "
+                                             f"{_shown(text)})")
         return value
     return parse
+
+
+def _shown(text: str) -> str:
+    """A value given on the command line, for a message: quoted, at most 40 characters."""
+    return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
 def _positive_float(text: str) -> float:
@@ -378,7 +412,7 @@ def _positive_float(text: str) -> float:
     except ValueError:
         value = float("nan")
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number (got {text!r})")
+        raise argparse.ArgumentTypeError(f"must be a positive number (got {_shown(text)})")
     return value
 
 
@@ -389,7 +423,7 @@ def _float_list(text: str) -> tuple:
 def _solver_name(text: str) -> str:
     if text not in SOLVER_NAMES:
         raise argparse.ArgumentTypeError(
-            f"unknown solver {text!r}; choose one of {', '.join(SOLVER_NAMES)}")
+            f"unknown solver {_shown(text)}; choose one of {', '.join(SOLVER_NAMES)}")
     return text
 
 
@@ -402,20 +436,31 @@ def main(argv=None) -> int:
     2 for bad input (one line on stderr), 1 for a failed solve (its reason) or a file
     that could not be written or read (the file, the OS's reason and, for training, the
     last good checkpoint)."""
-    options = build_parser().parse_args(argv)  # bad options: usage, message, exit 2
+    options = build_parser().parse_args(argv)  # bad options: one line, exit 2
     try:
         return options.handler(options)
     except ValueError as error:  # bad input: a message, not a traceback
-        print(f"et-ode: error: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:  # no space, too large, no permission: what is still good
-        print(f"et-ode: error: {error}", file=sys.stderr)
-        return 1
+        return _fail(error, 2)
+    except (OSError, FloatingPointError) as error:  # no space, no permission, a NaN loss:
+        return _fail(error, 1)  # what happened and what is still good
+    except MemoryError:
+        return _fail(_OUT_OF_MEMORY, 1)
     except RuntimeError as error:  # a failed solve (solvers.SolveError) says why
-        if not isinstance(error, SolveError):
-            raise
-        print(f"et-ode: error: {error}", file=sys.stderr)
-        return 1
+        if isinstance(error, SolveError):
+            return _fail(error, 1)
+        if "RESOURCE_EXHAUSTED" in str(error):  # XLA could not allocate
+            return _fail(_OUT_OF_MEMORY, 1)
+        raise
+
+
+_OUT_OF_MEMORY = ("out of memory: use fewer --images (or a smaller batch_size, model or "
+                  "max_steps in the config), or free memory and run it again.")
+
+
+def _fail(error, code: int) -> int:
+    """Print `error` as one line `et-ode: error: ...` on stderr; return `code`."""
+    print(f"et-ode: error: {' '.join(str(error).split())}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

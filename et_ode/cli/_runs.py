@@ -55,12 +55,28 @@ def output_folder(out=None, *, prefix: str, root=RUN_ROOT, force: bool = False) 
         return fresh_run_folder(root, prefix)
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file; give a folder (created if missing).")
+        raise ValueError(f"--out {out} is a file, not a folder; give a folder (created if "
+                         "missing).")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise ValueError(f"--out {out} is not empty; choose a new folder, leave --out out for "
                          "a fresh run folder, or pass --force to write into it.")
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+@contextlib.contextmanager
+def job_folder(out=None, *, prefix: str, root=RUN_ROOT, force: bool = False):
+    """`output_folder(out, prefix=..., root=..., force=...)` for the block; when the
+    block fails and the folder is one this call created and still empty, it is removed
+    (a refused option or a failed solve leaves no empty folder behind)."""
+    created = out is None or not Path(out).exists()
+    folder = output_folder(out, prefix=prefix, root=root, force=force)
+    try:
+        yield folder
+    except BaseException:
+        if created and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+        raise
 
 
 # ------------------------------------------------------------------- model and data

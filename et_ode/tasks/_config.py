@@ -12,6 +12,11 @@ from ._dynamics import Dynamics
 from ._image_spec import ImageModelConfig
 from ._schema import config_section, validate_config
 
+# JAX counts steps and keys in 32-bit integers without jax_enable_x64: a step beyond
+# 2**31 - 1 overflows; a seed beyond 2**32 - 1 gives the key of a smaller one.
+MAX_STEPS = 2**31 - 1
+MAX_SEED = 2**32 - 1
+
 
 @config_section
 class DataConfig:
@@ -20,11 +25,13 @@ class DataConfig:
     source: Annotated[Literal["photos", "tfds"], Field(description=(
         "photos (the embedded scikit-image photographs) or tfds (TensorFlow "
         "Datasets)"))] = "photos"
-    tfds_name: Annotated[str, Field(description="the TensorFlow Datasets name")] = "cifar10"
-    data_dir: Annotated[str | None, Field(description=(
+    tfds_name: Annotated[str, Field(min_length=1, description=(
+        "the TensorFlow Datasets name"))] = "cifar10"
+    data_dir: Annotated[str | None, Field(min_length=1, description=(
         "the TensorFlow Datasets folder of prepared data"))] = None
     mask_ratio: Annotated[float, Field(gt=0, le=1, description=(
-        "fraction of the patches occluded (the paper: 0.5)"))] = 0.5
+        "fraction of the patches occluded (the paper: 0.5); at least one patch: "
+        "round(mask_ratio x patches) >= 1"))] = 0.5
     mask_fraction: Annotated[float, Field(ge=0, le=1, description=(
         "fraction of the occluded patches replaced by MASK, the rest left visible "
         "(the paper: 0.9)"))] = 0.9
@@ -40,21 +47,23 @@ class TrainingConfig:
     """Optimisation (the `[training]` section): AdamW with a warmup-cosine schedule and
     global-norm clipping."""
 
-    steps: Annotated[int, Field(ge=1, description="optimiser steps in all")] = 2000
+    steps: Annotated[int, Field(ge=1, le=MAX_STEPS, description=(
+        "optimiser steps in all (at most 2**31 - 1: JAX's int32 step counter)"))] = 2000
     batch_size: Annotated[int, Field(ge=1, description="images per step")] = 32
     learning_rate: Annotated[float, Field(gt=0, description="peak learning rate")] = 1e-3
     warmup_steps: Annotated[int, Field(ge=0, description=(
         "linear warmup steps, below steps"))] = 100
     weight_decay: Annotated[float, Field(ge=0, description="AdamW weight decay")] = 1e-4
     clip_norm: Annotated[float, Field(gt=0, description="global gradient-norm clip")] = 1.0
-    seed: Annotated[int, Field(ge=0, description=(
-        "seed of the parameters, the data order and the masks"))] = 0
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED, description=(
+        "seed of the parameters, the data order and the masks (0 to 2**32 - 1, "
+        "JAX's key range)"))] = 0
     eval_every: Annotated[int, Field(ge=1, description="steps between evaluations")] = 250
     checkpoint_every: Annotated[int, Field(ge=1, description=(
         "steps between checkpoints"))] = 250
     out_dir: Annotated[str, Field(min_length=1, description=(
         "folder of the checkpoint and metrics"))] = "runs/train"
-    init_from: Annotated[str | None, Field(description=(
+    init_from: Annotated[str | None, Field(min_length=1, description=(
         "start from the parameters and data normalisation of a trained model (a "
         "shipped name or a checkpoint path) with the same [model] section: a fine-tune "
         "under this config's dynamics"))] = None
@@ -78,6 +87,15 @@ class TrainConfig:
     data: DataConfig = DataConfig()
     training: TrainingConfig = TrainingConfig()
 
+    def __post_init__(self):
+        n = self.model.n_patches
+        if round(self.data.mask_ratio * n) < 1:
+            raise ValueError(
+                f"[data] mask_ratio = {self.data.mask_ratio} masks round(mask_ratio x {n}) = 0 "
+                f"of the {n} patches of [model] (image_size {self.model.image_size}, patch "
+                f"{self.model.patch}): use mask_ratio > {0.5 / n:.4g} (at least one patch; "
+                f"{1 / n:.4g} masks exactly one)")
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
@@ -92,10 +110,16 @@ def read_toml(path) -> dict:
     """The tables of a TOML file; a missing file or invalid TOML is a `ValueError`
     naming the file."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"config file {path} is a folder; give a TOML file (configs/ "
+                         "holds examples).")
     if not path.is_file():
         raise ValueError(f"config file {path} does not exist.")
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text (TOML files are UTF-8): byte "
+                         f"{error.object[error.start]:#04x} at offset {error.start}.") from None
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"{path}: not valid TOML: {error}") from None
 

@@ -1,13 +1,16 @@
 """How an Energy Transformer core is run inside a task model: `Dynamics`, the frozen
 dataclass that configs and checkpoint headers hold (images and graphs alike)."""
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from .. import solvers
 from ..vocab import Adjoint, Flow
 from ._schema import config_section
+
+# The solver names `solvers.solve` accepts (a Literal: the JSON Schema and the docs list them).
+SolverName = Literal[solvers.SOLVER_NAMES]
 
 
 @config_section
@@ -16,11 +19,12 @@ class Dynamics:
     `[dynamics]` section of a config). The paper's: euler, dt0 0.1, t1 1.2, native flow,
     checkpoint adjoint. The combination is checked as `solvers.solve` checks it."""
 
-    solver: Annotated[str, Field(description=(
+    solver: Annotated[SolverName, Field(description=(
         f"a solver name of solvers.solve: {', '.join(solvers.SOLVER_NAMES)}"))] = "euler"
     dt0: Annotated[float | None, Field(gt=0, description=(
         "the step (tau units): constant steps without rtol/atol, the first step with "
-        "them"))] = 0.1
+        f"them; constant steps to t1 number at most {solvers.MAX_STEPS_LIMIT} "
+        "(diffrax's int32 step counter)"))] = 0.1
     t1: Annotated[float, Field(gt=0, description=(
         "the end time (tau units); with fixed_point_atol, the cap"))] = 1.2
     rtol: Annotated[float | None, Field(gt=0, description=(
@@ -33,9 +37,10 @@ class Dynamics:
     adjoint: Annotated[Adjoint, Field(description=(
         "how gradients go through the solve: checkpoint (exact, of the discrete "
         "solve), backsolve or implicit (at a fixed point)"))] = "checkpoint"
-    max_steps: Annotated[int | None, Field(ge=1, description=(
+    max_steps: Annotated[int | None, Field(ge=1, le=solvers.MAX_STEPS_LIMIT, description=(
         "step cap (none: solve's own, exact for constant steps to a fixed t1, with "
-        "every step checkpointed for short solves)"))] = None
+        f"every step checkpointed for short solves); at most {solvers.MAX_STEPS_LIMIT} "
+        "= 2**31 - 1, diffrax's int32 step counter"))] = None
     fixed_point_atol: Annotated[float | None, Field(gt=0, description=(
         "stop at RMS(G) below this (then t1 is the cap)"))] = None
     clamp_visible: Annotated[bool, Field(description=(

@@ -10,7 +10,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
-from ._config import check_warmup, read_toml
+from ._config import MAX_SEED, MAX_STEPS, check_warmup, read_toml
 from ._dynamics import Dynamics
 from ._graph_spec import ET_TERMS, GRAPH_MODELS, GraphModelConfig, GraphModelName
 from ._schema import config_section, validate_config
@@ -19,6 +19,7 @@ Task = Literal["anomaly", "classification"]
 Source = Literal["sbm", "fraud_mat", "csl", "tu"]
 TASKS = get_args(Task)
 SOURCES = {"anomaly": ("sbm", "fraud_mat"), "classification": ("csl", "tu")}
+MAX_NODES = 1_000_000
 
 
 @config_section
@@ -36,11 +37,13 @@ class GraphDataConfig:
         "(a folder of TU text files at path)"))] = "sbm"
     path: Annotated[str | None, Field(min_length=1, description=(
         "the file (fraud_mat) or folder (tu) to read"))] = None
-    n_nodes: Annotated[int, Field(ge=50, description="sbm: nodes of the generated graph")
-                       ] = 2000
+    n_nodes: Annotated[int, Field(ge=50, le=MAX_NODES, description=(
+        f"sbm: nodes of the generated graph (at most {MAX_NODES:,}: full-graph training "
+        "holds every node's state and a learned position per node)"))] = 2000
     relation: Annotated[str, Field(min_length=1, description=(
         "fraud_mat: the adjacency to read (homo: all relations)"))] = "homo"
-    seed: Annotated[int, Field(ge=0, description="seed of the data, splits and folds")] = 0
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED, description=(
+        "seed of the data, splits and folds (0 to 2**32 - 1)"))] = 0
 
     def __post_init__(self):
         if self.source not in SOURCES[self.task]:
@@ -82,9 +85,9 @@ class GraphTrainingConfig:
     global-norm clipping; every `eval_every` steps the validation metric (AUC or
     accuracy) is measured and the best parameters so far kept."""
 
-    steps: Annotated[int, Field(ge=1, description=(
+    steps: Annotated[int, Field(ge=1, le=MAX_STEPS, description=(
         "optimiser steps per run (full-graph steps for anomalies, mini-batches for "
-        "classification)"))] = 300
+        "classification); at most 2**31 - 1"))] = 300
     batch_size: Annotated[int, Field(ge=1, description=(
         "classification: graphs per step (as many of each class)"))] = 32
     learning_rate: Annotated[float, Field(gt=0, description="peak learning rate")] = 3e-3
@@ -92,7 +95,8 @@ class GraphTrainingConfig:
         "linear warmup steps, below steps"))] = 20
     weight_decay: Annotated[float, Field(ge=0, description="AdamW weight decay")] = 1e-4
     clip_norm: Annotated[float, Field(gt=0, description="global gradient-norm clip")] = 1.0
-    seed: Annotated[int, Field(ge=0, description="seed of the parameters and batches")] = 0
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED, description=(
+        "seed of the parameters and batches (0 to 2**32 - 1)"))] = 0
     eval_every: Annotated[int, Field(ge=1, description=(
         "steps between validations (model selection)"))] = 10
     out_dir: Annotated[str, Field(min_length=1, description=(
@@ -117,16 +121,19 @@ class GraphTrainConfig:
         if self.data.task == "classification":
             if not all(k in ET_TERMS for k in self.protocol.models):
                 raise ValueError("[protocol] graph classification compares the ET models "
-                                 f"only ({', '.join(ET_TERMS)})")
+                                 f"only ({', '.join(ET_TERMS)}; got models = "
+                                 f"{list(self.protocol.models)})")
             if self.model.positions == "learned":
                 raise ValueError("[model] positions must be 'laplacian' or 'none' for "
-                                 "classification")
+                                 "classification (got 'learned')")
         elif self.model.positions == "laplacian":
             raise ValueError("[model] positions must be 'learned' or 'none' for node "
-                             "anomalies")
+                             "anomalies (got 'laplacian')")
         if self.dynamics.clamp_visible or self.dynamics.external_field:
             raise ValueError("[dynamics] clamp_visible and external_field are image-model "
-                             "options")
+                             f"options: set both false for graphs (got clamp_visible = "
+                             f"{str(self.dynamics.clamp_visible).lower()}, external_field "
+                             f"= {str(self.dynamics.external_field).lower()})")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

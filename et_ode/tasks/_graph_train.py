@@ -102,7 +102,9 @@ def fit_and_select(config: GraphTrainConfig, run: str, model, optimizer, take_st
             if not np.isfinite(loss):
                 raise FloatingPointError(
                     f"{run}: the training loss became {loss} at step {step}; lower "
-                    "[training] learning_rate or the step size of the dynamics.")
+                    f"[training] learning_rate (now {t.learning_rate:g}) or [dynamics] dt0, "
+                    "or use adaptive steps (rtol, atol), and start again in a new --out "
+                    "(the finished runs are kept in runs/).")
             value = validate(model)
             if value >= best_value:
                 best, best_value = model, value
@@ -238,8 +240,9 @@ def stratified_batches(labels, train, batch_size: int, rng):
 def train_classifier(config: GraphTrainConfig, kind: str, graphs, fold: dict, run: str,
                      log=None, everything=None):
     """Train one `GraphClassifierET` of `kind` on a fold (`{"train", "val", "test"}`
-    graph indices), keeping the parameters of best validation accuracy (the first best
-    on ties). Returns `(model, metrics)` with test and validation accuracy."""
+    graph indices), keeping the parameters of best validation accuracy (the latest best
+    on ties, as `fit_and_select`); the test fold is used once, to score the kept model.
+    Returns `(model, metrics)` with test and validation accuracy."""
     t = config.training
     everything = everything or padded_graph_set(graphs, config.model.n_eigenvectors)
     key = _run_key(config, run)
@@ -327,6 +330,10 @@ def run_graph_benchmark(config: GraphTrainConfig, out_dir=None, *, resume: bool 
     One writer per benchmark folder (`et_ode.records.run_folder_lock`), as `train`; a
     write that fails ends with an `et_ode.records.WriteError` naming the file, the OS's
     reason and what is kept (the finished runs)."""
+    if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(
+            stop_after, int) or stop_after < 1):
+        raise ValueError(f"stop_after must be a positive integer, the runs of this call "
+                         f"(got {stop_after!r}).")
     out = Path(out_dir or config.training.out_dir)
     with run_folder_lock(out):
         remove_temporaries(out)
@@ -337,6 +344,16 @@ def run_graph_benchmark(config: GraphTrainConfig, out_dir=None, *, resume: bool 
             kept = len(list((out / "runs").glob("*.json")))
             raise write_error(None, error, f"{kept} finished run(s) are kept in "
                               f"{out / 'runs'} (resume with --resume)") from None
+
+
+def _read_json(path: Path):
+    """The JSON value of a file the benchmark wrote; a damaged one is a `ValueError`
+    naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is damaged (not JSON: {error}); remove it to redo that "
+                         "part, or choose another --out.") from None
 
 
 def _keep_finished_metrics(path: Path, runs_dir: Path) -> None:
@@ -355,7 +372,7 @@ def _run_graph_benchmark(config: GraphTrainConfig, out: Path, resume: bool,
         if not resume:
             raise ValueError(f"{out} holds a benchmark: pass --resume to continue it, or "
                              "choose another --out.")
-        if json.loads(stored_config.read_text()) != json.loads(json.dumps(config.to_dict())):
+        if _read_json(stored_config) != json.loads(json.dumps(config.to_dict())):
             raise ValueError(f"{out} was started with a different config; resume with the "
                              "same config, or choose another --out.")
     runs_dir.mkdir(parents=True, exist_ok=True)
@@ -380,7 +397,7 @@ def _run_graph_benchmark(config: GraphTrainConfig, out: Path, resume: bool,
     for run in bar:
         record_path = runs_dir / f"{run['name']}.json"
         if record_path.exists():
-            results.append(json.loads(record_path.read_text()))
+            results.append(_read_json(record_path))
             continue
         if stop_after is not None and new_runs >= stop_after:
             break

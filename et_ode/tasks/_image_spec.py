@@ -17,6 +17,11 @@ Decoder = Literal["layernorm", "layernorm_twice"]
 POSITION_INITS = get_args(PositionInit)
 PATCH_ORDERS = get_args(PatchOrder)
 DECODERS = get_args(Decoder)
+# Limits beyond which a model cannot be built or run on one accelerator: attention is
+# dense over the tokens (an [N, N] matrix per head and image); the authors' ImageNet
+# model has 224-pixel images and 196 patches.
+MAX_IMAGE_SIZE = 1024
+MAX_PATCHES = 4096
 
 
 @config_section
@@ -31,8 +36,10 @@ class ImageModelConfig:
     that their weights were trained with; reproduced to load their file exactly, never
     for a new model: training refuses it)."""
 
-    image_size: Annotated[int, Field(ge=1, description="image side (pixels)")] = 32
-    patch: Annotated[int, Field(ge=1, description="patch side (pixels); divides image_size")] = 4
+    image_size: Annotated[int, Field(ge=1, le=MAX_IMAGE_SIZE, description=(
+        f"image side (pixels), at most {MAX_IMAGE_SIZE}"))] = 32
+    patch: Annotated[int, Field(ge=1, le=MAX_IMAGE_SIZE, description=(
+        f"patch side (pixels); divides image_size, into at most {MAX_PATCHES} patches"))] = 4
     channels: Annotated[Literal[1, 3], Field(description="1 (grey) or 3 (RGB)")] = 3
     dim: TokenDim = 64
     n_heads: Heads = 4
@@ -67,6 +74,12 @@ class ImageModelConfig:
             raise ValueError(
                 f"patch size {self.patch} does not divide image size {self.image_size}."
             )
+        if self.n_patches > MAX_PATCHES:
+            raise ValueError(
+                f"image_size {self.image_size} with patch {self.patch} makes "
+                f"{self.n_patches} patches, above the limit of {MAX_PATCHES} (dense "
+                f"attention over them): use a patch of at least "
+                f"{-(-self.image_size // 64)} pixels or a smaller image_size.")
 
     @property
     def n_patches(self) -> int:

@@ -182,6 +182,10 @@ def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
     that fails ends the run with an `et_ode.records.WriteError` naming the file, the OS's
     reason and the last good checkpoint with its step.
     """
+    if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(
+            stop_after, int) or stop_after < 1):
+        raise ValueError(f"stop_after must be a positive integer, the steps of this run "
+                         f"(got {stop_after!r}).")
     out = Path(out_dir or config.training.out_dir)
     with run_folder_lock(out):
         remove_temporaries(out)
@@ -254,9 +258,12 @@ def _train(config: TrainConfig, out: Path, resume: bool, stop_after: int | None,
             state = TrainState(model, opt_state, state.step + 1)
             loss = float(loss)
             if not np.isfinite(loss):
+                kept = (f"the last good checkpoint is {checkpoint} at step {saved}"
+                        if saved is not None else "no checkpoint was written")
                 raise FloatingPointError(
-                    f"training loss became {loss} at step {state.step}; lower the learning "
-                    "rate or the step size of the dynamics (the last checkpoint is intact)."
+                    f"the training loss became {loss} at step {state.step}; lower [training] "
+                    f"learning_rate (now {t.learning_rate:g}) or [dynamics] dt0, or use "
+                    f"adaptive steps (rtol, atol), and start again ({kept})."
                 )
             record = {"step": state.step, "loss": loss,
                       "seconds": time.perf_counter() - started}
