@@ -8,9 +8,9 @@ tolerances (issue 11, items 1 and 3).
    counts that cannot be derived (implicit, ReversibleHeun, a custom step, FSAL across
    jumps) are labelled; every unfit combination is refused with a message naming the
    problem and the fix.
-2. `t1`, `rtol` and the fixed-point tolerance traced under `jax.jit` and `jax.vmap` equal
-   separate solves (1e-12 in float64, 1e-6 in float32); one compilation serves a sweep;
-   bad traced values fail at run time with the messages of the concrete checks.
+2. `t0`, `t1`, `rtol`, `atol` and the fixed-point tolerances traced under `jax.jit` and
+   `jax.vmap` equal separate solves (1e-12 in float64, 1e-6 in float32); one compilation
+   serves a sweep; bad traced values fail at run time with the messages of the concrete checks.
 
 Compilation dominates the run time, so most solves share one static configuration,
 `SWEEP` (tsit5, projected flow, a fixed-point stop whose tolerance is a number): its
@@ -43,9 +43,10 @@ NEVER = 1e-300
 TS = np.linspace(0.5, 4.0, 8)
 
 
-def _solve(model, x0, t1, rtol, fp_atol, **kwargs):
+def _solve(model, x0, t1, rtol, fp_atol, fp_rtol=0.0, **kwargs):
     return solvers.solve(model, x0, t1=t1, rtol=rtol,
-                         stop=solvers.FixedPointStop(atol=fp_atol), **dict(SWEEP, **kwargs))
+                         stop=solvers.FixedPointStop(atol=fp_atol, rtol=fp_rtol),
+                         **dict(SWEEP, **kwargs))
 
 
 def _rel(a, b):
@@ -272,15 +273,25 @@ def test_check_options_accepts_objects():
 
 # ------------------------------------------------------ 2. traced horizons and tolerances
 TRACES = []
+# `_run` traces all six numbers of SWEEP: (t1, rtol, fixed-point atol) vary in the first
+# tests, (t0, atol, fixed-point rtol) in the later ones, so that one jitted program and one
+# vmapped program (every number batched) serve all of them.
+DEFAULTS = dict(t0=0.0, atol=SWEEP["atol"], fp_rtol=0.0)
 
 
-def _run(model, x0, t1, rtol, fp_atol):
+def _run(model, x0, t1, rtol, fp_atol, t0, atol, fp_rtol):
     TRACES.append(1)  # a Python side effect: runs once per trace
-    return _solve(model, x0, t1, rtol, fp_atol).x_final
+    return _solve(model, x0, t1, rtol, fp_atol, fp_rtol, t0=t0, atol=atol).x_final
 
 
 def _traced(model, x0):
-    return lambda t1, rtol, fp_atol: _run(model, x0, t1, rtol, fp_atol)
+    """`_run` for `jax.vmap` over `(t1, rtol, fp_atol, t0, atol, fp_rtol)`."""
+    return lambda *numbers: _run(model, x0, *numbers)
+
+
+def _columns(points):
+    """`[(t1, rtol, fp_atol, t0, atol, fp_rtol), ...]` as six arrays for `jax.vmap`."""
+    return [jnp.asarray(column, jnp.float64) for column in zip(*points)]
 
 
 _RUN_JIT = eqx.filter_jit(_run)
@@ -288,9 +299,10 @@ _RUN_JIT = eqx.filter_jit(_run)
 
 @pytest.fixture(scope="module")
 def jitted(model, x0):
-    """`_run` compiled, with t1, rtol and the fixed-point atol traced."""
-    def f(t1, rtol, fp_atol):
-        return _RUN_JIT(model, x0, *(jnp.asarray(v, jnp.float64) for v in (t1, rtol, fp_atol)))
+    """`_run` compiled, with all six numbers traced."""
+    def f(t1, rtol, fp_atol, t0=0.0, atol=DEFAULTS["atol"], fp_rtol=0.0):
+        return _RUN_JIT(model, x0, *(jnp.asarray(v, jnp.float64)
+                                     for v in (t1, rtol, fp_atol, t0, atol, fp_rtol)))
     f.compilations = _RUN_JIT._cached._cache_size
     return f
 
@@ -298,7 +310,9 @@ def jitted(model, x0):
 @pytest.fixture(scope="module")
 def separate(model, x0):
     """Concrete solves, one compiled program for all (the numbers are arrays)."""
-    return lambda t1, rtol, fp_atol: _solve(model, x0, t1, rtol, fp_atol).x_final
+    def f(t1, rtol, fp_atol, t0=0.0, atol=DEFAULTS["atol"], fp_rtol=0.0):
+        return _solve(model, x0, t1, rtol, fp_atol, fp_rtol, t0=t0, atol=atol).x_final
+    return f
 
 
 def test_jit_sweep_over_t1_compiles_once(jitted, separate):
@@ -321,31 +335,92 @@ def test_vmap_over_t1_rtol_and_fixed_point_tolerance(model, x0, separate):
     rtols = np.array([1e-5, 1e-6, 1e-7, 1e-8] * 2)
     fp = np.array([NEVER] * 6 + [1e-2, 1e-3])
     t1s = np.where(fp > NEVER, 50.0, TS)
-    outs = jax.vmap(_traced(model, x0))(jnp.asarray(t1s), jnp.asarray(rtols), jnp.asarray(fp))
-    errs = [_rel(outs[i], separate(float(t1s[i]), float(rtols[i]), float(fp[i])))
-            for i in range(8)]
+    points = [(t1s[i], rtols[i], fp[i], *DEFAULTS.values()) for i in range(8)]
+    outs = jax.vmap(_traced(model, x0))(*_columns(points))
+    errs = [_rel(outs[i], separate(*point)) for i, point in enumerate(points)]
     print(f"\nvmap over (t1, rtol, fixed-point atol): max rel diff {max(errs):.2g}")
     assert max(errs) < 1e-12
 
 
-def test_float32_traced_t1():
+# t0, atol and the fixed-point rtol: t1 = 6, fixed-point atol NEVER; fixed-point rtol 0
+# runs to t1 (`not_converged`), 0.1 ... 0.01 stop early (0.01 from t0 2.5: at 5.9).
+# 8 points, as the t1 sweep: the vmapped program is the same only for the same batch size.
+T0_POINTS = [(6.0, 1e-8, NEVER, t0, atol, fp_rtol) for t0, atol, fp_rtol in
+             [(0.0, 1e-9, 0.0), (-1.5, 1e-7, 0.0), (1.0, 1e-10, 0.0), (3.0, 1e-8, 0.0),
+              (0.0, 1e-9, 1e-1), (2.5, 1e-8, 1e-2), (-1.0, 1e-7, 1e-1), (1.0, 1e-9, 3e-2)]]
+
+
+@pytest.fixture(scope="module")
+def separate_t0(model, x0):
+    """Concrete solves of the `T0_POINTS` (the program of `separate`), with their stops."""
+    sols = [_solve(model, x0, t1, rtol, fp_atol, fp_rtol, t0=t0, atol=atol)
+            for t1, rtol, fp_atol, t0, atol, fp_rtol in T0_POINTS]
+    assert [s.stats["stop_reason"] for s in sols] == ["not_converged"] * 4 + ["fixed_point"] * 4
+    assert all(float(s.t_final) < 6.0 for s in sols[4:])
+    return [s.x_final for s in sols]
+
+
+def test_jit_over_t0_atol_and_fixed_point_rtol(jitted, separate_t0):
+    for point, expected in zip(T0_POINTS, separate_t0):
+        assert _rel(jitted(*point), expected) < 1e-12
+    assert jitted.compilations() == 1  # the program of the t1 sweep
+
+
+def test_vmap_over_t0_atol_and_fixed_point_rtol(model, x0, separate_t0):
+    outs = jax.vmap(_traced(model, x0))(*_columns(T0_POINTS))
+    errs = [_rel(outs[i], expected) for i, expected in enumerate(separate_t0)]
+    print(f"\nvmap over (t0, atol, fixed-point rtol): max rel diff {max(errs):.2g}")
+    assert max(errs) < 1e-12
+
+
+F32_ADAPTIVE = dict(solver="tsit5", rtol=1e-5, atol=1e-7)
+
+
+@pytest.fixture(scope="module")
+def model32():
     to32 = lambda tree: jax.tree.map(  # noqa: E731  a cast: cheaper than a fresh model
         lambda a: a.astype(jnp.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
-    model, x0 = to32(make_model()), make_state(dtype=jnp.float32)
-    kwargs = dict(solver="tsit5", rtol=1e-5, atol=1e-7)
-    f = eqx.filter_jit(lambda m, x, t1: solvers.solve(m, x, t1=t1, **kwargs).x_final)
+    return to32(make_model()), make_state(dtype=jnp.float32)
+
+
+def test_float32_traced_t1(model32):
+    model, x0 = model32
+    f = eqx.filter_jit(lambda m, x, t1: solvers.solve(m, x, t1=t1, **F32_ADAPTIVE).x_final)
     for t1 in (0.5, 1.5, 3.0):
         out = f(model, x0, jnp.float32(t1))
         assert out.dtype == jnp.float32
-        assert _rel(out, solvers.solve(model, x0, t1=t1, **kwargs).x_final) < 1e-6
+        assert _rel(out, solvers.solve(model, x0, t1=t1, **F32_ADAPTIVE).x_final) < 1e-6
     assert f._cached._cache_size() == 1
 
 
+def test_float32_vmap_over_t1(model32):
+    """8 horizons in one vmapped float32 program equal 8 separate solves to 1e-6 (bitwise
+    on the CPUs tried: each sample runs the float32 operations of its own solve). With
+    adaptive steps this is not a matter of round-off only: a difference of one rounding
+    could flip an accept/reject decision and move the result by the tolerance (4e-5 at
+    rtol 1e-5, see the module docstring); 1e-6 holds because the batched program rounds
+    as the separate ones do. Compare at the float32 value of each horizon: a horizon
+    rounded differently is a different problem."""
+    model, x0 = model32
+    t1s = np.geomspace(0.5, 6.0, 8).astype(np.float32)
+    outs = jax.vmap(lambda t1: solvers.solve(model, x0, t1=t1, **F32_ADAPTIVE).x_final)(
+        jnp.asarray(t1s))
+    assert outs.dtype == jnp.float32 and outs.shape == (8,) + x0.shape
+    errs = [_rel(outs[i], solvers.solve(model, x0, t1=float(t1), **F32_ADAPTIVE).x_final)
+            for i, t1 in enumerate(t1s)]
+    print(f"\nfloat32 vmap over t1 (tsit5, rtol 1e-5): max rel diff {max(errs):.2g}")
+    assert max(errs) < 1e-6
+
+
 @pytest.mark.parametrize("args, message", [
-    ((-1.0, 1e-8, NEVER), r"t1 must be finite and greater than t0=0.0 \(got t1=<traced>\)"),
+    ((-1.0, 1e-8, NEVER), r"t1 must be finite and greater than t0=<traced> \(got t1=<traced>\)"),
     ((jnp.inf, 1e-8, NEVER), "t1 must be finite and greater than t0"),
-    ((1.0, -1e-8, NEVER), r"rtol and atol must be >= 0 and not both 0 \(got <traced>, 1e-09\)"),
+    ((1.0, 1e-8, NEVER, 2.0), "t1 must be finite and greater than t0"),
+    ((1.0, 1e-8, NEVER, -jnp.inf), r"t0 must be finite \(got <traced>\)"),
+    ((1.0, -1e-8, NEVER), r"rtol and atol must be >= 0 and not both 0 \(got <traced>, <traced>\)"),
+    ((1.0, 1e-8, NEVER, 0.0, -1e-9), "rtol and atol must be >= 0 and not both 0"),
     ((1.0, 1e-8, -1.0), "FixedPointStop needs atol >= 0 and rtol >= 0, not both zero"),
+    ((1.0, 1e-8, NEVER, 0.0, 1e-9, -0.1), "FixedPointStop needs atol >= 0 and rtol >= 0"),
 ])
 def test_traced_bad_values_fail_at_run_time(jitted, args, message):
     with pytest.raises(Exception, match=message):
@@ -354,10 +429,10 @@ def test_traced_bad_values_fail_at_run_time(jitted, args, message):
 
 
 def test_traced_bad_value_under_vmap(model, x0):
-    t1s = jnp.asarray([1.0, -1.0])
+    # 8 points, one of them bad: the program of the vmapped sweeps above
+    points = [(t1, 1e-8, NEVER, *DEFAULTS.values()) for t1 in [1.0] * 7 + [-1.0]]
     with pytest.raises(Exception, match="t1 must be finite and greater than t0"):
-        jax.block_until_ready(jax.vmap(_traced(model, x0), in_axes=(0, None, None))(
-            t1s, 1e-8, NEVER))
+        jax.block_until_ready(jax.vmap(_traced(model, x0))(*_columns(points)))
 
 
 def test_traced_constant_steps_need_max_steps(model, x0):
