@@ -15,7 +15,9 @@ class StopReason(eqx.Enumeration):
         "or shorten t1")
     dt_underflow = (
         "the step size fell below dtmin (step size underflow): the problem is stiff or the "
-        "tolerances are too tight for the dtype; try kvaerno5, looser tolerances or float64")
+        "tolerances are too tight for the dtype; try solver='auto' (matrix-free implicit "
+        "steps while stiff; kvaerno5 for states of at most 1024 entries), looser tolerances "
+        "or float64")
     nonfinite = (
         "the state became non-finite (NaN or inf): the step is too large for a "
         "constant-step solver, or the model diverges; reduce dt0 or use rtol/atol")
@@ -51,11 +53,13 @@ class EnergySolution(eqx.Module):
       `stepsize_controller` (its class name; `PIDController` or `ConstantStepSize` for
       the shortcuts), `flow`, `adjoint`, tolerances (a controller's own for a controller
       object), `dtype`; `num_steps` (attempted), `num_accepted_steps`,
-      `num_rejected_steps`, `nfe` (vector-field evaluations, derived from the tableau:
-      exact for explicit Runge-Kutta methods and Euler, a lower bound for implicit
-      ones and after `jump_ts` with FSAL methods, one per step for solvers whose count
-      cannot be derived such as ReversibleHeun; `nfe_is_estimate` says whether it is
-      exact, `nfe_note` how it was counted), `residual_evals`
+      `num_rejected_steps`, `nfe` (vector-field evaluations: by default derived from
+      the tableau, exact for constant steps, a lower bound for FSAL methods under
+      adaptive steps or `jump_ts`, an estimate for implicit solvers and for solvers
+      whose count cannot be derived such as ReversibleHeun; exact for any solver with
+      `count_evaluations=True` (then also `f_evals`, `jvp_evals`); `solver="auto"`'s own
+      count, JVPs included; `nfe_is_estimate` says whether it is exact, `nfe_note` how
+      it was counted), `residual_evals`
       (fixed-point checks), `residual_rms` and `residual_rms_initial` (RMS of G),
       `stop` (a `StopReason`), `stop_code` (its index into `STOP_REASONS`) and,
       outside `jax.jit`, `stop_reason` (its name).

@@ -200,3 +200,46 @@ def test_light_imports_load_no_training_or_data_code(module):
                             text=True, cwd=ROOT / "tests").stdout.strip().split(",")
     bad = [m for m in loaded for f in forbidden if m == f or m.startswith(f + ".")]
     assert not bad, f"import {module} loaded {sorted(set(bad))}"
+
+
+# ------------------------------------------ typed vocabularies, checked at run time
+# (These import et_ode: what the layout promises beyond the source's imports.)
+def test_jaxtyping_import_hook_is_active():
+    """The suite runs every annotation of et_ode through jaxtyping and beartype
+    (`--jaxtyping-packages` in pyproject.toml). If the hook were off, this rank-1 state
+    would reach the energy's own code and fail there with another error, or not at all."""
+    import jax.numpy as jnp
+    import jaxtyping
+    from conftest import make_model
+
+    model = make_model()
+    assert model.energy(jnp.zeros((6, 16))).shape == ()  # the right shape passes
+    with pytest.raises(jaxtyping.TypeCheckError, match="N D"):
+        model.energy(jnp.zeros((16,)))  # [D], not [N, D]
+
+
+def test_stop_reasons_are_the_enumeration():
+    """`stats["stop"]` is an item of `solvers.StopReason` (an `eqx.Enumeration`, as
+    diffrax's RESULTS); `stop_code` indexes `STOP_REASONS`, whose names are its items."""
+    from conftest import make_model, make_state
+
+    from et_ode import solvers
+
+    sol = solvers.solve(make_model(), make_state())  # the paper's 12 Euler steps
+    stop = sol.stats["stop"]
+    assert stop._enumeration is solvers.StopReason
+    assert bool(stop == solvers.StopReason.t1) and not bool(sol.converged)
+    assert solvers.STOP_REASONS[int(sol.stats["stop_code"])] == sol.stats["stop_reason"] == "t1"
+    assert all(hasattr(solvers.StopReason, name) for name in solvers.STOP_REASONS)
+    # the step-size underflow message names the solver that handles stiffness at any size,
+    # and kvaerno5's limit as solve enforces it
+    message = solvers.StopReason[solvers.StopReason.dt_underflow]
+    assert "solver='auto'" in message and str(solvers.DENSE_JACOBIAN_MAX_STATE) in message
+
+
+def test_dynamics_leave_the_step_cap_to_solve():
+    """`Dynamics.max_steps` defaults to None: training and `reconstruct` get `solve`'s exact
+    constant-step cap (and every-step checkpoints), not a number of their own."""
+    from et_ode.tasks import Dynamics
+
+    assert Dynamics().max_steps is None and Dynamics().solve_options()["max_steps"] is None
