@@ -11,12 +11,20 @@ happened.
   log), a graph benchmark's results, a video, and into `atomic_path` itself (no space,
   file too large, permission denied, a read-only folder): the command ends with one line
   naming the file, the OS's reason and the last good checkpoint with its step (or the
-  finished runs kept); that checkpoint is intact and no temporary file remains.
+  finished runs kept); that checkpoint is intact and no temporary file remains. The same
+  for each file of a graph benchmark (a run's checkpoint and record, the metrics log,
+  the results) and of a job (`et-ode frames`: its JSON and figure);
+- `atomic_path` fsyncs the folder after the rename, and reports a failed folder fsync
+  unless the file system does not support it;
+- what else must end in one line: a NaN loss (image and graph training), out of memory,
+  `--out` a file, a damaged benchmark record, option-parser refusals; and a refused
+  job leaves no folder behind.
 """
 
 import errno
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -351,3 +359,234 @@ def test_file_too_large_leaves_the_old_file_and_no_temporary(tmp_path):
                          text=True, check=True).stdout.strip()
     assert out == f"could not write {target}: [Errno 27] File too large"
     assert target.read_bytes() == b"old" and not _temporaries(tmp_path)
+
+
+# ------------------------------------- every file a graph benchmark or a job writes
+def _fail_matching(monkeypatch, match, error: OSError) -> list:
+    """Make every write of a file whose path (relative to nothing: the full path as a
+    string) satisfies `match` fail with `error`, at the rename of its temporary file
+    or at an append; returns the list of the paths refused."""
+    refused = []
+    real_replace, real_open = os.replace, type(records.Path()).open
+
+    def replace(source, target, *args, **kwargs):
+        if match(str(target)):
+            refused.append(str(target))
+            raise error
+        return real_replace(source, target, *args, **kwargs)
+
+    def open_(self, mode="r", *args, **kwargs):
+        if "a" in mode and match(str(self)):
+            refused.append(str(self))
+            raise error
+        return real_open(self, mode, *args, **kwargs)
+
+    monkeypatch.setattr(records.os, "replace", replace)
+    monkeypatch.setattr(type(records.Path()), "open", open_)
+    return refused
+
+
+@pytest.mark.parametrize("pattern, kept", [
+    ("/runs/*.eqx", 0),     # a run's checkpoint
+    ("/runs/*.json", 0),    # a run's record (its checkpoint is then not a finished run)
+    ("/metrics.jsonl", 0),  # the first metrics line
+    ("/results.md", 1),     # the table, after results.json
+])
+def test_each_graph_benchmark_file_that_cannot_be_written(tmp_path, monkeypatch, capsys,
+                                                         pattern, kept):
+    import fnmatch
+
+    config_file, out = tmp_path / "graph.toml", tmp_path / "bench"
+    config_file.write_text(_toml(GRAPH_CONFIG))
+    command = ["graph", "train", "--config", str(config_file), "--out", str(out),
+               "--no-progress"]
+    with monkeypatch.context() as patch:
+        refused = _fail_matching(patch, lambda path: fnmatch.fnmatch(path, "*" + pattern),
+                                 OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        assert main(command) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and refused, lines
+    assert lines[0] == (f"et-ode: error: could not write {refused[0]}: [Errno 28] No space "
+                        f"left on device; {kept} finished run(s) are kept in {out / 'runs'} "
+                        "(resume with --resume)")
+    assert not _temporaries(out)
+    assert main(command + ["--resume"]) == 0  # and the benchmark goes on from there
+    assert json.loads((out / "results.json").read_text())["complete"]
+    assert (out / "results.md").exists()
+
+
+@pytest.mark.parametrize("name", ["energy_video.json", "energy_video.png"])
+def test_a_job_whose_result_cannot_be_written(tmp_path, monkeypatch, capsys, name):
+    """`et-ode frames`: its JSON or its still figure refused by the OS (no space): one
+    line naming the file and the reason, exit code 1, no temporary file."""
+    out = tmp_path / "frames"
+    with monkeypatch.context() as patch:
+        refused = _fail_matching(patch, lambda path: path.endswith("/" + name),
+                                 OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        assert main(["frames", "--images", "1", "--frames", "2", "--horizon", "0.3",
+                     "--out", str(out), "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"et-ode: error: could not write {out / name}: [Errno 28] No space "
+                       "left on device"), err
+    assert refused == [str(out / name)] and not (out / name).exists()
+    assert not _temporaries(out)
+
+
+# ------------------------------------------------------------- the folder's fsync
+def test_atomic_path_fsyncs_the_folder_after_the_rename(tmp_path, monkeypatch):
+    import stat
+
+    happened = []
+    real_replace, real_fsync = os.replace, os.fsync
+
+    def replace(source, target):
+        happened.append(("replace", str(target)))
+        return real_replace(source, target)
+
+    def fsync(descriptor):
+        mode = os.fstat(descriptor).st_mode
+        happened.append(("fsync", "folder" if stat.S_ISDIR(mode) else "file"))
+        return real_fsync(descriptor)
+
+    monkeypatch.setattr(records.os, "replace", replace)
+    monkeypatch.setattr(records.os, "fsync", fsync)
+    records.atomic_write_text(tmp_path / "result.json", "{}")
+    assert happened == [("fsync", "file"), ("replace", str(tmp_path / "result.json")),
+                        ("fsync", "folder")]
+
+
+@pytest.mark.parametrize("code, raises", [
+    (errno.EINVAL, False),   # a file system that cannot sync folders: nothing to do
+    (errno.ENOTSUP, False),
+    (errno.EIO, True),       # an I/O error: the rename may not be durable, say so
+])
+def test_a_folder_fsync_error_is_reported_unless_unsupported(tmp_path, monkeypatch, code,
+                                                            raises):
+    import stat
+
+    real_fsync = os.fsync
+
+    def fsync(descriptor):
+        if stat.S_ISDIR(os.fstat(descriptor).st_mode):
+            raise OSError(code, os.strerror(code))
+        return real_fsync(descriptor)
+
+    monkeypatch.setattr(records.os, "fsync", fsync)
+    target = tmp_path / "result.json"
+    if raises:
+        with pytest.raises(records.WriteError,
+                           match=f"could not write {target}: \\[Errno {code}\\]"):
+            records.atomic_write_text(target, "{}")
+    else:
+        records.atomic_write_text(target, "{}")
+        assert target.read_text() == "{}"
+    assert not _temporaries(tmp_path)
+
+
+# ------------------------------------------------ what else ends in one clear line
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+def test_a_nan_loss_is_one_line_naming_the_step(tmp_path, capsys):
+    config_file = tmp_path / "nan.toml"
+    config_file.write_text(TINY_CONFIG.format(steps=4, eval_every=2).replace(
+        "learning_rate = 3e-3", "learning_rate = 1e300"))
+    assert main(["train", "--config", str(config_file), "--out", str(tmp_path / "run"),
+                 "--no-progress"]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    # the parameters after step 1 make the solve of step 2 non-finite (or its loss NaN)
+    assert re.match(r"et-ode: error: the (training loss became nan|solve of the training "
+                    r"step failed \(its state became non-finite\)) at step 2; lower "
+                    r"\[training\] learning_rate \(now 1e\+300\) .* \(no checkpoint was "
+                    r"written\)\.$", lines[0]), lines
+
+
+def test_a_graph_nan_loss_is_one_line(tmp_path, capsys):
+    config_file = tmp_path / "graph.toml"
+    raw = {**GRAPH_CONFIG, "training": {**GRAPH_CONFIG["training"], "learning_rate": 1e300}}
+    config_file.write_text(_toml(raw))
+    assert main(["graph", "train", "--config", str(config_file), "--out",
+                 str(tmp_path / "bench"), "--no-progress"]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert re.match(r"et-ode: error: ratio0.4-split0-mlp: the (training loss became nan|solve of the "
+                    r"training step failed .*) at step \d; lower \[training\] learning_rate "
+                    r"\(now 1e\+300\)", lines[0]), lines
+
+
+def test_out_of_memory_is_one_line(monkeypatch, config_file, tmp_path, capsys):
+    import et_ode.cli._main as cli_main
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(cli_main, "train", exhausted)
+    assert main(["train", "--config", str(config_file), "--out", str(tmp_path / "r")]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == ["et-ode: error: out of memory: use fewer --images (or a smaller "
+                     "batch_size, model or max_steps in the config), or free memory and run "
+                     "it again."]
+
+
+def test_out_that_is_a_file_is_exit_2(config_file, tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    assert main(["train", "--config", str(config_file), "--out", str(afile)]) == 2
+    assert capsys.readouterr().err == (f"et-ode: error: {afile} is a file, not a folder: give "
+                                       "a folder for the run (created if missing).\n")
+    assert afile.read_text() == "mine"
+
+
+def test_a_damaged_benchmark_record_is_named(tmp_path, capsys):
+    config_file, out = tmp_path / "graph.toml", tmp_path / "bench"
+    config_file.write_text(_toml(GRAPH_CONFIG))
+    command = ["graph", "train", "--config", str(config_file), "--out", str(out),
+               "--no-progress"]
+    assert main(command) == 0
+    (out / "config.json").write_bytes(b"{\"data\": \xff")
+    capsys.readouterr()
+    assert main(command + ["--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"et-ode: error: {out / 'config.json'} is damaged (not JSON") and \
+        err.count("\n") == 1, err
+
+
+def test_graph_study_makes_no_folder_when_its_data_fail(tmp_path, monkeypatch, capsys):
+    import et_ode.cli._graph as cli_graph
+
+    def unreadable(config):
+        raise ValueError("data/YelpChi.mat does not exist")
+
+    monkeypatch.setattr(cli_graph, "load_node_graph", unreadable)
+    out = tmp_path / "study"
+    assert main(["graph", "study", "convergence", "--quick", "--out", str(out)]) == 2
+    assert "YelpChi.mat does not exist" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["frames", "--seed", str(2**63)], "argument --seed: must be an integer from 0 to "
+     "4294967295 (got '9223372036854775808')"),
+    (["frames", "--max-steps", "99999999999999999999"], "argument --max-steps: must be an "
+     "integer from 1 to 2147483647 (got '99999999999999999999')"),
+    (["train", "--config", "x.toml", "--stop-after", "0"], "argument --stop-after: must be "
+     "an integer >= 1 (got '0')"),
+])
+def test_option_parser_refusals_are_one_line(tmp_path, monkeypatch, capsys, argv, message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(argv + ["--out", "o"])
+    command = " ".join(["et-ode", argv[0]])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (f"{command}: error: {message} ({command} --help lists "
+                                       "the options)\n")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_tiny_step_is_refused_before_any_folder(tmp_path, capsys):
+    out = tmp_path / "frames"
+    assert main(["frames", "--dt0", "1e-300", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("et-ode: error: dt0 = 1e-300 from t0 = 0 to t1 = 4.8 is 4.8e+300 "
+                          "constant steps, above the limit of 2147483647") and \
+        err.count("\n") == 1, err
+    assert not out.exists()

@@ -34,6 +34,7 @@ from ._graph_models import (
     GraphClassifierET, graph_batch, laplacian_eigenvectors, new_detector,
 )
 from ._graph_spec import ET_TERMS
+from ._train import _what, diverged
 from ._zoo import SHIPPED_GRAPH, resolve_model_path
 
 RESULTS_NAME = "results.json"
@@ -67,10 +68,19 @@ def standardise(features: np.ndarray) -> np.ndarray:
 
 def _optimizer(config: GraphTrainConfig) -> optax.GradientTransformation:
     t = config.training
+    return _optimizer_of(t.learning_rate, t.warmup_steps, t.steps, t.clip_norm,
+                         t.weight_decay)
+
+
+@functools.lru_cache(maxsize=16)
+def _optimizer_of(learning_rate, warmup_steps, steps, clip_norm, weight_decay):
+    """One optimiser object per setting: the jitted steps take it as a static argument
+    (its functions, compared by identity), so a new object per run would compile every
+    run's step again."""
     schedule = optax.warmup_cosine_decay_schedule(
-        0.0, t.learning_rate, t.warmup_steps, t.steps, end_value=0.01 * t.learning_rate)
-    return optax.chain(optax.clip_by_global_norm(t.clip_norm),
-                       optax.adamw(schedule, weight_decay=t.weight_decay))
+        0.0, learning_rate, warmup_steps, steps, end_value=0.01 * learning_rate)
+    return optax.chain(optax.clip_by_global_norm(clip_norm),
+                       optax.adamw(schedule, weight_decay=weight_decay))
 
 
 def _run_key(config: GraphTrainConfig, run: str):
@@ -96,15 +106,16 @@ def fit_and_select(config: GraphTrainConfig, run: str, model, optimizer, take_st
     opt_state = optimizer.init(eqx.filter(model, eqx.is_array))
     best, best_value = model, -np.inf
     for step in range(1, t.steps + 1):
-        model, opt_state, loss = take_step(model, opt_state, step)
-        if step % t.eval_every == 0 or step == t.steps:
-            loss = float(loss)
-            if not np.isfinite(loss):
-                raise FloatingPointError(
-                    f"{run}: the training loss became {loss} at step {step}; lower "
-                    f"[training] learning_rate (now {t.learning_rate:g}) or [dynamics] dt0, "
-                    "or use adaptive steps (rtol, atol), and start again in a new --out "
-                    "(the finished runs are kept in runs/).")
+        try:  # a solve that fails inside the step (its state became NaN) raises here
+            model, opt_state, loss = take_step(model, opt_state, step)
+            if step % t.eval_every == 0 or step == t.steps:
+                loss = float(loss)
+        except eqx.EquinoxRuntimeError:
+            loss = None
+        if step % t.eval_every == 0 or step == t.steps or loss is None:
+            if loss is None or not np.isfinite(loss):
+                raise diverged(f"{run}: {_what(loss)}", step,
+                               t.learning_rate, "the finished runs are kept in runs/")
             value = validate(model)
             if value >= best_value:
                 best, best_value = model, value
@@ -375,10 +386,10 @@ def _run_graph_benchmark(config: GraphTrainConfig, out: Path, resume: bool,
         if _read_json(stored_config) != json.loads(json.dumps(config.to_dict())):
             raise ValueError(f"{out} was started with a different config; resume with the "
                              "same config, or choose another --out.")
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    anomaly = config.data.task == "anomaly"  # the data first: a folder that cannot be
+    dataset = load_node_graph(config) if anomaly else load_graph_set(config)  # read
+    runs_dir.mkdir(parents=True, exist_ok=True)  # leaves no benchmark behind
     atomic_write_text(stored_config, json.dumps(config.to_dict(), indent=1))
-    anomaly = config.data.task == "anomaly"
-    dataset = load_node_graph(config) if anomaly else load_graph_set(config)
     prepared = (_graph_arrays(dataset) if anomaly
                 else padded_graph_set(dataset, config.model.n_eigenvectors))
     metrics_path = out / GRAPH_METRICS_NAME

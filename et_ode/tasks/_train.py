@@ -162,6 +162,21 @@ def _restore(path, config: TrainConfig, optimizer) -> tuple[TrainState, object, 
     return TrainState(model, opt_state, int(header["step"])), normalisation, header
 
 
+def diverged(what: str, step: int, learning_rate: float, kept: str) -> FloatingPointError:
+    """The error that ends a training run whose loss became NaN or inf, or whose solve
+    failed (a non-finite state), at `step`: what to change, and `kept` (what is still
+    good). The command line prints it as one line, exit code 1."""
+    return FloatingPointError(
+        f"{what} at step {step}; lower [training] learning_rate (now {learning_rate:g}) or "
+        "[dynamics] dt0, or use adaptive steps (rtol, atol), and start again in a new "
+        f"--out ({kept}).")
+
+
+def _what(loss) -> str:
+    return ("the solve of the training step failed (its state became non-finite)"
+            if loss is None else f"the training loss became {loss}")
+
+
 def _truncate_metrics(path: Path, step: int) -> None:
     """Keep only metric lines up to `step` (a resumed run rewrites what came after)."""
     filter_json_lines(path, lambda record: record.get("step", step + 1) <= step)
@@ -250,21 +265,20 @@ def _train(config: TrainConfig, out: Path, resume: bool, stop_after: int | None,
     started, first_step = time.perf_counter(), state.step
     try:
         while state.step < end:
-            model, opt_state, loss = train_step(
-                state.model, state.opt_state, images, jnp.asarray(state.step), base_key, optimizer,
-                t.batch_size, config.data.mask_ratio, config.data.mask_fraction,
-                config.data.augment,
-            )
-            state = TrainState(model, opt_state, state.step + 1)
-            loss = float(loss)
-            if not np.isfinite(loss):
-                kept = (f"the last good checkpoint is {checkpoint} at step {saved}"
-                        if saved is not None else "no checkpoint was written")
-                raise FloatingPointError(
-                    f"the training loss became {loss} at step {state.step}; lower [training] "
-                    f"learning_rate (now {t.learning_rate:g}) or [dynamics] dt0, or use "
-                    f"adaptive steps (rtol, atol), and start again ({kept})."
+            try:  # a solve that fails inside the step (its state became NaN) raises here
+                model, opt_state, loss = train_step(
+                    state.model, state.opt_state, images, jnp.asarray(state.step), base_key,
+                    optimizer, t.batch_size, config.data.mask_ratio, config.data.mask_fraction,
+                    config.data.augment,
                 )
+                loss = float(loss)
+            except eqx.EquinoxRuntimeError:
+                loss = None
+            state = TrainState(model, opt_state, state.step + 1)
+            if loss is None or not np.isfinite(loss):
+                raise diverged(_what(loss), state.step, t.learning_rate,
+                               f"the last good checkpoint is {checkpoint} at step {saved}"
+                               if saved is not None else "no checkpoint was written")
             record = {"step": state.step, "loss": loss,
                       "seconds": time.perf_counter() - started}
             if state.step % t.eval_every == 0 or state.step == t.steps:
