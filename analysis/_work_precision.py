@@ -62,8 +62,9 @@ def work_precision(model, x0, args=None, *, solvers=("bosh3", "tsit5", "dopri8")
       timings taken on different machines).
 
     **Returns:** a dict: `runs`, a list with per run `solver`, `kind` (`"adaptive"` or
-    `"fixed"`), `rtol`/`atol` or `dt0`, `nfe` (exact for explicit solvers, see
-    `solvers.solve`), `num_steps`, `wall_s` (median seconds per solve, solve overhead
+    `"fixed"`), `rtol`/`atol` or `dt0`, `nfe` (`stats["nfe"]`: the tableau's
+    count, exact for constant steps, a lower bound for first-same-as-last solvers under
+    adaptive steps; see `solvers.solve`), `num_steps`, `wall_s` (median seconds per solve, solve overhead
     included), `error_exact` (relative max error against the float64 reference),
     `error_paper` (against the paper's Euler map); `reference` (`x_final`,
     solver, tolerances, NFE, dtype); `paper` (`x_final`, `error_exact`: how far the

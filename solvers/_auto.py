@@ -74,6 +74,11 @@ EXPLICIT_EVALS = 6  # Tsit5 with first-same-as-last
 GAMMA = 1.0 + 1.0 / math.sqrt(2.0)
 
 _TSIT5 = diffrax.Tsit5.tableau
+# The tableau as Python floats (weakly typed): NumPy float64 coefficients would promote a
+# float32 state to float64 whenever x64 is enabled, and change its steps.
+_A_LOWER = tuple(tuple(float(a) for a in row) for row in _TSIT5.a_lower)
+_C = tuple(float(c) for c in _TSIT5.c)
+_B_ERROR = tuple(float(b) for b in _TSIT5.b_error)
 
 
 def _maybe(pred, fn, default):
@@ -188,12 +193,12 @@ class AutoSwitch(diffrax.AbstractAdaptiveSolver):
         h = t1 - t0
         ks = [f0]
         stages = []
-        for a_row, c in zip(_TSIT5.a_lower, _TSIT5.c):
+        for a_row, c in zip(_A_LOWER, _C):
             y_stage = y0 + h * sum(a * k for a, k in zip(a_row, ks))
             stages.append(y_stage)
             ks.append(terms.vf(t0 + c * h, y_stage, args))
         y1 = stages[-1]  # first same as last: the last stage is the solution
-        y_error = h * sum(b * k for b, k in zip(_TSIT5.b_error, ks))
+        y_error = h * sum(b * k for b, k in zip(_B_ERROR, ks))
         y6 = stages[-2]
         dy = _norm(y1 - y6)
         h_rho = jnp.where(dy > 0, h * _norm(ks[-1] - ks[-2]) / jnp.where(dy > 0, dy, 1.0), 0.0)
