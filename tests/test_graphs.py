@@ -278,6 +278,111 @@ def test_bad_graph_configs_are_refused_with_the_field(change, message):
         tasks.GraphTrainConfig.from_dict(raw)
 
 
+# ------------------------------------------------------------ graph classification
+def _write_tu_rings_and_paths(folder: Path, count: int = 18) -> Path:
+    """A TU data set (`RINGS_A.txt`, `RINGS_graph_indicator.txt`,
+    `RINGS_graph_labels.txt`; 1-based node ids, both directions of each edge): `count`
+    graphs of 4 to 6 nodes, cycles (label 1) and paths (label 2) in turn."""
+    folder.mkdir(parents=True, exist_ok=True)
+    edges, indicator, labels, first = [], [], [], 1
+    for graph in range(count):
+        n, ring = 4 + graph % 3, graph % 2 == 0
+        pairs = [(i, (i + 1) % n) for i in range(n if ring else n - 1)]
+        edges += [f"{first + a}, {first + b}" for i, j in pairs for a, b in ((i, j), (j, i))]
+        indicator += [str(graph + 1)] * n
+        labels.append("1" if ring else "2")
+        first += n
+    for kind, lines in (("A", edges), ("graph_indicator", indicator),
+                        ("graph_labels", labels)):
+        (folder / f"RINGS_{kind}.txt").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def _classification_config(folder: Path) -> dict:
+    return {
+        "data": {"task": "classification", "source": "tu", "path": str(folder)},
+        "protocol": {"models": ["et"], "n_folds": 3, "val_fraction": 0.25},
+        "model": {"dim": 8, "n_heads": 1, "head_dim": 4, "n_memories": 8, "head_hidden": 8,
+                  "positions": "laplacian", "n_eigenvectors": 3, "init_std": 0.3},
+        "training": {"steps": 4, "batch_size": 4, "warmup_steps": 1, "eval_every": 2},
+    }
+
+
+def test_classification_cross_validation_end_to_end(tmp_path):
+    """`et-ode graph train` on a TU set written here, 3 folds: one run per fold whose
+    test accuracy is that of the model its own validation split chose (the latest best
+    of the logged validation accuracies), the mean and std over folds in the table, and
+    the chosen model independent of the test fold."""
+    from et_ode.tasks._graph_train import train_classifier
+
+    raw = _classification_config(_write_tu_rings_and_paths(tmp_path / "RINGS"))
+    config_path, out = tmp_path / "tu.toml", tmp_path / "bench"
+    config_path.write_text(_toml(raw))
+    assert main(["graph", "train", "--config", str(config_path), "--out", str(out),
+                 "--no-progress"]) == 0
+    summary = json.loads((out / "results.json").read_text())
+    assert summary["complete"] and summary["data"] == "RINGS"
+    runs = summary["runs"]
+    assert [r["name"] for r in runs] == ["fold0-et", "fold1-et", "fold2-et"]
+    graphs = tasks.load_tu(tmp_path / "RINGS")
+    folds = tasks.cross_validation_folds(graphs.labels, n_folds=3, seed=0, val_fraction=0.25)
+    assert sorted(np.concatenate([f["test"] for f in folds]).tolist()) == list(range(18))
+    logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    for run, fold in zip(runs, folds):
+        assert not set(fold["test"]) & (set(fold["train"]) | set(fold["val"]))
+        metrics = run["metrics"]
+        assert set(metrics) == {"accuracy", "val_accuracy"}
+        # accuracies are counts of graphs: 6 test graphs, 4 validation graphs per fold
+        assert metrics["accuracy"] * len(fold["test"]) == pytest.approx(
+            round(metrics["accuracy"] * len(fold["test"])), abs=1e-9)
+        # selection: validation only (the log holds no test metric), the best value
+        lines = [r for r in logged if r["run"] == run["name"]]
+        assert [r["step"] for r in lines] == [2, 4]
+        assert all(set(r) == {"run", "step", "loss", "val_accuracy"} for r in lines)
+        assert metrics["val_accuracy"] == max(r["val_accuracy"] for r in lines)
+    row, = summary["table"]
+    accuracies = [r["metrics"]["accuracy"] for r in runs]
+    assert row["model"] == "et" and row["accuracy"]["n"] == 3
+    assert row["accuracy"]["mean"] == pytest.approx(np.mean(accuracies), abs=1e-12)
+    assert row["accuracy"]["std"] == pytest.approx(np.std(accuracies), abs=1e-12)
+    assert "| et |" in (out / "results.md").read_text()
+    # the saved fold-0 model re-evaluates to its numbers; trained again with another
+    # "test" part (its training graphs), the same parameters are chosen: no leakage
+    saved, _, _ = tasks.load_graph_model(out / "runs" / "fold0-et.eqx")
+    again = tasks.evaluate_graph_model(out / "runs" / "fold0-et.eqx")
+    assert again["accuracy"] == pytest.approx(runs[0]["metrics"]["accuracy"], abs=1e-9)
+    config = tasks.GraphTrainConfig.from_dict(raw)
+    other_test = dict(folds[0], test=folds[0]["train"][: len(folds[0]["test"])])
+    model, metrics = train_classifier(config, "et", graphs, other_test, "fold0-et")
+    assert metrics["val_accuracy"] == runs[0]["metrics"]["val_accuracy"]
+    for a, b in zip(jax.tree.leaves(model), jax.tree.leaves(saved)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_fit_and_select_keeps_the_latest_best_on_ties():
+    """Selection by the validation metric alone, every `eval_every` steps and at the
+    last step; of equal values the later model (trained longer) is kept."""
+    from et_ode.tasks._graph_train import _optimizer, fit_and_select
+
+    config = tasks.GraphTrainConfig.from_dict(
+        {**TINY, "training": {"steps": 7, "warmup_steps": 1, "eval_every": 2}})
+    values = {2: 0.5, 4: 0.75, 6: 0.75, 7: 0.25}
+    seen, logged = [], []
+
+    def take_step(model, opt_state, step):
+        return step, opt_state, 0.1
+
+    def validate(model):
+        seen.append(model)
+        return values[model]
+
+    optimizer = _optimizer(config)
+    best, value = fit_and_select(config, "r", 0, optimizer, take_step, validate, "val",
+                                 logged.append)
+    assert seen == [2, 4, 6, 7] and (best, value) == (6, 0.75)
+    assert [r["val"] for r in logged] == [0.5, 0.75, 0.75, 0.25]
+
+
 # --------------------------------------------------------------------- command line
 def test_graph_commands(benchmark, tmp_path, capsys):
     _, out, _, _ = benchmark
@@ -296,6 +401,52 @@ def test_graph_commands(benchmark, tmp_path, capsys):
     assert (tmp_path / "c" / "convergence.json").exists()
     assert main(["graph", "study", "spectrum", "--checkpoint", str(checkpoint)]) == 2
     assert "unknown graph study" in capsys.readouterr().err
+
+
+def test_graph_studies_energy_contributions_long_horizon(benchmark, tmp_path):
+    """The other three studies on the tiny benchmark's ET (120 nodes, self-loops, the
+    sparse edges), quick: the energy falls along the accurate solve, the attention and
+    Hopfield parts add up to the applied update, the long horizon records both flows."""
+    _, out, _, _ = benchmark
+    checkpoint = str(out / "runs" / "ratio0.4-split0-et.eqx")
+
+    def study(name, *extra):
+        folder = tmp_path / name
+        assert main(["graph", "study", name, "--checkpoint", checkpoint, "--quick",
+                     "--out", str(folder), *extra]) == 0
+        return json.loads((folder / f"{name}.json").read_text())
+
+    descent = study("energy-descent", "--horizon", "1.2")
+    runs = {run["label"]: run for run in descent["runs"]}
+    accurate = next(run for label, run in runs.items() if "tsit5" in label)
+    energies = np.asarray(accurate["energies"])
+    assert energies.size > 2 and energies[-1] < energies[0]
+    # non-increasing along the tsit5 solve, to a round-off allowance of the energy's size
+    assert np.max(np.diff(energies)) <= 1e-9 * np.max(np.abs(energies))
+    assert accurate["real_rises"] == 0
+
+    parts = study("contributions", "--horizon", "1.2")
+    share = np.asarray(parts["attention_fraction"]["visible"], float)
+    attention = np.asarray(parts["attention"]["visible"], float)
+    hopfield = np.asarray(parts["hopfield"]["visible"], float)
+    assert share.shape == (13,) and np.all((share >= 0) & (share <= 1))
+    np.testing.assert_allclose(share, attention / (attention + hopfield), rtol=1e-12)
+    assert 0 < share.min() and share.max() < 1  # both terms act on a graph model
+    assert np.max(parts["sum_mismatch"]) < 1e-9  # the parts sum to the update
+
+    horizon = study("long-horizon", "--horizon", "5", "--flow", "native")  # one flow: cheaper
+    assert set(horizon["flows"]) == {"native"}
+    times = np.asarray(horizon["times"], float)
+    assert times[0] == 0 and times[-1] == pytest.approx(5.0) and times.size == 12
+    record = horizon["flows"]["native"]
+    residual, energy = (np.asarray(record[k], float) for k in ("residual_rms", "energy"))
+    assert residual.shape == energy.shape == times.shape and np.all(np.isfinite(residual))
+    # E falls at every record (by 1e-4 or more per interval, measured; round-off is
+    # 1e-13 here); G falls too, slowly (0.1% by t = 5: the native flow's clock slows)
+    assert np.max(np.diff(energy)) < 0
+    assert residual[-1] < residual[0]
+    assert record["total_steps"] > 0 and record["lyapunov"] is not None
+    assert any("native flow" in line for line in horizon["findings"])
 
 
 def test_shipped_graph_model_reproduces_its_numbers():

@@ -229,27 +229,45 @@ def test_edge_validation():
 
 
 @eqx.filter_jit
-def _solve_and_grad(model, x0, args):
+def _solve_and_grad(model, x0, args, stop=None):
+    """The end state of a solve and the gradient of a loss of it with respect to the
+    model: without `stop`, the native flow over 1 tau with the backsolve adjoint (the
+    flow integrated backwards, VJPs of the field along it); with a `FixedPointStop`,
+    the projected flow to its fixed point with the implicit adjoint (a Krylov solve by
+    JVPs of the residual there). tsit5 at tight tolerances either way."""
+    options = (dict(flow="native", t1=1.0, adjoint="backsolve") if stop is None else
+               dict(flow="projected", t1=500.0, stop=stop, max_steps=20000, adjoint="implicit"))
+
     def loss(m):
-        sol = solvers.solve(m, x0, args=args, t1=1.0, solver="tsit5", rtol=1e-10, atol=1e-10,
-                            adjoint="checkpoint")
-        return jnp.sum(jnp.sin(sol.x_final)), sol.x_final
+        sol = solvers.solve(m, x0, args=args, solver="tsit5", rtol=1e-10, atol=1e-12,
+                            **options)
+        return jnp.sum(jnp.sin(m.norm(sol.x_final))), (sol.x_final, sol.stats["residual_rms"])
 
-    (_, x_final), grads = eqx.filter_value_and_grad(loss, has_aux=True)(model)
-    return x_final, grads
+    (_, (x_final, residual)), grads = eqx.filter_value_and_grad(loss, has_aux=True)(model)
+    return x_final, grads, residual
 
 
-def test_solve_and_its_gradient_equal_the_dense_mask():
-    """tsit5 at tight tolerances on a batch of 2 sharing one graph (vmap inside
-    `solve`), with the checkpoint adjoint's gradient: sparse = dense."""
-    model = make_model(hopfield="softmax")
-    queries, keys = _graph(seed=11)
-    x0 = _state(12, batch=(2,))
-    sparse = _solve_and_grad(model, x0, et_ode.Conditions(edges=(queries, keys)))
-    dense = _solve_and_grad(model, x0, et_ode.Conditions(key_mask=_mask(queries, keys)))
-    _close(sparse[0], dense[0], 1e-10)
-    for a, b in zip(jax.tree.leaves(sparse[1]), jax.tree.leaves(dense[1])):
-        _close(a, b, 1e-10)
+@pytest.mark.parametrize("adjoint", ["backsolve", "implicit"])
+def test_solves_stops_and_adjoints_equal_the_dense_mask(adjoint):
+    """The backsolve adjoint on the native flow, on a batch of 2 sharing one graph (vmap
+    inside `solve`); the projected flow stopped at its fixed point (`FixedPointStop`,
+    about 3,700 tsit5 steps) with the implicit adjoint. The end states and the gradients
+    equal the key mask's. (The checkpoint adjoint differentiates the steps themselves:
+    the field's gradients are compared in the tests above.)"""
+    model = make_model(hopfield="softmax")  # smooth: a clean fixed point
+    implicit = adjoint == "implicit"
+    queries, keys = _graph(seed=16 if implicit else 11)
+    x0 = _state(17) if implicit else _state(12, batch=(2,))
+    stop = solvers.FixedPointStop(atol=1e-10) if implicit else None
+    sparse = _solve_and_grad(model, x0, et_ode.Conditions(edges=(queries, keys)), stop)
+    dense = _solve_and_grad(model, x0, et_ode.Conditions(key_mask=_mask(queries, keys)), stop)
+    if implicit:
+        assert float(sparse[2]) < 1e-10  # stopped at a fixed point
+    _close(sparse[0], dense[0], 1e-9)
+    leaves, reference = jax.tree.leaves(sparse[1]), jax.tree.leaves(dense[1])
+    assert len(leaves) == len(reference) > 2
+    for a, b in zip(leaves, reference):
+        _close(a, b, 1e-9)
 
 
 def test_batched_args_with_one_graph_per_sample():
