@@ -256,6 +256,48 @@ def test_saved_runs_re_evaluate_to_their_numbers(benchmark):
             assert again[name] == pytest.approx(run["metrics"][name], abs=1e-6)
 
 
+def test_anomaly_loss_weights_anomalies_by_normal_over_anomalous():
+    """The paper's weighted log-likelihood: `train_detector` hands the step the weight
+    (normal / anomalous training nodes), under which both classes weigh the same in
+    total, and the loss is the weighted mean of the per-node cross-entropies over the
+    training nodes only."""
+    from et_ode.tasks import _graph_train
+
+    config = tasks.GraphTrainConfig.from_dict(TINY)
+    graph = tasks.load_node_graph(config)
+    split = tasks.stratified_splits(graph.labels, 0.4, n_splits=1, seed=3)[0]
+    seen = {}
+
+    class Captured(Exception):
+        pass
+
+    def capture(model, opt_state, optimizer, features, senders, receivers, labels, train,
+                pos_weight):
+        seen.update(model=model, args=(features, senders, receivers, labels, train),
+                    pos_weight=float(pos_weight))
+        raise Captured
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_graph_train, "anomaly_step", capture)
+        with pytest.raises(Captured):
+            _graph_train.train_detector(config, "mlp", graph, split, "weight")
+    labels = graph.labels[split["train"]]
+    n_anomalies, n_normal = int(labels.sum()), int((labels == 0).sum())
+    assert n_anomalies >= 2 and n_normal > 2 * n_anomalies  # a weight that matters (3 here)
+    assert seen["pos_weight"] == pytest.approx(n_normal / n_anomalies, rel=1e-6)
+    train = np.asarray(seen["args"][4])
+    assert train.sum() == len(split["train"]) and train[split["train"]].all()
+    # the loss: the weighted mean over training nodes, anomalies weighted pos_weight
+    loss = float(_graph_train._anomaly_loss(seen["model"], *seen["args"], seen["pos_weight"]))
+    z = np.asarray(seen["model"].logits(*seen["args"][:3]), np.float64)[split["train"]]
+    softplus = lambda v: np.logaddexp(0.0, v)  # noqa: E731
+    w = seen["pos_weight"]
+    expected = ((softplus(z[labels == 0]).sum() + w * softplus(-z[labels == 1]).sum())
+                / (n_normal + w * n_anomalies))
+    assert loss == pytest.approx(expected, rel=1e-5)
+    assert w * n_anomalies == pytest.approx(n_normal, rel=1e-6)  # classes balanced
+
+
 @pytest.mark.parametrize("change, message", [
     ({"protocol": {"models": ["et", "transformer"]}},
      r"\[protocol\] models.1 = \"transformer\": input should be 'et', "),
