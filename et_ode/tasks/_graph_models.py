@@ -88,7 +88,9 @@ class NodeAnomalyET(eqx.Module):
     def conditions(self, senders: Int[Array, " E"], receivers: Int[Array, " E"],
                    n_nodes: int) -> Conditions:
         """The core's `Conditions`: an edge list (`receivers` attend to `senders`), with a
-        self-loop per node when `config.self_attention`."""
+        self-loop per node when `config.self_attention`. The edges must hold no
+        self-loop and no duplicate (a `NodeGraph`'s hold neither): inside `jit` they
+        cannot be checked, and a repeated pair would count twice."""
         if self.config.self_attention:  # each node's own key joins its neighbours'
             loops = jnp.arange(n_nodes, dtype=jnp.asarray(senders).dtype)
             senders, receivers = (jnp.concatenate([e, loops]) for e in (senders, receivers))
