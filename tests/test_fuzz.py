@@ -434,9 +434,11 @@ def test_command_lines_run_or_are_refused_in_one_line(argv, stubbed_jobs, capsys
     if code == 0:  # a command without a job (config-schema)
         tally("command lines (et_ode.cli.main)", "accepted")
         return
-    # one error line, the last (a progress display may come before it), no traceback
+    # one error line, the last (a progress display may come before it), no traceback;
+    # exit code 2, or 1 where the OS refused a file (a name too long), with its answer
     errors = [line for line in err if line.startswith("et-ode: error: ")]
-    assert code == 2 and len(errors) == 1 and err[-1] == errors[0], (argv, err)
+    assert len(errors) == 1 and err[-1] == errors[0], (argv, err)
+    assert code == 2 or (code == 1 and "[Errno " in errors[0]), (argv, err)
     assert not any(line.startswith("Traceback") for line in err), (argv, err)
     assert sorted(Path().rglob("*")) == before, argv  # refused before any folder
     tally("command lines (et_ode.cli.main)", "refused")

@@ -570,6 +570,8 @@ def test_graph_study_makes_no_folder_when_its_data_fail(tmp_path, monkeypatch, c
      "integer from 1 to 2147483647 (got '99999999999999999999')"),
     (["train", "--config", "x.toml", "--stop-after", "0"], "argument --stop-after: must be "
      "an integer >= 1 (got '0')"),
+    (["frames", "--frames", "10001"], "argument --frames: must be an integer from 2 to 10000 "
+     "(got '10001')"),
 ])
 def test_option_parser_refusals_are_one_line(tmp_path, monkeypatch, capsys, argv, message):
     monkeypatch.chdir(tmp_path)

@@ -27,6 +27,9 @@ from ._runs import (
 # Seeds of the masks: what jax.random.key gives the same key for with and without
 # jax_enable_x64 (beyond 2**32 - 1 a key wraps around without it, and 2**63 overflows).
 SEED_MAX = 2**32 - 1
+# Frames of `et-ode frames`: each is a PNG and a state of every image kept in memory;
+# 10,000 make a video of 14 minutes at 12 fps.
+MAX_FRAMES = 10_000
 
 STUDY_NAMES = STUDIES
 
@@ -232,8 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     frames = commands.add_parser(
         "frames", help="energy-trajectory video: PNG frames, mp4 (GIF if ffmpeg fails), JSON")
     _model_options(frames, images=4, images_dir=True)
-    frames.add_argument("--frames", type=_int_at_least(2), default=49,
-                        help="frames, equally spaced from t = 0 to --horizon (default 49)")
+    frames.add_argument("--frames", type=_int_between(2, MAX_FRAMES), default=49,
+                        help="frames, equally spaced from t = 0 to --horizon (default 49, "
+                        f"at most {MAX_FRAMES:,})")
     frames.add_argument("--horizon", type=_positive_float, default=None,
                         help="last time in tau (default 4 x the model's trained time)")
     _solver_options(frames)

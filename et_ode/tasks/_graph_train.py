@@ -386,9 +386,10 @@ def _run_graph_benchmark(config: GraphTrainConfig, out: Path, resume: bool,
         if _read_json(stored_config) != json.loads(json.dumps(config.to_dict())):
             raise ValueError(f"{out} was started with a different config; resume with the "
                              "same config, or choose another --out.")
-    anomaly = config.data.task == "anomaly"  # the data first: a folder that cannot be
-    dataset = load_node_graph(config) if anomaly else load_graph_set(config)  # read
-    runs_dir.mkdir(parents=True, exist_ok=True)  # leaves no benchmark behind
+    # The data first: data that cannot be read leave no benchmark (config.json) behind.
+    anomaly = config.data.task == "anomaly"
+    dataset = load_node_graph(config) if anomaly else load_graph_set(config)
+    runs_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(stored_config, json.dumps(config.to_dict(), indent=1))
     prepared = (_graph_arrays(dataset) if anomaly
                 else padded_graph_set(dataset, config.model.n_eigenvectors))
