@@ -564,13 +564,13 @@ def test_graph_study_makes_no_folder_when_its_data_fail(tmp_path, monkeypatch, c
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["frames", "--seed", str(2**63)], "argument --seed: must be an integer from 0 to "
-     "4294967295 (got '9223372036854775808')"),
+    (["frames", "--seed", str(2**63)], "argument --seed: must be an integer >= 0 and "
+     "<= 4294967295 (got '9223372036854775808')"),
     (["frames", "--max-steps", "99999999999999999999"], "argument --max-steps: must be an "
-     "integer from 1 to 2147483647 (got '99999999999999999999')"),
+     "integer >= 1 and <= 2147483647 (got '99999999999999999999')"),
     (["train", "--config", "x.toml", "--stop-after", "0"], "argument --stop-after: must be "
      "an integer >= 1 (got '0')"),
-    (["frames", "--frames", "10001"], "argument --frames: must be an integer from 2 to 10000 "
+    (["frames", "--frames", "10001"], "argument --frames: must be an integer >= 2 and <= 10000 "
      "(got '10001')"),
 ])
 def test_option_parser_refusals_are_one_line(tmp_path, monkeypatch, capsys, argv, message):

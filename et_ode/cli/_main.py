@@ -398,7 +398,7 @@ def _int_between(low: int, high: int | None):
         except ValueError:  # not an integer, or more digits than Python converts
             value = None
         if value is None or value < low or (high is not None and value > high):
-            allowed = f">= {low}" if high is None else f"from {low} to {high}"
+            allowed = f">= {low}" + ("" if high is None else f" and <= {high}")
             raise argparse.ArgumentTypeError(f"must be an integer {allowed} (got "
                                              f"{_shown(text)})")
         return value
