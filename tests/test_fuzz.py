@@ -665,8 +665,7 @@ def test_tu_file_bytes_are_read_or_refused(data, no_runtime_types):
 @pytest.fixture(scope="module")
 def graph_checkpoint_bytes(tmp_path_factory):
     """The shipped graph model (a node anomaly detector) saved as `et-ode graph train`
-    saves a run now (format 2: its header covered by a SHA-256 too; the shipped file
-    is format 1, whose header has no digest)."""
+    saves a run (format 2: its header covered by a SHA-256 too)."""
     from et_ode.tasks import load_graph_model
 
     model, _, header = load_graph_model("graph_anomaly")
