@@ -256,3 +256,18 @@ def test_sharded_equals_single_device(demo, tmp_path):
     np.testing.assert_allclose(sharded["mse"], single["mse"], rtol=1e-6)
     np.testing.assert_allclose(sharded["energy"], single["energy"], rtol=1e-6)
     np.testing.assert_allclose(sharded["mse_per_image"], single["mse_per_image"], rtol=1e-6)
+
+
+def test_a_solver_alone_means_constant_steps_in_studies():
+    """`et-ode study convergence --solver euler` (no --rtol): constant steps of --dt0
+    (default 0.1), not the study's adaptive tolerances (which euler refuses)."""
+    import et_ode
+    from et_ode.cli._study_runners import StudySettings
+
+    model = et_ode.MaskedImageET.load("paper")
+    steps = StudySettings(solver="euler").steps(model, "float64")
+    assert steps == dict(solver="euler", dt0=0.1, rtol=None, atol=None)
+    assert StudySettings(solver="heun", dt0=0.05).steps(model, "float64")["dt0"] == 0.05
+    adaptive = StudySettings(solver="tsit5", rtol=1e-6, atol=1e-8).steps(model, "float64")
+    assert adaptive == dict(solver="tsit5", dt0=None, rtol=1e-6, atol=1e-8)
+    assert StudySettings().steps(model, "float64")["solver"] == "tsit5"

@@ -75,10 +75,13 @@ class StudySettings:
         """`solver`, `dt0`, `rtol`, `atol` of the convergence and fixed-point solves: the
         model's own discretisation when `economical(model)` (for `paper` and the authors'
         model the paper's Euler steps of 0.1), else the given solver (default tsit5) at
-        the given (else `tight(dtype)`) tolerances."""
+        the given (else `tight(dtype)`) tolerances; a solver given without `rtol` takes
+        constant steps of `dt0` (default 0.1), as `--solver` alone means everywhere."""
         if self.economical(model):
             d = model.dynamics
             return dict(solver=d.solver, dt0=d.dt0, rtol=d.rtol, atol=d.atol)
+        if self.solver is not None and self.rtol is None:
+            return dict(solver=self.solver, dt0=self.dt0 or 0.1, rtol=None, atol=None)
         rtol, atol = self.tight(dtype)
         return dict(solver=self.solver or "tsit5", dt0=None, rtol=rtol, atol=atol)
 
