@@ -127,11 +127,17 @@ def atomic_path(path, suffix: str | None = None):
             os.fsync(written.fileno())
         _shared_mode(temporary)
         os.replace(temporary, path)
-        _fsync_folder(path.parent)
     except OSError as error:
         raise write_error(path, error) from None
     finally:
         Path(temporary).unlink(missing_ok=True)
+    try:
+        _fsync_folder(path.parent)
+    except OSError as error:  # the file is in place; only its rename may not survive
+        reason = error.strerror or str(error)
+        raise WriteError(error.errno or _errno.EIO, (
+            f"wrote {path}, but could not fsync its folder ([Errno {error.errno}] "
+            f"{reason}): the new file may not survive a power cut")) from None
 
 
 def remove_temporaries(folder) -> list[Path]:

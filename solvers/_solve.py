@@ -231,9 +231,9 @@ def _show(value):
     """A value for a message: a traced one has no number to show."""
     if _is_traced(value):
         return "<traced>"
-    if isinstance(value, int) and len(str(value)) > 24:  # a huge integer, shortened
-        digits = str(abs(value))
-        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:4]}e+{len(digits) - 1} (an int)"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 80:
+        # a huge integer, shortened (str() of one above 4300 digits raises)
+        return f"an integer of {value.bit_length()} bits"
     return value
 
 
@@ -369,7 +369,7 @@ def _check_types(*, t0, t1, dt0, rtol, atol, dtmin, max_steps) -> None:
             raise ValueError(f"{name} must be a real number (got {value!r}).")
     if max_steps is not None and not _is_traced(max_steps) and (
             isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral)):
-        raise ValueError(f"max_steps must be a positive integer (got {max_steps!r}).")
+        raise ValueError(f"max_steps must be a positive integer (got {_show(max_steps)!r}).")
 
 
 def _check_step_count(t0, t1, dt0) -> None:
@@ -484,10 +484,10 @@ def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save
                 "max_steps must be a Python int, not a traced value: it sizes the compiled "
                 "program (pass it as a static argument).")
         if int(max_steps) < 1:
-            raise ValueError(f"max_steps must be a positive integer (got {max_steps}).")
+            raise ValueError(f"max_steps must be a positive integer (got {_show(max_steps)}).")
         if int(max_steps) > MAX_STEPS_LIMIT:
             raise ValueError(
-                f"max_steps = {max_steps} is above the limit of {MAX_STEPS_LIMIT} (2**31 - 1: "
+                f"max_steps = {_show(max_steps)} is above the limit of {MAX_STEPS_LIMIT} (2**31 - 1: "
                 "diffrax counts steps in int32): pass a smaller max_steps, or none for "
                 "solve's own cap.")
     elif (not adaptive and stop is None and _is_traced((t0, t1, dt0))

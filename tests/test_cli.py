@@ -260,7 +260,8 @@ def test_sharded_equals_single_device(demo, tmp_path):
 
 def test_a_solver_alone_means_constant_steps_in_studies():
     """`et-ode study convergence --solver euler` (no --rtol): constant steps of --dt0
-    (default 0.1), not the study's adaptive tolerances (which euler refuses)."""
+    (default 0.1), not the study's adaptive tolerances (which euler refuses); `auto` or
+    tsit5 alone keep the study's tolerances."""
     import et_ode
     from et_ode.cli._study_runners import StudySettings
 
@@ -271,3 +272,7 @@ def test_a_solver_alone_means_constant_steps_in_studies():
     adaptive = StudySettings(solver="tsit5", rtol=1e-6, atol=1e-8).steps(model, "float64")
     assert adaptive == dict(solver="tsit5", dt0=None, rtol=1e-6, atol=1e-8)
     assert StudySettings().steps(model, "float64")["solver"] == "tsit5"
+    # a solver with an error estimate, alone: the study's tight tolerances
+    assert StudySettings(solver="auto").steps(model, "float64")["rtol"] == 1e-7
+    with pytest.raises(ValueError, match="--atol 1e-08 was given without --rtol"):
+        StudySettings(atol=1e-8).steps(model, "float64")

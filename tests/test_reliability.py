@@ -473,13 +473,14 @@ def test_a_folder_fsync_error_is_reported_unless_unsupported(tmp_path, monkeypat
 
     monkeypatch.setattr(records.os, "fsync", fsync)
     target = tmp_path / "result.json"
-    if raises:
+    if raises:  # the file is in place; the message says so, and what is uncertain
         with pytest.raises(records.WriteError,
-                           match=f"could not write {target}: \\[Errno {code}\\]"):
+                           match=f"wrote {target}, but could not fsync its folder "
+                                 f"\\(\\[Errno {code}\\]"):
             records.atomic_write_text(target, "{}")
     else:
         records.atomic_write_text(target, "{}")
-        assert target.read_text() == "{}"
+    assert target.read_text() == "{}"
     assert not _temporaries(tmp_path)
 
 
@@ -498,6 +499,28 @@ def test_a_nan_loss_is_one_line_naming_the_step(tmp_path, capsys):
                     r"step failed \(its state became non-finite\)) at step 2; lower "
                     r"\[training\] learning_rate \(now 1e\+300\) .* \(no checkpoint was "
                     r"written\)\.$", lines[0]), lines
+
+
+def test_a_solve_failing_at_the_first_step_is_one_line(monkeypatch, tmp_path, capsys):
+    """A solve that fails inside the very first step (nothing trained yet, no step's
+    result to keep) ends in the same one line, not a traceback."""
+    import equinox as eqx
+
+    from et_ode.tasks import _train
+
+    def failing_step(*args, **kwargs):
+        raise eqx.EquinoxRuntimeError("a non-finite state")
+
+    monkeypatch.setattr(_train, "train_step", failing_step)
+    config_file = tmp_path / "tiny.toml"
+    config_file.write_text(TINY_CONFIG.format(steps=4, eval_every=2))
+    assert main(["train", "--config", str(config_file), "--out", str(tmp_path / "run"),
+                 "--no-progress"]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert re.match(r"et-ode: error: the solve of the training step failed \(its state "
+                    r"became non-finite\) at step 1; .* \(no checkpoint was written\)\.$",
+                    lines[0]), lines
 
 
 def test_a_graph_nan_loss_is_one_line(tmp_path, capsys):

@@ -266,7 +266,7 @@ def test_nothing_overwritten(trained, tmp_path):
     ("[model]\nimage_size = 2048\npatch = 32\n", r"image_size = 2048: input should be less "
      "than or equal to 1024"),
     ("[model]\nimage_size = 512\npatch = 4\n", r"\[model\] image_size 512 with patch 4 makes "
-     "16384 patches, above the limit of 4096 .* patch of at least 8 pixels"),
+     "16384 patches, above the limit of 4096 .* patch of 8 pixels or more"),
     ("[data]\nmask_ratio = 0.005\n", r"\[data\] mask_ratio = 0.005 masks round\(mask_ratio x "
      r"64\) = 0 of the 64 patches .* use mask_ratio > 0.007812"),
     # empty strings are not names

@@ -75,12 +75,17 @@ class StudySettings:
         """`solver`, `dt0`, `rtol`, `atol` of the convergence and fixed-point solves: the
         model's own discretisation when `economical(model)` (for `paper` and the authors'
         model the paper's Euler steps of 0.1), else the given solver (default tsit5) at
-        the given (else `tight(dtype)`) tolerances; a solver given without `rtol` takes
-        constant steps of `dt0` (default 0.1), as `--solver` alone means everywhere."""
+        the given (else `tight(dtype)`) tolerances. Without `rtol`, a solver that has no
+        error estimate (euler, heun, ...), or any solver given with `dt0`, takes constant
+        steps of `dt0` (default 0.1), as `--solver` alone means everywhere."""
         if self.economical(model):
             d = model.dynamics
             return dict(solver=d.solver, dt0=d.dt0, rtol=d.rtol, atol=d.atol)
-        if self.solver is not None and self.rtol is None:
+        if self.rtol is None and self.atol is not None:
+            raise ValueError(f"--atol {self.atol:g} was given without --rtol: adaptive steps "
+                             "need both (or neither, for the study's own tolerances).")
+        if self.solver is not None and self.rtol is None and (
+                self.dt0 is not None or not _solvers.get_preset(self.solver).adaptive):
             return dict(solver=self.solver, dt0=self.dt0 or 0.1, rtol=None, atol=None)
         rtol, atol = self.tight(dtype)
         return dict(solver=self.solver or "tsit5", dt0=None, rtol=rtol, atol=atol)

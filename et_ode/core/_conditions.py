@@ -127,10 +127,14 @@ def _refuse_duplicates(queries, keys) -> None:
     if q.shape != k.shape or q.ndim == 0 or q.shape[-1] < 2 or not (
             np.issubdtype(q.dtype, np.integer) and np.issubdtype(k.dtype, np.integer)):
         return  # malformed: `check` names the problem
+    if q.size == 0:
+        return
     q = q.reshape(-1, q.shape[-1]).astype(np.int64)
     k = k.reshape(-1, k.shape[-1]).astype(np.int64)
     # one code per pair, within each sample (ids may be anything here: shifted to 0)
     span = int(k.max()) - int(k.min()) + 1
+    if span * (int(q.max()) - int(q.min()) + 1) >= 2**62:
+        return  # ids out of any real range: `check` names the problem
     codes = np.sort((q - q.min()) * span + (k - k.min()), axis=-1)
     repeats = np.count_nonzero(codes[:, 1:] == codes[:, :-1], axis=-1)
     if repeats.any():

@@ -78,8 +78,8 @@ class ImageModelConfig:
             raise ValueError(
                 f"image_size {self.image_size} with patch {self.patch} makes "
                 f"{self.n_patches} patches, above the limit of {MAX_PATCHES} (dense "
-                f"attention over them): use a patch of at least "
-                f"{-(-self.image_size // 64)} pixels or a smaller image_size.")
+                f"attention over them): use a patch of {_smallest_patch(self.image_size)} "
+                "pixels or more (dividing image_size), or a smaller image_size.")
 
     @property
     def n_patches(self) -> int:
@@ -93,3 +93,11 @@ class ImageModelConfig:
     @property
     def patch_dim(self) -> int:
         return self.patch * self.patch * self.channels
+
+
+def _smallest_patch(image_size: int) -> int:
+    """The smallest patch size that divides `image_size` into at most `MAX_PATCHES`
+    patches."""
+    side = int(MAX_PATCHES**0.5)
+    return next(p for p in range(-(-image_size // side), image_size + 1)
+                if image_size % p == 0)

@@ -273,12 +273,12 @@ def _train(config: TrainConfig, out: Path, resume: bool, stop_after: int | None,
                 )
                 loss = float(loss)
             except eqx.EquinoxRuntimeError:
-                loss = None
-            state = TrainState(model, opt_state, state.step + 1)
+                loss = None  # nothing of this step is kept: `state` stays the last good one
             if loss is None or not np.isfinite(loss):
-                raise diverged(_what(loss), state.step, t.learning_rate,
+                raise diverged(_what(loss), state.step + 1, t.learning_rate,
                                f"the last good checkpoint is {checkpoint} at step {saved}"
                                if saved is not None else "no checkpoint was written")
+            state = TrainState(model, opt_state, state.step + 1)
             record = {"step": state.step, "loss": loss,
                       "seconds": time.perf_counter() - started}
             if state.step % t.eval_every == 0 or state.step == t.steps:
