@@ -615,3 +615,22 @@ def test_a_tiny_step_is_refused_before_any_folder(tmp_path, capsys):
                           "constant steps, above the limit of 2147483647") and \
         err.count("\n") == 1, err
     assert not out.exists()
+
+
+def test_a_failed_job_removes_the_empty_folders_it_made(tmp_path):
+    """`--out a/b/c` with none of them there: a job that fails removes all three (they are
+    empty); a folder that was there before, or that holds a file, is kept."""
+    from et_ode.cli._runs import job_folder
+
+    (tmp_path / "kept").mkdir()
+    for out in (tmp_path / "a" / "b" / "c", tmp_path / "kept" / "new"):
+        with pytest.raises(RuntimeError):
+            with job_folder(out, prefix="frames"):
+                raise RuntimeError("the job failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
+    assert not any((tmp_path / "kept").iterdir())
+    with pytest.raises(RuntimeError):
+        with job_folder(tmp_path / "x" / "y", prefix="frames") as folder:
+            (folder / "frame-000.png").write_bytes(b"")
+            raise RuntimeError("failed after writing a frame")
+    assert (tmp_path / "x" / "y" / "frame-000.png").exists()

@@ -68,14 +68,19 @@ def output_folder(out=None, *, prefix: str, root=RUN_ROOT, force: bool = False) 
 def job_folder(out=None, *, prefix: str, root=RUN_ROOT, force: bool = False):
     """`output_folder(out, prefix=..., root=..., force=...)` for the block; when the
     block fails and the folder is one this call created and still empty, it is removed
-    (a refused option or a failed solve leaves no empty folder behind)."""
-    created = out is None or not Path(out).exists()
+    (a refused option or a failed solve leaves no empty folder behind), and so are the
+    missing parents it created for it, while they are empty."""
+    target = Path(root) if out is None else Path(out)
+    missing = [p for p in (target, *target.parents) if not p.exists()]
     folder = output_folder(out, prefix=prefix, root=root, force=force)
+    created = ([folder] if out is None else []) + missing  # innermost first
     try:
         yield folder
     except BaseException:
-        if created and folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()
+        for path in created:
+            if not path.is_dir() or any(path.iterdir()):
+                break
+            path.rmdir()
         raise
 
 
