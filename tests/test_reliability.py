@@ -193,32 +193,40 @@ def test_a_lock_left_by_a_killed_process_never_blocks(tmp_path):
 
 
 # ------------------------------------------------------------------- failed writes
+def _patch_writes(monkeypatch, fails, error: OSError) -> None:
+    """Make the writes of every path for which `fails(path)` is true fail with `error`:
+    at the rename of a temporary file onto it, or at an append to it."""
+    real_replace, real_open = os.replace, type(records.Path()).open
+
+    def replace(source, target, *args, **kwargs):
+        if fails(str(target)):
+            raise error
+        return real_replace(source, target, *args, **kwargs)
+
+    def open_(self, mode="r", *args, **kwargs):
+        if "a" in mode and fails(str(self)):
+            raise error
+        return real_open(self, mode, *args, **kwargs)
+
+    monkeypatch.setattr(records.os, "replace", replace)
+    monkeypatch.setattr(type(records.Path()), "open", open_)
+
+
 def _fail_on(monkeypatch, name: str, after: int, error: OSError, checkpoint) -> dict:
     """Make the writes of the file `name` after the first `after` fail with `error`: at
     the rename of a checkpoint's temporary file, or at the append of a metrics line.
     Returns a dict that receives the bytes of `checkpoint` at the first failure."""
     calls = {"n": 0}
 
-    def count() -> bool:
+    def fails(path: str) -> bool:
+        if os.path.basename(path) != name:
+            return False
         calls["n"] += 1
         if calls["n"] == after + 1 and checkpoint.exists():
             calls["checkpoint"] = checkpoint.read_bytes()
         return calls["n"] > after
 
-    real_replace, real_open = os.replace, type(records.Path()).open
-
-    def replace(source, target, *args, **kwargs):
-        if os.path.basename(target) == name and count():
-            raise error
-        return real_replace(source, target, *args, **kwargs)
-
-    def open_(self, mode="r", *args, **kwargs):
-        if self.name == name and "a" in mode and count():
-            raise error
-        return real_open(self, mode, *args, **kwargs)
-
-    monkeypatch.setattr(records.os, "replace", replace)
-    monkeypatch.setattr(type(records.Path()), "open", open_)
+    _patch_writes(monkeypatch, fails, error)
     return calls
 
 
@@ -367,22 +375,14 @@ def _fail_matching(monkeypatch, match, error: OSError) -> list:
     string) satisfies `match` fail with `error`, at the rename of its temporary file
     or at an append; returns the list of the paths refused."""
     refused = []
-    real_replace, real_open = os.replace, type(records.Path()).open
 
-    def replace(source, target, *args, **kwargs):
-        if match(str(target)):
-            refused.append(str(target))
-            raise error
-        return real_replace(source, target, *args, **kwargs)
+    def fails(path: str) -> bool:
+        if match(path):
+            refused.append(path)
+            return True
+        return False
 
-    def open_(self, mode="r", *args, **kwargs):
-        if "a" in mode and match(str(self)):
-            refused.append(str(self))
-            raise error
-        return real_open(self, mode, *args, **kwargs)
-
-    monkeypatch.setattr(records.os, "replace", replace)
-    monkeypatch.setattr(type(records.Path()), "open", open_)
+    _patch_writes(monkeypatch, fails, error)
     return refused
 
 
