@@ -1,13 +1,41 @@
 """Test session set-up: float64 everywhere unless a test asks for float32 explicitly,
 small shared models so that compiled functions are reused across tests, the installed
 wheel (built and installed once per session, shared by test_install.py and test_cli.py),
-and the order in which `make test` hands modules to its two xdist workers."""
+the compiler settings of the suite, and the order in which `make test` hands modules to
+its two xdist workers."""
 
-import jax
+import os
+
+# ------------------------------------------------------------------- compiler settings
+# Compiling is most of the suite's CPU time (tiny models, hundreds of distinct solve
+# programs), and XLA's CPU backend spends most of a compile optimising code that then runs
+# for milliseconds. The suite compiles with the legacy fusion emitters and without LLVM
+# optimisation (-O0): compiles take about a third as long, the suite half (measured:
+# docs/tests.md), and compiled code runs up to 4x slower, which only the shipped models'
+# evaluation would feel (test_shipped.py runs it in a process with XLA's defaults). The
+# numbers checked do not depend on it beyond rounding: test_shipped.py also computes a
+# few in that process and compares. ET_ODE_TEST_XLA_DEFAULTS=1 runs the whole suite with
+# XLA's defaults. The tests' subprocesses inherit the setting (`suite_xla_flags`).
+SUITE_XLA_FLAGS = ("--xla_cpu_use_fusion_emitters=false",
+                   "--xla_backend_optimization_level=0")
+
+
+def suite_xla_flags(*extra: str, inherit: bool = True) -> str:
+    """`XLA_FLAGS` for the suite and its subprocesses: the suite's compiler settings, then
+    (with `inherit`) the `XLA_FLAGS` the suite was started with, then `extra`; a later
+    flag wins over an earlier one."""
+    ours = () if os.environ.get("ET_ODE_TEST_XLA_DEFAULTS") else SUITE_XLA_FLAGS
+    given = [flag for flag in os.environ.get("XLA_FLAGS", "").split()
+             if flag not in SUITE_XLA_FLAGS] if inherit else []
+    return " ".join([*ours, *given, *extra])
+
+
+os.environ["XLA_FLAGS"] = suite_xla_flags()  # before JAX starts its CPU backend
+
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-import os  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -75,23 +103,23 @@ def no_runtime_types():
 # units go to the workers in the order of `COSTS`, the longest first, so that the two
 # workers finish together (xdist's own order is by number of tests, and the longest
 # module last would leave one worker idle). The costs are seconds per module measured
-# with this file's order on the 2-core machine under load; only their order matters. A
+# with this file's order on the 2-core machine (2026-11-24, -O0); only their order matters. A
 # module not listed counts as `DEFAULT_COST`. (`--dist loadgroup` with `xdist_group`
 # marks would do the joining, but pytest-xdist 3.8 cannot group under pytest 9: it
 # renames `item._nodeid`, which pytest 9's `nodeid` no longer reads.)
 JOINED = {"test_install.py": "test_cli.py"}
 COSTS = {
-    "test_cli.py": 360, "test_analysis.py": 350, "test_authors_checkpoint.py": 185,
-    "test_benchmarks.py": 135, "test_gradients.py": 120, "test_sparse_attention.py": 110,
-    "test_trajectories.py": 95, "test_training.py": 85, "test_auto_solver.py": 75,
-    "test_solver_objects.py": 65, "test_counting.py": 100, "test_graphs.py": 70,
-    "test_graph_data.py": 3, "test_fixed_points.py": 60, "test_multiprocess.py": 40,
-    "test_long_horizon.py": 30, "test_figures.py": 15, "test_order.py": 12,
-    "test_shipped.py": 12, "test_errors.py": 12, "test_readme.py": 11, "test_model.py": 9,
-    "test_docs.py": 5, "test_layout.py": 3, "test_data.py": 2, "test_fuzz.py": 8,
-    "test_reliability.py": 45,
+    "test_cli.py": 55, "test_benchmarks.py": 46, "test_analysis.py": 43, "test_graphs.py": 36,
+    "test_authors_checkpoint.py": 34, "test_shipped.py": 33, "test_sparse_attention.py": 31,
+    "test_counting.py": 29, "test_reliability.py": 28, "test_gradients.py": 26,
+    "test_trajectories.py": 24, "test_solver_objects.py": 21, "test_auto_solver.py": 17,
+    "test_fixed_points.py": 16, "test_docs_examples.py": 13, "test_training.py": 11,
+    "test_fuzz.py": 11, "test_figures.py": 10, "test_multiprocess.py": 8,
+    "test_long_horizon.py": 8, "test_errors.py": 7, "test_order.py": 6, "test_readme.py": 6,
+    "test_docs.py": 6, "test_model.py": 4, "test_layout.py": 2, "test_data.py": 1,
+    "test_graph_data.py": 1,
 }
-DEFAULT_COST = 30
+DEFAULT_COST = 10
 
 
 def _unit(module_path: str) -> str:

@@ -19,6 +19,7 @@ import jax
 import numpy as np
 import pytest
 from PIL import Image
+from conftest import suite_xla_flags
 
 from et_ode.cli._jobs import STUDIES
 from et_ode.cli._runs import fresh_run_folder, output_folder
@@ -245,7 +246,7 @@ def test_sharded_equals_single_device(demo, tmp_path):
     out = tmp_path / "sharded"
     code = ("import sys; from et_ode.cli import main; sys.exit(main(['study', 'overshoot', "
             f"'--images', '{IMAGES}', '--quick', '--no-progress', '--out', {str(out)!r}]))")
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+    env = dict(os.environ, XLA_FLAGS=suite_xla_flags("--xla_force_host_platform_device_count=4"),
                JAX_PLATFORMS="cpu")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)

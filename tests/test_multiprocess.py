@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import pytest
+from conftest import suite_xla_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `benchmarks` is not installed: it lives in the checkout
@@ -34,7 +36,7 @@ def test_two_processes_equal_one(tmp_path):
     port = _free_port()
     env = dict(os.environ)
     env["JAX_PLATFORMS"] = "cpu"
-    env.pop("XLA_FLAGS", None)  # one CPU device per process
+    env["XLA_FLAGS"] = suite_xla_flags(inherit=False)  # one CPU device per process
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
 
     def launch(*extra):

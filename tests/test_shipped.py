@@ -1,19 +1,87 @@
 """The shipped models load by name and reproduce the held-out numbers they were shipped
-with (and that the README quotes), computed by the same evaluation code."""
+with (and that the README quotes), computed by the same evaluation code; and the suite's
+compiler settings (tests/conftest.py) change no number beyond rounding.
+
+Both run their numbers in one fresh process with XLA's default compiler settings, as a
+user's run compiles: the shipped models' evaluation (256 crops each, the fixed-point model
+to its stop) is the heaviest computation of the suite, and code compiled with the suite's
+settings runs it up to 4x slower."""
+
+import json
+import os
+import subprocess
+import sys
 
 import jax
 import numpy as np
 import pytest
+from conftest import ROOT, SUITE_XLA_FLAGS
 
 import et_ode
 from et_ode.tasks._checkpoint import read_checkpoint
-from et_ode.tasks._evaluate import eval_masks, evaluate_model
 from et_ode.tasks import config_from_header, held_out_split
 from et_ode.tasks._zoo import SHIPPED, shipped_path
 
+# Run in both processes: a tiny float64 model (the shapes of conftest.make_model), a
+# constant-step solve and a gradient through it, and an adaptive solve of the smooth
+# (softmax) model: with ReLU memories a step that lands on the other side of a kink
+# changes an adaptive solve by far more than its tolerance, whatever the compiler.
+TINY_NUMBERS = """
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import et_ode
+from et_ode import solvers
+
+
+def tiny_numbers():
+    model = et_ode.EnergyTransformer(16, 2, 8, 24, key=jax.random.key(0), init_std=0.3,
+                                     dtype=jnp.float64)
+    x0 = jax.random.normal(jax.random.key(1), (6, 16), jnp.float64)
+    heun = solvers.solve(model, x0, solver="heun", dt0=0.1, t1=1.2).x_final
+    smooth = et_ode.EnergyTransformer(16, 2, 8, 24, key=jax.random.key(0), init_std=0.3,
+                                      hopfield="softmax", dtype=jnp.float64)
+    tsit5 = solvers.solve(smooth, x0, solver="tsit5", t1=3.0, rtol=1e-8, atol=1e-10).x_final
+
+    def loss(m):
+        return jnp.sum(jnp.sin(m.norm(solvers.solve(m, x0, solver="euler", dt0=0.1,
+                                                    t1=1.2).x_final)))
+
+    grads = jax.tree.leaves(eqx.filter_grad(loss)(model))
+    return dict(heun=heun.tolist(), tsit5=tsit5.tolist(),
+                grad=jnp.concatenate([jnp.ravel(g) for g in grads]).tolist())
+"""
+
+DEFAULT_COMPILER = TINY_NUMBERS + """
+import json
+from et_ode.tasks import eval_masks, evaluate_model, held_out_split, load_model_and_config
+from et_ode.tasks._zoo import SHIPPED
+
+jax.config.update("jax_enable_x64", True)  # as the suite
+mse = {}
+for name in sorted(SHIPPED):
+    model, config, _ = load_model_and_config(name)
+    images = model.normalisation.apply(held_out_split(config))
+    mse[name] = evaluate_model(model, images, eval_masks(config, len(images)))
+print("RESULT " + json.dumps(dict(mse=mse, tiny=tiny_numbers())))
+"""
+
+
+@pytest.fixture(scope="module")
+def default_compiler():
+    """The numbers above, from a fresh process with XLA's default compiler settings."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=" ".join(
+        flag for flag in os.environ.get("XLA_FLAGS", "").split()
+        if flag not in SUITE_XLA_FLAGS))
+    done = subprocess.run([sys.executable, "-c", DEFAULT_COMPILER], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))
-def test_shipped_model_reproduces_its_numbers(name):
+def test_shipped_model_reproduces_its_numbers(name, default_compiler):
     path = shipped_path(name)
     header, blobs = read_checkpoint(path)
     assert len(blobs) == 1  # model only, no optimiser state
@@ -21,12 +89,26 @@ def test_shipped_model_reproduces_its_numbers(name):
     config = config_from_header(header, path)
     model = et_ode.MaskedImageET.load(name)
     assert model.dynamics == config.dynamics
-    images = model.normalisation.apply(held_out_split(config))
-    mse = evaluate_model(model, images, eval_masks(config, len(images)))
+    assert len(held_out_split(config)) == header["metrics"]["eval_images"]
+    mse = default_compiler["mse"][name]
     assert mse == pytest.approx(header["metrics"]["eval_masked_mse"], rel=1e-4)
     # Held-out scenes only: the shipped numbers are not training numbers.
     assert header["config"]["data"]["source"] == "photos"
     assert np.isfinite(jax.tree.leaves(model)[0]).all()
+
+
+def test_suite_compiler_settings_change_no_number(default_compiler):
+    """The suite's settings against XLA's defaults on the same computations: a constant-step
+    solve and a gradient through it agree to rounding (1e-12); an adaptive solve to a
+    fraction of its tolerance (rounding may move a step size in its last digits)."""
+    namespace = {}
+    exec(TINY_NUMBERS, namespace)
+    here, there = namespace["tiny_numbers"](), default_compiler["tiny"]
+    np.testing.assert_allclose(here["heun"], there["heun"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(here["grad"], there["grad"], rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(here["tsit5"], there["tsit5"], rtol=1e-9, atol=1e-9)
+    if os.environ.get("ET_ODE_TEST_XLA_DEFAULTS") is None:  # else both are the defaults
+        assert os.environ["XLA_FLAGS"].split()[:len(SUITE_XLA_FLAGS)] == list(SUITE_XLA_FLAGS)
 
 
 def test_format_1_checkpoints_still_load(tmp_path):

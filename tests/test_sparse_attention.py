@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import DIM, make_model
+from conftest import DIM, make_model, suite_xla_flags
 
 import et_ode
 from et_ode import solvers
@@ -335,7 +335,7 @@ print("RESULT " + json.dumps(errors))
 
 
 def test_edges_sharded_over_devices_equal_one_device():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+    env = dict(os.environ, XLA_FLAGS=suite_xla_flags("--xla_force_host_platform_device_count=4"),
                JAX_PLATFORMS="cpu")
     done = subprocess.run([sys.executable, "-c", SHARDED], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
