@@ -8,6 +8,7 @@ types; `save_json` writes it atomically.
 import datetime
 import json
 import math
+import os
 
 import equinox as eqx
 import jax
@@ -28,8 +29,9 @@ def metadata(*, study: str, dtype=None, seeds=None, **extra) -> dict:
       kept as given and converted by `to_json`.
 
     **Returns:** a dict with `study`, `dtype`, `seeds`, `versions` (see `versions()`),
-    `x64` (whether `jax_enable_x64` was on), `devices` (platform and count), `created`
-    (UTC, ISO 8601) and the extra entries.
+    `x64` (whether `jax_enable_x64` was on), `devices` (platform and count),
+    `xla_flags` (the `XLA_FLAGS` environment variable: compiler settings change wall
+    times, see the benchmarks page), `created` (UTC, ISO 8601) and the extra entries.
     """
     devices = jax.devices()
     record = dict(
@@ -39,6 +41,7 @@ def metadata(*, study: str, dtype=None, seeds=None, **extra) -> dict:
         versions=versions(),
         x64=bool(jax.config.jax_enable_x64),
         devices=dict(platform=devices[0].platform, count=len(devices)),
+        xla_flags=os.environ.get("XLA_FLAGS", ""),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )
     record.update(extra)

@@ -254,6 +254,9 @@ def test_sharded_equals_single_device(demo, tmp_path):
     sharded, single = read(out / "overshoot.json"), read(demo[0] / "overshoot_paper.json")
     assert sharded["metadata"]["devices"]["count"] == 4
     assert single["metadata"]["devices"]["count"] == 1
+    # the compiler settings are recorded (they change wall times)
+    assert "xla_force_host_platform_device_count=4" in sharded["metadata"]["xla_flags"]
+    assert "device_count" not in single["metadata"]["xla_flags"]
     np.testing.assert_allclose(sharded["mse"], single["mse"], rtol=1e-6)
     np.testing.assert_allclose(sharded["energy"], single["energy"], rtol=1e-6)
     np.testing.assert_allclose(sharded["mse_per_image"], single["mse_per_image"], rtol=1e-6)
