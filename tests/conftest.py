@@ -11,7 +11,7 @@ import os
 # programs), and XLA's CPU backend spends most of a compile optimising code that then runs
 # for milliseconds. The suite compiles with the legacy fusion emitters and without LLVM
 # optimisation (-O0): compiles take about a third as long, the suite half (measured:
-# docs/tests.md), and compiled code runs up to 4x slower, which only the shipped models'
+# docs/tests.md), and compiled code runs 2-3x slower, which only the shipped models'
 # evaluation would feel (test_shipped.py runs it in a process with XLA's defaults). The
 # numbers checked do not depend on it beyond rounding: test_shipped.py also computes a
 # few in that process and compares. ET_ODE_TEST_XLA_DEFAULTS=1 runs the whole suite with
@@ -30,6 +30,17 @@ def suite_xla_flags(*extra: str, inherit: bool = True) -> str:
     return " ".join([*ours, *given, *extra])
 
 
+def _backend_started() -> bool:
+    """Whether JAX has started a backend in this process (it reads `XLA_FLAGS` then)."""
+    import sys
+
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    started = getattr(bridge, "backends_are_initialized", None)
+    return bool(started and started())
+
+
+# A plugin that computed with JAX before this file would leave the flags unread.
+assert not _backend_started(), "JAX started before tests/conftest.py set XLA_FLAGS"
 os.environ["XLA_FLAGS"] = suite_xla_flags()  # before JAX starts its CPU backend
 
 import jax  # noqa: E402

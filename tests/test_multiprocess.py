@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import pytest
 from conftest import suite_xla_flags
 
 ROOT = Path(__file__).resolve().parent.parent

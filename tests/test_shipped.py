@@ -5,7 +5,7 @@ compiler settings (tests/conftest.py) change no number beyond rounding.
 Both run their numbers in one fresh process with XLA's default compiler settings, as a
 user's run compiles: the shipped models' evaluation (256 crops each, the fixed-point model
 to its stop) is the heaviest computation of the suite, and code compiled with the suite's
-settings runs it up to 4x slower."""
+settings runs it 2-3x slower."""
 
 import json
 import os
