@@ -5,6 +5,7 @@ the compiler settings of the suite, and the order in which `make test` hands mod
 its two xdist workers."""
 
 import os
+import sys
 
 # ------------------------------------------------------------------- compiler settings
 # Compiling is most of the suite's CPU time (tiny models, hundreds of distinct solve
@@ -32,8 +33,6 @@ def suite_xla_flags(*extra: str, inherit: bool = True) -> str:
 
 def _backend_started() -> bool:
     """Whether JAX has started a backend in this process (it reads `XLA_FLAGS` then)."""
-    import sys
-
     bridge = sys.modules.get("jax._src.xla_bridge")
     started = getattr(bridge, "backends_are_initialized", None)
     return bool(started and started())
@@ -49,7 +48,6 @@ jax.config.update("jax_enable_x64", True)
 
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import jax.numpy as jnp  # noqa: E402
@@ -114,8 +112,8 @@ def no_runtime_types():
 # units go to the workers in the order of `COSTS`, the longest first, so that the two
 # workers finish together (xdist's own order is by number of tests, and the longest
 # module last would leave one worker idle). The costs are seconds per module measured
-# with this file's order on the 2-core machine (2026-11-24, -O0); only their order matters. A
-# module not listed counts as `DEFAULT_COST`. (`--dist loadgroup` with `xdist_group`
+# with this file's order on the 2-core machine (2026-11-24, -O0); only their order
+# matters. A module not listed counts as `DEFAULT_COST`. (`--dist loadgroup` with `xdist_group`
 # marks would do the joining, but pytest-xdist 3.8 cannot group under pytest 9: it
 # renames `item._nodeid`, which pytest 9's `nodeid` no longer reads.)
 JOINED = {"test_install.py": "test_cli.py"}

@@ -107,7 +107,7 @@ def test_suite_compiler_settings_change_no_number(default_compiler):
     np.testing.assert_allclose(here["heun"], there["heun"], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(here["grad"], there["grad"], rtol=1e-11, atol=1e-12)
     np.testing.assert_allclose(here["tsit5"], there["tsit5"], rtol=1e-9, atol=1e-9)
-    if os.environ.get("ET_ODE_TEST_XLA_DEFAULTS") is None:  # else both are the defaults
+    if not os.environ.get("ET_ODE_TEST_XLA_DEFAULTS"):  # else both are the defaults
         assert os.environ["XLA_FLAGS"].split()[:len(SUITE_XLA_FLAGS)] == list(SUITE_XLA_FLAGS)
 
 
