@@ -17,12 +17,9 @@ demo: $(STAMP)
 	$(BIN)/et-ode demo
 
 # Two workers, one module at a time, the longest first (and test_install.py with
-# test_cli.py): see tests/conftest.py. The suite starts about 20 Python processes
-# (workers, the command line, the installed wheel): with bytecode written on first import
-# each imports jax and the rest in about 1.3 s instead of 3 s, so bytecode is written
-# even where the environment turns it off (PYTHONDONTWRITEBYTECODE).
+# test_cli.py): see tests/conftest.py.
 test: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --dist loadfile -q
+	$(BIN)/python -m pytest -n 2 --dist loadfile -q
 
 # The fuzz suite with a large budget (tests/test_fuzz.py; make test runs 40 examples per
 # property): Hypothesis's statistics, then a table of the inputs tried, accepted and
