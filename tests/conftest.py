@@ -21,14 +21,19 @@ SUITE_XLA_FLAGS = ("--xla_cpu_use_fusion_emitters=false",
                    "--xla_backend_optimization_level=0")
 
 
+def given_xla_flags() -> list[str]:
+    """The `XLA_FLAGS` the suite was started with (the environment's, without the suite's
+    own compiler settings)."""
+    return [flag for flag in os.environ.get("XLA_FLAGS", "").split()
+            if flag not in SUITE_XLA_FLAGS]
+
+
 def suite_xla_flags(*extra: str, inherit: bool = True) -> str:
     """`XLA_FLAGS` for the suite and its subprocesses: the suite's compiler settings, then
-    (with `inherit`) the `XLA_FLAGS` the suite was started with, then `extra`; a later
-    flag wins over an earlier one."""
+    (with `inherit`) `given_xla_flags()`, then `extra`; a later flag wins over an earlier
+    one."""
     ours = () if os.environ.get("ET_ODE_TEST_XLA_DEFAULTS") else SUITE_XLA_FLAGS
-    given = [flag for flag in os.environ.get("XLA_FLAGS", "").split()
-             if flag not in SUITE_XLA_FLAGS] if inherit else []
-    return " ".join([*ours, *given, *extra])
+    return " ".join([*ours, *(given_xla_flags() if inherit else ()), *extra])
 
 
 def _backend_started() -> bool:

@@ -15,7 +15,7 @@ import sys
 import jax
 import numpy as np
 import pytest
-from conftest import ROOT, SUITE_XLA_FLAGS
+from conftest import ROOT, SUITE_XLA_FLAGS, given_xla_flags
 
 import et_ode
 from et_ode.tasks._checkpoint import read_checkpoint
@@ -70,9 +70,7 @@ print("RESULT " + json.dumps(dict(mse=mse, tiny=tiny_numbers())))
 @pytest.fixture(scope="module")
 def default_compiler():
     """The numbers above, from a fresh process with XLA's default compiler settings."""
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=" ".join(
-        flag for flag in os.environ.get("XLA_FLAGS", "").split()
-        if flag not in SUITE_XLA_FLAGS))
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=" ".join(given_xla_flags()))
     done = subprocess.run([sys.executable, "-c", DEFAULT_COMPILER], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
