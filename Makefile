@@ -32,6 +32,14 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
+# The figures of the how-to pages (docs/images/*.png, each at most 60 kB): the command
+# line and paper_figures/ on the shipped models with small inputs (docs/make_figures.py;
+# several minutes on 2 cores). `make docs-figures NAMES="convergence fig2-positions"`
+# renders some of them.
+.PHONY: docs-figures
+docs-figures: $(STAMP)
+	$(BIN)/python docs/make_figures.py $(NAMES)
+
 # The documentation site (mkdocs-material + mkdocstrings) into site/; --strict fails on any
 # broken API reference or link (tests/test_docs.py builds it too, so make test checks it).
 .PHONY: docs

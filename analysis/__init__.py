@@ -3,7 +3,10 @@
 
 Each study returns plain data, numpy arrays and dicts with a `metadata` entry (flow,
 solver, tolerances, dtype, versions, seeds, coordinates), and has a plot function that
-returns a matplotlib `Figure` (Agg canvas; pass `path` to save it). `to_json` makes a
+returns a matplotlib `Figure` (Agg canvas; pass `path` to save it: `.png`, `.pdf` or
+`.svg`, see `write_figure`), titled with what it shows and captioned with what produced
+it (model, sample count, horizon, dtype, solver and tolerances, from the metadata);
+`layout_problems` lists a figure's overlapping or clipped text. `to_json` makes a
 result JSON-serialisable and `save_json` writes it atomically.
 
 | study | question |
@@ -39,6 +42,7 @@ from ._long_horizon import (
     finite_time_lyapunov, long_horizon, long_horizon_findings, plot_long_horizon,
 )
 from ._overshoot import overshoot, plot_overshoot
+from ._plotting import FIGURE_FORMATS, layout_problems, write_figure
 from ._records import metadata, model_dtype, save_json, to_json, versions
 from ._stability import (
     hessian_eigenvalues, lyapunov_exponent, plot_stability, stability, tangent_basis,
@@ -47,12 +51,12 @@ from ._video import figure_to_frame, write_frames, write_png, write_video
 from ._work_precision import plot_work_precision, relative_error, work_precision
 
 __all__ = [
-    "attention_weights_figure", "cast", "contributions", "convergence",
+    "FIGURE_FORMATS", "attention_weights_figure", "cast", "contributions", "convergence",
     "energy_descent", "energy_rises", "energy_video_frames", "figure_to_frame",
     "finite_time_lyapunov", "fit_exponential_rate", "fit_power_law", "fixed_points",
     "float64_available",
     "frame_times", "gradient_depth", "graph_overshoot", "held_out_images", "held_out_masks",
-    "hessian_eigenvalues", "image_trajectory", "log_times", "long_horizon",
+    "hessian_eigenvalues", "image_trajectory", "layout_problems", "log_times", "long_horizon",
     "long_horizon_findings", "lyapunov_exponent",
     "matched_noise", "memories_figure", "metadata", "model_dtype", "normalised_patches",
     "overshoot", "plot_contributions", "plot_convergence", "plot_energy_descent",
@@ -62,6 +66,7 @@ __all__ = [
     "plot_work_precision", "position_similarity_figure", "reconstruction_figure",
     "reference_time", "relative_error", "save_json", "stability", "standard_starts",
     "take", "tangent_basis", "to_json", "tokens_over_time_figure", "trace_quantities",
-    "trajectory_options", "versions", "work_precision", "write_frames", "write_png",
+    "trajectory_options", "versions", "work_precision", "write_figure", "write_frames",
+    "write_png",
     "write_video",
 ]

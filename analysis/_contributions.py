@@ -14,7 +14,8 @@ import numpy as np
 from et_ode import solvers
 
 from ._common import as_batch, shard
-from ._plotting import figure, finish, positive
+from ._geometry import require
+from ._plotting import caption, figure, finish, positive, samples_text, title
 from ._records import metadata, model_dtype
 
 PARTS = ("attention", "hopfield", "external")
@@ -72,7 +73,11 @@ def contributions(model, x0, args=None, ts=None, masked=None, *, flow: str = "na
     `attention_fraction` (`|att| / (|att| + |hop|)` on masked and on visible tokens);
     `sum_mismatch` (max relative difference between the sum of the parts and the
     applied update, per time: a check); and `metadata`.
+
+    **Protocol:** `energy`, `vector_field` and `update_parts(x, args)` (the ET's split
+    of the update into named parts); refused up front, before any solve, without them.
     """
+    require(model, "contributions")
     xb, batched = as_batch(x0)
     batch, n_tokens = xb.shape[0], xb.shape[1]
     ts = np.round(np.arange(13) * 0.1, 12) if ts is None else np.asarray(ts, float)
@@ -102,7 +107,7 @@ def contributions(model, x0, args=None, ts=None, masked=None, *, flow: str = "na
     out["batched"] = batched
     out["metadata"] = metadata(
         study="contributions", dtype=model_dtype(model), flow=flow, solver=solver, dt0=dt0,
-        rtol=rtol, atol=atol, n_masked=int(masked[0].sum()),
+        rtol=rtol, atol=atol, n_masked=int(masked[0].sum()), batch=int(batch),
         units="mean per-token L2 norm of each part of tau dx/dt",
     )
     return out
@@ -111,9 +116,18 @@ def contributions(model, x0, args=None, ts=None, masked=None, *, flow: str = "na
 def plot_contributions(result: dict, path=None):
     """Mean per-token norm of the attention and Hopfield parts of the update against
     time, on masked (solid) and visible (dashed) tokens; batched results show the
-    median over samples. Returns the `Figure`."""
+    median over samples. The caption gives the model, sample count, flow, times, dtype
+    and solver. Returns the `Figure`."""
     fig, axes = figure(2, 1)
     times = np.asarray(result["times"], float)
+    meta = result.get("metadata", {})
+    batch = meta.get("batch") or (np.shape(result["total"]["masked"])[0]
+                                  if result.get("batched") else 1)
+    title(fig, "Which term moves the tokens: the attention and Hopfield parts of the "
+          f"update{' (median over samples)' if result.get('batched') else ''}",
+          caption(meta, samples=samples_text(meta, batch),
+                  horizon=f"t = {times[0]:.3g} to {times[-1]:.3g} tau",
+                  extra=[f"{meta['n_masked']} masked tokens" if "n_masked" in meta else ""]))
     median = (lambda v: np.nanmedian(np.asarray(v, float), axis=0)) if result.get("batched") \
         else (lambda v: np.asarray(v, float))
     ax = axes[0, 0]
@@ -126,7 +140,7 @@ def plot_contributions(result: dict, path=None):
     ax.set_yscale("log")
     ax.set_xlabel("time t (tau)")
     ax.set_ylabel("mean |part of update| per token (x/tau)")
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=7, ncols=2)
     ax = axes[0, 1]
     for where, style in (("masked", "-"), ("visible", "--")):
         ax.plot(times, median(result["attention_fraction"][where]), style, label=where)

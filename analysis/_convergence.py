@@ -17,31 +17,41 @@ from et_ode import solvers
 from et_ode.vocab import FLOWS
 
 from ._common import as_batch, log_times, shard, solve_in_chunks, take
-from ._plotting import FLOW_COLOURS, figure, finish, positive
+from ._geometry import energy_coordinates, has, require, token_scales
+from ._plotting import FLOW_COLOURS, caption, figure, finish, positive, samples_text, title
 from ._records import metadata, model_dtype
 from ._stability import hessian_eigenvalues
 
 
 
 def _quantities_one(model, x, args, flow):
-    """Scalars (and per-token scales) of one state `x: [N, D]`."""
+    """Scalars (and per-token scales, where the model has them) of one state `x`."""
     v = model.vector_field(0.0, x, args, flow)
-    dg = jax.jvp(model.norm, (x,), (v,))[1]
-    return dict(
+    dg = jax.jvp(lambda x_: energy_coordinates(model, x_, args), (x,), (v,))[1]
+    # dE/dt: the model's closed form where it has one, else the JVP of E along the flow
+    dEdt = (model.dEdt(x, args, flow) if has(model, "dEdt")
+            else jax.jvp(lambda x_: model.energy(x_, args), (x,), (v,))[1])
+    out = dict(
         residual_rms=solvers.rms(model.residual(x, args)),
         dgdt_rms=solvers.rms(dg),
         dxdt_rms=solvers.rms(v),
-        dEdt=model.dEdt(x, args, flow),
+        dEdt=dEdt,
         energy=model.energy(x, args),
-        scales=model.norm.scale(x),
     )
+    scales = token_scales(model, x, args)
+    if scales is not None:
+        out["scales"] = scales
+    return out
 
 
 @eqx.filter_jit
 def trace_quantities(model, xs, args, flow, args_batched=False):
     """Along saved states `xs: [B, T, N, D]`: `residual_rms`, `dgdt_rms` (RMS of
-    `dg/dt`, the JVP of `model.norm` along the flow), `dxdt_rms`, `dEdt` (closed form,
-    `model.dEdt`), `energy`, each `[B, T]`, and `scales` (`s_A`, `[B, T, N]`)."""
+    `dg/dt`, the JVP of the energy's coordinates along the flow: `g = LayerNorm(x)` on
+    the ET, `x` itself for a model without `energy_coordinates`), `dxdt_rms`, `dEdt`
+    (the model's closed form `model.dEdt` where it has one, else a JVP of `E`),
+    `energy`, each `[B, T]`, and, for models with `token_scales`, `scales` (`s_A`,
+    `[B, T, N]`)."""
     over_t = jax.vmap(_quantities_one, in_axes=(None, 0, None, None))
     axes = solvers.batched_args_axes(args) if args_batched else None
     return jax.vmap(over_t, in_axes=(None, 0, axes, None))(model, xs, args, flow)
@@ -95,7 +105,9 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
 
     **Arguments:**
 
-    - `model`: an `et_ode.EnergyTransformer`; `x0`: `[N, D]` or a batch `[B, N, D]`
+    - `model`: any `solvers.EnergySystem` (an `et_ode.EnergyTransformer`, say; the
+      token scales, `dgdt_rms` in `g` and the clock-scaled prediction are the ET's,
+      reported for models that have them); `x0`: `[N, D]` or a batch `[B, N, D]`
       (placed over every device with `solvers.shard_batch`); `args`: its `Conditions`
       (shared, or per sample with `args_batched=True`).
     - `flows`: which flows to run, of `"native"` and `"projected"`.
@@ -110,8 +122,9 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
       points with `fit_floor < |G| < fit_upper * |G(0)|`, the late part of the decay
       above the solver's noise floor (default `fit_floor = 100 (rtol rms(x0) + atol)`).
       A power law `|G| ~ t^-p` is fitted over the last decade of `times`.
-    - `hessian`: compute the Hessian at the end state (one per sample) for the
-      predicted rate; `hessian_method` as in `analysis.stability`.
+    - `hessian`: compute the Hessian at the end state (one per sample), Newton-polished
+      to a fixed point where Newton converges from it, for the predicted rate;
+      `hessian_method` as in `analysis.stability`.
 
     **Returns:** a dict: `times [T]`; `flows`: per flow a dict with `residual_rms`,
     `dgdt_rms`, `dxdt_rms`, `abs_dEdt`, `energy` (each `[T]`, or `[B, T]` batched),
@@ -126,6 +139,7 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
     the linearised flow decays like `t^-p` with this `p`; a linearisation, so only
     indicative while G is not small), `end_residual_rms`; and `metadata`.
     """
+    require(model, "convergence")
     xb, batched = as_batch(x0)
     dtype = model_dtype(model)
     if times is None:
@@ -138,7 +152,8 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
     if dt0 is not None:
         options["dt0"] = dt0
     tau = float(getattr(model, "tau", 1.0))
-    gamma = float(model.norm.gamma)
+    norm = getattr(model, "norm", None)  # the ET's LayerNorm: the simple clock scaling
+    gamma = float(norm.gamma) if norm is not None else None
     # The solver's noise floor; constant steps have none of their own: float epsilon.
     floor = fit_floor if fit_floor is not None else 100.0 * (
         (rtol or float(jnp.finfo(dtype).eps)) * float(solvers.rms(xb)) + (atol or 0.0))
@@ -163,7 +178,7 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
         hit = np.array([r == "fixed_point" for r in reasons])
         record = dict(
             residual_rms=q["residual_rms"], dgdt_rms=q["dgdt_rms"], dxdt_rms=q["dxdt_rms"],
-            abs_dEdt=np.abs(q["dEdt"]), energy=q["energy"], scales=q["scales"],
+            abs_dEdt=np.abs(q["dEdt"]), energy=q["energy"], scales=q.get("scales"),
             time_to_tolerance=np.where(hit, t_stop, np.nan),
             nfe_to_tolerance=np.where(hit, nfe, -1), stop_reason=reasons,
             segments=chunk_stats, x_end=np.asarray(xs[:batch, -1]),
@@ -176,16 +191,23 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
             powers.append(fit_power_law(times, g, times[-1] / 10, times[-1], floor))
             if hessian:
                 args_b = take(args, b, args_batched)
-                hx = hessian_eigenvalues(model, x_end[b], args_b, coordinates="x", k=1,
+                # The prediction belongs to the fixed point: Newton-polish the end state
+                # (a ReLU energy's Hessian jumps across kinks near a loosely met point).
+                found = solvers.find_fixed_point(model, x_end[b], args=args_b, linear="auto")
+                at = found.x if bool(found.success) else x_end[b]
+                hx = hessian_eigenvalues(model, at, args_b, coordinates="x", k=1,
                                          method=hessian_method)
-                hg = hessian_eigenvalues(model, x_end[b], args_b, coordinates="g", k=1,
+                hg = hessian_eigenvalues(model, at, args_b, coordinates="g", k=1,
                                          method=hessian_method)
-                mean_scale = float(np.mean(q["scales"][b, -1]))
+                scaled = float("nan")  # the ET only: lambda_min(H) gamma / (tau mean s_A)
+                if gamma is not None and "scales" in q:
+                    mean_scale = float(np.mean(q["scales"][b, -1]))
+                    scaled = float(hg["smallest"][0]) * gamma / (tau * mean_scale)
                 hess.append(dict(
                     lambda_min_x=float(hx["smallest"][0]),
                     lambda_min_g=float(hg["smallest"][0]),
                     predicted_rate=float(hx["smallest"][0]) / tau,
-                    predicted_rate_scaled=float(hg["smallest"][0]) * gamma / (tau * mean_scale),
+                    predicted_rate_scaled=scaled,
                     predicted_power_exponent=(float(hx["smallest"][0]) * times[-1] / tau
                                               if flow == "native" else float("nan")),
                     end_residual_rms=float(g[-1]),
@@ -263,7 +285,13 @@ def plot_convergence(result: dict, path=None, sample: int = 0):
             ax.plot(t, g_lo * np.exp(-rate * (t - lo)), "k--", lw=1,
                     label=f"{flow} fit: rate {rate:.3g}/tau")
     ax.legend(fontsize=7)
+    meta = result.get("metadata", {})
+    title(fig, "Convergence to a fixed point: residual, |dg/dt|, |dE/dt| and token scales "
+               "against time", caption(meta, samples=samples_text(meta, meta.get("batch", 1))))
     ax = axes[1, 1]
+    if any(rec.get("scales") is None for rec in result["flows"].values()):
+        ax.set_axis_off()  # a model without token scales
+        return finish(fig, path)
     for flow, rec in result["flows"].items():
         scales = pick(rec["scales"])
         ax.plot(times, scales, color=FLOW_COLOURS.get(flow), lw=0.8)

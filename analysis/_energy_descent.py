@@ -1,11 +1,12 @@
 """Energy descent along a trajectory: where did E rise, and was it real?"""
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from et_ode import solvers
 
 from ._common import as_batch, shard
-from ._plotting import figure, finish, positive
+from ._plotting import caption, figure, finish, positive, samples_text, title
 from ._records import metadata, model_dtype
 
 
@@ -122,17 +123,27 @@ def energy_descent(model, x0, args=None, solvers_and_steps=(("euler", 0.1), ("eu
         ))
     return dict(runs=runs, batched=batched, metadata=metadata(
         study="energy_descent", dtype=model_dtype(model), flow=flow, t1=t1,
-        roundoff_ulps=roundoff_ulps, max_steps=max_steps,
+        roundoff_ulps=roundoff_ulps, max_steps=max_steps, batch=int(batch),
         solvers=[run["options"] for run in runs]))
 
 
 def plot_energy_descent(result: dict, path=None, sample: int = 0):
     """Left: `E - min E` against time for each run (log scale), real rises marked with
     red crosses. Right: the number of real and round-off rises per run. Batched results
-    show `sample` on the left and totals on the right. Returns the `Figure`."""
+    show `sample` on the left and totals on the right. The caption gives the model,
+    sample count, flow, t1, dtype and the round-off allowance; the legend the solver and
+    step or tolerance of each run. Returns the `Figure`."""
     fig, axes = figure(2, 1)
     ax = axes[0, 0]
     runs = result["runs"]
+    meta = result.get("metadata", {})
+    batch = meta.get("batch") or (len(runs[0]["energies"]) if result.get("batched") else 1)
+    shown = f" (left: sample {sample})" if result.get("batched") else ""
+    title(fig, "Energy descent along each solve: steps where E rose, real (red x) or within "
+          f"round-off{shown}",
+          caption(meta, samples=samples_text(meta, batch), solver="",
+                  extra=[f"round-off: rises below {meta['roundoff_ulps']:g} ulp x |E|"
+                         if "roundoff_ulps" in meta else ""]))
     pick = (lambda v: v[sample]) if result.get("batched") else (lambda v: v)
     floor = min(float(np.min(pick(run["energies"]))) for run in runs)
     for run in runs:
@@ -144,14 +155,20 @@ def plot_energy_descent(result: dict, path=None, sample: int = 0):
     ax.set_yscale("log")
     ax.set_xlabel("time t (tau)")
     ax.set_ylabel("E - min E (energy units)")
-    ax.set_title(f"energy along each solve ({result['metadata']['flow']} flow)")
     ax.legend(fontsize=7)
     ax = axes[0, 1]
     index = np.arange(len(runs))
     ax.bar(index - 0.2, [run["real_rises"] for run in runs], 0.4, label="real", color="tab:red")
     ax.bar(index + 0.2, [run["roundoff_rises"] for run in runs], 0.4, label="round-off",
            color="0.6")
-    ax.set_xticks(index, [run["label"] for run in runs], rotation=30, ha="right", fontsize=7)
+    ax.set_xticks(index, [run["label"] for run in runs], rotation=30, ha="right",
+                  rotation_mode="anchor", fontsize=7)
     ax.set_ylabel("steps where E rose (count)")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    most = max(max(run["real_rises"], run["roundoff_rises"]) for run in runs)
+    ax.set_ylim(0, max(most, 1) * 1.15)  # counts: from zero, never below
+    if most == 0:
+        ax.text(0.5, 0.5, "E never rose", transform=ax.transAxes, ha="center", va="center",
+                fontsize=8, color="0.3")
     ax.legend(fontsize=7)
     return finish(fig, path)

@@ -3,7 +3,9 @@
 Each start is run to a fixed point of the projected flow (which keeps every token's
 mean and scale) with `solvers.FixedPointStop`, optionally polished by Newton's method
 (`solvers.find_fixed_point`), and the end states are compared in `g = LayerNorm(x)`,
-the coordinates in which a fixed point is a critical point of `E` on the manifold.
+the coordinates in which a fixed point is a critical point of `E` on the manifold (any
+`solvers.EnergySystem` runs: a model's `energy_coordinates` where it has them, else `x`;
+its projected flow is its own, the same as its only flow for a flat model).
 """
 
 import jax
@@ -13,7 +15,8 @@ import numpy as np
 from et_ode import solvers
 
 from ._common import as_batch, shard, take
-from ._plotting import figure, finish
+from ._geometry import energy_coordinates, require
+from ._plotting import caption, figure, finish, title
 from ._records import metadata, model_dtype
 from ._stability import hessian_eigenvalues
 
@@ -65,7 +68,8 @@ def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float =
 
     **Arguments:**
 
-    - `model`: an `et_ode.EnergyTransformer`; `starts: [S, N, D]` (for instance the
+    - `model`: any `solvers.EnergySystem` (an `et_ode.EnergyTransformer`, say; needs
+      `energy`, `vector_field`, `residual`); `starts: [S, N, D]` (for instance the
       data, another sample's end state, `matched_noise(...)`); `args` shared or per
       start (`args_batched=True`).
     - `labels`: a name per start (default `start 0`, ...).
@@ -76,7 +80,9 @@ def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float =
     - `polish`: refine each end state with `solvers.find_fixed_point` (Newton, to
       RMS G ~ 1e-12 in float64) before comparing.
     - `morse_index`: also count negative Hessian eigenvalues at each fixed point
-      (dense, small models).
+      (dense, small models), after a Newton polish (made whatever `polish` says: an
+      index taken off the fixed point can be wrong by the kinks of a ReLU energy);
+      `-1` where Newton did not converge near the point.
     - `seeds`: recorded in the metadata (how the starts were made).
 
     **Returns:** a dict: `labels`, `x_star [S, N, D]`, `g_star [S, N, D]`,
@@ -86,6 +92,7 @@ def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float =
     `energy [S]`, `residual_rms [S]`, `t_final [S]`, `stop_reason`, `converged [S]`,
     `morse_index [S]` (or `None`), and `metadata`.
     """
+    require(model, "fixed_points")
     xb, _ = as_batch(starts)
     count = xb.shape[0]
     labels = list(labels) if labels is not None else [f"start {i}" for i in range(count)]
@@ -97,16 +104,21 @@ def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float =
     x_star = np.array(sol.x_final)[:count]
     reasons = list(sol.stats["stop_reason"])[:count]
     newton_ok = np.ones(count, bool)
-    if polish:
+    def coordinates(x, args_i):
+        return energy_coordinates(model, jnp.asarray(x), args_i)
+
+    if polish or morse_index:  # a Morse index is only right at a fixed point
         for i in range(count):
-            found = solvers.find_fixed_point(model, x_star[i], args=take(args, i, args_batched))
+            args_i = take(args, i, args_batched)
+            found = solvers.find_fixed_point(model, x_star[i], args=args_i, linear="auto")
             # Newton converges to the nearest critical point; keep it only if it is close.
-            if bool(found.success) and float(jnp.sqrt(jnp.mean(
-                    (model.norm(found.x) - model.norm(jnp.asarray(x_star[i]))) ** 2))) < 1e-3:
+            moved = coordinates(found.x, args_i) - coordinates(x_star[i], args_i)
+            if bool(found.success) and float(jnp.sqrt(jnp.mean(moved**2))) < 1e-3:
                 x_star[i] = np.asarray(found.x)
             else:
                 newton_ok[i] = False
-    g_star = np.asarray(jax.vmap(model.norm)(jnp.asarray(x_star)))
+    g_star = np.stack([np.asarray(coordinates(x_star[i], take(args, i, args_batched)))
+                       for i in range(count)])
     diff = g_star[:, None] - g_star[None, :]
     distances = np.sqrt(np.mean(diff**2, axis=(-2, -1)))
     close = distances < distance_tol
@@ -120,8 +132,9 @@ def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float =
         x_i = jnp.asarray(x_star[i])
         energy.append(float(model.energy(x_i, args_i)))
         residual.append(float(solvers.rms(model.residual(x_i, args_i))))
-        if morse_index:
-            morse.append(hessian_eigenvalues(model, x_i, args_i, k=1)["morse_index"])
+        if morse_index:  # -1: Newton did not polish this point, no index is taken
+            morse.append(hessian_eigenvalues(model, x_i, args_i, k=1)["morse_index"]
+                         if newton_ok[i] else -1)
     residual = np.asarray(residual)
     return dict(
         labels=labels, x_star=x_star, g_star=g_star, distances=distances, cluster=cluster,
@@ -166,4 +179,7 @@ def plot_fixed_points(result: dict, path=None):
                   fontsize=7)
     ax.set_ylabel("energy E at the fixed point")
     ax.set_title("colour: fixed point (cluster)")
+    meta = result.get("metadata", {})
+    title(fig, "Do different starts reach the same fixed point? Distances between the fixed "
+               "points and their energies", caption(meta, samples=f"{len(result['labels'])} starts"))
     return finish(fig, path)

@@ -33,7 +33,8 @@ from et_ode.tasks import masked_mse
 from et_ode.vocab import ADJOINTS
 
 from ._common import as_batch
-from ._plotting import figure, finish, positive
+from ._geometry import require
+from ._plotting import caption, figure, finish, positive, samples_text, title
 from ._records import metadata, model_dtype
 
 
@@ -185,7 +186,13 @@ def gradient_depth(model, x0=None, args=None, *, images=None, masking=None,
     x on the native flow alone puts into `dL/dx`, `horizon`);
     `avoids_vanishing` (the adjoints whose parameter gradient did not vanish, as
     measured here); `summary` (one sentence per adjoint, from the numbers); `metadata`.
+
+    **Protocol:** an image model needs `core` and `encode`; any other model the
+    `solvers.EnergySystem` methods and the ET's LayerNorm `norm` (the loss is measured
+    in its coordinates); refused up front, before any solve, without them.
     """
+    if not (hasattr(model, "core") and hasattr(model, "encode")):
+        require(model, "gradient_depth")
     problem = _problem(model, x0, args, images, masking, loss_seed)
     core = problem.core(model)
     dtype = model_dtype(core)
@@ -292,7 +299,8 @@ def gradient_depth(model, x0=None, args=None, *, images=None, masking=None,
         study="gradient_depth", dtype=dtype, seeds=dict(loss_target=loss_seed),
         solver=solver, dt0=dt0, rtol=rtol, atol=atol, flow=flow, max_steps=max_steps,
         adjoints=list(adjoints), vanish_threshold=vanish_threshold,
-        model=type(model).__name__,
+        model=type(model).__name__, batch=int((problem.x0 if isinstance(problem, _CoreProblem)
+                                               else problem.patches).shape[0]),
         norms="L2 over every parameter array; dL/dx over every entry of the batch",
     )
     return out
@@ -329,10 +337,16 @@ def _adjoint_state(problem, model, base, horizon, split_times, n_splits, dt0):
 def plot_gradient_depth(result: dict, path=None):
     """Left: parameter-gradient norm against horizon for each adjoint (the implicit
     gradient as a horizontal line), log-log. Right: `|dL/dx(s)|` along the longest
-    trajectory. Returns the `Figure`."""
+    trajectory. The caption gives the model, sample count, flow, horizons, dtype and
+    solver. Returns the `Figure`."""
     fig, axes = figure(2, 1)
     ax = axes[0, 0]
     horizons = np.asarray(result["horizons"], float)
+    meta = result.get("metadata", {})
+    title(fig, "Do gradients vanish with depth? Parameter gradient per adjoint against the "
+          "horizon T, and the adjoint state along the longest solve",
+          caption(meta, samples=samples_text(meta, meta["batch"]) if "batch" in meta else None,
+                  horizon=f"T = {horizons.min():.3g} to {horizons.max():.3g} tau"))
     for name, rec in result["adjoints"].items():
         ax.plot(horizons, positive(rec["grad_norm"]), "-o", ms=3, label=name)
     if "implicit" in result:
@@ -341,7 +355,7 @@ def plot_gradient_depth(result: dict, path=None):
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("horizon T (tau)" + (" = steps x dt0" if result.get("steps") is not None else ""))
-    ax.set_ylabel("|dL/dtheta| (all parameters)")
+    ax.set_ylabel("|dL/dtheta| (L2, every parameter)")
     ax.legend(fontsize=7)
     ax = axes[0, 1]
     state = result["adjoint_state"]
@@ -350,7 +364,7 @@ def plot_gradient_depth(result: dict, path=None):
             label="|(s_A/gamma) dL/dx_A(s)|")
     ax.set_yscale("log")
     ax.set_xlabel("split time s (tau)")
-    ax.set_ylabel("adjoint state norm")
+    ax.set_ylabel("|dL/dx(s)| (L2, whole batch)")
     ax.legend(fontsize=7)
-    ax.set_title(f"horizon T = {state['horizon']:g}")
+    ax.set_title(f"adjoint state along the solve to T = {state['horizon']:g} tau", fontsize=8)
     return finish(fig, path)

@@ -9,7 +9,9 @@ from et_ode import solvers
 from et_ode.tasks import roc_auc
 
 from ._common import log_times
-from ._plotting import figure, finish
+from ._geometry import require
+from ._plotting import caption, figure, finish, samples_text, title
+from ._records import metadata, model_dtype
 
 
 def graph_overshoot(model, features, senders, receivers, labels, nodes, *,
@@ -25,8 +27,13 @@ def graph_overshoot(model, features, senders, receivers, labels, nodes, *,
     `**overrides`: `solvers.solve` options replacing the model's dynamics.
 
     **Returns:** a dict: `times [T]`, `auc [T]`, `energy [T]`, `horizon`, `t_max`,
-    `auc_at_horizon`, `auc_at_end`, `best_time`, `best_auc`, `solve_options`.
+    `auc_at_horizon`, `auc_at_end`, `best_time`, `best_auc`, `solve_options`, and
+    `metadata` (dtype, node counts, the solve options).
+
+    **Protocol:** a `NodeAnomalyET` (`encode`, `conditions`, `scores_of_states`,
+    `dynamics`, `core`); another model is refused up front, before any solve.
     """
+    require(model, "graph_overshoot")
     horizon = float(model.dynamics.t1)
     t_max = t_max_factor * horizon
     times = log_times(t_first or horizon / 100, t_max, n_times, include=[horizon], start=0.0)
@@ -45,24 +52,40 @@ def graph_overshoot(model, features, senders, receivers, labels, nodes, *,
     auc = np.array([roc_auc(labels[nodes], s[nodes]) for s in scores])
     at = int(np.argmin(np.abs(times - horizon)))
     best = int(np.argmax(auc))
+    solve_options = {k: v for k, v in options.items() if k != "save"}
     return {"times": times, "auc": auc, "energy": energy, "horizon": horizon, "t_max": t_max,
             "auc_at_horizon": float(auc[at]), "auc_at_end": float(auc[-1]),
             "best_time": float(times[best]), "best_auc": float(auc[best]),
-            "solve_options": {k: v for k, v in options.items() if k != "save"}}
+            "solve_options": solve_options,
+            "metadata": metadata(study="graph_overshoot", dtype=model_dtype(model.core),
+                                 t_max_factor=t_max_factor, horizon=horizon, t_max=t_max,
+                                 n_nodes=int(labels.size), n_scored=int(nodes.size),
+                                 solve_options=solve_options)}
 
 
 def plot_graph_overshoot(result: dict, path=None):
     """Test AUC (left) and energy (right) against time on a log axis, the training
-    horizon marked. Returns the `Figure`."""
+    horizon marked; the caption gives the scored node count, the solve and the dtype.
+    Returns the `Figure`."""
     fig, axes = figure(2, 1)
+    meta = result.get("metadata", {})
+    options = result.get("solve_options", {})
+    title(fig, "Node anomaly detector past its training horizon: test AUC and energy "
+          "against time", caption(meta, samples=samples_text(None, meta["n_scored"],
+                                                             "scored test nodes")
+                                  if "n_scored" in meta else None,
+                                  flow=options.get("flow"),
+                                  horizon=f"t = 0 to {result['t_max']:.4g} tau",
+                                  solver=options))
     times = np.asarray(result["times"], float)
     shown = times > 0
     for ax, key, label in ((axes[0, 0], "auc", "test AUC"),
-                           (axes[0, 1], "energy", "energy E of the core")):
+                           (axes[0, 1], "energy", "energy E of the core (model units)")):
         ax.plot(times[shown], np.asarray(result[key], float)[shown], "-o", ms=3)
         ax.set_xscale("log")
-        ax.axvline(result["horizon"], color="grey", ls="--", lw=1, label="training horizon")
-        ax.set_xlabel("t (tau)")
+        ax.axvline(result["horizon"], color="grey", ls="--", lw=1,
+                   label=f"training horizon ({result['horizon']:.3g} tau)")
+        ax.set_xlabel("time t (tau)")
         ax.set_ylabel(label)
         ax.legend(loc="best", fontsize=8)
     return finish(fig, path)

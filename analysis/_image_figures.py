@@ -22,6 +22,10 @@ from et_ode import solvers
 from et_ode.tasks import Masking, held_out_indices, masked_mse, mean_fill, photo_crops
 from et_ode.tasks import evaluation_masks as held_out_masks  # noqa: F401  (re-exported)
 
+from ._plotting import (
+    SEPARATOR, TITLE_SIZE, caption, samples_text, solver_text, title, wrap,
+)
+from ._records import model_dtype
 from ._video import figure_to_frame
 
 MASK_GREY = 0.5  # display value of a MASK-replaced patch in a masked input
@@ -116,12 +120,12 @@ def position_similarity(positions) -> np.ndarray:
     return unit @ unit.T
 
 
-def position_similarity_figure(model):
+def position_similarity_figure(model, *, name: str | None = None):
     """Figure 2: for each patch position A (an `s x s` grid, `s = sqrt(N)`), the map of
     the cosine similarity of its position embedding with every other position, drawn
     in A's place: an `s x s` grid of `s x s` maps (8 x 8 of 8 x 8 for 32 x 32 images
     with 4 x 4 patches). Colour from -1 (blue) to 1 (red); each map's brightest pixel
-    is A itself.
+    is A itself. `name`: the model's name for the caption (e.g. its checkpoint).
 
     **Returns:** `(fig, {"cosine_similarity": [N, N]})`.
     """
@@ -138,10 +142,27 @@ def position_similarity_figure(model):
                       interpolation="nearest")
     ax.set_xticks([])
     ax.set_yticks([])
-    ax.set_title("cosine similarity of position embeddings\n"
-                 f"(map at row r, column c: patch (r, c) against all {n} patches)", fontsize=9)
     fig.colorbar(image, ax=ax, shrink=0.8, label="cosine similarity")
+    title(fig, "Cosine similarity of the position embeddings: the map at row r, column c is "
+          f"patch (r, c) against all {n} patches",
+          _model_caption(model, name, f"{n} patches",
+                         f"embedding dimension {np.shape(model.positions)[-1]}"))
     return fig, {"cosine_similarity": similarity, "grid": side}
+
+
+def _model_caption(model, name, *parts) -> str:
+    """The caption line of a figure of `model`: its name (when given), `parts`, its
+    dtype."""
+    return SEPARATOR.join(([f"model {name}"] if name else []) + [p for p in parts if p]
+                          + [str(model_dtype(model.core))])
+
+
+def _dynamics_text(dynamics) -> str:
+    """A model's own dynamics in a caption: flow, solver and steps, horizon or stop."""
+    options = dynamics.solve_options()
+    horizon = (f"to RMS G < {dynamics.fixed_point_atol:g} (cap t1 = {dynamics.t1:g} tau)"
+               if dynamics.fixed_point_atol is not None else f"to t1 = {dynamics.t1:g} tau")
+    return f"{dynamics.flow} flow, {solver_text(options)} {horizon}"
 
 
 def _cmap(name):
@@ -153,10 +174,11 @@ def _cmap(name):
 # ------------------------------------------------------------------------ figure 3
 
 
-def reconstruction_figure(model, images, masking: Masking):
+def reconstruction_figure(model, images, masking: Masking, *, name: str | None = None):
     """Figure 3: for each image (a column), the masked input (MASK patches grey), the
     completion by `model.complete` (its own dynamics; occluded patches predicted, the
-    rest as given) and the original.
+    rest as given) and the original; each completion's masked MSE above it. The caption
+    gives the model (`name`), the image count, the masking, the dynamics and the dtype.
 
     **Arguments:** `images [B, S, S, C]` in [0, 1]; `masking` with `[B, N]` fields.
 
@@ -175,18 +197,29 @@ def reconstruction_figure(model, images, masking: Masking):
         "masked_mse": _per_image_mse(model_patches, patches, masking.occluded),
         "mean_fill_mse": _per_image_mse(mean_fill(patches, masking), patches, masking.occluded),
     }
+    occluded = np.asarray(masking.occluded).sum(axis=-1)
+    text = _model_caption(model, name, f"{len(images)} images",
+                          f"{int(occluded.min())}"
+                          + ("" if occluded.min() == occluded.max() else f"-{int(occluded.max())}")
+                          + f" of {np.shape(masking.occluded)[-1]} patches occluded",
+                          _dynamics_text(model.dynamics))
+    return _reconstruction_drawing(data, text), data
+
+
+def _reconstruction_drawing(data: dict, caption_text: str) -> Figure:
+    """Figure 3 drawn from `reconstruction_figure`'s data."""
     rows = (("masked input", "masked"), ("reconstruction", "completed"), ("original", "original"))
-    b = len(images)
-    fig = Figure(figsize=(1.2 * b + 1.0, 3.9), dpi=100, layout="constrained")
+    b = len(data["original"])
+    fig = Figure(figsize=(max(1.2 * b + 1.0, 4.8), 4.6), dpi=100, layout="constrained")
     axes = fig.subplots(3, b, squeeze=False)
     for r, (label, key) in enumerate(rows):
         for c in range(b):
-            title = f"MSE {data['masked_mse'][c]:.3f}" if key == "completed" else None
-            _show(axes[r, c], data[key][c], title)
+            heading = f"MSE {data['masked_mse'][c]:.3f}" if key == "completed" else None
+            _show(axes[r, c], data[key][c], heading)
         axes[r, 0].set_ylabel(label, fontsize=8)
-    fig.suptitle("held-out completions (MSE over occluded patches, normalised units)",
-                 fontsize=9)
-    return fig, data
+    title(fig, "Held-out completions by the model's own dynamics (above each: its MSE over "
+          "the occluded patches, normalised units)", caption_text)
+    return fig
 
 
 def _per_image_mse(prediction, target, occluded) -> np.ndarray:
@@ -316,8 +349,8 @@ def _decoded_parts(model, xs, conditions, std):
     return jax.vmap(one)(xs)
 
 
-def tokens_over_time_figure(model, images, masking: Masking, times, index: int = 0,
-                            **options):
+def tokens_over_time_figure(model, images, masking: Masking, times, index: int = 0, *,
+                            name: str | None = None, **options):
     """Figure 4: one image's tokens decoded at each of `times` (top row: every patch
     decoded, context standardisation and normalisation undone, the visible ones
     included), and the attention and Hopfield parts of the update `-dE/dg` decoded at
@@ -330,6 +363,7 @@ def tokens_over_time_figure(model, images, masking: Masking, times, index: int =
     projected flow, before the projection; clamped tokens are zero). Each part's row is
     shown as `0.5 + 0.5 v / max|v|` per RGB channel, `max|v|` over that row's times and
     pixels (recorded), so grey is zero and rows show their own relative size over time.
+    The caption gives the model (`name`), which image, the solve and the dtype.
 
     **Arguments:** `images [B, S, S, C]` in [0, 1] and `masking` with `[B, N]` fields
     (the whole batch is solved, image `index` is shown); `times [T]`; `options` as for
@@ -350,38 +384,49 @@ def tokens_over_time_figure(model, images, masking: Masking, times, index: int =
             "energies": traj["energies"][index], "mse": traj["mse_per_image"][index],
             "masked": masked_display(model, images, masking)[index],
             "original": images[index], "options": traj["options"]}
-    for name in names:
-        decoded = np.asarray(jax.vmap(model.image)(parts[name]))
-        data[name] = decoded
-        data[f"{name}_scale"] = float(np.max(np.abs(decoded)))
-    t = len(traj["times"])
-    fig = Figure(figsize=(1.15 * (t + 1) + 0.6, 1.25 * (len(names) + 1) + 0.6), dpi=100,
-                 layout="constrained")
+    for part in names:
+        decoded = np.asarray(jax.vmap(model.image)(parts[part]))
+        data[part] = decoded
+        data[f"{part}_scale"] = float(np.max(np.abs(decoded)))
+    options = traj["options"]
+    text = _model_caption(model, name, f"image {index + 1} of {len(images)}",
+                          f"{options.get('flow')} flow, {solver_text(options)}",
+                          frame_steps(options, traj["times"])["sentence"])
+    return _tokens_drawing(data, names, text), data
+
+
+def _tokens_drawing(data: dict, names, caption_text: str) -> Figure:
+    """Figure 4 drawn from `tokens_over_time_figure`'s data and its part `names`."""
+    times = np.asarray(data["times"])
+    t = len(times)
+    fig = Figure(figsize=(max(1.15 * (t + 1) + 0.6, 5.0), 1.25 * (len(names) + 1) + 1.1),
+                 dpi=100, layout="constrained")
     axes = fig.subplots(len(names) + 1, t + 1, squeeze=False)
     _show(axes[0, 0], data["masked"], "masked input")
     _show(axes[1, 0], data["original"], "original")
     for ax in axes[2:, 0]:
         ax.axis("off")
     for k in range(t):
-        _show(axes[0, k + 1], data["tokens"][k], f"t = {traj['times'][k]:.3g}")
-        for r, name in enumerate(names, start=1):
-            scale = data[f"{name}_scale"] or 1.0
-            _show(axes[r, k + 1], np.clip(0.5 + 0.5 * data[name][k] / scale, 0, 1))
+        _show(axes[0, k + 1], data["tokens"][k], f"t = {times[k]:.3g}")
+        for r, part in enumerate(names, start=1):
+            scale = data[f"{part}_scale"] or 1.0
+            _show(axes[r, k + 1], np.clip(0.5 + 0.5 * data[part][k] / scale, 0, 1))
     axes[0, 1].set_ylabel("tokens", fontsize=8)
-    for r, name in enumerate(names, start=1):
-        axes[r, 1].set_ylabel(f"{name}\n(max {data[f'{name}_scale']:.2g}/tau)", fontsize=8)
-    fig.suptitle("decoded tokens and decoded parts of -dE/dg over time", fontsize=9)
-    return fig, data
+    for r, part in enumerate(names, start=1):
+        axes[r, 1].set_ylabel(f"{part}\n(max {data[f'{part}_scale']:.2g}/tau)", fontsize=8)
+    title(fig, "Decoded tokens and the decoded parts of -dE/dg over time (t in tau; grey: "
+          "zero, each row scaled to its max, normalised pixel units per tau)", caption_text)
+    return fig
 
 
 # ------------------------------------------------------------------------ figures 5, 6
 
 
-def memories_figure(model, count: int = 64):
+def memories_figure(model, count: int = 64, *, name: str | None = None):
     """Figure 5: the `count` Hopfield memories `xi [K, D]` of largest norm, each decoded
     as a patch by the model's decoder (`model.decode`: its LayerNorm, then its affine
     map), shown in decreasing order of norm, row by row, each patch rescaled to [0, 1]
-    on its own (see `patch_display`).
+    on its own (see `patch_display`). `name`: the model's name for the caption.
 
     **Returns:** `(fig, data)`: `indices [count]` into the memories, `norms [count]`,
     `decoded [count, P]` (decoder units: context-standardised, normalised pixels) and
@@ -396,32 +441,40 @@ def memories_figure(model, count: int = 64):
     columns = math.ceil(math.sqrt(count))
     fig = Figure(figsize=(5.0, 5.3), dpi=100, layout="constrained")
     ax = fig.add_subplot()
-    _show(ax, mosaic(tiles, columns), f"{count} of {len(xi)} Hopfield memories, largest norm "
-          "first\n(decoded; each patch rescaled to its own min-max)")
+    _show(ax, mosaic(tiles, columns))
+    title(fig, f"{count} of {len(xi)} Hopfield memories, largest norm first, row by row "
+          "(decoded as patches; each patch rescaled to its own min-max)",
+          _model_caption(model, name, f"memory norms {norms[order][-1]:.3g} to "
+                         f"{norms[order][0]:.3g}", f"dimension {xi.shape[-1]}"))
     return fig, {"indices": order, "norms": norms[order], "decoded": decoded, "ranges": ranges}
 
 
-def attention_weights_figure(model):
+def attention_weights_figure(model, *, name: str | None = None):
     """Figure 6: every row of `Wq` and `Wk` (`[H, Y, D]`: `H x Y` vectors of dimension
     D each) decoded as a patch like the memories (`model.decode_token`, each patch rescaled
     to its own min-max, see `patch_display`): one panel per matrix, a row of `Y`
-    patches per head.
+    patches per head. `name`: the model's name for the caption.
 
     **Returns:** `(fig, data)`: `Wq`, `Wk` decoded `[H, Y, P]` and their `Wq_ranges`,
     `Wk_ranges` `[H, Y, 2]`.
     """
     att = model.core.attention
     h, y, _ = att.Wq.shape
-    fig = Figure(figsize=(0.45 * y + 1.0, 2 * (0.5 * h + 0.6)), dpi=100, layout="constrained")
+    fig = Figure(figsize=(max(0.45 * y + 1.0, 4.8), 2 * (0.5 * h + 0.6) + 0.9), dpi=100,
+                 layout="constrained")
     axes = fig.subplots(2, 1)
     data = {}
-    for ax, name in zip(axes, ("Wq", "Wk")):
-        rows = np.asarray(getattr(att, name)).reshape(h * y, -1)
+    for ax, matrix in zip(axes, ("Wq", "Wk")):
+        rows = np.asarray(getattr(att, matrix)).reshape(h * y, -1)
         decoded = np.asarray(jax.vmap(model.decode_token)(jnp.asarray(rows)))
         tiles, ranges = patch_display(model, decoded)
-        _show(ax, mosaic(tiles, y), f"{name} rows decoded (a row per head, {y} per head)")
-        data[name] = decoded.reshape(h, y, -1)
-        data[f"{name}_ranges"] = ranges.reshape(h, y, 2)
+        _show(ax, mosaic(tiles, y), matrix)
+        data[matrix] = decoded.reshape(h, y, -1)
+        data[f"{matrix}_ranges"] = ranges.reshape(h, y, 2)
+    title(fig, "Rows of the attention weights Wq and Wk decoded as patches: a row per head, "
+          f"{y} per head (each patch rescaled to its own min-max)",
+          _model_caption(model, name, f"{h} head{'s' if h != 1 else ''}",
+                         f"dimension {att.Wq.shape[-1]}"))
     return fig, data
 
 
@@ -435,41 +488,67 @@ def frame_times(horizon: float, frames: int) -> np.ndarray:
     return np.linspace(0.0, float(horizon), int(frames))
 
 
-def energy_video_frames(model, images, masking: Masking, times, *, reference=None,
-                        **options):
-    """Figure 8, the energy-trajectory video: one frame per time in `times`, each showing,
-    per image (a row), the masked input, the completion at time t (the decoded tokens
-    on the occluded patches, the original elsewhere) and the original, beside the
-    energy `E(t)` (thin: each image; thick: their mean) and the masked-patch MSE(t),
-    with the time the model was trained to reach (`reference_time`: the training
-    horizon `dynamics.t1`, or a fixed-point model's mean stop time) as a dashed vertical
-    line and the current t as a red line and dots.
+def frame_steps(options: dict, times) -> dict:
+    """Where the frames at `times` fall against the solver's steps (`options`: the solve
+    options of the trajectory): with constant steps (`rtol` None), a frame at a multiple
+    of `dt0` (or at the last time, where the last step ends) is a step end, every other
+    frame an interpolated state (diffrax's dense output between two step ends); with
+    adaptive steps every frame but the first and last is interpolated.
 
-    The whole trajectory is one solve (`image_trajectory`); each frame is a redraw of
-    one figure.
+    **Returns:** `{"interpolated": count, "frames": count, "sentence": ...}`."""
+    times = np.asarray(times, np.float64)
+    ends = np.zeros(times.shape, bool)
+    ends[0] = ends[-1] = True
+    dt0 = options.get("dt0")
+    if options.get("rtol") is None and dt0:
+        steps = times / float(dt0)
+        ends |= np.abs(steps - np.round(steps)) <= 1e-6 * np.maximum(1.0, np.abs(steps))
+        how = f"constant steps of {float(dt0):g}"
+    else:
+        how = "adaptive steps"
+    count = int((~ends).sum())
+    if count == 0:
+        sentence = f"every frame at a step end ({how})"
+    else:
+        sentence = (f"{count} of {times.size} frames lie between step ends ({how}): "
+                    "interpolated states (diffrax dense output)")
+    return {"interpolated": count, "frames": int(times.size), "sentence": sentence}
 
-    **Arguments:** `images [B, S, S, C]` in [0, 1]; `masking` with `[B, N]` fields;
-    `times [T]` (tau), e.g. `frame_times(4 * model.dynamics.t1, 49)`; `reference`:
-    `(time, label)` of the dashed line (default `reference_time(model, images,
-    masking)`); `options` as for `image_trajectory`.
 
-    **Returns:** `(frames, data)`: `frames`, a list of `T` arrays `uint8 [H, W, 3]`;
-    `data` with `times [T]`, `energies [B, T]`, `mean_energy [T]`, `mse [T]`,
-    `mse_per_image [B, T]`, `reference_time`, `reference_label`, `options`, `stats`.
-    """
-    horizon, label = reference or reference_time(model, images, masking)
-    traj = image_trajectory(model, images, masking, times, **options)
-    completed = to_display(model, completed_patches(traj, masking))  # [B, T, S, S, C]
-    masked = masked_display(model, np.asarray(images), masking)
-    energies, mse, ts = traj["energies"], traj["mse"], traj["times"]
-    b = len(images)
-    fig = Figure(figsize=(9.6, max(3.6, 1.05 * b + 0.9)), dpi=100)
-    grid = fig.add_gridspec(max(b, 2), 5, width_ratios=[1, 1, 1, 0.25, 3.2],
-                            left=0.03, right=0.98, top=0.9, bottom=0.12, wspace=0.08)
+def still_frame(times, reference: float, label: str) -> tuple[int, str]:
+    """The frame shown as the video's still: the one nearest `reference` (the time the
+    model was trained to reach), and a sentence saying which it is, and why when the
+    reference lies outside the frames' times (the nearest is then the first or last)."""
+    times = np.asarray(times, np.float64)
+    index = int(np.argmin(np.abs(times - reference)))
+    at = f"t = {times[index]:.3g}"
+    if reference > times[-1] * (1 + 1e-9):
+        return index, (f"still: the last frame ({at}): the {label} t = {reference:.3g} lies "
+                       "beyond the video's horizon")
+    if reference < times[0]:
+        return index, f"still: the first frame ({at}), after the {label} t = {reference:.3g}"
+    return index, f"still: the frame nearest the {label} t = {reference:.3g} ({at})"
+
+
+def _video_figure(masked, completed, originals, times, energies, mse, reference, caption_text):
+    """The figure of the energy video and `show(k, note="")`, which draws frame `k` into it
+    (`note`: the third title line, by default where the reference time lies) and returns
+    its pixels. `masked`, `originals` `[B, S, S, C]`; `completed [B, T, S, S, C]`;
+    `energies [B, T]`; `mse [T]`; `reference = (time, label)`."""
+    horizon, label = reference
+    ts = np.asarray(times, np.float64)
+    b = len(originals)
+    fig = Figure(figsize=(9.6, max(3.6, 1.05 * b + 1.2)), dpi=100)
+    caption_lines = wrap(fig, caption_text, TITLE_SIZE).count("\n") + 1
+    height_pt = fig.get_figheight() * 72
+    title_pt = (caption_lines + 2) * TITLE_SIZE * 1.25 + 6
+    grid = fig.add_gridspec(max(b, 2), 5, width_ratios=[1, 1, 1, 0.42, 3.0],
+                            left=0.02, right=0.98, top=1 - (title_pt + 16) / height_pt,
+                            bottom=36 / height_pt, wspace=0.08, hspace=0.25)
     recon_artists = []
     for r in range(b):
         for c, (heading, image) in enumerate((("masked input", masked[r]), ("at time t", None),
-                                              ("original", np.asarray(images)[r]))):
+                                              ("original", originals[r]))):
             ax = fig.add_subplot(grid[r, c])
             _show(ax, completed[r, 0] if image is None else image, heading if r == 0 else None)
             if image is None:
@@ -477,34 +556,107 @@ def energy_video_frames(model, images, masking: Masking, times, *, reference=Non
     half = max(b, 2) // 2
     ax_e = fig.add_subplot(grid[:half, 4])
     ax_m = fig.add_subplot(grid[half:, 4], sharex=ax_e)
-    for series, ax, ylabel in ((energies, ax_e, "energy E"), (mse[None], ax_m, "masked MSE")):
+    inside = ts[0] <= horizon <= ts[-1]
+    for series, ax, ylabel in ((energies, ax_e, "energy E"),
+                               (mse[None], ax_m, "masked MSE\n(normalised units)")):
         for row in series:
             ax.plot(ts, row, lw=0.7, alpha=0.5, color="tab:blue")
         ax.plot(ts, series.mean(axis=0), lw=2.0, color="tab:blue")
-        ax.axvline(horizon, ls="--", color="0.3", lw=1.0)
+        if inside:  # the reference marked only where the frames reach it
+            ax.axvline(horizon, ls="--", color="0.3", lw=1.0)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.tick_params(labelsize=7)
-    ax_e.text(horizon, 1.0, f" {label}", transform=ax_e.get_xaxis_transform(),
-              fontsize=7, va="bottom", ha="left", color="0.3")
+    ax_e.set_xlim(ts[0], ts[-1])
+    right = inside and horizon > ts[0] + 0.6 * (ts[-1] - ts[0])
+    if inside:
+        ax_e.text(horizon, 0.96, f"{label} " if right else f" {label}",
+                  transform=ax_e.get_xaxis_transform(), fontsize=7, va="top",
+                  ha="right" if right else "left", color="0.3")
+    else:
+        side = "beyond" if horizon > ts[-1] else "before"
+        ax_e.text(0.98, 0.96, f"{label} t = {horizon:.3g}: {side} the last frame \u2192"
+                  if side == "beyond" else f"\u2190 {label} t = {horizon:.3g}",
+                  transform=ax_e.transAxes, fontsize=7, va="top", ha="right", color="0.3")
     ax_e.tick_params(labelbottom=False)
     ax_m.set_xlabel("t (tau)", fontsize=8)
     cursors = [ax.axvline(ts[0], color="tab:red", lw=1.0) for ax in (ax_e, ax_m)]
-    dots = [ax_e.plot([ts[0]], [energies.mean(axis=0)[0]], "o", color="tab:red")[0],
-            ax_m.plot([ts[0]], [mse[0]], "o", color="tab:red")[0]]
-    title = fig.suptitle("", fontsize=9)
-    frames = []
-    for k, t in enumerate(ts):
+    mean_energy = energies.mean(axis=0)
+    dots = [ax_e.plot([ts[0]], [mean_energy[0]], "o", color="tab:red", clip_on=False)[0],
+            ax_m.plot([ts[0]], [mse[0]], "o", color="tab:red", clip_on=False)[0]]
+    title = fig.suptitle("", fontsize=TITLE_SIZE, y=1 - 3 / height_pt, va="top")
+    where = (f"dashed: the {label} t = {horizon:.3g}" if inside else
+             f"the {label} t = {horizon:.3g} lies outside the frames' times "
+             f"{ts[0]:.3g} to {ts[-1]:.3g}")
+
+    def show(k, note=""):
         for r, artist in enumerate(recon_artists):
             artist.set_data(completed[r, k])
         for cursor in cursors:
-            cursor.set_xdata([t, t])
-        dots[0].set_data([t], [energies.mean(axis=0)[k]])
-        dots[1].set_data([t], [mse[k]])
-        title.set_text(f"t = {t:.3g} tau   mean E = {energies.mean(axis=0)[k]:.4g}   "
-                       f"masked MSE = {mse[k]:.4f}")
-        frames.append(figure_to_frame(fig))
+            cursor.set_xdata([ts[k], ts[k]])
+        dots[0].set_data([ts[k]], [mean_energy[k]])
+        dots[1].set_data([ts[k]], [mse[k]])
+        title.set_text(wrap(fig, f"Energy-trajectory video, frame {k + 1} of {ts.size}: "
+                            f"t = {ts[k]:.3g} tau, mean E = {mean_energy[k]:.4g}, masked MSE "
+                            f"= {mse[k]:.4f} (normalised units)", TITLE_SIZE)
+                       + "\n" + wrap(fig, caption_text, TITLE_SIZE) + "\n"
+                       + wrap(fig, note or where, TITLE_SIZE))
+        return figure_to_frame(fig)
+
+    return fig, show
+
+
+def energy_video_frames(model, images, masking: Masking, times, *, reference=None,
+                        name: str | None = None, still: bool = False, **options):
+    """Figure 8, the energy-trajectory video: one frame per time in `times`, each showing,
+    per image (a row), the masked input, the completion at time t (the decoded tokens
+    on the occluded patches, the original elsewhere) and the original, beside the
+    energy `E(t)` (thin: each image; thick: their mean) and the masked-patch MSE(t)
+    (normalised units), with the time the model was trained to reach (`reference_time`:
+    the training horizon `dynamics.t1`, or a fixed-point model's mean stop time) as a
+    dashed vertical line where it lies within the frames' times (else a note says where
+    it lies; the time axis spans the frames' times only) and the current t as a red line
+    and dots. The title gives t, E and the MSE; the caption line the model (`name`, e.g.
+    the checkpoint), the image count, the solver and tolerances, the dtype and whether
+    the frames are step ends or interpolated states (`frame_steps`).
+
+    The whole trajectory is one solve (`image_trajectory`); each frame is a redraw of
+    one figure.
+
+    **Arguments:** `images [B, S, S, C]` in [0, 1]; `masking` with `[B, N]` fields;
+    `times [T]` (tau), e.g. `frame_times(4 * model.dynamics.t1, 49)`; `reference`:
+    `(time, label)` of the dashed line (default `reference_time(model, images,
+    masking)`); `name`: the model's name for the caption; `still`: also return the
+    figure, drawn at the still frame (`still_frame`) with a line saying which frame it
+    is; `options` as for `image_trajectory`.
+
+    **Returns:** `(frames, data)`, with `still` `(frames, data, figure)`: `frames`, a
+    list of `T` arrays `uint8 [H, W, 3]`; `data` with `times [T]`, `energies [B, T]`,
+    `mean_energy [T]`, `mse [T]`, `mse_per_image [B, T]`, `reference_time`,
+    `reference_label`, `still_frame` and `still_note` (`still_frame`),
+    `interpolated_frames` and `frames_note` (`frame_steps`), `options`, `stats`.
+    """
+    horizon, label = reference or reference_time(model, images, masking)
+    traj = image_trajectory(model, images, masking, times, **options)
+    completed = to_display(model, completed_patches(traj, masking))  # [B, T, S, S, C]
+    masked = masked_display(model, np.asarray(images), masking)
+    energies, mse, ts = traj["energies"], traj["mse"], traj["times"]
+    steps = frame_steps(traj["options"], ts)
+    text = caption(None, samples=samples_text(None, len(images), "images"),
+                   horizon=f"frames from t = {ts[0]:.3g} to {ts[-1]:.3g} tau",
+                   flow=traj["options"].get("flow"), dtype=str(model_dtype(model.core)),
+                   solver=traj["options"], extra=[steps["sentence"]])
+    if name:
+        text = f"model {name}" + SEPARATOR + text
+    fig, show = _video_figure(masked, completed, np.asarray(images), ts, energies, mse,
+                              (horizon, label), text)
+    frames = [show(k) for k in range(len(ts))]
+    index, note = still_frame(ts, horizon, label)
     data = {"times": ts, "energies": energies, "mean_energy": energies.mean(axis=0),
             "mse": mse, "mse_per_image": traj["mse_per_image"], "reference_time": horizon,
-            "reference_label": label,
+            "reference_label": label, "still_frame": index, "still_note": note,
+            "interpolated_frames": steps["interpolated"], "frames_note": steps["sentence"],
             "options": traj["options"], "stats": traj["stats"]}
+    if still:
+        show(index, note)
+        return frames, data, fig
     return frames, data

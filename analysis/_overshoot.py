@@ -17,7 +17,8 @@ import numpy as np
 from et_ode import solvers
 
 from ._common import log_times, shard, solve_in_chunks
-from ._plotting import figure, finish
+from ._geometry import require
+from ._plotting import caption, figure, finish, samples_text, title
 from ._records import metadata, model_dtype
 
 
@@ -67,7 +68,11 @@ def overshoot(image_model, images, masking, *, t_max_factor: float = 100.0,
     `horizon`, `horizon_kind` (`"t1"` or `"fixed_point"`), `t_max`, `mse_at_horizon`,
     `mse_at_end`, `best_time` and `best_mse` (minimum over the sampled times),
     `solve_options`, and `metadata`.
+
+    **Protocol:** a `MaskedImageET` (`patches`, `encode_batch`, `decode`, `dynamics`,
+    `core`); another model is refused up front, before any solve.
     """
+    require(image_model, "overshoot")
     images = jnp.asarray(images)
     if not normalised:
         if image_model.normalisation is None:
@@ -129,9 +134,19 @@ def overshoot(image_model, images, masking, *, t_max_factor: float = 100.0,
 def plot_overshoot(result: dict, path=None):
     """Masked-patch MSE (left) and the energy, median over images with the
     interquartile range (right), against time on a log axis, the training horizon
-    marked. Returns the `Figure`."""
+    marked. The caption gives the model, image count, solve, t_max and dtype. Returns
+    the `Figure`."""
     fig, axes = figure(2, 1)
     times = np.asarray(result["times"], float)
+    meta = result.get("metadata", {})
+    options = result.get("solve_options", {})
+    kind = ("fixed-point stop (median)" if result.get("horizon_kind") == "fixed_point"
+            else "training horizon")
+    title(fig, f"Past the {kind}: masked-patch MSE and energy against time",
+          caption(meta, samples=samples_text(meta, meta.get("n_images", len(result["energy"])),
+                                             "images"),
+                  flow=options.get("flow"), horizon=f"t = 0 to {result['t_max']:.4g} tau",
+                  solver=options))
     linthresh = max(float(times[times > 0].min()), 1e-6)
     ax = axes[0, 0]
     ax.plot(times, result["mse"], "-o", ms=3, label="all images")
@@ -141,11 +156,11 @@ def plot_overshoot(result: dict, path=None):
     ax.plot(times, np.median(energy, axis=0), color="tab:green", label="median")
     ax.fill_between(times, np.percentile(energy, 25, axis=0), np.percentile(energy, 75, axis=0),
                     color="tab:green", alpha=0.25, label="interquartile")
-    ax.set_ylabel("energy E of the core")
+    ax.set_ylabel("energy E of the core (model units)")
     for ax in axes[0]:
         ax.set_xscale("symlog", linthresh=linthresh)
         ax.axvline(result["horizon"], color="tab:red", ls="--",
-                   label=f"training horizon ({result['horizon']:.3g} tau)")
+                   label=f"{kind} ({result['horizon']:.3g} tau)")
         ax.set_xlabel("time t (tau)")
         ax.legend(fontsize=7)
     return finish(fig, path)

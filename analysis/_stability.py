@@ -1,17 +1,17 @@
-"""Stability of a state: the Riemannian Hessian of E on the LayerNorm manifold, and a
-finite-time Lyapunov exponent.
+"""Stability of a fixed point of any energy system: the tangent Hessian's spectrum, a
+finite-time Lyapunov exponent, and a verdict that reconciles them.
 
-The operator is the Jacobian of the residual `G = P_T(g) dE/dg` (the derivative of the
-projection included) restricted to the tangent space of the manifold that the projected
-flow keeps, applied by JVPs of `model.residual`. The native field's Jacobian is *not*
-used: it misses the curvature term of the constraint and shows positive eigenvalues at
-true minima (DESIGN.md, section 3).
+The operator is the Jacobian of the residual `G` restricted to the tangent space of the
+model's geometry (`analysis._geometry`: the manifold a `solvers.ManifoldEnergySystem`
+declares, else flat), applied by JVPs of `model.residual`. On the ET the residual is
+`G = P_T(g) dE/dg`, and the native field's Jacobian is *not* used: it misses the
+curvature term of the constraint and shows positive eigenvalues at true minima
+(DESIGN.md, section 3).
 
-Coordinates. A tangent displacement `dx` (per token: mean zero, orthogonal to
-`x_A - mean_A`) moves `g` by exactly `dg_A = c_A dx_A` with `c_A = gamma / s_A`, the
-token's clock. With `H` the Riemannian Hessian in `g` (symmetric on the tangent space),
-`dG = H dg = H C dx`, and the projected flow linearises to
-`tau d(dx)/dt = -H C dx`. So
+Coordinates. With `C` the model's clock (the ET: `gamma / s_A` per token; 1 for a model
+without one), a tangent displacement `dx` moves the energy's coordinates by `C dx`; with
+`H` the Riemannian Hessian in those coordinates, `dG = H C dx`, and the projected flow
+linearises to `tau d(dx)/dt = -H C dx`. So
 
 - `coordinates="g"`: the eigenvalues of `H` (the curvature of `E` on the manifold,
   independent of the clocks);
@@ -20,10 +20,16 @@ token's clock. With `H` the Riemannian Hessian in `g` (symmetric on the tangent 
 
 Both have the same signs (Sylvester's law of inertia), hence the same Morse index.
 
-The normal directions (per token the mean and the direction of `x_A - mean_A`, and
-every direction of a clamped token) are excluded by construction: the operator acts on
-coordinates in an orthonormal basis of the tangent space only (`N_free (D - 2)`
-dimensions), built per token by a complete QR factorisation of `[1/sqrt(D), u_A]`.
+The normal directions (on the ET per token the mean and the direction of
+`x_A - mean_A`, and every direction of a clamped token) are excluded: the dense method
+works in an orthonormal basis of the projection's range; Lanczos works on the operator
+plus a shift on the normal space that moves those directions past the end of the
+spectrum it looks for.
+
+A verdict is only as good as the point it is taken at: `stability` first polishes the
+state with Newton's method (`solvers.find_fixed_point`), then says how far the true
+critical point can be, which kinks of `E` (ReLU memories) lie that close, and the
+one-sided answer there (`analysis._verdict`).
 """
 
 import equinox as eqx
@@ -31,27 +37,28 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse.linalg as spla
+from matplotlib.ticker import MaxNLocator
 
 from et_ode import solvers
 
 from ._common import cast, float64_available
-from ._plotting import figure, finish
+from ._geometry import (
+    TangentOperator, clock, energy_coordinates, has, require, tangent_dimension,
+    tangent_normalise,
+)
+from ._plotting import caption, figure, finish, model_name, title
 from ._records import metadata
+from ._verdict import linear_rate_range, verdict
 
-DENSE_MAX = 2000  # N * D up to which the dense Jacobian is the default
-
-
-def _free_tokens(args, n_tokens):
-    clamped = getattr(args, "clamped", None)
-    if clamped is None:
-        return np.ones(n_tokens, bool)
-    return ~np.asarray(clamped, bool)
+DENSE_MAX = 2000  # state entries (N D) up to which the dense Jacobian is the default
 
 
 def tangent_basis(x, free=None) -> np.ndarray:
-    """An orthonormal basis of the tangent space of the LayerNorm manifold at `x: [N, D]`
+    """An orthonormal basis of the ET's tangent space (LayerNorm manifold) at `x: [N, D]`
     per free token: `[F, D, D - 2]` (`F` free tokens), each token's columns orthogonal
-    to the constant vector and to `x_A - mean_A`."""
+    to the constant vector and to `x_A - mean_A` (by a complete QR factorisation). The
+    studies build their basis from the model's own projection instead; this is the
+    closed form, kept for users of the ET."""
     x = np.asarray(x, np.float64)
     n_tokens, dim = x.shape
     free = np.ones(n_tokens, bool) if free is None else np.asarray(free, bool)
@@ -62,118 +69,102 @@ def tangent_basis(x, free=None) -> np.ndarray:
     return q[free][..., 2:]
 
 
-@eqx.filter_jit
-def _apply(model, x, args, basis, free_index, pre, post, y):
-    """`y: [F, D-2]` tangent coordinates -> the operator applied, same shape."""
-    w = jnp.zeros_like(x).at[free_index].set(jnp.einsum("fdk,fk->fd", basis, y))
-    dx = w * pre[:, None]
-    jx = jax.jvp(lambda x_: model.residual(x_, args), (x,), (dx,))[1]
-    return jnp.einsum("fdk,fd->fk", basis, (jx * post[:, None])[free_index])
+def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> dict:
+    """Eigenvalues of `op`: `smallest [k]`, `largest [k]`, `all` (dense) and the rest of
+    `hessian_eigenvalues`' entries that depend on the method."""
+    if method == "dense":
+        matrix, basis = op.dense()
+        antisym = np.linalg.norm(matrix - matrix.T) / max(np.linalg.norm(matrix), 1e-300)
+        values = np.linalg.eigvalsh(0.5 * (matrix + matrix.T))
+        k = min(k, values.size)
+        return dict(smallest=values[:k], largest=values[-k:], all=values,
+                    asymmetry=float(antisym), method="dense", dimension=int(basis.shape[1]),
+                    morse_index_is_lower_bound=False)
+    if method != "lanczos":
+        raise ValueError(f"method must be 'auto', 'dense' or 'lanczos' (got {method!r}).")
+    size = op.size
+    v0 = np.random.default_rng(seed).standard_normal(size)
+    plain = spla.LinearOperator((size, size), matvec=op.matvec, dtype=np.float64)
+    if op.flat:
+        operators = {"SA": plain, "LA": plain}
+    else:  # normal directions (eigenvalue 0 of plain) moved past each end of the spectrum
+        radius = float(np.abs(spla.eigsh(plain, k=1, which="LM", tol=1e-3, v0=v0,
+                                         return_eigenvectors=False))[0])
+        shift = 2.0 * radius + 1.0
 
+        def shifted(sign):
+            return spla.LinearOperator(
+                (size, size), dtype=np.float64,
+                matvec=lambda v: op.matvec(v) + sign * shift * (v - op.project_vec(v)))
 
-@eqx.filter_jit
-def _apply_columns(model, x, args, basis, free_index, pre, post, columns):
-    return jax.vmap(lambda y: _apply(model, x, args, basis, free_index, pre, post, y))(columns)
-
-
-class _Operator:
-    """The tangent-restricted Hessian (in `g` or `x` coordinates) as a matrix-free map
-    on flat float64 vectors of length `F (D - 2)`."""
-
-    def __init__(self, model, x, args, coordinates):
-        self.model, self.x, self.args = model, x, args
-        n_tokens, dim = x.shape
-        free = _free_tokens(args, n_tokens)
-        self.shape_y = (int(free.sum()), dim - 2)
-        self.size = self.shape_y[0] * self.shape_y[1]
-        self.basis = jnp.asarray(tangent_basis(x, free), x.dtype)
-        self.free_index = jnp.asarray(np.flatnonzero(free))
-        clock = np.asarray(model.norm.gamma / model.norm.scale(x), np.float64)  # c_A
-        if coordinates == "g":
-            pre, post = 1.0 / clock, np.ones_like(clock)
-        elif coordinates == "x":
-            pre, post = clock**-0.5, clock**0.5
-        else:
-            raise ValueError(f"coordinates must be 'g' or 'x' (got {coordinates!r}).")
-        self.pre, self.post = jnp.asarray(pre, x.dtype), jnp.asarray(post, x.dtype)
-        self.clock = clock
-
-    def matvec(self, v):
-        y = jnp.asarray(np.reshape(v, self.shape_y), self.x.dtype)
-        out = _apply(self.model, self.x, self.args, self.basis, self.free_index, self.pre,
-                     self.post, y)
-        return np.asarray(out, np.float64).reshape(np.shape(v))
-
-    def dense(self):
-        eye = jnp.eye(self.size, dtype=self.x.dtype).reshape((self.size,) + self.shape_y)
-        rows = _apply_columns(self.model, self.x, self.args, self.basis, self.free_index,
-                              self.pre, self.post, eye)
-        return np.asarray(rows, np.float64).reshape(self.size, self.size).T
+        operators = {"SA": shifted(1.0), "LA": shifted(-1.0)}
+    k = int(min(k, (dimension or size) - 1))
+    smallest, largest = (np.sort(spla.eigsh(operators[which], k=k, which=which,
+                                            tol=lanczos_tol, v0=v0,
+                                            return_eigenvectors=False))
+                         for which in ("SA", "LA"))
+    return dict(smallest=smallest, largest=largest, all=None, asymmetry=None,
+                method="lanczos", dimension=dimension,
+                morse_index_is_lower_bound=bool(np.all(smallest < 0)))
 
 
 def hessian_eigenvalues(model, x, args=None, *, coordinates="g", k=6, method="auto",
                         dense_max=DENSE_MAX, lanczos_tol=1e-10, seed=0) -> dict:
-    """Leading eigenvalues of the tangent-restricted Riemannian Hessian at `x: [N, D]`.
+    """Leading eigenvalues of the tangent-restricted Riemannian Hessian at `x`.
 
     **Arguments:**
 
-    - `model`, `x`, `args`: an `et_ode.EnergyTransformer` (computed in float64: cast
-      here), one state and its conditions.
+    - `model`: any `solvers.EnergySystem` (needs `residual`; its geometry as in
+      `analysis._geometry`: a manifold where it declares `tangent_projection`, else
+      flat; its `clock` where it has one), computed in float64 (cast here); `x` one
+      state (`[N, D]` for the ET), `args` its conditions.
     - `coordinates`: `"g"` or `"x"` (see the module docstring).
     - `k`: how many of the smallest and of the largest eigenvalues to return.
-    - `method`: `"dense"` (materialise the `F (D-2)` square matrix by JVPs, `eigh`),
-      `"lanczos"` (scipy `eigsh` on a `LinearOperator` wrapping a jitted JVP) or
-      `"auto"` (dense when `N D <= dense_max`).
+    - `method`: `"dense"` (materialise the operator by JVPs in an orthonormal basis of
+      the tangent space, `eigh`), `"lanczos"` (scipy `eigsh` on a `LinearOperator`
+      wrapping a jitted JVP) or `"auto"` (dense when `x.size <= dense_max`).
     - `lanczos_tol`: `eigsh` tolerance; `seed`: its starting vector.
 
     **Returns:** a dict: `smallest [k]`, `largest [k]` (ascending), `all` (every
     eigenvalue, dense only, else `None`), `morse_index` (count of eigenvalues below
     `-zero_tol`), `morse_index_is_lower_bound` (Lanczos with all `k` smallest
     negative), `zero_tol`, `n_near_zero`, `asymmetry` (dense: relative size of the
-    antisymmetric part, a check), `dimension` (tangent dimension), `n_normal_excluded`,
-    `method`, `coordinates`, `clock` (`gamma / s_A` per token).
+    antisymmetric part, a check), `dimension` (tangent dimension; `None` where Lanczos
+    cannot know it and the model does not say), `n_normal_excluded`, `geometry`
+    (`"manifold"` or `"flat"`), `method`, `coordinates`, `clock` (the model's clock,
+    per token on the ET; 1 without one), `clock_range` (`[min, max]`).
     """
+    require(model, "hessian_eigenvalues")
     model64, x64, args64 = cast((model, jnp.asarray(x), args), jnp.float64)
-    op = _Operator(model64, x64, args64, coordinates)
-    n_tokens, dim = x64.shape
+    op = TangentOperator(model64, x64, args64, coordinates)
     if method == "auto":
-        method = "dense" if n_tokens * dim <= dense_max else "lanczos"
-    k = int(min(k, op.size))
-    result = dict(method=method, coordinates=coordinates, dimension=op.size,
-                  n_normal_excluded=n_tokens * dim - op.size, clock=op.clock)
-    if method == "dense" or op.size <= k + 1:
-        matrix = op.dense()
-        antisym = np.linalg.norm(matrix - matrix.T) / max(np.linalg.norm(matrix), 1e-300)
-        values = np.linalg.eigvalsh(0.5 * (matrix + matrix.T))
-        smallest, largest, lower_bound = values[:k], values[-k:], False
-        result.update(all=values, asymmetry=float(antisym), method="dense")
-    elif method == "lanczos":
-        linop = spla.LinearOperator((op.size, op.size), matvec=op.matvec, dtype=np.float64)
-        v0 = np.random.default_rng(seed).standard_normal(op.size)
-        smallest = np.sort(spla.eigsh(linop, k=k, which="SA", tol=lanczos_tol, v0=v0,
-                                      return_eigenvectors=False))
-        largest = np.sort(spla.eigsh(linop, k=k, which="LA", tol=lanczos_tol, v0=v0,
-                                     return_eigenvectors=False))
-        values = np.concatenate([smallest, largest])
-        lower_bound = bool(np.all(smallest < 0))
-        result.update(all=None, asymmetry=None)
-    else:
-        raise ValueError(f"method must be 'auto', 'dense' or 'lanczos' (got {method!r}).")
+        method = "dense" if x64.size <= dense_max else "lanczos"
+    result = _spectrum(op, int(k), method, lanczos_tol, seed,
+                       tangent_dimension(model64, x64, args64))
+    values = result["all"] if result["all"] is not None else np.concatenate(
+        [result["smallest"], result["largest"]])
     zero_tol = 1e-9 * max(float(np.max(np.abs(values))), 1e-300)
-    counted = result["all"] if result["all"] is not None else smallest
+    counted = result["all"] if result["all"] is not None else result["smallest"]
+    own_clock = np.asarray(clock(model64, x64, args64), np.float64)
+    dimension = result["dimension"]
     result.update(
-        smallest=smallest, largest=largest, zero_tol=zero_tol,
+        coordinates=coordinates, zero_tol=zero_tol,
         morse_index=int(np.sum(counted < -zero_tol)),
-        morse_index_is_lower_bound=lower_bound,
         n_near_zero=int(np.sum(np.abs(counted) <= zero_tol)),
+        n_normal_excluded=None if dimension is None else op.size - dimension,
+        geometry="flat" if op.flat else "manifold",
+        clock=own_clock.reshape(-1) if own_clock.ndim == 2 and own_clock.shape[1] == 1
+        else own_clock,
+        clock_range=[float(op.clock.min()), float(op.clock.max())],
     )
     return result
 
 
 class _Variational(eqx.Module):
-    """The flow and its variational equation as one energy system on `[2N, D]`: the
-    first N rows are the state, the last N a perturbation carried by the JVP of the
-    vector field. Lets `solvers.solve` integrate the linearised flow along a solution."""
+    """The flow and its variational equation as one energy system on `[2N, D]` (any
+    model with states `[N, D]`): the first N rows are the state, the last N a
+    perturbation carried by the JVP of the vector field. Lets `solvers.solve` integrate
+    the linearised flow along a solution."""
 
     model: object
     n_tokens: int = eqx.field(static=True)
@@ -191,38 +182,32 @@ class _Variational(eqx.Module):
         return jnp.concatenate([self.model.residual(x, args), jnp.zeros_like(x)])
 
 
-@eqx.filter_jit
-def _tangent_normalise(model, x, dx, args):
-    """Project `dx` onto the tangent space at `x`; scale it so that `|dg| = 1`. Returns
-    the perturbation and `|dg|` before scaling."""
-    dx = model.tangent_projection(x, dx, args)
-    size = jnp.linalg.norm(jax.jvp(model.norm, (x,), (dx,))[1])
-    return dx / size, size
-
-
 def lyapunov_exponent(model, x, args=None, *, flow="projected", t1=20.0, segments=20,
                       seed=0, solver="tsit5", rtol=1e-10, atol=1e-12, dt0=None,
                       max_steps=20000) -> dict:
-    """Finite-time Lyapunov exponent of the flow from `x: [N, D]`, in float64.
+    """Finite-time Lyapunov exponent of the flow from `x`, in float64, on any
+    `solvers.EnergySystem` with states `[N, D]`.
 
     A random tangent perturbation `dx` (seeded) is carried with the state by the
     variational equation `d(dx)/dt = J(x) dx` (a JVP of the vector field), integrated by
     `solvers.solve` over `segments` equal pieces of `[0, t1]`. After each piece `dx` is
-    projected onto the tangent space (token means and scales, which do not change `g`,
-    are dropped) and renormalised so that the perturbation of `g`, `|dg| = |M dx|`,
-    is 1; the exponent is `sum(log growth) / t1` (units 1/tau, measured in `g`).
+    projected onto the tangent space (on the ET token means and scales, which do not
+    change `g`, are dropped; nothing for a flat model) and renormalised so that the
+    perturbation of the energy's coordinates, `|C dx|` (`C` the clock: `|dg|` on the
+    ET), is 1; the exponent is `sum(log growth) / t1` (units 1/tau).
     `solver`, `rtol`, `atol`, `dt0`, `max_steps`: the `solvers.solve` options (`rtol =
     atol = None` with a `dt0`: constant steps, the exponent of that discrete map).
 
     **Returns:** a dict: `exponent`, `local` (per-segment rates `[segments]`),
     `times` (segment ends), `flow`, `t1`, `segments`, `seed`, `solver`, `rtol`, `atol`,
-    `coordinates` (`"g"`: growth of `dg`).
+    `coordinates` (`"g"`: growth of the energy's coordinates).
     """
+    require(model, "lyapunov_exponent")
     model64, x64, args64 = cast((model, jnp.asarray(x), args), jnp.float64)
     n_tokens = x64.shape[0]
     system = _Variational(model64, n_tokens)
     dx = jax.random.normal(jax.random.key(seed), x64.shape, x64.dtype)
-    dx, _ = _tangent_normalise(model64, x64, dx, args64)
+    dx, _ = tangent_normalise(model64, x64, dx, args64)
     edges = np.linspace(0.0, float(t1), int(segments) + 1)
     steps = {} if dt0 is None else dict(dt0=dt0)
     logs = []
@@ -231,7 +216,7 @@ def lyapunov_exponent(model, x, args=None, *, flow="projected", t1=20.0, segment
         sol = solvers.solve(system, y, args=args64, t0=start, t1=end, solver=solver,
                             rtol=rtol, atol=atol, flow=flow, max_steps=max_steps, **steps)
         x64, dx = sol.x_final[:n_tokens], sol.x_final[n_tokens:]
-        dx, growth = _tangent_normalise(model64, x64, dx, args64)
+        dx, growth = tangent_normalise(model64, x64, dx, args64)
         logs.append(float(jnp.log(growth)))
     logs = np.asarray(logs)
     return dict(exponent=float(logs.sum() / float(t1)), local=logs / np.diff(edges),
@@ -240,57 +225,188 @@ def lyapunov_exponent(model, x, args=None, *, flow="projected", t1=20.0, segment
                 coordinates="g")
 
 
+# Newton's tolerance on RMS G for the polish, in float64: near round-off for the models
+# here (RMS G of a converged float64 state is 1e-13 to 1e-15).
+POLISH_TOL = 1e-11
+# Kinks count as within reach up to this multiple of the distance bound (the bound is a
+# linearisation; a margin keeps a kink just past it from being missed).
+KINK_REACH_FACTOR = 10.0
+
+
+# Newton from a point too far from the fixed point wanders across the kinks of a ReLU
+# energy (from the shipped `ode` model's own stop at RMS G 1e-3: 100 steps, RMS G 0.7).
+# Then the projected flow, which descends E from anywhere, takes the point this factor
+# closer in RMS G, and Newton starts again, at most `POLISH_ROUNDS` times.
+POLISH_TIGHTEN, POLISH_ROUNDS = 1e-2, 3
+
+
+def _polish(model64, x64, args64, polish, tol, max_steps):
+    """Newton from `x64` (`solvers.find_fixed_point`, dense Jacobian up to
+    `solvers.NEWTON_DENSE_MAX` entries, GMRES above); where it fails, the projected flow
+    (solver `"auto"`, float64) to `POLISH_TIGHTEN` times the residual, and Newton again.
+    Returns the point and a report, with each round's method and residual."""
+    before = float(solvers.rms(model64.residual(x64, args64)))
+    if not polish:
+        return x64, dict(polished=False, residual_rms_before=before, residual_rms=before,
+                         converged=before <= tol, steps=0, displacement_rms=0.0, rounds=[])
+    linear = "dense" if x64.size <= solvers.NEWTON_DENSE_MAX else "gmres"
+    x, residual, rounds, ok, steps = x64, before, [], False, 0
+    for attempt in range(POLISH_ROUNDS):
+        if attempt:  # bring the point closer along the flow first
+            sol = solvers.solve(model64, x, args=args64, flow="projected", solver="auto",
+                                rtol=1e-10, atol=1e-12, t1=1e4, max_steps=100_000,
+                                stop=solvers.FixedPointStop(atol=max(tol, POLISH_TIGHTEN
+                                                                     * residual)),
+                                throw=False)
+            x = sol.x_final
+            residual = float(sol.stats["residual_rms"])
+            rounds.append(dict(method="projected flow (auto)", residual_rms=residual,
+                               t=float(sol.t_final)))
+        found = solvers.find_fixed_point(model64, x, args=args64, tol=tol,
+                                         max_steps=max_steps, linear=linear)
+        after = float(found.residual_rms)
+        steps += int(found.steps)
+        rounds.append(dict(method=f"newton ({linear})", residual_rms=after,
+                           steps=int(found.steps)))
+        if np.isfinite(after) and after < residual:
+            x, residual = found.x, after
+        ok = bool(found.success) or residual <= tol
+        if ok:
+            break
+    moved = (energy_coordinates(model64, x, args64)
+             - energy_coordinates(model64, x64, args64))
+    return x, dict(polished=True, residual_rms_before=before, residual_rms=residual,
+                   converged=ok, steps=steps,
+                   linear=linear, rounds=rounds, displacement_rms=float(solvers.rms(moved)))
+
+
+def _kinks(model64, x64, args64, within) -> dict:
+    """Which kinks of `E` lie within `within` (energy coordinates) of `x64`."""
+    distances = model64.kink_distances(x64, args64) if has(model64, "kink_distances") else None
+    if distances is None:
+        return dict(declared=has(model64, "kink_distances"), twice_differentiable=True,
+                    n_within=0, nearest=None, within=float(within))
+    distances = np.asarray(distances, np.float64)
+    n_within = int(np.sum(distances <= within))
+    finite = distances[np.isfinite(distances)]
+    return dict(declared=True, twice_differentiable=n_within == 0, n_within=n_within,
+                nearest=float(finite.min()) if finite.size else None, within=float(within))
+
+
 def stability(model, x_star, args=None, flow="projected", *, coordinates="g", k=6,
               method="auto", dense_max=DENSE_MAX, lyapunov_time=20.0, lyapunov_segments=20,
-              seed=0, lanczos_tol=1e-10, lyapunov_options=None) -> dict:
-    """Stability of an end state `x_star: [N, D]` (typically a fixed point).
+              seed=0, lanczos_tol=1e-10, lyapunov_options=None, polish=True,
+              polish_tol=POLISH_TOL, polish_max_steps=20) -> dict:
+    """Stability of a fixed point near `x_star` (one state, `[N, D]` on the ET) of any
+    `solvers.EnergySystem`, with a verdict.
 
-    The Riemannian Hessian of `E` on the LayerNorm manifold, restricted to the tangent
-    space (see the module docstring for the operator, the coordinates and how the
-    normal directions are excluded), by a dense Jacobian for small problems or Lanczos
-    (scipy `eigsh`) otherwise, in float64; and a finite-time Lyapunov exponent of `flow`
-    from `x_star` (`lyapunov_time=None` skips it).
+    1. **Polish** (`polish=True`): Newton's method on the residual
+       (`solvers.find_fixed_point`, in float64; a dense Jacobian up to
+       `solvers.NEWTON_DENSE_MAX` state entries, matrix-free GMRES above) to RMS G below
+       `polish_tol`, at most `polish_max_steps` steps; where Newton fails from too far
+       away, the projected flow brings the point `POLISH_TIGHTEN` closer in RMS G and
+       Newton starts again (`POLISH_ROUNDS` rounds). A point stopped at a loose
+       tolerance can sit on the other side of a kink of a ReLU energy from the fixed
+       point, where the Hessian differs.
+    2. **Spectrum** of the tangent Hessian at the polished point (`hessian_eigenvalues`:
+       dense for small problems, Lanczos otherwise); the distance to the true critical
+       point is at most `|G|_2 / min|lambda|` (in the energy's coordinates).
+    3. **Kinks** (models with `kink_distances`, such as the ET with ReLU memories):
+       those within `KINK_REACH_FACTOR` times that distance make the Hessian one-sided;
+       then the spectra of the two extreme sides (`model.one_sided`) bound every side's.
+    4. **Lyapunov exponent** of `flow` from the point (`lyapunov_time=None` skips it).
+    5. **Verdict** (`analysis._verdict`): "stable minimum", "saddle of index k", "local
+       maximum", or a refusal: "not converged", "degenerate", "at a kink" (the sides
+       disagree), "not called" (the exponent falls outside the linearised flow's range).
+
+    **Protocol:** `energy`, `residual`, `vector_field` (refused up front without them);
+    optional: the geometry and metric of `analysis._geometry`, `kink_distances` and
+    `one_sided`, `tau`.
 
     **Arguments:** as `hessian_eigenvalues` and `lyapunov_exponent`; `flow` is the flow
-    whose Lyapunov exponent is measured and whose linear rates are reported;
-    `lyapunov_options`: solver options of `lyapunov_exponent` (`solver`, `rtol`, `atol`,
-    `dt0`, `max_steps`; default its tsit5 at rtol 1e-10).
+    whose Lyapunov exponent is measured (only the projected flow's, or a flat model's,
+    is compared with the Hessian); `lyapunov_options`: solver options of
+    `lyapunov_exponent` (`solver`, `rtol`, `atol`, `dt0`, `max_steps`; default its tsit5
+    at rtol 1e-10); `polish`, `polish_tol`, `polish_max_steps`: step 1.
 
-    **Returns:** a dict with the `hessian_eigenvalues` entries; `rates_smallest`
-    (`coordinates="x"` only: `smallest / tau`, the decay rates of the linearised
-    projected flow, 1/tau units); `residual_rms` (RMS of G at `x_star`: near zero at a
-    fixed point); `energy`; `lyapunov` (a `lyapunov_exponent` dict or `None`); `flow`;
-    `tau`; and `metadata`.
+    **Returns:** a dict with the `hessian_eigenvalues` entries at the polished point;
+    `x` (that point), `polish` (`residual_rms_before`, `residual_rms`, `converged`,
+    `steps`, `displacement_rms` in the energy's coordinates), `residual_rms`,
+    `distance_bound`, `kinks` (`twice_differentiable`, `n_within`, `nearest`, `within`),
+    `sides` (per side `"lower"`/`"upper"`: `smallest`, `largest`, `morse_index`; `None`
+    without kinks in reach), `morse_index_range`, `linear_rates` (`[low, high]` of the
+    linearised projected flow's growth rates, 1/tau), `rates_smallest`
+    (`coordinates="x"` only: `smallest / tau`), `energy`, `lyapunov`, `verdict` (`code`,
+    `sentence`, `called`, `lyapunov_range`, `lyapunov_consistent`), `flow`, `tau`,
+    `metadata`.
     """
+    require(model, "stability")
     x_star = jnp.asarray(x_star)
     if x_star.ndim != 2:
         raise ValueError(f"stability takes one state [N, D]; got shape {tuple(x_star.shape)}.")
-    result = hessian_eigenvalues(model, x_star, args, coordinates=coordinates, k=k,
-                                 method=method, dense_max=dense_max,
-                                 lanczos_tol=lanczos_tol, seed=seed)
-    tau = float(getattr(model, "tau", 1.0))
-    result["rates_smallest"] = result["smallest"] / tau if coordinates == "x" else None
     model64, x64, args64 = cast((model, x_star, args), jnp.float64)
-    result["residual_rms"] = float(solvers.rms(model64.residual(x64, args64)))
-    result["energy"] = float(model64.energy(x64, args64))
-    result["lyapunov"] = None
+    x64, polished = _polish(model64, x64, args64, polish, polish_tol, polish_max_steps)
+    spectrum = dict(coordinates=coordinates, k=k, method=method, dense_max=dense_max,
+                    lanczos_tol=lanczos_tol, seed=seed)
+    result = hessian_eigenvalues(model64, x64, args64, **spectrum)
+    tau = float(getattr(model, "tau", 1.0))
+    g_norm = float(jnp.linalg.norm(model64.residual(x64, args64)))
+    known = result["all"] if result["all"] is not None else np.concatenate(
+        [result["smallest"], result["largest"]])
+    smallest_magnitude = float(np.min(np.abs(known)))
+    if coordinates == "x":  # H = C^-1/2 S C^-1/2: |H^-1| <= c_max / min |lambda(S)|
+        smallest_magnitude /= result["clock_range"][1]
+    distance = g_norm / max(smallest_magnitude, 1e-300)
+    kinks = _kinks(model64, x64, args64, KINK_REACH_FACTOR * distance)
+    sides, index_range = None, (result["morse_index"], result["morse_index"])
+    extremes = (float(result["smallest"][0]), float(result["largest"][-1]))
+    if kinks["n_within"]:
+        sides = {}
+        for side in ("lower", "upper"):
+            pinned = model64.one_sided(x64, args64, kinks["within"], side)
+            r = hessian_eigenvalues(pinned, x64, args64, **spectrum)
+            sides[side] = dict(smallest=r["smallest"], largest=r["largest"],
+                               morse_index=r["morse_index"],
+                               morse_index_is_lower_bound=r["morse_index_is_lower_bound"])
+        index_range = (sides["upper"]["morse_index"], sides["lower"]["morse_index"])
+        extremes = (float(sides["lower"]["smallest"][0]), float(sides["upper"]["largest"][-1]))
+    rates = linear_rate_range(*extremes, coordinates, result["clock_range"], tau)
+    result.update(
+        x=np.asarray(x64), polish=polished, residual_rms=polished["residual_rms"],
+        distance_bound=distance, kinks=kinks, sides=sides,
+        morse_index_range=list(index_range), linear_rates=rates,
+        rates_smallest=result["smallest"] / tau if coordinates == "x" else None,
+        energy=float(model64.energy(x64, args64)), lyapunov=None,
+    )
     if lyapunov_time is not None:
         result["lyapunov"] = lyapunov_exponent(
-            model, x_star, args, flow=flow, t1=lyapunov_time, segments=lyapunov_segments,
+            model64, x64, args64, flow=flow, t1=lyapunov_time, segments=lyapunov_segments,
             seed=seed, **(lyapunov_options or {}))
+    compared_flow = "projected" if result["geometry"] == "flat" else flow
+    result["verdict"] = verdict(
+        converged=polished["converged"], residual_rms=polished["residual_rms"],
+        distance=distance, index_range=index_range,
+        index_is_lower_bound=result["morse_index_is_lower_bound"],
+        n_near_zero=result["n_near_zero"], dimension=result["dimension"],
+        smallest=extremes[0], kinks=kinks, lyapunov=result["lyapunov"], rates=rates,
+        clock_range=result["clock_range"], flow=compared_flow)
     result.update(flow=flow, tau=tau, metadata=metadata(
         study="stability", dtype=np.float64 if float64_available() else np.float32,
-        seeds=dict(lanczos_and_lyapunov=seed), flow=flow, coordinates=coordinates,
-        method=result["method"], k=k, float64=float64_available(),
+        model_type=type(model).__name__, seeds=dict(lanczos_and_lyapunov=seed), flow=flow,
+        coordinates=coordinates, method=result["method"], k=k, float64=float64_available(),
+        polish=dict(tol=polish_tol, max_steps=polish_max_steps, enabled=bool(polish)),
+        geometry=result["geometry"],
     ))
     return result
 
 
 def plot_stability(result: dict, path=None):
-    """Eigenvalues of the tangent Hessian (all of them when dense, else the `k` smallest
-    and largest), sorted, with negative ones marked; and the Lyapunov exponent's local
-    rates over time. Returns the `Figure`."""
-    fig, axes = figure(2, 1)
+    """Eigenvalues of the tangent Hessian at the polished point (all of them when dense,
+    else the `k` smallest and largest), sorted, negative ones marked, with the one-sided
+    extremes where kinks are in reach; and the Lyapunov exponent's local rates over
+    time beside the linearised flow's range. The title is the verdict; a caption line
+    gives the model, dtype, method, residual and tolerances. Returns the `Figure`."""
+    fig, axes = figure(2, 1, height=3.6)
     ax = axes[0, 0]
     values = result["all"] if result.get("all") is not None else np.concatenate(
         [result["smallest"], result["largest"]])
@@ -299,23 +415,63 @@ def plot_stability(result: dict, path=None):
     negative = values < -result["zero_tol"]
     ax.plot(index[~negative], values[~negative], "o", ms=3, label="non-negative")
     ax.plot(index[negative], values[negative], "o", ms=4, color="tab:red",
-            label=f"negative (Morse index {result['morse_index']})")
+            label=f"negative ({int(negative.sum())})")
+    for side, marker in (("lower", "v"), ("upper", "^")):
+        sides = result.get("sides") or {}
+        if side in sides:
+            ax.plot([0], [float(sides[side]["smallest"][0])], marker, color="tab:purple",
+                    ms=5, label=f"{side} side's smallest")
     ax.axhline(0.0, color="0.5", lw=0.8)
-    ax.set_yscale("symlog", linthresh=max(1e-3, float(np.min(np.abs(values))) or 1e-3))
-    ax.set_xlabel("eigenvalue index (sorted)")
-    ax.set_ylabel(f"Hessian eigenvalue ({result['coordinates']} coords)")
-    ax.set_title(f"tangent Hessian, {result['method']}")
-    ax.legend(fontsize=7)
+    magnitudes = np.abs(values[values != 0])
+    if np.all(values > 0):
+        ax.set_yscale("log")
+        ax.set_ylim(values.min() / 2.0, values.max() * 2.0)
+    elif magnitudes.size and magnitudes.max() > 1e3 * magnitudes.min():
+        # symlog, linear over the last 3 decades below the largest magnitude: a linear
+        # region narrower than that crowds its tick labels (-10^-1, 0, 10^-1)
+        top = float(magnitudes.max())
+        ax.set_yscale("symlog", linthresh=10.0 ** np.floor(np.log10(top) - 3.0))
+        ax.margins(y=0.15)
+    else:
+        ax.margins(y=0.15)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("eigenvalue index (sorted)" if result.get("all") is not None else
+                  f"index ({len(result['smallest'])} smallest, then largest)")
+    units = "energy coords" if result["coordinates"] == "g" else "x coords, rate x tau"
+    ax.set_ylabel("tangent Hessian eigenvalue")
+    ax.set_title(f"Hessian ({units}), {result['method']}, dim {result.get('dimension')}",
+                 fontsize=9)
+    ax.legend(fontsize=8, loc="best")
     ax = axes[0, 1]
     lyap = result.get("lyapunov")
     if lyap is not None:
-        ax.plot(lyap["times"], lyap["local"], "-o", ms=3)
+        ax.plot(lyap["times"], lyap["local"], "-o", ms=3, label="local rate per segment")
         ax.axhline(lyap["exponent"], color="tab:red", ls="--",
                    label=f"FTLE {lyap['exponent']:.3g} / tau")
-        ax.set_xlabel("time (tau)")
-        ax.set_ylabel("local growth rate of |dg| (1/tau)")
-        ax.set_title(f"Lyapunov, {lyap['flow']} flow")
-        ax.legend(fontsize=7)
+        band = (result.get("verdict") or {}).get("lyapunov_range")
+        local = np.concatenate([np.asarray(lyap["local"], float), [lyap["exponent"]]])
+        low, high = float(np.min(local)), float(np.max(local))
+        pad = 0.2 * max(high - low, 0.1 * max(abs(low), abs(high)), 1e-3)
+        if band is not None:
+            ax.axhspan(band[0], band[1], color="0.85", zorder=0,
+                       label=f"linearised range [{band[0]:.3g}, {band[1]:.3g}]")
+        ax.set_ylim(low - pad, high + pad)  # the data; the range may extend past it
+        ax.set_xlim(0.0, float(lyap["t1"]))
+        ax.set_xlabel("time t (tau)")
+        ax.set_ylabel("growth rate of |dg| (1/tau)")
+        ax.set_title(f"Lyapunov, {lyap['flow']} flow, {lyap['solver']} rtol {lyap['rtol']}",
+                     fontsize=9)
+        ax.legend(fontsize=8, loc="best")
     else:
         ax.set_axis_off()
+    meta = dict(result.get("metadata", {}))
+    if model_name(meta) is None and meta.get("model_type"):
+        meta["model"] = meta["model_type"]
+    polish = result.get("polish", {})
+    words = [f"{result.get('geometry', '')} geometry",
+             f"point Newton-polished to RMS G {polish.get('residual_rms', float('nan')):.2g} "
+             f"(from {polish.get('residual_rms_before', float('nan')):.2g})"]
+    sentence = (result.get("verdict") or {}).get("sentence", "stability")
+    title(fig, sentence,
+          caption(meta, flow=result.get("flow"), solver="", extra=words))
     return finish(fig, path)

@@ -7,7 +7,7 @@ import math
 import sys
 from pathlib import Path
 
-from et_ode.analysis import save_json, write_png
+from et_ode.analysis import FIGURE_FORMATS, save_json, write_figure
 from et_ode.cli import held_out as _held_out
 from et_ode.cli import job_metadata, load_model_and_config
 from et_ode.tasks import EVAL_KEY
@@ -17,13 +17,15 @@ DEFAULT_SEED = EVAL_KEY  # by default the evaluation's masks
 
 def parser(description: str, *, images: int | None = None, dynamics: bool = False,
            frames: int | None = None) -> argparse.ArgumentParser:
-    """The common options (`--checkpoint`, `--out`; `--images`, `--seed` when the figure
-    shows held-out images; `--frames`, `--horizon`, `--solver`, `--dt0`, `--rtol`,
-    `--atol` when it runs the dynamics over time)."""
+    """The common options (`--checkpoint`, `--out`, `--format`; `--images`, `--seed` when
+    the figure shows held-out images; `--frames`, `--horizon`, `--solver`, `--dt0`,
+    `--rtol`, `--atol` when it runs the dynamics over time)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--checkpoint", default="paper",
                    help="a shipped model name (paper, ode) or a checkpoint file (default paper)")
     p.add_argument("--out", default="figures", help="output folder, created (default figures)")
+    p.add_argument("--format", choices=FIGURE_FORMATS, default="png",
+                   help="the figure as png (default), or as vector graphics: pdf, svg")
     if images is not None:
         p.add_argument("--images", type=_positive_int, default=images,
                        help=f"number of held-out images (default {images})")
@@ -83,6 +85,12 @@ def dynamics_overrides(options) -> dict:
             for name in ("solver", "dt0", "rtol", "atol", "max_steps")}
 
 
+def model_name(options) -> str:
+    """The model's name in a figure's caption: the shipped name, or the checkpoint's file
+    name."""
+    return Path(options.checkpoint).name
+
+
 def metadata(options, config, header, **extra) -> dict:
     """What produced a figure (`et_ode.cli.job_metadata`): the script and its
     command line, the model (checkpoint, training step, config and dynamics), the data,
@@ -93,21 +101,26 @@ def metadata(options, config, header, **extra) -> dict:
                         script=script, **extra)
 
 
-def save_figure(out, name: str, fig, data: dict, meta: dict) -> tuple[Path, Path]:
-    """Write `out/name.png` and `out/name.json` (`{"metadata": meta, "data": data}`,
-    compact) atomically; print and return both paths."""
+def save_figure(out, name: str, fig, data: dict, meta: dict,
+                figure_format: str = "png") -> tuple[Path, Path]:
+    """Write `out/name.<figure_format>` (png, pdf or svg) and `out/name.json`
+    (`{"metadata": meta, "data": data}`, compact) atomically; print and return both
+    paths."""
     out = Path(out)
-    png = write_png(out / f"{name}.png", fig)
+    figure = write_figure(out / f"{name}.{figure_format}", fig)
     js = Path(save_json(out / f"{name}.json", {"metadata": meta, "data": data}, indent=None))
-    print(f"wrote {png} and {js}")
-    return png, js
+    print(f"wrote {figure} and {js}")
+    return figure, js
 
 
 def model_figure(argv, doc: str, name: str, make, custom_parser=None, **make_options):
     """A figure of the model's parameters only: parse `argv` (with `custom_parser`,
     default the common options), load the model, `fig, data = make(model, **kwargs)`
-    with `kwargs[k]` the option named by `make_options[k]`, and save `name.png`, `.json`."""
+    with `kwargs[k]` the option named by `make_options[k]` and the model's `name` for
+    the caption, and save `name.<--format>`, `.json`."""
     options = (custom_parser or parser(doc.splitlines()[0])).parse_args(argv)
     model, config, header = load(options.checkpoint)
-    fig, data = make(model, **{k: getattr(options, v) for k, v in make_options.items()})
-    return save_figure(options.out, name, fig, data, metadata(options, config, header))
+    fig, data = make(model, name=model_name(options),
+                     **{k: getattr(options, v) for k, v in make_options.items()})
+    return save_figure(options.out, name, fig, data, metadata(options, config, header),
+                       options.format)

@@ -3,7 +3,7 @@ update, decoded over time.
 
     python paper_figures/fig4_tokens_over_time.py [--checkpoint paper] [--out figures]
         [--images 1] [--index 0] [--seed 20230213] [--frames 7] [--horizon T]
-        [--solver S] [--dt0 DT] [--rtol R] [--atol A] [--max-steps M]
+        [--solver S] [--dt0 DT] [--rtol R] [--atol A] [--max-steps M] [--format png|pdf|svg]
 
 All `--images` held-out images are solved; image `--index` of them is shown. Times are
 `--frames` equally spaced from 0 to `--horizon`, by default the time the model was
@@ -35,12 +35,14 @@ def main(argv=None):
     solve = trajectory_options(model, horizon, **_common.dynamics_overrides(options))
     fig, data = tokens_over_time_figure(model, images, masks,
                                         frame_times(horizon, options.frames),
-                                        index=options.index, **solve)
+                                        index=options.index, name=_common.model_name(options),
+                                        **solve)
     i = options.index
     data |= {"image_index": indices[i], "occluded": masks.occluded[i],
              "replaced": masks.replaced[i]}
     meta = _common.metadata(options, config, header, solve=data.pop("options"))
-    return _common.save_figure(options.out, "fig4_tokens_over_time", fig, data, meta)
+    return _common.save_figure(options.out, "fig4_tokens_over_time", fig, data, meta,
+                               options.format)
 
 
 if __name__ == "__main__":

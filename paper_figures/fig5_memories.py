@@ -1,6 +1,7 @@
 """Figure 5: the Hopfield memories of largest norm, decoded as patches.
 
     python paper_figures/fig5_memories.py [--checkpoint paper] [--out figures] [--count 64]
+        [--format png|pdf|svg]
 """
 
 try:

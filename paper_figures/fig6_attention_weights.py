@@ -1,6 +1,7 @@
 """Figure 6: the rows of the attention weights Wq and Wk, decoded as patches.
 
     python paper_figures/fig6_attention_weights.py [--checkpoint paper] [--out figures]
+        [--format png|pdf|svg]
 """
 
 try:

@@ -3,7 +3,7 @@ original beside E(t) and the masked MSE(t), past the training horizon.
 
     python paper_figures/fig8_energy_video.py [--checkpoint paper] [--out figures]
         [--images 4] [--seed 20230213] [--frames 49] [--horizon T] [--fps 12]
-        [--solver S] [--dt0 DT] [--rtol R] [--atol A] [--max-steps M]
+        [--solver S] [--dt0 DT] [--rtol R] [--atol A] [--max-steps M] [--format png|pdf|svg]
 
 Times are `--frames` equally spaced from 0 to `--horizon`, by default 4 x the time the
 model was trained to reach: its training horizon `dynamics.t1` (with the paper's 1.2 and
@@ -11,7 +11,9 @@ model was trained to reach: its training horizon `dynamics.t1` (with the paper's
 `t1` is only a cap, its mean stop time on these images. Writes (through
 `et_ode.cli.energy_video_job`, the job of `et-ode frames`)
 `fig8_frames/frame_0000.png`, ..., `fig8_energy_video.mp4` (a `.gif` if ffmpeg fails),
-`fig8_energy_video.png` (the frame nearest that reference time) and
+`fig8_energy_video.png` (the still: the frame nearest that reference time, or the last
+frame when the reference lies beyond the horizon, and it says so; `.pdf` or `.svg`
+with `--format`) and
 `fig8_energy_video.json` (times, energies, MSE(t), metadata).
 """
 
@@ -35,12 +37,12 @@ def main(argv=None):
         model, images, masks, options.out, frames=options.frames, horizon=options.horizon,
         fps=options.fps, stem="fig8_energy_video", frames_folder="fig8_frames",
         meta=_common.metadata(options, config, header), indices=indices,
-        **_common.dynamics_overrides(options))
+        figure_format=options.format, **_common.dynamics_overrides(options))
     video = result["video"]
     print(f"wrote {len(result['frames'])} frames to {result['frames'][0].parent} and the video "
           f"{video} ({'H.264 mp4' if video.suffix == '.mp4' else 'GIF: ffmpeg failed'}), "
-          f"{result['png']} and {result['json']}")
-    return {k: result[k] for k in ("frames", "video", "png", "json")}
+          f"{result['still']} and {result['json']}")
+    return {k: result[k] for k in ("frames", "video", "still", "json")}
 
 
 if __name__ == "__main__":

@@ -1,15 +1,17 @@
 """Integrating and differentiating energy-based dynamical systems with diffrax.
 
 `solve` integrates any `EnergySystem` (energy, vector_field, residual); the implicit
-adjoint and `find_fixed_point` also need a `ManifoldEnergySystem`. This package imports
-no model code.
+adjoint and `find_fixed_point` work on the manifold a `ManifoldEnergySystem` declares and
+treat any other model as flat (`FlatManifold`). This package imports no model code.
 """
 
 from ._auto import AutoSwitch
 from ._errors import SolveError
-from ._fixed_point import FixedPointResult, find_fixed_point
+from ._fixed_point import NEWTON_DENSE_MAX, FixedPointResult, find_fixed_point
 from ._presets import PRESETS, SOLVER_NAMES, SolverPreset, get_preset
-from ._protocol import EnergySystem, ManifoldEnergySystem, batched_args_axes
+from ._protocol import (
+    EnergySystem, FlatManifold, ManifoldEnergySystem, as_manifold_system, batched_args_axes,
+)
 from ._solution import STOP_REASONS, EnergySolution, StopReason
 from ._sharding import batch_mesh, shard_batch
 from ._solve import (
@@ -20,9 +22,10 @@ from ._stop import FixedPointStop, rms
 
 __all__ = [
     "ADJOINTS", "AutoSwitch", "BACKSOLVE_STABLE_HORIZON", "DENSE_JACOBIAN_MAX_STATE",
-    "EnergySolution", "EnergySystem", "FLOWS",
-    "FixedPointResult", "FixedPointStop", "MAX_STEPS_LIMIT", "ManifoldEnergySystem", "PRESETS",
-    "SOLVER_NAMES", "STOP_REASONS", "SolveError", "SolverPreset", "StopReason",
-    "batch_mesh", "batched_args_axes", "check_options", "constant_step_count",
+    "EnergySolution", "EnergySystem", "FLOWS", "FlatManifold",
+    "FixedPointResult", "FixedPointStop", "MAX_STEPS_LIMIT", "ManifoldEnergySystem",
+    "NEWTON_DENSE_MAX", "PRESETS", "SOLVER_NAMES", "STOP_REASONS", "SolveError",
+    "SolverPreset", "StopReason", "as_manifold_system", "batch_mesh", "batched_args_axes",
+    "check_options", "constant_step_count",
     "find_fixed_point", "get_preset", "rms", "shard_batch", "solve",
 ]

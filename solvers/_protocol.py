@@ -7,6 +7,7 @@ untouched. All methods act on one sample `x: [N, D]`; batches are `jax.vmap`-ed.
 
 from typing import Any, Protocol, runtime_checkable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Real
@@ -29,7 +30,12 @@ class EnergySystem(Protocol):
       its RMS, never `|dx/dt|` (which need not vanish at a fixed point).
 
     Optional: `check_inputs(x_shape, args, args_batch)` raising `ValueError` for a
-    sample shape or conditions the model cannot take.
+    sample shape or conditions the model cannot take; `tau` (default 1). The studies of
+    `et_ode.analysis` use further optional methods where a model has them (its clock,
+    its kinks, token scales: see `et_ode.analysis`'s geometry module).
+
+    A model without the `ManifoldEnergySystem` methods is flat: `find_fixed_point` and
+    the implicit adjoint then see it through `FlatManifold`.
     """
 
     def energy(self, x: State, args: Any) -> Float[Array, ""]: ...
@@ -59,6 +65,53 @@ class ManifoldEnergySystem(EnergySystem, Protocol):
     def from_manifold(self, v: State, x_ref: State, args: Any) -> State: ...
 
     def tangent_projection(self, x: State, w: State, args: Any) -> State: ...
+
+
+MANIFOLD_METHODS = ("to_manifold", "from_manifold", "tangent_projection")
+
+
+def has_manifold(model) -> bool:
+    """Whether `model` declares a constraint manifold (all of `MANIFOLD_METHODS`)."""
+    return all(callable(getattr(model, m, None)) for m in MANIFOLD_METHODS)
+
+
+class FlatManifold(eqx.Module):
+    """A flat (Euclidean) `EnergySystem` seen as a `ManifoldEnergySystem`: every
+    direction free, coordinates the state itself, the projection the identity.
+
+    Lets the implicit adjoint and `find_fixed_point` run on a model that declares no
+    manifold; `residual` must then vanish exactly at fixed points (for a gradient system,
+    `residual = dE/dx`). Energy, field and residual are the wrapped model's."""
+
+    model: Any
+
+    def energy(self, x, args):
+        return self.model.energy(x, args)
+
+    def vector_field(self, t, x, args, flow):
+        return self.model.vector_field(t, x, args, flow)
+
+    def residual(self, x, args):
+        return self.model.residual(x, args)
+
+    def to_manifold(self, x, args):
+        return x
+
+    def from_manifold(self, v, x_ref, args):
+        return v
+
+    def tangent_projection(self, x, w, args):
+        return w
+
+    @property
+    def tau(self):
+        return getattr(self.model, "tau", 1.0)
+
+
+def as_manifold_system(model):
+    """`model` itself when it declares a manifold (`has_manifold`), else
+    `FlatManifold(model)`: a model without one is flat."""
+    return model if has_manifold(model) else FlatManifold(model)
 
 
 def batched_args_axes(args):

@@ -18,7 +18,7 @@ from ._auto import EXPLICIT_EVALS, AutoSwitch
 from ._counting import counted_call, new_counters, read_counts
 from ._errors import SolveError
 from ._implicit import implicit_fixed_point
-from ._protocol import RealScalar, batched_args_axes
+from ._protocol import RealScalar, as_manifold_system, batched_args_axes
 from ._presets import SolverPreset, _label, get_preset
 from ._solution import FAILURES, STOP_REASONS, EnergySolution, StopReason, stop_code
 from ._stop import FixedPointStop, residual_event, rms, stop_message, stop_tolerances_ok
@@ -579,12 +579,6 @@ def _validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol
                 "point).",
                 stacklevel=3,
             )
-    if adjoint == "implicit":
-        for method in ("to_manifold", "from_manifold", "tangent_projection"):
-            if not callable(getattr(model, method, None)):
-                raise ValueError(
-                    f"adjoint='implicit' needs model.{method}() (solvers.ManifoldEnergySystem)."
-                )
     return adaptive, preset
 
 
@@ -780,7 +774,7 @@ def solve(
         if implicit_tol is None:
             implicit_tol = 1e-10 if dtype == jnp.float64 else 1e-5
         out["x_final"] = implicit_fixed_point(
-            model, x0, args, jax.lax.stop_gradient(out["x_final"]),
+            as_manifold_system(model), x0, args, jax.lax.stop_gradient(out["x_final"]),
             tol=implicit_tol, batched=cfg.batched, args_batched=cfg.args_batched,
             lenient=not throw,
         )

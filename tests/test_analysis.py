@@ -154,6 +154,28 @@ def test_stability_at_the_constructed_saddle(quadratic, saddle):
     assert in_x["morse_index"] == 1
 
 
+def test_at_the_constructed_saddle_the_kinks_are_found_and_bound_the_index(quadratic, saddle):
+    """At the constructed saddle every memory pair but the tokens' own has activation
+    0 (the tokens lie along eigenvectors): each is a kink of its ReLU, within any reach.
+    Pinned all on (`lower`) or all off (`upper`), the one-sided Hessians bound the
+    index of the point's own Hessian (Weyl: each memory adds `-xi xi^T` on one side),
+    and since they disagree the verdict is refused, naming the kinks."""
+    model, _ = quadratic
+    result = analysis.stability(model, saddle, k=4, lyapunov_time=None)
+    kinks = result["kinks"]
+    assert kinks["declared"] and not kinks["twice_differentiable"] and kinks["n_within"] > 0
+    fewest, most = result["morse_index_range"]
+    assert result["sides"]["upper"]["morse_index"] == fewest
+    assert result["sides"]["lower"]["morse_index"] == most
+    assert fewest <= result["morse_index"] == 1 <= most and fewest < most
+    lower, upper = result["sides"]["lower"], result["sides"]["upper"]
+    assert float(lower["smallest"][0]) <= float(result["smallest"][0]) <= float(
+        upper["smallest"][0]) + 1e-9
+    verdict = result["verdict"]
+    assert verdict["code"] == "at_kink" and not verdict["called"]
+    assert verdict["sentence"].startswith("at a kink:") and "not called" in verdict["sentence"]
+
+
 def test_stability_at_a_minimum_dense_and_lanczos(model, conv):
     """At the minimum that Newton polishes from the projected flow's end state: no
     negative eigenvalue; Lanczos (scipy eigsh on a jitted JVP) agrees with the dense
@@ -230,7 +252,7 @@ def test_energy_descent_tells_real_rises_from_roundoff(model, x0):
     rises = analysis.energy_rises(trace)
     assert rises["rises"] == 3 and rises["real_rises"] == 0 and rises["roundoff_rises"] == 3
     assert analysis.energy_rises(trace + np.float32([0, 0, 0, 0, 0, 1.0]))["real_rises"] == 1
-    assert analysis.plot_energy_descent(result) is not None
+    assert not analysis.layout_problems(analysis.plot_energy_descent(result))  # legible on real data
 
 
 # -------------------------------------------------------------------- work-precision
@@ -258,7 +280,7 @@ def test_work_precision_and_the_float64_reference(model, x0):
     err = analysis.relative_error(reference, scipy_sol.y[:, -1])
     print(f"tsit5 float64 reference vs scipy DOP853: {err:.3g}")
     assert err < 1e-9
-    assert analysis.plot_work_precision(result) is not None
+    assert not analysis.layout_problems(analysis.plot_work_precision(result))  # legible on real data
 
 
 # ---------------------------------------------------------------------- contributions
@@ -279,7 +301,7 @@ def test_contributions_sum_to_the_update(model, x0):
     frac = result["attention_fraction"]["masked"]
     print(f"\nattention share on masked tokens: {frac[0]:.3f} at t = 0, {frac[-1]:.3f} at 1.2")
     assert np.all((frac >= 0) & (frac <= 1))
-    assert analysis.plot_contributions(result) is not None
+    assert not analysis.layout_problems(analysis.plot_contributions(result))  # legible on real data
 
 
 # ------------------------------------------------------------------------- overshoot
@@ -316,7 +338,7 @@ def test_overshoot_reproduces_the_models_own_numbers(image_model):
           f"at t = {result['best_time']:.3g}")
     assert np.all(np.diff(np.median(result["energy"], axis=0)) <= 1e-4 * np.abs(
         result["energy"]).max())
-    assert analysis.plot_overshoot(result) is not None
+    assert not analysis.layout_problems(analysis.plot_overshoot(result))  # legible on real data
 
 
 # ------------------------------------------------------------------- gradient depth
@@ -342,7 +364,7 @@ def test_gradient_depth(model, x0):
     assert imp["x0_grad_norm"] < 1e-3 * imp["grad_norm"]
     state = result["adjoint_state"]
     assert np.all(np.isfinite(state["grad_norm"])) and state["times"][0] == 0.0
-    assert analysis.plot_gradient_depth(result) is not None
+    assert not analysis.layout_problems(analysis.plot_gradient_depth(result))  # legible on real data
 
 
 # ---------------------------------------------------------------- records and plots

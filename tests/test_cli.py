@@ -229,6 +229,9 @@ def test_bad_input_is_one_line_and_exit_2(argv, words, tmp_path, capsys):
     (["compare-solvers", "--tolerances", "1e-3,-1"], ["--tolerances", "positive"]),
     (["study", "convergence", "--flow", "sideways"], ["--flow", "invalid choice"]),
     (["demo", "--images", "x"], ["--images", "'x'"]),
+    (["frames", "--format", "jpg"], ["--format", "invalid choice", "pdf", "svg"]),
+    (["study", "convergence", "--format", "eps"], ["--format", "invalid choice"]),
+    (["graph", "study", "overshoot", "--format", "gif"], ["--format", "invalid choice"]),
 ])
 def test_bad_options_are_argparse_errors(argv, words, capsys):
     with pytest.raises(SystemExit) as exit_:

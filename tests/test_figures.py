@@ -1,5 +1,7 @@
 """The figure scripts (paper_figures/) and the video writer, on a tiny untrained model:
-the files they write, and the numbers in them against independent computations."""
+the files they write, and the numbers in them against independent computations. Every
+figure a script writes (and the energy video's still) is checked on the way out: a title,
+and no overlapping or clipped text (`analysis.layout_problems`)."""
 
 import importlib
 import json
@@ -19,6 +21,7 @@ import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import et_ode  # noqa: E402
+from et_ode.analysis import layout_problems  # noqa: E402
 from et_ode.analysis._video import write_frames, write_video  # noqa: E402
 from et_ode.tasks._checkpoint import save_checkpoint  # noqa: E402
 from et_ode.tasks._evaluate import eval_masks  # noqa: E402
@@ -51,6 +54,35 @@ def tiny(tmp_path_factory):
     path = tmp_path_factory.mktemp("model") / "tiny.eqx"
     save_checkpoint(path, _header(TINY, 0, normalisation, None), model)
     return path, et_ode.MaskedImageET.load(path)
+
+
+@pytest.fixture(autouse=True)
+def legible(monkeypatch):
+    """Check every figure the scripts write (through `_common.write_figure`) and every
+    still of the energy-video job (through its `figure_to_frame` or `write_figure`): a
+    title, and no overlapping or clipped text. Yields the list of `(file, title,
+    problems)` checked."""
+    from et_ode.cli import _jobs
+
+    common = script("_common")
+    checked = []
+    real_write, real_frame = common.write_figure, _jobs.figure_to_frame
+
+    def write(path, fig, **options):
+        checked.append((Path(path).name, fig.get_suptitle(), layout_problems(fig)))
+        return real_write(path, fig, **options)
+
+    def frame(fig):
+        checked.append(("the still", fig.get_suptitle(), layout_problems(fig)))
+        return real_frame(fig)
+
+    monkeypatch.setattr(common, "write_figure", write)
+    monkeypatch.setattr(_jobs, "write_figure", write)
+    monkeypatch.setattr(_jobs, "figure_to_frame", frame)
+    yield checked
+    for name, title, problems in checked:
+        assert title.strip(), f"{name} has no title"
+        assert not problems, f"{name}:\n" + "\n".join(problems)
 
 
 def run(name, tiny, out, *extra):
@@ -138,7 +170,7 @@ def test_fig4_tokens_over_time(tiny, tmp_path):
     assert record["metadata"]["solve"]["t1"] == pytest.approx(HORIZON)
 
 
-def test_fig5_and_fig6(tiny, tmp_path):
+def test_fig5_and_fig6(tiny, tmp_path, legible):
     model = tiny[1]
     png, js = run("fig5_memories", tiny, tmp_path, "--count", "10")
     assert png_size(png)[0] > 0
@@ -147,8 +179,11 @@ def test_fig5_and_fig6(tiny, tmp_path):
     np.testing.assert_allclose(data["norms"], np.sort(norms)[::-1][:10], rtol=1e-6)
     np.testing.assert_allclose(data["decoded"], model.decode(model.core.hopfield.xi[
         np.asarray(data["indices"])]), atol=1e-6)
-    png, js = run("fig6_attention_weights", tiny, tmp_path)
-    assert png_size(png)[0] > 0
+    pdf, js = run("fig6_attention_weights", tiny, tmp_path, "--format", "pdf")
+    assert pdf.name == "fig6_attention_weights.pdf" and pdf.read_bytes()[:4] == b"%PDF"
+    assert [name for name, _, _ in legible] == ["fig5_memories.png",
+                                                "fig6_attention_weights.pdf"]
+    assert "model tiny.eqx" in legible[1][1]  # the caption names the model
     data = read(js)["data"]
     assert np.asarray(data["Wq"]).shape == (2, 8, 48) == np.asarray(data["Wk"]).shape
     ranges = np.asarray(data["Wk_ranges"])
@@ -162,7 +197,7 @@ def test_fig8_energy_video(tiny, tmp_path):
     frames = sorted((tmp_path / "fig8_frames").glob("frame_*.png"))
     assert [f.name for f in frames] == [f"frame_{i:04d}.png" for i in range(FRAMES)]
     size = png_size(frames[0])
-    assert all(png_size(f) == size for f in frames) and png_size(out["png"]) == size
+    assert all(png_size(f) == size for f in frames) and png_size(out["still"]) == size
     assert out["video"].suffix == ".mp4" and out["video"].stat().st_size > 0
     reader = imageio.get_reader(out["video"])
     video = list(reader.iter_data())
@@ -197,6 +232,27 @@ def test_fig8_energy_video(tiny, tmp_path):
     assert mse[0] == pytest.approx(float(et_ode.masked_mse(decoded0, patches, masks.occluded)),
                                    rel=1e-4)
     np.testing.assert_allclose(energies[:, 0], jax.vmap(model.core.energy)(x0, cond), rtol=1e-5)
+
+
+def test_frames_command_writes_the_still_as_vector_graphics(tiny, tmp_path, legible):
+    """`et-ode frames --format svg` on the tiny checkpoint (the fig8 test's solve): the
+    still as SVG, checked like every figure; the frames and the video stay PNG and mp4."""
+    from et_ode.cli import main
+
+    out = tmp_path / "svg"
+    assert main(["frames", "--checkpoint", str(tiny[0]), "--images", str(IMAGES), "--frames",
+                 str(FRAMES), "--horizon", str(HORIZON), "--format", "svg", "--out", str(out),
+                 "--no-progress"]) == 0
+    assert b"<svg" in (out / "energy_video.svg").read_bytes()[:1000]
+    assert not (out / "energy_video.png").exists()
+    assert len(list((out / "energy_video_frames").glob("frame_*.png"))) == FRAMES
+    assert (out / "energy_video.mp4").stat().st_size > 0
+    data = read(out / "energy_video.json")["data"]
+    assert data["still"] == "energy_video.svg" and data["still_frame"] == 3  # t = 0.3
+    assert data["still_note"] == "still: the frame nearest the training horizon t = 0.3 (t = 0.3)"
+    assert data["interpolated_frames"] == 0  # Euler steps of 0.1, frames every 0.1
+    (name, title, _), = legible
+    assert name == "energy_video.svg" and "model tiny.eqx" in title and data["still_note"] in " ".join(title.split())
 
 
 def test_write_video_pads_and_falls_back(tmp_path, monkeypatch):

@@ -29,10 +29,10 @@ SIZES = {
 
 def demo_job(out=None, *, images: int | None = None, eval_images: int | None = None,
              quick: bool = False, force: bool = False, root="runs",
-             progress: bool = True) -> dict:
+             progress: bool = True, figure_format: str = "png") -> dict:
     """Run the demo and write into `out` (default: a fresh `root/demo-<time>` folder):
 
-    - `energy_video_paper.mp4` (+ `_frames/`, `.png`, `.json`) and, unless `quick`,
+    - `energy_video_paper.mp4` (+ `_frames/`, the still `.png`, `.json`) and, unless `quick`,
       `energy_video_ode.*`: the energy-trajectory video of each model to 4x its horizon;
     - `compare-solvers.json`/`.png`: work against precision of the paper model's core;
     - `overshoot_paper.*`, `overshoot_ode.*`: masked MSE and energy far past the horizon
@@ -43,7 +43,8 @@ def demo_job(out=None, *, images: int | None = None, eval_images: int | None = N
     - `summary.md`, `summary.json`: what was found, with the numbers and the run time.
 
     `images`: held-out crops for the studies (default 8; 2 with `quick`);
-    `eval_images`: crops for the MSE table (default 64). Returns the summary dict.
+    `eval_images`: crops for the MSE table (default 64); `figure_format`: every figure
+    (the `.png` above) as png, pdf or svg. Returns the summary dict.
     """
     started, cpu_started, load_start = time.perf_counter(), time.process_time(), _load()
     jax.config.update("jax_enable_x64", True)  # float64 references; the models stay float32
@@ -76,12 +77,12 @@ def demo_job(out=None, *, images: int | None = None, eval_images: int | None = N
                     results[f"video_{name}"] = energy_video_job(
                         loaded[name][0], images, masks, folder, frames=frames,
                         stem=f"energy_video_{name}", indices=indices,
-                        meta=meta("energy_video", name))
+                        meta=meta("energy_video", name), figure_format=figure_format)
         with stages.stage("solver comparison (paper core)"):
             images, masks, _ = subset("paper", size["solver_images"])
             results["solvers"] = compare_solvers_job(
                 loaded["paper"][0], images, masks, folder, quick=quick,
-                meta=meta("work_precision", "paper"))
+                meta=meta("work_precision", "paper"), figure_format=figure_format)
         for name in MODELS:
             with stages.stage(f"overshoot ({name})"):
                 images, _, masks = data[name]
@@ -92,14 +93,15 @@ def demo_job(out=None, *, images: int | None = None, eval_images: int | None = N
                           else 100.0)
                 results[f"overshoot_{name}"] = study_job(
                     "overshoot", model, images, masks, folder, stem=f"overshoot_{name}",
-                    factor=factor, quick=quick, meta=meta("overshoot", name))
+                    factor=factor, quick=quick, meta=meta("overshoot", name),
+                    figure_format=figure_format)
         with stages.stage("convergence (paper core, both flows)"):
             images, masks, _ = subset("paper", size["convergence_images"])
             results["convergence"] = study_job(
                 "convergence", loaded["paper"][0], images, masks, folder,
                 horizon=size["convergence_t1"], rtol=size["convergence_rtol"],
                 atol=size["convergence_rtol"] * 1e-2, quick=quick,
-                meta=meta("convergence", "paper"))
+                meta=meta("convergence", "paper"), figure_format=figure_format)
         with stages.stage(f"held-out MSE ({size['eval_images']} crops) and baselines"):
             results["held_out"] = held_out_mse(loaded, size["eval_images"])
             save_json(folder / "held_out_mse.json", dict(

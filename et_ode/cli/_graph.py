@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..analysis import (
-    cast, contributions, convergence, energy_descent, graph_overshoot, long_horizon,
+    FIGURE_FORMATS, cast, contributions, convergence, energy_descent, graph_overshoot, long_horizon,
     long_horizon_findings, plot_contributions, plot_convergence, plot_energy_descent,
     plot_graph_overshoot, plot_long_horizon,
 )
@@ -77,12 +77,14 @@ def graph_study(options) -> int:
     x0, args, batched, extra = _graph_problem(model, config, header, options.graphs)
     with job_folder(options.out, prefix=f"graph-{options.name}", force=options.force) as out:
         files = _graph_study(options, model, x0, args, batched, extra, out)
-    print(f"wrote {files['json']}" + (f" and {files['png']}" if "png" in files else ""))
+    figure = files.get(options.format)
+    print(f"wrote {files['json']}" + (f" and {figure}" if figure else ""))
     return 0
 
 
 def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
-    """The study of `graph_study` into the folder `out`; returns the files written."""
+    """The study of `graph_study` into the folder `out`; returns the files written (the
+    figure's caption names the model: `metadata["checkpoint"]`)."""
     quick = options.quick
     flow = options.flow
     if options.name == "overshoot":
@@ -95,7 +97,8 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
               f"t = {result['horizon']:g}, {result['auc_at_end']:.4f} at "
               f"t = {result['t_max']:g}; best {result['best_auc']:.4f} at "
               f"t = {result['best_time']:.3g}")
-        files = write_result(out, "overshoot", result, plot_graph_overshoot)
+        result["metadata"]["checkpoint"] = str(options.checkpoint)
+        files = write_result(out, "overshoot", result, plot_graph_overshoot, options.format)
     else:
         core = cast(model.core, jnp.float64)
         x0 = jnp.asarray(x0, jnp.float64)
@@ -128,7 +131,8 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
                                   lyapunov_directions=2 if quick else 4)
             print("\n".join(f"- {s}" for s in long_horizon_findings(result)))
             plot = plot_long_horizon
-        files = write_result(out, options.name, result, plot)
+        result["metadata"]["checkpoint"] = str(options.checkpoint)
+        files = write_result(out, options.name, result, plot, options.format)
     return files
 
 
@@ -182,4 +186,6 @@ def add_graph_commands(commands, positive_int, positive_float) -> None:
                        help="output folder (default: a fresh runs/graph-NAME-YYYYmmdd-HHMMSS)")
     study.add_argument("--force", action="store_true",
                        help="write into a non-empty --out")
+    study.add_argument("--format", choices=FIGURE_FORMATS, default="png",
+                       help="the figure as png (default), or as vector graphics: pdf, svg")
     study.set_defaults(handler=graph_study)

@@ -18,8 +18,9 @@ import numpy as np
 from et_ode import solvers as _solvers
 
 from ..analysis import (
-    energy_video_frames, frame_times, metadata, model_dtype, plot_work_precision, reference_time,
-    save_json, trajectory_options, work_precision, write_frames, write_png, write_video,
+    FIGURE_FORMATS, energy_video_frames, figure_to_frame, frame_times, metadata, model_dtype,
+    plot_work_precision, reference_time, save_json, trajectory_options, work_precision,
+    write_figure, write_frames, write_png, write_video,
 )
 from ._runs import (  # noqa: F401  the jobs' inputs, re-exported
     encoded, fresh_run_folder, held_out, job_metadata, load_model_and_config, output_folder,
@@ -30,15 +31,24 @@ from ._study_runners import RUNNERS, StudySettings
 STATE_KEYS = ("x_final", "x_end", "x_star", "g_star", "states", "last_grad")
 
 
-def write_result(out, stem: str, result: dict, plot=None) -> dict:
+def write_result(out, stem: str, result: dict, plot=None, figure_format: str = "png") -> dict:
     """`out/stem.json` (the result without its states, compact) and, with `plot`,
-    `out/stem.png` (`plot(result)`, a `Figure`). Returns the paths."""
+    `out/stem.<figure_format>` (`plot(result)`, a `Figure`, as png, pdf or svg). Returns
+    the paths, the figure's under the key `figure_format`."""
     paths = {}
     if plot is not None:
-        paths["png"] = write_png(Path(out) / f"{stem}.png", plot(result))
+        paths[figure_format] = write_figure(figure_path(out, stem, figure_format), plot(result))
     paths["json"] = Path(save_json(Path(out) / f"{stem}.json", _without_states(result),
                                    indent=None))
     return paths
+
+
+def figure_path(out, stem: str, figure_format: str) -> Path:
+    """`out/<stem>.<figure_format>`, refusing a format that `write_figure` cannot write."""
+    if figure_format not in FIGURE_FORMATS:
+        raise ValueError(f"unknown figure format {figure_format!r}; choose one of "
+                         f"{', '.join(FIGURE_FORMATS)}.")
+    return Path(out) / f"{stem}.{figure_format}"
 
 
 def _without_states(value):
@@ -70,37 +80,46 @@ def _with_metadata(result: dict, meta: dict | None) -> dict:
 
 def energy_video_job(model, images, masks, out, *, frames: int = 49, horizon=None,
                      fps: float = 12.0, stem: str = "energy_video", frames_folder=None,
-                     meta: dict | None = None, indices=None, **solve) -> dict:
+                     meta: dict | None = None, indices=None, figure_format: str = "png",
+                     **solve) -> dict:
     """The energy-trajectory video (paper figure 8): `frames` times from 0 to `horizon`
     (default 4 x the time the model was trained to reach, `reference_time`), one solve.
 
     Writes `out/<frames_folder>/frame_0000.png`, ... (default folder `<stem>_frames`),
-    `out/<stem>.mp4` (a `.gif` if ffmpeg fails), `out/<stem>.png` (the frame nearest the
-    reference time) and `out/<stem>.json` (`{"metadata", "data"}`: times, energies,
-    MSE(t), the solve options and statistics). `solve`: `solver`, `dt0`, `rtol`,
-    `atol`, `max_steps` overrides (see `trajectory_options`).
+    `out/<stem>.mp4` (a `.gif` if ffmpeg fails), `out/<stem>.<figure_format>` (the
+    still: the frame nearest the reference time, with a line saying which frame it is,
+    and that it is the last one when the reference lies beyond the horizon; png at the
+    frames' size, or pdf or svg) and `out/<stem>.json` (`{"metadata", "data"}`: times,
+    energies, MSE(t), the solve options and statistics). `solve`: `solver`, `dt0`,
+    `rtol`, `atol`, `max_steps` overrides (see `trajectory_options`).
 
-    **Returns:** a dict: `frames` (paths), `video`, `png`, `json`, `data`, `metadata`.
+    **Returns:** a dict: `frames` (paths), `video`, `still` (the still's path), `json`,
+    `data`, `metadata`.
     """
+    still_path = figure_path(out, stem, figure_format)  # refuse a bad format before solving
     reference = reference_time(model, images, masks)
     horizon = horizon or 4 * reference[0]
     options = trajectory_options(model, horizon, **solve)
     times = frame_times(horizon, frames)
-    pictures, data = energy_video_frames(model, images, masks, times, reference=reference,
-                                         **options)
+    name = (meta or {}).get("checkpoint")
+    pictures, data, figure = energy_video_frames(
+        model, images, masks, times, reference=reference, still=True,
+        name=Path(name).name if name else None, **options)
     out = Path(out)
     frame_paths = write_frames(pictures, out / (frames_folder or f"{stem}_frames"))
     video = write_video(pictures, out / f"{stem}.mp4", fps=fps)
-    still = int(np.argmin(np.abs(times - reference[0])))
-    png = write_png(out / f"{stem}.png", pictures[still])
-    data |= {"video": video.name, "still_frame": still, "frames": len(pictures),
+    if figure_format == "png":  # the still's pixels: the frames' size
+        still = write_png(still_path, figure_to_frame(figure))
+    else:  # vector graphics
+        still = write_figure(still_path, figure)
+    data |= {"video": video.name, "still": still.name, "frames": len(pictures),
              "frame_size": list(pictures[0].shape)}
     if indices is not None:
         data["image_indices"] = np.asarray(indices)
     meta = dict(meta or metadata(study="energy_video", dtype=model_dtype(model.core)))
     meta |= {"solve": data.pop("options"), "stats": data.pop("stats")}
     js = Path(save_json(out / f"{stem}.json", {"metadata": meta, "data": data}, indent=None))
-    return {"frames": frame_paths, "video": video, "png": png, "json": js, "data": data,
+    return {"frames": frame_paths, "video": video, "still": still, "json": js, "data": data,
             "metadata": meta}
 
 
@@ -117,7 +136,8 @@ def compare_solvers_job(model, images, masks, out, *, flow=None, t1=None, solver
                         tolerances=None, fixed_solvers=None, step_sizes=None,
                         repeats: int = 1, dtype=None, quick: bool = False,
                         reference_rtol: float | None = None,
-                        meta: dict | None = None, stem: str = "compare-solvers") -> dict:
+                        meta: dict | None = None, stem: str = "compare-solvers",
+                        figure_format: str = "png") -> dict:
     """Work against precision (`analysis.work_precision`) of the model's core from the
     encoded masked `images`: adaptive `solvers` x `tolerances` and constant-step
     `fixed_solvers` x `step_sizes` (defaults `DEFAULT_GRID`, or `QUICK_GRID`), each
@@ -126,10 +146,12 @@ def compare_solvers_job(model, images, masks, out, *, flow=None, t1=None, solver
     core in `dtype` (default its own). The float64 reference is dopri8 at
     `reference_rtol` (default 1e-8 for a float32 core, whose errors stop near 1e-6
     anyway, 1e-10 for float64, 1e-6 when `quick`; ReLU memories make tighter ones cost
-    thousands of steps). Writes `out/<stem>.json` and `.png`.
+    thousands of steps). Writes `out/<stem>.json` and the figure,
+    `out/<stem>.<figure_format>` (png, pdf or svg).
 
     **Returns:** the `work_precision` result, with `files`.
     """
+    figure_path(out, stem, figure_format)  # a bad format refused before any solve
     grid = dict(QUICK_GRID if quick else DEFAULT_GRID)
     given = dict(solvers=solvers, tolerances=tolerances, fixed_solvers=fixed_solvers,
                  step_sizes=step_sizes)
@@ -147,7 +169,7 @@ def compare_solvers_job(model, images, masks, out, *, flow=None, t1=None, solver
                             repeats=repeats, args_batched=True,
                             reference_rtol=reference_rtol, **grid)
     result = _with_metadata(result, meta)
-    result["files"] = write_result(out, stem, result, plot_work_precision)
+    result["files"] = write_result(out, stem, result, plot_work_precision, figure_format)
     return result
 
 
@@ -158,10 +180,10 @@ STUDIES = tuple(RUNNERS) + ("work-precision",)
 
 
 def study_job(name: str, model, images, masks, out, *, meta: dict | None = None,
-              stem: str | None = None, **settings) -> dict:
+              stem: str | None = None, figure_format: str = "png", **settings) -> dict:
     """Run the study `name` (one of `STUDIES`) on a `MaskedImageET` and held-out `images`
     (`[B, S, S, C]` in [0, 1]) with `masks`, and write `out/<stem>.json` (default stem:
-    `name`) and `out/<stem>.png` (the study's plot).
+    `name`) and `out/<stem>.<figure_format>` (the study's plot: png, pdf or svg).
 
     `settings` (see `StudySettings`; `None`: the study's default): `flow`, `horizon`
     (the end time: `t1` of convergence, energy-descent and work-precision, the
@@ -177,6 +199,7 @@ def study_job(name: str, model, images, masks, out, *, meta: dict | None = None,
     """
     if name not in STUDIES:
         raise ValueError(f"unknown study {name!r}; choose one of {', '.join(STUDIES)}.")
+    figure_path(out, stem or name, figure_format)  # a bad format refused before any solve
     s = StudySettings(**settings)
     if name == "work-precision":
         grid = {}
@@ -186,9 +209,9 @@ def study_job(name: str, model, images, masks, out, *, meta: dict | None = None,
                         fixed_solvers=() if adaptive else (s.solver,))
         return compare_solvers_job(model, images, masks, out, flow=s.flow, t1=s.horizon,
                                    dtype=s.dtype, quick=s.quick, meta=meta,
-                                   stem=stem or name, **grid)
+                                   stem=stem or name, figure_format=figure_format, **grid)
     result, plot = RUNNERS[name](model, images, masks, s)
     result = _with_metadata(result, meta)
     result["metadata"]["job"] = dataclasses.asdict(s)
-    result["files"] = write_result(out, stem or name, result, plot)
+    result["files"] = write_result(out, stem or name, result, plot, figure_format)
     return result

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jax
 
-from ..analysis import model_dtype, trajectory_options
+from ..analysis import FIGURE_FORMATS, model_dtype, trajectory_options
 from ..solvers import MAX_STEPS_LIMIT, SOLVER_NAMES, SolveError, check_options
 from ..vocab import FLOWS
 from ..records import atomic_write_text
@@ -37,7 +37,7 @@ STUDY_NAMES = STUDIES
 def _demo(options) -> int:
     summary = demo_job(options.out, images=options.images, eval_images=options.eval_images,
                        quick=options.quick, force=options.force,
-                       progress=options.progress)
+                       progress=options.progress, figure_format=options.format)
     folder = summary["run"]["folder"]
     print("\n".join(f"- {sentence}" for sentence in summary["findings"]))
     print(f"wrote {folder}/summary.md, summary.json and the files they list")
@@ -92,7 +92,7 @@ def _frames(options) -> int:
             model, images, masks, out, frames=options.frames, horizon=options.horizon,
             fps=options.fps, indices=indices, meta=meta, solver=options.solver,
             dt0=options.dt0, rtol=options.rtol, atol=options.atol,
-            max_steps=options.max_steps)
+            max_steps=options.max_steps, figure_format=options.format)
 
     def check(model):  # the solve's options, before any folder: the horizon is at most
         # 4 x the model's t1 (its trained time, or the cap of a fixed-point stop)
@@ -103,7 +103,7 @@ def _frames(options) -> int:
 
     result = _run_job(options, "frames", f"{options.frames} frames", job, check)
     print(f"wrote {len(result['frames'])} frames to {result['frames'][0].parent}, the video "
-          f"{result['video']}, {result['png']} and {result['json']}")
+          f"{result['video']}, {result['still']} and {result['json']}")
     return 0
 
 
@@ -113,14 +113,15 @@ def _compare_solvers(options) -> int:
             model, images, masks, out, flow=options.flow, t1=options.t1,
             solvers=options.solvers, tolerances=options.tolerances,
             fixed_solvers=options.fixed_solvers, step_sizes=options.step_sizes,
-            repeats=options.repeats, dtype=options.dtype, quick=options.quick, meta=meta)
+            repeats=options.repeats, dtype=options.dtype, quick=options.quick, meta=meta,
+            figure_format=options.format)
 
     result = _run_job(options, "compare-solvers", "solves", job)
     for run in result["runs"]:
         setting = f"rtol {run['rtol']:g}" if run["kind"] == "adaptive" else f"dt {run['dt0']:g}"
         print(f"{run['solver']:<8} {setting:<11} NFE {run['nfe']:>6}  error vs exact "
               f"{run['error_exact']:.2e}  vs paper's Euler {run['error_paper']:.2e}")
-    print(f"wrote {result['files']['json']} and {result['files']['png']}")
+    print(f"wrote {result['files']['json']} and {result['files'][options.format]}")
     return 0
 
 
@@ -135,10 +136,14 @@ def _study(options) -> int:
             options.name, model, images, masks, out, meta=meta, flow=options.flow,
             horizon=options.horizon, factor=options.factor, solver=options.solver,
             dt0=options.dt0, rtol=options.rtol, atol=options.atol, dtype=options.dtype,
-            quick=options.quick)
+            quick=options.quick, figure_format=options.format)
 
     result = _run_job(options, options.name, options.name, job)
-    print(f"wrote {result['files']['json']} and {result['files']['png']}")
+    if isinstance(result.get("verdict"), dict):  # stability: what the point is
+        print(f"verdict: {result['verdict']['sentence']}")
+    for finding in result.get("findings") or ():  # long-horizon: a sentence per flow
+        print(finding)
+    print(f"wrote {result['files']['json']} and {result['files'][options.format]}")
     return 0
 
 
@@ -378,6 +383,9 @@ def _output_options(parser, prefix: str) -> None:
                         "an existing one must be empty")
     parser.add_argument("--force", action="store_true",
                         help="write into a non-empty --out, replacing files of the same name")
+    parser.add_argument("--format", choices=FIGURE_FORMATS, default="png",
+                        help="figures as png (default), or as vector graphics: pdf, svg "
+                        "(video frames stay png)")
     parser.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress bar")
 

@@ -198,8 +198,9 @@ def _files(results: dict) -> list[dict]:
     for key, result in results.items():
         paths = result.get("files") if isinstance(result, dict) else None
         if key.startswith("video_"):
-            paths = {"video": result["video"], "png": result["png"], "json": result["json"],
-                     "frames": result["frames"][0].parent}
+            still = result["still"]
+            paths = {"video": result["video"], still.suffix.lstrip("."): still,
+                     "json": result["json"], "frames": result["frames"][0].parent}
         for kind, path in (paths or {}).items():
             files.append(dict(job=key, kind=kind, path=path.name))
     if "held_out" in results:

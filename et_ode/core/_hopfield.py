@@ -5,7 +5,7 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from ..vocab import ACTIVATIONS, Activation, check_choice
 
@@ -33,6 +33,9 @@ class HopfieldNetwork(eqx.Module):
     activation: Activation = eqx.field(static=True)
     softmax_beta: float = eqx.field(static=True)
     power: int = eqx.field(static=True)
+    # `[N, K]` booleans or None: which activations count as on, in place of `h > 0`
+    # (ReLU only; see `with_pattern`). None in every trained model.
+    pattern: Bool[Array, "N K"] | None = None
 
     def __init__(
         self,
@@ -54,6 +57,7 @@ class HopfieldNetwork(eqx.Module):
         self.activation = activation
         self.softmax_beta = float(softmax_beta)
         self.power = int(power)
+        self.pattern = None
 
     def __check_init__(self):
         check_choice("the Hopfield activation", self.activation, ACTIVATIONS)
@@ -64,8 +68,32 @@ class HopfieldNetwork(eqx.Module):
         if self.power < 2:
             raise ValueError(f"power must be an integer >= 2 (got {self.power}).")
 
+    @property
+    def has_kinks(self) -> bool:
+        """Whether `E_HN` fails to be twice differentiable where an `h` crosses zero:
+        ReLU, and the power activation with `n = 2` (`n >= 3` is C^2)."""
+        return self.activation == "relu" or (self.activation == "power" and self.power == 2)
+
+    def kink_distances(self, g: Float[Array, "N D"]) -> Float[Array, "N K"]:
+        """Distance in `g` from each token to each switching plane `xi_mu . g_B = 0`:
+        `|h_{B,mu}| / |xi_mu|`."""
+        norms = jnp.linalg.norm(self.xi, axis=-1)
+        return jnp.abs(g @ self.xi.T) / jnp.where(norms > 0, norms, 1.0)
+
+    def with_pattern(self, pattern: Bool[Array, "N K"]) -> "HopfieldNetwork":
+        """This network with the activations in `pattern` counted as on and the others
+        as off, whatever the sign of `h` (a kinked activation only): its energy is
+        `-1/2 sum pattern h^2`, which equals `E_HN` wherever the pattern is the sign of
+        `h`, and its Hessian is one side's of a kink where it is not."""
+        if not self.has_kinks:
+            raise ValueError(f"the {self.activation} activation has no kinks to pin.")
+        return eqx.tree_at(lambda m: m.pattern, self, pattern,
+                           is_leaf=lambda leaf: leaf is None)
+
     def __call__(self, g: Float[Array, "N D"]) -> Float[Array, ""]:
         hidden = g @ self.xi.T
+        if self.pattern is not None:
+            return -0.5 * jnp.sum(jnp.where(self.pattern, hidden, 0.0) ** 2)
         if self.activation == "relu":
             return -0.5 * jnp.sum(jax.nn.relu(hidden) ** 2)
         if self.activation == "softmax":

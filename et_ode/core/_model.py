@@ -205,6 +205,50 @@ class EnergyTransformer(eqx.Module):
         clamped = _conditions(args).clamped
         return x if clamped is None else jnp.where(clamped[:, None], x_ref, x)
 
+    # ---------------------------------------- geometry for the studies (analysis)
+    def energy_coordinates(self, x: Float[Array, "N D"], args=None) -> Float[Array, "N D"]:
+        """The coordinates the energy is a function of: `g = LayerNorm(x)`."""
+        return self.norm(x)
+
+    def clock(self, x: Float[Array, "N D"], args=None) -> Float[Array, "N 1"]:
+        """Per token `gamma / s_A`: a tangent displacement `dx_A` moves `g_A` by exactly
+        `clock_A dx_A` (1/tau units of the projected flow's rates)."""
+        return (self.norm.gamma / self.norm.scale(x))[:, None]
+
+    def token_scales(self, x: Float[Array, "N D"], args=None) -> Float[Array, " N"]:
+        """Per token `s_A = sqrt(var_A + eps)` (the native flow inflates them)."""
+        return self.norm.scale(x)
+
+    def tangent_dimension(self, x: Float[Array, "N D"], args=None) -> int:
+        """Dimension of the projected flow's tangent space: `D - 2` per free token."""
+        clamped = _conditions(args).clamped
+        free = x.shape[0] if clamped is None else int(x.shape[0] - jnp.sum(clamped))
+        return free * (x.shape[-1] - 2)
+
+    def kink_distances(self, x: Float[Array, "N D"], args=None):
+        """Distances in `g` from `x` to every surface where `E` is not twice
+        differentiable: per free token and memory, `|xi_mu . g_B| / |xi_mu|` (`[N, K]`,
+        `inf` on clamped tokens), or `None` where `E` is C^2 (softmax, power >= 3, or no
+        Hopfield term)."""
+        if "hopfield" not in self.terms or not self.hopfield.has_kinks:
+            return None
+        distances = self.hopfield.kink_distances(self.norm(x))
+        clamped = _conditions(args).clamped
+        return distances if clamped is None else jnp.where(clamped[:, None], jnp.inf, distances)
+
+    def one_sided(self, x: Float[Array, "N D"], args, within, side: str):
+        """This model with every kink within distance `within` of `x` pinned to one side:
+        `side="lower"` counts those activations as on (each adds `-xi xi^T` to the
+        Hessian: the smallest Hessian over the sides), `"upper"` as off (the largest).
+        Elsewhere the pattern is `h > 0`, so energy, field and residual at `x` change by
+        at most `within` times the memories' norms."""
+        if side not in ("lower", "upper"):
+            raise ValueError(f"side must be 'lower' or 'upper' (got {side!r}).")
+        hidden = self.norm(x) @ self.hopfield.xi.T
+        near = self.kink_distances(x, args) <= within
+        pattern = (hidden > 0) | near if side == "lower" else (hidden > 0) & ~near
+        return eqx.tree_at(lambda m: m.hopfield, self, self.hopfield.with_pattern(pattern))
+
     # -------------------------------------------------------------- validation
     def check_inputs(self, x_shape: tuple[int, ...], args, args_batch: tuple = ()):
         """Raise `ValueError` if a single state of shape `x_shape` or `args` do not fit."""

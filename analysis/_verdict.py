@@ -1,0 +1,115 @@
+"""The verdict on a fixed point: what the Hessian says, checked against the Lyapunov
+exponent, and refused when the two disagree or the point is not one.
+
+Inputs are the pieces `stability` measures at a Newton-polished point:
+
+- the residual left (RMS G) and a bound on the distance to the true critical point,
+  `|G|_2 / min|lambda(H)|` in the energy's coordinates;
+- the tangent Hessian's spectrum, and, where kinks of `E` lie within that distance, the
+  spectra of the two one-sided Hessians (`"lower"`: every near kink on the side of the
+  smaller Hessian, `"upper"`: the larger). Each kinked term adds a negative
+  semi-definite part on one side (a ReLU memory's `-xi xi^T`), so by Weyl's inequalities
+  every side's Morse index lies between the upper Hessian's and the lower one's;
+- a finite-time Lyapunov exponent of the projected (or flat) flow from the point. The
+  linearised flow there is `tau d(dy)/dt = -S dy` with `S = C^(1/2) H C^(1/2)` (`C` the
+  clock), so any perturbation's growth rate over any horizon `T` lies in
+  `[-lambda_max(S), -lambda_min(S)] / tau`, widened by `log(c_max / c_min) / T` because
+  the exponent measures `|dg| = |C dx|`, not `|C^(1/2) dx|`.
+"""
+
+import numpy as np
+
+# Slack on the Lyapunov range: relative to the range's width, and absolute (1/tau): the
+# exponent is integrated at rtol 1e-10, so what is left is the range's own estimate.
+RANGE_SLACK_RELATIVE, RANGE_SLACK_ABSOLUTE = 0.02, 1e-3
+
+VERDICTS = ("stable_minimum", "saddle", "maximum", "not_converged", "at_kink",
+            "degenerate", "inconsistent")
+
+
+def linear_rate_range(smallest, largest, coordinates, clock_range, tau):
+    """`[low, high]` of `-lambda(S) / tau` over the spectrum of `S = C^(1/2) H C^(1/2)`,
+    from the extreme eigenvalues in `coordinates` (`"x"`: of `S` itself; `"g"`: of `H`,
+    bounded by Ostrowski's theorem, `lambda_k(S) = theta_k lambda_k(H)` with
+    `theta_k` in `[c_min, c_max]`)."""
+    lo, hi = float(smallest), float(largest)
+    if coordinates == "g":
+        c_min, c_max = clock_range
+        lo = lo * (c_max if lo < 0 else c_min)
+        hi = hi * (c_max if hi > 0 else c_min)
+    return [-hi / tau, -lo / tau]
+
+
+def lyapunov_consistent(exponent, horizon, rates, clock_range) -> tuple[bool, list]:
+    """Whether an exponent measured over `horizon` lies in the linearised flow's range
+    `rates` (see the module docstring); returns the verdict and the widened range."""
+    c_min, c_max = clock_range
+    width = rates[1] - rates[0]
+    slack = (np.log(c_max / c_min) / horizon + RANGE_SLACK_RELATIVE * width
+             + RANGE_SLACK_ABSOLUTE)
+    widened = [rates[0] - slack, rates[1] + slack]
+    return bool(widened[0] <= exponent <= widened[1]), widened
+
+
+def _index_words(index, lower_bound, dimension):
+    if index == 0:
+        return "stable minimum"
+    if dimension is not None and index == dimension and not lower_bound:
+        return "local maximum"
+    return f"saddle of index {'>= ' if lower_bound else ''}{index}"
+
+
+def verdict(*, converged, residual_rms, distance, index_range, index_is_lower_bound,
+            n_near_zero, dimension, smallest, kinks, lyapunov, rates, clock_range,
+            flow) -> dict:
+    """The verdict (`code` in `VERDICTS`, a `sentence`, `called`: whether a kind was
+    named) from the measured pieces (module docstring).
+
+    `index_range`: `(fewest, most)` negative eigenvalues over the sides of the kinks in
+    reach (equal without kinks); `kinks`: the `stability` kink report; `lyapunov`: a
+    `lyapunov_exponent` dict or `None`; `rates`: `linear_rate_range` over the sides;
+    `flow`: the flow the exponent was measured on.
+    """
+    out = dict(lyapunov_range=None, lyapunov_consistent=None)
+    where = f"RMS G {residual_rms:.2g}, within {distance:.2g} of the critical point"
+    if not converged:
+        return dict(out, code="not_converged", called=False, sentence=(
+            f"not converged: Newton left RMS G {residual_rms:.2g}; a Hessian taken away "
+            "from a fixed point says nothing about it (give Newton more steps or a start "
+            "nearer the fixed point)."))
+    if n_near_zero:
+        return dict(out, code="degenerate", called=False, sentence=(
+            f"degenerate: {n_near_zero} tangent Hessian eigenvalue(s) are zero to "
+            f"round-off ({where}); the second-order test cannot call it."))
+    fewest, most = index_range
+    if kinks.get("n_within"):
+        kink_words = (f"{kinks['n_within']} kink(s) of E (the nearest "
+                      f"{kinks['nearest']:.2g} away) lie within reach of the residual "
+                      f"({kinks['within']:.2g})")
+        if fewest != most:
+            return dict(out, code="at_kink", called=False, sentence=(
+                f"at a kink: {kink_words}, and the one-sided Hessians disagree (Morse "
+                f"index {fewest} to {most} over the sides); not called."))
+    kind = _index_words(fewest, index_is_lower_bound, dimension)
+    code = ("stable_minimum" if fewest == 0 else
+            "maximum" if kind == "local maximum" else "saddle")
+    sentence = f"{kind} (smallest tangent Hessian eigenvalue {smallest:.3g}; {where})"
+    if kinks.get("n_within"):
+        sentence += f"; at a kink: {kink_words}, and every side agrees"
+    if lyapunov is not None and flow == "projected":
+        ok, widened = lyapunov_consistent(lyapunov["exponent"], lyapunov["t1"], rates,
+                                          clock_range)
+        out.update(lyapunov_range=widened, lyapunov_consistent=ok)
+        words = (f"FTLE {lyapunov['exponent']:.3g}/tau over {lyapunov['t1']:g} tau, "
+                 f"linearised range [{widened[0]:.3g}, {widened[1]:.3g}]")
+        if not ok:
+            return dict(out, code="inconsistent", called=False, sentence=(
+                f"not called: the Hessian says {kind} but the {words} excludes the "
+                "exponent (the point or the exponent's solve is off)."))
+        sentence += f"; consistent with the {words}"
+        if code == "stable_minimum" and lyapunov["exponent"] < 0:
+            sentence += ": perturbations decay"
+    elif lyapunov is not None:
+        sentence += (f"; the {flow} flow's FTLE ({lyapunov['exponent']:.3g}/tau) is not "
+                     "compared (its clock changes along the flow)")
+    return dict(out, code=code, called=True, sentence=sentence + ".")
