@@ -9,18 +9,26 @@ it (model, sample count, horizon, dtype, solver and tolerances, from the metadat
 `layout_problems` lists a figure's overlapping or clipped text. `to_json` makes a
 result JSON-serialisable and `save_json` writes it atomically.
 
+The studies of a fixed point or a trajectory (`convergence`, `stability`,
+`hessian_eigenvalues`, `lyapunov_exponent`, `fixed_points`, `long_horizon`,
+`finite_time_lyapunov`, `energy_descent`, `work_precision`) take any
+`solvers.EnergySystem` and use the geometry it declares (a manifold, or flat); the
+others need the ET or its image and graph tasks and refuse other models in one line
+before solving. What each study may call on a model is in the geometry module
+(`et_ode.analysis._geometry`).
+
 | study | question |
 |---|---|
 | `convergence` | how fast does each flow reach a fixed point, against the Hessian's rate? |
 | `energy_descent` | where does E rise along a discrete solve, and is it real? |
 | `overshoot` | what happens to a masked-image model's error past its horizon? |
-| `stability` | Riemannian Hessian spectrum, Morse index, Lyapunov exponent of a state |
+| `stability` | is this fixed point a minimum? Newton polish, tangent Hessian spectrum, kinks, Lyapunov exponent, one verdict |
 | `fixed_points` | do different starts reach the same fixed point? |
 | `gradient_depth` | do parameter gradients vanish with horizon, per adjoint? |
 | `work_precision` | error against NFE and wall time per solver and tolerance |
 | `contributions` | attention against Hopfield parts of the update over time |
 | `graph_overshoot` | what happens to a node anomaly detector's test AUC past its horizon? |
-| `long_horizon` | E, G, token scales, error, step sizes and perturbation growth to t = 1e4 |
+| `long_horizon` | E (one reference), G and its decay law, token scales, error, step sizes, perturbation growth to t = 1e4 |
 """
 
 from ._common import cast, float64_available, log_times, take

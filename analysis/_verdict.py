@@ -23,7 +23,7 @@ import numpy as np
 # exponent is integrated at rtol 1e-10, so what is left is the range's own estimate.
 RANGE_SLACK_RELATIVE, RANGE_SLACK_ABSOLUTE = 0.02, 1e-3
 
-VERDICTS = ("stable_minimum", "saddle", "maximum", "not_converged", "at_kink",
+VERDICTS = ("stable_minimum", "saddle", "maximum", "not_converged", "jumped", "at_kink",
             "degenerate", "inconsistent")
 
 
@@ -61,10 +61,12 @@ def _index_words(index, lower_bound, dimension):
 
 def verdict(*, converged, residual_rms, distance, index_range, index_is_lower_bound,
             n_near_zero, dimension, smallest, kinks, lyapunov, rates, clock_range,
-            flow) -> dict:
+            flow, jumped=False, newton_displacement=0.0, jump_bound=0.0) -> dict:
     """The verdict (`code` in `VERDICTS`, a `sentence`, `called`: whether a kind was
     named) from the measured pieces (module docstring).
 
+    `jumped`: Newton moved the point further than its starting residual allows
+    (`newton_displacement` against `jump_bound`, norms in the energy's coordinates);
     `index_range`: `(fewest, most)` negative eigenvalues over the sides of the kinks in
     reach (equal without kinks); `kinks`: the `stability` kink report; `lyapunov`: a
     `lyapunov_exponent` dict or `None`; `rates`: `linear_rate_range` over the sides;
@@ -77,6 +79,12 @@ def verdict(*, converged, residual_rms, distance, index_range, index_is_lower_bo
             f"not converged: Newton left RMS G {residual_rms:.2g}; a Hessian taken away "
             "from a fixed point says nothing about it (give Newton more steps or a start "
             "nearer the fixed point)."))
+    if jumped:
+        return dict(out, code="jumped", called=False, sentence=(
+            f"not called: Newton moved the point {newton_displacement:.2g} from where it "
+            f"started, more than its starting residual allows ({jump_bound:.2g}): it may "
+            "have reached another critical point than the flow's (start from a point the "
+            "flow has taken nearer the fixed point)."))
     if n_near_zero:
         return dict(out, code="degenerate", called=False, sentence=(
             f"degenerate: {n_near_zero} tangent Hessian eigenvalue(s) are zero to "

@@ -117,20 +117,22 @@ def no_runtime_types():
 # units go to the workers in the order of `COSTS`, the longest first, so that the two
 # workers finish together (xdist's own order is by number of tests, and the longest
 # module last would leave one worker idle). The costs are seconds per module measured
-# with this file's order on the 2-core machine (2026-11-24, -O0); only their order
+# with this file's order on the 2-core machine (2026-11-25, -O0); only their order
 # matters. A module not listed counts as `DEFAULT_COST`. (`--dist loadgroup` with `xdist_group`
 # marks would do the joining, but pytest-xdist 3.8 cannot group under pytest 9: it
 # renames `item._nodeid`, which pytest 9's `nodeid` no longer reads.)
 JOINED = {"test_install.py": "test_cli.py"}
 COSTS = {
-    "test_cli.py": 55, "test_benchmarks.py": 46, "test_analysis.py": 43, "test_graphs.py": 36,
-    "test_authors_checkpoint.py": 34, "test_shipped.py": 33, "test_sparse_attention.py": 31,
-    "test_counting.py": 29, "test_reliability.py": 28, "test_gradients.py": 26,
-    "test_trajectories.py": 24, "test_solver_objects.py": 21, "test_auto_solver.py": 17,
-    "test_fixed_points.py": 16, "test_docs_examples.py": 13, "test_training.py": 11,
-    "test_fuzz.py": 11, "test_figures.py": 10, "test_multiprocess.py": 8,
-    "test_long_horizon.py": 8, "test_errors.py": 7, "test_order.py": 6, "test_readme.py": 6,
-    "test_docs.py": 6, "test_model.py": 4, "test_layout.py": 2, "test_data.py": 1,
+    "test_cli.py": 55, "test_analysis.py": 49, "test_benchmarks.py": 45,
+    "test_authors_checkpoint.py": 41, "test_graphs.py": 37, "test_shipped.py": 31,
+    "test_verdicts.py": 30, "test_sparse_attention.py": 30, "test_counting.py": 30,
+    "test_gradients.py": 29, "test_reliability.py": 29, "test_trajectories.py": 25,
+    "test_own_model.py": 24, "test_solver_objects.py": 24, "test_docs_recipe.py": 17,
+    "test_auto_solver.py": 16, "test_long_horizon.py": 16, "test_figures.py": 16,
+    "test_training.py": 14, "test_docs_examples.py": 12, "test_fixed_points.py": 11,
+    "test_figure_layout.py": 10, "test_fuzz.py": 9, "test_errors.py": 9,
+    "test_multiprocess.py": 8, "test_order.py": 6, "test_model.py": 6, "test_readme.py": 5,
+    "test_docs.py": 5, "test_layout.py": 3, "test_install.py": 2, "test_data.py": 2,
     "test_graph_data.py": 1,
 }
 DEFAULT_COST = 10

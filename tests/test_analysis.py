@@ -188,6 +188,10 @@ def test_stability_at_a_minimum_dense_and_lanczos(model, conv):
     print(f"\nminimum: smallest {dense['smallest']}, largest {dense['largest']}")
     assert dense["morse_index"] == 0 and float(dense["smallest"][0]) > 0.1
     assert lanczos["morse_index"] == 0 and not lanczos["morse_index_is_lower_bound"]
+    # Lanczos works on the operator shifted on the 2 N normal directions (eigenvalue 0
+    # unshifted): they are moved past both ends of the tangent spectrum.
+    assert lanczos["dimension"] == dense["dimension"] == N_TOKENS * (DIM - 2)
+    assert dense["n_normal_excluded"] == lanczos["n_normal_excluded"] == 2 * N_TOKENS
     np.testing.assert_allclose(lanczos["smallest"], dense["smallest"], rtol=1e-8)
     np.testing.assert_allclose(lanczos["largest"], dense["largest"], rtol=1e-8)
     # The Lyapunov exponent's local rate settles at minus the slowest linear rate, the
