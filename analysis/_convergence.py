@@ -126,6 +126,10 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
       to a fixed point where Newton converges from it, for the predicted rate;
       `hessian_method` as in `analysis.stability`.
 
+    **Protocol:** `energy`, `vector_field`, `residual` (refused up front without them);
+    optional: `energy_coordinates` (`dgdt_rms`), `token_scales` (`scales`), `dEdt` (else a
+    JVP of `E`), a `norm` with `gamma` (the ET: `predicted_rate_scaled`), `tau`.
+
     **Returns:** a dict: `times [T]`; `flows`: per flow a dict with `residual_rms`,
     `dgdt_rms`, `dxdt_rms`, `abs_dEdt`, `energy` (each `[T]`, or `[B, T]` batched),
     `scales` (`[T, N]` or `[B, T, N]`), `x_end` (the state at the last time),

@@ -86,6 +86,7 @@ def energy_descent(model, x0, args=None, solvers_and_steps=(("euler", 0.1), ("eu
     **Arguments:**
 
     - `model`, `x0` (`[N, D]` or `[B, N, D]`), `args`: as in `solvers.solve`.
+      **Protocol:** any `solvers.EnergySystem` (`energy`, `vector_field`, `residual`).
     - `solvers_and_steps`: each item `(solver, dt0)` for constant steps,
       `(solver, rtol, atol)` for PID step control, or a dict of `solvers.solve` options
       (`solver`, `dt0`, `rtol`, `atol`, ...).

@@ -85,6 +85,10 @@ def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float =
       `-1` where Newton did not converge near the point.
     - `seeds`: recorded in the metadata (how the starts were made).
 
+    **Protocol:** `energy`, `vector_field`, `residual` (refused up front without them);
+    optional: `energy_coordinates` (where the distances are measured), a manifold
+    (`solvers.find_fixed_point` polishes on it; flat without one).
+
     **Returns:** a dict: `labels`, `x_star [S, N, D]`, `g_star [S, N, D]`,
     `distances [S, S]` (RMS of `g_i* - g_j*`), `cluster [S]` (connected components of
     `distances < distance_tol`), `n_distinct`, `path_independence` (fraction of pairs

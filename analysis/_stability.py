@@ -125,6 +125,9 @@ def hessian_eigenvalues(model, x, args=None, *, coordinates="g", k=6, method="au
       wrapping a jitted JVP) or `"auto"` (dense when `x.size <= dense_max`).
     - `lanczos_tol`: `eigsh` tolerance; `seed`: its starting vector.
 
+    **Protocol:** `residual` (refused up front without it); optional: the manifold's
+    `tangent_projection`, `clock`, `tangent_dimension`.
+
     **Returns:** a dict: `smallest [k]`, `largest [k]` (ascending), `all` (every
     eigenvalue, dense only, else `None`), `morse_index` (count of eigenvalues below
     `-zero_tol`), `morse_index_is_lower_bound` (Lanczos with all `k` smallest
@@ -197,6 +200,9 @@ def lyapunov_exponent(model, x, args=None, *, flow="projected", t1=20.0, segment
     ET), is 1; the exponent is `sum(log growth) / t1` (units 1/tau).
     `solver`, `rtol`, `atol`, `dt0`, `max_steps`: the `solvers.solve` options (`rtol =
     atol = None` with a `dt0`: constant steps, the exponent of that discrete map).
+
+    **Protocol:** `energy`, `vector_field`, `residual` (refused up front without them);
+    optional: `tangent_projection`, `clock`, `tau`.
 
     **Returns:** a dict: `exponent`, `local` (per-segment rates `[segments]`),
     `times` (segment ends), `flow`, `t1`, `segments`, `seed`, `solver`, `rtol`, `atol`,

@@ -56,6 +56,9 @@ def work_precision(model, x0, args=None, *, solvers=("bosh3", "tsit5", "dopri8")
     **Arguments:**
 
     - `model`, `x0` (`[N, D]` or `[B, N, D]`), `args`: as in `solvers.solve`.
+      **Protocol:** any `solvers.EnergySystem` (`energy`, `vector_field`, `residual`);
+      `error_paper` compares with the ET paper's Euler map (dt 0.1), meaningful for the
+      ET only.
     - `solvers` (adaptive, PID steps) x `tolerances`; `fixed_solvers` (constant steps)
       x `step_sizes`.
     - `t1`, `flow`, `max_steps`: every solve (the paper's horizon 1.2 by default).
