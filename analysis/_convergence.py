@@ -16,9 +16,13 @@ import numpy as np
 from et_ode import solvers
 from et_ode.vocab import FLOWS
 
-from ._common import as_batch, log_times, shard, solve_in_chunks, take
+from ._common import (
+    as_batch, cast, float64_available, log_times, shard, solve_in_chunks, take,
+)
 from ._geometry import energy_coordinates, has, require, token_scales
-from ._plotting import FLOW_COLOURS, caption, figure, finish, positive, samples_text, title
+from ._plotting import (
+    FLOW_COLOURS, caption, figure, finish, positive, samples_text, title,
+)
 from ._records import metadata, model_dtype
 from ._stability import hessian_eigenvalues
 
@@ -197,7 +201,11 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
                 args_b = take(args, b, args_batched)
                 # The prediction belongs to the fixed point: Newton-polish the end state
                 # (a ReLU energy's Hessian jumps across kinks near a loosely met point).
-                found = solvers.find_fixed_point(model, x_end[b], args=args_b, linear="auto")
+                # (in float64 where x64 is on: a float32 model's residual floor is above
+                # Newton's tolerance)
+                wide = jnp.float64 if float64_available() else jnp.asarray(x_end).dtype
+                m64, x64, a64 = cast((model, jnp.asarray(x_end[b]), args_b), wide)
+                found = solvers.find_fixed_point(m64, x64, args=a64, linear="auto")
                 at = found.x if bool(found.success) else x_end[b]
                 hx = hessian_eigenvalues(model, at, args_b, coordinates="x", k=1,
                                          method=hessian_method)

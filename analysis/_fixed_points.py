@@ -14,7 +14,7 @@ import numpy as np
 
 from et_ode import solvers
 
-from ._common import as_batch, shard, take
+from ._common import as_batch, cast, float64_available, shard, take
 from ._geometry import energy_coordinates, require
 from ._plotting import caption, figure, finish, title
 from ._records import metadata, model_dtype
@@ -111,10 +111,12 @@ def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float =
     def coordinates(x, args_i):
         return energy_coordinates(model, jnp.asarray(x), args_i)
 
+    wide = jnp.float64 if float64_available() else xb.dtype  # Newton above float32's floor
     if polish or morse_index:  # a Morse index is only right at a fixed point
         for i in range(count):
             args_i = take(args, i, args_batched)
-            found = solvers.find_fixed_point(model, x_star[i], args=args_i, linear="auto")
+            m64, x64, a64 = cast((model, jnp.asarray(x_star[i]), args_i), wide)
+            found = solvers.find_fixed_point(m64, x64, args=a64, linear="auto")
             # Newton converges to the nearest critical point; keep it only if it is close.
             moved = coordinates(found.x, args_i) - coordinates(x_star[i], args_i)
             if bool(found.success) and float(jnp.sqrt(jnp.mean(moved**2))) < 1e-3:

@@ -54,11 +54,19 @@ STUDY_NEEDS = {
 
 
 PROTOCOL_METHODS = ("energy", "vector_field", "residual")
+KINK_METHODS = ("kink_distances", "one_sided")
 
 
 def require(model, study: str, methods=None) -> None:
     """Raise `ValueError`, in one line naming the first missing method, when `model`
     lacks a method that `study` calls (`STUDY_NEEDS[study]`, or `methods`)."""
+    for group in (solvers.MANIFOLD_METHODS, KINK_METHODS):  # all of a group, or none
+        present = [m for m in group if has(model, m)]
+        if present and len(present) < len(group):
+            missing = ", ".join(f"model.{m}(...)" for m in group if m not in present)
+            raise ValueError(
+                f"analysis.{study}: {type(model).__name__} declares {', '.join(present)} "
+                f"but not {missing}; give all of {', '.join(group)} or none.")
     for method in methods if methods is not None else STUDY_NEEDS[study]:
         if not callable(getattr(model, method, None)):
             where = (" (see solvers.EnergySystem)" if method in PROTOCOL_METHODS
@@ -100,12 +108,13 @@ def token_scales(model, x, args):
 
 
 @eqx.filter_jit
-def tangent_normalise(model, x, dx, args):
-    """Project `dx` onto the tangent space at `x` and scale it so that the displacement
-    of the energy's coordinates, `|clock P dx|`, is 1. Returns it and that size before
-    scaling."""
+def tangent_normalise(model, x, dx, args, power: float = 1.0):
+    """Project `dx` onto the tangent space at `x` and scale it so that `|clock^power P dx|`
+    is 1: with `power=1` the displacement of the energy's coordinates (`|dg|` on the ET),
+    with `power=0.5` the metric in which the linearised projected flow is symmetric
+    (`C^(1/2) dx`). Returns it and that size before scaling."""
     dx = project(model, x, dx, args)
-    size = jnp.linalg.norm(clock(model, x, args) * dx)
+    size = jnp.linalg.norm(clock(model, x, args) ** power * dx)
     return dx / size, size
 
 

@@ -108,6 +108,24 @@ def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> d
                 morse_index_is_lower_bound=bool(np.all(smallest < 0)))
 
 
+def _smallest_magnitude(model, x, args, coordinates, seed, tol=1e-6) -> float:
+    """`min |lambda|` over the tangent spectrum, where Lanczos' extremes do not reach it
+    (all `k` smallest negative): the smallest eigenvalue of the operator squared, the
+    normal directions shifted past the largest."""
+    op = TangentOperator(model, x, args, coordinates)
+    size = op.size
+    v0 = np.random.default_rng(seed).standard_normal(size)
+    plain = spla.LinearOperator((size, size), matvec=op.matvec, dtype=np.float64)
+    radius = float(np.abs(spla.eigsh(plain, k=1, which="LM", tol=1e-3, v0=v0,
+                                     return_eigenvectors=False))[0])
+    squared = spla.LinearOperator(
+        (size, size), dtype=np.float64,
+        matvec=lambda v: op.matvec(op.matvec(v)) + (2.0 * radius + 1.0) ** 2
+        * (v - op.project_vec(v)))
+    value = spla.eigsh(squared, k=1, which="SA", tol=tol, v0=v0, return_eigenvectors=False)
+    return float(np.sqrt(max(float(value[0]), 0.0)))
+
+
 def hessian_eigenvalues(model, x, args=None, *, coordinates="g", k=6, method="auto",
                         dense_max=DENSE_MAX, lanczos_tol=1e-10, seed=0) -> dict:
     """Leading eigenvalues of the tangent-restricted Riemannian Hessian at `x`.
@@ -185,9 +203,17 @@ class _Variational(eqx.Module):
         return jnp.concatenate([self.model.residual(x, args), jnp.zeros_like(x)])
 
 
+# What a Lyapunov exponent's perturbation is measured in: the energy's coordinates
+# (`|C dx|`, `|dg|` on the ET) or the metric `|C^(1/2) dx|` in which the linearised
+# projected flow is symmetric, so that its growth rates lie exactly in the Hessian's
+# range. The exponent (the limit) is the same; a finite horizon's differs by at most
+# `log(c_max / c_min) / T`.
+LYAPUNOV_MEASURES = {"g": 1.0, "metric": 0.5}
+
+
 def lyapunov_exponent(model, x, args=None, *, flow="projected", t1=20.0, segments=20,
                       seed=0, solver="tsit5", rtol=1e-10, atol=1e-12, dt0=None,
-                      max_steps=20000) -> dict:
+                      max_steps=20000, measure="g") -> dict:
     """Finite-time Lyapunov exponent of the flow from `x`, in float64, on any
     `solvers.EnergySystem` with states `[N, D]`.
 
@@ -200,6 +226,8 @@ def lyapunov_exponent(model, x, args=None, *, flow="projected", t1=20.0, segment
     ET), is 1; the exponent is `sum(log growth) / t1` (units 1/tau).
     `solver`, `rtol`, `atol`, `dt0`, `max_steps`: the `solvers.solve` options (`rtol =
     atol = None` with a `dt0`: constant steps, the exponent of that discrete map).
+    `measure`: `"g"` (the energy's coordinates, default) or `"metric"` (`|C^(1/2) dx|`,
+    see `LYAPUNOV_MEASURES`).
 
     **Protocol:** `energy`, `vector_field`, `residual` (refused up front without them);
     optional: `tangent_projection`, `clock`, `tau`.
@@ -209,11 +237,15 @@ def lyapunov_exponent(model, x, args=None, *, flow="projected", t1=20.0, segment
     `coordinates` (`"g"`: growth of the energy's coordinates).
     """
     require(model, "lyapunov_exponent")
+    if measure not in LYAPUNOV_MEASURES:
+        raise ValueError(f"measure must be one of {', '.join(LYAPUNOV_MEASURES)} "
+                         f"(got {measure!r}).")
+    power = LYAPUNOV_MEASURES[measure]
     model64, x64, args64 = cast((model, jnp.asarray(x), args), jnp.float64)
     n_tokens = x64.shape[0]
     system = _Variational(model64, n_tokens)
     dx = jax.random.normal(jax.random.key(seed), x64.shape, x64.dtype)
-    dx, _ = tangent_normalise(model64, x64, dx, args64)
+    dx, _ = tangent_normalise(model64, x64, dx, args64, power)
     edges = np.linspace(0.0, float(t1), int(segments) + 1)
     steps = {} if dt0 is None else dict(dt0=dt0)
     logs = []
@@ -222,13 +254,13 @@ def lyapunov_exponent(model, x, args=None, *, flow="projected", t1=20.0, segment
         sol = solvers.solve(system, y, args=args64, t0=start, t1=end, solver=solver,
                             rtol=rtol, atol=atol, flow=flow, max_steps=max_steps, **steps)
         x64, dx = sol.x_final[:n_tokens], sol.x_final[n_tokens:]
-        dx, growth = tangent_normalise(model64, x64, dx, args64)
+        dx, growth = tangent_normalise(model64, x64, dx, args64, power)
         logs.append(float(jnp.log(growth)))
     logs = np.asarray(logs)
     return dict(exponent=float(logs.sum() / float(t1)), local=logs / np.diff(edges),
                 times=edges[1:], flow=flow, t1=float(t1), segments=int(segments),
                 seed=int(seed), solver=solver, rtol=rtol, atol=atol, dt0=dt0,
-                coordinates="g")
+                coordinates=measure)
 
 
 # Newton's tolerance on RMS G for the polish, in float64: near round-off for the models
@@ -392,6 +424,9 @@ def stability(model, x_star, args=None, flow="projected", *, coordinates="g", k=
         known = spec["all"] if spec["all"] is not None else np.concatenate(
             [spec["smallest"], spec["largest"]])
         magnitude = float(np.min(np.abs(known)))
+        if spec["morse_index_is_lower_bound"]:  # the eigenvalue nearest 0 is not known
+            magnitude = _smallest_magnitude(model64, x, args64, coordinates, seed)
+            spec["smallest_magnitude"] = magnitude
         if coordinates == "x":  # H = C^-1/2 S C^-1/2: |H^-1| <= c_max / min |lambda(S)|
             magnitude /= spec["clock_range"][1]
         magnitude = max(magnitude, 1e-300)
@@ -434,9 +469,18 @@ def stability(model, x_star, args=None, flow="projected", *, coordinates="g", k=
         energy=float(model64.energy(x64, args64)), lyapunov=None,
     )
     if lyapunov_time is not None:
+        horizon, capped = float(lyapunov_time), None
+        own = linear_rate_range(result["smallest"][0], result["largest"][-1], coordinates,
+                                result["clock_range"], tau)[1]  # the point's own Hessian
+        if own > 0:  # unstable: the state leaves x* once the residual's error grows to
+            # ~1e-3, after log(1e-3 / distance) / rate; measure no longer than that
+            drift = np.log(1e-3 / max(distance, 1e-15)) / own
+            if drift < horizon:
+                horizon, capped = max(drift, 1e-3), float(lyapunov_time)
         result["lyapunov"] = lyapunov_exponent(
-            model64, x64, args64, flow=flow, t1=lyapunov_time, segments=lyapunov_segments,
-            seed=seed, **(lyapunov_options or {}))
+            model64, x64, args64, flow=flow, t1=horizon, segments=lyapunov_segments,
+            seed=seed, measure="metric", **(lyapunov_options or {}))
+        result["lyapunov"]["capped_from"] = capped
     compared_flow = "projected" if result["geometry"] == "flat" else flow
     result["verdict"] = verdict(
         converged=polished["converged"], jumped=jumped,

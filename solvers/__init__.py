@@ -10,7 +10,8 @@ from ._errors import SolveError
 from ._fixed_point import NEWTON_DENSE_MAX, FixedPointResult, find_fixed_point
 from ._presets import PRESETS, SOLVER_NAMES, SolverPreset, get_preset
 from ._protocol import (
-    EnergySystem, FlatManifold, ManifoldEnergySystem, as_manifold_system, batched_args_axes,
+    MANIFOLD_METHODS, EnergySystem, FlatManifold, ManifoldEnergySystem, as_manifold_system,
+    batched_args_axes,
 )
 from ._solution import STOP_REASONS, EnergySolution, StopReason
 from ._sharding import batch_mesh, shard_batch
@@ -25,7 +26,7 @@ __all__ = [
     "EnergySolution", "EnergySystem", "FLOWS", "FlatManifold",
     "FixedPointResult", "FixedPointStop", "MAX_STEPS_LIMIT", "ManifoldEnergySystem",
     "NEWTON_DENSE_MAX", "PRESETS", "SOLVER_NAMES", "STOP_REASONS", "SolveError",
-    "SolverPreset", "StopReason", "as_manifold_system", "batch_mesh", "batched_args_axes",
+    "MANIFOLD_METHODS", "SolverPreset", "StopReason", "batch_mesh", "batched_args_axes",
     "check_options", "constant_step_count",
     "find_fixed_point", "get_preset", "rms", "shard_batch", "solve",
 ]

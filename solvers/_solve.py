@@ -18,7 +18,7 @@ from ._auto import EXPLICIT_EVALS, AutoSwitch
 from ._counting import counted_call, new_counters, read_counts
 from ._errors import SolveError
 from ._implicit import implicit_fixed_point
-from ._protocol import RealScalar, as_manifold_system, batched_args_axes
+from ._protocol import MANIFOLD_METHODS, RealScalar, as_manifold_system, batched_args_axes
 from ._presets import SolverPreset, _label, get_preset
 from ._solution import FAILURES, STOP_REASONS, EnergySolution, StopReason, stop_code
 from ._stop import FixedPointStop, residual_event, rms, stop_message, stop_tolerances_ok
@@ -579,6 +579,13 @@ def _validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol
                 "point).",
                 stacklevel=3,
             )
+    if adjoint == "implicit":
+        present = [m for m in MANIFOLD_METHODS if callable(getattr(model, m, None))]
+        if present and len(present) < len(MANIFOLD_METHODS):
+            raise ValueError(
+                f"adjoint='implicit' on a model that declares {', '.join(present)} but not "
+                f"all of {', '.join(MANIFOLD_METHODS)} (solvers.ManifoldEnergySystem): give "
+                "all three, or none for a flat model.")
     return adaptive, preset
 
 

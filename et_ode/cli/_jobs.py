@@ -93,8 +93,8 @@ def energy_video_job(model, images, masks, out, *, frames: int = 49, horizon=Non
     energies, MSE(t), the solve options and statistics). `solve`: `solver`, `dt0`,
     `rtol`, `atol`, `max_steps` overrides (see `trajectory_options`).
 
-    **Returns:** a dict: `frames` (paths), `video`, `still` (the still's path), `json`,
-    `data`, `metadata`.
+    **Returns:** a dict: `frames` (paths), `video`, `still` (the still's path; also under
+    its earlier key `png` when it is a PNG), `json`, `data`, `metadata`.
     """
     still_path = figure_path(out, stem, figure_format)  # refuse a bad format before solving
     reference = reference_time(model, images, masks)
@@ -119,8 +119,11 @@ def energy_video_job(model, images, masks, out, *, frames: int = 49, horizon=Non
     meta = dict(meta or metadata(study="energy_video", dtype=model_dtype(model.core)))
     meta |= {"solve": data.pop("options"), "stats": data.pop("stats")}
     js = Path(save_json(out / f"{stem}.json", {"metadata": meta, "data": data}, indent=None))
-    return {"frames": frame_paths, "video": video, "still": still, "json": js, "data": data,
-            "metadata": meta}
+    result = {"frames": frame_paths, "video": video, "still": still, "json": js, "data": data,
+              "metadata": meta}
+    if figure_format == "png":
+        result["png"] = still  # the still's earlier name, kept for existing callers
+    return result
 
 
 # --------------------------------------------------------------- solver comparison
