@@ -82,20 +82,24 @@ def verdict(*, converged, residual_rms, distance, index_range, index_is_lower_bo
     `flow`: the flow the exponent was measured on.
     """
     out = dict(lyapunov_range=None, lyapunov_consistent=None)
+
+    def refuse(code, sentence):
+        return dict(out, code=code, called=False, sentence=sentence)
+
     where = f"RMS G {residual_rms:.2g}, within {distance:.2g} of the critical point"
     if not converged:
-        return dict(out, code="not_converged", called=False, sentence=(
+        return refuse("not_converged", (
             f"not converged: Newton left RMS G {residual_rms:.2g}; a Hessian taken away "
             "from a fixed point says nothing about it (give Newton more steps or a start "
             "nearer the fixed point)."))
     if jumped:
-        return dict(out, code="jumped", called=False, sentence=(
+        return refuse("jumped", (
             f"not called: Newton moved the point {newton_displacement:.2g} from where it "
             f"started, more than its starting residual allows ({jump_bound:.2g}): it may "
             "have reached another critical point than the flow's (start from a point the "
             "flow has taken nearer the fixed point)."))
     if n_near_zero:
-        return dict(out, code="degenerate", called=False, sentence=(
+        return refuse("degenerate", (
             f"degenerate: {n_near_zero} tangent Hessian eigenvalue(s) are zero to "
             f"round-off ({where}); the second-order test cannot call it."))
     fewest, most = index_range
@@ -104,7 +108,7 @@ def verdict(*, converged, residual_rms, distance, index_range, index_is_lower_bo
                       f"{kinks['nearest']:.2g} away) lie within reach of the residual "
                       f"({kinks['within']:.2g})")
         if fewest != most:
-            return dict(out, code="at_kink", called=False, sentence=(
+            return refuse("at_kink", (
                 f"at a kink: {kink_words}, and the one-sided Hessians disagree (Morse "
                 f"index {fewest} to {most} over the sides); not called."))
     kind = _index_words(fewest, index_is_lower_bound, dimension)
@@ -120,7 +124,7 @@ def verdict(*, converged, residual_rms, distance, index_range, index_is_lower_bo
         words = (f"FTLE {lyapunov['exponent']:.3g}/tau over {lyapunov['t1']:.3g} tau, "
                  f"linearised range [{widened[0]:.3g}, {widened[1]:.3g}]")
         if not ok:
-            return dict(out, code="inconsistent", called=False, sentence=(
+            return refuse("inconsistent", (
                 f"not called: the Hessian says {kind} but the {words} excludes the "
                 "exponent (the point or the exponent's solve is off)."))
         sentence += f"; consistent with the {words}"
