@@ -69,6 +69,15 @@ def tangent_basis(x, free=None) -> np.ndarray:
     return q[free][..., 2:]
 
 
+def _normal_shift(plain, v0) -> float:
+    """A value past both ends of `plain`'s spectrum (twice its spectral radius, by a
+    coarse Lanczos, plus 1): added on the normal space, it moves those directions (its
+    eigenvalue 0) out of the way of the tangent spectrum's extremes."""
+    radius = float(np.abs(spla.eigsh(plain, k=1, which="LM", tol=1e-3, v0=v0,
+                                     return_eigenvectors=False))[0])
+    return 2.0 * radius + 1.0
+
+
 def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> dict:
     """Eigenvalues of `op`: `smallest [k]`, `largest [k]`, `all` (dense) and the rest of
     `hessian_eigenvalues`' entries that depend on the method."""
@@ -88,9 +97,7 @@ def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> d
     if op.flat:
         operators = {"SA": plain, "LA": plain}
     else:  # normal directions (eigenvalue 0 of plain) moved past each end of the spectrum
-        radius = float(np.abs(spla.eigsh(plain, k=1, which="LM", tol=1e-3, v0=v0,
-                                         return_eigenvectors=False))[0])
-        shift = 2.0 * radius + 1.0
+        shift = _normal_shift(plain, v0)
 
         def shifted(sign):
             return spla.LinearOperator(
@@ -116,12 +123,10 @@ def _smallest_magnitude(model, x, args, coordinates, seed, tol=1e-6) -> float:
     size = op.size
     v0 = np.random.default_rng(seed).standard_normal(size)
     plain = spla.LinearOperator((size, size), matvec=op.matvec, dtype=np.float64)
-    radius = float(np.abs(spla.eigsh(plain, k=1, which="LM", tol=1e-3, v0=v0,
-                                     return_eigenvectors=False))[0])
+    shift = _normal_shift(plain, v0)
     squared = spla.LinearOperator(
         (size, size), dtype=np.float64,
-        matvec=lambda v: op.matvec(op.matvec(v)) + (2.0 * radius + 1.0) ** 2
-        * (v - op.project_vec(v)))
+        matvec=lambda v: op.matvec(op.matvec(v)) + shift**2 * (v - op.project_vec(v)))
     value = spla.eigsh(squared, k=1, which="SA", tol=tol, v0=v0, return_eigenvectors=False)
     return float(np.sqrt(max(float(value[0]), 0.0)))
 
