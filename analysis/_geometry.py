@@ -27,12 +27,14 @@ Every study takes any `solvers.EnergySystem`. What a study may assume of it:
 """
 
 import dataclasses
+import functools
 from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse.linalg as spla
 
 from et_ode import solvers
 
@@ -118,6 +120,39 @@ def tangent_normalise(model, x, dx, args, power: float = 1.0):
     return dx / size, size
 
 
+class _Hashable:
+    """The non-array part of a pytree as a static argument of `jax.jit`: compared and
+    hashed by its flattened leaves and structure (what `eqx.filter_jit` does on every
+    call, done here once)."""
+
+    def __init__(self, tree):
+        leaves, self.treedef = jax.tree.flatten(tree)
+        self.leaves = tuple(leaves)
+        self._hash = hash((self.treedef, self.leaves))
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        return (isinstance(other, _Hashable) and self._hash == other._hash
+                and self.treedef == other.treedef and self.leaves == other.leaves)
+
+    def tree(self):
+        return jax.tree.unflatten(self.treedef, self.leaves)
+
+
+@functools.partial(jax.jit, static_argnames=("static", "squared"))
+def _shifted_apply(dynamic, static, w, shift, squared):
+    """`A w + shift (w - P w)`, or `A (A w) + shift (w - P w)` with `squared`: `A` the
+    tangent operator, `P` the tangent projection."""
+    model, x, args, pre, post = eqx.combine(dynamic, static.tree())
+    w = jnp.reshape(w, x.shape).astype(x.dtype)
+    out = _apply(model, x, args, pre, post, w)
+    if squared:
+        out = _apply(model, x, args, pre, post, out)
+    return (out + shift * (w - project(model, x, w, args))).reshape(-1)
+
+
 @dataclasses.dataclass
 class TangentOperator:
     """The Jacobian of the residual at `x`, restricted to the tangent space and made
@@ -127,6 +162,9 @@ class TangentOperator:
     (the Riemannian Hessian of `E` in the energy's coordinates) and `"x"` applies
     `P C^(1/2) J C^(-1/2) P` (`C^(1/2) H C^(1/2)`: its eigenvalues over tau are the decay
     rates of the linearised projected flow). Normal directions map to zero.
+
+    Lanczos calls the operator hundreds to thousands of times: `linear_operator` calls
+    one `jax.jit` program whose non-array part is hashed once here, not per call.
     """
 
     model: Any
@@ -143,18 +181,24 @@ class TangentOperator:
         self.post = jnp.ones_like(c) if self.coordinates == "g" else c**0.5
         self.size = int(self.x.size)
         self.flat = not has(self.model, "tangent_projection")
+        dynamic, static = eqx.partition(
+            (self.model, self.x, self.args, self.pre, self.post), eqx.is_array)
+        self._dynamic, self._static = dynamic, _Hashable(static)
 
-    def apply(self, w):
-        return _apply(self.model, self.x, self.args, self.pre, self.post, w)
+    def linear_operator(self, shift: float = 0.0, squared: bool = False):
+        """A scipy `LinearOperator` on flat float64 vectors: `A v + shift (v - P v)`
+        (`A A v + ...` with `squared`), the normal directions (eigenvalue 0 of `A`)
+        moved to `shift`."""
+        shift = jnp.asarray(shift, self.x.dtype)
+
+        def matvec(v):
+            out = _shifted_apply(self._dynamic, self._static, np.ravel(v), shift, squared)
+            return np.asarray(out, np.float64).reshape(np.shape(v))
+
+        return spla.LinearOperator((self.size, self.size), matvec=matvec, dtype=np.float64)
 
     def matvec(self, v):
-        w = jnp.asarray(np.reshape(v, self.x.shape), self.x.dtype)
-        return np.asarray(self.apply(w), np.float64).reshape(np.shape(v))
-
-    def project_vec(self, v):
-        w = jnp.asarray(np.reshape(v, self.x.shape), self.x.dtype)
-        return np.asarray(_project(self.model, self.x, self.args, w), np.float64).reshape(
-            np.shape(v))
+        return self.linear_operator().matvec(v)
 
     def dense(self) -> tuple[np.ndarray, np.ndarray]:
         """`(matrix, basis)`: the operator in an orthonormal basis of the tangent space
@@ -172,7 +216,6 @@ class TangentOperator:
         return basis.T @ full @ basis, basis
 
 
-@eqx.filter_jit
 def _apply(model, x, args, pre, post, w):
     dx = project(model, x, w, args) * pre
     jx = jax.jvp(lambda x_: model.residual(x_, args), (x,), (dx,))[1]
@@ -182,11 +225,6 @@ def _apply(model, x, args, pre, post, w):
 @eqx.filter_jit
 def _apply_columns(model, x, args, pre, post, columns):
     return jax.vmap(lambda w: _apply(model, x, args, pre, post, w))(columns)
-
-
-@eqx.filter_jit
-def _project(model, x, args, w):
-    return project(model, x, w, args)
 
 
 @eqx.filter_jit

@@ -69,13 +69,20 @@ def tangent_basis(x, free=None) -> np.ndarray:
     return q[free][..., 2:]
 
 
-def _normal_shift(plain, v0) -> float:
-    """A value past both ends of `plain`'s spectrum (twice its spectral radius, by a
+def _normal_shift(op: TangentOperator, v0) -> float:
+    """A value past both ends of `op`'s spectrum (twice its spectral radius, by a
     coarse Lanczos, plus 1): added on the normal space, it moves those directions (its
     eigenvalue 0) out of the way of the tangent spectrum's extremes."""
-    radius = float(np.abs(spla.eigsh(plain, k=1, which="LM", tol=1e-3, v0=v0,
-                                     return_eigenvectors=False))[0])
+    radius = float(np.abs(spla.eigsh(op.linear_operator(), k=1, which="LM", tol=1e-3,
+                                     v0=v0, return_eigenvectors=False))[0])
     return 2.0 * radius + 1.0
+
+
+def _ncv(k: int, size: int) -> int:
+    """Lanczos vectors kept between ARPACK's restarts: at least 40 (scipy's default,
+    `max(2k + 1, 20)`, restarts so often on the ET's spectra that it needs about twice
+    the operator applications: measured on the benchmarks page's stability row)."""
+    return int(min(size - 1, max(2 * k + 1, 40)))
 
 
 def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> dict:
@@ -93,21 +100,14 @@ def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> d
         raise ValueError(f"method must be 'auto', 'dense' or 'lanczos' (got {method!r}).")
     size = op.size
     v0 = np.random.default_rng(seed).standard_normal(size)
-    plain = spla.LinearOperator((size, size), matvec=op.matvec, dtype=np.float64)
     if op.flat:
-        operators = {"SA": plain, "LA": plain}
-    else:  # normal directions (eigenvalue 0 of plain) moved past each end of the spectrum
-        shift = _normal_shift(plain, v0)
-
-        def shifted(sign):
-            return spla.LinearOperator(
-                (size, size), dtype=np.float64,
-                matvec=lambda v: op.matvec(v) + sign * shift * (v - op.project_vec(v)))
-
-        operators = {"SA": shifted(1.0), "LA": shifted(-1.0)}
+        operators = {"SA": op.linear_operator(), "LA": op.linear_operator()}
+    else:  # normal directions (eigenvalue 0 of op) moved past each end of the spectrum
+        shift = _normal_shift(op, v0)
+        operators = {"SA": op.linear_operator(shift), "LA": op.linear_operator(-shift)}
     k = int(min(k, (dimension or size) - 1))
     smallest, largest = (np.sort(spla.eigsh(operators[which], k=k, which=which,
-                                            tol=lanczos_tol, v0=v0,
+                                            tol=lanczos_tol, v0=v0, ncv=_ncv(k, size),
                                             return_eigenvectors=False))
                          for which in ("SA", "LA"))
     return dict(smallest=smallest, largest=largest, all=None, asymmetry=None,
@@ -120,14 +120,10 @@ def _smallest_magnitude(model, x, args, coordinates, seed, tol=1e-6) -> float:
     (all `k` smallest negative): the smallest eigenvalue of the operator squared, the
     normal directions shifted past the largest."""
     op = TangentOperator(model, x, args, coordinates)
-    size = op.size
-    v0 = np.random.default_rng(seed).standard_normal(size)
-    plain = spla.LinearOperator((size, size), matvec=op.matvec, dtype=np.float64)
-    shift = _normal_shift(plain, v0)
-    squared = spla.LinearOperator(
-        (size, size), dtype=np.float64,
-        matvec=lambda v: op.matvec(op.matvec(v)) + shift**2 * (v - op.project_vec(v)))
-    value = spla.eigsh(squared, k=1, which="SA", tol=tol, v0=v0, return_eigenvectors=False)
+    v0 = np.random.default_rng(seed).standard_normal(op.size)
+    shift = _normal_shift(op, v0)
+    value = spla.eigsh(op.linear_operator(shift**2, squared=True), k=1, which="SA",
+                       tol=tol, v0=v0, ncv=_ncv(1, op.size), return_eigenvectors=False)
     return float(np.sqrt(max(float(value[0]), 0.0)))
 
 

@@ -18,7 +18,8 @@ import sys
 # few in that process and compares. ET_ODE_TEST_XLA_DEFAULTS=1 runs the whole suite with
 # XLA's defaults. The tests' subprocesses inherit the setting (`suite_xla_flags`).
 SUITE_XLA_FLAGS = ("--xla_cpu_use_fusion_emitters=false",
-                   "--xla_backend_optimization_level=0")
+                   "--xla_backend_optimization_level=0",
+                   "--xla_cpu_parallel_codegen_split_count=1")
 
 
 def given_xla_flags() -> list[str]:
