@@ -18,8 +18,14 @@ demo: $(STAMP)
 
 # Two workers, one module at a time, the longest first (and test_install.py with
 # test_cli.py): see tests/conftest.py.
-test: $(STAMP)
+test: $(STAMP) lint
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q
+
+# ruff's linter on the whole repository, with the rule set of pyproject.toml
+# ([tool.ruff]); `make test` runs it first.
+.PHONY: lint
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 # The fuzz suite with a large budget (tests/test_fuzz.py; make test runs 40 examples per
 # property): Hypothesis's statistics, then a table of the inputs tried, accepted and

@@ -34,26 +34,46 @@ before solving. What each study may call on a model is in the geometry module
 from ._common import cast, float64_available, log_times, take
 from ._contributions import contributions, plot_contributions
 from ._convergence import (
-    convergence, fit_exponential_rate, fit_power_law, plot_convergence, trace_quantities,
+    convergence,
+    fit_exponential_rate,
+    fit_power_law,
+    plot_convergence,
+    trace_quantities,
 )
 from ._energy_descent import energy_descent, energy_rises, plot_energy_descent
 from ._fixed_points import fixed_points, matched_noise, plot_fixed_points, standard_starts
-from ._graph_overshoot import graph_overshoot, plot_graph_overshoot
 from ._gradient_depth import gradient_depth, plot_gradient_depth
+from ._graph_overshoot import graph_overshoot, plot_graph_overshoot
 from ._image_figures import (
-    attention_weights_figure, energy_video_frames, frame_times, held_out_images,
-    held_out_masks, image_trajectory, memories_figure, normalised_patches,
-    position_similarity_figure, reconstruction_figure, reference_time,
-    tokens_over_time_figure, trajectory_options,
+    attention_weights_figure,
+    energy_video_frames,
+    frame_times,
+    held_out_images,
+    held_out_masks,
+    image_trajectory,
+    memories_figure,
+    normalised_patches,
+    position_similarity_figure,
+    reconstruction_figure,
+    reference_time,
+    tokens_over_time_figure,
+    trajectory_options,
 )
 from ._long_horizon import (
-    finite_time_lyapunov, long_horizon, long_horizon_findings, plot_long_horizon,
+    finite_time_lyapunov,
+    long_horizon,
+    long_horizon_findings,
+    plot_long_horizon,
 )
 from ._overshoot import overshoot, plot_overshoot
 from ._plotting import FIGURE_FORMATS, layout_problems, write_figure
 from ._records import metadata, model_dtype, save_json, to_json, versions
 from ._stability import (
-    hessian_eigenvalues, lyapunov_exponent, plot_stability, stability, tangent_basis,
+    hessian_eigenvalues,
+    lyapunov_exponent,
+    plot_stability,
+    stability,
+    tangent_basis,
 )
 from ._video import figure_to_frame, write_frames, write_png, write_video
 from ._work_precision import plot_work_precision, relative_error, work_precision

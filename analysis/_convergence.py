@@ -17,15 +17,26 @@ from et_ode import solvers
 from et_ode.vocab import FLOWS
 
 from ._common import (
-    as_batch, cast, float64_available, log_times, shard, solve_in_chunks, take,
+    as_batch,
+    cast,
+    float64_available,
+    log_times,
+    shard,
+    solve_in_chunks,
+    take,
 )
 from ._geometry import energy_coordinates, has, require, token_scales
 from ._plotting import (
-    FLOW_COLOURS, caption, figure, finish, positive, samples_text, title,
+    FLOW_COLOURS,
+    caption,
+    figure,
+    finish,
+    positive,
+    samples_text,
+    title,
 )
 from ._records import metadata, model_dtype
 from ._stability import hessian_eigenvalues
-
 
 
 def _quantities_one(model, x, args, flow):

@@ -23,7 +23,13 @@ from et_ode.tasks import Masking, held_out_indices, masked_mse, mean_fill, photo
 from et_ode.tasks import evaluation_masks as held_out_masks  # noqa: F401  (re-exported)
 
 from ._plotting import (
-    SEPARATOR, TITLE_SIZE, caption, samples_text, solver_text, title, wrap,
+    SEPARATOR,
+    TITLE_SIZE,
+    caption,
+    samples_text,
+    solver_text,
+    title,
+    wrap,
 )
 from ._records import model_dtype
 from ._video import figure_to_frame

@@ -42,7 +42,7 @@ def metadata(*, study: str, dtype=None, seeds=None, **extra) -> dict:
         x64=bool(jax.config.jax_enable_x64),
         devices=dict(platform=devices[0].platform, count=len(devices)),
         xla_flags=os.environ.get("XLA_FLAGS", ""),
-        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
     record.update(extra)
     return record

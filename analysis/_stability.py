@@ -43,7 +43,12 @@ from et_ode import solvers
 
 from ._common import cast, float64_available
 from ._geometry import (
-    TangentOperator, clock, energy_coordinates, has, require, tangent_dimension,
+    TangentOperator,
+    clock,
+    energy_coordinates,
+    has,
+    require,
+    tangent_dimension,
     tangent_normalise,
 )
 from ._plotting import caption, figure, finish, model_name, title
@@ -79,9 +84,10 @@ def _normal_shift(op: TangentOperator, v0) -> float:
 
 
 def _ncv(k: int, size: int) -> int:
-    """Lanczos vectors kept between ARPACK's restarts: at least 40 (scipy's default,
-    `max(2k + 1, 20)`, restarts so often on the ET's spectra that it needs about twice
-    the operator applications: measured on the benchmarks page's stability row)."""
+    """Lanczos vectors kept between ARPACK's restarts: at least 40. scipy's default,
+    `max(2k + 1, 20)`, restarts so often on the ET's spectra (condition numbers in the
+    hundreds) that it needs about twice the operator applications (measured: the
+    benchmarks page, "Lanczos vectors")."""
     return int(min(size - 1, max(2 * k + 1, 40)))
 
 

@@ -16,8 +16,16 @@ from et_ode import solvers as _solvers
 
 from ._common import as_batch, cast, float64_available, shard
 from ._plotting import (
-    caption, figure, finish, label_points, positive, renderer_of, samples_text, solver_text,
-    tidy_log_axes, title,
+    caption,
+    figure,
+    finish,
+    label_points,
+    positive,
+    renderer_of,
+    samples_text,
+    solver_text,
+    tidy_log_axes,
+    title,
 )
 from ._records import metadata, model_dtype
 

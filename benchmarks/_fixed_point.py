@@ -152,7 +152,7 @@ def _distances_to_reference(results, models):
     projected flow from the same start); NaN where the reference did not reach G_TOL."""
     for name, model in models.items():
         reference = results[(name, "projected", REFERENCE)]["runs"]
-        for (m_name, flow, method), res in results.items():
+        for (m_name, _flow, _method), res in results.items():
             if m_name != name:
                 continue
             for i, (out, _) in enumerate(res["runs"]):

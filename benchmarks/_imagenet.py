@@ -43,7 +43,14 @@ from et_ode import solvers
 from et_ode.tasks import ChannelNormalisation, MaskedImageET, authors_config, eval_masks
 
 from ._common import (
-    Compiled, aot, memory_bytes, pair_ratio, paper_solve, row, spread, time_interleaved,
+    Compiled,
+    aot,
+    memory_bytes,
+    pair_ratio,
+    paper_solve,
+    row,
+    spread,
+    time_interleaved,
 )
 from ._flops import MATMUL, field_flops
 from ._memory import FAST_COMPILE

@@ -21,6 +21,7 @@ program that the sizes are the same as with the default level.
 """
 
 import equinox as eqx
+
 from et_ode import solvers
 
 from ._common import Compiled, memory_bytes, row

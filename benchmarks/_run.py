@@ -15,10 +15,23 @@ DEFAULT_OUT_DIR = Path("runs") / "bench"
 
 
 def _module(family: str):
-    from . import (_batch, _closed_form, _compile, _devices, _distributed, _fixed_point,
-                   _flops, _imagenet, _long_horizon, _memory, _overhead, _solver_objects,
-                   _sparse, _sweep,
-                   _training_step)
+    from . import (
+        _batch,
+        _closed_form,
+        _compile,
+        _devices,
+        _distributed,
+        _fixed_point,
+        _flops,
+        _imagenet,
+        _long_horizon,
+        _memory,
+        _overhead,
+        _solver_objects,
+        _sparse,
+        _sweep,
+        _training_step,
+    )
 
     return {"overhead": _overhead, "flops": _flops, "closed_form": _closed_form,
             "fixed_point": _fixed_point, "memory": _memory, "compile": _compile,
@@ -50,7 +63,7 @@ def run_benchmarks(rows=ROWS, *, quick: bool = False, batch: int = 32,
                    else _common.shipped_problem(model, batch))
     record = {
         "benchmark": "et-ode",
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": _common.machine(),
         "problem": problem.describe(),
         "options": {"rows": list(rows), "quick": quick, "batch": batch, "repeats": repeats,

@@ -216,7 +216,7 @@ def run_folder_lock(folder):
             raise ValueError(
                 f"{folder} is in use by another et-ode process ({_holder(descriptor)}): "
                 "wait for it to end, or choose another --out.") from None
-        started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         record = json.dumps(dict(pid=os.getpid(), host=socket.gethostname(), started=started))
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, record.encode(), 0)

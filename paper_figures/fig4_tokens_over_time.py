@@ -17,7 +17,10 @@ except ImportError:  # run as a script
     import _common
 
 from et_ode.analysis import (
-    frame_times, reference_time, tokens_over_time_figure, trajectory_options,
+    frame_times,
+    reference_time,
+    tokens_over_time_figure,
+    trajectory_options,
 )
 
 

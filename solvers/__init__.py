@@ -10,14 +10,26 @@ from ._errors import SolveError
 from ._fixed_point import NEWTON_DENSE_MAX, FixedPointResult, find_fixed_point
 from ._presets import PRESETS, SOLVER_NAMES, SolverPreset, get_preset
 from ._protocol import (
-    MANIFOLD_METHODS, EnergySystem, FlatManifold, ManifoldEnergySystem, as_manifold_system,
+    MANIFOLD_METHODS,
+    EnergySystem,
+    FlatManifold,
+    ManifoldEnergySystem,
     batched_args_axes,
 )
-from ._solution import STOP_REASONS, EnergySolution, StopReason
+from ._protocol import (
+    as_manifold_system as as_manifold_system,  # for the studies; not in __all__
+)
 from ._sharding import batch_mesh, shard_batch
+from ._solution import STOP_REASONS, EnergySolution, StopReason
 from ._solve import (
-    ADJOINTS, BACKSOLVE_STABLE_HORIZON, DENSE_JACOBIAN_MAX_STATE, FLOWS, MAX_STEPS_LIMIT,
-    check_options, constant_step_count, solve,
+    ADJOINTS,
+    BACKSOLVE_STABLE_HORIZON,
+    DENSE_JACOBIAN_MAX_STATE,
+    FLOWS,
+    MAX_STEPS_LIMIT,
+    check_options,
+    constant_step_count,
+    solve,
 )
 from ._stop import FixedPointStop, rms
 

@@ -3,6 +3,7 @@
 import equinox as eqx
 from jaxtyping import Array, Float
 
+
 class StopReason(eqx.Enumeration):
     """Why a solve ended (`sol.stats["stop"]`, as diffrax's `RESULTS`): compare with
     `sol.stats["stop"] == StopReason.fixed_point`; inside `jax.jit` and `jax.vmap` it

@@ -18,8 +18,8 @@ from ._auto import EXPLICIT_EVALS, AutoSwitch
 from ._counting import counted_call, new_counters, read_counts
 from ._errors import SolveError
 from ._implicit import implicit_fixed_point
-from ._protocol import MANIFOLD_METHODS, RealScalar, as_manifold_system, batched_args_axes
 from ._presets import SolverPreset, _label, get_preset
+from ._protocol import MANIFOLD_METHODS, RealScalar, as_manifold_system, batched_args_axes
 from ._solution import FAILURES, STOP_REASONS, EnergySolution, StopReason, stop_code
 from ._stop import FixedPointStop, residual_event, rms, stop_message, stop_tolerances_ok
 

@@ -28,13 +28,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import DIM, N_TOKENS, make_model, make_state
 from matplotlib.figure import Figure
 from scipy.integrate import solve_ivp
 
-from et_ode import analysis
 import et_ode
-from et_ode import solvers
+from conftest import DIM, N_TOKENS, make_model, make_state
+from et_ode import analysis, solvers
 
 # Eigenvalues of S: 12 memory pairs (24 memories, conftest's K) in the 15-dimensional
 # mean-zero space; the other 3 directions have a = 0.

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from et_ode import solvers
 from conftest import make_model, make_state
+from et_ode import solvers
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,11 @@ import jax
 import numpy as np
 import pytest
 from PIL import Image
-from conftest import suite_xla_flags
 
+from conftest import suite_xla_flags
+from et_ode.cli import _main as cli
 from et_ode.cli._jobs import STUDIES
 from et_ode.cli._runs import fresh_run_folder, output_folder
-from et_ode.cli import _main as cli
 
 IMAGES = 2  # what --quick uses in the demo
 ROOT = Path(__file__).resolve().parents[1]

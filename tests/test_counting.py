@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import make_state
 
+from conftest import make_state
 from et_ode import solvers
 
 TALLY = {"f": 0, "jvp": 0}

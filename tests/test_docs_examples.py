@@ -16,7 +16,6 @@ import pathlib
 import re
 
 import numpy as np
-import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "how-to" / "compare-solvers.md"

@@ -3,9 +3,9 @@ why, with its statistics."""
 
 import jax.numpy as jnp
 import pytest
-from conftest import DIM, N_TOKENS, make_model, make_state
 
 import et_ode
+from conftest import DIM, N_TOKENS, make_model, make_state
 from et_ode import solvers
 
 

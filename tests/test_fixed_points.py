@@ -7,9 +7,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import N_TOKENS, make_state
 
 import et_ode
+from conftest import N_TOKENS, make_state
 from et_ode import solvers
 
 TIGHT = dict(solver="tsit5", rtol=1e-8, atol=1e-10)

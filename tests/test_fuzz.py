@@ -32,7 +32,11 @@ from hypothesis import strategies as st
 
 import et_ode
 from et_ode.tasks import (
-    GraphTrainConfig, TrainConfig, config_json_schema, read_checkpoint, save_checkpoint,
+    GraphTrainConfig,
+    TrainConfig,
+    config_json_schema,
+    read_checkpoint,
+    save_checkpoint,
 )
 
 EXAMPLES = int(os.environ.get("ET_ODE_FUZZ_EXAMPLES", "40"))

@@ -43,8 +43,8 @@ import numpy as np
 import pytest
 
 import et_ode
-from et_ode import solvers
 from conftest import make_model, make_state
+from et_ode import solvers
 from et_ode.solvers._solve import BACKSOLVE_STABLE_HORIZON
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)

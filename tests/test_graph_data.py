@@ -520,7 +520,7 @@ def test_cross_validation_folds():
     folds = gd.cross_validation_folds(labels, n_folds=10, seed=2, val_fraction=0.1)
     tests = np.concatenate([f["test"] for f in folds])
     np.testing.assert_array_equal(np.sort(tests), np.arange(70))       # a partition
-    for i, fold in enumerate(folds):
+    for fold in folds:
         train, val, test = fold["train"], fold["val"], fold["test"]
         np.testing.assert_array_equal(np.sort(np.concatenate([train, val, test])), np.arange(70))
         assert len(test) == 7

@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import DIM, make_model, make_state
 
 import et_ode
+from conftest import DIM, make_model, make_state
 from et_ode import tasks
 from et_ode.cli import main
 from et_ode.core import Conditions, closed_form_update

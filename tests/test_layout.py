@@ -65,15 +65,26 @@ def _sources():
 MODULES = {name: path for path, name in _sources()}
 
 
+# The package root `et_ode` is lazy (PEP 562) and hands out every layer's names
+# (`et_ode.EnergyTransformer`, `et_ode.analysis`, ...): only the top layer may import it
+# bare, as users do.
+ROOT_PACKAGE = ("et_ode", 4)
+
+
 def _layer(module: str):
+    """`(prefix, layer)` of a project module, `None` for anything else."""
+    if module == ROOT_PACKAGE[0]:
+        return ROOT_PACKAGE
     for prefix, layer in LAYERS:
         if module == prefix or module.startswith(prefix + "."):
             return prefix, layer
     return None
 
 
-def _resolve(importer: str, is_package: bool, node) -> list[str]:
-    """The project modules an import statement loads (absolute dotted names)."""
+def _resolve(importer: str, is_package: bool, node, known) -> list[str]:
+    """The project modules an import statement loads (absolute dotted names); `known`:
+    the modules that exist (`from package import name` loads `package.name` if it is
+    one, else `package`)."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
     base = node.module or ""
@@ -85,20 +96,27 @@ def _resolve(importer: str, is_package: bool, node) -> list[str]:
     targets = []
     for alias in node.names:
         candidate = f"{base}.{alias.name}"
-        targets.append(candidate if candidate in MODULES else base)
+        targets.append(candidate if candidate in known else base)
     return targets
 
 
 def _imports(path: Path, module: str):
     """`(target, lineno, deferred)` for every import in the file."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    is_package = path.name == "__init__.py"
+    return imports_in(path.read_text(), module, path.name == "__init__.py", str(path))
+
+
+def imports_in(source: str, module: str, is_package: bool = False, filename="<source>",
+               known=None):
+    """`(target, lineno, deferred)` for every import in `source`, the text of `module`;
+    `known`: the modules that exist (default: the project's)."""
+    known = MODULES if known is None else known
+    tree = ast.parse(source, filename=filename)
     found = []
 
     def visit(node, deferred):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)):
-                for target in _resolve(module, is_package, child):
+                for target in _resolve(module, is_package, child, known):
                     found.append((target, child.lineno, deferred))
             inner = deferred or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
             visit(child, inner)
@@ -111,46 +129,50 @@ ALL_IMPORTS = {module: _imports(path, module) for module, path in MODULES.items(
 
 
 def _project(target: str) -> bool:
-    return _layer(target) is not None or target == "et_ode"
+    return _layer(target) is not None
 
 
-def test_layers_import_only_downwards():
+# Each check takes `{module: [(target, lineno, deferred), ...]}` and returns its problems,
+# one line each; the tests run them on the project's modules and on planted ones.
+def unlayered_modules(imports) -> list[str]:
+    return [f"{module} belongs to no layer: add it to LAYERS in tests/test_layout.py"
+            for module in imports if _layer(module) is None]
+
+
+def layer_problems(imports) -> list[str]:
     problems = []
-    for module, imports in ALL_IMPORTS.items():
+    for module, found in imports.items():
         own = _layer(module)
-        if own is None:
-            continue
-        for target, line, _ in imports:
+        for target, line, _ in found:
             theirs = _layer(target)
-            if theirs is None:
-                continue
+            if own is None or theirs is None:
+                continue  # not the project's (an unlayered module is its own problem)
             if theirs[1] > own[1]:
                 problems.append(f"{module}:{line} imports {target} from a higher layer")
             if own[0] == "et_ode.solvers" and theirs[1] > 0 and theirs[0] != "et_ode.solvers":
                 problems.append(f"{module}:{line}: solvers must import no model code ({target})")
             if own[0] == "et_ode.core" and theirs[0] == "et_ode.solvers":
                 problems.append(f"{module}:{line}: the model does not depend on the solvers")
-    assert not problems, "\n".join(problems)
+    return problems
 
 
-def test_no_private_module_of_another_package():
+def private_problems(imports, packages) -> list[str]:
+    """`packages`: module -> whether it is a package (`__init__.py`)."""
     problems = []
-    for module, imports in ALL_IMPORTS.items():
-        package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
-        for target, line, _ in imports:
+    for module, found in imports.items():
+        package = module if packages[module] else module.rpartition(".")[0]
+        for target, line, _ in found:
             if not _project(target):
                 continue
             parent, _, leaf = target.rpartition(".")
             if leaf.startswith("_") and parent != package:
                 problems.append(f"{module}:{line} imports the private module {target}")
-    assert not problems, "\n".join(problems)
+    return problems
 
 
-def test_no_import_cycles():
-    graph = {module: sorted({t for t, _, deferred in imports if t in MODULES and t != module})
-             for module, imports in ALL_IMPORTS.items()}
-    # The package `et_ode` itself is lazy (PEP 562): importing it loads no submodule.
-    assert not [t for t, _, deferred in ALL_IMPORTS["et_ode"] if _project(t)]
+def cycle_problems(imports) -> list[str]:
+    graph = {module: sorted({t for t, _, _ in found if t in imports and t != module})
+             for module, found in imports.items()}
     state, stack, cycles = {}, [], []
 
     def visit(node):
@@ -167,19 +189,82 @@ def test_no_import_cycles():
     for module in graph:
         if module not in state:
             visit(module)
-    assert not cycles, "\n".join(" -> ".join(cycle) for cycle in cycles)
+    return [" -> ".join(cycle) for cycle in cycles]
+
+
+def deferred_problems(imports, exempt=()) -> list[str]:
+    """`exempt`: modules whose imports may all wait (`DEFERRED_FILES`)."""
+    return [f"{module}:{line} imports {target} inside a function"
+            for module, found in imports.items() if module not in exempt
+            for target, line, deferred in found
+            if deferred and target.split(".")[0] not in DEFERRED_OK]
+
+
+PACKAGES = {module: path.name == "__init__.py" for module, path in MODULES.items()}
+EXEMPT = {module for module, path in MODULES.items()
+          if path.relative_to(ROOT).as_posix() in DEFERRED_FILES}
+
+
+def test_every_module_has_a_layer():
+    assert MODULES and not unlayered_modules(ALL_IMPORTS), unlayered_modules(ALL_IMPORTS)
+
+
+def test_layers_import_only_downwards():
+    problems = layer_problems(ALL_IMPORTS)
+    assert not problems, "\n".join(problems)
+
+
+def test_no_private_module_of_another_package():
+    problems = private_problems(ALL_IMPORTS, PACKAGES)
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_cycles():
+    # The package `et_ode` itself is lazy (PEP 562): importing it loads no submodule.
+    assert not [t for t, _, deferred in ALL_IMPORTS["et_ode"] if _project(t)]
+    problems = cycle_problems(ALL_IMPORTS)
+    assert not problems, "\n".join(problems)
 
 
 def test_imports_inside_functions_only_for_heavy_optional_dependencies():
-    problems = []
-    for module, imports in ALL_IMPORTS.items():
-        relative = MODULES[module].relative_to(ROOT).as_posix()
-        if relative in DEFERRED_FILES:
-            continue
-        for target, line, deferred in imports:
-            if deferred and target.split(".")[0] not in DEFERRED_OK:
-                problems.append(f"{relative}:{line} imports {target} inside a function")
+    problems = deferred_problems(ALL_IMPORTS, EXEMPT)
     assert not problems, "\n".join(problems)
+
+
+def test_the_checks_catch_planted_imports():
+    """The checker itself: modules planted beside the project's, each breaking one rule,
+    are each reported by the check for that rule (and the project alone by none)."""
+    planted = {
+        "et_ode.solvers._planted": (
+            "import et_ode\n"                                # the lazy root: every layer
+            "from et_ode.analysis import _stability\n"       # higher layer, private
+            "from et_ode.core import EnergyTransformer\n"    # model code in solvers
+            "def f():\n    import optax\n"),                # light import deferred
+        "et_ode.core._planted": "from et_ode.solvers import solve\n",
+        "et_ode.tasks._cycle_a": "from et_ode.tasks import _cycle_b\n",
+        "et_ode.tasks._cycle_b": "from et_ode.tasks import _cycle_a\n",
+        "et_ode.plugins": "import jax\n",                     # no layer
+    }
+    imports = dict(ALL_IMPORTS)
+    known = set(MODULES) | set(planted)
+    imports.update({name: imports_in(source, name, known=known)
+                    for name, source in planted.items()})
+    packages = dict(PACKAGES, **{name: False for name in planted})
+
+    assert unlayered_modules(imports) == [
+        "et_ode.plugins belongs to no layer: add it to LAYERS in tests/test_layout.py"]
+    layers = layer_problems(imports)
+    assert "et_ode.solvers._planted:1 imports et_ode from a higher layer" in layers
+    assert "et_ode.solvers._planted:2 imports et_ode.analysis._stability from a higher layer" \
+        in layers
+    assert any("solvers must import no model code (et_ode.core" in p for p in layers)
+    assert any(p.startswith("et_ode.core._planted:1: the model does not depend") for p in layers)
+    assert private_problems(imports, packages) == [
+        "et_ode.solvers._planted:2 imports the private module et_ode.analysis._stability"]
+    assert cycle_problems(imports) == [
+        "et_ode.tasks._cycle_a -> et_ode.tasks._cycle_b -> et_ode.tasks._cycle_a"]
+    assert deferred_problems(imports, EXEMPT) == [
+        "et_ode.solvers._planted:5 imports optax inside a function"]
 
 
 @pytest.mark.parametrize("module", ["et_ode.solvers", "et_ode.core"])
@@ -210,6 +295,7 @@ def test_jaxtyping_import_hook_is_active():
     would reach the energy's own code and fail there with another error, or not at all."""
     import jax.numpy as jnp
     import jaxtyping
+
     from conftest import make_model
 
     model = make_model()
@@ -222,7 +308,6 @@ def test_stop_reasons_are_the_enumeration():
     """`stats["stop"]` is an item of `solvers.StopReason` (an `eqx.Enumeration`, as
     diffrax's RESULTS); `stop_code` indexes `STOP_REASONS`, whose names are its items."""
     from conftest import make_model, make_state
-
     from et_ode import solvers
 
     sol = solvers.solve(make_model(), make_state())  # the paper's 12 Euler steps

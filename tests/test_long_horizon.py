@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import make_model, make_state
 
+from conftest import make_model, make_state
 from et_ode import analysis
 from et_ode.vocab import FLOWS
 

@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import DIM, N_TOKENS, make_model, make_state
 
 import et_ode
+from conftest import DIM, N_TOKENS, make_model, make_state
 
 
 def _rel(a, b):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from conftest import suite_xla_flags
 
 ROOT = Path(__file__).resolve().parent.parent

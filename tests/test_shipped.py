@@ -15,11 +15,11 @@ import sys
 import jax
 import numpy as np
 import pytest
-from conftest import ROOT, SUITE_XLA_FLAGS, given_xla_flags
 
 import et_ode
-from et_ode.tasks._checkpoint import read_checkpoint
+from conftest import ROOT, SUITE_XLA_FLAGS, given_xla_flags
 from et_ode.tasks import config_from_header, held_out_split
+from et_ode.tasks._checkpoint import read_checkpoint
 from et_ode.tasks._zoo import SHIPPED, shipped_path
 
 # Run in both processes: a tiny float64 model (the shapes of conftest.make_model), a
@@ -74,7 +74,7 @@ def default_compiler():
     done = subprocess.run([sys.executable, "-c", DEFAULT_COMPILER], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))
+    line = next(out for out in done.stdout.splitlines() if out.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
 
 

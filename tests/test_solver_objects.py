@@ -31,8 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import make_model, make_state
 
+from conftest import make_model, make_state
 from et_ode import solvers
 from et_ode.solvers._solve import _solve_core
 

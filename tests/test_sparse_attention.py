@@ -15,9 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import DIM, make_model, suite_xla_flags
 
 import et_ode
+from conftest import DIM, make_model, suite_xla_flags
 from et_ode import solvers
 from et_ode.core import _attention
 
@@ -340,7 +340,7 @@ def test_edges_sharded_over_devices_equal_one_device():
     done = subprocess.run([sys.executable, "-c", SHARDED], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))
+    line = next(out for out in done.stdout.splitlines() if out.startswith("RESULT "))
     errors = json.loads(line[len("RESULT "):])
     assert len(errors) == 5
     for name, err in errors.items():

@@ -199,8 +199,9 @@ def test_corrupt_and_foreign_checkpoints(trained, tmp_path):
         et_ode.MaskedImageET.load(tmp_path / "foreign.eqx")
     with pytest.raises(ValueError, match="no shipped model or file named 'nonsense'"):
         et_ode.MaskedImageET.load("nonsense")
-    from et_ode.tasks._checkpoint import MAGIC
     import struct
+
+    from et_ode.tasks._checkpoint import MAGIC
 
     for header in (b"[1]", b'{"format": 1, "blobs": [{}]}',
                    b'{"format": 1, "kind": "masked_image_et", "blobs": []}'):

@@ -12,10 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import make_state
 from scipy.integrate import solve_ivp
 
 import et_ode
+from conftest import make_state
 from et_ode import solvers
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)

@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import DIM, N_TOKENS, make_model, make_state
 
+from conftest import DIM, N_TOKENS, make_model, make_state
 from et_ode import analysis, solvers
 
 OMEGA = 3.0

@@ -9,10 +9,9 @@ import jax
 from ..analysis import metadata, save_json
 from ..records import atomic_path
 from ..tasks import EVAL_KEY, eval_masks, evaluate_baselines, evaluate_model, held_out_split
-
 from ._jobs import compare_solvers_job, energy_video_job, study_job
 from ._runs import Stages, held_out, job_metadata, load_model_and_config, output_folder
-from ._summary import summary_markdown, summarise
+from ._summary import summarise, summary_markdown
 
 MODELS = ("paper", "ode")
 

@@ -6,14 +6,33 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..analysis import (
-    FIGURE_FORMATS, cast, contributions, convergence, energy_descent, graph_overshoot, long_horizon,
-    long_horizon_findings, plot_contributions, plot_convergence, plot_energy_descent,
-    plot_graph_overshoot, plot_long_horizon,
+    FIGURE_FORMATS,
+    cast,
+    contributions,
+    convergence,
+    energy_descent,
+    graph_overshoot,
+    long_horizon,
+    long_horizon_findings,
+    plot_contributions,
+    plot_convergence,
+    plot_energy_descent,
+    plot_graph_overshoot,
+    plot_long_horizon,
 )
 from ..core import Conditions
 from ..tasks import (
-    SHIPPED_GRAPH, evaluate_graph_model, graph_batch, load_graph_config, load_graph_model,
-    load_graph_set, load_node_graph, run_graph_benchmark, run_part, standardise, table_markdown,
+    SHIPPED_GRAPH,
+    evaluate_graph_model,
+    graph_batch,
+    load_graph_config,
+    load_graph_model,
+    load_graph_set,
+    load_node_graph,
+    run_graph_benchmark,
+    run_part,
+    standardise,
+    table_markdown,
 )
 from ..vocab import FLOWS
 from ._jobs import write_result

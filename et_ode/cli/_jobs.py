@@ -18,12 +18,29 @@ import numpy as np
 from et_ode import solvers as _solvers
 
 from ..analysis import (
-    FIGURE_FORMATS, energy_video_frames, figure_to_frame, frame_times, metadata, model_dtype,
-    plot_work_precision, reference_time, save_json, trajectory_options, work_precision,
-    write_figure, write_frames, write_png, write_video,
+    FIGURE_FORMATS,
+    energy_video_frames,
+    figure_to_frame,
+    frame_times,
+    metadata,
+    model_dtype,
+    plot_work_precision,
+    reference_time,
+    save_json,
+    trajectory_options,
+    work_precision,
+    write_figure,
+    write_frames,
+    write_png,
+    write_video,
 )
 from ._runs import (  # noqa: F401  the jobs' inputs, re-exported
-    encoded, fresh_run_folder, held_out, job_metadata, load_model_and_config, output_folder,
+    encoded,
+    fresh_run_folder,
+    held_out,
+    job_metadata,
+    load_model_and_config,
+    output_folder,
     place,
 )
 from ._study_runners import RUNNERS, StudySettings

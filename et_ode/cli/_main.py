@@ -9,19 +9,33 @@ from pathlib import Path
 import jax
 
 from ..analysis import FIGURE_FORMATS, model_dtype, trajectory_options
-from ..solvers import MAX_STEPS_LIMIT, SOLVER_NAMES, SolveError, check_options
-from ..vocab import FLOWS
 from ..records import atomic_write_text
+from ..solvers import MAX_STEPS_LIMIT, SOLVER_NAMES, SolveError, check_options
 from ..tasks import (
-    EVAL_KEY, GraphTrainConfig, TrainConfig, config_json_schema, eval_masks,
-    evaluate_baselines, evaluate_model, export_model, held_out_split, load_config,
-    load_model_and_config, train,
+    EVAL_KEY,
+    GraphTrainConfig,
+    TrainConfig,
+    config_json_schema,
+    eval_masks,
+    evaluate_baselines,
+    evaluate_model,
+    export_model,
+    held_out_split,
+    load_config,
+    load_model_and_config,
+    train,
 )
+from ..vocab import FLOWS
 from ._demo import demo_job
 from ._graph import add_graph_commands
 from ._jobs import STUDIES, compare_solvers_job, energy_video_job, study_job
 from ._runs import (
-    Stages, folder_photos, held_out, held_out_description, job_folder, job_metadata,
+    Stages,
+    folder_photos,
+    held_out,
+    held_out_description,
+    job_folder,
+    job_metadata,
 )
 
 # Seeds of the masks: what jax.random.key gives the same key for with and without

@@ -18,12 +18,21 @@ import numpy as np
 from tqdm import tqdm
 
 from .. import solvers
-
 from ..analysis import (
-    cast, float64_available, held_out_images, held_out_masks, metadata, normalised_patches,
+    cast,
+    float64_available,
+    held_out_images,
+    held_out_masks,
+    metadata,
+    normalised_patches,
 )
 from ..tasks import (  # noqa: F401
-    EVAL_KEY, TEST_SCENES, default_scale, folder_images, held_out_split, load_model_and_config,
+    EVAL_KEY,
+    TEST_SCENES,
+    default_scale,
+    folder_images,
+    held_out_split,
+    load_model_and_config,
 )
 
 RUN_ROOT = "runs"

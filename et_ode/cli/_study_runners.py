@@ -13,16 +13,33 @@ import numpy as np
 from et_ode import solvers as _solvers
 
 from ..analysis import (
-    cast, contributions, convergence, energy_descent, fixed_points, gradient_depth,
-    long_horizon, model_dtype, normalised_patches, overshoot, plot_contributions,
-    plot_convergence, plot_energy_descent, plot_fixed_points, plot_gradient_depth,
-    plot_long_horizon, plot_overshoot, plot_stability, reference_time, stability,
-    standard_starts, take, trajectory_options,
+    cast,
+    contributions,
+    convergence,
+    energy_descent,
+    fixed_points,
+    gradient_depth,
+    long_horizon,
+    model_dtype,
+    normalised_patches,
+    overshoot,
+    plot_contributions,
+    plot_convergence,
+    plot_energy_descent,
+    plot_fixed_points,
+    plot_gradient_depth,
+    plot_long_horizon,
+    plot_overshoot,
+    plot_stability,
+    reference_time,
+    stability,
+    standard_starts,
+    take,
+    trajectory_options,
 )
 from ..tasks import masked_mse
 from ..vocab import ADJOINTS, FLOWS
 from ._runs import check_dtype, encoded, place
-
 
 # Core state entries (N D) above which a quick study takes the model's own steps and
 # dtype (`StudySettings.economical`): the shipped models have 4,096, the authors' 151,296.

@@ -13,44 +13,99 @@ Builds on `et_ode.core` and `et_ode.solvers`.
 """
 
 from ._authors import (
-    FILE_NAME as AUTHORS_FILE_NAME, REPOSITORY as AUTHORS_REPOSITORY, authors_config,
+    FILE_NAME as AUTHORS_FILE_NAME,
+)
+from ._authors import (
+    REPOSITORY as AUTHORS_REPOSITORY,
+)
+from ._authors import (
+    authors_config,
     read_authors_checkpoint,
 )
 from ._checkpoint import fill, read_checkpoint, save_checkpoint
 from ._config import DataConfig, TrainConfig, TrainingConfig, config_from_header, load_config
 from ._data import (
-    IMAGENET_MEAN, IMAGENET_STD, SCENES, TEST_SCENES, TRAIN_SCENES, ChannelNormalisation,
-    check_images, default_scale, folder_images, photo_crops, scene_crops, tfds_images,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    SCENES,
+    TEST_SCENES,
+    TRAIN_SCENES,
+    ChannelNormalisation,
+    check_images,
+    default_scale,
+    folder_images,
+    photo_crops,
+    scene_crops,
+    tfds_images,
+)
+from ._dynamics import Dynamics
+from ._evaluate import (
+    EVAL_KEY,
+    eval_masks,
+    evaluate_baselines,
+    evaluate_fill,
+    evaluate_model,
+    evaluation_masks,
+    interpolation_fill,
+    mean_fill,
 )
 from ._graph_config import (
-    GraphDataConfig, GraphTrainConfig, GraphTrainingConfig, ProtocolConfig, load_graph_config,
+    GraphDataConfig,
+    GraphTrainConfig,
+    GraphTrainingConfig,
+    ProtocolConfig,
+    load_graph_config,
 )
 from ._graph_data import (
-    CSL_SKIPS, GraphSet, NodeGraph, anomaly_benchmark, canonical_edges, cross_validation_folds,
-    csl_graphs, load_fraud_mat, load_tu, stratified_splits,
+    CSL_SKIPS,
+    GraphSet,
+    NodeGraph,
+    anomaly_benchmark,
+    canonical_edges,
+    cross_validation_folds,
+    csl_graphs,
+    load_fraud_mat,
+    load_tu,
+    stratified_splits,
 )
 from ._graph_metrics import accuracy, best_threshold, macro_f1, mean_std, roc_auc
 from ._graph_models import (
-    GCNDetector, GraphBatch, GraphClassifierET, MLPDetector, NodeAnomalyET, graph_batch,
-    laplacian_eigenvectors, new_detector,
+    GCNDetector,
+    GraphBatch,
+    GraphClassifierET,
+    MLPDetector,
+    NodeAnomalyET,
+    graph_batch,
+    laplacian_eigenvectors,
+    new_detector,
 )
 from ._graph_spec import GRAPH_MODELS, GraphModelConfig
 from ._graph_train import (
-    evaluate_graph_model, load_graph_model, load_graph_set, load_node_graph,
-    run_graph_benchmark, run_part, standardise, table_markdown,
-)
-from ._evaluate import (
-    EVAL_KEY, eval_masks, evaluate_baselines, evaluation_masks, evaluate_fill, evaluate_model,
-    interpolation_fill, mean_fill,
+    evaluate_graph_model,
+    load_graph_model,
+    load_graph_set,
+    load_node_graph,
+    run_graph_benchmark,
+    run_part,
+    standardise,
+    table_markdown,
 )
 from ._image_model import MaskedImageET, load_model_and_config, masked_mse, sincos_positions
-from ._dynamics import Dynamics
 from ._image_spec import DECODERS, PATCH_ORDERS, POSITION_INITS, ImageModelConfig
 from ._patches import Masking, patchify, random_masking, unpatchify
-from ._schema import json_schema as config_json_schema, validate_config
+from ._schema import json_schema as config_json_schema
+from ._schema import validate_config
 from ._train import (
-    CHECKPOINT_NAME, METRICS_NAME, export_model, held_out_indices, held_out_split, load_split, make_optimizer,
-    new_model, train, train_step,
+    CHECKPOINT_NAME,
+    METRICS_NAME,
+    export_model,
+    held_out_indices,
+    held_out_split,
+    load_split,
+    make_optimizer,
+    new_model,
+    train,
+    train_step,
 )
 from ._zoo import SHIPPED, SHIPPED_GRAPH, resolve_model_path, shipped_path
 

@@ -7,7 +7,14 @@ from pydantic import Field
 
 from ..vocab import ENERGY_TERMS
 from ._core_spec import (
-    Beta, HeadDim, Heads, HopfieldActivation, InitStd, Memories, Tau, TokenDim,
+    Beta,
+    HeadDim,
+    Heads,
+    HopfieldActivation,
+    InitStd,
+    Memories,
+    Tau,
+    TokenDim,
 )
 from ._schema import config_section
 

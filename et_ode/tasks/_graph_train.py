@@ -23,15 +23,23 @@ import optax
 from tqdm import tqdm
 
 from ..records import (
-    WriteError, atomic_write_text, filter_json_lines, remove_temporaries, run_folder_lock,
-    versions, write_error,
+    WriteError,
+    atomic_write_text,
+    filter_json_lines,
+    remove_temporaries,
+    run_folder_lock,
+    versions,
+    write_error,
 )
 from . import _graph_data as data
 from ._checkpoint import fill, read_checkpoint, save_checkpoint
 from ._graph_config import GraphTrainConfig, graph_config_from_header
 from ._graph_metrics import accuracy, best_threshold, macro_f1, mean_std, roc_auc
 from ._graph_models import (
-    GraphClassifierET, graph_batch, laplacian_eigenvectors, new_detector,
+    GraphClassifierET,
+    graph_batch,
+    laplacian_eigenvectors,
+    new_detector,
 )
 from ._graph_spec import ET_TERMS
 from ._train import _what, diverged

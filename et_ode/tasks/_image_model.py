@@ -15,8 +15,8 @@ from ._config import TrainConfig, config_from_header
 from ._data import ChannelNormalisation, check_images
 from ._dynamics import Dynamics
 from ._image_spec import ImageModelConfig
-from ._zoo import resolve_model_path
 from ._patches import Masking, patchify, unpatchify
+from ._zoo import resolve_model_path
 
 
 def sincos_positions(side: int, dim: int) -> Float[Array, "N D"]:

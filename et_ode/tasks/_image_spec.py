@@ -7,7 +7,14 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field
 
 from ._core_spec import (
-    Beta, HeadDim, Heads, HopfieldActivation, InitStd, Memories, Tau, TokenDim,
+    Beta,
+    HeadDim,
+    Heads,
+    HopfieldActivation,
+    InitStd,
+    Memories,
+    Tau,
+    TokenDim,
 )
 from ._schema import config_section
 

@@ -15,12 +15,16 @@ import optax
 from tqdm import tqdm
 
 from ..records import (
-    filter_json_lines, remove_temporaries, run_folder_lock, versions, write_error,
+    filter_json_lines,
+    remove_temporaries,
+    run_folder_lock,
+    versions,
+    write_error,
 )
 from . import _data
 from ._checkpoint import fill, read_checkpoint, save_checkpoint
-from ._data import ChannelNormalisation
 from ._config import TrainConfig, config_from_header
+from ._data import ChannelNormalisation
 from ._evaluate import eval_masks, evaluate_baselines, evaluate_model
 from ._image_model import MaskedImageET
 from ._patches import random_masking
