@@ -197,9 +197,6 @@ class TangentOperator:
 
         return spla.LinearOperator((self.size, self.size), matvec=matvec, dtype=np.float64)
 
-    def matvec(self, v):
-        return self.linear_operator().matvec(v)
-
     def dense(self) -> tuple[np.ndarray, np.ndarray]:
         """`(matrix, basis)`: the operator in an orthonormal basis of the tangent space
         (`[m, m]`) and that basis (`[size, m]`, columns in flattened `x`)."""
