@@ -12,10 +12,13 @@ the authors mask (100 of 196 patches), encoded as the model encodes them. The pr
   batch, against 12 separate vector-field evaluations of the same batch (the solve's
   overhead).
 - **a fixed-point solve**: one sample on the projected flow to `FixedPointStop(atol=1e-5)`
-  (RMS G), by Euler dt 0.1 (capped at 3000 steps; quick: 200) and, not in quick runs, by
-  tsit5 (rtol 1e-4, atol 1e-6, `dtmin` 1e-9, capped at 200 steps, to show its step
-  size): NFE, time, RMS G, the time per evaluation against one single-sample vector
-  field. At this size the ReLU memories switch all the time, and an adaptive
+  (RMS G), by Euler dt 0.1 (capped at 3000 steps; quick: 200), by
+  `find_fixed_point(method="anderson")` (50 Euler warm steps, memory 10; the method of
+  docs/benchmarks.md "Non-smooth dynamics") and, not in quick runs, by tsit5 (rtol 1e-4,
+  atol 1e-6, `dtmin` 1e-9, capped at 200 steps, to show its step size): NFE, time, RMS
+  G, the time per evaluation against one single-sample vector field, and each method's
+  evaluations against Euler's. In float32; in float64 too when the process has
+  `jax_enable_x64` (`JAX_ENABLE_X64=1 make bench`). At this size the ReLU memories switch all the time, and an adaptive
   high-order step stays near 1e-3 (measured on this row's problem, float32: tsit5 at
   rtol 1e-4 reached t = 3.8 in 2000 steps, 382 s, RMS G 0.19; Euler dt 0.1 reached
   RMS G < 1e-5 at t = 84 in 841 steps, 47 s). tsit5 at rtol = atol = 1e-7, the
@@ -40,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from et_ode import solvers
+from et_ode.analysis import cast
 from et_ode.tasks import ChannelNormalisation, MaskedImageET, authors_config, eval_masks
 
 from ._common import (
@@ -62,6 +66,8 @@ SIZES = dict(image_size=224, patch=16, dim=768, n_heads=12, head_dim=64, n_memor
 TINY_SIZES = dict(image_size=8, patch=2, dim=16, n_heads=2, head_dim=8, n_memories=32)
 FIXED_POINT = {  # name -> solve options (projected flow, fixed-point stop)
     "euler dt 0.1": dict(solver="euler", dt0=0.1, t1=300.0, max_steps=3000),
+    "anderson (50 euler warm steps, memory 10)": dict(method="anderson", warm_steps=50,
+                                                      memory=10, dt=0.1, max_steps=3000),
     "tsit5 rtol 1e-4 atol 1e-6, 200 steps": dict(solver="tsit5", rtol=1e-4, atol=1e-6,
                                                  dtmin=1e-9, t1=1e3, max_steps=200),
 }
@@ -128,14 +134,21 @@ def _memory_rows(model, patches, masks, quick: bool) -> list[dict]:
     return rows
 
 
-def _fixed_point_row(core, x, method, options, t_one) -> dict:
-    def fixed_point(m, x):
-        sol = solvers.solve(m, x, flow="projected", throw=False,
-                            stop=solvers.FixedPointStop(atol=G_TOL), **options)
-        st = sol.stats
-        return {"t": sol.t_final, "nfe": st["nfe"], "steps": st["num_steps"],
-                "rejected": st["num_rejected_steps"], "g": st["residual_rms"],
-                "code": st["stop_code"]}
+def _fixed_point_row(core, x, method, options, t_one, euler_nfe=None) -> dict:
+    options = dict(options)
+    if options.pop("method", None) == "anderson":
+        def fixed_point(m, x):
+            found = solvers.find_fixed_point(m, x, tol=G_TOL, method="anderson", **options)
+            return {"t": jnp.nan, "nfe": found.steps, "steps": found.steps, "rejected": 0,
+                    "g": found.residual_rms, "code": -1}
+    else:
+        def fixed_point(m, x):
+            sol = solvers.solve(m, x, flow="projected", throw=False,
+                                stop=solvers.FixedPointStop(atol=G_TOL), **options)
+            st = sol.stats
+            return {"t": sol.t_final, "nfe": st["nfe"], "steps": st["num_steps"],
+                    "rejected": st["num_rejected_steps"], "g": st["residual_rms"],
+                    "code": st["stop_code"]}
 
     program = Compiled(fixed_point, core, x)
     start = time.perf_counter()
@@ -143,16 +156,25 @@ def _fixed_point_row(core, x, method, options, t_one) -> dict:
     seconds = time.perf_counter() - start
     nfe, g, steps = int(out["nfe"]), float(out["g"]), int(out["steps"])
     reached = g <= G_TOL
+    dtype = str(x.dtype)
+    if int(out["code"]) < 0:
+        how = f"after {nfe} evaluations of G (warm steps included), {seconds:.1f} s"
+    else:
+        how = (f"at t = {float(out['t']):.4g} after {steps} steps ({int(out['rejected'])} "
+               f"rejected), {nfe} evaluations, {seconds:.1f} s "
+               f"({solvers.STOP_REASONS[int(out['code'])]})")
+    against = (f"; {nfe / euler_nfe:.2f}x Euler's evaluations"
+               if euler_nfe and reached else "")
     return row(
-        FAMILY, f"fixed-point solve (projected flow, RMS G < {G_TOL:g}), {method}, one image",
+        FAMILY, f"fixed-point solve (projected flow, RMS G < {G_TOL:g}), {method}, "
+                f"one image, {dtype}",
         value=seconds / (max(nfe, 1) * t_one), unit="x",
         reference="NFE single-sample vector-field evaluations", goal="reported", met=None,
-        note=(f"{'reached' if reached else 'not reached'}: RMS G {g:.2g} at t = "
-              f"{float(out['t']):.4g} after {steps} steps ({int(out['rejected'])} rejected), "
-              f"{nfe} evaluations, {seconds:.1f} s "
-              f"({solvers.STOP_REASONS[int(out['code'])]}); compile {program.seconds:.1f} s"),
+        note=(f"{'reached' if reached else 'not reached'}: RMS G {g:.2g} {how}{against}; "
+              f"compile {program.seconds:.1f} s"),
         reached=reached, nfe=nfe, steps=steps, residual_rms=g, t_final=float(out["t"]),
-        wall_seconds=seconds, method=method)
+        wall_seconds=seconds, method=method, dtype=dtype,
+        evaluations_vs_euler=nfe / euler_nfe if euler_nfe else None)
 
 
 def run(problem, opts) -> list[dict]:
@@ -230,13 +252,21 @@ def run(problem, opts) -> list[dict]:
             seconds=spread(times["12-step solve"])),
     ]
 
-    # the fixed-point solves, one sample, each compiled ahead of time and timed once
-    for method, options in FIXED_POINT.items():
-        if opts.quick and not method.startswith("euler"):
-            continue
-        if opts.quick:
-            options = dict(options, max_steps=200)
-        rows.append(_fixed_point_row(core, x0[0], method, options, t_one))
+    # the fixed-point solves, one sample, each compiled ahead of time and timed once; in
+    # float64 too when x64 is on
+    dtypes = [jnp.float32] + ([jnp.float64] if jax.config.jax_enable_x64 else [])
+    for dtype in dtypes:
+        core_d, x_d = cast((core, x0[0]), dtype)
+        euler_nfe = None
+        for method, options in FIXED_POINT.items():
+            if opts.quick and method.startswith("tsit5"):
+                continue
+            if opts.quick:
+                options = dict(options, max_steps=200)
+            r = _fixed_point_row(core_d, x_d, method, options, t_one, euler_nfe)
+            if method.startswith("euler") and r["reached"]:
+                euler_nfe = r["nfe"]
+            rows.append(r)
     rows.extend(_memory_rows(model, patches, masks, opts.quick))
     for r in rows:
         r["imagenet_problem"] = dict(shape=shape, batch=batch, data="uniform noise images, "

@@ -5,6 +5,9 @@
   with `v(y) = to_manifold(from_manifold(y, x_ref))`, the square system
   `R(y) = F(v(y)) + y - v(y)`: `R = 0` forces `y = v(y)` (on the manifold) and
   `F = G = 0` (a critical point of `E`).
+- Anderson acceleration of the flow's Euler map (`._anderson`): one evaluation of G per
+  iteration, no energy and no Jacobian; the fastest way to a fixed point of a large
+  piecewise-smooth energy (the authors' shapes), after a few plain Euler steps.
 - L-BFGS (optimistix) on `f(y) = E(from_manifold(to_manifold(y), x_ref))`: the energy on
   the manifold, in coordinates that reach all of it. `f` is invariant to each token's
   scale and mean in `y`, so its critical points are exactly the manifold's, `G = 0`.
@@ -26,6 +29,7 @@ import jax.numpy as jnp
 import lineax as lx
 import optimistix as optx
 
+from ._anderson import anderson
 from ._protocol import as_manifold_system
 from ._stop import rms
 
@@ -33,7 +37,8 @@ from ._stop import rms
 @dataclasses.dataclass(frozen=True)
 class FixedPointResult:
     """`x: [N, D]` the fixed point; `residual_rms`: RMS of G there; `energy`: E there;
-    `steps`: iterations (Newton or L-BFGS); `success`: optimistix reported convergence
+    `steps`: iterations (Newton or L-BFGS), evaluations of G (Anderson: the warm
+    Euler steps included); `success`: optimistix reported convergence
     (for L-BFGS: and RMS G at most `tol`)."""
 
     x: jax.Array
@@ -86,14 +91,16 @@ def _lbfgs(model, x_init, args, tol, max_steps):
     return x, sol.stats["num_steps"], sol.result == optx.RESULTS.successful
 
 
-METHODS = ("newton", "lbfgs")
+METHODS = ("newton", "lbfgs", "anderson")
+# `max_steps` when not given: Newton and L-BFGS iterations, Anderson evaluations of G.
+DEFAULT_MAX_STEPS = {"newton": 100, "lbfgs": 100, "anderson": 3000}
 # State entries (N D) up to which `linear="auto"` materialises Newton's Jacobian (N D JVPs
 # and an LU factorisation per step); above it GMRES applies the Jacobian by JVPs.
 NEWTON_DENSE_MAX = 1024
 
 
-def find_fixed_point(model, x_init, *, args=None, tol=1e-10, max_steps=100, linear="dense",
-                     method="newton"):
+def find_fixed_point(model, x_init, *, args=None, tol=1e-10, max_steps=None, linear="dense",
+                     method="newton", dt=0.1, memory=10, warm_steps=50):
     """A critical point of `E` on the manifold through `x_init` (`x_init: [N, D]`, one
     sample). `model` is a `solvers.ManifoldEnergySystem`, or any `solvers.EnergySystem`,
     then flat (`solvers.FlatManifold`: its `residual` is zero exactly at fixed points).
@@ -104,6 +111,16 @@ def find_fixed_point(model, x_init, *, args=None, tol=1e-10, max_steps=100, line
       state entries).
     - `method="lbfgs"`: L-BFGS descent of E on the manifold to a minimum, one gradient
       per iteration (module docstring); `max_steps` counts iterations.
+    - `method="anderson"`: `warm_steps` Euler steps of size `dt` (units of `tau`) on
+      the flow `dx/dt = -G/tau`, then Anderson acceleration of that Euler map with the
+      last `memory` steps (`solvers._anderson`), on the manifold of the point the warm
+      steps reach; `max_steps` counts evaluations of G (default 3000), warm steps
+      included. For large piecewise-smooth energies, where
+      it needs a fraction of Euler's evaluations (docs: benchmarks, "Non-smooth
+      dynamics"). In float32 the tolerance must stay above the state's resolution
+      (about 1e-6 times the field's scale).
+
+    `max_steps` defaults to 100 for Newton and L-BFGS (iterations).
 
     **Returns:** a `FixedPointResult`.
     """
@@ -114,14 +131,36 @@ def find_fixed_point(model, x_init, *, args=None, tol=1e-10, max_steps=100, line
         raise ValueError(f"method must be one of {', '.join(METHODS)} (got {method!r}).")
     if linear not in ("auto", "dense", "gmres"):
         raise ValueError(f"linear must be 'auto', 'dense' or 'gmres' (got {linear!r}).")
+    if max_steps is None:
+        max_steps = DEFAULT_MAX_STEPS[method]
+    if method == "anderson":
+        _check_anderson(dt, memory, warm_steps, max_steps)
     model = as_manifold_system(model)
     if linear == "auto":
         linear = "dense" if x_init.size <= NEWTON_DENSE_MAX else "gmres"
     tol_ = jnp.asarray(tol, x_init.dtype)
-    find = _lbfgs if method == "lbfgs" else functools.partial(_newton, linear=linear)
-    x, steps, ok = find(model, x_init, args, tol_, max_steps)
+    if method == "anderson":
+        x, steps, _, _ = anderson(model, x_init, args, tol_, int(max_steps), float(dt),
+                                  int(memory), int(warm_steps))
+        ok = jnp.asarray(True)
+    else:
+        find = _lbfgs if method == "lbfgs" else functools.partial(_newton, linear=linear)
+        x, steps, ok = find(model, x_init, args, tol_, max_steps)
     residual_rms = rms(model.residual(x, args))
-    if method == "lbfgs":  # optimistix's own stop is on the step, not on G
+    if method != "newton":  # L-BFGS: optimistix's own stop is on the step, not on G
         ok = ok & (residual_rms <= tol_)
     return FixedPointResult(x=x, residual_rms=residual_rms, energy=model.energy(x, args),
                             steps=steps, success=ok)
+
+
+def _check_anderson(dt, memory, warm_steps, max_steps):
+    if not (isinstance(dt, (int, float)) and dt > 0 and dt == dt):
+        raise ValueError(f"dt must be a positive number (the Euler step, in units of tau); "
+                         f"got {dt!r}.")
+    for name, value, low in (("memory", memory, 1), ("warm_steps", warm_steps, 0),
+                             ("max_steps", max_steps, 1)):
+        if isinstance(value, bool) or int(value) != value or value < low:
+            raise ValueError(f"{name} must be an integer >= {low} (got {value!r}).")
+    if warm_steps >= max_steps:
+        raise ValueError(f"warm_steps ({warm_steps}) must be below max_steps ({max_steps}): "
+                         "both count evaluations of G.")

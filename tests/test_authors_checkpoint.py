@@ -401,6 +401,8 @@ def test_imagenet_benchmark_row_tiny():
     assert field["flops_per_sample"]["field"] > 0 and field["value"] > 0
     fixed = next(r for name, r in rows.items() if name.startswith("fixed-point solve"))
     assert fixed["method"] == "euler dt 0.1" and fixed["nfe"] == fixed["steps"] > 0
+    anderson = next(r for name, r in rows.items() if "anderson" in name)
+    assert anderson["nfe"] > 50 and anderson["dtype"] == "float32"  # 50 warm steps
     memory = [r for r in record["rows"] if r["name"].startswith("memory")]
     assert {r["adjoint"] for r in memory} == {
         "checkpoint (diffrax default)", "implicit (projected, fixed point)",
