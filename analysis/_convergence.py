@@ -216,7 +216,8 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
                 # Newton's tolerance)
                 wide = jnp.float64 if float64_available() else jnp.asarray(x_end).dtype
                 m64, x64, a64 = cast((model, jnp.asarray(x_end[b]), args_b), wide)
-                found = solvers.find_fixed_point(m64, x64, args=a64, linear="auto")
+                found = solvers.find_fixed_point(m64, x64, args=a64, linear="auto",
+                                                 method="newton")
                 at = found.x if bool(found.success) else x_end[b]
                 hx = hessian_eigenvalues(model, at, args_b, coordinates="x", k=1,
                                          method=hessian_method)

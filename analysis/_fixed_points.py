@@ -116,7 +116,8 @@ def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float =
         for i in range(count):
             args_i = take(args, i, args_batched)
             m64, x64, a64 = cast((model, jnp.asarray(x_star[i]), args_i), wide)
-            found = solvers.find_fixed_point(m64, x64, args=a64, linear="auto")
+            found = solvers.find_fixed_point(m64, x64, args=a64, linear="auto",
+                                                 method="newton")
             # Newton converges to the nearest critical point; keep it only if it is close.
             moved = coordinates(found.x, args_i) - coordinates(x_star[i], args_i)
             if bool(found.success) and float(jnp.sqrt(jnp.mean(moved**2))) < 1e-3:

@@ -328,7 +328,7 @@ def _polish(model64, x64, args64, polish, tol, max_steps, pre_flow=False):
             rounds.append(record)
         start, start_residual = x, residual
         found = solvers.find_fixed_point(model64, x, args=args64, tol=tol,
-                                         max_steps=max_steps, linear=linear)
+                                         max_steps=max_steps, linear=linear, method="newton")
         after = float(found.residual_rms)
         steps += int(found.steps)
         rounds.append(dict(method=f"newton ({linear})", residual_rms=after,

@@ -22,11 +22,15 @@ energy (so, unlike L-BFGS, it does not stall at float32's resolution of E), no J
 error estimate (which keeps an adaptive integrator's steps near 1e-3 tau there).
 Measured: docs/benchmarks.md, "Non-smooth dynamics".
 
-Safeguard: a mixed iterate whose RMS G exceeds the current one's is replaced by the plain
+Safeguards: a mixed iterate whose RMS G exceeds the current one's is replaced by the plain
 Euler step from the current iterate (one more evaluation), and the history is dropped.
-Far from a fixed point the least-squares model of `T` is poor: without the warm steps and
-the safeguard the iteration stagnated on small ReLU models. The result is the best iterate
-seen.
+And where the best RMS G has not halved within `STALL * memory` iterations, the iteration
+goes on as plain Euler to the end: Anderson solves G = 0 and can be drawn to the plateau of
+a saddle, which the descending Euler map leaves (from a random start on the shipped `paper`
+model it stalled at RMS G 7e-4 where Euler reached 1e-4). So it costs at most about what
+Euler costs plus the failed attempt. Far from a fixed point the least-squares model of `T`
+is poor: without the warm steps and the safeguards the iteration stagnated on small ReLU
+models. The result is the best iterate seen.
 
 What it preserves: the fixed point's defining equation, not the trajectory. In a landscape
 with many nearby minima (a trained or random ET) it can settle in a different minimum from
@@ -39,6 +43,10 @@ import jax.numpy as jnp
 from jax import lax
 
 from ._stop import rms
+
+# Every STALL * memory iterations the best RMS G must have fallen below PROGRESS times
+# its value at the last check; else the iteration goes on as plain Euler (see above).
+STALL, PROGRESS = 2, 0.5
 
 
 @eqx.filter_jit
@@ -70,7 +78,8 @@ def anderson(model, x_init, args, tol, max_steps, dt, memory: int, warm_steps: i
     start = dict(x=x.reshape(-1), f=f.reshape(-1), g=g, dX=empty, dF=empty,
                  slot=jnp.asarray(0), filled=jnp.asarray(0),
                  evaluations=jnp.asarray(warm_steps + 1), fallbacks=jnp.asarray(0),
-                 best_x=x.reshape(-1), best_g=g)
+                 best_x=x.reshape(-1), best_g=g, k=jnp.asarray(0), mark_g=g,
+                 plain=jnp.asarray(False))
 
     def cond(c):
         return ((c["evaluations"] + 2 <= max_steps) & (c["best_g"] > tol)
@@ -89,17 +98,23 @@ def anderson(model, x_init, args, tol, max_steps, dt, memory: int, warm_steps: i
         x_new = jnp.where(fallback, x_euler, x_mixed).reshape(-1)
         f_new = jnp.where(fallback, f_euler, f_mixed).reshape(-1)
         g_new = jnp.where(fallback, g_euler, g_mixed)
-        slot = jnp.where(fallback, 0, c["slot"])
-        dX = jnp.where(fallback, 0.0, c["dX"]).at[slot].set(x_new - c["x"])
-        dF = jnp.where(fallback, 0.0, c["dF"]).at[slot].set(f_new - c["f"])
         better = g_new < c["best_g"]
+        best_g = jnp.where(better, g_new, c["best_g"])
+        check = (c["k"] + 1) % (STALL * memory) == 0
+        plain = c["plain"] | (check & (best_g > PROGRESS * c["mark_g"]))
+        # in plain mode the history stays empty, so every mixed iterate is an Euler step
+        keep = ~(fallback | plain)
+        slot = jnp.where(keep, c["slot"], 0)
+        dX = jnp.where(keep, c["dX"], 0.0).at[slot].set(jnp.where(plain, 0.0, x_new - c["x"]))
+        dF = jnp.where(keep, c["dF"], 0.0).at[slot].set(jnp.where(plain, 0.0, f_new - c["f"]))
         return dict(
             x=x_new, f=f_new, g=g_new, dX=dX, dF=dF, slot=(slot + 1) % memory,
-            filled=jnp.where(fallback, 1, jnp.minimum(c["filled"] + 1, memory)),
+            filled=jnp.where(plain, 0, jnp.where(fallback, 1,
+                                                 jnp.minimum(c["filled"] + 1, memory))),
             evaluations=c["evaluations"] + 1 + fallback.astype(c["evaluations"].dtype),
             fallbacks=c["fallbacks"] + fallback.astype(c["fallbacks"].dtype),
-            best_x=jnp.where(better, x_new, c["best_x"]),
-            best_g=jnp.where(better, g_new, c["best_g"]))
+            best_x=jnp.where(better, x_new, c["best_x"]), best_g=best_g, k=c["k"] + 1,
+            mark_g=jnp.where(check, best_g, c["mark_g"]), plain=plain)
 
     out = lax.while_loop(cond, body, start)
     return out["best_x"].reshape(shape), out["evaluations"], out["best_g"], out["fallbacks"]

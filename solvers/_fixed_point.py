@@ -39,13 +39,15 @@ class FixedPointResult:
     """`x: [N, D]` the fixed point; `residual_rms`: RMS of G there; `energy`: E there;
     `steps`: iterations (Newton or L-BFGS), evaluations of G (Anderson: the warm
     Euler steps included); `success`: optimistix reported convergence
-    (for L-BFGS: and RMS G at most `tol`)."""
+    (for L-BFGS and Anderson: and RMS G at most `tol`); `method`: the method that ran
+    (`"auto"` resolved)."""
 
     x: jax.Array
     residual_rms: jax.Array
     energy: jax.Array
     steps: jax.Array
     success: jax.Array
+    method: str = "newton"
 
 
 @eqx.filter_jit
@@ -91,7 +93,7 @@ def _lbfgs(model, x_init, args, tol, max_steps):
     return x, sol.stats["num_steps"], sol.result == optx.RESULTS.successful
 
 
-METHODS = ("newton", "lbfgs", "anderson")
+METHODS = ("auto", "newton", "lbfgs", "anderson")
 # `max_steps` when not given: Newton and L-BFGS iterations, Anderson evaluations of G.
 DEFAULT_MAX_STEPS = {"newton": 100, "lbfgs": 100, "anderson": 3000}
 # State entries (N D) up to which `linear="auto"` materialises Newton's Jacobian (N D JVPs
@@ -100,11 +102,16 @@ NEWTON_DENSE_MAX = 1024
 
 
 def find_fixed_point(model, x_init, *, args=None, tol=1e-10, max_steps=None, linear="dense",
-                     method="newton", dt=0.1, memory=10, warm_steps=50):
+                     method="auto", dt=0.1, memory=10, warm_steps=50):
     """A critical point of `E` on the manifold through `x_init` (`x_init: [N, D]`, one
     sample). `model` is a `solvers.ManifoldEnergySystem`, or any `solvers.EnergySystem`,
     then flat (`solvers.FlatManifold`: its `residual` is zero exactly at fixed points).
 
+    - `method="auto"` (default): `"newton"` up to `NEWTON_DENSE_MAX` state entries (with
+      `linear` as given), `"anderson"` above, where a Newton step needs a Krylov solve:
+      at the authors' shapes Newton-GMRES failed from the starts where Anderson needed
+      0.17x Euler's evaluations (docs: benchmarks, "Non-smooth dynamics").
+      `FixedPointResult.method` says which ran.
     - `method="newton"`: converges to the critical point nearest `x_init`, a minimum or
       a saddle. `linear`: `"dense"` (materialise the Jacobian: small problems),
       `"gmres"` (matrix-free, by JVPs) or `"auto"` (dense up to `NEWTON_DENSE_MAX`
@@ -131,6 +138,8 @@ def find_fixed_point(model, x_init, *, args=None, tol=1e-10, max_steps=None, lin
         raise ValueError(f"method must be one of {', '.join(METHODS)} (got {method!r}).")
     if linear not in ("auto", "dense", "gmres"):
         raise ValueError(f"linear must be 'auto', 'dense' or 'gmres' (got {linear!r}).")
+    if method == "auto":
+        method = "newton" if x_init.size <= NEWTON_DENSE_MAX else "anderson"
     if max_steps is None:
         max_steps = DEFAULT_MAX_STEPS[method]
     if method == "anderson":
@@ -150,7 +159,7 @@ def find_fixed_point(model, x_init, *, args=None, tol=1e-10, max_steps=None, lin
     if method != "newton":  # L-BFGS: optimistix's own stop is on the step, not on G
         ok = ok & (residual_rms <= tol_)
     return FixedPointResult(x=x, residual_rms=residual_rms, energy=model.energy(x, args),
-                            steps=steps, success=ok)
+                            steps=steps, success=ok, method=method)
 
 
 def _check_anderson(dt, memory, warm_steps, max_steps):
