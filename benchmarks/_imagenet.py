@@ -262,7 +262,7 @@ def run(problem, opts) -> list[dict]:
             if opts.quick and method.startswith("tsit5"):
                 continue
             if opts.quick:
-                options = dict(options, max_steps=200)
+                options = dict(options, max_steps=60 if opts.tiny else 200)
             r = _fixed_point_row(core_d, x_d, method, options, t_one, euler_nfe)
             if method.startswith("euler") and r["reached"]:
                 euler_nfe = r["nfe"]

@@ -6,6 +6,7 @@ treat any other model as flat (`FlatManifold`). This package imports no model co
 """
 
 from ._auto import AutoSwitch
+from ._crawl import SlowSolveWarning
 from ._errors import SolveError
 from ._fixed_point import NEWTON_DENSE_MAX, FixedPointResult, find_fixed_point
 from ._presets import PRESETS, SOLVER_NAMES, SolverPreset, get_preset
@@ -37,7 +38,7 @@ __all__ = [
     "ADJOINTS", "AutoSwitch", "BACKSOLVE_STABLE_HORIZON", "DENSE_JACOBIAN_MAX_STATE",
     "EnergySolution", "EnergySystem", "FLOWS", "FlatManifold",
     "FixedPointResult", "FixedPointStop", "MAX_STEPS_LIMIT", "ManifoldEnergySystem",
-    "NEWTON_DENSE_MAX", "PRESETS", "SOLVER_NAMES", "STOP_REASONS", "SolveError",
+    "NEWTON_DENSE_MAX", "PRESETS", "SOLVER_NAMES", "STOP_REASONS", "SlowSolveWarning", "SolveError",
     "MANIFOLD_METHODS", "SolverPreset", "StopReason", "batch_mesh", "batched_args_axes",
     "check_options", "constant_step_count",
     "find_fixed_point", "get_preset", "rms", "shard_batch", "solve",

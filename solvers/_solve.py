@@ -16,6 +16,7 @@ from et_ode.vocab import ADJOINTS, FLOWS, Adjoint, Flow
 
 from ._auto import EXPLICIT_EVALS, AutoSwitch
 from ._counting import counted_call, new_counters, read_counts
+from ._crawl import PROBE_MIN_STATE, PROBE_STEPS, warn_if_crawling
 from ._errors import SolveError
 from ._implicit import implicit_fixed_point
 from ._presets import SolverPreset, _label, get_preset
@@ -221,6 +222,20 @@ def _default_dtmin(t0, t1, dtype):
         return jnp.maximum(1e-12 * (t1 - t0), 16 * eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1)))
     ulp = eps * max(abs(float(t0)), abs(float(t1)))
     return max(1e-12 * (float(t1) - float(t0)), 16 * ulp)
+
+
+def _probe(model, x0, args, numbers, solver, controller, cfg, t0, t1, max_steps, name, rtol):
+    """`PROBE_STEPS` steps of this solve on its first sample, and a `SlowSolveWarning`
+    where their mean step would not reach `t1` within `max_steps` (`solvers._crawl`)."""
+    one = dataclasses.replace(cfg, max_steps=PROBE_STEPS, save="final", save_energy=False,
+                              adjoint="checkpoint", checkpoints=None, batched=False,
+                              args_batched=False, sequential=False, counted=False)
+    x_one = x0[0] if cfg.batched else x0
+    a_one = (jax.tree.map(lambda leaf, axis: leaf if axis is None else leaf[0], args,
+                          batched_args_axes(args)) if cfg.args_batched else args)
+    warn_if_crawling(
+        lambda: _solve_core(model, x_one, a_one, numbers, None, solver, controller, one),
+        t0=t0, t1=t1, max_steps=max_steps, entries=x_one.size, solver=name, rtol=rtol)
 
 
 def _is_traced(tree) -> bool:
@@ -771,6 +786,11 @@ def solve(
         sequential=preset.self_counting or bool(count_evaluations),
         counted=bool(count_evaluations),
     )
+    sample_entries = x0[0].size if cfg.batched else x0.size
+    if (adaptive and not traced and max_steps > PROBE_STEPS
+            and sample_entries >= PROBE_MIN_STATE):
+        _probe(model, x0, args, numbers, solver_object, controller, cfg, t0, t1, max_steps,
+               preset.name, rtol if rtol is not None else getattr(controller, "rtol", 0.0))
     # fresh ids on every call (arguments, not constants: no recompile)
     counters = (jnp.asarray(new_counters(x0.shape[0] if cfg.batched else 1))
                 if cfg.counted else None)

@@ -117,8 +117,32 @@ def test_quick_studies_at_the_authors_size_take_their_fixed_point_from_anderson(
 
 
 def test_auto_is_newton_on_small_states_and_anderson_on_large_ones(model, x0):
-    small = solvers.find_fixed_point(model, x0, tol=1e-9)
+    # the method is chosen by size, whatever the tolerance: one step of each suffices
+    small = solvers.find_fixed_point(model, x0, max_steps=1)
     assert small.method == "newton" and x0.size <= solvers.NEWTON_DENSE_MAX
     large_x0 = jnp.tile(x0, (solvers.NEWTON_DENSE_MAX // x0.size + 1, 1))
-    large = solvers.find_fixed_point(model, large_x0, tol=1e-6)
-    assert large.method == "anderson" and bool(large.success)
+    large = solvers.find_fixed_point(model, large_x0, max_steps=3, warm_steps=1)
+    assert large.method == "anderson" and int(large.steps) <= 3
+
+
+def test_a_large_adaptive_solve_that_will_crawl_says_so_first(monkeypatch, model, x0):
+    """Before an adaptive solve of a large state (`PROBE_MIN_STATE` entries, lowered here
+    to the tiny model's) `solve` measures its first steps and warns once where their
+    mean would not reach t1 within max_steps; where it would, it says nothing."""
+    import warnings
+
+    from et_ode.solvers import _solve
+
+    monkeypatch.setattr(_solve, "PROBE_MIN_STATE", 0)
+    options = dict(flow="projected", solver="tsit5", throw=False,
+                   stop=solvers.FixedPointStop(atol=1e-9))
+    with pytest.warns(solvers.SlowSolveWarning) as caught:
+        sol = solvers.solve(model, x0, rtol=1e-10, atol=1e-12, t1=1e4, max_steps=100,
+                            **options)
+    assert sol.stats["stop_reason"] == "max_steps"
+    (message,) = [str(w.message) for w in caught]
+    assert "max_steps=100 reaches t = " in message and "find_fixed_point" in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", solvers.SlowSolveWarning)
+        sol = solvers.solve(model, x0, rtol=1e-4, atol=1e-6, t1=100.0, max_steps=4096,
+                            **options)
