@@ -28,8 +28,10 @@ class StopReason(eqx.Enumeration):
         "exponentially) or loosen the tolerance")
 
 
-# The names in the enumeration's order: `stats["stop_code"]` indexes this tuple.
-STOP_REASONS = ("t1", "fixed_point", "max_steps", "dt_underflow", "nonfinite", "not_converged")
+# The names in the enumeration's order: `stats["stop_code"]` indexes this tuple. Read
+# from the enumeration itself (equinox 0.13 keeps its items, in the order they are
+# defined, in `_name_to_item`; `equinox<0.14` is pinned), so the two cannot disagree.
+STOP_REASONS = tuple(StopReason._name_to_item)
 FAILURES = {name: StopReason[getattr(StopReason, name)]
             for name in ("max_steps", "dt_underflow", "nonfinite", "not_converged")}
 

@@ -63,9 +63,10 @@ class ImageModelConfig:
         "the patches the model sees before encoding, and undo it after decoding (a zero "
         "prediction is then the mean fill)"))] = True
     position_init: Annotated[PositionInit, Field(description=(
-        "normal: N(0, init_std^2), the paper's; sincos: a 2-D sine-cosine grid of "
-        "unit-order values (attention can find a token's neighbours from the first "
-        "step); learnable either way"))] = "normal"
+        "sincos (default): a 2-D sine-cosine grid of unit-order values (attention can "
+        "find a token's neighbours from the first step); normal: N(0, init_std^2), the "
+        "paper's, with which every training run here stalled at the mean fill; learnable "
+        "either way"))] = "sincos"
     cls_token: Annotated[bool, Field(description=(
         "a CLS token prepended to the patch tokens, in the dynamics, dropped before "
         "decoding (the authors' model)"))] = False
