@@ -9,6 +9,15 @@ from ._auto import AutoSwitch
 from ._crawl import SlowSolveWarning
 from ._errors import SolveError
 from ._fixed_point import NEWTON_DENSE_MAX, FixedPointResult, find_fixed_point
+from ._options import (
+    ADJOINTS,
+    BACKSOLVE_STABLE_HORIZON,
+    DENSE_JACOBIAN_MAX_STATE,
+    FLOWS,
+    MAX_STEPS_LIMIT,
+    check_options,
+    constant_step_count,
+)
 from ._presets import PRESETS, SOLVER_NAMES, SolverPreset, get_preset
 from ._protocol import (
     MANIFOLD_METHODS,
@@ -22,16 +31,7 @@ from ._protocol import (
 )
 from ._sharding import batch_mesh, shard_batch
 from ._solution import STOP_REASONS, EnergySolution, StopReason
-from ._solve import (
-    ADJOINTS,
-    BACKSOLVE_STABLE_HORIZON,
-    DENSE_JACOBIAN_MAX_STATE,
-    FLOWS,
-    MAX_STEPS_LIMIT,
-    check_options,
-    constant_step_count,
-    solve,
-)
+from ._solve import solve
 from ._stop import FixedPointStop, rms
 
 __all__ = [

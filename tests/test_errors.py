@@ -158,13 +158,13 @@ def test_dtype_mismatch_is_named(model, x0):
 
 
 def test_field_strength_is_an_array_so_values_do_not_recompile(model, x0):
-    from et_ode.solvers._solve import _solve_core
+    from et_ode.solvers._plumbing import solve_core
 
     field = make_state(seed=2)
     sizes = []
     for strength in (0.5, 0.7, 0.9):
         solvers.solve(model, x0, args=et_ode.Conditions(field=field, field_strength=strength))
-        sizes.append(_solve_core._cached._cache_size())
+        sizes.append(solve_core._cached._cache_size())
     assert sizes[0] == sizes[1] == sizes[2]
 
 

@@ -45,7 +45,7 @@ import pytest
 import et_ode
 from conftest import make_model, make_state
 from et_ode import solvers
-from et_ode.solvers._solve import BACKSOLVE_STABLE_HORIZON
+from et_ode.solvers import BACKSOLVE_STABLE_HORIZON
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)
 # Constant tsit5 steps of 0.01 to the projected flow's stable backsolve horizon (1.2 tau,
@@ -317,7 +317,7 @@ def test_default_cap_of_a_constant_step_solve(smooth):
     checkpoints every step: the same gradient as under a wider cap with diffrax's own
     checkpoint count (40 steps: cheaper to compile than 4096, the same recursive
     checkpointing). Adaptive steps and fixed-point stops keep the 4096 cap."""
-    from et_ode.solvers._solve import _default_cap
+    from et_ode.solvers._options import default_cap
 
     model, x0, w = smooth
     sol = solvers.solve(model, x0, t1=1.2)
@@ -329,8 +329,8 @@ def test_default_cap_of_a_constant_step_solve(smooth):
 
     assert _rel(_params(grad()), _params(grad(max_steps=40))) < 1e-12
     common = dict(t0=0.0, t1=1.2, adjoint="checkpoint", checkpoints=None)
-    assert _default_cap(dt0=0.1, rtol=None, atol=None, stop=None, **common) == (13, 13)
-    assert _default_cap(dt0=0.01, rtol=None, atol=None, stop=None, **common) == (121, None)
-    assert _default_cap(dt0=None, rtol=1e-6, atol=1e-8, stop=None, **common) == (4096, None)
+    assert default_cap(dt0=0.1, rtol=None, atol=None, stop=None, **common) == (13, 13)
+    assert default_cap(dt0=0.01, rtol=None, atol=None, stop=None, **common) == (121, None)
+    assert default_cap(dt0=None, rtol=1e-6, atol=1e-8, stop=None, **common) == (4096, None)
     stop = solvers.FixedPointStop(atol=1e-6)
-    assert _default_cap(dt0=0.1, rtol=None, atol=None, stop=stop, **common) == (4096, None)
+    assert default_cap(dt0=0.1, rtol=None, atol=None, stop=stop, **common) == (4096, None)

@@ -34,7 +34,7 @@ import pytest
 
 from conftest import make_model, make_state
 from et_ode import solvers
-from et_ode.solvers._solve import _solve_core
+from et_ode.solvers._plumbing import solve_core
 
 # tsit5 on the projected flow with a fixed-point stop, throw=False: with fp_atol = 1e-300
 # the stop never fires and the solve runs to t1; with a loose one it stops earlier.
@@ -55,7 +55,7 @@ def _rel(a, b):
 
 
 def _cache_size():
-    return _solve_core._cached._cache_size()
+    return solve_core._cached._cache_size()
 
 
 @pytest.fixture(scope="module")

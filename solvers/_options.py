@@ -1,0 +1,439 @@
+"""The options of `solve`: their checks (with the messages a user sees), the defaults
+that depend on them (step cap, `dtmin`, checkpoints), and the step-size controller's
+numbers in the state's dtype."""
+
+import math
+import numbers
+import warnings
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from et_ode.vocab import ADJOINTS, FLOWS
+
+from ._presets import _label, get_preset
+from ._protocol import MANIFOLD_METHODS
+from ._stop import FixedPointStop, stop_message, stop_tolerances_ok
+
+# Measured (tests/test_gradients.py, float64, tsit5, softmax test model): backsolve's
+# error against exact gradients is ~1e2 rtol at 1.2 tau on the projected flow and then
+# grows about tenfold per 0.1 tau (3e-6 / 2.5e-2 / 1e26 at 1.5 / 2 / 5 tau, rtol 1e-10);
+# on the native flow, whose clock slows like 1/t, it grows slowly (~20 rtol at 100 tau,
+# ~300 rtol at 1000). Beyond this many tau backsolve is warned about.
+BACKSOLVE_STABLE_HORIZON = {"native": 100.0, "projected": 1.2}
+
+
+def default_dtmin(t0, t1, dtype):
+    # A step of a few ulps of t no longer advances t: fail as dt_underflow, not max_steps.
+    eps = float(jnp.finfo(dtype).eps)
+    if is_traced((t0, t1)):  # the same rule in jnp arithmetic
+        t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
+        return jnp.maximum(1e-12 * (t1 - t0), 16 * eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1)))
+    ulp = eps * max(abs(float(t0)), abs(float(t1)))
+    return max(1e-12 * (float(t1) - float(t0)), 16 * ulp)
+
+
+def is_traced(tree) -> bool:
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(tree))
+
+
+def _show(value):
+    """A value for a message: a traced one has no number to show."""
+    if is_traced(value):
+        return "<traced>"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 80:
+        # a huge integer, shortened (str() of one above 4300 digits raises)
+        return f"an integer of {value.bit_length()} bits"
+    return value
+
+
+def _require(deferred, predicate, values, message):
+    """Check `predicate(xp, *values)` now (`xp = numpy`) when the values are concrete and
+    raise `ValueError(message)` if it fails; when any is traced, append the traced
+    predicate (`xp = jax.numpy`) and the message to `deferred` for a run-time check."""
+    if is_traced(values):
+        deferred.append((predicate(jnp, *values), message))
+    elif not bool(predicate(np, *(_concrete(v) for v in values))):
+        raise ValueError(message)
+
+
+def _concrete(value):
+    """A concrete value as a NumPy array; a Python int beyond int64 as a float (inf
+    beyond the float range), not an array of Python objects."""
+    if isinstance(value, int) and not isinstance(value, bool) and not (
+            -(2**63) <= value < 2**63):
+        try:
+            return np.float64(value)
+        except OverflowError:
+            return np.float64(math.inf if value > 0 else -math.inf)
+    return np.asarray(value)
+
+
+def _positive_finite(name, value, deferred):
+    message = f"{name} must be a positive finite number (got {_show(value)})."
+    if value is None:
+        raise ValueError(message)
+    _require(deferred, lambda xp, v: xp.isfinite(v) & (v > 0), (value,), message)
+
+
+DEFAULT_MAX_STEPS = 4096
+# The largest step cap: diffrax counts steps in an int32 (a cap of 2**31 is an
+# OverflowError without jax_enable_x64), and a constant-step solve needs (t1 - t0) / dt0
+# steps plus one. Anything beyond it could only crash, or run for days.
+MAX_STEPS_LIMIT = 2**31 - 1
+# Implicit diffrax solvers (kvaerno5, Kvaerno3, ...) build the dense (N D)^2 Jacobian
+# (N D JVPs) and factorise it: refused above this many state entries per sample.
+DENSE_JACOBIAN_MAX_STATE = 1024
+EVERY_STEP_CHECKPOINTS_UP_TO = 64
+
+
+def constant_step_count(t0, t1, dt0, rtol=None, atol=None) -> int | None:
+    """The number of steps a constant-step solve from `t0` to `t1` takes (the last one
+    may be shorter), plus one for diffrax's final bookkeeping step: the exact `max_steps`
+    it needs. `None` when the steps are adaptive (`rtol` or `atol` given), `dt0` is
+    missing, or the values are traced or invalid (then `check_options` names the
+    problem)."""
+    if rtol is not None or atol is not None or dt0 is None:
+        return None
+    try:
+        ratio = (float(t1) - float(t0)) / float(dt0)
+    except (TypeError, ValueError, ZeroDivisionError, jax.errors.ConcretizationTypeError):
+        return None
+    if not (math.isfinite(ratio) and ratio > 0):
+        return None
+    return math.ceil(ratio * (1 - 1e-9)) + 1
+
+
+def default_cap(t0, t1, dt0, rtol, atol, stop, adjoint, checkpoints, controller=None):
+    """`(max_steps, checkpoints)` when the caller gave no `max_steps` (see `solve`)."""
+    constant = controller is None or isinstance(controller, diffrax.ConstantStepSize)
+    steps = (None if stop is not None or not constant
+             else constant_step_count(t0, t1, dt0, rtol, atol))
+    if steps is None:
+        return DEFAULT_MAX_STEPS, checkpoints
+    if adjoint == "checkpoint" and checkpoints is None and steps <= EVERY_STEP_CHECKPOINTS_UP_TO:
+        checkpoints = steps
+    return steps, checkpoints
+
+
+def check_options(*, solver="euler", flow="native", adjoint="checkpoint", t0=0.0, t1=1.2,
+                  dt0=0.1, rtol=None, atol=None, stop=None, save="final", save_energy=False,
+                  max_steps=None, stepsize_controller=None, dtmin=None) -> bool:
+    """Raise `ValueError` naming the problem and the fix for any invalid combination of
+    `solve` options that does not depend on the model or the state (solvers and
+    controllers, names or diffrax objects; tolerances, steps, events, adjoints); config
+    files are checked with it before any work starts. `max_steps=None` is `solve`'s
+    default cap. Values that are JAX tracers cannot be checked here: `solve` checks them
+    when it runs, with the same messages. Returns whether the steps are adaptive."""
+    return _check_options(
+        solver=solver, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0, rtol=rtol,
+        atol=atol, stop=stop, save=save, save_energy=save_energy, max_steps=max_steps,
+        stepsize_controller=stepsize_controller, dtmin=dtmin, deferred=[])[0]
+
+
+def _adaptive_controller(controller) -> bool:
+    return isinstance(controller, diffrax.AbstractAdaptiveStepSizeController)
+
+
+def _check_controller(controller, rtol, atol, dtmin):
+    if isinstance(controller, type) and issubclass(controller, diffrax.AbstractStepSizeController):
+        raise ValueError(
+            f"stepsize_controller=diffrax.{controller.__name__} is a class; pass an instance "
+            f"such as diffrax.{controller.__name__}(...).")
+    if not isinstance(controller, diffrax.AbstractStepSizeController):
+        raise ValueError(
+            "stepsize_controller must be a diffrax step-size controller such as "
+            "diffrax.PIDController(rtol=..., atol=...) or diffrax.ConstantStepSize() "
+            f"(got {controller!r}).")
+    if rtol is not None or atol is not None:
+        raise ValueError(
+            "stepsize_controller and rtol/atol both set the step control: pass the "
+            "tolerances to the controller (diffrax.PIDController(rtol=..., atol=...)) and "
+            "drop rtol/atol, or drop stepsize_controller to use the rtol/atol shortcut.")
+    if dtmin is not None:
+        raise ValueError(
+            "dtmin belongs to the PID controller that rtol/atol build; with "
+            "stepsize_controller set it on the controller "
+            "(diffrax.PIDController(..., dtmin=..., force_dtmin=False)) and drop dtmin.")
+
+
+def _check_types(*, t0, t1, dt0, rtol, atol, dtmin, max_steps) -> None:
+    """Refuse a time, step or tolerance that is not a real number (a string, a bool, a
+    list, `None` for `t0`/`t1`) before any arithmetic on it; arrays and traced values
+    must be real scalars."""
+    def real_scalar(value) -> bool:
+        if isinstance(value, bool):
+            return False
+        if isinstance(value, numbers.Real):
+            return True
+        dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
+        return (dtype is not None and shape == () and dtype != np.bool_
+                and (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)))
+
+    for name, value, optional in (("t0", t0, False), ("t1", t1, False), ("dt0", dt0, True),
+                                  ("rtol", rtol, True), ("atol", atol, True),
+                                  ("dtmin", dtmin, True)):
+        if value is None and optional:
+            continue
+        if not real_scalar(value):
+            raise ValueError(f"{name} must be a real number (got {value!r}).")
+    if max_steps is not None and not is_traced(max_steps) and (
+            isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral)):
+        raise ValueError(f"max_steps must be a positive integer (got {_show(max_steps)!r}).")
+
+
+def _check_step_count(t0, t1, dt0) -> None:
+    """Refuse constant steps of `dt0` from `t0` to `t1` (concrete, finite, already
+    checked) that take more than `MAX_STEPS_LIMIT` steps."""
+    if is_traced((t0, t1, dt0)):
+        return
+    try:
+        t0, t1, dt0 = float(t0), float(t1), float(dt0)
+    except (TypeError, ValueError):
+        return
+    if not (math.isfinite(t0) and math.isfinite(t1) and t1 > t0 and dt0 > 0):
+        return
+    if (t1 - t0) / dt0 + 1 > MAX_STEPS_LIMIT:
+        raise ValueError(
+            f"dt0 = {dt0:g} from t0 = {t0:g} to t1 = {t1:g} is {(t1 - t0) / dt0:.3g} "
+            f"constant steps, above the limit of {MAX_STEPS_LIMIT} (2**31 - 1: diffrax counts "
+            f"steps in int32): use dt0 >= {(t1 - t0) / (MAX_STEPS_LIMIT - 1):.3g}, or "
+            "adaptive steps (rtol and atol).")
+
+
+def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save,
+                   save_energy, max_steps, stepsize_controller, dtmin, deferred):
+    """`check_options`, returning `(adaptive, preset)`; checks of traced values are
+    appended to `deferred` as `(traced predicate, message)` for `solve` to run."""
+    _check_types(t0=t0, t1=t1, dt0=dt0, rtol=rtol, atol=atol, dtmin=dtmin,
+                 max_steps=max_steps)
+    preset = get_preset(solver)
+    label = _label(solver)
+    if flow not in FLOWS:
+        raise ValueError(f"Unknown flow {flow!r}; use 'native' (the paper's) or 'projected'.")
+    if adjoint not in ADJOINTS:
+        raise ValueError(f"Unknown adjoint {adjoint!r}; choose one of {', '.join(ADJOINTS)}.")
+    _require(deferred, lambda xp, t0: xp.isfinite(t0), (t0,),
+             f"t0 must be finite (got {_show(t0)}).")
+    _require(deferred, lambda xp, t0, t1: xp.isfinite(t1) & (t1 > t0), (t0, t1),
+             f"t1 must be finite and greater than t0={_show(t0)} (got t1={_show(t1)}).")
+    controller = stepsize_controller
+    if controller is not None:
+        _check_controller(controller, rtol, atol, dtmin)
+        adaptive = _adaptive_controller(controller)
+    else:
+        adaptive = rtol is not None or atol is not None
+    if adaptive:
+        if not preset.adaptive:
+            how = ("rtol/atol (PID step control)" if controller is None else
+                   f"an adaptive step-size controller ({type(controller).__name__})")
+            fix = ("pass only dt0 for constant steps" if controller is None else
+                   "use diffrax.ConstantStepSize() with dt0 for constant steps")
+            given = (f"rtol={_show(rtol)}, atol={_show(atol)}" if controller is None
+                     else f"stepsize_controller={type(controller).__name__}(...)")
+            raise ValueError(
+                f"solver {label} has no error estimate, so {how} cannot be used with it "
+                f"(got {given}): {fix}, or choose an adaptive solver such as 'tsit5'."
+            )
+        if controller is None:
+            if rtol is None or atol is None:
+                raise ValueError(
+                    f"Adaptive stepping needs both rtol and atol (got rtol={_show(rtol)}, "
+                    f"atol={_show(atol)}); pass both, e.g. rtol=1e-6, atol=1e-8.")
+            _require(deferred,
+                     lambda xp, r, a: (r >= 0) & (a >= 0) & (r + a > 0), (rtol, atol),
+                     f"rtol and atol must be >= 0 and not both 0 "
+                     f"(got {_show(rtol)}, {_show(atol)}).")
+        if dt0 is not None:
+            _positive_finite("dt0", dt0, deferred)
+    else:
+        if preset.self_counting:
+            raise ValueError(
+                f"solver {label} chooses between an explicit and an implicit method by "
+                "the step sizes its error control takes, so it cannot take constant steps "
+                f"(got dt0={_show(dt0)} without rtol/atol): pass rtol and atol (PID step "
+                "control), e.g. rtol=1e-4, atol=1e-6.")
+        if preset.needs_controller_tolerances:
+            own = ("" if isinstance(solver, str) else
+                   f" (or give its root finder tolerances of its own: diffrax.{label}("
+                   "root_finder=diffrax.VeryChord(rtol=..., atol=...)))")
+            raise ValueError(
+                f"solver {label} is implicit: its Newton iterations take their tolerances "
+                f"from rtol and atol (got dt0={_show(dt0)} without them), so pass both (PID "
+                f"step control), or choose an explicit solver for constant steps{own}."
+            )
+        if dt0 is None:
+            raise ValueError(f"Constant steps need dt0 > 0 (got dt0=None with solver {label}); "
+                             "pass dt0, or rtol and atol for adaptive steps.")
+        _positive_finite("dt0", dt0, deferred)
+    if stop is not None and not isinstance(stop, FixedPointStop):
+        raise ValueError("stop must be None or a solvers.FixedPointStop(atol=..., rtol=...) "
+                         f"(got type {type(stop).__name__}).")
+    if stop is not None:
+        _require(deferred, stop_tolerances_ok, (stop.atol, stop.rtol),
+                 stop_message(stop.atol, stop.rtol))
+    if isinstance(save, str):
+        if save not in ("final", "steps"):
+            raise ValueError(f"save must be 'final', 'steps' or an array of times (got {save!r}).")
+    else:
+        ts = save if is_traced(save) else np.asarray(save)
+        if ts.ndim != 1 or ts.size == 0:
+            raise ValueError("save as times must be a non-empty 1-D array (got shape "
+                             f"{tuple(ts.shape)}).")
+        _require(deferred,
+                 lambda xp, ts, t0, t1: xp.all(xp.diff(ts) >= 0) & (ts[0] >= t0) & (ts[-1] <= t1),
+                 (ts, t0, t1),
+                 f"save times must be non-decreasing and within [t0, t1] = "
+                 f"[{_show(t0)}, {_show(t1)}].")
+    if not adaptive and stop is None and (
+            controller is None or isinstance(controller, diffrax.ConstantStepSize)):
+        _check_step_count(t0, t1, dt0)
+    if max_steps is not None:
+        if is_traced(max_steps):
+            raise ValueError(
+                "max_steps must be a Python int, not a traced value: it sizes the compiled "
+                "program (pass it as a static argument).")
+        if int(max_steps) < 1:
+            raise ValueError(f"max_steps must be a positive integer (got {_show(max_steps)}).")
+        if int(max_steps) > MAX_STEPS_LIMIT:
+            raise ValueError(
+                f"max_steps = {_show(max_steps)} is above the limit of {MAX_STEPS_LIMIT} (2**31 - 1: "
+                "diffrax counts steps in int32): pass a smaller max_steps, or none for "
+                "solve's own cap.")
+    elif (not adaptive and stop is None and is_traced((t0, t1, dt0))
+          and (controller is None or isinstance(controller, diffrax.ConstantStepSize))):
+        raise ValueError(
+            "t0, t1 or dt0 is traced (jax.jit/vmap/grad), so the default cap of a "
+            "constant-step solve, its exact step count (t1 - t0) / dt0, cannot be computed: "
+            "pass max_steps (at least the largest ceil((t1 - t0) / dt0) of the sweep, plus "
+            "one), or use adaptive steps (rtol and atol)."
+        )
+    if adjoint == "backsolve":
+        wanted = []
+        if stop is not None:
+            wanted.append("a fixed-point stop (an event)")
+        if save_energy:
+            wanted.append("an energy trace (SaveAt(fn=...))")
+        if isinstance(save, str) and save == "steps":
+            wanted.append("save='steps'")
+        if wanted:
+            raise ValueError(
+                "adjoint='backsolve' cannot be combined with " + " or ".join(wanted)
+                + " (given here): diffrax's BacksolveAdjoint refuses them. Use adjoint='checkpoint', or "
+                "save='final' / an array of times with a finite t1."
+            )
+    if adjoint == "implicit" and (stop is None or flow != "projected"):
+        raise ValueError(
+            "adjoint='implicit' differentiates a fixed point: it needs flow='projected' and "
+            f"stop=solvers.FixedPointStop(...) (got flow={flow!r}, stop="
+            f"{'None' if stop is None else 'FixedPointStop(...)'}). (On the native flow the end state's scale "
+            "depends on the whole path, so no fixed-point gradient exists for x.)"
+        )
+    return adaptive, preset
+
+
+def validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol,
+              stop, save, save_energy, max_steps, stepsize_controller, dtmin, args_batched,
+              traced, deferred):
+    for method in ("energy", "vector_field", "residual"):
+        if not callable(getattr(model, method, None)):
+            raise ValueError(
+                f"model has no {method}() method; solvers.solve needs an object "
+                "satisfying solvers.EnergySystem (energy, vector_field, residual)."
+            )
+    adaptive, preset = _check_options(
+        solver=solver, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0, rtol=rtol,
+        atol=atol, stop=stop, save=save, save_energy=save_energy, max_steps=max_steps,
+        stepsize_controller=stepsize_controller, dtmin=dtmin, deferred=deferred)
+    if x0.ndim not in (2, 3):
+        raise ValueError(
+            f"x0 must have shape [N, D] or [B, N, D]; got shape {tuple(x0.shape)}."
+        )
+    if not jnp.issubdtype(x0.dtype, jnp.floating):
+        raise ValueError(f"x0 must be a floating-point array (got dtype {x0.dtype}).")
+    size = int(np.prod(x0.shape[-2:]))
+    if preset.implicit and size > DENSE_JACOBIAN_MAX_STATE:
+        raise ValueError(
+            f"solver {_label(solver)} is implicit with a dense Jacobian: each Jacobian "
+            f"costs N D = {size} JVPs and an (N D)^2 factorisation (on the shipped core, "
+            f"N D = 4096: 104 s for 127 evaluations), above the limit of "
+            f"{DENSE_JACOBIAN_MAX_STATE} state entries. Use solver=\"auto\" (explicit while "
+            "not stiff, matrix-free implicit steps while stiff) with rtol and atol.")
+    params = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
+    if params and jnp.result_type(x0, *params) != x0.dtype:
+        raise ValueError(
+            f"x0 has dtype {x0.dtype} but the model's parameters promote it to "
+            f"{jnp.result_type(x0, *params)}; cast x0 to the model's dtype "
+            "(x0.astype(...)) or build the model with dtype=x0.dtype."
+        )
+    finite = None if traced else jnp.all(jnp.isfinite(x0))
+    if not (finite is None or is_traced(finite) or bool(finite)):  # traced inside jit
+        raise ValueError("x0 contains NaN or inf values; pass a finite initial state.")
+    if hasattr(model, "check_inputs"):
+        batch = (x0.shape[0],) if (x0.ndim == 3 and args_batched) else ()
+        model.check_inputs(tuple(x0.shape[-2:]), args, batch)
+    if args_batched and x0.ndim != 3:
+        raise ValueError("args_batched=True needs a batched x0 of shape [B, N, D].")
+    tau = getattr(model, "tau", 1.0)
+    if not (isinstance(tau, (int, float)) and tau > 0):
+        raise ValueError(f"model.tau must be positive (got {tau}).")
+    if adjoint == "backsolve" and not is_traced((t0, t1)):  # traced: no warning
+        horizon = (float(t1) - float(t0)) / float(tau)
+        if horizon > BACKSOLVE_STABLE_HORIZON[flow]:
+            warnings.warn(
+                f"adjoint='backsolve' on the {flow} flow over {horizon:g} tau: integrating "
+                "the flow backwards amplifies the solver's error (exponentially where the flow "
+                f"contracts fast), and beyond {BACKSOLVE_STABLE_HORIZON[flow]:g} tau its "
+                "gradients were measured to be unreliable (the horizon depends on the "
+                "weights). Prefer adjoint='checkpoint' (exact) or 'implicit' (at a fixed "
+                "point).",
+                stacklevel=3,
+            )
+    if adjoint == "implicit":
+        present = [m for m in MANIFOLD_METHODS if callable(getattr(model, m, None))]
+        if present and len(present) < len(MANIFOLD_METHODS):
+            raise ValueError(
+                f"adjoint='implicit' on a model that declares {', '.join(present)} but not "
+                f"all of {', '.join(MANIFOLD_METHODS)} (solvers.ManifoldEnergySystem): give "
+                "all three, or none for a flat model.")
+    return adaptive, preset
+
+
+# PIDController fields that are plain numbers: made arrays of the solve's dtype, so that
+# new values reuse the compiled program (Python floats would be static) and a float32
+# solve is not promoted by float64 tolerances.
+_PID_NUMBERS = ("rtol", "atol", "pcoeff", "icoeff", "dcoeff", "dtmin", "dtmax",
+                "factormin", "factormax", "safety")
+
+
+def controller_in_dtype(controller, dtype):
+    """The caller's controller with its numbers (and `jump_ts`/`step_ts`) as arrays of
+    `dtype`; other controllers unchanged."""
+    def number(value):
+        return (not isinstance(value, bool) and isinstance(value, (int, float, np.number))
+                or (isinstance(value, (np.ndarray, jax.Array)) and value.ndim == 0
+                    and jnp.issubdtype(value.dtype, jnp.floating)))
+
+    if isinstance(controller, diffrax.ClipStepSizeController):
+        names = [n for n in ("step_ts", "jump_ts") if getattr(controller, n) is not None]
+        controller = eqx.tree_at(
+            lambda c: [c.controller] + [getattr(c, n) for n in names], controller,
+            [controller_in_dtype(controller.controller, dtype)]
+            + [jnp.asarray(getattr(controller, n), dtype) for n in names])
+    elif isinstance(controller, diffrax.PIDController):
+        names = [n for n in _PID_NUMBERS if number(getattr(controller, n))]
+        controller = eqx.tree_at(
+            lambda c: [getattr(c, n) for n in names], controller,
+            [jnp.asarray(getattr(controller, n), dtype) for n in names])
+    return controller
+
+
+def controller_name(controller, adaptive) -> str:
+    if controller is None:
+        return "PIDController" if adaptive else "ConstantStepSize"
+    if isinstance(controller, diffrax.ClipStepSizeController):
+        return f"ClipStepSizeController({type(controller.controller).__name__})"
+    return type(controller).__name__
