@@ -47,16 +47,18 @@ from ._graph_overshoot import graph_overshoot, plot_graph_overshoot
 from ._image_figures import (
     attention_weights_figure,
     energy_video_frames,
+    memories_figure,
+    position_similarity_figure,
+    reconstruction_figure,
+    tokens_over_time_figure,
+)
+from ._image_trajectory import (
     frame_times,
     held_out_images,
     held_out_masks,
     image_trajectory,
-    memories_figure,
     normalised_patches,
-    position_similarity_figure,
-    reconstruction_figure,
     reference_time,
-    tokens_over_time_figure,
     trajectory_options,
 )
 from ._long_horizon import (

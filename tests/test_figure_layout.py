@@ -25,7 +25,7 @@ import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from et_ode import analysis  # noqa: E402
-from et_ode.analysis import _image_figures, layout_problems  # noqa: E402
+from et_ode.analysis import _image_figures, _image_trajectory, layout_problems  # noqa: E402
 
 RNG = np.random.default_rng(0)
 JOB = dict(checkpoint="paper", data={"split": "test", "image_indices": [0, 799]})
@@ -268,12 +268,12 @@ def energy_video_figure(reference):
     energies = np.stack([-2400 - 1500 * (1 - np.exp(-2 * times)) * (1 + 0.02 * b)
                          for b in range(2)])
     mse = 1.14 + 0.18 * times
-    steps = _image_figures.frame_steps(dict(solver="euler", dt0=0.1, rtol=None), times)
+    steps = _image_trajectory.frame_steps(dict(solver="euler", dt0=0.1, rtol=None), times)
     text = " \u00b7 ".join(["model paper", "2 images", "native flow", "float32", "euler dt0 0.1",
                           steps["sentence"]])
     fig, show = _image_figures._video_figure(originals * 0.5, completed, originals, times,
                                              energies, mse, reference, text)
-    index, note = _image_figures.still_frame(times, *reference)
+    index, note = _image_trajectory.still_frame(times, *reference)
     show(index, note)
     return fig
 
@@ -427,13 +427,13 @@ def test_energy_video_time_axis_keeps_to_the_frames():
 
 def test_frame_steps_and_still():
     times = np.linspace(0.0, 0.4, 5)
-    assert _image_figures.frame_steps(dict(dt0=0.1, rtol=None), times)["interpolated"] == 0
-    odd = _image_figures.frame_steps(dict(dt0=0.15, rtol=None), times)
+    assert _image_trajectory.frame_steps(dict(dt0=0.1, rtol=None), times)["interpolated"] == 0
+    odd = _image_trajectory.frame_steps(dict(dt0=0.15, rtol=None), times)
     assert odd["interpolated"] == 2 and "interpolated" in odd["sentence"]  # 0.1, 0.2
-    adaptive = _image_figures.frame_steps(dict(dt0=None, rtol=1e-5), times)
+    adaptive = _image_trajectory.frame_steps(dict(dt0=None, rtol=1e-5), times)
     assert adaptive["interpolated"] == 3
-    assert _image_figures.still_frame(times, 0.3, "training horizon")[0] == 3
-    index, note = _image_figures.still_frame(times, 13.7, "fixed-point stop (mean)")
+    assert _image_trajectory.still_frame(times, 0.3, "training horizon")[0] == 3
+    index, note = _image_trajectory.still_frame(times, 13.7, "fixed-point stop (mean)")
     assert index == 4 and "last frame" in note
 
 
