@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from et_ode.tasks import _data as data
+from et_ode.tasks.images import _data as data
 
 try:
     import tensorflow_datasets as tfds

@@ -23,9 +23,8 @@ from PIL import Image  # noqa: E402
 import et_ode  # noqa: E402
 from et_ode.analysis import layout_problems  # noqa: E402
 from et_ode.analysis._video import write_frames, write_video  # noqa: E402
-from et_ode.tasks._checkpoint import save_checkpoint  # noqa: E402
-from et_ode.tasks._evaluate import eval_masks  # noqa: E402
-from et_ode.tasks._train import _header, new_model  # noqa: E402
+from et_ode.tasks import eval_masks, new_model, save_checkpoint  # noqa: E402
+from et_ode.tasks.images._train import _header  # noqa: E402
 
 FIGURES = Path(__file__).resolve().parents[1] / "paper_figures"
 TINY = et_ode.TrainConfig(

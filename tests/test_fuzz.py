@@ -194,7 +194,7 @@ def test_graph_config_documents(document, no_runtime_types):
 @pytest.fixture(scope="module")
 def checkpoint_bytes(tmp_path_factory):
     """A valid model checkpoint of a tiny `MaskedImageET`, as `et-ode train` writes it."""
-    from et_ode.tasks._train import _header
+    from et_ode.tasks.images._train import _header
 
     config = TrainConfig.from_dict({"model": {"image_size": 8, "patch": 4, "dim": 8,
                                               "n_heads": 1, "head_dim": 4,

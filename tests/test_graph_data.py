@@ -9,7 +9,8 @@ import pytest
 import scipy.io
 import scipy.sparse
 
-from et_ode.tasks import _graph_data as gd
+from et_ode import tasks
+from et_ode.tasks.graphs import _generate
 
 
 def edge_set(senders, receivers):
@@ -31,31 +32,31 @@ def assert_symmetric(senders, receivers):
 
 
 def test_canonical_edges_sorts_deduplicates_and_symmetrises():
-    s, r = gd.canonical_edges([2, 0, 0, 1, 3, 0], [1, 1, 1, 1, 0, 2], 4)
+    s, r = tasks.canonical_edges([2, 0, 0, 1, 3, 0], [1, 1, 1, 1, 0, 2], 4)
     assert s.dtype == r.dtype == np.int32
     assert list(zip(s.tolist(), r.tolist())) == [(0, 1), (0, 2), (1, 1), (2, 1), (3, 0)]
-    s, r = gd.canonical_edges([2, 0, 0, 1, 3, 0], [1, 1, 1, 1, 0, 2], 4,
-                              symmetrize=True, drop_self_loops=True)
+    s, r = tasks.canonical_edges([2, 0, 0, 1, 3, 0], [1, 1, 1, 1, 0, 2], 4,
+                                 symmetrize=True, drop_self_loops=True)
     assert list(zip(s.tolist(), r.tolist())) == [
         (0, 1), (0, 2), (0, 3), (1, 0), (1, 2), (2, 0), (2, 1), (3, 0)]
-    s, r = gd.canonical_edges(np.zeros(0, np.int64), np.zeros(0, np.int64), 3)
+    s, r = tasks.canonical_edges(np.zeros(0, np.int64), np.zeros(0, np.int64), 3)
     assert s.shape == r.shape == (0,)
     with pytest.raises(ValueError, match=r"node ids must lie in 0 \.\. 3"):
-        gd.canonical_edges([0, 4], [1, 2], 4)
+        tasks.canonical_edges([0, 4], [1, 2], 4)
     with pytest.raises(ValueError, match="must be integers"):
-        gd.canonical_edges([0.0], [1.0], 4)
+        tasks.canonical_edges([0.0], [1.0], 4)
 
 
 # ------------------------------------------------------------------- containers
 
 
 def small_node_graph(**changes):
-    s, r = gd.canonical_edges([0, 1, 2], [1, 2, 3], 4, symmetrize=True)
+    s, r = tasks.canonical_edges([0, 1, 2], [1, 2, 3], 4, symmetrize=True)
     fields = dict(features=np.ones((4, 3), np.float32), senders=s, receivers=r,
                   labels=np.array([0, 1, 0, 0], np.int32), name="tiny",
                   anomaly_kind=np.array([0, 2, 0, 0], np.int8))
     fields.update(changes)
-    return gd.NodeGraph(**fields)
+    return tasks.NodeGraph(**fields)
 
 
 def test_node_graph_properties_and_checks():
@@ -87,9 +88,9 @@ def test_node_graph_properties_and_checks():
 
 
 def test_graph_set_checks_and_subset():
-    triangle = gd.canonical_edges([0, 1, 2], [1, 2, 0], 3, symmetrize=True)
-    edge = gd.canonical_edges([0], [1], 2, symmetrize=True)
-    graphs = gd.GraphSet(
+    triangle = tasks.canonical_edges([0, 1, 2], [1, 2, 0], 3, symmetrize=True)
+    edge = tasks.canonical_edges([0], [1], 2, symmetrize=True)
+    graphs = tasks.GraphSet(
         features=[np.ones((3, 2), np.float32), np.zeros((2, 2), np.float32),
                   np.ones((3, 2), np.float32)],
         senders=[triangle[0], edge[0], triangle[0]],
@@ -108,18 +109,18 @@ def test_graph_set_checks_and_subset():
     with pytest.raises(ValueError, match="at least one graph index"):
         graphs.subset([])
     with pytest.raises(ValueError, match="features\\[1\\] has 3 features per node"):
-        gd.GraphSet((np.ones((3, 2), np.float32), np.ones((2, 3), np.float32)),
-                    (triangle[0], edge[0]), (triangle[1], edge[1]),
-                    np.array([0, 1], np.int32), "bad")
+        tasks.GraphSet((np.ones((3, 2), np.float32), np.ones((2, 3), np.float32)),
+                       (triangle[0], edge[0]), (triangle[1], edge[1]),
+                       np.array([0, 1], np.int32), "bad")
     with pytest.raises(ValueError, match=r"graph 1: senders/receivers hold node ids from 0 to 2"):
-        gd.GraphSet((np.ones((3, 2), np.float32), np.ones((2, 2), np.float32)),
-                    (triangle[0], triangle[0]), (triangle[1], triangle[1]),
-                    np.array([0, 1], np.int32), "bad")
+        tasks.GraphSet((np.ones((3, 2), np.float32), np.ones((2, 2), np.float32)),
+                       (triangle[0], triangle[0]), (triangle[1], triangle[1]),
+                       np.array([0, 1], np.int32), "bad")
     with pytest.raises(ValueError, match="n_classes must be an integer above every label"):
-        gd.GraphSet((np.ones((3, 2), np.float32),), (triangle[0],), (triangle[1],),
-                    np.array([2], np.int32), "bad", n_classes=2)
+        tasks.GraphSet((np.ones((3, 2), np.float32),), (triangle[0],), (triangle[1],),
+                       np.array([2], np.int32), "bad", n_classes=2)
     with pytest.raises(ValueError, match="one entry per graph"):
-        gd.GraphSet((np.ones((3, 2), np.float32),), (), (), np.array([0], np.int32), "bad")
+        tasks.GraphSet((np.ones((3, 2), np.float32),), (), (), np.array([0], np.int32), "bad")
 
 
 # ---------------------------------------------------------- generated anomaly graph
@@ -127,7 +128,7 @@ def test_graph_set_checks_and_subset():
 
 @pytest.fixture(scope="module")
 def benchmark():
-    return gd.anomaly_benchmark()
+    return tasks.anomaly_benchmark()
 
 
 def test_anomaly_benchmark_structure(benchmark):
@@ -153,7 +154,7 @@ def test_anomaly_benchmark_structure(benchmark):
 def test_contextual_anomalies_take_far_features_of_other_nodes(benchmark):
     g = benchmark
     # The same seed without contextual nodes draws the same edges and original features.
-    plain = gd.anomaly_benchmark(n_contextual=0)
+    plain = tasks.anomaly_benchmark(n_contextual=0)
     np.testing.assert_array_equal(plain.senders, g.senders)
     np.testing.assert_array_equal(plain.receivers, g.receivers)
     base = plain.features
@@ -170,8 +171,8 @@ def test_contextual_anomalies_take_far_features_of_other_nodes(benchmark):
 
 def test_anomaly_benchmark_communities_and_reproducibility():
     n, k, ratio = 4000, 4, 8.0
-    g = gd.anomaly_benchmark(n, n_cliques=0, n_contextual=0, seed=5, n_communities=k,
-                             p_in_ratio=ratio)
+    g = tasks.anomaly_benchmark(n, n_cliques=0, n_contextual=0, seed=5, n_communities=k,
+                                p_in_ratio=ratio)
     assert g.n_anomalies == 0 and g.name == "sbm_anomaly_n4000_seed5"
     community = np.repeat(np.arange(k), n // k)
     same = community[g.senders] == community[g.receivers]
@@ -183,10 +184,10 @@ def test_anomaly_benchmark_communities_and_reproducibility():
     means = np.stack([g.features[community == c].mean(axis=0) for c in range(k)])
     spread = np.linalg.norm(means[:, None] - means[None], axis=-1)[np.triu_indices(k, 1)]
     assert spread.min() > 3.0
-    again = gd.anomaly_benchmark(n, n_cliques=0, n_contextual=0, seed=5, n_communities=k,
-                                 p_in_ratio=ratio)
-    other = gd.anomaly_benchmark(n, n_cliques=0, n_contextual=0, seed=6, n_communities=k,
-                                 p_in_ratio=ratio)
+    again = tasks.anomaly_benchmark(n, n_cliques=0, n_contextual=0, seed=5, n_communities=k,
+                                    p_in_ratio=ratio)
+    other = tasks.anomaly_benchmark(n, n_cliques=0, n_contextual=0, seed=6, n_communities=k,
+                                    p_in_ratio=ratio)
     for field in ("features", "senders", "receivers", "labels"):
         np.testing.assert_array_equal(getattr(g, field), getattr(again, field))
     assert not np.array_equal(g.features, other.features)
@@ -196,8 +197,8 @@ def test_anomaly_benchmark_communities_and_reproducibility():
 @pytest.mark.parametrize("n_nodes, degree", [(50, 6.0), (200, 30.0), (1000, 10.0),
                                              (5000, 4.0)])
 def test_anomaly_benchmark_sizes_and_degree(n_nodes, degree):
-    g = gd.anomaly_benchmark(n_nodes, mean_degree=degree, n_cliques=0, seed=1,
-                             n_contextual=n_nodes // 20)
+    g = tasks.anomaly_benchmark(n_nodes, mean_degree=degree, n_cliques=0, seed=1,
+                                n_contextual=n_nodes // 20)
     assert g.n_nodes == n_nodes and g.n_anomalies == n_nodes // 20
     assert abs(g.n_edges / n_nodes - degree) < 0.15 * degree
     assert_canonical(g.senders, g.receivers, n_nodes)
@@ -207,22 +208,22 @@ def test_anomaly_benchmark_sizes_and_degree(n_nodes, degree):
 def test_distinct_sample(population, count):
     # Sparse (Floyd), intermediate (draws with replacement, tops up) and dense branches.
     rng = np.random.default_rng(0)
-    sample = gd._distinct_sample(rng, population, count)
+    sample = _generate._distinct_sample(rng, population, count)
     assert sample.shape == (count,) and np.unique(sample).size == count
     assert sample.min() >= 0 and sample.max() < population
-    np.testing.assert_array_equal(sample, gd._distinct_sample(np.random.default_rng(0),
-                                                              population, count))
+    np.testing.assert_array_equal(sample, _generate._distinct_sample(np.random.default_rng(0),
+                                                                     population, count))
 
 
 def test_triangle_pairs_enumerate_every_pair_once():
     m = 300
-    i, j = gd._triangle_pairs(np.arange(m * (m - 1) // 2))
+    i, j = _generate._triangle_pairs(np.arange(m * (m - 1) // 2))
     assert np.all((0 <= j) & (j < i) & (i < m))
     assert np.unique(i * m + j).size == m * (m - 1) // 2
 
 
 def test_anomaly_benchmark_100k_nodes():
-    g = gd.anomaly_benchmark(100_000)
+    g = tasks.anomaly_benchmark(100_000)
     assert g.features.shape == (100_000, 32) and g.labels.shape == (100_000,)
     # round(0.025 * 100000 / 15) = 167 cliques: 2505 structural and 2505 contextual.
     assert np.bincount(g.anomaly_kind).tolist() == [94_990, 2505, 2505]
@@ -245,14 +246,14 @@ def test_anomaly_benchmark_argument_errors():
     ]
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
-            gd.anomaly_benchmark(**kwargs)
+            tasks.anomaly_benchmark(**kwargs)
 
 
 def test_anomaly_benchmark_float_node_count(no_runtime_types):
     # no_runtime_types: 100.0 is not an `int`, which the suite's run-time type checks
     # would refuse before anomaly_benchmark's own message, the one users get.
     with pytest.raises(ValueError, match="n_nodes must be an integer"):
-        gd.anomaly_benchmark(n_nodes=100.0)
+        tasks.anomaly_benchmark(n_nodes=100.0)
 
 
 # -------------------------------------------------------------------------------- CSL
@@ -265,14 +266,14 @@ def adjacency(senders, receivers, n):
 
 
 def test_csl_graphs():
-    csl = gd.csl_graphs()
+    csl = tasks.csl_graphs()
     assert (csl.n_graphs, csl.n_classes, csl.n_features, csl.max_nodes, csl.name) == (
         150, 10, 1, 41, "CSL")
     assert np.bincount(csl.labels).tolist() == [15] * 10
-    base = [gd.canonical_edges(np.tile(np.arange(41), 2),
-                               np.concatenate([(np.arange(41) + 1) % 41,
-                                               (np.arange(41) + s) % 41]),
-                               41, symmetrize=True) for s in gd.CSL_SKIPS]
+    base = [tasks.canonical_edges(np.tile(np.arange(41), 2),
+                                  np.concatenate([(np.arange(41) + 1) % 41,
+                                                  (np.arange(41) + s) % 41]),
+                                  41, symmetrize=True) for s in tasks.CSL_SKIPS]
     spectra = [np.linalg.eigvalsh(adjacency(*edges, 41)) for edges in base]
     # The classes are not isomorphic (distinct spectra), and every graph's spectrum is
     # its class's: a relabelling cannot change it.
@@ -297,7 +298,7 @@ def test_csl_graphs():
 
 
 def test_csl_seeds():
-    a, b, c = gd.csl_graphs(seed=0), gd.csl_graphs(seed=0), gd.csl_graphs(seed=1)
+    a, b, c = tasks.csl_graphs(seed=0), tasks.csl_graphs(seed=0), tasks.csl_graphs(seed=1)
     for g in range(150):
         np.testing.assert_array_equal(a.senders[g], b.senders[g])
         np.testing.assert_array_equal(a.receivers[g], b.receivers[g])
@@ -326,7 +327,7 @@ def write_fraud(path, n=6, **overrides):
 
 def test_load_fraud_mat_round_trip(tmp_path):
     path = write_fraud(tmp_path / "YelpChi.mat")
-    g = gd.load_fraud_mat(path)
+    g = tasks.load_fraud_mat(path)
     assert g.name == "YelpChi" and g.anomaly_kind is None
     assert (g.n_nodes, g.n_features, g.n_anomalies) == (6, 3, 2)
     np.testing.assert_array_equal(g.features, np.arange(18, dtype=np.float32).reshape(6, 3))
@@ -335,29 +336,29 @@ def test_load_fraud_mat_round_trip(tmp_path):
     expected = {(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)}
     assert edge_set(g.senders, g.receivers) == expected | {(b, a) for a, b in expected}
     assert_canonical(g.senders, g.receivers, 6)
-    other = gd.load_fraud_mat(str(path), relation="net_rur")
+    other = tasks.load_fraud_mat(str(path), relation="net_rur")
     assert edge_set(other.senders, other.receivers) == {(0, 5), (5, 0)}
     # Dense features and an (N, 1) label read the same.
     path = write_fraud(tmp_path / "Amazon.mat", features=np.arange(18.0).reshape(6, 3),
                        label=np.array([[0], [1], [0], [0], [1], [0]]))
-    g2 = gd.load_fraud_mat(path)
+    g2 = tasks.load_fraud_mat(path)
     np.testing.assert_array_equal(g2.features, g.features)
     assert g2.labels.tolist() == g.labels.tolist() and g2.name == "Amazon"
 
 
 def test_load_fraud_mat_errors(tmp_path):
     with pytest.raises(ValueError, match="does not exist; YelpChi.mat and Amazon.mat"):
-        gd.load_fraud_mat(tmp_path / "missing.mat")
+        tasks.load_fraud_mat(tmp_path / "missing.mat")
     junk = tmp_path / "junk.mat"
     junk.write_bytes(b"this is not a MATLAB file at all" * 8)
     with pytest.raises(ValueError, match="is not a MATLAB .mat file"):
-        gd.load_fraud_mat(junk)
+        tasks.load_fraud_mat(junk)
     path = write_fraud(tmp_path / "a.mat")
     with pytest.raises(ValueError, match=r"no key 'net_upu' \(relation= .*keys are "
                                          r"\['features', 'homo', 'label', 'net_rur'\]"):
-        gd.load_fraud_mat(path, relation="net_upu")
+        tasks.load_fraud_mat(path, relation="net_upu")
     with pytest.raises(ValueError, match="no key 'label'"):
-        gd.load_fraud_mat(write_fraud(tmp_path / "b.mat", label=None))
+        tasks.load_fraud_mat(write_fraud(tmp_path / "b.mat", label=None))
     cases = [
         (dict(homo=scipy.sparse.csc_matrix((6, 5))),
          r"must be square, N x N \(got shape \(6, 5\)\)"),
@@ -371,7 +372,7 @@ def test_load_fraud_mat_errors(tmp_path):
     ]
     for i, (overrides, message) in enumerate(cases):
         with pytest.raises(ValueError, match=message):
-            gd.load_fraud_mat(write_fraud(tmp_path / f"case{i}.mat", **overrides))
+            tasks.load_fraud_mat(write_fraud(tmp_path / f"case{i}.mat", **overrides))
 
 
 # ------------------------------------------------------------------------ TU data sets
@@ -399,7 +400,7 @@ def write_tu(folder, name="TOY", **overrides):
 
 
 def test_load_tu(tmp_path):
-    graphs = gd.load_tu(write_tu(tmp_path / "TOY"))
+    graphs = tasks.load_tu(write_tu(tmp_path / "TOY"))
     assert graphs.name == "TOY"
     assert (graphs.n_graphs, graphs.n_classes, graphs.n_features) == (3, 2, 5)
     assert graphs.labels.tolist() == [0, 1, 0]
@@ -416,11 +417,11 @@ def test_load_tu(tmp_path):
         np.float32))
     np.testing.assert_array_equal(graphs.features[2][:, 2:], [[0, 0, 1], [0, 0, 1], [1, 0, 0]])
     # Without the optional files: the constant feature; an explicit name.
-    plain = gd.load_tu(write_tu(tmp_path / "folder", name="DS", node_labels=None,
-                                node_attributes=None), name="DS")
+    plain = tasks.load_tu(write_tu(tmp_path / "folder", name="DS", node_labels=None,
+                                   node_attributes=None), name="DS")
     assert plain.name == "DS" and plain.n_features == 1
     assert all(np.all(x == 1.0) for x in plain.features)
-    only_labels = gd.load_tu(write_tu(tmp_path / "L", name="L", node_attributes=None))
+    only_labels = tasks.load_tu(write_tu(tmp_path / "L", name="L", node_attributes=None))
     assert only_labels.n_features == 3
 
 
@@ -451,19 +452,19 @@ def test_load_tu(tmp_path):
 ])
 def test_load_tu_errors(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
-        gd.load_tu(write_tu(tmp_path / "TOY", **overrides))
+        tasks.load_tu(write_tu(tmp_path / "TOY", **overrides))
 
 
 def test_load_tu_missing_files(tmp_path):
     folder = write_tu(tmp_path / "folder", name="MUTAG")
     with pytest.raises(ValueError, match=r"folder_A.txt is missing.*"
                                          r"data set\(s\) \['MUTAG'\]: pass name="):
-        gd.load_tu(folder)
+        tasks.load_tu(folder)
     (folder / "MUTAG_graph_labels.txt").unlink()
     with pytest.raises(ValueError, match="MUTAG_graph_labels.txt is missing"):
-        gd.load_tu(folder, name="MUTAG")
+        tasks.load_tu(folder, name="MUTAG")
     with pytest.raises(ValueError, match="is not a folder"):
-        gd.load_tu(tmp_path / "nowhere")
+        tasks.load_tu(tmp_path / "nowhere")
 
 
 # --------------------------------------------------------------------------- splits
@@ -477,7 +478,7 @@ def anomaly_labels():
 
 def test_stratified_splits():
     labels = anomaly_labels()
-    splits = gd.stratified_splits(labels, 0.4, n_splits=3, seed=7)
+    splits = tasks.stratified_splits(labels, 0.4, n_splits=3, seed=7)
     assert len(splits) == 3
     for split in splits:
         parts = [split["train"], split["val"], split["test"]]
@@ -487,14 +488,14 @@ def test_stratified_splits():
         assert [np.bincount(labels[p], minlength=2).tolist() for p in parts] == [
             [764, 36], [382, 18], [764, 36]]
     assert not np.array_equal(splits[0]["train"], splits[1]["train"])
-    again = gd.stratified_splits(labels, 0.4, n_splits=3, seed=7)
+    again = tasks.stratified_splits(labels, 0.4, n_splits=3, seed=7)
     for a, b in zip(splits, again):
         for key in ("train", "val", "test"):
             np.testing.assert_array_equal(a[key], b[key])
     # 1% training, the paper's low-label setting: one anomaly (of 90) in training.
-    low = gd.stratified_splits(labels, 0.01, n_splits=1)[0]
+    low = tasks.stratified_splits(labels, 0.01, n_splits=1)[0]
     assert np.bincount(labels[low["train"]]).tolist() == [19, 1]
-    given = gd.stratified_splits(labels, 0.01, val_ratio=0.09, n_splits=1)[0]
+    given = tasks.stratified_splits(labels, 0.01, val_ratio=0.09, n_splits=1)[0]
     assert [len(given[k]) for k in ("train", "val", "test")] == [20, 180, 1800]
 
 
@@ -502,22 +503,22 @@ def test_stratified_split_errors():
     labels = anomaly_labels()
     with pytest.raises(ValueError, match=r"train_ratio=0.001 is too small: class 1 has 90 "
                                          r"nodes, so its training part would be empty"):
-        gd.stratified_splits(labels, 0.001)
+        tasks.stratified_splits(labels, 0.001)
     with pytest.raises(ValueError, match=r"validation share \(1 - train_ratio\) / 3 = 0.0033"):
-        gd.stratified_splits(labels, 0.99)
+        tasks.stratified_splits(labels, 0.99)
     with pytest.raises(ValueError, match="the test share .* is too small"):
-        gd.stratified_splits(labels, 0.5, val_ratio=0.495)
+        tasks.stratified_splits(labels, 0.5, val_ratio=0.495)
     with pytest.raises(ValueError, match="leaves no test nodes"):
-        gd.stratified_splits(labels, 0.5, val_ratio=0.5)
+        tasks.stratified_splits(labels, 0.5, val_ratio=0.5)
     with pytest.raises(ValueError, match=r"train_ratio must be a number in \(0.0, 1.0\)"):
-        gd.stratified_splits(labels, 1.0)
+        tasks.stratified_splits(labels, 1.0)
     with pytest.raises(ValueError, match="labels must be a non-empty 1-D integer array"):
-        gd.stratified_splits(labels.astype(float), 0.4)
+        tasks.stratified_splits(labels.astype(float), 0.4)
 
 
 def test_cross_validation_folds():
     labels = np.repeat(np.arange(3), [30, 23, 17]).astype(np.int32)
-    folds = gd.cross_validation_folds(labels, n_folds=10, seed=2, val_fraction=0.1)
+    folds = tasks.cross_validation_folds(labels, n_folds=10, seed=2, val_fraction=0.1)
     tests = np.concatenate([f["test"] for f in folds])
     np.testing.assert_array_equal(np.sort(tests), np.arange(70))       # a partition
     for fold in folds:
@@ -530,26 +531,26 @@ def test_cross_validation_folds():
         rest = np.bincount(labels[np.concatenate([train, val])], minlength=3)
         expected_val = np.floor(0.1 * rest + 0.5).astype(int)
         assert np.bincount(labels[val], minlength=3).tolist() == expected_val.tolist()
-    again = gd.cross_validation_folds(labels, n_folds=10, seed=2, val_fraction=0.1)
-    other = gd.cross_validation_folds(labels, n_folds=10, seed=3, val_fraction=0.1)
+    again = tasks.cross_validation_folds(labels, n_folds=10, seed=2, val_fraction=0.1)
+    other = tasks.cross_validation_folds(labels, n_folds=10, seed=3, val_fraction=0.1)
     assert all(np.array_equal(a["val"], b["val"]) for a, b in zip(folds, again))
     assert not all(np.array_equal(a["test"], b["test"]) for a, b in zip(folds, other))
-    no_val = gd.cross_validation_folds(labels, n_folds=5, val_fraction=0.0)
+    no_val = tasks.cross_validation_folds(labels, n_folds=5, val_fraction=0.0)
     assert all(f["val"].size == 0 and f["train"].size == 56 for f in no_val)
-    csl = gd.cross_validation_folds(gd.csl_graphs().labels)
+    csl = tasks.cross_validation_folds(tasks.csl_graphs().labels)
     assert [len(f["test"]) for f in csl] == [15] * 10
-    assert all(np.bincount(gd.csl_graphs().labels[f["val"]]).tolist() == [1] * 10 for f in csl)
+    assert all(np.bincount(tasks.csl_graphs().labels[f["val"]]).tolist() == [1] * 10 for f in csl)
 
 
 def test_cross_validation_errors():
     labels = np.repeat(np.arange(2), [20, 8])
     with pytest.raises(ValueError, match="class 1 has 8 graphs, fewer than n_folds=10"):
-        gd.cross_validation_folds(labels)
+        tasks.cross_validation_folds(labels)
     with pytest.raises(ValueError, match="val_fraction=0.05 is too small: class 1 has 6 graphs"):
-        gd.cross_validation_folds(labels, n_folds=4, val_fraction=0.05)
+        tasks.cross_validation_folds(labels, n_folds=4, val_fraction=0.05)
     with pytest.raises(ValueError, match="val_fraction=0.95 is too large: it takes all 6"):
-        gd.cross_validation_folds(labels, n_folds=4, val_fraction=0.95)
+        tasks.cross_validation_folds(labels, n_folds=4, val_fraction=0.95)
     with pytest.raises(ValueError, match=r"val_fraction must be a number in \[0.0, 1.0\)"):
-        gd.cross_validation_folds(labels, n_folds=4, val_fraction=1.0)
+        tasks.cross_validation_folds(labels, n_folds=4, val_fraction=1.0)
     with pytest.raises(ValueError, match="n_folds must be an integer >= 2"):
-        gd.cross_validation_folds(labels, n_folds=1)
+        tasks.cross_validation_folds(labels, n_folds=1)

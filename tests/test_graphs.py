@@ -98,7 +98,7 @@ def test_gcn_propagation_equals_the_normalised_adjacency():
     a_hat = adjacency + np.eye(n)
     d = 1 / np.sqrt(a_hat.sum(1))
     expected = d[:, None] * a_hat * d[None] @ h
-    from et_ode.tasks._graph_models import _gcn_propagate
+    from et_ode.tasks.graphs._models import _gcn_propagate
 
     got = _gcn_propagate(jnp.asarray(h), jnp.asarray(senders), jnp.asarray(receivers))
     np.testing.assert_allclose(got, expected, rtol=1e-12)
@@ -127,7 +127,7 @@ def test_laplacian_positions_and_padded_batches():
 
 
 def test_stratified_batches_keep_the_label_mix():
-    from et_ode.tasks._graph_train import stratified_batches
+    from et_ode.tasks.graphs._train import stratified_batches
 
     labels = np.repeat(np.arange(3), [40, 20, 10])
     train = np.arange(0, 70, 2)  # 20, 10 and 5 graphs of the three classes
@@ -261,7 +261,7 @@ def test_anomaly_loss_weights_anomalies_by_normal_over_anomalous():
     (normal / anomalous training nodes), under which both classes weigh the same in
     total, and the loss is the weighted mean of the per-node cross-entropies over the
     training nodes only."""
-    from et_ode.tasks import _graph_train
+    from et_ode.tasks.graphs import _train as graph_train
 
     config = tasks.GraphTrainConfig.from_dict(TINY)
     graph = tasks.load_node_graph(config)
@@ -278,9 +278,9 @@ def test_anomaly_loss_weights_anomalies_by_normal_over_anomalous():
         raise Captured
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_graph_train, "anomaly_step", capture)
+        patch.setattr(graph_train, "anomaly_step", capture)
         with pytest.raises(Captured):
-            _graph_train.train_detector(config, "mlp", graph, split, "weight")
+            graph_train.train_detector(config, "mlp", graph, split, "weight")
     labels = graph.labels[split["train"]]
     n_anomalies, n_normal = int(labels.sum()), int((labels == 0).sum())
     assert n_anomalies >= 2 and n_normal > 2 * n_anomalies  # a weight that matters (3 here)
@@ -288,7 +288,7 @@ def test_anomaly_loss_weights_anomalies_by_normal_over_anomalous():
     train = np.asarray(seen["args"][4])
     assert train.sum() == len(split["train"]) and train[split["train"]].all()
     # the loss: the weighted mean over training nodes, anomalies weighted pos_weight
-    loss = float(_graph_train._anomaly_loss(seen["model"], *seen["args"], seen["pos_weight"]))
+    loss = float(graph_train._anomaly_loss(seen["model"], *seen["args"], seen["pos_weight"]))
     z = np.asarray(seen["model"].logits(*seen["args"][:3]), np.float64)[split["train"]]
     softplus = lambda v: np.logaddexp(0.0, v)  # noqa: E731
     w = seen["pos_weight"]
@@ -355,7 +355,7 @@ def test_classification_cross_validation_end_to_end(tmp_path):
     test accuracy is that of the model its own validation split chose (the latest best
     of the logged validation accuracies), the mean and std over folds in the table, and
     the chosen model independent of the test fold."""
-    from et_ode.tasks._graph_train import train_classifier
+    from et_ode.tasks.graphs._train import train_classifier
 
     raw = _classification_config(_write_tu_rings_and_paths(tmp_path / "RINGS"))
     config_path, out = tmp_path / "tu.toml", tmp_path / "bench"
@@ -404,7 +404,7 @@ def test_classification_cross_validation_end_to_end(tmp_path):
 def test_fit_and_select_keeps_the_latest_best_on_ties():
     """Selection by the validation metric alone, every `eval_every` steps and at the
     last step; of equal values the later model (trained longer) is kept."""
-    from et_ode.tasks._graph_train import _optimizer, fit_and_select
+    from et_ode.tasks.graphs._train import _optimizer, fit_and_select
 
     config = tasks.GraphTrainConfig.from_dict(
         {**TINY, "training": {"steps": 7, "warmup_steps": 1, "eval_every": 2}})
@@ -507,7 +507,7 @@ def test_resume_keeps_the_metrics_of_finished_runs_only(tmp_path):
     line cut short by the interruption), the finished runs' stay."""
     import json
 
-    from et_ode.tasks._graph_train import _keep_finished_metrics
+    from et_ode.tasks.graphs._train import _keep_finished_metrics
 
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "done.json").write_text("{}")

@@ -1,6 +1,6 @@
 """The architecture, enforced: layers import only downwards, no import cycles, no reaching
-into another package's private (underscore) modules, and imports inside functions only
-for heavy optional dependencies. Parses the source; imports nothing of the project."""
+into another package's private (underscore) modules, the rooms of `et_ode.tasks` apart,
+and imports inside functions only for heavy optional dependencies. Parses the source; imports nothing of the project."""
 
 import ast
 from pathlib import Path
@@ -19,18 +19,28 @@ FOLDERS = {
 }
 
 # Lower number = lower layer. A module may import project modules of its own layer or
-# below; `solvers` additionally imports nothing of the model.
+# below; `solvers` additionally imports nothing of the model. A module belongs to the
+# first prefix it matches (the rooms before their home package).
 LAYERS = [
     ("et_ode.records", 0),   # atomic writes, package versions: used by every layer
     ("et_ode.vocab", 0),     # the named choices (flows, adjoints, activations)
     ("et_ode.core", 1),      # the model
     ("et_ode.solvers", 1),   # generic, model-free
-    ("et_ode.tasks", 2),     # images (graphs next): encoders, data, training, checkpoints
+    ("et_ode.tasks.images", 2),  # room: masked image completion
+    ("et_ode.tasks.graphs", 2),  # room: node anomaly detection, graph classification
+    ("et_ode.tasks", 2),     # the shared pieces: checkpoints, dynamics, schema, shipped models
     ("et_ode.analysis", 3),  # studies
     ("et_ode.cli", 4),       # applications
     ("benchmarks", 4),
     ("paper_figures", 4),
 ]
+
+# The rooms of a package, each a subpackage for one task, and their home package. A room
+# imports its own modules and the home's shared modules (private ones included), never
+# another room; the home's shared modules import no room; only the home package itself
+# (its `__init__`, which exports every public name) imports from the rooms' private
+# modules.
+ROOMS = {"et_ode.tasks.images": "et_ode.tasks", "et_ode.tasks.graphs": "et_ode.tasks"}
 
 # Imports allowed inside functions, each with its reason.
 DEFERRED_OK = {
@@ -156,6 +166,25 @@ def layer_problems(imports) -> list[str]:
     return problems
 
 
+def _room(module: str):
+    """The room (a key of `ROOMS`) that `module` is in, `None` if none."""
+    for room in ROOMS:
+        if module == room or module.startswith(room + "."):
+            return room
+    return None
+
+
+def _private_allowed(package: str, parent: str) -> bool:
+    """Whether modules of `package` may import the private modules of `parent`: their
+    own, and across a room and its home (a room uses the home's shared modules; the
+    home package exports the rooms' names)."""
+    if parent == package:
+        return True
+    if _room(package) == package and ROOMS[package] == parent:
+        return True
+    return _room(parent) == parent and ROOMS[parent] == package
+
+
 def private_problems(imports, packages) -> list[str]:
     """`packages`: module -> whether it is a package (`__init__.py`)."""
     problems = []
@@ -165,8 +194,26 @@ def private_problems(imports, packages) -> list[str]:
             if not _project(target):
                 continue
             parent, _, leaf = target.rpartition(".")
-            if leaf.startswith("_") and parent != package:
+            if leaf.startswith("_") and not _private_allowed(package, parent):
                 problems.append(f"{module}:{line} imports the private module {target}")
+    return problems
+
+
+def room_problems(imports) -> list[str]:
+    """A room importing another room, or a shared module of a home importing a room."""
+    problems = []
+    for module, found in imports.items():
+        own = _room(module)
+        for target, line, _ in found:
+            theirs = _room(target)
+            if theirs is None or theirs == own:
+                continue
+            if own is not None:
+                problems.append(f"{module}:{line}: the room {own} imports the room {theirs} "
+                                f"({target}); move what both use to {ROOMS[own]}")
+            elif module.startswith(ROOMS[theirs] + ".") and module != ROOMS[theirs]:
+                problems.append(f"{module}:{line}: a shared module of {ROOMS[theirs]} "
+                                f"imports the room {theirs} ({target})")
     return problems
 
 
@@ -219,6 +266,12 @@ def test_no_private_module_of_another_package():
     assert not problems, "\n".join(problems)
 
 
+def test_rooms_import_neither_each_other_nor_from_the_shared_modules():
+    assert all(room in MODULES for room in ROOMS)
+    problems = room_problems(ALL_IMPORTS)
+    assert not problems, "\n".join(problems)
+
+
 def test_no_import_cycles():
     # The package `et_ode` itself is lazy (PEP 562): importing it loads no submodule.
     assert not [t for t, _, deferred in ALL_IMPORTS["et_ode"] if _project(t)]
@@ -243,6 +296,12 @@ def test_the_checks_catch_planted_imports():
         "et_ode.core._planted": "from et_ode.solvers import solve\n",
         "et_ode.tasks._cycle_a": "from et_ode.tasks import _cycle_b\n",
         "et_ode.tasks._cycle_b": "from et_ode.tasks import _cycle_a\n",
+        "et_ode.tasks.graphs._planted": (
+            "from et_ode.tasks.images import _config\n"   # the other room, private
+            "from et_ode.tasks import _checkpoint\n"      # the home's shared module: fine
+            "from et_ode.tasks.images import MaskedImageET\n"),  # the other room
+        "et_ode.tasks._planted_shared": "from et_ode.tasks import graphs\n",  # a room
+        "et_ode.core._planted_private": "from et_ode.tasks import _checkpoint\n",
         "et_ode.plugins": "import jax\n",                     # no layer
     }
     imports = dict(ALL_IMPORTS)
@@ -260,7 +319,17 @@ def test_the_checks_catch_planted_imports():
     assert any("solvers must import no model code (et_ode.core" in p for p in layers)
     assert any(p.startswith("et_ode.core._planted:1: the model does not depend") for p in layers)
     assert private_problems(imports, packages) == [
-        "et_ode.solvers._planted:2 imports the private module et_ode.analysis._stability"]
+        "et_ode.solvers._planted:2 imports the private module et_ode.analysis._stability",
+        "et_ode.tasks.graphs._planted:1 imports the private module et_ode.tasks.images._config",
+        "et_ode.core._planted_private:1 imports the private module et_ode.tasks._checkpoint"]
+    assert room_problems(imports) == [
+        "et_ode.tasks.graphs._planted:1: the room et_ode.tasks.graphs imports the room "
+        "et_ode.tasks.images (et_ode.tasks.images._config); move what both use to "
+        "et_ode.tasks",
+        "et_ode.tasks.graphs._planted:3: the room et_ode.tasks.graphs imports the room "
+        "et_ode.tasks.images (et_ode.tasks.images); move what both use to et_ode.tasks",
+        "et_ode.tasks._planted_shared:1: a shared module of et_ode.tasks imports the room "
+        "et_ode.tasks.graphs (et_ode.tasks.graphs)"]
     assert cycle_problems(imports) == [
         "et_ode.tasks._cycle_a -> et_ode.tasks._cycle_b -> et_ode.tasks._cycle_a"]
     assert deferred_problems(imports, EXEMPT) == [

@@ -506,7 +506,7 @@ def test_a_solve_failing_at_the_first_step_is_one_line(monkeypatch, tmp_path, ca
     result to keep) ends in the same one line, not a traceback."""
     import equinox as eqx
 
-    from et_ode.tasks import _train
+    from et_ode.tasks.images import _train
 
     def failing_step(*args, **kwargs):
         raise eqx.EquinoxRuntimeError("a non-finite state")

@@ -18,9 +18,13 @@ import pytest
 
 import et_ode
 from conftest import ROOT, SUITE_XLA_FLAGS, given_xla_flags
-from et_ode.tasks import config_from_header, held_out_split
-from et_ode.tasks._checkpoint import read_checkpoint
-from et_ode.tasks._zoo import SHIPPED, shipped_path
+from et_ode.tasks import (
+    SHIPPED,
+    config_from_header,
+    held_out_split,
+    read_checkpoint,
+    shipped_path,
+)
 
 # Run in both processes: a tiny float64 model (the shapes of conftest.make_model), a
 # constant-step solve and a gradient through it, and an adaptive solve of the smooth
@@ -54,8 +58,8 @@ def tiny_numbers():
 
 DEFAULT_COMPILER = TINY_NUMBERS + """
 import json
-from et_ode.tasks import eval_masks, evaluate_model, held_out_split, load_model_and_config
-from et_ode.tasks._zoo import SHIPPED
+from et_ode.tasks import (SHIPPED, eval_masks, evaluate_model, held_out_split,
+                          load_model_and_config)
 
 jax.config.update("jax_enable_x64", True)  # as the suite
 mse = {}

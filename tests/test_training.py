@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import et_ode
-from et_ode.tasks._checkpoint import read_checkpoint
+from et_ode.tasks import read_checkpoint
 
 TINY = et_ode.TrainConfig(
     model=et_ode.ImageModelConfig(dim=16, n_heads=2, head_dim=8, n_memories=32),
@@ -79,8 +79,7 @@ def test_training_lowers_the_loss(trained):
     evals = [r["eval_masked_mse"] for r in records if "eval_masked_mse" in r]
     assert len(evals) == 2
     # Held-out masked-patch MSE on fixed images and masks: untrained, step 3, step 6.
-    from et_ode.tasks._evaluate import eval_masks
-    from et_ode.tasks._train import held_out_split, new_model
+    from et_ode.tasks import eval_masks, held_out_split, new_model
 
     images = state.model.normalisation.apply(held_out_split(TINY, 8))
     untrained = et_ode.evaluate_model(new_model(TINY, state.model.normalisation), images,
@@ -117,7 +116,7 @@ def test_fine_tune_starts_from_the_source_model(trained, tmp_path):
         training=dataclasses.replace(TINY.training, steps=1, warmup_steps=0,
                                      init_from=str(out / "checkpoint.eqx")),
     )
-    from et_ode.tasks._train import initial_model
+    from et_ode.tasks.images._train import initial_model
 
     start, normalisation = initial_model(fixed_point, None)
     assert normalisation == state.model.normalisation
@@ -134,7 +133,7 @@ def test_fine_tune_starts_from_the_source_model(trained, tmp_path):
 def test_sincos_positions(no_runtime_types):
     # no_runtime_types: "learned" is not a `PositionInit`, refused below by the config's
     # own message (the one users get) rather than by the suite's run-time type checks.
-    from et_ode.tasks._image_model import sincos_positions
+    from et_ode.tasks import sincos_positions
 
     codes = np.asarray(sincos_positions(8, 16))
     assert codes.shape == (64, 16)
@@ -212,7 +211,7 @@ def test_corrupt_and_foreign_checkpoints(trained, tmp_path):
 
 
 def test_export_refuses_to_overwrite(trained, tmp_path):
-    from et_ode.tasks._train import export_model
+    from et_ode.tasks import export_model
 
     out, _ = trained
     with pytest.raises(ValueError, match="exists; pass --force"):

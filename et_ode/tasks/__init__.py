@@ -10,21 +10,64 @@ read by `read_authors_checkpoint`). Graphs: node anomaly detection
 `anomaly_benchmark`, `load_fraud_mat`) and graph classification (`GraphClassifierET`,
 `csl_graphs`, `load_tu`), run by `run_graph_benchmark` from a `GraphTrainConfig`.
 Builds on `et_ode.core` and `et_ode.solvers`.
+
+Layout: one room per task, `images/` and `graphs/`, neither importing the other; beside
+them the pieces both use: the checkpoint format (`_checkpoint`), the dynamics
+(`_dynamics`), config validation and reading (`_schema`), the fields of a core
+(`_core_spec`), the `[training]` limits and the divergence error (`_training`), and the
+shipped models (`_zoo`). Every public name is exported here.
 """
 
-from ._authors import (
+from ._checkpoint import fill, read_checkpoint, save_checkpoint
+from ._dynamics import Dynamics
+from ._schema import json_schema as config_json_schema
+from ._schema import validate_config
+from ._zoo import SHIPPED, SHIPPED_GRAPH, resolve_model_path, shipped_path
+from .graphs._config import (
+    GraphDataConfig,
+    GraphTrainConfig,
+    GraphTrainingConfig,
+    ProtocolConfig,
+    load_graph_config,
+)
+from .graphs._containers import GraphSet, NodeGraph, canonical_edges
+from .graphs._generate import CSL_SKIPS, anomaly_benchmark, csl_graphs
+from .graphs._metrics import accuracy, best_threshold, macro_f1, mean_std, roc_auc
+from .graphs._models import (
+    GCNDetector,
+    GraphBatch,
+    GraphClassifierET,
+    MLPDetector,
+    NodeAnomalyET,
+    graph_batch,
+    laplacian_eigenvectors,
+    new_detector,
+)
+from .graphs._read import load_fraud_mat, load_tu
+from .graphs._spec import GRAPH_MODELS, GraphModelConfig
+from .graphs._splits import cross_validation_folds, stratified_splits
+from .graphs._train import (
+    evaluate_graph_model,
+    load_graph_model,
+    load_graph_set,
+    load_node_graph,
+    run_graph_benchmark,
+    run_part,
+    standardise,
+    table_markdown,
+)
+from .images._authors import (
     FILE_NAME as AUTHORS_FILE_NAME,
 )
-from ._authors import (
+from .images._authors import (
     REPOSITORY as AUTHORS_REPOSITORY,
 )
-from ._authors import (
+from .images._authors import (
     authors_config,
     read_authors_checkpoint,
 )
-from ._checkpoint import fill, read_checkpoint, save_checkpoint
-from ._config import DataConfig, TrainConfig, TrainingConfig, config_from_header, load_config
-from ._data import (
+from .images._config import DataConfig, TrainConfig, TrainingConfig, config_from_header, load_config
+from .images._data import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     SCENES,
@@ -38,8 +81,7 @@ from ._data import (
     scene_crops,
     tfds_images,
 )
-from ._dynamics import Dynamics
-from ._evaluate import (
+from .images._evaluate import (
     EVAL_KEY,
     eval_masks,
     evaluate_baselines,
@@ -49,53 +91,10 @@ from ._evaluate import (
     interpolation_fill,
     mean_fill,
 )
-from ._graph_config import (
-    GraphDataConfig,
-    GraphTrainConfig,
-    GraphTrainingConfig,
-    ProtocolConfig,
-    load_graph_config,
-)
-from ._graph_data import (
-    CSL_SKIPS,
-    GraphSet,
-    NodeGraph,
-    anomaly_benchmark,
-    canonical_edges,
-    cross_validation_folds,
-    csl_graphs,
-    load_fraud_mat,
-    load_tu,
-    stratified_splits,
-)
-from ._graph_metrics import accuracy, best_threshold, macro_f1, mean_std, roc_auc
-from ._graph_models import (
-    GCNDetector,
-    GraphBatch,
-    GraphClassifierET,
-    MLPDetector,
-    NodeAnomalyET,
-    graph_batch,
-    laplacian_eigenvectors,
-    new_detector,
-)
-from ._graph_spec import GRAPH_MODELS, GraphModelConfig
-from ._graph_train import (
-    evaluate_graph_model,
-    load_graph_model,
-    load_graph_set,
-    load_node_graph,
-    run_graph_benchmark,
-    run_part,
-    standardise,
-    table_markdown,
-)
-from ._image_model import MaskedImageET, load_model_and_config, masked_mse, sincos_positions
-from ._image_spec import DECODERS, PATCH_ORDERS, POSITION_INITS, ImageModelConfig
-from ._patches import Masking, patchify, random_masking, unpatchify
-from ._schema import json_schema as config_json_schema
-from ._schema import validate_config
-from ._train import (
+from .images._model import MaskedImageET, load_model_and_config, masked_mse, sincos_positions
+from .images._patches import Masking, patchify, random_masking, unpatchify
+from .images._spec import DECODERS, PATCH_ORDERS, POSITION_INITS, ImageModelConfig
+from .images._train import (
     CHECKPOINT_NAME,
     METRICS_NAME,
     export_model,
@@ -107,7 +106,6 @@ from ._train import (
     train,
     train_step,
 )
-from ._zoo import SHIPPED, SHIPPED_GRAPH, resolve_model_path, shipped_path
 
 __all__ = [
     "config_json_schema", "validate_config",

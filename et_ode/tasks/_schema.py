@@ -7,7 +7,7 @@ dataclasses in strict mode: no string for a number, no bool for a number, no num
 a bool, finite floats only, no unknown section or field. Rules that join several fields
 live in the dataclasses' `__post_init__` and are reported the same way. The JSON Schema
 (`et-ode config-schema`) and the docs page of the config fields are generated from the
-same dataclasses.
+same dataclasses. `read_toml` reads a config file (the document validated here).
 
 Why pydantic (and not msgspec, which is also strict and fast): its errors carry the
 location, the value and the rule for every problem at once, and its JSON Schema keeps
@@ -18,6 +18,8 @@ import dataclasses
 import datetime
 import functools
 import json
+import tomllib
+from pathlib import Path
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 
@@ -119,3 +121,21 @@ def _describe(cls, error: dict) -> str:
         return f"[{section}] must be a table of fields"
     value = json.dumps(error.get("input"))
     return f"[{section}] {field} = {value}: {message[0].lower()}{message[1:]}"
+
+
+def read_toml(path) -> dict:
+    """The tables of a TOML file; a missing file or invalid TOML is a `ValueError`
+    naming the file."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"config file {path} is a folder; give a TOML file (configs/ "
+                         "holds examples).")
+    if not path.is_file():
+        raise ValueError(f"config file {path} does not exist.")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text (TOML files are UTF-8): byte "
+                         f"{error.object[error.start]:#04x} at offset {error.start}.") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"{path}: not valid TOML: {error}") from None

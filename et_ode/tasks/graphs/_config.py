@@ -10,10 +10,10 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
-from ._config import MAX_SEED, MAX_STEPS, check_warmup, read_toml
-from ._dynamics import Dynamics
-from ._graph_spec import ET_TERMS, GRAPH_MODELS, GraphModelConfig, GraphModelName
-from ._schema import config_section, validate_config
+from .._dynamics import Dynamics
+from .._schema import config_section, read_toml, validate_config
+from .._training import MAX_SEED, MAX_STEPS, check_warmup
+from ._spec import ET_TERMS, GRAPH_MODELS, GraphModelConfig, GraphModelName
 
 Task = Literal["anomaly", "classification"]
 Source = Literal["sbm", "fraud_mat", "csl", "tu"]

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._image_model import masked_mse
+from ._model import masked_mse
 from ._patches import Masking, patchify, random_masking, unpatchify
 
 EVAL_KEY = 20230213  # fixed: every model and baseline sees the same masks

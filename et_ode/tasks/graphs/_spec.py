@@ -5,8 +5,8 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
-from ..vocab import ENERGY_TERMS
-from ._core_spec import (
+from ...vocab import ENERGY_TERMS
+from .._core_spec import (
     Beta,
     HeadDim,
     Heads,
@@ -16,7 +16,7 @@ from ._core_spec import (
     Tau,
     TokenDim,
 )
-from ._schema import config_section
+from .._schema import config_section
 
 Positions = Literal["learned", "laplacian", "none"]
 POSITIONS = get_args(Positions)

@@ -2,20 +2,14 @@
 (`_schema`: the dataclasses below, strict types, ranges, cross-field rules)."""
 
 import dataclasses
-import tomllib
-from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ._dynamics import Dynamics
-from ._image_spec import ImageModelConfig
-from ._schema import config_section, validate_config
-
-# JAX counts steps and keys in 32-bit integers without jax_enable_x64: a step beyond
-# 2**31 - 1 overflows; a seed beyond 2**32 - 1 gives the key of a smaller one.
-MAX_STEPS = 2**31 - 1
-MAX_SEED = 2**32 - 1
+from .._dynamics import Dynamics
+from .._schema import config_section, read_toml, validate_config
+from .._training import MAX_SEED, MAX_STEPS, check_warmup
+from ._spec import ImageModelConfig
 
 
 @config_section
@@ -72,12 +66,6 @@ class TrainingConfig:
         check_warmup(self.warmup_steps, self.steps)
 
 
-def check_warmup(warmup_steps: int, steps: int) -> None:
-    """The cross-field rule of every `[training]` section: warmup below the steps."""
-    if warmup_steps >= steps:
-        raise ValueError(f"warmup_steps ({warmup_steps}) must be below steps ({steps})")
-
-
 @config_section
 class TrainConfig:
     """A training config: `[model]`, `[dynamics]`, `[data]`, `[training]`."""
@@ -104,24 +92,6 @@ class TrainConfig:
         """Validate `raw` (tables as read from TOML); `ValueError` naming `source`,
         each section and field, the value and what is allowed."""
         return validate_config(cls, raw, source)
-
-
-def read_toml(path) -> dict:
-    """The tables of a TOML file; a missing file or invalid TOML is a `ValueError`
-    naming the file."""
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"config file {path} is a folder; give a TOML file (configs/ "
-                         "holds examples).")
-    if not path.is_file():
-        raise ValueError(f"config file {path} does not exist.")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text (TOML files are UTF-8): byte "
-                         f"{error.object[error.start]:#04x} at offset {error.start}.") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ValueError(f"{path}: not valid TOML: {error}") from None
 
 
 def load_config(path) -> TrainConfig:

@@ -14,19 +14,20 @@ import numpy as np
 import optax
 from tqdm import tqdm
 
-from ..records import (
+from ...records import (
     filter_json_lines,
     remove_temporaries,
     run_folder_lock,
     versions,
     write_error,
 )
+from .._checkpoint import fill, read_checkpoint, save_checkpoint
+from .._training import diverged, what_failed
 from . import _data
-from ._checkpoint import fill, read_checkpoint, save_checkpoint
 from ._config import TrainConfig, config_from_header
 from ._data import ChannelNormalisation
 from ._evaluate import eval_masks, evaluate_baselines, evaluate_model
-from ._image_model import MaskedImageET
+from ._model import MaskedImageET
 from ._patches import random_masking
 
 CHECKPOINT_NAME = "checkpoint.eqx"
@@ -166,21 +167,6 @@ def _restore(path, config: TrainConfig, optimizer) -> tuple[TrainState, object, 
     return TrainState(model, opt_state, int(header["step"])), normalisation, header
 
 
-def diverged(what: str, step: int, learning_rate: float, kept: str) -> FloatingPointError:
-    """The error that ends a training run whose loss became NaN or inf, or whose solve
-    failed (a non-finite state), at `step`: what to change, and `kept` (what is still
-    good). The command line prints it as one line, exit code 1."""
-    return FloatingPointError(
-        f"{what} at step {step}; lower [training] learning_rate (now {learning_rate:g}) or "
-        "[dynamics] dt0, or use adaptive steps (rtol, atol), and start again in a new "
-        f"--out ({kept}).")
-
-
-def _what(loss) -> str:
-    return ("the solve of the training step failed (its state became non-finite)"
-            if loss is None else f"the training loss became {loss}")
-
-
 def _truncate_metrics(path: Path, step: int) -> None:
     """Keep only metric lines up to `step` (a resumed run rewrites what came after)."""
     filter_json_lines(path, lambda record: record.get("step", step + 1) <= step)
@@ -279,7 +265,7 @@ def _train(config: TrainConfig, out: Path, resume: bool, stop_after: int | None,
             except eqx.EquinoxRuntimeError:
                 loss = None  # nothing of this step is kept: `state` stays the last good one
             if loss is None or not np.isfinite(loss):
-                raise diverged(_what(loss), state.step + 1, t.learning_rate,
+                raise diverged(what_failed(loss), state.step + 1, t.learning_rate,
                                f"the last good checkpoint is {checkpoint} at step {saved}"
                                if saved is not None else "no checkpoint was written")
             state = TrainState(model, opt_state, state.step + 1)

@@ -8,15 +8,15 @@ from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from et_ode import solvers
 
-from ..core import Conditions, EnergyTransformer
+from ...core import Conditions, EnergyTransformer
+from .._checkpoint import fill, read_checkpoint
+from .._dynamics import Dynamics
+from .._zoo import resolve_model_path
 from ._authors import is_npz, read_authors_checkpoint
-from ._checkpoint import fill, read_checkpoint
 from ._config import TrainConfig, config_from_header
 from ._data import ChannelNormalisation, check_images
-from ._dynamics import Dynamics
-from ._image_spec import ImageModelConfig
 from ._patches import Masking, patchify, unpatchify
-from ._zoo import resolve_model_path
+from ._spec import ImageModelConfig
 
 
 def sincos_positions(side: int, dim: int) -> Float[Array, "N D"]:

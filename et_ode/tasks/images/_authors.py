@@ -43,10 +43,10 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from .._dynamics import Dynamics
 from ._config import DataConfig, TrainConfig, TrainingConfig
 from ._data import ChannelNormalisation
-from ._dynamics import Dynamics
-from ._image_spec import ImageModelConfig
+from ._spec import ImageModelConfig
 
 REPOSITORY = "bhoov/energy-transformer-jax"
 FILE_NAME = "plaindict_ckpt.npz"

@@ -22,7 +22,7 @@ import numpy as np
 import optax
 from tqdm import tqdm
 
-from ..records import (
+from ...records import (
     WriteError,
     atomic_write_text,
     filter_json_lines,
@@ -31,19 +31,21 @@ from ..records import (
     versions,
     write_error,
 )
-from . import _graph_data as data
-from ._checkpoint import fill, read_checkpoint, save_checkpoint
-from ._graph_config import GraphTrainConfig, graph_config_from_header
-from ._graph_metrics import accuracy, best_threshold, macro_f1, mean_std, roc_auc
-from ._graph_models import (
+from .._checkpoint import fill, read_checkpoint, save_checkpoint
+from .._training import diverged, what_failed
+from .._zoo import SHIPPED_GRAPH, resolve_model_path
+from ._config import GraphTrainConfig, graph_config_from_header
+from ._generate import anomaly_benchmark, csl_graphs
+from ._metrics import accuracy, best_threshold, macro_f1, mean_std, roc_auc
+from ._models import (
     GraphClassifierET,
     graph_batch,
     laplacian_eigenvectors,
     new_detector,
 )
-from ._graph_spec import ET_TERMS
-from ._train import _what, diverged
-from ._zoo import SHIPPED_GRAPH, resolve_model_path
+from ._read import load_fraud_mat, load_tu
+from ._spec import ET_TERMS
+from ._splits import cross_validation_folds, stratified_splits
 
 RESULTS_NAME = "results.json"
 GRAPH_METRICS_NAME = "metrics.jsonl"
@@ -54,16 +56,16 @@ def load_node_graph(config: GraphTrainConfig):
     """The `NodeGraph` of an anomaly config: generated, or read from `data.path`."""
     d = config.data
     if d.source == "sbm":
-        return data.anomaly_benchmark(d.n_nodes, seed=d.seed)
-    return data.load_fraud_mat(d.path, relation=d.relation)
+        return anomaly_benchmark(d.n_nodes, seed=d.seed)
+    return load_fraud_mat(d.path, relation=d.relation)
 
 
 def load_graph_set(config: GraphTrainConfig):
     """The `GraphSet` of a classification config: generated, or read from `data.path`."""
     d = config.data
     if d.source == "csl":
-        return data.csl_graphs(seed=d.seed)
-    return data.load_tu(d.path)
+        return csl_graphs(seed=d.seed)
+    return load_tu(d.path)
 
 
 def standardise(features: np.ndarray) -> np.ndarray:
@@ -122,7 +124,7 @@ def fit_and_select(config: GraphTrainConfig, run: str, model, optimizer, take_st
             loss = None
         if step % t.eval_every == 0 or step == t.steps or loss is None:
             if loss is None or not np.isfinite(loss):
-                raise diverged(f"{run}: {_what(loss)}", step,
+                raise diverged(f"{run}: {what_failed(loss)}", step,
                                t.learning_rate, "the finished runs are kept in runs/")
             value = validate(model)
             if value >= best_value:
@@ -296,13 +298,13 @@ def _runs(config: GraphTrainConfig, labels) -> list[dict]:
     runs = []
     if d.task == "anomaly":
         for ratio in p.train_ratios:
-            parts = data.stratified_splits(labels, ratio, n_splits=p.n_splits, seed=d.seed)
+            parts = stratified_splits(labels, ratio, n_splits=p.n_splits, seed=d.seed)
             for index, part in enumerate(parts):
                 for kind in p.models:
                     runs.append({"name": f"ratio{ratio:g}-split{index}-{kind}", "model": kind,
                                  "ratio": ratio, "split": index, "part": part})
     else:
-        parts = data.cross_validation_folds(labels, n_folds=p.n_folds, seed=d.seed,
+        parts = cross_validation_folds(labels, n_folds=p.n_folds, seed=d.seed,
                                             val_fraction=p.val_fraction)
         for index, part in enumerate(parts):
             for kind in p.models:

@@ -21,11 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from .. import solvers
-from ..core import Conditions, EnergyTransformer
-from ..vocab import ENERGY_TERMS
-from ._dynamics import Dynamics
-from ._graph_spec import ET_TERMS, GRAPH_MODELS, GraphModelConfig
+from ... import solvers
+from ...core import Conditions, EnergyTransformer
+from ...vocab import ENERGY_TERMS
+from .._dynamics import Dynamics
+from ._spec import ET_TERMS, GRAPH_MODELS, GraphModelConfig
 
 
 def _core(config: GraphModelConfig, terms, key) -> EnergyTransformer:

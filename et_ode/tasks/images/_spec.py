@@ -6,7 +6,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
-from ._core_spec import (
+from .._core_spec import (
     Beta,
     HeadDim,
     Heads,
@@ -16,7 +16,7 @@ from ._core_spec import (
     Tau,
     TokenDim,
 )
-from ._schema import config_section
+from .._schema import config_section
 
 PositionInit = Literal["normal", "sincos"]
 PatchOrder = Literal["hwc", "chw"]
