@@ -11,8 +11,8 @@ result JSON-serialisable and `save_json` writes it atomically.
 
 The studies of a fixed point or a trajectory (`convergence`, `stability`,
 `hessian_eigenvalues`, `lyapunov_exponent`, `fixed_points`, `long_horizon`,
-`finite_time_lyapunov`, `energy_descent`, `work_precision`) take any
-`solvers.EnergySystem` and use the geometry it declares (a manifold, or flat); the
+`finite_time_lyapunov`, `energy_descent`, `work_precision`, and `lyapunov_spectrum`,
+which takes a plain field too) take any `solvers.EnergySystem` and use the geometry it declares (a manifold, or flat); the
 others need the ET or its image and graph tasks and refuse other models in one line
 before solving. What each study may call on a model is in the geometry module
 (`et_ode.analysis._geometry`).
@@ -29,6 +29,7 @@ before solving. What each study may call on a model is in the geometry module
 | `contributions` | attention against Hopfield parts of the update over time |
 | `graph_overshoot` | what happens to a node anomaly detector's test AUC past its horizon? |
 | `long_horizon` | E (one reference), G and its decay law, token scales, error, step sizes, perturbation growth to t = 1e4 |
+| `lyapunov_spectrum` | the top k Lyapunov exponents (QR method) of any flow, with their running estimates |
 """
 
 from ._common import cast, float64_available, log_times, take
@@ -67,6 +68,7 @@ from ._long_horizon import (
     long_horizon_findings,
     plot_long_horizon,
 )
+from ._lyapunov_spectrum import lyapunov_spectrum
 from ._overshoot import overshoot, plot_overshoot
 from ._plotting import FIGURE_FORMATS, layout_problems, write_figure
 from ._records import metadata, model_dtype, save_json, to_json, versions
@@ -87,7 +89,7 @@ __all__ = [
     "float64_available",
     "frame_times", "gradient_depth", "graph_overshoot", "held_out_images", "held_out_masks",
     "hessian_eigenvalues", "image_trajectory", "layout_problems", "log_times", "long_horizon",
-    "long_horizon_findings", "lyapunov_exponent",
+    "long_horizon_findings", "lyapunov_exponent", "lyapunov_spectrum",
     "matched_noise", "memories_figure", "metadata", "model_dtype", "normalised_patches",
     "overshoot", "plot_contributions", "plot_convergence", "plot_energy_descent",
     "plot_fixed_points", "plot_gradient_depth", "plot_graph_overshoot", "plot_long_horizon",
