@@ -7,7 +7,9 @@
   1e-8 with fewer evaluations of G than constant-step Euler (dt 0.1) to the same
   tolerance, at a point that Newton's method (dense Jacobian) confirms: Newton from it
   moves it by less than 1e-7.
-- `method="auto"`, the default, is Newton on small states and Anderson on large ones.
+- `method="auto"`, the default, is Newton on small states and Anderson on large ones
+  (and the quick studies at the authors' size take their start from Anderson:
+  `test_authors_checkpoint.py`).
 - Bad settings are refused in one line naming the setting.
 """
 
@@ -93,27 +95,6 @@ def test_bad_settings_are_refused(model, x0, options, words):
     with pytest.raises(ValueError) as error:
         solvers.find_fixed_point(model, x0, method="anderson", **options)
     assert all(w in str(error.value) for w in words), str(error.value)
-
-
-def test_quick_studies_at_the_authors_size_take_their_fixed_point_from_anderson(monkeypatch):
-    """Above `QUICK_STATE_LIMIT` state entries a `--quick` study without `--solver` takes
-    its fixed point from `find_fixed_point(method="anderson")` and names it in `start`. The limit is lowered here so that the
-    shipped `paper` model (64 x 64) counts as large."""
-    import et_ode
-    from et_ode.analysis import cast
-    from et_ode.cli import _study_runners as runners
-
-    monkeypatch.setattr(runners, "QUICK_STATE_LIMIT", 1000)
-    model = et_ode.MaskedImageET.load("paper")
-    settings = runners.StudySettings(quick=True)
-    assert settings.economical(model)
-    core = cast(model.core, jnp.float32)
-    x = jax.random.normal(jax.random.key(0), (model.config.n_tokens, model.config.dim))
-    point, start = runners._fixed_point(model, core, x, None, settings, "float32")
-    assert start["method"] == "find_fixed_point (anderson)"
-    assert start["stop_reason"] == "fixed_point" and start["residual_rms"] <= 1e-4
-    assert float(solvers.rms(core.residual(point))) == pytest.approx(start["residual_rms"])
-    assert 50 < start["evaluations"] <= 3000 and start["t_final"] is None
 
 
 def test_auto_is_newton_on_small_states_and_anderson_on_large_ones(model, x0):
