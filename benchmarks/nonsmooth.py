@@ -182,7 +182,7 @@ def main():
                 seconds_incl_compile=time.perf_counter() - t0)
 
     if "newton" in PARTS:
-        finders = [("newton", warm, dict(linear="gmres", max_steps=30)) for warm in (0, 50, 150)]
+        finders = [("newton", warm, dict(method="newton", linear="gmres", max_steps=30)) for warm in (0, 50, 150)]
         finders += [("lbfgs", warm, dict(method="lbfgs", max_steps=3000)) for warm in (0, 50)]
         for part, warm, options in finders:
             xw = euler_scan(core, x, warm)[0] if warm else x
