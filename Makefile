@@ -8,18 +8,23 @@ STAMP := $(VENV)/.installed
 
 # The venv's own pip (no upgrade: it installs all of this); --no-compile: Python compiles
 # only the modules it imports, on first import, instead of every file of every package.
+# That bytecode must then be written: an environment with PYTHONDONTWRITEBYTECODE set (as
+# some CI images have) would compile jax, scipy and matplotlib again in every process,
+# about 2.7 s each on the 2-core CPU, and the suite starts more than fifteen (two
+# workers, the command line, the installed wheel...). `PYTHON_BYTECODE` writes it.
+PYTHON_BYTECODE := env -u PYTHONDONTWRITEBYTECODE
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --no-compile -e ".[test,tfds,docs]"
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/et-ode demo
+	$(PYTHON_BYTECODE) $(BIN)/et-ode demo
 
 # Two workers, one module at a time, the longest first (and test_install.py with
 # test_cli.py): see tests/conftest.py.
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -n 2 --dist loadfile -q
+	$(PYTHON_BYTECODE) $(BIN)/python -m pytest -n 2 --dist loadfile -q
 
 # ruff's linter on the whole repository, with the rule set of pyproject.toml
 # ([tool.ruff]); `make test` runs it first.

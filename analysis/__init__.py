@@ -30,9 +30,12 @@ before solving. What each study may call on a model is in the geometry module
 | `graph_overshoot` | what happens to a node anomaly detector's test AUC past its horizon? |
 | `long_horizon` | E (one reference), G and its decay law, token scales, error, step sizes, perturbation growth to t = 1e4 |
 | `lyapunov_spectrum` | the top k Lyapunov exponents (QR method) of any flow, with their running estimates |
+| `continuation` | how does a steady state move with a parameter, and where does it fold, branch or turn oscillatory? (`switch_branch` follows the other branch) |
+| `steady_states` | which steady states exist at one parameter value (deflated Newton)? |
 """
 
 from ._common import cast, float64_available, log_times, take
+from ._continuation import continuation, switch_branch
 from ._contributions import contributions, plot_contributions
 from ._convergence import (
     convergence,
@@ -41,6 +44,7 @@ from ._convergence import (
     plot_convergence,
     trace_quantities,
 )
+from ._deflation import steady_states
 from ._energy_descent import energy_descent, energy_rises, plot_energy_descent
 from ._fixed_points import fixed_points, matched_noise, plot_fixed_points, standard_starts
 from ._gradient_depth import gradient_depth, plot_gradient_depth
@@ -83,7 +87,8 @@ from ._video import figure_to_frame, write_frames, write_png, write_video
 from ._work_precision import plot_work_precision, relative_error, work_precision
 
 __all__ = [
-    "FIGURE_FORMATS", "attention_weights_figure", "cast", "contributions", "convergence",
+    "FIGURE_FORMATS", "attention_weights_figure", "cast", "continuation", "contributions",
+    "convergence",
     "energy_descent", "energy_rises", "energy_video_frames", "figure_to_frame",
     "finite_time_lyapunov", "fit_exponential_rate", "fit_power_law", "fixed_points",
     "float64_available",
@@ -97,6 +102,7 @@ __all__ = [
     "plot_stability",
     "plot_work_precision", "position_similarity_figure", "reconstruction_figure",
     "reference_time", "relative_error", "save_json", "stability", "standard_starts",
+    "steady_states", "switch_branch",
     "take", "tangent_basis", "to_json", "tokens_over_time_figure", "trace_quantities",
     "trajectory_options", "versions", "work_precision", "write_figure", "write_frames",
     "write_png",

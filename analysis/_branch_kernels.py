@@ -1,0 +1,157 @@
+"""The compiled pieces of continuation and deflation: Newton correctors, tangents and
+Jacobian products of a field `f(x, p, args)`, written once for the dense and the
+matrix-free case.
+
+The state is flattened: `y = (x.ravel(), p)`, a vector of `n + 1` entries, and
+`F(y, args) = f(x, p, args).ravel()` (`n` entries). Up to `DENSE_MAX` unknowns the
+Jacobian `dF/dy` is formed (`n + 1` JVPs, `jax.jacfwd`) and factorised; above, every
+linear solve is GMRES (lineax) on Jacobian-vector products, and no `[n, n]` array is
+formed. `FlatField` is an equinox module whose static fields are the user's function and
+the state's shape, so two calls with the same field share one compilation, and a new
+value of `p` or of the arrays in `args` never recompiles.
+"""
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import lineax as lx
+import numpy as np
+import scipy.sparse.linalg as spla
+
+# Unknowns (`n + 1`) up to which the Jacobian is formed; above, JVPs and GMRES only.
+DENSE_MAX = 1024
+GMRES_RESTART = 50
+
+
+class FlatField(eqx.Module):
+    """`F(y, args) = f(x, p, args).ravel()` with `y = (x.ravel(), p)`."""
+
+    field: Callable = eqx.field(static=True)
+    shape: tuple = eqx.field(static=True)
+
+    def __call__(self, y, args):
+        x = y[:-1].reshape(self.shape)
+        return jnp.ravel(self.field(x, y[-1], args)).astype(y.dtype)
+
+    def state(self, y):
+        """The state `x` of `y`, in its own shape."""
+        return y[:-1].reshape(self.shape)
+
+
+def _rms(v):
+    return jnp.sqrt(jnp.mean(jnp.square(v)))
+
+
+def _gmres(size: int, dtype, tol):
+    return lx.GMRES(rtol=1e-10 if dtype == jnp.float64 else 1e-5, atol=tol * 1e-3,
+                    restart=min(GMRES_RESTART, size), max_steps=10 * size)
+
+
+def bordered_solve(F, y, border, args, rhs, dense: bool, tol):
+    """Solve `[dF/dy; border^T] dy = rhs` (`n + 1` equations) at `y`."""
+    f = lambda z: F(z, args)  # noqa: E731
+    if dense:
+        matrix = jnp.concatenate([jax.jacfwd(f)(y), border[None]], axis=0)
+        return jnp.linalg.solve(matrix, rhs)
+    _, linear = jax.linearize(f, y)
+    operator = lx.FunctionLinearOperator(
+        lambda d: jnp.concatenate([linear(d), (border @ d)[None]]),
+        jax.ShapeDtypeStruct(y.shape, y.dtype))
+    return lx.linear_solve(operator, rhs, _gmres(y.size, y.dtype, tol), throw=False).value
+
+
+@eqx.filter_jit
+def correct(F, y_pred, direction, args, tol, max_newton: int, dense: bool):
+    """Newton on `F(y) = 0, direction . (y - y_pred) = 0` from `y_pred` (the
+    pseudo-arclength corrector; with `direction = e_p` it solves at fixed `p`).
+    Returns `(y, iterations, rms F(y))`: converged where that RMS is at most `tol`."""
+
+    def cond(state):
+        _, it, res = state
+        return (res > tol) & (it < max_newton) & jnp.isfinite(res)
+
+    def body(state):
+        y, it, _ = state
+        rhs = -jnp.concatenate([F(y, args), (direction @ (y - y_pred))[None]])
+        y = y + bordered_solve(F, y, direction, args, rhs, dense, tol)
+        return y, it + 1, _rms(F(y, args))
+
+    return jax.lax.while_loop(cond, body, (y_pred, jnp.asarray(0), _rms(F(y_pred, args))))
+
+
+@eqx.filter_jit
+def tangent(F, y, border, args, tol, dense: bool):
+    """The unit tangent `t` of the branch at `y` (`dF/dy t = 0`), oriented so that
+    `border . t > 0`."""
+    rhs = jnp.zeros_like(y).at[-1].set(1.0)
+    t = bordered_solve(F, y, border, args, rhs, dense, tol)
+    return t / jnp.linalg.norm(t)
+
+
+@eqx.filter_jit
+def jacobian(F, y, args):
+    """`dF/dy`, `[n, n + 1]` (dense case only): `[:, :-1]` is `df/dx`, `[:, -1]` is
+    `df/dp`."""
+    return jax.jacfwd(lambda z: F(z, args))(y)
+
+
+@eqx.filter_jit
+def jvp_x(F, y, args, dx):
+    """`df/dx dx` at `y` (`dx`: `[n]`)."""
+    return jax.jvp(lambda u: F(jnp.concatenate([u, y[-1:]]), args), (y[:-1],), (dx,))[1]
+
+
+@eqx.filter_jit
+def deflated_newton(F, y0, roots, active, args, tol, max_newton: int, power, shift,
+                    dense: bool):
+    """Newton on `f(x, p) = 0` at fixed `p` from `y0`, deflated at the `active` rows of
+    `roots` (`[m, n]`): the step is the plain Newton step scaled by
+    `1 / (1 - grad(log M) . dx)`, `M(x) = prod_i (|x - r_i|^-power + shift)` (Farrell,
+    Birkisson and Funke, SIAM J. Sci. Comput. 37, 2015), so Newton cannot converge to a
+    root already found. Returns `(y, iterations, rms f)`."""
+    n = y0.size - 1
+
+    def step_scale(x, dx):
+        diff = x[None] - roots
+        dist2 = jnp.sum(diff * diff, axis=1)
+        inv = dist2 ** (-power / 2)
+        # d/dx log(|x - r|^-q + s) . dx = -q |x - r|^(-q-2) (x - r) . dx / (|x - r|^-q + s)
+        slope = -power * inv / dist2 * (diff @ dx) / (inv + shift)
+        return 1.0 / (1.0 - jnp.sum(jnp.where(active, slope, 0.0)))
+
+    def cond(state):
+        _, it, res = state
+        return (res > tol) & (it < max_newton) & jnp.isfinite(res)
+
+    def body(state):
+        y, it, _ = state
+        fixed_p = jnp.zeros_like(y).at[-1].set(1.0)
+        rhs = -jnp.concatenate([F(y, args), jnp.zeros((1,), y.dtype)])
+        dy = bordered_solve(F, y, fixed_p, args, rhs, dense, tol)
+        y = y + step_scale(y[:n], dy[:n]) * dy
+        return y, it + 1, _rms(F(y, args))
+
+    return jax.lax.while_loop(cond, body, (y0, jnp.asarray(0), _rms(F(y0, args))))
+
+
+def leading_eigen(F, y, args, k: int, dense: bool):
+    """The `k` eigenvalues of `df/dx` at `y` with the largest real parts (descending),
+    their eigenvectors (`[n, k]`), and the number of eigenvalues with a positive real part
+    (all of them in the dense case; among the `k` otherwise). Dense: numpy's `eig` of the
+    formed Jacobian. Matrix-free: ARPACK (`scipy.sparse.linalg.eigs`, `which="LR"`) on
+    `jvp_x`, implicitly restarted Arnoldi."""
+    n = y.size - 1
+    if dense:
+        values, vectors = np.linalg.eig(np.asarray(jacobian(F, y, args))[:, :-1])
+    else:
+        def matvec(v):
+            return np.asarray(jvp_x(F, y, args, jnp.asarray(v, y.dtype)))
+
+        operator = spla.LinearOperator((n, n), matvec=matvec, dtype=np.float64)
+        values, vectors = spla.eigs(operator, k=min(k, n - 2), which="LR", tol=1e-10,
+                               maxiter=100 * n)
+    order = np.argsort(-values.real, kind="stable")
+    values, vectors = values[order], vectors[:, order]
+    return values[:k], vectors[:, :k], int(np.sum(values.real > 0))

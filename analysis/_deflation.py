@@ -1,0 +1,99 @@
+"""Several steady states at one parameter value by deflated Newton.
+
+Newton from a start converges to one zero of `f(x, p)`; run again from the same start it
+would find the same one. Deflation (Farrell, Birkisson and Funke, SIAM J. Sci. Comput.
+37, 2015) solves instead `M(x) f(x) = 0` with
+`M(x) = prod_i (|x - r_i|^-power + shift)` over the zeros `r_i` found so far: `M` grows
+without bound at each of them, so Newton is pushed away from every known zero, and the
+deflated Newton step is the plain one scaled (`analysis._branch_kernels.deflated_newton`).
+Each start is retried until deflated Newton fails from it; every zero found is checked
+on the undeflated `f` and kept once.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._branch_kernels import DENSE_MAX, FlatField, deflated_newton, leading_eigen
+from ._continuation import dtype_of, is_float
+from ._records import metadata
+
+
+def steady_states(field, starts, p, *, args=None, known=None, max_states=16, power=2.0,
+                  shift=1.0, tol=1e-10, max_newton=50, min_distance=1e-6, k=6,
+                  matrix_free=None, dtype=None) -> dict:
+    """The distinct steady states of `field` at parameter `p` that deflated Newton
+    reaches from `starts` (module docstring).
+
+    **Arguments:**
+
+    - `field`: `f(x, p, args) -> dx/dt` (as for `continuation`).
+    - `starts`: `[S, *shape]`, the starting states (one or more).
+    - `p`: the parameter value; `args`: the field's conditions.
+    - `known`: `[K, *shape]` steady states to deflate from the outset (not returned).
+    - `max_states`: the most states sought (one compilation holds this many).
+    - `power`, `shift`: the deflation operator's exponent and shift (`shift > 0` keeps
+      Newton's behaviour far from the known states).
+    - `tol`: RMS of `f` at which a state is accepted; `max_newton`: iterations per try;
+      `min_distance`: RMS distance below which two states are the same.
+    - `k`, `matrix_free`, `dtype`: as for `continuation`.
+
+    **Returns:** a dict: `states [m, *shape]`, `residual_rms [m]`, `eigenvalues [m, k]`
+    (largest real part first), `unstable [m]`, `stable [m]`, `start_index [m]` (which
+    start reached each), `tries` (deflated Newton runs), `metadata`.
+    """
+    if not callable(field):
+        raise TypeError("steady_states takes a callable field(x, p, args) -> dx/dt "
+                        f"(got {type(field).__name__}).")
+    starts = np.asarray(starts)
+    if starts.ndim < 1 or starts.shape[0] < 1 or not np.all(np.isfinite(starts)):
+        raise ValueError("starts must be a finite array [S, *shape] with S >= 1.")
+    if not (max_states >= 1 and power > 0 and shift > 0 and tol > 0):
+        raise ValueError("max_states >= 1, power > 0, shift > 0 and tol > 0 are needed "
+                         f"(got {max_states}, {power}, {shift}, {tol}).")
+    dtype = dtype_of(starts, dtype)
+    shape = starts.shape[1:]
+    n = int(np.prod(shape, dtype=int))
+    dense = (n + 1 <= DENSE_MAX) if matrix_free is None else not matrix_free
+    F = FlatField(field, tuple(shape))
+    args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
+    known = np.zeros((0, n)) if known is None else np.asarray(known).reshape(-1, n)
+    capacity = max_states + known.shape[0]
+    roots = np.zeros((capacity, n))
+    roots[:known.shape[0]] = known
+    count = known.shape[0]
+    found, residuals, origin, tries = [], [], [], 0
+    p_entry = np.full((1,), float(p))
+    settings = (jnp.asarray(tol, dtype), int(max_newton), jnp.asarray(power, dtype),
+                jnp.asarray(shift, dtype), dense)
+    for index, start in enumerate(starts.reshape(starts.shape[0], n)):
+        while len(found) < max_states:
+            y0 = jnp.asarray(np.concatenate([start, p_entry]), dtype)
+            active = jnp.asarray(np.arange(capacity) < count)
+            y, _, res = deflated_newton(F, y0, jnp.asarray(roots, dtype), active, args,
+                                        settings[0], settings[1], settings[2], settings[3],
+                                        settings[4])
+            tries += 1
+            x = np.asarray(y[:-1], np.float64)
+            if not (float(res) <= tol and np.all(np.isfinite(x))):
+                break
+            distances = np.sqrt(np.mean((roots[:count] - x) ** 2, axis=1))
+            if count and np.min(distances) < min_distance:
+                break
+            roots[count], count = x, count + 1
+            found.append(x)
+            residuals.append(float(res))
+            origin.append(index)
+    spectra = [leading_eigen(F, jnp.asarray(np.concatenate([x, p_entry]), dtype), args,
+                             k, dense) for x in found]
+    values = (np.stack([s[0] for s in spectra]) if spectra
+              else np.zeros((0, k), np.complex128))
+    return dict(
+        states=np.asarray(found).reshape((len(found),) + tuple(shape)),
+        residual_rms=np.asarray(residuals), eigenvalues=values,
+        unstable=np.array([s[2] for s in spectra], dtype=int),
+        stable=np.max(values.real, axis=1) < 0 if spectra else np.zeros(0, bool),
+        start_index=np.asarray(origin, dtype=int), tries=tries, dense=dense,
+        metadata=metadata(study="steady_states", dtype=dtype, p=float(p), power=power,
+                          shift=shift, tol=tol, max_newton=max_newton,
+                          min_distance=min_distance))

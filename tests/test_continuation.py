@@ -1,0 +1,154 @@
+"""`analysis.continuation`, `switch_branch` and `steady_states` against answers computed
+here without them: the normal forms of the fold (`x' = p + x^2`), the pitchfork
+(`x' = p x - x^3`, the example of docs/how-to/landscape.md, run as written) and the Hopf bifurcation (planar), whose steady states, eigenvalues
+and bifurcation points are analytic; and the fold of the discretised Bratu problem
+`u'' + lambda exp(u) = 0`, `u(0) = u(1) = 0`, against scipy's root finder on the
+fold's extended system (`f = 0`, `df/du phi = 0`, `|phi| = 1`), started from the
+continuous problem's analytic fold, whose value the discrete one approaches as h^2."""
+
+import contextlib
+import io
+import pathlib
+import re
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.optimize
+
+from et_ode import analysis
+
+LAMBDA_STAR = 3.513830719125162  # continuous Bratu fold (Bratu 1914; e.g. Boyd 1986)
+THETA_STAR = 4.798714560451168  # theta at that fold: theta = sqrt(2 lambda) cosh(theta/4)
+
+
+def fold_form(x, p, args):
+    return p + x ** 2
+
+
+def hopf_form(x, p, args):
+    r2 = x[0] ** 2 + x[1] ** 2
+    return jnp.stack([p * x[0] - x[1] - x[0] * r2, x[0] + p * x[1] - x[1] * r2])
+
+
+def bratu(u, lam, h):
+    padded = jnp.concatenate([jnp.zeros(1, u.dtype), u, jnp.zeros(1, u.dtype)])
+    return (padded[:-2] - 2 * u + padded[2:]) / h ** 2 + lam * jnp.exp(u)
+
+
+def test_fold_normal_form():
+    branch = analysis.continuation(fold_form, jnp.array([-1.0]), -1.0, p_span=(-2.0, 1.0),
+                                   ds=0.05, ds_max=0.2)
+    (fold,) = branch["bifurcations"]
+    assert fold["kind"] == "fold"
+    assert abs(fold["p"]) < 1e-6 and abs(fold["x"][0]) < 1e-4
+    x, p = branch["x"][:, 0], branch["p"]
+    assert branch["stop_reason"] == "p_span" and x[-1] > 1.0  # round the fold and back
+    np.testing.assert_allclose(p, -x ** 2, atol=2e-10)  # every point a steady state
+    np.testing.assert_allclose(branch["eigenvalues"][:, 0].real, 2 * x, atol=1e-9)
+    away = np.abs(x) > 1e-3
+    assert np.array_equal(branch["stable"][away], x[away] < 0)
+
+
+PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "how-to" / "landscape.md"
+
+
+def test_the_page_runs_the_pitchfork_branch_point_switch_and_deflation():
+    """docs/how-to/landscape.md's example, run as written: its printed lines, then its
+    numbers against the analytic pitchfork."""
+    (code,) = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)
+    namespace, out = {}, io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, str(PAGE), "exec"), namespace)
+    lines = out.getvalue().splitlines()
+    assert re.fullmatch(r"branch_point at p = \S+ \(eigenvalue \S+\)", lines[0])
+    assert lines[1] == "stable where p < 0: True"
+    assert re.fullmatch(r"other branch: \d+ points on p = x\^2 \(largest error \S+\), "
+                        r"stable: True", lines[2])
+    assert lines[3:] == ["steady states at p = 1: [-1.  0.  1.]", "stable: [ True False  True]"]
+
+    trivial, found, pitchfork = (namespace[k] for k in ("trivial", "found", "pitchfork"))
+    (point,) = trivial["bifurcations"]
+    assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
+    np.testing.assert_allclose(trivial["eigenvalues"][:, 0].real, trivial["p"], atol=1e-12)
+    for direction in (1, -1):
+        other = analysis.switch_branch(pitchfork, point, p_span=(-1.0, 1.0),
+                                       direction=direction, ds=0.05, ds_max=0.2)
+        x, p = other["x"][1:, 0], other["p"][1:]
+        assert np.all(np.sign(x) == direction) and other["stop_reason"] == "p_span"
+        # the parabola p = x^2, to Newton's tolerance: |f| = |x| |p - x^2| <= 1e-10
+        np.testing.assert_allclose(np.abs(x) * (p - x ** 2), 0.0, atol=2e-10)
+        np.testing.assert_allclose(other["eigenvalues"][1:, 0].real, -2 * p, atol=1e-9)
+        assert other["stable"][1:].all() and not other["bifurcations"]
+    np.testing.assert_allclose(np.sort(found["states"][:, 0]), [-1.0, 0.0, 1.0], atol=1e-10)
+    stable = dict(zip(np.round(found["states"][:, 0]).astype(int), found["stable"]))
+    assert stable == {-1: True, 0: False, 1: True}
+
+
+def test_hopf_normal_form():
+    branch = analysis.continuation(hopf_form, jnp.zeros(2), -1.0, p_span=(-1.0, 1.0),
+                                   ds=0.1, ds_max=0.25)
+    (hopf,) = branch["bifurcations"]
+    assert hopf["kind"] == "hopf" and abs(hopf["p"]) < 1e-6
+    assert abs(hopf["frequency"] - 1.0) < 1e-6
+    values = branch["eigenvalues"]
+    np.testing.assert_allclose(values[:, 0], branch["p"] + 1j, atol=1e-12)
+    np.testing.assert_allclose(values[:, 1], branch["p"] - 1j, atol=1e-12)
+
+
+def _bratu_fold_reference(n):
+    """The discrete fold by scipy's `root` on the extended system, from the continuous
+    fold's analytic solution."""
+    h = 1.0 / (n + 1)
+    grid = h * np.arange(1, n + 1)
+    guess_u = -2 * np.log(np.cosh((grid - 0.5) * THETA_STAR / 2) / np.cosh(THETA_STAR / 4))
+    laplacian = (np.diag(-2 * np.ones(n)) + np.diag(np.ones(n - 1), 1)
+                 + np.diag(np.ones(n - 1), -1)) / h ** 2
+
+    def system(z):
+        u, phi, lam = z[:n], z[n:2 * n], z[-1]
+        jac = laplacian + lam * np.diag(np.exp(u))
+        return np.concatenate([laplacian @ u + lam * np.exp(u), jac @ phi, [phi @ phi - 1]])
+
+    phi = np.sin(np.pi * grid)
+    start = np.concatenate([guess_u, phi / np.linalg.norm(phi), [LAMBDA_STAR]])
+    done = scipy.optimize.root(system, start, method="hybr", tol=1e-13)
+    assert np.max(np.abs(system(done.x))) < 1e-8  # f itself is O(1 / h^2)
+    return done.x[-1]
+
+
+@pytest.mark.parametrize("matrix_free", [False, True])
+def test_bratu_fold(matrix_free):
+    n = 24
+    h = 1.0 / (n + 1)
+    reference = _bratu_fold_reference(n)
+    # the discrete fold approaches the continuous one as h^2
+    finer = _bratu_fold_reference(2 * n + 1)
+    assert 3.5 < abs(reference - LAMBDA_STAR) / abs(finer - LAMBDA_STAR) < 4.5
+    branch = analysis.continuation(bratu, jnp.zeros(n), 0.0, args=h, p_span=(0.0, 4.0),
+                                   ds=0.2, ds_max=1.0, max_points=40, k=4,
+                                   matrix_free=matrix_free)
+    folds = [b for b in branch["bifurcations"] if b["kind"] == "fold"]
+    assert len(folds) == 1 and abs(folds[0]["p"] - reference) < 1e-6
+    assert branch["dense"] is not matrix_free
+    # below the fold the small solution is stable, past it the large one is not
+    before = np.arange(len(branch["p"])) <= folds[0]["index"]
+    assert branch["stable"][before].all() and not branch["stable"][~before].any()
+    assert np.all(branch["residual_rms"] <= 1e-10)
+
+
+def test_bad_settings_are_refused():
+    x0 = jnp.array([-1.0])
+    with pytest.raises(ValueError, match="p_span must be"):
+        analysis.continuation(fold_form, x0, -1.0, p_span=(1.0, -2.0))
+    with pytest.raises(ValueError, match="outside p_span"):
+        analysis.continuation(fold_form, x0, 3.0, p_span=(-2.0, 1.0))
+    with pytest.raises(ValueError, match="not near a steady state"):
+        analysis.continuation(fold_form, jnp.array([5.0]), 1.0, p_span=(-2.0, 2.0),
+                              max_newton=3)
+    with pytest.raises(ValueError, match="ds_min <= ds <= ds_max"):
+        analysis.continuation(fold_form, x0, -1.0, p_span=(-2.0, 1.0), ds=1.0, ds_max=0.1)
+    with pytest.raises(TypeError, match="callable field"):
+        analysis.continuation("f", x0, -1.0, p_span=(-2.0, 1.0))
+    with pytest.raises(ValueError, match="needs a branch point"):
+        analysis.switch_branch(fold_form, {"kind": "fold"}, p_span=(-2.0, 1.0))
