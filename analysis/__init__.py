@@ -31,9 +31,11 @@ before solving. What each study may call on a model is in the geometry module
 | `long_horizon` | E (one reference), G and its decay law, token scales, error, step sizes, perturbation growth to t = 1e4 |
 | `lyapunov_spectrum` | the top k Lyapunov exponents (QR method) of any flow, with their running estimates |
 | `continuation` | how does a steady state move with a parameter, and where does it fold, branch or turn oscillatory? (`switch_branch` follows the other branch) |
+| `basins` | which fixed point does each start reach, how many attractors are there, how large is each basin, how mixed are the boundaries? |
 | `steady_states` | which steady states exist at one parameter value (deflated Newton)? |
 """
 
+from ._basins import basin_entropy, basins, grid_starts
 from ._common import cast, float64_available, log_times, take
 from ._continuation import continuation, switch_branch
 from ._contributions import contributions, plot_contributions
@@ -87,24 +89,19 @@ from ._video import figure_to_frame, write_frames, write_png, write_video
 from ._work_precision import plot_work_precision, relative_error, work_precision
 
 __all__ = [
-    "FIGURE_FORMATS", "attention_weights_figure", "cast", "continuation", "contributions",
-    "convergence",
-    "energy_descent", "energy_rises", "energy_video_frames", "figure_to_frame",
-    "finite_time_lyapunov", "fit_exponential_rate", "fit_power_law", "fixed_points",
-    "float64_available",
-    "frame_times", "gradient_depth", "graph_overshoot", "held_out_images", "held_out_masks",
-    "hessian_eigenvalues", "image_trajectory", "layout_problems", "log_times", "long_horizon",
-    "long_horizon_findings", "lyapunov_exponent", "lyapunov_spectrum",
+    "attention_weights_figure", "basin_entropy", "basins", "cast", "continuation",
+    "contributions", "convergence", "energy_descent", "energy_rises", "energy_video_frames",
+    "FIGURE_FORMATS", "figure_to_frame", "finite_time_lyapunov", "fit_exponential_rate",
+    "fit_power_law", "fixed_points", "float64_available", "frame_times", "gradient_depth",
+    "graph_overshoot", "grid_starts", "held_out_images", "held_out_masks",
+    "hessian_eigenvalues", "image_trajectory", "layout_problems", "log_times",
+    "long_horizon", "long_horizon_findings", "lyapunov_exponent", "lyapunov_spectrum",
     "matched_noise", "memories_figure", "metadata", "model_dtype", "normalised_patches",
     "overshoot", "plot_contributions", "plot_convergence", "plot_energy_descent",
     "plot_fixed_points", "plot_gradient_depth", "plot_graph_overshoot", "plot_long_horizon",
-    "plot_overshoot",
-    "plot_stability",
-    "plot_work_precision", "position_similarity_figure", "reconstruction_figure",
-    "reference_time", "relative_error", "save_json", "stability", "standard_starts",
-    "steady_states", "switch_branch",
-    "take", "tangent_basis", "to_json", "tokens_over_time_figure", "trace_quantities",
-    "trajectory_options", "versions", "work_precision", "write_figure", "write_frames",
-    "write_png",
-    "write_video",
+    "plot_overshoot", "plot_stability", "plot_work_precision", "position_similarity_figure",
+    "reconstruction_figure", "reference_time", "relative_error", "save_json", "stability",
+    "standard_starts", "steady_states", "switch_branch", "take", "tangent_basis", "to_json",
+    "tokens_over_time_figure", "trace_quantities", "trajectory_options", "versions",
+    "work_precision", "write_figure", "write_frames", "write_png", "write_video",
 ]

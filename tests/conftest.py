@@ -131,7 +131,7 @@ COSTS = {
     "test_own_model.py": 24, "test_solver_objects.py": 24, "test_docs_recipe.py": 17,
     "test_auto_solver.py": 16, "test_long_horizon.py": 16, "test_figures.py": 16,
     "test_training.py": 14, "test_docs_examples.py": 12, "test_fixed_points.py": 11, "test_anderson.py": 8, "test_lyapunov_spectrum.py": 6,
-    "test_continuation.py": 4,
+    "test_continuation.py": 4, "test_basins.py": 3,
     "test_figure_layout.py": 10, "test_fuzz.py": 9, "test_errors.py": 9,
     "test_multiprocess.py": 8, "test_order.py": 6, "test_model.py": 6, "test_readme.py": 5,
     "test_docs.py": 5, "test_layout.py": 3, "test_install.py": 2, "test_data.py": 2,

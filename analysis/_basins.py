@@ -1,0 +1,172 @@
+"""Basins of attraction: which fixed point each start flows to, the distinct attractors,
+their energies, Morse indices and basin fractions, and the basin entropy of a grid.
+
+Every start is integrated to a fixed point by one batched `solvers.solve` (one compiled
+program for all starts, with the fixed-point stop), then the end states are matched into
+attractors: two end states are the same attractor when the RMS distance between their
+energy coordinates (`model.energy_coordinates`, the ET's `g = LayerNorm(x)`; `x` itself
+for a model without them) is at most `match_tol`. On the ET the projected flow keeps
+each start's token scales and means, so two starts that reach the same memory end at
+different `x` but at the same `g`: the energy's coordinates are the ones in which "the
+same attractor" is meaningful. A start whose solve did not reach the stop is labelled
+`-1` and belongs to no basin.
+
+The basin entropy (Daza, Wagemakers, Georgeot, Guery-Odelin and Sanjuan, Sci. Rep. 6,
+31416, 2016) of a grid of starts: cover the grid by boxes of `box x box` starts; in box
+`i` let `p_ij` be the fraction of its starts in basin `j`; `S_i = -sum_j p_ij log p_ij`.
+`S_b` is the mean of `S_i` over all boxes and `S_bb` its mean over the boxes that hold
+more than one basin (0 where there is none): `S_bb > log 2` shows fractal boundaries.
+"""
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from et_ode import solvers
+
+from ._geometry import energy_coordinates, require
+from ._records import metadata
+from ._stability import hessian_eigenvalues
+
+
+def basin_entropy(labels, box: int = 5) -> dict:
+    """`S_b` and `S_bb` (module docstring) of `labels [G1, G2]` (integer basin labels on
+    a grid; `-1`, no basin, counts as a basin of its own), with boxes of `box x box`
+    starts (a remainder at the grid's edge is left out). Returns a dict with `S_b`,
+    `S_bb`, `boxes`, `boundary_boxes` and `box`."""
+    labels = np.asarray(labels)
+    if labels.ndim != 2 or box < 1 or min(labels.shape) < box:
+        raise ValueError(f"basin_entropy needs a 2-D grid of labels at least {box} x "
+                         f"{box} (got shape {labels.shape}).")
+    g1, g2 = (size // box for size in labels.shape)
+    tiles = labels[:g1 * box, :g2 * box].reshape(g1, box, g2, box).swapaxes(1, 2)
+    tiles = tiles.reshape(g1 * g2, box * box)
+    entropies, boundary = [], 0
+    for tile in tiles:
+        _, counts = np.unique(tile, return_counts=True)
+        p = counts / counts.sum()
+        entropies.append(float(-np.sum(p * np.log(p))))
+        boundary += counts.size > 1
+    total = float(np.sum(entropies))
+    return dict(S_b=total / len(entropies), S_bb=total / boundary if boundary else 0.0,
+                boxes=len(entropies), boundary_boxes=int(boundary), box=int(box))
+
+
+def grid_starts(center, u, v, *, extent=(-1.0, 1.0), resolution: int = 32):
+    """Starts on the plane `center + a u + b v`, `a` and `b` on `resolution` points of
+    `extent` each. Returns `(starts [resolution^2, *center.shape], a [R], b [R])`, the
+    starts in row-major order (`b` fastest), so that a result's `labels` reshape to
+    `[R, R]` with `a` down the rows."""
+    center, u, v = (np.asarray(w, np.float64) for w in (center, u, v))
+    if not center.shape == u.shape == v.shape:
+        raise ValueError("center, u and v must have one shape (got "
+                         f"{center.shape}, {u.shape}, {v.shape}).")
+    a = np.linspace(*extent, resolution)
+    b = np.linspace(*extent, resolution)
+    ones = (1,) * center.ndim
+    starts = center + a.reshape(-1, 1, *ones) * u + b.reshape(1, -1, *ones) * v
+    return starts.reshape((resolution * resolution,) + center.shape), a, b
+
+
+def _match(coordinates, match_tol):
+    """Greedy matching: each end state joins the first attractor whose representative
+    lies within `match_tol` (RMS), else starts a new one. Returns labels and the
+    representatives' indices."""
+    labels = np.full(len(coordinates), -1)
+    representatives = []
+    for i, point in enumerate(coordinates):
+        if point is None:
+            continue
+        for label, j in enumerate(representatives):
+            if np.sqrt(np.mean((coordinates[j] - point) ** 2)) <= match_tol:
+                labels[i] = label
+                break
+        else:
+            labels[i] = len(representatives)
+            representatives.append(i)
+    return labels, representatives
+
+
+def basins(model, starts, args=None, *, flow="projected", solver="tsit5", rtol=1e-6,
+           atol=1e-8, fixed_point_atol=1e-5, t1=1e4, max_steps=100_000, match_tol=1e-3,
+           polish_tol=1e-10, k=4, grid_shape=None, box=5) -> dict:
+    """Integrate every start to a fixed point and group the end states into attractors
+    (module docstring).
+
+    **Arguments:**
+
+    - `model`: a `solvers.EnergySystem` (needs `energy`, `residual`, `vector_field`;
+      refused in one line, before any solve, without them).
+    - `starts`: `[B, N, D]`, the starts (`grid_starts` builds a plane of them).
+    - `args`: the model's conditions, shared by every start.
+    - `flow`, `solver`, `rtol`, `atol`, `t1`, `max_steps`: the batched solve
+      (`solvers.solve`); `fixed_point_atol`: its stop, RMS G at most this.
+    - `match_tol`: RMS distance in the energy's coordinates within which two end
+      states are one attractor.
+    - `polish_tol`: each attractor's representative (its first end state) is polished
+      to RMS G at most this by `solvers.find_fixed_point` (Newton on small states,
+      Anderson on large ones) before its energy and Hessian are taken.
+    - `k`: Hessian eigenvalues computed per attractor (`hessian_eigenvalues`; its Morse
+      index counts up to `k` negative ones).
+    - `grid_shape`: `(G1, G2)` when the starts are a grid (`grid_starts`): then the
+      result has `labels_grid` and the basin entropy with boxes of `box x box`.
+
+    **Returns:** a dict: `labels [B]` (attractor per start; `-1`: the solve did not
+    reach the stop), `attractors` (a list, in order of first appearance: `x` (polished),
+    `residual_rms` and `polished` (the polish's), `energy`,
+    `count`, `fraction`, `morse_index`, `smallest_eigenvalues`, `stable`, `start`),
+    `fractions [A]`, `not_converged` (count), `entropy` (Shannon entropy of the
+    fractions, nats), `batched_iterations` (the compiled program's sequential steps:
+    the largest step count of any start) against `one_by_one_iterations` (their sum:
+    what solving the starts one by one would run in sequence), `stop_reasons`,
+    `x_final [B, N, D]`, and, with `grid_shape`, `labels_grid` and `basin_entropy`
+    (`basin_entropy`).
+    """
+    require(model, "basins")
+    starts = jnp.asarray(starts)
+    if starts.ndim != 3 or starts.shape[0] < 1:
+        raise ValueError(f"starts must be [B, N, D] with B >= 1 (got {starts.shape}).")
+    if not (match_tol > 0 and k >= 1):
+        raise ValueError(f"match_tol > 0 and k >= 1 are needed (got {match_tol}, {k}).")
+    if grid_shape is not None and math.prod(grid_shape) != starts.shape[0]:
+        raise ValueError(f"grid_shape {tuple(grid_shape)} does not hold the "
+                         f"{starts.shape[0]} starts.")
+    sol = solvers.solve(model, starts, args=args, solver=solver, rtol=rtol, atol=atol,
+                        dt0=None, flow=flow, t1=t1, max_steps=max_steps,
+                        stop=solvers.FixedPointStop(atol=fixed_point_atol), throw=False)
+    reasons = list(sol.stats["stop_reason"])
+    x_final = np.asarray(sol.x_final)
+    coordinates = [np.asarray(energy_coordinates(model, jnp.asarray(x), args))
+                   if reason == "fixed_point" else None
+                   for x, reason in zip(x_final, reasons)]
+    labels, representatives = _match(coordinates, match_tol)
+    attractors = []
+    for label, index in enumerate(representatives):
+        # the verdict is taken at a fixed point, not where the flow's stop fired
+        polish = solvers.find_fixed_point(model, jnp.asarray(x_final[index]), args=args,
+                                          tol=polish_tol)
+        x = polish.x
+        spectrum = hessian_eigenvalues(model, x, args, k=k)
+        count = int(np.sum(labels == label))
+        attractors.append(dict(
+            x=np.asarray(x), residual_rms=float(polish.residual_rms),
+            polished=bool(polish.success), energy=float(model.energy(x, args)), count=count,
+            fraction=count / len(labels), morse_index=int(spectrum["morse_index"]),
+            smallest_eigenvalues=np.asarray(spectrum["smallest"]),
+            stable=int(spectrum["morse_index"]) == 0, start=int(index)))
+    fractions = np.array([a["fraction"] for a in attractors])
+    steps = np.asarray(sol.stats["num_steps"])
+    result = dict(
+        labels=labels, attractors=attractors, fractions=fractions,
+        not_converged=int(np.sum(labels < 0)),
+        entropy=float(-np.sum(fractions * np.log(fractions))) if fractions.size else 0.0,
+        batched_iterations=int(np.max(steps)), one_by_one_iterations=int(np.sum(steps)),
+        stop_reasons=reasons, x_final=x_final,
+        metadata=metadata(study="basins", dtype=x_final.dtype, flow=flow, solver=solver,
+                          rtol=rtol, atol=atol, fixed_point_atol=fixed_point_atol, t1=t1,
+                          match_tol=match_tol, starts=int(len(labels))))
+    if grid_shape is not None:
+        result["labels_grid"] = labels.reshape(tuple(grid_shape))
+        result["basin_entropy"] = basin_entropy(result["labels_grid"], box)
+    return result

@@ -1,0 +1,82 @@
+"""`analysis.basins`, `grid_starts` and `basin_entropy` on answers known without them: the
+flat double well `E = (a^2 - 1)^2 + b^2` (gradient flow: every start with `a < 0` flows to
+the minimum `(-1, 0)`, every start with `a > 0` to `(1, 0)`, both at energy 0 with Hessian
+`diag(8, 2)`), and basin entropies of label grids whose boxes hold known mixtures."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from et_ode import analysis
+
+
+class DoubleWell(eqx.Module):
+    """`E = (a^2 - 1)^2 + b^2` on a state `[1, 2]`: a flat gradient system."""
+
+    def energy(self, x, args=None):
+        return (x[0, 0] ** 2 - 1.0) ** 2 + x[0, 1] ** 2
+
+    def residual(self, x, args=None):
+        return jax.grad(self.energy)(x, args)
+
+    def vector_field(self, t, x, args=None, flow="native"):
+        return -self.residual(x, args)
+
+
+class NoResidual(eqx.Module):
+    def energy(self, x, args=None):
+        return jnp.sum(x**2)
+
+    def vector_field(self, t, x, args=None, flow="native"):
+        return -2.0 * x
+
+
+def test_double_well_basins_split_at_the_saddle():
+    # a = -1.5 ... 1.5 down the rows (8 values, none 0), b across
+    starts, a, b = analysis.grid_starts(np.zeros((1, 2)), np.array([[1.5, 0.0]]),
+                                        np.array([[0.0, 1.0]]), resolution=8)
+    np.testing.assert_allclose(starts[3 * 8 + 5, 0], [a[3] * 1.5, b[5]])  # row-major
+    result = analysis.basins(DoubleWell(), starts, flow="native", grid_shape=(8, 8), box=3)
+    labels = result["labels_grid"]
+    assert result["not_converged"] == 0 and len(result["attractors"]) == 2
+    # one basin per sign of a, whatever the label numbers
+    assert len(set(labels[:4].ravel())) == 1 and len(set(labels[4:].ravel())) == 1
+    assert labels[0, 0] != labels[-1, 0]
+    ends = sorted(float(att["x"][0, 0]) for att in result["attractors"])
+    np.testing.assert_allclose(ends, [-1.0, 1.0], atol=1e-10)  # polished by Newton
+    for att in result["attractors"]:
+        assert att["fraction"] == 0.5 and att["count"] == 32
+        assert att["polished"] and att["residual_rms"] < 1e-10
+        assert abs(att["energy"]) < 1e-15 and att["morse_index"] == 0 and att["stable"]
+        np.testing.assert_allclose(att["smallest_eigenvalues"][:2], [2.0, 8.0], rtol=1e-6)
+    assert result["entropy"] == pytest.approx(np.log(2))
+    # the batched program runs as long as its slowest start, not their sum
+    assert 1 <= result["batched_iterations"] < result["one_by_one_iterations"]
+    # 3 x 3 boxes: rows 0-2 hold one basin; rows 3-5 hold a < 0 in row 3, a > 0 in 4-5
+    mixed = -(1 / 3 * np.log(1 / 3) + 2 / 3 * np.log(2 / 3))
+    entropy = result["basin_entropy"]
+    assert (entropy["boxes"], entropy["boundary_boxes"]) == (4, 2)
+    assert entropy["S_b"] == pytest.approx(mixed / 2) and entropy["S_bb"] == pytest.approx(mixed)
+
+
+def test_basin_entropy_of_known_grids():
+    checker = np.indices((6, 6)).sum(axis=0) % 2  # every 2 x 2 box half and half
+    assert analysis.basin_entropy(checker, box=2)["S_b"] == pytest.approx(np.log(2))
+    three = np.tile(np.arange(3), (3, 2))  # each 3 x 3 box: three basins in thirds
+    out = analysis.basin_entropy(three, box=3)
+    assert out["S_b"] == out["S_bb"] == pytest.approx(np.log(3))
+    flat = analysis.basin_entropy(np.zeros((5, 5), int), box=5)
+    assert flat["S_b"] == 0.0 and flat["S_bb"] == 0.0 and flat["boundary_boxes"] == 0
+
+
+def test_refusals():
+    with pytest.raises(ValueError, match=r"needs model\.residual"):
+        analysis.basins(NoResidual(), np.zeros((2, 1, 2)))
+    with pytest.raises(ValueError, match=r"starts must be \[B, N, D\]"):
+        analysis.basins(DoubleWell(), np.zeros((1, 2)))
+    with pytest.raises(ValueError, match="does not hold"):
+        analysis.basins(DoubleWell(), np.zeros((4, 1, 2)), grid_shape=(3, 3))
+    with pytest.raises(ValueError, match="2-D grid of labels"):
+        analysis.basin_entropy(np.zeros(9), box=3)
