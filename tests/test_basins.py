@@ -1,36 +1,14 @@
 """`analysis.basins`, `grid_starts` and `basin_entropy` on answers known without them: the
-flat double well `E = (a^2 - 1)^2 + b^2` (gradient flow: every start with `a < 0` flows to
-the minimum `(-1, 0)`, every start with `a > 0` to `(1, 0)`, both at energy 0 with Hessian
-`diag(8, 2)`), and basin entropies of label grids whose boxes hold known mixtures."""
+flat double well of test_verdicts.py, `E = (a^2 - 1)^2 + (OMEGA / 2) b^2` (gradient flow:
+every start with `a < 0` flows to the minimum `(-1, 0)`, every start with `a > 0` to
+`(1, 0)`, both at energy 0 with Hessian `diag(8, OMEGA)`), and basin entropies of label
+grids whose boxes hold known mixtures."""
 
-import equinox as eqx
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_verdicts import OMEGA, DoubleWell, EnergyOnly
 
 from et_ode import analysis
-
-
-class DoubleWell(eqx.Module):
-    """`E = (a^2 - 1)^2 + b^2` on a state `[1, 2]`: a flat gradient system."""
-
-    def energy(self, x, args=None):
-        return (x[0, 0] ** 2 - 1.0) ** 2 + x[0, 1] ** 2
-
-    def residual(self, x, args=None):
-        return jax.grad(self.energy)(x, args)
-
-    def vector_field(self, t, x, args=None, flow="native"):
-        return -self.residual(x, args)
-
-
-class NoResidual(eqx.Module):
-    def energy(self, x, args=None):
-        return jnp.sum(x**2)
-
-    def vector_field(self, t, x, args=None, flow="native"):
-        return -2.0 * x
 
 
 def test_double_well_basins_split_at_the_saddle():
@@ -50,7 +28,8 @@ def test_double_well_basins_split_at_the_saddle():
         assert att["fraction"] == 0.5 and att["count"] == 32
         assert att["polished"] and att["residual_rms"] < 1e-10
         assert abs(att["energy"]) < 1e-15 and att["morse_index"] == 0 and att["stable"]
-        np.testing.assert_allclose(att["smallest_eigenvalues"][:2], [2.0, 8.0], rtol=1e-6)
+        np.testing.assert_allclose(att["smallest_eigenvalues"][:2], sorted([OMEGA, 8.0]),
+                                   rtol=1e-6)
     assert result["entropy"] == pytest.approx(np.log(2))
     # the batched program runs as long as its slowest start, not their sum
     assert 1 <= result["batched_iterations"] < result["one_by_one_iterations"]
@@ -73,7 +52,7 @@ def test_basin_entropy_of_known_grids():
 
 def test_refusals():
     with pytest.raises(ValueError, match=r"needs model\.residual"):
-        analysis.basins(NoResidual(), np.zeros((2, 1, 2)))
+        analysis.basins(EnergyOnly(), np.zeros((2, 1, 2)))
     with pytest.raises(ValueError, match=r"starts must be \[B, N, D\]"):
         analysis.basins(DoubleWell(), np.zeros((1, 2)))
     with pytest.raises(ValueError, match="does not hold"):
