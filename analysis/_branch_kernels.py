@@ -136,12 +136,19 @@ def deflated_newton(F, y0, roots, active, args, tol, max_newton: int, power, shi
     return jax.lax.while_loop(cond, body, (y0, jnp.asarray(0), _rms(F(y0, args))))
 
 
+def real_eigenvalues(values) -> np.ndarray:
+    """Which eigenvalues are real (imaginary part within round-off of their scale)."""
+    scale = max(1.0, float(np.max(np.abs(values)))) if values.size else 1.0
+    return np.abs(values.imag) <= 1e-7 * scale
+
+
 def leading_eigen(F, y, args, k: int, dense: bool):
     """The `k` eigenvalues of `df/dx` at `y` with the largest real parts (descending),
-    their eigenvectors (`[n, k]`), and the number of eigenvalues with a positive real part
-    (all of them in the dense case; among the `k` otherwise). Dense: numpy's `eig` of the
-    formed Jacobian. Matrix-free: ARPACK (`scipy.sparse.linalg.eigs`, `which="LR"`) on
-    `jvp_x`, implicitly restarted Arnoldi."""
+    their eigenvectors (`[n, k]`), and the numbers of real and of complex eigenvalues with
+    a positive real part (all eigenvalues in the dense case; among the `k` otherwise).
+    Dense: numpy's `eig` of the formed Jacobian. Matrix-free: ARPACK
+    (`scipy.sparse.linalg.eigs`, implicitly restarted Arnoldi, `which="LR"`, a fixed
+    start vector) on `jvp_x`; its errors propagate (`ArpackError`)."""
     n = y.size - 1
     if dense:
         values, vectors = np.linalg.eig(np.asarray(jacobian(F, y, args))[:, :-1])
@@ -150,8 +157,67 @@ def leading_eigen(F, y, args, k: int, dense: bool):
             return np.asarray(jvp_x(F, y, args, jnp.asarray(v, y.dtype)))
 
         operator = spla.LinearOperator((n, n), matvec=matvec, dtype=np.float64)
+        start = 1.0 + np.random.default_rng(0).random(n)
         values, vectors = spla.eigs(operator, k=min(k, n - 2), which="LR", tol=1e-10,
-                               maxiter=100 * n)
+                                    maxiter=100 * n, v0=start)
     order = np.argsort(-values.real, kind="stable")
     values, vectors = values[order], vectors[:, order]
-    return values[:k], vectors[:, :k], int(np.sum(values.real > 0))
+    real = real_eigenvalues(values)
+    unstable = (int(np.sum(values.real[real] > 0)), int(np.sum(values.real[~real] > 0)))
+    return values[:k], vectors[:, :k], unstable
+
+
+@eqx.filter_jit
+def second_derivative(F, y, args, u, v):
+    """`d^2 F(y)[u, v]` (`[n]`), by a JVP of a JVP."""
+    f = lambda z: F(z, args)  # noqa: E731
+    return jax.jvp(lambda z: jax.jvp(f, (z,), (u,))[1], (y,), (v,))[1]
+
+
+@eqx.filter_jit
+def left_null_vector(F, y, args, guess, tol):
+    """The left null vector of `df/dx` at a point `y` next to a branch point: two steps
+    of inverse iteration on `(df/dx)^T` from `guess`, each a GMRES solve on
+    vector-Jacobian products (matrix-free case)."""
+    x, p = y[:-1], y[-1:]
+    _, pullback = jax.vjp(lambda u: F(jnp.concatenate([u, p]), args), x)
+    operator = lx.FunctionLinearOperator(lambda w: pullback(w)[0],
+                                         jax.ShapeDtypeStruct(x.shape, x.dtype))
+    solver = lx.GMRES(rtol=1e-6, atol=0.0, restart=min(GMRES_RESTART, x.size),
+                      max_steps=5 * x.size)
+    psi = guess / jnp.linalg.norm(guess)
+    for _ in range(2):
+        psi = lx.linear_solve(operator, psi, solver, throw=False).value
+        psi = psi / jnp.linalg.norm(psi)
+    return psi
+
+
+def switch_tangent(F, y, t, phi, args, dense: bool, tol):
+    """The tangent of the other branch through a simple branch point at `y`, where the
+    branch has tangent `t` and `df/dx` the null vector `phi`.
+
+    The null space of `df/dy` is spanned by `t` and `w = (phi, 0)` made orthogonal to
+    `t`; a branch's tangent `c1 t + c2 w` solves the algebraic bifurcation equation
+    `psi . d^2F[d, d] = 0` (`psi` the left null vector): with `a_ij = psi . d^2F[., .]`
+    on `(t, w)` and `a_tt = 0` (`t` is a branch), the other root is
+    `c1 / c2 = -a_ww / (2 a_tw)` (Kuznetsov, Elements of Applied Bifurcation Theory,
+    section 10.2). Oriented so that its `phi` component is positive, `phi` signed so
+    that its largest entry is positive. Returns `[n + 1]`."""
+    phi = np.asarray(np.real(phi), np.float64)
+    phi = phi * np.sign(phi[np.argmax(np.abs(phi))])
+    t = np.asarray(t, np.float64)
+    w = np.concatenate([phi, [0.0]])
+    w = w - (w @ t) * t
+    w = w / np.linalg.norm(w)
+    if dense:
+        u, _, _ = np.linalg.svd(np.asarray(jacobian(F, y, args))[:, :-1])
+        psi = u[:, -1]
+    else:
+        psi = np.asarray(left_null_vector(F, y, args, jnp.asarray(phi, y.dtype), tol))
+    a_tw = float(psi @ np.asarray(second_derivative(F, y, args, jnp.asarray(t, y.dtype),
+                                                    jnp.asarray(w, y.dtype))))
+    a_ww = float(psi @ np.asarray(second_derivative(F, y, args, jnp.asarray(w, y.dtype),
+                                                    jnp.asarray(w, y.dtype))))
+    d = w if a_tw == 0.0 else w - a_ww / (2.0 * a_tw) * t
+    d = d / np.linalg.norm(d)
+    return d * (1.0 if d[:-1] @ phi >= 0 else -1.0)

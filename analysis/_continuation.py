@@ -37,17 +37,28 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse.linalg as spla
 
-from ._branch_kernels import DENSE_MAX, FlatField, correct, leading_eigen, tangent
+from ._branch_kernels import (
+    DENSE_MAX,
+    FlatField,
+    correct,
+    jacobian,
+    leading_eigen,
+    real_eigenvalues,
+    switch_tangent,
+    tangent,
+)
 from ._records import metadata
+from ._system_branch import states_and_residuals, system_field
 
 STOP_REASONS = ("p_span", "max_points", "ds_min", "closed")
 
 
 def _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points):
-    if not callable(field):
-        raise TypeError("continuation takes a callable field(x, p, args) -> dx/dt "
-                        f"(got {type(field).__name__}).")
+    if not (callable(field) or callable(getattr(field, "vector_field", None))):
+        raise TypeError("continuation takes a solvers.EnergySystem or a callable "
+                        f"field(x, p, args) -> dx/dt (got {type(field).__name__}).")
     lo, hi = (float(v) for v in p_span)
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"p_span must be (low, high) with low < high (got {p_span}).")
@@ -56,9 +67,10 @@ def _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points):
     if not 0 < ds_min <= ds <= ds_max:
         raise ValueError("steps must satisfy 0 < ds_min <= ds <= ds_max (got "
                          f"ds={ds}, ds_min={ds_min}, ds_max={ds_max}).")
-    if not (k >= 1 and tol > 0 and max_points >= 2):
-        raise ValueError(f"k >= 1, tol > 0 and max_points >= 2 are needed (got k={k}, "
-                         f"tol={tol}, max_points={max_points}).")
+    if not (isinstance(k, int) and k >= 1 and isinstance(max_points, int)
+            and max_points >= 2 and (tol is None or tol > 0)):
+        raise ValueError("k >= 1 and max_points >= 2 (integers) and tol > 0 are needed "
+                         f"(got k={k!r}, max_points={max_points!r}, tol={tol!r}).")
     if not np.all(np.isfinite(np.asarray(x0))):
         raise ValueError("x0 holds NaN or inf: start from a finite state.")
     return lo, hi
@@ -102,36 +114,30 @@ class _Branch:
         y, it, res = self.correct(a["y"] + step * a["t"], a["t"])
         if not (res <= float(self.tol)):
             return None
-        return self.point(y, self.tangent(y, a["t"]), it, res, a["s"] + step)
+        t = self.tangent(y, a["t"])
+        if not bool(jnp.all(jnp.isfinite(t))):  # landed on a singular point: step again
+            return None
+        try:
+            return self.point(y, t, it, res, a["s"] + step)
+        except spla.ArpackError:  # e.g. df/dx = 0 exactly there
+            return None
 
 
-def _crossing(values, real: bool):
-    """Signed test value of the eigenvalue nearest the imaginary axis among the real
-    (`real`) or the complex ones; None if there is none."""
-    scale = 1e-7 * max(1.0, float(np.max(np.abs(values))) if values.size else 1.0)
-    pick = np.abs(values.imag) <= scale if real else values.imag > scale
-    if not np.any(pick):
-        return None
-    chosen = values[pick]
-    return float(chosen.real[np.argmin(np.abs(chosen.real))])
-
-
-def _bisect(branch, a, b, test, locate_tol):
-    """Bisection in arclength between points `a` and `b` (`b` one step past `a`) on
-    `test(point)`, whose sign differs at the two. Returns the last point and the bracket."""
-    lo, hi = 0.0, b["s"] - a["s"]
-    f_lo, best = test(a), b
+def _bisect(branch, a, b, side, locate_tol):
+    """Bisection in arclength between points `a` and `b` (`b` one step past `a`) to where
+    `side(point)` changes from its value at `a`. Returns the last point computed and the
+    final bracket."""
+    lo, hi, at_a, best = 0.0, b["s"] - a["s"], side(a), b
     for _ in range(200):
         if hi - lo <= locate_tol:
             break
         mid = 0.5 * (lo + hi)
         point = branch.along(a, mid)
-        value = None if point is None else test(point)
-        if value is None:
+        if point is None:
             break
         best = point
-        if np.sign(value) == np.sign(f_lo):
-            lo, f_lo = mid, value
+        if side(point) == at_a:
+            lo = mid
         else:
             hi = mid
     return best, hi - lo
@@ -148,50 +154,84 @@ def _record(kind, point, bracket, index, F, eigenvalue=None):
     return record
 
 
+def _nearest_zero(values, real: bool):
+    """Index of the real (or complex) eigenvalue with the smallest real part in size."""
+    pick = np.flatnonzero(real_eigenvalues(values) == real)
+    return int(pick[np.argmin(np.abs(values.real[pick]))]) if pick.size else None
+
+
+def _bordered_singular(branch, point) -> bool:
+    """Dense case: whether the bordered Jacobian `[df/dy; t^T]` is singular at `point`
+    (relative smallest singular value below 1e-6): a branch point, where a fold's
+    bordered Jacobian is regular."""
+    if not branch.dense:
+        return False
+    jac = np.asarray(jacobian(branch.F, point["y"], branch.args))
+    sigma = np.linalg.svd(np.vstack([jac, np.asarray(point["t"])[None]]), compute_uv=False)
+    return bool(sigma[-1] <= 1e-6 * sigma[0])
+
+
+def _branch_point(branch, point, bracket, index):
+    values = point["eigenvalues"]
+    e = _nearest_zero(values, real=True)
+    record = _record("branch_point", point, bracket, index, branch.F,
+                     None if e is None else values[e])
+    if e is not None:
+        record["switch_tangent"] = switch_tangent(
+            branch.F, point["y"], point["t"], point["vectors"][:, e], branch.args,
+            branch.dense, branch.tol)
+    return record
+
+
 def _detect(branch, a, b, index, locate_tol):
-    """The bifurcations between consecutive points `a` and `b`."""
-    found = []
+    """The bifurcations between consecutive points `a` and `b`: a fold where the
+    tangent's `p` component changes sign (a branch point instead where the bordered
+    Jacobian is singular there); else a branch point where the number of real
+    eigenvalues with a positive real part changes, a Hopf point where that of complex
+    ones does."""
     if np.sign(float(a["t"][-1])) * np.sign(float(b["t"][-1])) < 0:
-        point, bracket = _bisect(branch, a, b, lambda q: float(q["t"][-1]), locate_tol)
-        nearest = point["eigenvalues"][np.argmin(np.abs(point["eigenvalues"]))]
-        found.append(_record("fold", point, bracket, index, branch.F, nearest))
-        return found
-    if a["unstable"] == b["unstable"]:
-        return found
-    for kind, real in (("branch_point", True), ("hopf", False)):
-        ends = _crossing(a["eigenvalues"], real), _crossing(b["eigenvalues"], real)
-        if None in ends or np.sign(ends[0]) == np.sign(ends[1]):
-            continue
-        point, bracket = _bisect(branch, a, b, lambda q: _crossing(q["eigenvalues"], real),
+        point, bracket = _bisect(branch, a, b, lambda q: np.sign(float(q["t"][-1])),
                                  locate_tol)
+        if _bordered_singular(branch, point):
+            return [_branch_point(branch, point, bracket, index)]
         values = point["eigenvalues"]
-        pick = np.abs(values.real) == np.min(np.abs(values.real))
-        index_e = int(np.flatnonzero(pick)[0])
-        record = _record(kind, point, bracket, index, branch.F, values[index_e])
+        nearest = values[int(np.argmin(np.abs(values)))]
+        return [_record("fold", point, bracket, index, branch.F, nearest)]
+    found = []
+    for kind, which in (("branch_point", 0), ("hopf", 1)):
+        if a["unstable"][which] == b["unstable"][which]:
+            continue
+        point, bracket = _bisect(branch, a, b, lambda q: q["unstable"][which], locate_tol)
         if kind == "branch_point":
-            phi = np.real(point["vectors"][:, index_e])
-            other = np.concatenate([phi, [0.0]])
-            t = np.asarray(point["t"])
-            other = other - (other @ t) * t
-            record["switch_tangent"] = other / np.linalg.norm(other)
-        else:
-            record["frequency"] = abs(float(values[index_e].imag))
+            found.append(_branch_point(branch, point, bracket, index))
+            continue
+        values = point["eigenvalues"]
+        e = _nearest_zero(values, real=False)
+        record = _record("hopf", point, bracket, index, branch.F,
+                         None if e is None else values[e])
+        record["frequency"] = None if e is None else abs(float(values[e].imag))
         found.append(record)
     return found
 
 
-def continuation(field, x0, p0, *, p_span, args=None, ds=0.01, ds_min=1e-8, ds_max=0.1,
-                 direction=1, max_points=1000, k=6, tol=1e-10, max_newton=10,
+def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, ds_min=1e-8, ds_max=0.1,
+                 direction=1, max_points=1000, k=6, tol=None, max_newton=10,
                  max_turn=0.5, locate_tol=1e-10, tangent_start=None, matrix_free=None,
                  dtype=None) -> dict:
-    """Follow the branch of steady states of `field` through `(x0, p0)` in `p`, with
+    """Follow the branch of steady states of `system` through `(x0, p0)` in `p`, with
     the `k` leading eigenvalues at every point and the bifurcations located (module
     docstring).
 
     **Arguments:**
 
-    - `field`: `f(x, p, args) -> dx/dt`, `x` of any shape, `p` a scalar (traced: one
-      compilation serves the branch and every later call with the same `field`).
+    - `system`: a field `f(x, p, args) -> dx/dt`, `x` of any shape, `p` a scalar
+      (traced: one compilation serves the branch and every later call with the same
+      `field`); or an energy model (`solvers.EnergySystem`: `energy`, `vector_field`,
+      `residual`), whose fixed points of the projected flow are followed in its
+      manifold coordinates (`analysis._system_branch`) with `parameter`.
+    - `parameter`: for an energy model, what `p` is: `"memory_scale"` (the Hopfield
+      memories scaled by `p`), `"field_strength"` (the external field's strength), or
+      a function `(model, args, p) -> (model, args)` of the model's arrays.
     - `x0`: a state at or near a steady state at `p0`; it is first corrected at fixed
       `p0` (Newton), and refused, naming the residual, if that fails.
     - `p_span`: `(low, high)`: the branch stops at its first point outside.
@@ -199,7 +239,8 @@ def continuation(field, x0, p0, *, p_span, args=None, ds=0.01, ds_min=1e-8, ds_m
     - `ds`, `ds_min`, `ds_max`: the first, smallest and largest arclength step (in the
       units of `(x, p)`); `direction`: `+1` starts towards larger `p`, `-1` smaller.
     - `max_points`: the most points kept; `k`: eigenvalues kept per point.
-    - `tol`: RMS of `f` at which Newton has converged (the field's units); `max_newton`:
+    - `tol`: RMS of `f` at which Newton has converged (the field's units; default 1e-10
+      in float64, 1e-5 in float32, whose round-off stops Newton above 1e-10); `max_newton`:
       iterations per corrector; `max_turn`: largest angle (radians) between consecutive
       tangents before a step is refused as a possible jump to another branch.
     - `locate_tol`: arclength bracket to which a bifurcation is located.
@@ -217,17 +258,37 @@ def continuation(field, x0, p0, *, p_span, args=None, ds=0.01, ds_min=1e-8, ds_m
     `p`, `x`, `s`, `index` (the point before it), `s_bracket` (the final bisection
     bracket), `eigenvalue` (the one crossing), `residual_rms`, and `switch_tangent`
     (branch points) or `frequency` (Hopf points); `stop_reason` (one of
-    `STOP_REASONS`), `dense`, `metadata`.
+    `STOP_REASONS`), `dense`, `metadata`. For an energy model `x` holds its own states
+    (`[m, N, D]`), `y` the manifold coordinates that were followed, and
+    `fixed_point_residual_rms [m]` the model's RMS residual at each point (each
+    bifurcation has its `y` and `fixed_point_residual_rms` too); the eigenvalues are the
+    linearised projected flow's on the manifold (rates in 1/time: on the ET minus the
+    `coordinates="x"` Hessian eigenvalues over `tau`).
     """
-    lo, hi = _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points)
+    lo, hi = _check(system, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points)
+    if direction not in (1, -1):
+        raise ValueError(f"direction must be +1 or -1 (got {direction!r}).")
     dtype = dtype_of(x0, dtype)
+    if tol is None:
+        tol = 1e-10 if dtype == jnp.float64 else 1e-5
     x0 = jnp.asarray(x0, dtype)
+    energy_model = callable(getattr(system, "vector_field", None))
+    if energy_model:
+        system, args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v,
+                                    (system, args))
+        field, x0, args = system_field(system, x0, p0, args, parameter)
+    else:
+        if parameter is not None:
+            raise ValueError("parameter= is for energy models; a field takes p itself.")
+        field = system
     n = x0.size
     dense = (n + 1 <= DENSE_MAX) if matrix_free is None else not matrix_free
     if not dense and n < 4:
         raise ValueError("matrix_free needs a state of at least 4 entries (ARPACK).")
     F = FlatField(field, tuple(x0.shape))
-    args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
+    if not energy_model:
+        args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
+        check_field_shape(field, x0, p0, args)
     branch = _Branch(F, args, tol, max_newton, k, dense, dtype)
 
     y0 = jnp.concatenate([jnp.ravel(x0), jnp.asarray([p0], dtype)])
@@ -244,9 +305,10 @@ def continuation(field, x0, p0, *, p_span, args=None, ds=0.01, ds_min=1e-8, ds_m
                              "next to the bifurcation, or pass tangent_start.")
     else:
         t = jnp.asarray(tangent_start, dtype).ravel()
-        if t.size != n + 1:
-            raise ValueError(f"tangent_start needs {n + 1} entries (the state's, then p); "
-                             f"got {t.size}.")
+        if t.size != n + 1 or not (bool(jnp.all(jnp.isfinite(t)))
+                                   and float(jnp.linalg.norm(t)) > 0):
+            raise ValueError(f"tangent_start needs {n + 1} finite entries (the state's, "
+                             f"then p), not all zero; got {t.size} entries.")
         t = t / jnp.linalg.norm(t)
     if (direction * float(t[-1]) < 0) if tangent_start is None else direction < 0:
         t = -t
@@ -277,20 +339,51 @@ def continuation(field, x0, p0, *, p_span, args=None, ds=0.01, ds_min=1e-8, ds_m
         if len(points) > 3 and float(jnp.linalg.norm(b["y"] - points[0]["y"])) < 0.5 * step:
             stop_reason = "closed"
             break
-    return _result(points, bifurcations, stop_reason, F, dense, dtype, dict(
+    result = _result(points, bifurcations, stop_reason, F, dense, dtype, dict(
         p_span=(lo, hi), ds=ds, ds_min=ds_min, ds_max=ds_max, k=k, tol=tol,
-        max_newton=max_newton, max_turn=max_turn, locate_tol=locate_tol))
+        max_newton=max_newton, max_turn=max_turn, locate_tol=locate_tol,
+        parameter=None if not energy_model else (
+            parameter if isinstance(parameter, str) else getattr(parameter, "__name__",
+                                                                 "function"))))
+    if energy_model:
+        _to_model_coordinates(result, args)
+    return result
+
+
+def _to_model_coordinates(result, packed):
+    """An energy model's branch in its own coordinates: `x` (and each bifurcation's)
+    from the manifold coordinates, which move to `y`; `fixed_point_residual_rms [m]`,
+    the model's RMS residual at each point."""
+    ys = jnp.asarray(result["x"])
+    xs, residuals = states_and_residuals(ys, jnp.asarray(result["p"], ys.dtype), packed)
+    result["y"], result["x"] = result["x"], np.asarray(xs)
+    result["fixed_point_residual_rms"] = np.asarray(residuals)
+    for b in result["bifurcations"]:
+        y = jnp.asarray(b["x"])[None]
+        x, res = states_and_residuals(y, jnp.asarray([b["p"]], y.dtype), packed)
+        b["y"], b["x"], b["fixed_point_residual_rms"] = b["x"], np.asarray(x[0]), float(res[0])
+
+
+def check_field_shape(field, x0, p, args) -> None:
+    """Refuse a field whose output does not have the state's shape, before any solve."""
+    out = jax.eval_shape(lambda x: field(x, jnp.asarray(p, x.dtype), args), x0)
+    if out.shape != x0.shape:
+        raise ValueError(f"field(x, p, args) returned shape {out.shape} for a state of "
+                         f"shape {x0.shape}: it must return dx/dt, the state's shape.")
 
 
 def is_float(leaf) -> bool:
-    """Whether a conditions leaf is a floating array (cast to the branch's dtype)."""
+    """Whether a leaf is a floating array or a Python float (cast to the branch's
+    dtype: a Python float would be a static, recompiling argument)."""
+    if isinstance(leaf, float):
+        return True
     return hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating)
 
 
 def _result(points, bifurcations, stop_reason, F, dense, dtype, settings):
     ys = np.stack([np.asarray(q["y"]) for q in points])
     values = np.stack([np.asarray(q["eigenvalues"]) for q in points])
-    unstable = np.array([q["unstable"] for q in points])
+    unstable = np.array([sum(q["unstable"]) for q in points])
     return dict(
         p=ys[:, -1], x=ys[:, :-1].reshape((len(points),) + F.shape),
         s=np.array([q["s"] for q in points]), eigenvalues=values, unstable=unstable,

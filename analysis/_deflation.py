@@ -6,8 +6,10 @@ would find the same one. Deflation (Farrell, Birkisson and Funke, SIAM J. Sci. C
 `M(x) = prod_i (|x - r_i|^-power + shift)` over the zeros `r_i` found so far: `M` grows
 without bound at each of them, so Newton is pushed away from every known zero, and the
 deflated Newton step is the plain one scaled (`analysis._branch_kernels.deflated_newton`).
-Each start is retried until deflated Newton fails from it; every zero found is checked
-on the undeflated `f` and kept once.
+Each start is retried until deflated Newton fails from it (a start that lies on a known
+zero is moved off it by a small seeded random step first); every zero found is checked
+on the undeflated `f` and kept once. A degenerate (multiple) zero is accepted where
+`|f| <= tol`, which may lie some way from it in `x`, so it can be reported twice.
 """
 
 import jax
@@ -15,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._branch_kernels import DENSE_MAX, FlatField, deflated_newton, leading_eigen
-from ._continuation import dtype_of, is_float
+from ._continuation import check_field_shape, dtype_of, is_float
 from ._records import metadata
 
 
@@ -48,15 +50,21 @@ def steady_states(field, starts, p, *, args=None, known=None, max_states=16, pow
     starts = np.asarray(starts)
     if starts.ndim < 1 or starts.shape[0] < 1 or not np.all(np.isfinite(starts)):
         raise ValueError("starts must be a finite array [S, *shape] with S >= 1.")
-    if not (max_states >= 1 and power > 0 and shift > 0 and tol > 0):
-        raise ValueError("max_states >= 1, power > 0, shift > 0 and tol > 0 are needed "
-                         f"(got {max_states}, {power}, {shift}, {tol}).")
+    if not (isinstance(max_states, int) and max_states >= 1 and isinstance(k, int)
+            and k >= 1 and power > 0 and shift > 0 and tol > 0 and np.isfinite(p)):
+        raise ValueError("max_states >= 1 and k >= 1 (integers), power > 0, shift > 0, "
+                         "tol > 0 and a finite p are needed (got "
+                         f"{max_states!r}, {k!r}, {power}, {shift}, {tol}, {p}).")
     dtype = dtype_of(starts, dtype)
     shape = starts.shape[1:]
     n = int(np.prod(shape, dtype=int))
     dense = (n + 1 <= DENSE_MAX) if matrix_free is None else not matrix_free
+    if not dense and n < 4:
+        raise ValueError("matrix_free needs a state of at least 4 entries (ARPACK).")
     F = FlatField(field, tuple(shape))
     args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
+    check_field_shape(field, jnp.asarray(starts[0], dtype), p, args)
+    rng = np.random.default_rng(0)
     known = np.zeros((0, n)) if known is None else np.asarray(known).reshape(-1, n)
     capacity = max_states + known.shape[0]
     roots = np.zeros((capacity, n))
@@ -68,6 +76,11 @@ def steady_states(field, starts, p, *, args=None, known=None, max_states=16, pow
                 jnp.asarray(shift, dtype), dense)
     for index, start in enumerate(starts.reshape(starts.shape[0], n)):
         while len(found) < max_states:
+            if count and np.min(np.sqrt(np.mean((roots[:count] - start) ** 2, axis=1))) \
+                    < 1e3 * min_distance:
+                # the deflation operator is infinite at a known state: start beside it
+                start = start + 1e-2 * (1.0 + np.sqrt(np.mean(start ** 2))) * (
+                    rng.standard_normal(n))
             y0 = jnp.asarray(np.concatenate([start, p_entry]), dtype)
             active = jnp.asarray(np.arange(capacity) < count)
             y, _, res = deflated_newton(F, y0, jnp.asarray(roots, dtype), active, args,

@@ -11,12 +11,13 @@ import io
 import pathlib
 import re
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.optimize
 
-from et_ode import analysis
+from et_ode import analysis, solvers
 
 LAMBDA_STAR = 3.513830719125162  # continuous Bratu fold (Bratu 1914; e.g. Boyd 1986)
 THETA_STAR = 4.798714560451168  # theta at that fold: theta = sqrt(2 lambda) cosh(theta/4)
@@ -152,3 +153,54 @@ def test_bad_settings_are_refused():
         analysis.continuation("f", x0, -1.0, p_span=(-2.0, 1.0))
     with pytest.raises(ValueError, match="needs a branch point"):
         analysis.switch_branch(fold_form, {"kind": "fold"}, p_span=(-2.0, 1.0))
+
+
+def transcritical(x, p, args):
+    return p * x - x ** 2
+
+
+def test_transcritical_switch_follows_the_oblique_branch():
+    """At a transcritical point the other branch (x = p) is not perpendicular to the
+    trivial one: its tangent comes from the algebraic bifurcation equation."""
+    trivial = analysis.continuation(transcritical, jnp.array([0.0]), -1.0,
+                                    p_span=(-1.0, 1.0), ds=0.05, ds_max=0.2)
+    (point,) = trivial["bifurcations"]
+    assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
+    np.testing.assert_allclose(point["switch_tangent"], [2 ** -0.5, 2 ** -0.5], atol=1e-6)
+    for direction in (1, -1):
+        other = analysis.switch_branch(transcritical, point, p_span=(-1.0, 1.0),
+                                       direction=direction, ds=0.05, ds_max=0.2)
+        x, p = other["x"][1:, 0], other["p"][1:]
+        assert other["stop_reason"] == "p_span" and np.all(np.sign(x) == direction)
+        np.testing.assert_allclose(np.abs(x) * (x - p), 0.0, atol=2e-10)  # on x = p
+        np.testing.assert_array_equal(other["stable"][1:], p > 0)  # eigenvalue -p
+
+
+def test_the_ets_fixed_point_in_the_memory_scale(smooth_model, x0):
+    """The tiny float64 ET (smooth memories): every continued point is a fixed point of
+    the model at its memory scale, and the branch's eigenvalues are the linearised
+    projected flow's: minus the tangent Hessian's (`coordinates="x"`) over tau, from a
+    dense computation at the same points."""
+    start = solvers.solve(smooth_model, x0, solver="tsit5", rtol=1e-8, atol=1e-10,
+                          dt0=None, flow="projected", t1=2000.0, max_steps=20000,
+                          stop=solvers.FixedPointStop(atol=1e-6)).x_final
+    fixed = solvers.find_fixed_point(smooth_model, start, method="newton")
+    branch = analysis.continuation(smooth_model, fixed.x, 1.0, p_span=(0.5, 2.0),
+                                   parameter="memory_scale", ds=0.2, ds_max=0.5, k=4,
+                                   max_points=6)
+    assert branch["x"].shape == (len(branch["p"]),) + x0.shape
+    assert np.all(branch["fixed_point_residual_rms"] < 1e-9) and branch["p"][-1] > 1.5
+    assert branch["stable"].all() and not branch["bifurcations"]
+    for i in (0, len(branch["p"]) - 1):
+        scaled = eqx.tree_at(lambda m: m.hopfield.xi, smooth_model,
+                             branch["p"][i] * smooth_model.hopfield.xi)
+        hessian = analysis.hessian_eigenvalues(scaled, jnp.asarray(branch["x"][i]),
+                                               coordinates="x", k=4)
+        np.testing.assert_allclose(branch["eigenvalues"][i].real,
+                                   -np.asarray(hessian["smallest"]) / smooth_model.tau,
+                                   rtol=1e-7)
+    with pytest.raises(ValueError, match="static field"):
+        analysis.continuation(smooth_model, fixed.x, 1.0, p_span=(0.5, 2.0),
+                              parameter="beta")
+    with pytest.raises(ValueError, match="needs parameter="):
+        analysis.continuation(smooth_model, fixed.x, 1.0, p_span=(0.5, 2.0))

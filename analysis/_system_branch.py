@@ -1,0 +1,128 @@
+"""An energy model's fixed points as the zeros of a field that `continuation` can follow:
+manifold coordinates, the parameter, and the states back in the model's own coordinates.
+
+In ambient coordinates every fixed point of the ET is singular: the projected flow keeps
+each token's scale and mean, so the Jacobian has a zero eigenvalue along each of them,
+and Newton's bordered system is singular at every point of the branch. The branch is
+therefore followed in the manifold coordinates `y` of the model
+(`solvers.ManifoldEnergySystem`; a model without them is flat, `y = x`), with
+
+    v(y) = to_manifold(from_manifold(y, x_ref)),   x(y) = from_manifold(v(y), x_ref),
+    f(y, p) = D to_manifold(x) [dx/dt] - NORMAL_RATE (y - v(y)),
+
+where `dx/dt` is the model's projected field at `x(y)` and parameter `p` (the
+projected flow: the native one inflates the tokens and has no fixed points). The first term is the
+flow's velocity in manifold coordinates (so on the manifold the linearisation of `f` is
+the linearised flow, with its rates); the second pins the directions off the manifold
+(each token's scale of `y`, for the ET) with the rate `-NORMAL_RATE`, far below the
+flow's slowest rates, so they never cross zero and never rank among the leading
+eigenvalues. Coordinates that `from_manifold` ignores (the ET's clamped tokens) are
+pinned to their start the same way. The zeros of `f` are exactly the fixed points on
+the manifold through `x_ref`.
+
+The parameter is a function `(model, args, p) -> (model, args)` applied inside the
+compiled field (so `p` is traced: one compilation serves the branch), or one of
+`PARAMETERS`.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from et_ode import solvers
+
+from ._geometry import require
+
+# The rate (1/time) given to the directions off the manifold and to pinned coordinates.
+NORMAL_RATE = 1e3
+
+
+def _memory_scale(model, args, p):
+    return eqx.tree_at(lambda m: m.hopfield.xi, model, p * model.hopfield.xi), args
+
+
+def _field_strength(model, args, p):
+    if getattr(args, "field", None) is None:
+        raise ValueError("parameter='field_strength' needs conditions with an external "
+                         "field: args=et_ode.Conditions(field=..., ...).")
+    return model, eqx.tree_at(lambda a: a.field_strength, args, p * jnp.ones_like(
+        args.field_strength))
+
+
+# Parameters by name: each a function (model, args, p) -> (model, args).
+PARAMETERS = {
+    "memory_scale": _memory_scale,  # the Hopfield memories xi scaled by p
+    "field_strength": _field_strength,  # Conditions.field_strength set to p
+}
+
+
+def parameter_function(parameter):
+    """`parameter` as a function `(model, args, p) -> (model, args)`."""
+    if callable(parameter):
+        return parameter
+    if parameter == "beta":
+        raise ValueError(
+            "parameter='beta': EnergyAttention.beta is a static field (a new value "
+            "compiles a new program, and it cannot be traced); follow the branch in "
+            "'memory_scale' or 'field_strength', or pass a function (model, args, p) -> "
+            "(model, args) of the model's arrays.")
+    if parameter not in PARAMETERS:
+        raise ValueError(f"parameter must be one of {', '.join(PARAMETERS)} or a function "
+                         f"(model, args, p) -> (model, args); got {parameter!r}.")
+    return PARAMETERS[parameter]
+
+
+def _parts(model, x_ref, args, y, p, parameter):
+    model_p, args_p = parameter(model, args, p)
+    system = solvers.as_manifold_system(model_p)
+    v = system.to_manifold(system.from_manifold(y, x_ref, args_p), args_p)
+    x = system.from_manifold(v, x_ref, args_p)
+    return model_p, args_p, system, v, x
+
+
+def manifold_field(y, p, packed):
+    """`f(y, p)` (module docstring) on the projected flow; `packed = (model, x_ref,
+    args, y_ref, pinned, parameter)`, the last one static."""
+    model, x_ref, args, y_ref, pinned, parameter = packed
+    model_p, args_p, system, v, x = _parts(model, x_ref, args, y, p, parameter)
+    dx = model_p.vector_field(0.0, x, args_p, "projected")
+    dv = jax.jvp(lambda z: system.to_manifold(z, args_p), (x,), (dx,))[1]
+    return jnp.where(pinned, -NORMAL_RATE * (y - y_ref), dv - NORMAL_RATE * (y - v))
+
+
+@eqx.filter_jit
+def states_and_residuals(ys, ps, packed):
+    """The ambient states `x(y)` of the points `ys [m, *shape]` at `ps [m]`, and the RMS
+    of the model's residual there (zero at a fixed point)."""
+    model, x_ref, args, _, _, parameter = packed
+
+    def one(y, p):
+        model_p, args_p, _, _, x = _parts(model, x_ref, args, y, p, parameter)
+        return x, jnp.sqrt(jnp.mean(jnp.square(model_p.residual(x, args_p))))
+
+    return jax.vmap(one)(ys, ps)
+
+
+@eqx.filter_jit
+def _pinned(model, x_ref, args, parameter, p):
+    """Coordinates of `y` that `x(y)` does not depend on (a JVP in a direction with no
+    zero entry)."""
+    y_ref = solvers.as_manifold_system(model).to_manifold(x_ref, args)
+    direction = 1.0 + jnp.abs(jax.random.normal(jax.random.key(0), x_ref.shape, x_ref.dtype))
+    moved = jax.jvp(lambda y: _parts(model, x_ref, args, y, p, parameter)[4], (y_ref,),
+                    (direction,))[1]
+    return y_ref, moved == 0
+
+
+def system_field(model, x0, p0, args, parameter):
+    """The field, the start `y0` and the packed arguments for `continuation` on an
+    energy model (module docstring)."""
+    require(model, "continuation", ("energy", "vector_field", "residual"))
+    if parameter is None:
+        raise ValueError("continuation of an energy model needs parameter=: one of "
+                         f"{', '.join(PARAMETERS)} or a function (model, args, p) -> "
+                         "(model, args).")
+    function = parameter_function(parameter)
+    x0 = jnp.asarray(x0)
+    y_ref, pinned = _pinned(model, x0, args, function, jnp.asarray(p0, x0.dtype))
+    return manifold_field, y_ref, (model, x0, args, y_ref, pinned, function)
