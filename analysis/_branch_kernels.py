@@ -82,12 +82,12 @@ def correct(F, y_pred, direction, args, tol, max_newton: int, dense: bool):
 
 
 @eqx.filter_jit
-def tangent(F, y, border, args, tol, dense: bool):
-    """The unit tangent `t` of the branch at `y` (`dF/dy t = 0`), oriented so that
-    `border . t > 0`."""
+def tangent(F, y, border, weights, args, tol, dense: bool):
+    """The tangent `t` of the branch at `y` (`dF/dy t = 0`), of unit length in the norm
+    `sqrt(sum(weights t^2))`, oriented so that `border . t > 0`."""
     rhs = jnp.zeros_like(y).at[-1].set(1.0)
     t = bordered_solve(F, y, border, args, rhs, dense, tol)
-    return t / jnp.linalg.norm(t)
+    return t / jnp.sqrt(jnp.sum(weights * t * t))
 
 
 @eqx.filter_jit

@@ -7,7 +7,8 @@ parameter `p`; its steady states are the zeros of `f`. The branch is a curve
 be followed through a fold, where `p` turns back (Keller, 1977; Allgower and Georg,
 *Introduction to Numerical Continuation Methods*, 1990). Each step:
 
-1. **predict** along the unit tangent `t`: `y_pred = y + ds t`;
+1. **predict** along the unit tangent `t`: `y_pred = y + ds t` (unit in the
+   arclength's metric `ds^2 = state_weight RMS(dx)^2 + dp^2`);
 2. **correct** by Newton on `f(y) = 0, t . (y - y_pred) = 0` (the bordered Jacobian
    `[df/dy; t^T]`: formed up to `DENSE_MAX` unknowns, else GMRES on JVPs);
 3. accept if Newton converged (RMS f at most `tol`) and the new tangent turned by less
@@ -90,18 +91,24 @@ def dtype_of(x0, dtype):
 class _Branch:
     """The compiled pieces bound to one field, its conditions and settings."""
 
-    def __init__(self, F, args, tol, max_newton, k, dense, dtype):
+    def __init__(self, F, args, tol, max_newton, k, dense, dtype, weights):
         self.F, self.args, self.k, self.dense = F, args, k, dense
         self.tol = jnp.asarray(tol, dtype)
         self.max_newton = int(max_newton)
+        self.weights = weights  # [n + 1]: the arclength's metric
+
+    def inner(self, a, b) -> float:
+        """`a . b` in the arclength's metric."""
+        return float(jnp.sum(self.weights * a * b))
 
     def correct(self, y_pred, direction):
-        y, it, res = correct(self.F, y_pred, direction, self.args, self.tol,
+        y, it, res = correct(self.F, y_pred, self.weights * direction, self.args, self.tol,
                              self.max_newton, self.dense)
         return y, int(it), float(res)
 
-    def tangent(self, y, border):
-        return tangent(self.F, y, border, self.args, self.tol, self.dense)
+    def tangent(self, y, previous):
+        return tangent(self.F, y, self.weights * previous, self.weights, self.args,
+                       self.tol, self.dense)
 
     def point(self, y, t, iterations, residual, s):
         values, vectors, unstable = leading_eigen(self.F, y, self.args, self.k, self.dense)
@@ -167,7 +174,8 @@ def _bordered_singular(branch, point) -> bool:
     if not branch.dense:
         return False
     jac = np.asarray(jacobian(branch.F, point["y"], branch.args))
-    sigma = np.linalg.svd(np.vstack([jac, np.asarray(point["t"])[None]]), compute_uv=False)
+    border = np.asarray(branch.weights * point["t"])
+    sigma = np.linalg.svd(np.vstack([jac, border[None]]), compute_uv=False)
     return bool(sigma[-1] <= 1e-6 * sigma[0])
 
 
@@ -217,7 +225,7 @@ def _detect(branch, a, b, index, locate_tol):
 def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, ds_min=1e-8, ds_max=0.1,
                  direction=1, max_points=1000, k=6, tol=None, max_newton=10,
                  max_turn=0.5, locate_tol=1e-10, tangent_start=None, matrix_free=None,
-                 dtype=None) -> dict:
+                 state_weight=1.0, dtype=None) -> dict:
     """Follow the branch of steady states of `system` through `(x0, p0)` in `p`, with
     the `k` leading eigenvalues at every point and the bifurcations located (module
     docstring).
@@ -236,8 +244,12 @@ def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, 
       `p0` (Newton), and refused, naming the residual, if that fails.
     - `p_span`: `(low, high)`: the branch stops at its first point outside.
     - `args`: the field's conditions (a pytree).
-    - `ds`, `ds_min`, `ds_max`: the first, smallest and largest arclength step (in the
-      units of `(x, p)`); `direction`: `+1` starts towards larger `p`, `-1` smaller.
+    - `ds`, `ds_min`, `ds_max`: the first, smallest and largest arclength step;
+      `direction`: `+1` starts towards larger `p`, `-1` smaller.
+    - `state_weight`: the arclength's metric, `ds^2 = state_weight RMS(dx)^2 + dp^2`
+      (RMS over the state's `n` entries, so that a large state does not crowd out `p`:
+      with the plain Euclidean length, a step of the ET's 4,096 entries would hardly
+      move `p`).
     - `max_points`: the most points kept; `k`: eigenvalues kept per point.
     - `tol`: RMS of `f` at which Newton has converged (the field's units; default 1e-10
       in float64, 1e-5 in float32, whose round-off stops Newton above 1e-10); `max_newton`:
@@ -289,7 +301,10 @@ def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, 
     if not energy_model:
         args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
         check_field_shape(field, x0, p0, args)
-    branch = _Branch(F, args, tol, max_newton, k, dense, dtype)
+    if not (math.isfinite(state_weight) and state_weight > 0):
+        raise ValueError(f"state_weight must be positive (got {state_weight!r}).")
+    weights = jnp.full(n + 1, state_weight / n, dtype).at[-1].set(1.0)
+    branch = _Branch(F, args, tol, max_newton, k, dense, dtype, weights)
 
     y0 = jnp.concatenate([jnp.ravel(x0), jnp.asarray([p0], dtype)])
     e_p = jnp.zeros(n + 1, dtype).at[-1].set(1.0)
@@ -309,7 +324,7 @@ def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, 
                                    and float(jnp.linalg.norm(t)) > 0):
             raise ValueError(f"tangent_start needs {n + 1} finite entries (the state's, "
                              f"then p), not all zero; got {t.size} entries.")
-        t = t / jnp.linalg.norm(t)
+        t = t / jnp.sqrt(branch.inner(t, t))
     if (direction * float(t[-1]) < 0) if tangent_start is None else direction < 0:
         t = -t
     points = [branch.point(y, t, it, res, 0.0)]
@@ -318,7 +333,7 @@ def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, 
     while len(points) < max_points:
         a = points[-1]
         b = branch.along(a, step)
-        if b is None or float(jnp.dot(a["t"], b["t"])) < math.cos(max_turn):
+        if b is None or branch.inner(a["t"], b["t"]) < math.cos(max_turn):
             step *= 0.5
             if step < ds_min:
                 stop_reason = "ds_min"
@@ -336,12 +351,14 @@ def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, 
         if not lo <= p <= hi:
             stop_reason = "p_span"
             break
-        if len(points) > 3 and float(jnp.linalg.norm(b["y"] - points[0]["y"])) < 0.5 * step:
+        back = b["y"] - points[0]["y"]
+        if len(points) > 3 and math.sqrt(branch.inner(back, back)) < 0.5 * step:
             stop_reason = "closed"
             break
     result = _result(points, bifurcations, stop_reason, F, dense, dtype, dict(
         p_span=(lo, hi), ds=ds, ds_min=ds_min, ds_max=ds_max, k=k, tol=tol,
         max_newton=max_newton, max_turn=max_turn, locate_tol=locate_tol,
+        state_weight=state_weight,
         parameter=None if not energy_model else (
             parameter if isinstance(parameter, str) else getattr(parameter, "__name__",
                                                                  "function"))))
