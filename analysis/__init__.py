@@ -68,6 +68,7 @@ from ._image_trajectory import (
     reference_time,
     trajectory_options,
 )
+from ._landscape_figures import plot_basins, plot_continuation, plot_lyapunov_spectrum
 from ._long_horizon import (
     finite_time_lyapunov,
     long_horizon,
@@ -97,9 +98,10 @@ __all__ = [
     "hessian_eigenvalues", "image_trajectory", "layout_problems", "log_times",
     "long_horizon", "long_horizon_findings", "lyapunov_exponent", "lyapunov_spectrum",
     "matched_noise", "memories_figure", "metadata", "model_dtype", "normalised_patches",
-    "overshoot", "plot_contributions", "plot_convergence", "plot_energy_descent",
-    "plot_fixed_points", "plot_gradient_depth", "plot_graph_overshoot", "plot_long_horizon",
-    "plot_overshoot", "plot_stability", "plot_work_precision", "position_similarity_figure",
+    "overshoot", "plot_basins", "plot_continuation", "plot_contributions",
+    "plot_convergence", "plot_energy_descent", "plot_fixed_points", "plot_gradient_depth",
+    "plot_graph_overshoot", "plot_long_horizon", "plot_lyapunov_spectrum", "plot_overshoot",
+    "plot_stability", "plot_work_precision", "position_similarity_figure",
     "reconstruction_figure", "reference_time", "relative_error", "save_json", "stability",
     "standard_starts", "steady_states", "switch_branch", "take", "tangent_basis", "to_json",
     "tokens_over_time_figure", "trace_quantities", "trajectory_options", "versions",

@@ -25,6 +25,7 @@ import numpy as np
 from jax import lax
 
 from ._common import cast
+from ._records import metadata
 
 SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
 
@@ -155,5 +156,10 @@ def lyapunov_spectrum(system, x0, args=None, *, k=None, t1, transient=0.0, renor
         "renormalise": float(renormalise), "solver": solver, "rtol": rtol, "atol": atol,
         "steps": steps_total, "flow": flow if callable(getattr(system, "vector_field", None))
         else None, "dtype": str(jnp.dtype(dtype)), "x_final": np.asarray(x),
+        "metadata": metadata(study="lyapunov_spectrum", dtype=dtype, solver=solver,
+                             rtol=rtol, atol=atol, k=k, renormalise=renormalise,
+                             transient=float(warm * renormalise), seed=seed,
+                             flow=flow if callable(getattr(system, "vector_field", None))
+                             else None),
     }
 

@@ -50,13 +50,87 @@ FIGURES = {
        for name in ("stability", "fixed-points")},
     "graph-overshoot": ("graphs.md", ["graph", "study", "overshoot", "--quick"],
                         "overshoot.png"),
+    # the landscape tools on systems with known answers (a function of the folder)
+    "continuation": ("landscape.md", lambda folder: _pitchfork(folder), "continuation.png"),
+    "basins": ("landscape.md", lambda folder: _four_wells(folder), "basins.png"),
+    "lyapunov-spectrum": ("landscape.md", lambda folder: _lorenz(folder),
+                          "lyapunov_spectrum.png"),
 }
+
+
+def _pitchfork(folder: Path) -> None:
+    """The pitchfork x' = p x - x^3: the trivial branch and both halves of the other."""
+    import jax
+    import jax.numpy as jnp
+
+    from et_ode import analysis
+
+    jax.config.update("jax_enable_x64", True)
+
+    def pitchfork(x, p, args):
+        return p * x - x**3
+
+    options = dict(p_span=(-1.0, 1.0), ds=0.05, ds_max=0.2)
+    trivial = analysis.continuation(pitchfork, jnp.array([0.0]), -1.0, **options)
+    point = trivial["bifurcations"][0]
+    branches = [trivial] + [analysis.switch_branch(pitchfork, point, direction=d, **options)
+                            for d in (1, -1)]
+    analysis.plot_continuation(branches, folder / "continuation.png",
+                               labels=["x = 0", "x > 0", "x < 0"])
+
+
+def _four_wells(folder: Path) -> None:
+    """Basins of E = (a^2 - 1)^2 + (b^2 - 1)^2 + a b / 2 on a 48 x 48 grid."""
+    import equinox as eqx
+    import jax
+    import numpy as np
+
+    from et_ode import analysis
+
+    jax.config.update("jax_enable_x64", True)
+
+    class FourWells(eqx.Module):
+        def energy(self, x, args=None):
+            a, b = x[0, 0], x[0, 1]
+            return (a**2 - 1) ** 2 + (b**2 - 1) ** 2 + 0.5 * a * b
+
+        def residual(self, x, args=None):
+            return jax.grad(self.energy)(x, args)
+
+        def vector_field(self, t, x, args=None, flow="native"):
+            return -self.residual(x, args)
+
+    starts, a, b = analysis.grid_starts(np.zeros((1, 2)), np.array([[1.6, 0.0]]),
+                                        np.array([[0.0, 1.6]]), resolution=48)
+    result = analysis.basins(FourWells(), starts, flow="native", grid_shape=(48, 48), box=4)
+    analysis.plot_basins(result, folder / "basins.png", a=1.6 * a, b=1.6 * b)
+
+
+def _lorenz(folder: Path) -> None:
+    """Lorenz (sigma 10, rho 28, beta 8/3): all three exponents to T = 200."""
+    import jax
+    import jax.numpy as jnp
+
+    from et_ode import analysis
+
+    jax.config.update("jax_enable_x64", True)
+
+    def lorenz(t, x, args):
+        return jnp.stack([10.0 * (x[1] - x[0]), x[0] * (28.0 - x[2]) - x[1],
+                          x[0] * x[1] - 8.0 / 3.0 * x[2]])
+
+    out = analysis.lyapunov_spectrum(lorenz, jnp.ones(3), t1=200.0, transient=20.0,
+                                     renormalise=0.5)
+    analysis.plot_lyapunov_spectrum(out, folder / "lyapunov_spectrum.png")
 
 
 def render(name: str, folder: Path) -> Path:
     """Run the command of figure `name` into `folder`; return the figure it wrote."""
     _, command, written = FIGURES[name]
-    if isinstance(command, tuple):  # a paper_figures script
+    if callable(command):  # drawn here, on a system with known answers
+        folder.mkdir(parents=True, exist_ok=True)
+        command(folder)
+    elif isinstance(command, tuple):  # a paper_figures script
         script, argv = command
         sys.path.insert(0, str(ROOT / "paper_figures"))
         importlib.import_module(script).main(["--out", str(folder), *argv])

@@ -208,6 +208,50 @@ def stability_result():
                       method="lanczos", k=3, float64=True, **JOB))
 
 
+def continuation_result():
+    """A pitchfork's trivial branch as `continuation` returns it (a branch point at 0)."""
+    p = np.linspace(-1.0, 1.0, 9)
+    return dict(p=p, x=np.zeros((9, 1)), s=p + 1.0, eigenvalues=(p + 0j)[:, None],
+                stable=p < 0, unstable=(p > 0).astype(int), tangent_p=np.ones(9),
+                newton_iterations=np.ones(9, int), residual_rms=np.zeros(9), dense=True,
+                bifurcations=[dict(kind="branch_point", p=1e-11, x=np.zeros(1), s=1.0,
+                                   index=4, s_bracket=1e-11, eigenvalues=np.array([1e-11j]),
+                                   eigenvalue=1e-11 + 0j, residual_rms=0.0)],
+                stop_reason="p_span",
+                metadata=meta("continuation", dtype="float64", tol=1e-10, k=6,
+                              parameter=None))
+
+
+def basins_result():
+    """`basins` on an 8 x 8 grid split into two basins, one start not converged."""
+    labels = np.repeat(np.array([0, 1]), 32).reshape(8, 8)
+    labels[0, 0] = -1
+    attractors = [dict(x=np.array([[sign, 0.0]]), energy=0.0, count=count, fraction=count / 64,
+                       morse_index=0, smallest_eigenvalues=np.array([3.0, 8.0]), stable=True,
+                       residual_rms=1e-14, polished=True, start=start)
+                  for sign, count, start in ((-1.0, 31, 1), (1.0, 32, 32))]
+    return dict(labels=labels.ravel(), labels_grid=labels, attractors=attractors,
+                fractions=np.array([31 / 64, 0.5]), not_converged=1, entropy=0.69,
+                batched_iterations=40, one_by_one_iterations=2000,
+                basin_entropy=dict(S_b=0.32, S_bb=0.64, boxes=4, boundary_boxes=2, box=3),
+                metadata=meta("basins", dtype="float64", flow="native", solver="tsit5",
+                              rtol=1e-6, atol=1e-8, fixed_point_atol=1e-5, t1=1e4,
+                              match_tol=1e-3, starts=64))
+
+
+def lyapunov_spectrum_result():
+    """Lorenz's spectrum converging over 100 intervals of 0.5."""
+    times = 0.5 * np.arange(1, 101)
+    final = np.array([0.906, 0.0, -14.57])
+    history = final + np.array([1.0, 0.5, -1.0]) / np.sqrt(times)[:, None]
+    return dict(exponents=history[-1], history=history, times=times,
+                volume_rate=float(history[-1].sum()), neutral=None, k=3, size=3, t1=50.0,
+                transient=5.0, renormalise=0.5, solver="tsit5", rtol=1e-8, atol=1e-10,
+                steps=4000, flow=None, dtype="float64",
+                metadata=meta("lyapunov_spectrum", dtype="float64", solver="tsit5",
+                              rtol=1e-8, atol=1e-10, k=3, renormalise=0.5, transient=5.0))
+
+
 def long_horizon_result():
     """`analysis.long_horizon`'s entries (its docstring): per flow the traces, the step
     segments, the decay law of RMS G (fitted by its own `fit_decay_laws`), the Lyapunov
@@ -347,6 +391,15 @@ FIGURES = {
                        ["stable minimum", "paper", "float64"]),
     "plot_long_horizon": (lambda: analysis.plot_long_horizon(long_horizon_result()),
                           ["paper", "t1 = 100", "float64", "rtol 0.0001"]),
+    "plot_continuation": (lambda: analysis.plot_continuation(continuation_result()),
+                          ["branch point at p = 1e-11", "float64", "9 points", "dense",
+                           "Newton tol 1e-10"]),
+    "plot_basins": (lambda: analysis.plot_basins(basins_result()),
+                    ["2 attractors from 64 starts", "basin entropy 0.32", "64 starts",
+                     "float64", "tsit5 rtol 1e-06", "fixed-point stop RMS G 1e-05"]),
+    "plot_lyapunov_spectrum": (
+        lambda: analysis.plot_lyapunov_spectrum(lyapunov_spectrum_result()),
+        ["top 3", "t1 = 50", "float64", "tsit5 rtol 1e-08", "renormalised every 0.5"]),
     "energy_video_frames": (lambda: energy_video_figure((0.3, "training horizon")),
                             ["paper", "2 images", "float32", "euler dt0 0.1", "t = 0.3",
                              "every frame at a step end", "normalised units"]),
@@ -545,6 +598,8 @@ DOCS_IMAGES = {  # figure function -> its image in docs/images (docs/make_figure
     "plot_gradient_depth": "gradient-depth", "plot_contributions": "contributions",
     "plot_long_horizon": "long-horizon", "plot_stability": "stability",
     "plot_fixed_points": "fixed-points", "plot_graph_overshoot": "graph-overshoot",
+    "plot_continuation": "continuation", "plot_basins": "basins",
+    "plot_lyapunov_spectrum": "lyapunov-spectrum",
 }
 
 

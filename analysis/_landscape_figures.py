@@ -1,0 +1,181 @@
+"""Figures of the landscape studies: the bifurcation diagram of `continuation` (and
+`switch_branch`), the basin map of `basins`, the running Lyapunov exponents of
+`lyapunov_spectrum`."""
+
+import numpy as np
+
+from ._plotting import caption, figure, finish, number, title
+
+KIND_MARKERS = {"fold": ("s", "tab:red"), "branch_point": ("D", "tab:purple"),
+                "hopf": ("*", "tab:green")}
+KIND_NAMES = {"fold": "fold", "branch_point": "branch point", "hopf": "Hopf"}
+
+
+def _runs(flags):
+    """`(start, stop, flag)` for each run of equal consecutive `flags` (segments
+    `start..stop - 1`, so points `start..stop`)."""
+    flags = np.asarray(flags, bool)
+    edges = np.flatnonzero(np.diff(flags.astype(int))) + 1
+    starts = np.concatenate([[0], edges])
+    stops = np.concatenate([edges, [flags.size]])
+    return [(int(a), int(b), bool(flags[a])) for a, b in zip(starts, stops)]
+
+
+def _with_bifurcations(branch, reference):
+    """The branch's `p`, observable, stability and leading eigenvalue's real part with
+    each bifurcation inserted where it lies (by arclength), so that a line changes style
+    there and not at the nearest computed point: the bifurcation takes the stability of
+    the point before it."""
+    p = list(np.asarray(branch["p"], float))
+    value = list(_observable(branch, reference)[0])
+    stable = list(np.asarray(branch["stable"], bool))
+    leading = list(np.asarray(branch["eigenvalues"])[:, 0].real)
+    s = list(np.asarray(branch["s"], float))
+    for b in sorted(branch["bifurcations"], key=lambda b: b["s"]):
+        at = int(np.searchsorted(s, b["s"]))
+        if not 0 < at < len(s):
+            continue
+        x = np.asarray(b["x"], float).ravel()
+        observable = (float(x[0]) if x.size == 1
+                      else float(np.sqrt(np.mean((x - reference) ** 2))))
+        for series, item in ((p, b["p"]), (value, observable), (stable, stable[at - 1]),
+                             (leading, float(np.asarray(b["eigenvalues"])[0].real)),
+                             (s, b["s"])):
+            series.insert(at, item)
+    return (np.asarray(p), np.asarray(value), np.asarray(stable, bool),
+            np.asarray(leading))
+
+
+def _observable(result, reference):
+    """One number per point of a branch: the state itself when it has one entry, else the
+    RMS distance of the state from `reference` (the first branch's first point)."""
+    x = np.asarray(result["x"], float).reshape(len(result["p"]), -1)
+    if x.shape[1] == 1:
+        return x[:, 0], "steady state x"
+    return (np.sqrt(np.mean((x - reference) ** 2, axis=1)),
+            "RMS distance of the steady state from the first one")
+
+
+def plot_continuation(result, path=None, *, labels=None):
+    """The bifurcation diagram of one branch or a list of branches (`continuation`,
+    `switch_branch`): left, the steady state (or its RMS distance from the first branch's
+    first point) against `p`, solid where stable, dashed where not, each bifurcation
+    marked and named; right, the real part of the leading eigenvalue against `p`, with
+    zero marked. `labels`: a name per branch. Returns the `Figure`."""
+    branches = result if isinstance(result, (list, tuple)) else [result]
+    labels = labels or [f"branch {i + 1}" for i in range(len(branches))]
+    reference = np.asarray(branches[0]["x"][0], float).ravel()
+    fig, axes = figure(2, 1, height=3.4)
+    found = []
+    for number_, (branch, label) in enumerate(zip(branches, labels)):
+        colour = f"C{number_}"
+        p, value, stable, leading = _with_bifurcations(branch, reference)
+        for ax, y in ((axes[0, 0], value), (axes[0, 1], leading)):
+            for start, stop, solid in _runs(stable[1:]):  # segment i ends at point i + 1
+                ax.plot(p[start:stop + 1], y[start:stop + 1], "-" if solid else "--",
+                        color=colour, lw=1.4)
+        axes[0, 0].plot([], [], "-", color=colour, label=f"{label}: stable")
+        if not stable[1:].all():
+            axes[0, 0].plot([], [], "--", color=colour, label=f"{label}: unstable")
+        ylabel = _observable(branch, reference)[1]
+        p_points, value_points = np.asarray(branch["p"], float), _observable(branch,
+                                                                              reference)[0]
+        for b in branch["bifurcations"]:
+            marker, colour_b = KIND_MARKERS[b["kind"]]
+            index = min(int(b["index"]), p_points.size - 1)
+            y_b = (float(np.asarray(b["x"], float).ravel()[0])
+                   if np.size(b["x"]) == 1 else float(value_points[index]))
+            axes[0, 0].plot([b["p"]], [y_b], marker, color=colour_b, ms=7, zorder=5)
+            found.append(f"{KIND_NAMES[b['kind']]} at p = {b['p']:.4g}")
+    axes[0, 0].set_xlabel("parameter p")
+    axes[0, 0].set_ylabel(ylabel)
+    for kind, (marker, colour_b) in KIND_MARKERS.items():
+        if any(b["kind"] == kind for branch in branches for b in branch["bifurcations"]):
+            axes[0, 0].plot([], [], marker, color=colour_b, label=KIND_NAMES[kind])
+    axes[0, 0].legend(fontsize=7, loc="best")
+    axes[0, 0].set_title("steady states (dashed: unstable)", fontsize=9)
+    axes[0, 1].axhline(0.0, color="0.5", lw=0.8)
+    axes[0, 1].set_xlabel("parameter p")
+    axes[0, 1].set_ylabel("Re of the leading eigenvalue (1/time)")
+    axes[0, 1].set_title("stability: leading eigenvalue of df/dx", fontsize=9)
+    meta = branches[0].get("metadata", {})
+    what = ("Steady states followed in p: " + ("; ".join(found) if found
+                                               else "no bifurcation on the branch"))
+    extra = [f"{sum(len(b['p']) for b in branches)} points",
+             "dense" if branches[0].get("dense") else "matrix-free",
+             f"Newton tol {number(meta['tol'])}" if meta.get("tol") is not None else "",
+             f"parameter {meta['parameter']}" if meta.get("parameter") else ""]
+    title(fig, what, caption(meta, extra=extra))
+    return finish(fig, path)
+
+
+def plot_basins(result, path=None, *, a=None, b=None, axis_labels=("a", "b")):
+    """The basin map of `basins` run on a grid (`grid_shape`): each start coloured by the
+    attractor it reached (grey: not converged), with each attractor's fraction, energy and
+    Morse index in the legend, and the basin entropy. `a`, `b`: the grid's coordinates
+    (`grid_starts`), down the rows and across. Returns the `Figure`."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    if "labels_grid" not in result:
+        raise ValueError("plot_basins needs a result of basins(..., grid_shape=...).")
+    labels = np.asarray(result["labels_grid"])
+    attractors = result["attractors"]
+    colours = ["0.75"] + [f"C{i % 10}" for i in range(len(attractors))]
+    fig, axes = figure(1, 1, width=6.4, height=4.0)
+    ax = axes[0, 0]
+    extent = None
+    if a is not None and b is not None:
+        extent = (float(b[0]), float(b[-1]), float(a[-1]), float(a[0]))
+    ax.imshow(labels + 1, cmap=ListedColormap(colours), vmin=0, vmax=len(colours) - 1,
+              interpolation="nearest", extent=extent, aspect="auto")
+    ax.set_xlabel(f"{axis_labels[1]} (across)")
+    ax.set_ylabel(f"{axis_labels[0]} (down)")
+    handles = [Patch(color=colours[i + 1], label=(
+        f"{i + 1}: {att['fraction']:.0%}, E {att['energy']:.4g}, index {att['morse_index']}"))
+        for i, att in enumerate(attractors)]
+    if result.get("not_converged"):
+        handles.append(Patch(color=colours[0], label=f"not converged "
+                             f"({result['not_converged']})"))
+    fig.legend(handles=handles, loc="outside lower center", fontsize=7, ncols=2,
+               title="attractor: basin, energy, Morse index", title_fontsize=7)
+    entropy = result.get("basin_entropy") or {}
+    meta = result.get("metadata", {})
+    what = (f"Basins of attraction: {len(attractors)} attractors from "
+            f"{labels.size} starts")
+    if entropy:
+        what += (f"; basin entropy {entropy['S_b']:.3g}, on the boundary "
+                 f"{entropy['S_bb']:.3g} (boxes of {entropy['box']} x {entropy['box']})")
+    extra = [f"fixed-point stop RMS G {number(meta['fixed_point_atol'])}"
+             if meta.get("fixed_point_atol") is not None else "",
+             f"match tol {number(meta['match_tol'])}" if meta.get("match_tol") else ""]
+    title(fig, what, caption(meta, samples=f"{labels.size} starts", extra=extra))
+    return finish(fig, path)
+
+
+def plot_lyapunov_spectrum(result, path=None):
+    """The running estimates of each Lyapunov exponent of `lyapunov_spectrum` against the
+    averaging time (how far they have converged), with the final values in the legend
+    and zero marked. Returns the `Figure`."""
+    fig, axes = figure(1, 1, width=6.4, height=3.6)
+    ax = axes[0, 0]
+    times = np.asarray(result["times"], float)
+    history = np.asarray(result["history"], float)
+    for i in range(history.shape[1]):
+        ax.plot(times, history[:, i], lw=1.2, color=f"C{i % 10}",
+                label=f"lambda_{i + 1} = {result['exponents'][i]:.4g}")
+    ax.axhline(0.0, color="0.5", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlim(times[0], times[-1])
+    ax.set_xlabel("averaging time T (time units)")
+    ax.set_ylabel("running exponent (1/time)")
+    ax.legend(fontsize=7, loc="best")
+    meta = result.get("metadata", {})
+    what = (f"Lyapunov spectrum, top {history.shape[1]} by the QR method: sum "
+            f"{result['volume_rate']:.4g} (the mean divergence)")
+    if result.get("neutral"):
+        what += f", {result['neutral']} neutral directions by construction"
+    extra = [f"renormalised every {number(result['renormalise'])}",
+             f"transient {number(result['transient'])}"]
+    title(fig, what, caption(meta, horizon=f"t1 = {number(result['t1'])}", extra=extra))
+    return finish(fig, path)
