@@ -12,7 +12,9 @@ be followed through a fold, where `p` turns back (Keller, 1977; Allgower and Geo
 2. **correct** by Newton on `f(y) = 0, t . (y - y_pred) = 0` (the bordered Jacobian
    `[df/dy; t^T]`: formed up to `DENSE_MAX` unknowns, else GMRES on JVPs);
 3. accept if Newton converged (RMS f at most `tol`) and the new tangent turned by less
-   than `max_turn` radians; else halve `ds` (the branch stops below `ds_min`). A
+   than `max_turn` radians, or turned more but Newton moved the point by at most half
+   the step (a kink of a piecewise-smooth field, where the tangent jumps, rather than a
+   jump to another branch); else halve `ds` (the branch stops below `ds_min`). A
    corrector that needed few iterations lengthens the next step (up to `ds_max`).
 
 At every accepted point the `k` eigenvalues of `df/dx` with the largest real parts are
@@ -115,19 +117,32 @@ class _Branch:
         return dict(y=y, t=t, iterations=iterations, residual=residual, s=s,
                     eigenvalues=values, vectors=vectors, unstable=unstable)
 
-    def along(self, a, step):
+    def along(self, a, step, spectrum=True):
         """The corrected point at arclength `step` past point `a` (its tangent as the
-        border), or None where Newton fails there."""
-        y, it, res = self.correct(a["y"] + step * a["t"], a["t"])
+        border), or None where Newton fails there; with `spectrum`, its eigenvalues
+        (else `point`'s entries without them: `finish` adds them). The point records how
+        far Newton moved it from the prediction (`displacement`, in the metric)."""
+        y_pred = a["y"] + step * a["t"]
+        y, it, res = self.correct(y_pred, a["t"])
         if not (res <= float(self.tol)):
             return None
         t = self.tangent(y, a["t"])
         if not bool(jnp.all(jnp.isfinite(t))):  # landed on a singular point: step again
             return None
+        moved = y - y_pred
+        point = dict(y=y, t=t, iterations=it, residual=res, s=a["s"] + step,
+                     displacement=math.sqrt(self.inner(moved, moved)))
+        return self.finish(point) if spectrum else point
+
+    def finish(self, point):
+        """`point` with its eigenvalues, or None where ARPACK fails there (e.g. `df/dx`
+        exactly zero)."""
         try:
-            return self.point(y, t, it, res, a["s"] + step)
-        except spla.ArpackError:  # e.g. df/dx = 0 exactly there
+            values, vectors, unstable = leading_eigen(self.F, point["y"], self.args, self.k,
+                                                      self.dense)
+        except spla.ArpackError:
             return None
+        return dict(point, eigenvalues=values, vectors=vectors, unstable=unstable)
 
 
 def _bisect(branch, a, b, side, locate_tol):
@@ -332,8 +347,16 @@ def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, 
     skip_first = tangent_start is not None  # started on a bifurcation: nothing to find
     while len(points) < max_points:
         a = points[-1]
-        b = branch.along(a, step)
-        if b is None or branch.inner(a["t"], b["t"]) < math.cos(max_turn):
+        b = branch.along(a, step, spectrum=False)
+        # A turn beyond max_turn with a large Newton correction is a jump to another
+        # branch; with a small one (at most half the step) it is the branch's own kink:
+        # where the field is only piecewise smooth (ReLU memories) the tangent jumps.
+        turned = b is not None and branch.inner(a["t"], b["t"]) < math.cos(max_turn)
+        if b is not None and (not turned or b["displacement"] <= 0.5 * step):
+            b = branch.finish(b)
+        else:
+            b = None
+        if b is None:
             step *= 0.5
             if step < ds_min:
                 stop_reason = "ds_min"

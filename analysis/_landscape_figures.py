@@ -21,13 +21,14 @@ def _runs(flags):
     return [(int(a), int(b), bool(flags[a])) for a, b in zip(starts, stops)]
 
 
-def _with_bifurcations(branch, reference):
-    """The branch's `p`, observable, stability and leading eigenvalue's real part with
-    each bifurcation inserted where it lies (by arclength), so that a line changes style
-    there and not at the nearest computed point: the bifurcation takes the stability of
-    the point before it."""
+def _with_bifurcations(branch, values, reference):
+    """The branch's `p`, observable (`values` per point), stability and leading
+    eigenvalue's real part with each bifurcation inserted where it lies (by arclength),
+    so that a line changes style there and not at the nearest computed point: the
+    bifurcation takes the stability of the point before it, and its observable is its
+    state's (with `reference`) or else interpolated in arclength."""
     p = list(np.asarray(branch["p"], float))
-    value = list(_observable(branch, reference)[0])
+    value = list(values)
     stable = list(np.asarray(branch["stable"], bool))
     leading = list(np.asarray(branch["eigenvalues"])[:, 0].real)
     s = list(np.asarray(branch["s"], float))
@@ -35,9 +36,12 @@ def _with_bifurcations(branch, reference):
         at = int(np.searchsorted(s, b["s"]))
         if not 0 < at < len(s):
             continue
-        x = np.asarray(b["x"], float).ravel()
-        observable = (float(x[0]) if x.size == 1
-                      else float(np.sqrt(np.mean((x - reference) ** 2))))
+        if "x" in b and reference is not None:
+            x = np.asarray(b["x"], float).ravel()
+            observable = (float(x[0]) if x.size == 1
+                          else float(np.sqrt(np.mean((x - reference) ** 2))))
+        else:
+            observable = float(np.interp(b["s"], s, value))
         for series, item in ((p, b["p"]), (value, observable), (stable, stable[at - 1]),
                              (leading, float(np.asarray(b["eigenvalues"])[0].real)),
                              (s, b["s"])):
@@ -56,20 +60,28 @@ def _observable(result, reference):
             "RMS distance of the steady state from the first one")
 
 
-def plot_continuation(result, path=None, *, labels=None):
+def plot_continuation(result, path=None, *, labels=None, observable=None,
+                      observable_label=None):
     """The bifurcation diagram of one branch or a list of branches (`continuation`,
     `switch_branch`): left, the steady state (or its RMS distance from the first branch's
-    first point) against `p`, solid where stable, dashed where not, each bifurcation
-    marked and named; right, the real part of the leading eigenvalue against `p`, with
-    zero marked. `labels`: a name per branch. Returns the `Figure`."""
+    first point; or the per-point entry `observable` of each branch, named
+    `observable_label`) against `p`, solid where stable, dashed where not, each
+    bifurcation marked and named; right, the real part of the leading eigenvalue against
+    `p`, with zero marked. `labels`: a name per branch. Returns the `Figure`."""
     branches = result if isinstance(result, (list, tuple)) else [result]
     labels = labels or [f"branch {i + 1}" for i in range(len(branches))]
-    reference = np.asarray(branches[0]["x"][0], float).ravel()
+    reference = (None if observable is not None
+                 else np.asarray(branches[0]["x"][0], float).ravel())
     fig, axes = figure(2, 1, height=3.4)
     found = []
     for number_, (branch, label) in enumerate(zip(branches, labels)):
         colour = f"C{number_}"
-        p, value, stable, leading = _with_bifurcations(branch, reference)
+        if observable is None:
+            per_point, ylabel = _observable(branch, reference)
+        else:
+            per_point = np.asarray(branch[observable], float)
+            ylabel = observable_label or observable
+        p, value, stable, leading = _with_bifurcations(branch, per_point, reference)
         for ax, y in ((axes[0, 0], value), (axes[0, 1], leading)):
             for start, stop, solid in _runs(stable[1:]):  # segment i ends at point i + 1
                 ax.plot(p[start:stop + 1], y[start:stop + 1], "-" if solid else "--",
@@ -77,14 +89,13 @@ def plot_continuation(result, path=None, *, labels=None):
         axes[0, 0].plot([], [], "-", color=colour, label=f"{label}: stable")
         if not stable[1:].all():
             axes[0, 0].plot([], [], "--", color=colour, label=f"{label}: unstable")
-        ylabel = _observable(branch, reference)[1]
-        p_points, value_points = np.asarray(branch["p"], float), _observable(branch,
-                                                                              reference)[0]
+        value_points = per_point
         for b in branch["bifurcations"]:
             marker, colour_b = KIND_MARKERS[b["kind"]]
-            index = min(int(b["index"]), p_points.size - 1)
             y_b = (float(np.asarray(b["x"], float).ravel()[0])
-                   if np.size(b["x"]) == 1 else float(value_points[index]))
+                   if observable is None and np.size(b["x"]) == 1
+                   else float(np.interp(b["s"], np.asarray(branch["s"], float),
+                                        value_points)))
             axes[0, 0].plot([b["p"]], [y_b], marker, color=colour_b, ms=7, zorder=5)
             found.append(f"{KIND_NAMES[b['kind']]} at p = {b['p']:.4g}")
     axes[0, 0].set_xlabel("parameter p")

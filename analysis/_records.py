@@ -58,8 +58,9 @@ def to_json(result):
     """A copy of `result` made of JSON types only.
 
     numpy and JAX arrays become (nested) lists, numpy scalars Python numbers, tuples lists,
-    dtypes and other objects their `str`. JSON has no NaN or infinity: non-finite floats
-    become `None` (diffrax pads unreached save slots with `inf`).
+    complex numbers `{"real": ..., "imag": ...}` (eigenvalues), dtypes and other objects
+    their `str`. JSON has no NaN or infinity: non-finite floats become `None` (diffrax pads
+    unreached save slots with `inf`).
     """
     if isinstance(result, dict):
         return {str(key): to_json(value) for key, value in result.items()}
@@ -74,6 +75,8 @@ def to_json(result):
     if isinstance(result, (float, np.floating)):
         value = float(result)
         return value if math.isfinite(value) else None
+    if isinstance(result, (complex, np.complexfloating)):
+        return {"real": to_json(result.real), "imag": to_json(result.imag)}
     if result is None or isinstance(result, str):
         return result
     return str(result)

@@ -412,3 +412,28 @@ def test_imagenet_benchmark_row_tiny():
         "backsolve (native)"}
     assert all(r["bytes"]["total"] > 0 for r in memory)
     json.dumps(record["rows"])
+
+
+def test_cli_landscape_studies(tiny, tmp_path):
+    """`et-ode study continuation` and `study lyapunov-spectrum` on a checkpoint file:
+    the first image's fixed point followed both ways in the memory scale (every point a
+    fixed point of the scaled model, eigenvalues negative: the trained point is stable),
+    and the top exponents of the native flow with their running estimates."""
+    checkpoint, _ = tiny
+    assert run("study", "continuation", "--checkpoint", checkpoint, "--quick", "--images", 1,
+               "--p-span", "0.9,1.1", "--out", tmp_path / "cont", "--no-progress") == 0
+    result = json.loads((tmp_path / "cont" / "continuation.json").read_text())
+    up, down = result["branches"]
+    assert up["p"][0] == down["p"][0] == 1.0 and up["p"][1] > 1.0 > down["p"][1]
+    assert result["largest_residual_rms"] < 1e-8 and result["parameter"] == "memory_scale"
+    assert result["start"]["polished_residual_rms"] < 1e-10
+    leading = up["eigenvalues"][0][0]
+    assert set(leading) == {"real", "imag"} and leading["real"] < 0
+    assert (tmp_path / "cont" / "continuation.png").stat().st_size > 0
+    assert run("study", "lyapunov-spectrum", "--checkpoint", checkpoint, "--quick",
+               "--images", 1, "--horizon", "2", "--out", tmp_path / "lyap",
+               "--no-progress") == 0
+    spectrum = json.loads((tmp_path / "lyap" / "lyapunov-spectrum.json").read_text())
+    assert len(spectrum["exponents"]) == 4 and spectrum["flow"] == "native"
+    assert spectrum["exponents"] == sorted(spectrum["exponents"], reverse=True)
+    assert len(spectrum["history"]) == 2 and spectrum["t1"] == 2.0

@@ -169,7 +169,7 @@ def test_study_overshoot_and_contributions(demo, tmp_path):
 @pytest.mark.skipif(not os.environ.get("ET_ODE_SLOW_TESTS"),
                     reason="every study through the command line: ET_ODE_SLOW_TESTS=1")
 @pytest.mark.parametrize("name", ["convergence", "energy-descent", "stability", "fixed-points",
-                                  "gradient-depth", "work-precision"])
+                                  "gradient-depth", "work-precision", "lyapunov-spectrum"])
 def test_every_study(name, tmp_path):
     out = tmp_path / name
     assert run("study", name, "--images", IMAGES, "--quick", "--out", out) == 0

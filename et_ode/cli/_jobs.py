@@ -34,6 +34,7 @@ from ..analysis import (
     write_png,
     write_video,
 )
+from ._landscape_runners import LANDSCAPE_RUNNERS
 from ._runs import (  # noqa: F401  the jobs' inputs, re-exported
     encoded,
     fresh_run_folder,
@@ -43,7 +44,10 @@ from ._runs import (  # noqa: F401  the jobs' inputs, re-exported
     output_folder,
     place,
 )
-from ._study_runners import RUNNERS, StudySettings
+from ._study_runners import RUNNERS as STUDY_RUNNERS
+from ._study_runners import StudySettings
+
+RUNNERS = {**STUDY_RUNNERS, **LANDSCAPE_RUNNERS}
 
 STATE_KEYS = ("x_final", "x_end", "x_star", "g_star", "states", "last_grad")
 
@@ -208,12 +212,14 @@ def study_job(name: str, model, images, masks, out, *, meta: dict | None = None,
     `settings` (see `StudySettings`; `None`: the study's default): `flow`, `horizon`
     (the end time: `t1` of convergence, energy-descent and work-precision, the
     Lyapunov time of stability, the cap of fixed-points, the longest horizon of
-    gradient-depth, the last time of contributions, `t_max` of overshoot), `factor`
+    gradient-depth, the last time of contributions, `t_max` of overshoot, the averaging
+    time of lyapunov-spectrum), `factor`
     (overshoot: the end as a multiple of the training horizon), `solver`, `dt0`, `rtol`,
     `atol`, `dtype` (studies of the core run in float64 by default, the model's weights
     cast; overshoot, gradient-depth, contributions and work-precision in the model's
     own dtype), `quick` (small grids and horizons, for a first look and for tests),
-    `seed`.
+    `seed`, and for `continuation` `parameter` (`"memory_scale"` or `"field_strength"`)
+    and `p_span` (`(low, high)` around 1).
 
     **Returns:** the study's result with `files`.
     """

@@ -150,7 +150,9 @@ def _study(options) -> int:
             options.name, model, images, masks, out, meta=meta, flow=options.flow,
             horizon=options.horizon, factor=options.factor, solver=options.solver,
             dt0=options.dt0, rtol=options.rtol, atol=options.atol, dtype=options.dtype,
-            quick=options.quick, figure_format=options.format)
+            quick=options.quick, figure_format=options.format,
+            **({} if options.parameter is None else dict(parameter=options.parameter)),
+            **({} if options.p_span is None else dict(p_span=options.p_span)))
 
     result = _run_job(options, options.name, options.name, job)
     if isinstance(result.get("verdict"), dict):  # stability: what the point is
@@ -313,6 +315,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="small grids, short horizons; on models as large as the "
                        "authors' ImageNet model, the model's dtype and own steps (docs: "
                        "the authors' model)")
+    study.add_argument("--parameter", choices=("memory_scale", "field_strength"),
+                       default=None,
+                       help="continuation: what p is (default memory_scale: the Hopfield "
+                       "memories scaled by p; the trained model is p = 1)")
+    study.add_argument("--p-span", type=_float_pair, default=None, metavar="LOW,HIGH",
+                       help="continuation: the range of p, around 1 (default 0.5,2)")
     _output_options(study, "NAME")
     study.set_defaults(handler=_study)
 
@@ -430,6 +438,18 @@ def _int_between(low: int, high: int | None):
 def _shown(text: str) -> str:
     """A value given on the command line, for a message: quoted, at most 40 characters."""
     return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
+def _float_pair(text: str) -> tuple[float, float]:
+    """`LOW,HIGH`: two finite numbers, LOW < HIGH."""
+    try:
+        low, high = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected LOW,HIGH (two numbers), got {text!r}") from None
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise argparse.ArgumentTypeError(f"expected LOW < HIGH, both finite; got {text!r}")
+    return low, high
 
 
 def _positive_float(text: str) -> float:

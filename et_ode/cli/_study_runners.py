@@ -65,6 +65,8 @@ class StudySettings:
     dtype: str | None = None
     quick: bool = False
     seed: int = 0
+    parameter: str | None = None  # continuation: what p is
+    p_span: tuple[float, float] | None = None  # continuation: its range
 
     def tight(self, dtype) -> tuple[float, float]:
         """`(rtol, atol)`: the given ones, else tight for `dtype`: 1e-7/1e-9 in float64
