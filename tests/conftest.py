@@ -125,7 +125,7 @@ def no_runtime_types():
 JOINED = {"test_install.py": "test_cli.py"}
 COSTS = {
     "test_cli.py": 55, "test_analysis.py": 49, "test_benchmarks.py": 45,
-    "test_authors_checkpoint.py": 41, "test_graphs.py": 37, "test_shipped.py": 31,
+    "test_authors_checkpoint.py": 52, "test_graphs.py": 37, "test_shipped.py": 31,
     "test_verdicts.py": 30, "test_sparse_attention.py": 30, "test_counting.py": 30,
     "test_gradients.py": 29, "test_reliability.py": 29, "test_trajectories.py": 25,
     "test_own_model.py": 24, "test_solver_objects.py": 24, "test_docs_recipe.py": 17,
