@@ -88,6 +88,28 @@ def test_sparse_detector_equals_a_dense_key_mask(small_graph):
     np.testing.assert_allclose(sparse, dense, rtol=2e-5, atol=2e-5)
 
 
+def test_every_detector_is_a_node_detector():
+    """`tasks.NodeDetector` is abstract (equinox's abstract/final pattern): the three
+    detectors `new_detector` builds are its subclasses; it cannot be built itself, nor can
+    a subclass that lacks `logits` or a declared field."""
+    import equinox as eqx
+
+    config = tasks.GraphModelConfig(dim=8, n_heads=1, head_dim=4, n_memories=8)
+    for kind in ("et", "gcn", "mlp"):
+        detector = tasks.new_detector(kind, config, et_ode.tasks.Dynamics(), n_nodes=5,
+                                      n_features=3, key=jax.random.key(0))
+        assert isinstance(detector, tasks.NodeDetector)
+    with pytest.raises(TypeError, match="abstract"):
+        tasks.NodeDetector()
+
+    class NoLogits(tasks.NodeDetector):
+        encoder: eqx.nn.Linear
+        head: eqx.nn.MLP
+
+    with pytest.raises(TypeError, match="abstract"):
+        NoLogits(None, None)
+
+
 def test_gcn_propagation_equals_the_normalised_adjacency():
     rng = np.random.default_rng(0)
     n = 9

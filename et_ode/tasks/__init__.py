@@ -6,7 +6,7 @@ TensorFlow Datasets), training (optax, atomic checkpoints, bit-identical resume)
 evaluation against the mean-fill and interpolation baselines, the shipped models, and
 the authors' released ImageNet model (`MaskedImageET.load("plaindict_ckpt.npz")`,
 read by `read_authors_checkpoint`). Graphs: node anomaly detection
-(`NodeAnomalyET`, the `MLPDetector` and `GCNDetector` baselines, the generated
+(`NodeAnomalyET`, the `MLPDetector` and `GCNDetector` baselines, all `NodeDetector`s, the generated
 `anomaly_benchmark`, `load_fraud_mat`) and graph classification (`GraphClassifierET`,
 `csl_graphs`, `load_tu`), run by `run_graph_benchmark` from a `GraphTrainConfig`.
 Builds on `et_ode.core` and `et_ode.solvers`.
@@ -39,6 +39,7 @@ from .graphs._models import (
     GraphClassifierET,
     MLPDetector,
     NodeAnomalyET,
+    NodeDetector,
     graph_batch,
     laplacian_eigenvectors,
     new_detector,
@@ -111,7 +112,8 @@ __all__ = [
     "config_json_schema", "validate_config",
     "CSL_SKIPS", "GCNDetector", "GRAPH_MODELS", "GraphBatch", "GraphClassifierET",
     "GraphDataConfig", "GraphModelConfig", "GraphSet", "GraphTrainConfig",
-    "GraphTrainingConfig", "MLPDetector", "NodeAnomalyET", "NodeGraph", "ProtocolConfig",
+    "GraphTrainingConfig", "MLPDetector", "NodeAnomalyET", "NodeDetector", "NodeGraph",
+    "ProtocolConfig",
     "accuracy", "anomaly_benchmark", "best_threshold", "canonical_edges",
     "cross_validation_folds", "csl_graphs", "evaluate_graph_model", "graph_batch",
     "laplacian_eigenvectors", "load_fraud_mat", "load_graph_config", "load_graph_model",

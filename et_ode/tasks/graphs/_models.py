@@ -15,6 +15,8 @@ linear layer; attention restricted to the adjacency (a dense key mask per graph:
 graphs are small and padded to one size); readout from the CLS token.
 """
 
+import abc
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -44,7 +46,24 @@ def _solve_options(dynamics: Dynamics, overrides: dict) -> dict:
     return dynamics.solve_options() | overrides
 
 
-class NodeAnomalyET(eqx.Module):
+class NodeDetector(eqx.Module):
+    """What every node anomaly detector is (equinox's abstract/final pattern: this class
+    is abstract, the detectors below are final and are not subclassed): an `encoder` of
+    the node features, a readout `head` of width 2 D to one logit, and `logits` of every
+    node of a graph. `new_detector` builds one by name; the benchmark protocol
+    (`run_graph_benchmark`) trains and scores any of them alike."""
+
+    encoder: eqx.AbstractVar[eqx.nn.Linear]
+    head: eqx.AbstractVar[eqx.nn.MLP]
+
+    @abc.abstractmethod
+    def logits(self, features: Float[Array, "N F"], senders: Int[Array, " E"],
+               receivers: Int[Array, " E"]) -> Float[Array, " N"]:
+        """One anomaly logit per node (`sigmoid` of it: the probability); node
+        `receivers[e]` receives from node `senders[e]`."""
+
+
+class NodeAnomalyET(NodeDetector):
     """The Energy Transformer for node anomaly detection on one fixed graph.
 
     **Arguments:** `config`, `dynamics`; `n_nodes` (`N`, one learnable position each
@@ -131,7 +150,7 @@ def _gcn_propagate(h: Float[Array, "N D"], senders, receivers) -> Float[Array, "
     return scale[:, None] * summed
 
 
-class GCNDetector(eqx.Module):
+class GCNDetector(NodeDetector):
     """Baseline: `h0 = features W0`, two GCN layers of width `D`
     (`h2 = A_hat relu(A_hat h0 W1) W2`), readout of `h0 || h2` by the same MLP as
     `NodeAnomalyET`."""
@@ -154,7 +173,7 @@ class GCNDetector(eqx.Module):
         return jax.vmap(self.head)(jnp.concatenate([h0, h2], axis=-1))
 
 
-class MLPDetector(eqx.Module):
+class MLPDetector(NodeDetector):
     """Baseline on the node features alone: `h0 = features W0`, `h1 = relu(h0) W1`,
     readout of `h0 || h1` by the same MLP as `NodeAnomalyET` (edges ignored)."""
 
@@ -177,7 +196,7 @@ class MLPDetector(eqx.Module):
 
 
 def new_detector(kind: str, config: GraphModelConfig, dynamics: Dynamics, *, n_nodes: int,
-                 n_features: int, key: PRNGKeyArray):
+                 n_features: int, key: PRNGKeyArray) -> NodeDetector:
     """A fresh node anomaly detector of `kind`, one of `GRAPH_MODELS`: `"et"`, its
     ablations `"et_attention_only"` / `"et_hopfield_only"`, `"mlp"`, `"gcn"`."""
     if kind in ET_TERMS:
