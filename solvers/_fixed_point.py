@@ -22,6 +22,7 @@
 
 import dataclasses
 import functools
+from typing import Literal
 
 import equinox as eqx
 import jax
@@ -101,8 +102,10 @@ DEFAULT_MAX_STEPS = {"newton": 100, "lbfgs": 100, "anderson": 3000}
 NEWTON_DENSE_MAX = 1024
 
 
-def find_fixed_point(model, x_init, *, args=None, tol=1e-10, max_steps=None, linear="dense",
-                     method="auto", dt=0.1, memory=10, warm_steps=50):
+def find_fixed_point(model, x_init, *, args=None, tol=1e-10, max_steps=None,
+                     linear: Literal["auto", "dense", "gmres"] = "dense",
+                     method: Literal["auto", "newton", "lbfgs", "anderson"] = "auto",
+                     dt=0.1, memory=10, warm_steps=50):
     """A critical point of `E` on the manifold through `x_init` (`x_init: [N, D]`, one
     sample). `model` is a `solvers.ManifoldEnergySystem`, or any `solvers.EnergySystem`,
     then flat (`solvers.FlatManifold`: its `residual` is zero exactly at fixed points).

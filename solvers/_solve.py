@@ -8,6 +8,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from et_ode.vocab import Adjoint, Flow
+
 from ._counting import new_counters
 from ._crawl import PROBE_MIN_STATE, PROBE_STEPS, warn_if_crawling
 from ._implicit import implicit_fixed_point
@@ -52,11 +54,11 @@ def solve(
     rtol: RealScalar | None = None,
     atol: RealScalar | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    flow: str = "native",
+    flow: Flow = "native",
     stop: FixedPointStop | None = None,
     save="final",
     save_energy: bool = False,
-    adjoint: str = "checkpoint",
+    adjoint: Adjoint = "checkpoint",
     checkpoints: int | None = None,
     max_steps: int | None = None,
     dtmin: float | None = None,

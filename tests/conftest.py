@@ -52,6 +52,7 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
+import contextlib  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -94,13 +95,9 @@ def x0():
     return make_state()
 
 
-@pytest.fixture
-def no_runtime_types():
-    """Run-time type checks off for one test. The suite runs with jaxtyping's import hook
-    (`--jaxtyping-packages` in pyproject.toml): every annotation of et_ode is checked by
-    beartype when it is called. A test that hands a function a value of the wrong type on
-    purpose, to check et_ode's own error message for it, asks for this fixture: else the
-    type check would refuse the call before et_ode's own check runs."""
+@contextlib.contextmanager
+def runtime_types_off():
+    """Run-time type checks off inside the block (see `no_runtime_types`)."""
     config = jaxtyping.config
     before = config.jaxtyping_disable
     config.update("jaxtyping_disable", True)
@@ -108,6 +105,18 @@ def no_runtime_types():
         yield
     finally:
         config.update("jaxtyping_disable", before)
+
+
+@pytest.fixture
+def no_runtime_types():
+    """Run-time type checks off for one test. The suite runs with jaxtyping's import hook
+    (`--jaxtyping-packages` in pyproject.toml): every annotation of et_ode is checked by
+    beartype when it is called. A test that hands a function a value of the wrong type on
+    purpose, to check et_ode's own error message for it, asks for this fixture (or uses
+    `runtime_types_off` around the one call): else the type check would refuse the call
+    before et_ode's own check runs."""
+    with runtime_types_off():
+        yield
 
 
 # ------------------------------------------------------------------ xdist: units, order

@@ -43,7 +43,9 @@ from et_ode import solvers
         ({"dt0": 5e-324, "t1": 1e300}, None, "is inf constant steps"),
     ],
 )
-def test_bad_solve_arguments(model, x0, kwargs, x_shape, message):
+def test_bad_solve_arguments(model, x0, kwargs, x_shape, message, no_runtime_types):
+    # no_runtime_types: a flow or adjoint outside its Literal must reach solve's own
+    # check, whose message names the choices
     x = x0 if x_shape is None else jnp.ones(x_shape)
     with pytest.raises(ValueError, match=message):
         solvers.solve(model, x, **kwargs)
