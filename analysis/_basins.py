@@ -25,6 +25,7 @@ import numpy as np
 
 from et_ode import solvers
 
+from ._fixed_points import polish_near
 from ._geometry import energy_coordinates, require
 from ._records import metadata
 from ._stability import hessian_eigenvalues
@@ -105,8 +106,9 @@ def basins(model, starts, args=None, *, flow="projected", solver="tsit5", rtol=1
     - `match_tol`: RMS distance in the energy's coordinates within which two end
       states are one attractor.
     - `polish_tol`: each attractor's representative (its first end state) is polished
-      to RMS G at most this by `solvers.find_fixed_point` (Newton on small states,
-      Anderson on large ones) before its energy and Hessian are taken.
+      to RMS G at most this by Newton (`fixed_points`' `polish_near`: in float64 where
+      it is available, kept only within 1e-3 of the end state) before its energy and
+      Hessian are taken; where the polish fails, the attractor has no Morse index.
     - `k`: Hessian eigenvalues computed per attractor (`hessian_eigenvalues`; its Morse
       index counts up to `k` negative ones).
     - `grid_shape`: `(G1, G2)` when the starts are a grid (`grid_starts`): then the
@@ -114,8 +116,9 @@ def basins(model, starts, args=None, *, flow="projected", solver="tsit5", rtol=1
 
     **Returns:** a dict: `labels [B]` (attractor per start; `-1`: the solve did not
     reach the stop), `attractors` (a list, in order of first appearance: `x` (polished),
-    `residual_rms` and `polished` (the polish's), `energy`,
-    `count`, `fraction`, `morse_index`, `smallest_eigenvalues`, `stable`, `start`),
+    `polished`, `residual_rms` (RMS G at `x`), `energy`, `count`, `fraction`,
+    `morse_index`, `smallest_eigenvalues` and `stable` (`None` where the polish failed),
+    `start`),
     `fractions [A]`, `not_converged` (count), `entropy` (Shannon entropy of the
     fractions, nats), `batched_iterations` (the compiled program's sequential steps:
     the largest step count of any start) against `one_by_one_iterations` (their sum:
@@ -144,17 +147,20 @@ def basins(model, starts, args=None, *, flow="projected", solver="tsit5", rtol=1
     attractors = []
     for label, index in enumerate(representatives):
         # the verdict is taken at a fixed point, not where the flow's stop fired
-        polish = solvers.find_fixed_point(model, jnp.asarray(x_final[index]), args=args,
-                                          tol=polish_tol)
-        x = polish.x
-        spectrum = hessian_eigenvalues(model, x, args, k=k)
+        polished = polish_near(model, x_final[index], args, tol=polish_tol)
+        x = jnp.asarray(x_final[index] if polished is None else polished.x, x_final.dtype)
         count = int(np.sum(labels == label))
-        attractors.append(dict(
-            x=np.asarray(x), residual_rms=float(polish.residual_rms),
-            polished=bool(polish.success), energy=float(model.energy(x, args)), count=count,
-            fraction=count / len(labels), morse_index=int(spectrum["morse_index"]),
-            smallest_eigenvalues=np.asarray(spectrum["smallest"]),
-            stable=int(spectrum["morse_index"]) == 0, start=int(index)))
+        attractor = dict(
+            x=np.asarray(x), polished=polished is not None,
+            residual_rms=float(solvers.rms(model.residual(x, args))),
+            energy=float(model.energy(x, args)), count=count, fraction=count / len(labels),
+            morse_index=None, smallest_eigenvalues=None, stable=None, start=int(index))
+        if polished is not None:  # a Morse index is only right at a fixed point
+            spectrum = hessian_eigenvalues(model, x, args, k=k)
+            attractor.update(morse_index=int(spectrum["morse_index"]),
+                             smallest_eigenvalues=np.asarray(spectrum["smallest"]),
+                             stable=int(spectrum["morse_index"]) == 0)
+        attractors.append(attractor)
     fractions = np.array([a["fraction"] for a in attractors])
     steps = np.asarray(sol.stats["num_steps"])
     result = dict(

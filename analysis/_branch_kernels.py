@@ -20,6 +20,8 @@ import lineax as lx
 import numpy as np
 import scipy.sparse.linalg as spla
 
+from et_ode import solvers
+
 # Unknowns (`n + 1`) up to which the Jacobian is formed; above, JVPs and GMRES only.
 DENSE_MAX = 1024
 # GMRES's Krylov space between restarts, and its cap on matrix-vector products. The ET's
@@ -43,10 +45,6 @@ class FlatField(eqx.Module):
     def state(self, y):
         """The state `x` of `y`, in its own shape."""
         return y[:-1].reshape(self.shape)
-
-
-def _rms(v):
-    return jnp.sqrt(jnp.mean(jnp.square(v)))
 
 
 def _gmres(size: int, dtype, tol):
@@ -82,9 +80,9 @@ def correct(F, y_pred, direction, args, tol, max_newton: int, dense: bool):
         y, it, _ = state
         rhs = -jnp.concatenate([F(y, args), (direction @ (y - y_pred))[None]])
         y = y + bordered_solve(F, y, direction, args, rhs, dense, tol)
-        return y, it + 1, _rms(F(y, args))
+        return y, it + 1, solvers.rms(F(y, args))
 
-    return jax.lax.while_loop(cond, body, (y_pred, jnp.asarray(0), _rms(F(y_pred, args))))
+    return jax.lax.while_loop(cond, body, (y_pred, jnp.asarray(0), solvers.rms(F(y_pred, args))))
 
 
 @eqx.filter_jit
@@ -137,9 +135,9 @@ def deflated_newton(F, y0, roots, active, args, tol, max_newton: int, power, shi
         rhs = -jnp.concatenate([F(y, args), jnp.zeros((1,), y.dtype)])
         dy = bordered_solve(F, y, fixed_p, args, rhs, dense, tol)
         y = y + step_scale(y[:n], dy[:n]) * dy
-        return y, it + 1, _rms(F(y, args))
+        return y, it + 1, solvers.rms(F(y, args))
 
-    return jax.lax.while_loop(cond, body, (y0, jnp.asarray(0), _rms(F(y0, args))))
+    return jax.lax.while_loop(cond, body, (y0, jnp.asarray(0), solvers.rms(F(y0, args))))
 
 
 def real_eigenvalues(values) -> np.ndarray:
@@ -202,8 +200,8 @@ def switch_tangent(F, y, t, phi, args, dense: bool, tol):
     """The tangent of the other branch through a simple branch point at `y`, where the
     branch has tangent `t` and `df/dx` the null vector `phi`.
 
-    The null space of `df/dy` is spanned by `t` and `w = (phi, 0)` made orthogonal to
-    `t`; a branch's tangent `c1 t + c2 w` solves the algebraic bifurcation equation
+    The null space of `df/dy` is spanned by `t` and `w = (phi, 0)` less its Euclidean
+    projection on `t` (any second direction of that space serves); a branch's tangent `c1 t + c2 w` solves the algebraic bifurcation equation
     `psi . d^2F[d, d] = 0` (`psi` the left null vector): with `a_ij = psi . d^2F[., .]`
     on `(t, w)` and `a_tt = 0` (`t` is a branch), the other root is
     `c1 / c2 = -a_ww / (2 a_tw)` (Kuznetsov, Elements of Applied Bifurcation Theory,
@@ -213,7 +211,7 @@ def switch_tangent(F, y, t, phi, args, dense: bool, tol):
     phi = phi * np.sign(phi[np.argmax(np.abs(phi))])
     t = np.asarray(t, np.float64)
     w = np.concatenate([phi, [0.0]])
-    w = w - (w @ t) * t
+    w = w - (w @ t) / (t @ t) * t
     w = w / np.linalg.norm(w)
     if dense:
         u, _, _ = np.linalg.svd(np.asarray(jacobian(F, y, args))[:, :-1])

@@ -22,13 +22,16 @@ kept (dense `eig`, or ARPACK's Arnoldi on JVPs). Between two points:
 
 - a **fold** where the tangent's `p` component changes sign (`p` turns; an eigenvalue
   passes through 0); located by bisection on that component;
-- a **branch point** where a real eigenvalue passes through 0 and `p` does not turn;
-  located by bisection on that eigenvalue. Its record carries the tangent of the other
-  branch, `(phi, 0)` made orthogonal to the branch's tangent, `phi` the eigenvector of the
-  zero eigenvalue: `switch_branch` follows it;
-- a **Hopf point** where a complex pair crosses the imaginary axis; located by bisection
-  on their real part (gradient flows such as the ET's have none: their Jacobians are
-  symmetric in the right metric).
+- a **branch point** where a real eigenvalue passes through 0 and `p` does not turn (the
+  number of eigenvalues with a positive real part changes by one); located by bisection
+  on the number of real ones. Its record carries the tangent of the other branch, from
+  the algebraic bifurcation equation in the null space of `df/dy`
+  (`_branch_kernels.switch_tangent`): `switch_branch` follows it;
+- a **Hopf point** where a complex pair crosses the imaginary axis (that number changes
+  by two, the real ones' not at all); located by bisection on the number of complex ones
+  (gradient flows such as the ET's have none: their Jacobians are symmetric in the right
+  metric). A complex pair that splits into two real eigenvalues changes neither total
+  and is not reported.
 
 Bisection runs the corrector from the earlier point with a shorter step until the
 bracket in `s` is below `locate_tol`; near a fold `p` varies quadratically in `s`, so its
@@ -52,8 +55,9 @@ from ._branch_kernels import (
     switch_tangent,
     tangent,
 )
+from ._common import float64_available
 from ._records import metadata
-from ._system_branch import states_and_residuals, system_field
+from ._system_branch import state_and_residual, system_field
 
 STOP_REASONS = ("p_span", "max_points", "ds_min", "closed")
 
@@ -80,10 +84,12 @@ def _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points):
 
 
 def dtype_of(x0, dtype):
+    """The branch's dtype: `dtype`, else `x0`'s (a floating one); float64 only with
+    `jax_enable_x64`, refused in one line without it."""
     dtype = jnp.asarray(x0).dtype if dtype is None else jnp.dtype(dtype)
     if not jnp.issubdtype(dtype, jnp.floating):
-        dtype = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
-    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+        dtype = jnp.float64 if float64_available() else jnp.float32
+    if dtype == jnp.float64 and not float64_available():
         raise ValueError("float64 needs jax_enable_x64: call "
                          "jax.config.update('jax_enable_x64', True) first, or pass "
                          "dtype=jnp.float32.")
@@ -111,11 +117,6 @@ class _Branch:
     def tangent(self, y, previous):
         return tangent(self.F, y, self.weights * previous, self.weights, self.args,
                        self.tol, self.dense)
-
-    def point(self, y, t, iterations, residual, s):
-        values, vectors, unstable = leading_eigen(self.F, y, self.args, self.k, self.dense)
-        return dict(y=y, t=t, iterations=iterations, residual=residual, s=s,
-                    eigenvalues=values, vectors=vectors, unstable=unstable)
 
     def along(self, a, step, spectrum=True):
         """The corrected point at arclength `step` past point `a` (its tangent as the
@@ -145,16 +146,17 @@ class _Branch:
         return dict(point, eigenvalues=values, vectors=vectors, unstable=unstable)
 
 
-def _bisect(branch, a, b, side, locate_tol):
+def _bisect(branch, a, b, side, locate_tol, spectrum=True):
     """Bisection in arclength between points `a` and `b` (`b` one step past `a`) to where
-    `side(point)` changes from its value at `a`. Returns the last point computed and the
-    final bracket."""
+    `side(point)` changes from its value at `a` (`spectrum`: `side` needs the points'
+    eigenvalues; else only the last point gets them). Returns the last point computed
+    and the final bracket."""
     lo, hi, at_a, best = 0.0, b["s"] - a["s"], side(a), b
     for _ in range(200):
         if hi - lo <= locate_tol:
             break
         mid = 0.5 * (lo + hi)
-        point = branch.along(a, mid)
+        point = branch.along(a, mid, spectrum=spectrum)
         if point is None:
             break
         best = point
@@ -162,6 +164,8 @@ def _bisect(branch, a, b, side, locate_tol):
             lo = mid
         else:
             hi = mid
+    if not spectrum and best is not b:
+        best = branch.finish(best) or b
     return best, hi - lo
 
 
@@ -214,16 +218,21 @@ def _detect(branch, a, b, index, locate_tol):
     ones does."""
     if np.sign(float(a["t"][-1])) * np.sign(float(b["t"][-1])) < 0:
         point, bracket = _bisect(branch, a, b, lambda q: np.sign(float(q["t"][-1])),
-                                 locate_tol)
+                                 locate_tol, spectrum=False)
         if _bordered_singular(branch, point):
             return [_branch_point(branch, point, bracket, index)]
         values = point["eigenvalues"]
         nearest = values[int(np.argmin(np.abs(values)))]
         return [_record("fold", point, bracket, index, branch.F, nearest)]
     found = []
-    for kind, which in (("branch_point", 0), ("hopf", 1)):
-        if a["unstable"][which] == b["unstable"][which]:
-            continue
+    (real_a, complex_a), (real_b, complex_b) = a["unstable"], b["unstable"]
+    total = (real_b + complex_b) - (real_a + complex_a)
+    kinds = []
+    if real_a != real_b and total % 2:  # a real eigenvalue crossed (not a pair splitting)
+        kinds.append(("branch_point", 0))
+    if complex_a != complex_b and real_a == real_b:  # a complex pair crossed
+        kinds.append(("hopf", 1))
+    for kind, which in kinds:
         point, bracket = _bisect(branch, a, b, lambda q: q["unstable"][which], locate_tol)
         if kind == "branch_point":
             found.append(_branch_point(branch, point, bracket, index))
@@ -342,7 +351,11 @@ def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, 
         t = t / jnp.sqrt(branch.inner(t, t))
     if (direction * float(t[-1]) < 0) if tangent_start is None else direction < 0:
         t = -t
-    points = [branch.point(y, t, it, res, 0.0)]
+    points = [branch.finish(dict(y=y, t=t, iterations=it, residual=res, s=0.0,
+                                 displacement=0.0))]
+    if points[0] is None:
+        raise ValueError("ARPACK failed at the start: df/dx is singular there; start next "
+                         "to the bifurcation, or pass tangent_start.")
     bifurcations, stop_reason, step = [], "max_points", float(ds)
     skip_first = tangent_start is not None  # started on a bifurcation: nothing to find
     while len(points) < max_points:
@@ -394,14 +407,14 @@ def _to_model_coordinates(result, packed):
     """An energy model's branch in its own coordinates: `x` (and each bifurcation's)
     from the manifold coordinates, which move to `y`; `fixed_point_residual_rms [m]`,
     the model's RMS residual at each point."""
-    ys = jnp.asarray(result["x"])
-    xs, residuals = states_and_residuals(ys, jnp.asarray(result["p"], ys.dtype), packed)
-    result["y"], result["x"] = result["x"], np.asarray(xs)
-    result["fixed_point_residual_rms"] = np.asarray(residuals)
+    dtype = np.asarray(result["x"]).dtype
+    pairs = [state_and_residual(jnp.asarray(y), jnp.asarray(p, dtype), packed)
+             for y, p in zip(result["x"], result["p"])]
+    result["y"], result["x"] = result["x"], np.stack([np.asarray(x) for x, _ in pairs])
+    result["fixed_point_residual_rms"] = np.array([float(r) for _, r in pairs])
     for b in result["bifurcations"]:
-        y = jnp.asarray(b["x"])[None]
-        x, res = states_and_residuals(y, jnp.asarray([b["p"]], y.dtype), packed)
-        b["y"], b["x"], b["fixed_point_residual_rms"] = b["x"], np.asarray(x[0]), float(res[0])
+        x, res = state_and_residual(jnp.asarray(b["x"]), jnp.asarray(b["p"], dtype), packed)
+        b["y"], b["x"], b["fixed_point_residual_rms"] = b["x"], np.asarray(x), float(res)
 
 
 def check_field_shape(field, x0, p, args) -> None:

@@ -104,7 +104,7 @@ def steady_states(field, starts, p, *, args=None, known=None, max_states=16, pow
     return dict(
         states=np.asarray(found).reshape((len(found),) + tuple(shape)),
         residual_rms=np.asarray(residuals), eigenvalues=values,
-        unstable=np.array([s[2] for s in spectra], dtype=int),
+        unstable=np.array([sum(s[2]) for s in spectra], dtype=int),
         stable=np.max(values.real, axis=1) < 0 if spectra else np.zeros(0, bool),
         start_index=np.asarray(origin, dtype=int), tries=tries, dense=dense,
         metadata=metadata(study="steady_states", dtype=dtype, p=float(p), power=power,

@@ -59,6 +59,23 @@ def _components(close):
     return labels
 
 
+def polish_near(model, x, args, *, tol=1e-10, within=1e-3):
+    """`x` polished by Newton (`solvers.find_fixed_point`, in float64 when it is
+    available: above float32's floor), or None where Newton fails or lands farther than
+    `within` (RMS, in the energy's coordinates) from `x`: Newton converges to the nearest
+    critical point, which may be a saddle beside the flow's end. Returns the
+    `FixedPointResult` (its `x` in the model's dtype)."""
+    wide = jnp.float64 if float64_available() else jnp.asarray(x).dtype
+    m64, x64, a64 = cast((model, jnp.asarray(x), args), wide)
+    found = solvers.find_fixed_point(m64, x64, args=a64, linear="auto", method="newton",
+                                     tol=tol)
+    moved = (energy_coordinates(model, jnp.asarray(found.x, jnp.asarray(x).dtype), args)
+             - energy_coordinates(model, jnp.asarray(x), args))
+    if not (bool(found.success) and float(jnp.sqrt(jnp.mean(moved**2))) < within):
+        return None
+    return found
+
+
 def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float = 1e-6,
                  tolerance: float = 1e-9, polish: bool = True, t1: float = 1000.0,
                  solver: str = "tsit5", rtol: float = 1e-10, atol: float = 1e-12,
@@ -111,17 +128,11 @@ def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float =
     def coordinates(x, args_i):
         return energy_coordinates(model, jnp.asarray(x), args_i)
 
-    wide = jnp.float64 if float64_available() else xb.dtype  # Newton above float32's floor
     if polish or morse_index:  # a Morse index is only right at a fixed point
         for i in range(count):
-            args_i = take(args, i, args_batched)
-            m64, x64, a64 = cast((model, jnp.asarray(x_star[i]), args_i), wide)
-            found = solvers.find_fixed_point(m64, x64, args=a64, linear="auto",
-                                                 method="newton")
-            # Newton converges to the nearest critical point; keep it only if it is close.
-            moved = coordinates(found.x, args_i) - coordinates(x_star[i], args_i)
-            if bool(found.success) and float(jnp.sqrt(jnp.mean(moved**2))) < 1e-3:
-                x_star[i] = np.asarray(found.x)
+            polished = polish_near(model, x_star[i], take(args, i, args_batched))
+            if polished is not None:
+                x_star[i] = np.asarray(polished.x)
             else:
                 newton_ok[i] = False
     g_star = np.stack([np.asarray(coordinates(x_star[i], take(args, i, args_batched)))

@@ -143,7 +143,8 @@ def plot_basins(result, path=None, *, a=None, b=None, axis_labels=("a", "b")):
     ax.set_xlabel(f"{axis_labels[1]} (across)")
     ax.set_ylabel(f"{axis_labels[0]} (down)")
     handles = [Patch(color=colours[i + 1], label=(
-        f"{i + 1}: {att['fraction']:.0%}, E {att['energy']:.4g}, index {att['morse_index']}"))
+        f"{i + 1}: {att['fraction']:.0%}, E {att['energy']:.4g}, index "
+        f"{'?' if att['morse_index'] is None else att['morse_index']}"))
         for i, att in enumerate(attractors)]
     if result.get("not_converged"):
         handles.append(Patch(color=colours[0], label=f"not converged "

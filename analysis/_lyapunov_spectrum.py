@@ -158,7 +158,8 @@ def lyapunov_spectrum(system, x0, args=None, *, k=None, t1, transient=0.0, renor
         else None, "dtype": str(jnp.dtype(dtype)), "x_final": np.asarray(x),
         "metadata": metadata(study="lyapunov_spectrum", dtype=dtype, solver=solver,
                              rtol=rtol, atol=atol, k=k, renormalise=renormalise,
-                             transient=float(warm * renormalise), seed=seed,
+                             transient=float(warm * renormalise),
+                             seeds={"tangent_vectors": seed},
                              flow=flow if callable(getattr(system, "vector_field", None))
                              else None),
     }

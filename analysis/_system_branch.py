@@ -91,16 +91,13 @@ def manifold_field(y, p, packed):
 
 
 @eqx.filter_jit
-def states_and_residuals(ys, ps, packed):
-    """The ambient states `x(y)` of the points `ys [m, *shape]` at `ps [m]`, and the RMS
-    of the model's residual there (zero at a fixed point)."""
+def state_and_residual(y, p, packed):
+    """The ambient state `x(y)` of the point `y` at `p`, and the RMS of the model's
+    residual there (zero at a fixed point). One point per call: one compilation serves
+    every branch, whatever its length."""
     model, x_ref, args, _, _, parameter = packed
-
-    def one(y, p):
-        model_p, args_p, _, _, x = _parts(model, x_ref, args, y, p, parameter)
-        return x, jnp.sqrt(jnp.mean(jnp.square(model_p.residual(x, args_p))))
-
-    return jax.vmap(one)(ys, ps)
+    model_p, args_p, _, _, x = _parts(model, x_ref, args, y, p, parameter)
+    return x, solvers.rms(model_p.residual(x, args_p))
 
 
 @eqx.filter_jit

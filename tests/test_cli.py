@@ -211,6 +211,7 @@ def test_refuses_non_empty_out(tmp_path, capsys):
     (["study", "nonsense"], ["unknown study 'nonsense'", "convergence", "work-precision"]),
     (["study", "overshoot", "--checkpoint", "ode", "--horizon", "10"], ["--factor"]),
     (["study", "fixed-points", "--flow", "native"], ["projected", "--flow"]),
+    (["study", "stability", "--p-span", "0.5,2"], ["--p-span", "et-ode study continuation"]),
     (["frames", "--atol", "1e-6"], ["--atol needs --rtol"]),
     (["frames", "--checkpoint", "no-such-model"], ["no shipped model or file", "paper"]),
 ])

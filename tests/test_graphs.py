@@ -91,7 +91,7 @@ def test_sparse_detector_equals_a_dense_key_mask(small_graph):
 def test_every_detector_is_a_node_detector():
     """`tasks.NodeDetector` is abstract (equinox's abstract/final pattern): the three
     detectors `new_detector` builds are its subclasses; it cannot be built itself, nor can
-    a subclass that lacks `logits` or a declared field."""
+    a subclass that lacks `logits`."""
     import equinox as eqx
 
     config = tasks.GraphModelConfig(dim=8, n_heads=1, head_dim=4, n_memories=8)

@@ -15,7 +15,13 @@ from ..analysis import (
     plot_lyapunov_spectrum,
     take,
 )
-from ._study_runners import STABILITY_START, _core_problem, _first, _fixed_point
+from ._study_runners import (
+    STABILITY_START,
+    _core_problem,
+    _first,
+    _fixed_point,
+    start_steps,
+)
 
 # What continuation follows by default, and over which range of the parameter (the
 # trained model sits at p = 1).
@@ -28,13 +34,10 @@ def _start(model, images, masks, s):
     stability study's), its core problem and how it was found."""
     core, x0, args, dtype = _core_problem(model, images[:1], _first(masks), s)
     args0 = take(args, 0, True)
-    steps = None
-    if s.solver is None and s.rtol is None:
-        steps = dict(s.steps(model, dtype), solver="auto")  # stiff near the minimum
     x_star, start = _fixed_point(model, core, x0[0], args0, s, dtype, tol=STABILITY_START,
-                                 steps=steps)
+                                 steps=start_steps(model, s, dtype))
     polished = _solvers.find_fixed_point(core, x_star, args=args0, method="newton",
-                                         linear="auto")
+                                         linear="auto", tol=_newton_tol(dtype))
     start["polished_residual_rms"] = float(polished.residual_rms)
     if not bool(polished.success):
         raise ValueError("continuation: Newton did not polish the start into a fixed point "
@@ -42,6 +45,12 @@ def _start(model, images, masks, s):
                          f"{int(polished.steps)} iterations); try --solver with tighter "
                          "--rtol.")
     return core, polished.x, args0, dtype, start
+
+
+def _newton_tol(dtype) -> float:
+    """RMS G to which Newton polishes and continuation corrects: 1e-9 in float64, 1e-4 in
+    float32 (its round-off stops Newton above 1e-6)."""
+    return 1e-9 if jnp.dtype(dtype) == jnp.float64 else 1e-4
 
 
 def _without_states(branch: dict) -> dict:
@@ -66,7 +75,7 @@ def _continuation(model, images, masks, s):
     parameter = s.parameter or DEFAULT_PARAMETER
     options = dict(args=args0, p_span=tuple(p_span), parameter=parameter, ds=0.05,
                    ds_max=0.2, k=2 if s.quick else 6, max_points=8 if s.quick else 100,
-                   tol=1e-9 if jnp.dtype(dtype) == jnp.float64 else 1e-4)
+                   tol=_newton_tol(dtype))
     branches = [continuation(core, x_star, 1.0, direction=d, **options) for d in (1, -1)]
     for branch in branches:  # how far the fixed point moves (the states are not kept)
         moved = np.asarray(branch["x"]) - np.asarray(x_star)[None]

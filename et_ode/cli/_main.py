@@ -144,15 +144,17 @@ def _study(options) -> int:
         raise ValueError(f"unknown study {options.name!r}; choose one of "
                          f"{', '.join(STUDY_NAMES)}.")
     _check_tolerances(options)
+    if options.name != "continuation" and (options.parameter or options.p_span):
+        raise ValueError("--parameter and --p-span are options of `et-ode study "
+                         f"continuation`, not of {options.name}.")
 
     def job(model, images, indices, masks, out, meta):
         return study_job(
             options.name, model, images, masks, out, meta=meta, flow=options.flow,
             horizon=options.horizon, factor=options.factor, solver=options.solver,
             dt0=options.dt0, rtol=options.rtol, atol=options.atol, dtype=options.dtype,
-            quick=options.quick, figure_format=options.format,
-            **({} if options.parameter is None else dict(parameter=options.parameter)),
-            **({} if options.p_span is None else dict(p_span=options.p_span)))
+            quick=options.quick, figure_format=options.format, parameter=options.parameter,
+            p_span=options.p_span)
 
     result = _run_job(options, options.name, options.name, job)
     if isinstance(result.get("verdict"), dict):  # stability: what the point is

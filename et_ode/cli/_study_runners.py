@@ -187,20 +187,9 @@ def _stability(model, images, masks, s):
     # polishes the point by Newton before any verdict, so --quick lowers resolution (k,
     # the Lyapunov time, Lanczos' tolerance), never correctness.
     economical = s.economical(model)
-    flow_steps = None
-    if not economical and s.rtol is None and s.steps(model, dtype)["rtol"] is not None:
-        if s.solver is None:
-            # `auto`: near the minimum the flow is stiff (rates 0.05 to 32 on `paper`),
-            # and an explicit adaptive step leaves stiff error at the tolerance's level
-            # that G magnifies: tsit5 at rtol 1e-5 stalls at RMS G 2e-5, where `auto`
-            # takes implicit steps and reaches STABILITY_START (docs: benchmarks,
-            # "The flow to the stability study's start").
-            flow_steps = dict(s.steps(model, dtype), solver="auto")
-        else:  # a given explicit solver needs tolerances tight enough for 1e-6
-            flow_steps = dict(s.steps(model, dtype), rtol=1e-7, atol=1e-9)
     x_star, start = _fixed_point(model, core, x0[0], take(args, 0, True), s, dtype,
                                  tol=None if economical else STABILITY_START,
-                                 steps=flow_steps)
+                                 steps=start_steps(model, s, dtype))
     # quick and economical: Lanczos to 1e-6 (the authors' size: 90 s for k = 2 in
     # float64, eigenvalues equal to 1e-4's to 9 digits); economical: the exponent at
     # quick tolerances too.
@@ -213,6 +202,21 @@ def _stability(model, images, masks, s):
                        lyapunov_options=dict(rtol=rtol, atol=atol) if economical else None)
     result["start"] = start
     return result, plot_stability
+
+
+def start_steps(model, s, dtype) -> dict | None:
+    """The steps of the flow to a study's start at RMS G `STABILITY_START` (stability,
+    continuation), or None for `_fixed_point`'s own. `auto` unless `--solver`: near the
+    minimum the flow is stiff (rates 0.05 to 32 on `paper`), and an explicit adaptive
+    step leaves stiff error at the tolerance's level that G magnifies (tsit5 at rtol 1e-5
+    stalls at RMS G 2e-5, where `auto` takes implicit steps: docs, benchmarks, "The flow
+    to the stability study's start"); a given explicit solver at tolerances tight enough
+    for 1e-6."""
+    if s.economical(model) or s.rtol is not None or s.steps(model, dtype)["rtol"] is None:
+        return None
+    if s.solver is None:
+        return dict(s.steps(model, dtype), solver="auto")
+    return dict(s.steps(model, dtype), rtol=1e-7, atol=1e-9)
 
 
 def _fixed_point(model, core, x, args, s, dtype, t1=1000.0, tol=None, steps=None):
