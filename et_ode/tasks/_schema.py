@@ -50,6 +50,21 @@ def config_section(cls):
     return with_config(STRICT)(dataclasses.dataclass(frozen=True)(cls))
 
 
+class ConfigDocument:
+    """What a whole config file (a `config_section` of sections: the image training
+    config, the graph benchmark config) adds: `to_dict` (plain dicts, as written into
+    checkpoints) and `from_dict` (validated, with messages naming the source)."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict, source: str = "config"):
+        """Validate `raw` (tables as read from TOML); `ValueError` naming `source`,
+        each section and field, the value and what is allowed."""
+        return validate_config(cls, raw, source)
+
+
 @functools.cache
 def _field_adapter(annotation) -> TypeAdapter:
     if dataclasses.is_dataclass(annotation):  # a section: its own __post_init__ checks it

@@ -13,6 +13,15 @@ def check_warmup(warmup_steps: int, steps: int) -> None:
         raise ValueError(f"warmup_steps ({warmup_steps}) must be below steps ({steps})")
 
 
+def check_stop_after(stop_after, unit: str) -> None:
+    """`stop_after` of a trainer: None, or a positive integer counted in `unit` (the
+    steps of a run, the runs of a benchmark call)."""
+    if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(
+            stop_after, int) or stop_after < 1):
+        raise ValueError(f"stop_after must be a positive integer, the {unit} "
+                         f"(got {stop_after!r}).")
+
+
 def diverged(what: str, step: int, learning_rate: float, kept: str) -> FloatingPointError:
     """The error that ends a training run whose loss became NaN or inf, or whose solve
     failed (a non-finite state), at `step`: what to change, and `kept` (what is still

@@ -5,13 +5,12 @@ A config names the task (node anomaly detection or graph classification), its da
 the protocol (models compared, training ratios and splits, or cross-validation
 folds), the architecture, the dynamics and the optimisation."""
 
-import dataclasses
 from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
 from .._dynamics import Dynamics
-from .._schema import config_section, read_toml, validate_config
+from .._schema import ConfigDocument, config_section, read_toml
 from .._training import MAX_SEED, MAX_STEPS, check_warmup
 from ._spec import ET_TERMS, GRAPH_MODELS, GraphModelConfig, GraphModelName
 
@@ -107,7 +106,7 @@ class GraphTrainingConfig:
 
 
 @config_section
-class GraphTrainConfig:
+class GraphTrainConfig(ConfigDocument):
     """A graph benchmark config: `[data]`, `[protocol]`, `[model]`, `[dynamics]`,
     `[training]`."""
 
@@ -135,14 +134,6 @@ class GraphTrainConfig:
                              f"{str(self.dynamics.clamp_visible).lower()}, external_field "
                              f"= {str(self.dynamics.external_field).lower()})")
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, raw: dict, source: str = "config") -> "GraphTrainConfig":
-        """Validate `raw` (tables as read from TOML); `ValueError` naming `source`,
-        each section and field, the value and what is allowed."""
-        return validate_config(cls, raw, source)
 
 
 def load_graph_config(path) -> GraphTrainConfig:

@@ -32,7 +32,7 @@ from ...records import (
     write_error,
 )
 from .._checkpoint import fill, read_checkpoint, save_checkpoint
-from .._training import diverged, what_failed
+from .._training import check_stop_after, diverged, what_failed
 from .._zoo import SHIPPED_GRAPH, resolve_model_path
 from ._config import GraphTrainConfig, graph_config_from_header
 from ._generate import anomaly_benchmark, csl_graphs
@@ -351,10 +351,7 @@ def run_graph_benchmark(config: GraphTrainConfig, out_dir=None, *, resume: bool 
     One writer per benchmark folder (`et_ode.records.run_folder_lock`), as `train`; a
     write that fails ends with an `et_ode.records.WriteError` naming the file, the OS's
     reason and what is kept (the finished runs)."""
-    if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(
-            stop_after, int) or stop_after < 1):
-        raise ValueError(f"stop_after must be a positive integer, the runs of this call "
-                         f"(got {stop_after!r}).")
+    check_stop_after(stop_after, "runs of this call")
     out = Path(out_dir or config.training.out_dir)
     with run_folder_lock(out):
         remove_temporaries(out)

@@ -1,13 +1,12 @@
 """Training configuration: TOML files with four sections, validated by their schema
 (`_schema`: the dataclasses below, strict types, ranges, cross-field rules)."""
 
-import dataclasses
 from typing import Annotated, Literal
 
 from pydantic import Field
 
 from .._dynamics import Dynamics
-from .._schema import config_section, read_toml, validate_config
+from .._schema import ConfigDocument, config_section, read_toml
 from .._training import MAX_SEED, MAX_STEPS, check_warmup
 from ._spec import ImageModelConfig
 
@@ -67,7 +66,7 @@ class TrainingConfig:
 
 
 @config_section
-class TrainConfig:
+class TrainConfig(ConfigDocument):
     """A training config: `[model]`, `[dynamics]`, `[data]`, `[training]`."""
 
     model: ImageModelConfig = ImageModelConfig()
@@ -84,14 +83,6 @@ class TrainConfig:
                 f"{self.model.patch}): use mask_ratio > {0.5 / n:.4g} (at least one patch; "
                 f"{1 / n:.4g} masks exactly one)")
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, raw: dict, source: str = "config") -> "TrainConfig":
-        """Validate `raw` (tables as read from TOML); `ValueError` naming `source`,
-        each section and field, the value and what is allowed."""
-        return validate_config(cls, raw, source)
 
 
 def load_config(path) -> TrainConfig:

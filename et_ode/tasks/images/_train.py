@@ -22,7 +22,7 @@ from ...records import (
     write_error,
 )
 from .._checkpoint import fill, read_checkpoint, save_checkpoint
-from .._training import diverged, what_failed
+from .._training import check_stop_after, diverged, what_failed
 from . import _data
 from ._config import TrainConfig, config_from_header
 from ._data import ChannelNormalisation
@@ -187,10 +187,7 @@ def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
     that fails ends the run with an `et_ode.records.WriteError` naming the file, the OS's
     reason and the last good checkpoint with its step.
     """
-    if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(
-            stop_after, int) or stop_after < 1):
-        raise ValueError(f"stop_after must be a positive integer, the steps of this run "
-                         f"(got {stop_after!r}).")
+    check_stop_after(stop_after, "steps of this run")
     out = Path(out_dir or config.training.out_dir)
     with run_folder_lock(out):
         remove_temporaries(out)
