@@ -51,6 +51,7 @@ from ._energy_descent import energy_descent, energy_rises, plot_energy_descent
 from ._fixed_points import fixed_points, matched_noise, plot_fixed_points, standard_starts
 from ._gradient_depth import gradient_depth, plot_gradient_depth
 from ._graph_overshoot import graph_overshoot, plot_graph_overshoot
+from ._image_basins import image_basins, plot_image_basins
 from ._image_figures import (
     attention_weights_figure,
     energy_video_frames,
@@ -95,12 +96,12 @@ __all__ = [
     "FIGURE_FORMATS", "figure_to_frame", "finite_time_lyapunov", "fit_exponential_rate",
     "fit_power_law", "fixed_points", "float64_available", "frame_times", "gradient_depth",
     "graph_overshoot", "grid_starts", "held_out_images", "held_out_masks",
-    "hessian_eigenvalues", "image_trajectory", "layout_problems", "log_times",
+    "hessian_eigenvalues", "image_basins", "image_trajectory", "layout_problems", "log_times",
     "long_horizon", "long_horizon_findings", "lyapunov_exponent", "lyapunov_spectrum",
     "matched_noise", "memories_figure", "metadata", "model_dtype", "normalised_patches",
     "overshoot", "plot_basins", "plot_continuation", "plot_contributions",
     "plot_convergence", "plot_energy_descent", "plot_fixed_points", "plot_gradient_depth",
-    "plot_graph_overshoot", "plot_long_horizon", "plot_lyapunov_spectrum", "plot_overshoot",
+    "plot_graph_overshoot", "plot_image_basins", "plot_long_horizon", "plot_lyapunov_spectrum", "plot_overshoot",
     "plot_stability", "plot_work_precision", "position_similarity_figure",
     "reconstruction_figure", "reference_time", "relative_error", "save_json", "stability",
     "standard_starts", "steady_states", "switch_branch", "take", "tangent_basis", "to_json",

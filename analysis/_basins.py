@@ -20,6 +20,8 @@ more than one basin (0 where there is none): `S_bb > log 2` shows fractal bounda
 
 import math
 
+import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -89,9 +91,53 @@ def _match(coordinates, match_tol):
     return labels, representatives
 
 
+@eqx.filter_jit
+def _energies(model, xs, args):
+    return jax.vmap(model.energy, in_axes=(0, None))(xs, args)
+
+
+def _polish_choice(labels, representatives, energies, polish_max, polish_first):
+    """The attractors whose representatives are polished: those of the starts
+    `polish_first`, then the most visited, the lowest energy first among equals; at
+    most `polish_max` (all when None)."""
+    counts = np.bincount(labels[labels >= 0], minlength=len(representatives))
+    ranked = sorted(range(len(representatives)), key=lambda i: (-counts[i], energies[i]))
+    first = [int(labels[i]) for i in polish_first if labels[i] >= 0]
+    order = list(dict.fromkeys(first + ranked))
+    return set(order if polish_max is None else order[:polish_max])
+
+
+def _merge_polished(model, x_final, args, labels, representatives, polish_tol, match_tol,
+                    chosen):
+    """Polish the representatives of the attractors `chosen` (the verdict is taken at a
+    fixed point, not where the flow's stop fired) and merge attractors whose polished
+    points lie within `match_tol` of an earlier one's. Returns the new labels
+    (consecutive, in order of first appearance) and `(representative index, polish
+    result or None)` per attractor."""
+    kept, polished_points, relabel = [], [], {}
+    for label, index in enumerate(representatives):
+        polished = (polish_near(model, x_final[index], args, tol=polish_tol)
+                    if label in chosen else None)
+        point = None
+        if polished is not None:
+            point = np.asarray(energy_coordinates(
+                model, jnp.asarray(polished.x, x_final.dtype), args))
+            same = [j for j, other in enumerate(kept) if other is not None
+                    and np.sqrt(np.mean((other - point) ** 2)) <= match_tol]
+            if same:
+                relabel[label] = same[0]
+                continue
+        relabel[label] = len(kept)
+        kept.append(point)
+        polished_points.append((index, polished))
+    merged = np.array([relabel[label] if label >= 0 else -1 for label in labels])
+    return merged, polished_points
+
+
 def basins(model, starts, args=None, *, flow="projected", solver="tsit5", rtol=1e-6,
-           atol=1e-8, fixed_point_atol=1e-5, t1=1e4, max_steps=100_000, match_tol=1e-3,
-           polish_tol=1e-10, k=4, grid_shape=None, box=5) -> dict:
+           atol=1e-8, dt0=None, fixed_point_atol=1e-5, t1=1e4, max_steps=100_000,
+           match_tol=1e-3, polish_tol=1e-10, polish_max=None, polish_first=(), k=4,
+           grid_shape=None, box=5) -> dict:
     """Integrate every start to a fixed point and group the end states into attractors
     (module docstring).
 
@@ -101,14 +147,23 @@ def basins(model, starts, args=None, *, flow="projected", solver="tsit5", rtol=1
       refused in one line, before any solve, without them).
     - `starts`: `[B, N, D]`, the starts (`grid_starts` builds a plane of them).
     - `args`: the model's conditions, shared by every start.
-    - `flow`, `solver`, `rtol`, `atol`, `t1`, `max_steps`: the batched solve
-      (`solvers.solve`); `fixed_point_atol`: its stop, RMS G at most this.
+    - `flow`, `solver`, `rtol`, `atol`, `dt0`, `t1`, `max_steps`: the batched solve
+      (`solvers.solve`; `dt0` with `rtol=None` for constant steps);
+      `fixed_point_atol`: its stop, RMS G at most this.
     - `match_tol`: RMS distance in the energy's coordinates within which two end
-      states are one attractor.
+      states are one attractor. An end state lies about `fixed_point_atol` over the
+      smallest rate of the flow from its fixed point, so a loose stop needs a looser
+      `match_tol`; attractors whose polished points then lie within `match_tol` of
+      each other are merged into one.
     - `polish_tol`: each attractor's representative (its first end state) is polished
       to RMS G at most this by Newton (`fixed_points`' `polish_near`: in float64 where
       it is available, kept only within 1e-3 of the end state) before its energy and
       Hessian are taken; where the polish fails, the attractor has no Morse index.
+    - `polish_max`: polish only the representatives of this many attractors (None:
+      all): those of the starts `polish_first` (indices), then the most visited, the
+      lowest energy first among equals. A landscape with a minimum per start (the
+      shipped models: see the landscape page) has as many attractors as starts, and
+      each polish and Hessian is a Newton-Krylov solve and a Lanczos run.
     - `k`: Hessian eigenvalues computed per attractor (`hessian_eigenvalues`; its Morse
       index counts up to `k` negative ones).
     - `grid_shape`: `(G1, G2)` when the starts are a grid (`grid_starts`): then the
@@ -136,7 +191,7 @@ def basins(model, starts, args=None, *, flow="projected", solver="tsit5", rtol=1
         raise ValueError(f"grid_shape {tuple(grid_shape)} does not hold the "
                          f"{starts.shape[0]} starts.")
     sol = solvers.solve(model, starts, args=args, solver=solver, rtol=rtol, atol=atol,
-                        dt0=None, flow=flow, t1=t1, max_steps=max_steps,
+                        dt0=dt0, flow=flow, t1=t1, max_steps=max_steps,
                         stop=solvers.FixedPointStop(atol=fixed_point_atol), throw=False)
     reasons = list(sol.stats["stop_reason"])
     x_final = np.asarray(sol.x_final)
@@ -144,10 +199,13 @@ def basins(model, starts, args=None, *, flow="projected", solver="tsit5", rtol=1
                    if reason == "fixed_point" else None
                    for x, reason in zip(x_final, reasons)]
     labels, representatives = _match(coordinates, match_tol)
+    energies = np.asarray(_energies(model, jnp.asarray(x_final[representatives]), args)
+                          if representatives else [])
+    chosen = _polish_choice(labels, representatives, energies, polish_max, polish_first)
+    labels, polished_points = _merge_polished(model, x_final, args, labels, representatives,
+                                              polish_tol, match_tol, chosen)
     attractors = []
-    for label, index in enumerate(representatives):
-        # the verdict is taken at a fixed point, not where the flow's stop fired
-        polished = polish_near(model, x_final[index], args, tol=polish_tol)
+    for label, (index, polished) in enumerate(polished_points):
         x = jnp.asarray(x_final[index] if polished is None else polished.x, x_final.dtype)
         count = int(np.sum(labels == label))
         attractor = dict(
@@ -171,7 +229,8 @@ def basins(model, starts, args=None, *, flow="projected", solver="tsit5", rtol=1
         stop_reasons=reasons, x_final=x_final,
         metadata=metadata(study="basins", dtype=x_final.dtype, flow=flow, solver=solver,
                           rtol=rtol, atol=atol, fixed_point_atol=fixed_point_atol, t1=t1,
-                          match_tol=match_tol, starts=int(len(labels))))
+                          match_tol=match_tol, polish_max=polish_max,
+                          starts=int(len(labels))))
     if grid_shape is not None:
         result["labels_grid"] = labels.reshape(tuple(grid_shape))
         result["basin_entropy"] = basin_entropy(result["labels_grid"], box)

@@ -214,8 +214,9 @@ def _detect(branch, a, b, index, locate_tol):
     """The bifurcations between consecutive points `a` and `b`: a fold where the
     tangent's `p` component changes sign (a branch point instead where the bordered
     Jacobian is singular there); else a branch point where the number of real
-    eigenvalues with a positive real part changes, a Hopf point where that of complex
-    ones does."""
+    eigenvalues with a positive real part changes (by an odd number, or by any with the
+    complex ones unchanged: two at once happen where a piecewise-smooth field's
+    Jacobian jumps), a Hopf point where that of complex ones does."""
     if np.sign(float(a["t"][-1])) * np.sign(float(b["t"][-1])) < 0:
         point, bracket = _bisect(branch, a, b, lambda q: np.sign(float(q["t"][-1])),
                                  locate_tol, spectrum=False)
@@ -228,7 +229,9 @@ def _detect(branch, a, b, index, locate_tol):
     (real_a, complex_a), (real_b, complex_b) = a["unstable"], b["unstable"]
     total = (real_b + complex_b) - (real_a + complex_a)
     kinds = []
-    if real_a != real_b and total % 2:  # a real eigenvalue crossed (not a pair splitting)
+    # a real eigenvalue crossed (not a complex pair splitting into two real ones); two
+    # at once where the field has a kink (`_trust` then reports the jump)
+    if real_a != real_b and (total % 2 or complex_a == complex_b):
         kinds.append(("branch_point", 0))
     if complex_a != complex_b and real_a == real_b:  # a complex pair crossed
         kinds.append(("hopf", 1))
@@ -244,6 +247,23 @@ def _detect(branch, a, b, index, locate_tol):
         record["frequency"] = None if e is None else abs(float(values[e].imag))
         found.append(record)
     return found
+
+
+def _trust(record, locate_tol):
+    """Say how far a bifurcation can be trusted: `located` when the bisection reached
+    `locate_tol` (it stops early where the corrector fails inside the bracket), and for
+    a branch or Hopf point `eigenvalue_jump` when, located, the crossing eigenvalue's
+    real part is still above `sqrt(locate_tol)` times the spectrum's scale: it jumped
+    across zero instead of passing through it, as at a kink of a piecewise-smooth field
+    (ReLU memories), where the Jacobian is discontinuous and no smooth bifurcation
+    theory applies."""
+    record["located"] = bool(record["s_bracket"] <= locate_tol)
+    eigenvalue = record.get("eigenvalue")
+    if record["kind"] != "fold" and eigenvalue is not None:
+        scale = max(1.0, float(np.max(np.abs(np.asarray(record["eigenvalues"]).real))))
+        record["eigenvalue_jump"] = bool(
+            record["located"] and abs(eigenvalue.real) > np.sqrt(locate_tol) * scale)
+    return record
 
 
 def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, ds_min=1e-8, ds_max=0.1,
@@ -292,8 +312,10 @@ def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, 
     `stable [m]`, `tangent_p [m]`, `newton_iterations [m]`, `residual_rms [m]`;
     `bifurcations`: a list of dicts with `kind` (`"fold"`, `"branch_point"`, `"hopf"`),
     `p`, `x`, `s`, `index` (the point before it), `s_bracket` (the final bisection
-    bracket), `eigenvalue` (the one crossing), `residual_rms`, and `switch_tangent`
-    (branch points) or `frequency` (Hopf points); `stop_reason` (one of
+    bracket), `located` (whether that bracket reached `locate_tol`), `eigenvalue` (the
+    one crossing), `eigenvalue_jump` (branch and Hopf points: it jumped across zero, as
+    at a kink of a piecewise-smooth field; see `_trust`), `residual_rms`, and
+    `switch_tangent` (branch points) or `frequency` (Hopf points); `stop_reason` (one of
     `STOP_REASONS`), `dense`, `metadata`. For an energy model `x` holds its own states
     (`[m, N, D]`), `y` the manifold coordinates that were followed, and
     `fixed_point_residual_rms [m]` the model's RMS residual at each point (each
@@ -376,7 +398,8 @@ def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, 
                 break
             continue
         if not skip_first:
-            bifurcations += _detect(branch, a, b, len(points) - 1, locate_tol)
+            bifurcations += [_trust(record, locate_tol)
+                             for record in _detect(branch, a, b, len(points) - 1, locate_tol)]
         skip_first = False
         points.append(b)
         if b["iterations"] <= 3:

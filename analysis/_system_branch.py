@@ -49,8 +49,19 @@ def _field_strength(model, args, p):
         args.field_strength))
 
 
+def _beta(model, args, p):
+    attention = getattr(model, "attention", None)
+    if (attention is None or not hasattr(attention, "with_beta")
+            or "attention" not in getattr(model, "terms", ("attention",))):
+        raise ValueError("parameter='beta' needs a model whose energy has an attention "
+                         "term (model.attention, an EnergyAttention, in model.terms); "
+                         "this one has none, so beta changes nothing.")
+    return eqx.tree_at(lambda m: m.attention, model, attention.with_beta(p)), args
+
+
 # Parameters by name: each a function (model, args, p) -> (model, args).
 PARAMETERS = {
+    "beta": _beta,  # the attention's inverse temperature set to p (traced)
     "memory_scale": _memory_scale,  # the Hopfield memories xi scaled by p
     "field_strength": _field_strength,  # Conditions.field_strength set to p
 }
@@ -60,12 +71,6 @@ def parameter_function(parameter):
     """`parameter` as a function `(model, args, p) -> (model, args)`."""
     if callable(parameter):
         return parameter
-    if parameter == "beta":
-        raise ValueError(
-            "parameter='beta': EnergyAttention.beta is a static field (a new value "
-            "compiles a new program, and it cannot be traced); follow the branch in "
-            "'memory_scale' or 'field_strength', or pass a function (model, args, p) -> "
-            "(model, args) of the model's arrays.")
     if parameter not in PARAMETERS:
         raise ValueError(f"parameter must be one of {', '.join(PARAMETERS)} or a function "
                          f"(model, args, p) -> (model, args); got {parameter!r}.")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROWS = ("overhead", "flops", "closed_form", "fixed_point", "memory", "compile", "batch",
         "devices", "sparse", "imagenet", "solver_objects", "sweep", "training_step",
-        "long_horizon")
+        "long_horizon", "landscape")
 DEFAULT_OUT_DIR = Path("runs") / "bench"
 
 
@@ -24,6 +24,7 @@ def _module(family: str):
         _fixed_point,
         _flops,
         _imagenet,
+        _landscape,
         _long_horizon,
         _memory,
         _overhead,
@@ -38,7 +39,7 @@ def _module(family: str):
             "batch": _batch, "devices": _devices, "distributed": _distributed,
             "sparse": _sparse, "imagenet": _imagenet, "solver_objects": _solver_objects,
             "sweep": _sweep, "training_step": _training_step,
-            "long_horizon": _long_horizon}[family]
+            "long_horizon": _long_horizon, "landscape": _landscape}[family]
 
 
 def run_benchmarks(rows=ROWS, *, quick: bool = False, batch: int = 32,

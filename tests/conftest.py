@@ -4,8 +4,11 @@ wheel (built and installed once per session, shared by test_install.py and test_
 the compiler settings of the suite, and the order in which `make test` hands modules to
 its two xdist workers."""
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 # ------------------------------------------------------------------- compiler settings
 # Compiling is most of the suite's CPU time (tiny models, hundreds of distinct solve
@@ -48,12 +51,33 @@ def _backend_started() -> bool:
 assert not _backend_started(), "JAX started before tests/conftest.py set XLA_FLAGS"
 os.environ["XLA_FLAGS"] = suite_xla_flags()  # before JAX starts its CPU backend
 
+# ------------------------------------------------------------------ compilation cache
+# The suite's processes share one JAX persistent compilation cache, new for each run
+# (unless JAX_COMPILATION_CACHE_DIR is given): the two xdist workers compile several
+# hundred of the same programs, and the command-line tests' subprocesses many of the
+# in-process tests' (measured: docs/tests.md). A worker finds the folder by its parent's
+# process id, the session's; the session's process removes it at exit.
+_SESSION_PID = os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
+SUITE_CACHE = os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.path.join(
+    tempfile.gettempdir(), f"et-ode-suite-jax-cache-{_SESSION_PID}")
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = SUITE_CACHE  # read by the subprocesses too
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        atexit.register(shutil.rmtree, SUITE_CACHE, ignore_errors=True)
+
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+# In case a plugin imported JAX before the variables above were set.
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                  float(os.environ.get("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", 1)))
+jax.config.update("jax_persistent_cache_min_entry_size_bytes",
+                  int(os.environ.get("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", 0)))
 
 import contextlib  # noqa: E402
-import shutil  # noqa: E402
 import subprocess  # noqa: E402
 from pathlib import Path  # noqa: E402
 

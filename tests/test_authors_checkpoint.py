@@ -415,21 +415,41 @@ def test_imagenet_benchmark_row_tiny():
 
 
 def test_cli_landscape_studies(tiny, tmp_path):
-    """`et-ode study continuation` and `study lyapunov-spectrum` on a checkpoint file:
-    the first image's fixed point followed both ways in the memory scale (every point a
-    fixed point of the scaled model, eigenvalues negative: the trained point is stable),
-    and the top exponents of the native flow with their running estimates."""
+    """`et-ode study continuation`, `study basins` and `study lyapunov-spectrum` on a
+    checkpoint file: the first image's fixed point followed both ways in the attention's
+    beta (every point a fixed point of the model at that beta, eigenvalues negative: the
+    trained point is stable); the basins of a plane through two images and of random
+    starts, every attractor polished to a fixed point and decoded; and the top
+    exponents of the native flow with their running estimates."""
     checkpoint, _ = tiny
+    beta = et_ode.tasks.load_model_and_config(checkpoint)[0].core.attention.beta
     assert run("study", "continuation", "--checkpoint", checkpoint, "--quick", "--images", 1,
-               "--p-span", "0.9,1.1", "--out", tmp_path / "cont", "--no-progress") == 0
+               "--parameter", "beta", "--p-span", f"{0.9 * beta},{1.1 * beta}",
+               "--out", tmp_path / "cont", "--no-progress") == 0
     result = json.loads((tmp_path / "cont" / "continuation.json").read_text())
     up, down = result["branches"]
-    assert up["p"][0] == down["p"][0] == 1.0 and up["p"][1] > 1.0 > down["p"][1]
-    assert result["largest_residual_rms"] < 1e-8 and result["parameter"] == "memory_scale"
+    assert up["p"][0] == down["p"][0] == result["trained_value"] == beta
+    assert up["p"][1] > beta > down["p"][1]
+    assert result["largest_residual_rms"] < 1e-8 and result["parameter"] == "beta"
     assert result["start"]["polished_residual_rms"] < 1e-10
     leading = up["eigenvalues"][0][0]
     assert set(leading) == {"real", "imag"} and leading["real"] < 0
     assert (tmp_path / "cont" / "continuation.png").stat().st_size > 0
+    assert run("study", "basins", "--checkpoint", checkpoint, "--quick", "--images", 2,
+               "--out", tmp_path / "basins", "--no-progress") == 0
+    basins = json.loads((tmp_path / "basins" / "basins.json").read_text())
+    plane, randoms = basins["plane"], basins["random"]
+    assert np.shape(plane["labels_grid"]) == (8, 8) and len(randoms["labels"]) == 16
+    assert basins["stop_reasons"] == {"fixed_point": 8 * 8 + 16}
+    assert 1 <= randoms["distinct"] <= len(basins["attractors"])
+    for part in (plane, randoms):
+        assert sum(part["fractions"]) == pytest.approx(1.0)
+    polished = [a for a in basins["attractors"] if a["polished"]]
+    assert 1 <= len(polished) <= 4
+    for attractor in polished:  # a fixed point, its Morse index taken there, decoded
+        assert attractor["residual_rms"] < 1e-9 and attractor["morse_index"] is not None
+        assert np.shape(attractor["decoded_image"]) == (SIZE, SIZE, 3)
+    assert (tmp_path / "basins" / "basins.png").stat().st_size > 0
     assert run("study", "lyapunov-spectrum", "--checkpoint", checkpoint, "--quick",
                "--images", 1, "--horizon", "2", "--out", tmp_path / "lyap",
                "--no-progress") == 0

@@ -160,3 +160,21 @@ def test_sparse(problem):
         assert 0 < r["bytes"]["total"] < 4 * 2**30 and r["met"] is True
     for r in rows[1::2]:  # the largest graph within the budget: found, compiled, fits
         assert r["fits"] and 0 < r["total"] <= r["budget_bytes"] and r["value"] == r["edges"] > 0
+
+
+@pytest.mark.skipif(not os.environ.get("ET_ODE_SLOW_TESTS"),
+                    reason="three landscape tools and their references (45 s of CPU); set "
+                    "ET_ODE_SLOW_TESTS=1")
+def test_landscape(problem):
+    """The landscape rows: the continued points are the independent fixed points (same
+    tolerance), the spectrum has 8 descending exponents, and the basin grid's batched
+    solve compiles once and runs fewer sequential steps than one by one."""
+    _, rows = _run_rows(("landscape",), problem)
+    branch = next(r for name, r in rows.items() if name.startswith("continuation"))
+    assert branch["points"] >= 1 and branch["largest_distance_rms"] < 1e-6
+    spectrum = next(r for name, r in rows.items() if name.startswith("Lyapunov"))
+    assert len(spectrum["exponents"]) == 8 == len(spectrum["single_exponents"])
+    assert spectrum["exponents"] == sorted(spectrum["exponents"], reverse=True)
+    grid = next(r for name, r in rows.items() if name.startswith("basin grid"))
+    assert grid["solve_compilations"] == 1 and grid["met"] is True
+    assert grid["one_by_one_iterations"] > grid["batched_iterations"] > 0

@@ -12,11 +12,14 @@ import pathlib
 import re
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.optimize
 
+import et_ode
+from conftest import DIM
 from et_ode import analysis, solvers
 
 LAMBDA_STAR = 3.513830719125162  # continuous Bratu fold (Bratu 1914; e.g. Boyd 1986)
@@ -166,6 +169,7 @@ def test_transcritical_switch_follows_the_oblique_branch():
                                     p_span=(-1.0, 1.0), ds=0.05, ds_max=0.2)
     (point,) = trivial["bifurcations"]
     assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
+    assert point["located"] and not point["eigenvalue_jump"]  # a smooth crossing
     np.testing.assert_allclose(point["switch_tangent"], [2 ** -0.5, 2 ** -0.5], atol=1e-6)
     for direction in (1, -1):
         other = analysis.switch_branch(transcritical, point, p_span=(-1.0, 1.0),
@@ -174,6 +178,23 @@ def test_transcritical_switch_follows_the_oblique_branch():
         assert other["stop_reason"] == "p_span" and np.all(np.sign(x) == direction)
         np.testing.assert_allclose(np.abs(x) * (x - p), 0.0, atol=2e-10)  # on x = p
         np.testing.assert_array_equal(other["stable"][1:], p > 0)  # eigenvalue -p
+
+
+def test_an_eigenvalue_that_jumps_across_zero_is_flagged():
+    """`x' = sign(p) x - x^3` in two dimensions: on the branch x = 0 both eigenvalues
+    jump from -1 to +1 at p = 0 (a kink of the field, as where a ReLU memory switches):
+    the change of stability (by two at once) is located there, and flagged as a jump,
+    not a smooth crossing."""
+    def jump(x, p, args):
+        return jnp.where(p < 0.0, -1.0, 1.0) * x - x ** 3
+
+    branch = analysis.continuation(jump, jnp.array([0.0, 0.0]), -1.0, p_span=(-1.0, 1.0),
+                                   ds=0.05, ds_max=0.2)
+    assert list(branch["unstable"][[0, -1]]) == [0, 2]
+    (point,) = branch["bifurcations"]
+    assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
+    assert point["located"] and point["eigenvalue_jump"]
+    assert abs(point["eigenvalue"].real) == pytest.approx(1.0)
 
 
 def test_the_ets_fixed_point_in_the_memory_scale(smooth_model, x0):
@@ -199,8 +220,25 @@ def test_the_ets_fixed_point_in_the_memory_scale(smooth_model, x0):
         np.testing.assert_allclose(branch["eigenvalues"][i].real,
                                    -np.asarray(hessian["smallest"]) / smooth_model.tau,
                                    rtol=1e-7)
-    with pytest.raises(ValueError, match="static field"):
-        analysis.continuation(smooth_model, fixed.x, 1.0, p_span=(0.5, 2.0),
-                              parameter="beta")
+    # The attention's beta, traced: each point is a fixed point of a model built with
+    # that beta as its (static) constructor value, with that model's dense Hessian.
+    beta0 = smooth_model.attention.beta
+    in_beta = analysis.continuation(smooth_model, fixed.x, beta0, p_span=(0.5 * beta0,
+                                    3.0 * beta0), parameter="beta", ds=0.2, ds_max=0.5,
+                                    k=4, max_points=4)
+    assert in_beta["p"][-1] > 1.5 * beta0 and in_beta["stable"].all()
+    for i in (1, len(in_beta["p"]) - 1):
+        rebuilt = et_ode.EnergyTransformer(DIM, 2, 8, 24, key=jax.random.key(0),
+                                           hopfield="softmax", init_std=0.3,
+                                           dtype=jnp.float64, beta=float(in_beta["p"][i]))
+        x = jnp.asarray(in_beta["x"][i])
+        assert float(solvers.rms(rebuilt.residual(x, None))) < 1e-9
+        hessian = analysis.hessian_eigenvalues(rebuilt, x, coordinates="x", k=4)
+        np.testing.assert_allclose(in_beta["eigenvalues"][i].real,
+                                   -np.asarray(hessian["smallest"]) / rebuilt.tau, rtol=1e-7)
+    with pytest.raises(ValueError, match="attention term"):
+        analysis.continuation(et_ode.EnergyTransformer(DIM, 2, 8, 24, key=jax.random.key(0),
+                                                       terms=("hopfield",)),
+                              fixed.x, 1.0, p_span=(0.5, 2.0), parameter="beta")
     with pytest.raises(ValueError, match="needs parameter="):
         analysis.continuation(smooth_model, fixed.x, 1.0, p_span=(0.5, 2.0))

@@ -239,6 +239,57 @@ def basins_result():
                               match_tol=1e-3, starts=64))
 
 
+def image_basins_result():
+    """`image_basins` on a 12 x 12 plane (two basins) and 20 random starts reaching
+    three attractors, each decoded as an 8 x 8 image."""
+    labels = np.repeat(np.array([0, 1]), 72).reshape(12, 12)
+    rng = np.random.default_rng(0)
+    random_labels = np.array([0] * 9 + [1] * 8 + [2] * 3)
+    attractors = [dict(energy=-327.18 + i, morse_index=0, stable=True, polished=True,
+                       residual_rms=1e-12, smallest_eigenvalues=np.array([0.05, 0.07]),
+                       start=i, plane_fraction=float(np.mean(labels == i)),
+                       random_fraction=float(np.mean(random_labels == i)),
+                       decoded_image=rng.uniform(size=(8, 8, 3)))
+                  for i in range(3)]
+    return dict(attractors=attractors,
+                plane=dict(labels_grid=labels, a=np.linspace(-1.5, 1.5, 12),
+                           b=np.linspace(-1.5, 1.5, 12),
+                           image_points={"image 0": [1.0, 0.0], "image 1": [-1.0, 0.0]},
+                           fractions=np.array([0.5, 0.5, 0.0]), not_converged=0,
+                           basin_entropy=dict(S_b=0.2, S_bb=0.6, boxes=4,
+                                              boundary_boxes=2, box=5)),
+                random=dict(labels=random_labels, fractions=np.array([0.45, 0.4, 0.15]),
+                            distinct=3, not_converged=0),
+                batched_iterations=40, one_by_one_iterations=5000,
+                stop_reasons={"fixed_point": 164},
+                metadata=meta("image_basins", dtype="float64", flow="projected",
+                              solver="tsit5", rtol=1e-5, atol=1e-7, fixed_point_atol=1e-4,
+                              t1=1000.0, match_tol=1e-2, starts=164))
+
+
+def many_image_basins_result():
+    """`image_basins` where every start reaches its own attractor (as on the shipped
+    models): 8 x 8 plane starts and 16 random ones, 80 attractors."""
+    result = image_basins_result()
+    rng = np.random.default_rng(1)
+    attractors = [dict(result["attractors"][0], energy=-14500.0 + 30 * i,
+                       plane_fraction=1 / 64 if i < 64 else 0.0,
+                       random_fraction=1 / 16 if i >= 64 else 0.0,
+                       morse_index=0 if i < 4 or i in (12, 52) else None,
+                       polished=i < 4 or i in (12, 52),
+                       decoded_image=rng.uniform(size=(8, 8, 3))
+                       if i < 4 or i in (12, 52) else None)
+                  for i in range(80)]
+    plane = dict(result["plane"], labels_grid=np.arange(64).reshape(8, 8),
+                 a=np.linspace(-1.5, 1.5, 8), b=np.linspace(-1.5, 1.5, 8),
+                 fractions=np.array([a["plane_fraction"] for a in attractors]),
+                 basin_entropy=dict(S_b=3.2, S_bb=3.2, boxes=1, boundary_boxes=1, box=5))
+    random = dict(labels=np.arange(64, 80), distinct=16,
+                  fractions=np.array([a["random_fraction"] for a in attractors]),
+                  not_converged=0)
+    return dict(result, attractors=attractors, plane=plane, random=random)
+
+
 def lyapunov_spectrum_result():
     """Lorenz's spectrum converging over 100 intervals of 0.5."""
     times = 0.5 * np.arange(1, 101)
@@ -397,6 +448,14 @@ FIGURES = {
     "plot_basins": (lambda: analysis.plot_basins(basins_result()),
                     ["2 attractors from 64 starts", "basin entropy 0.32", "64 starts",
                      "float64", "tsit5 rtol 1e-06", "fixed-point stop RMS G 1e-05"]),
+    "plot_image_basins": (lambda: analysis.plot_image_basins(image_basins_result()),
+                          ["3 attractors", "144 + 20 starts", "float64",
+                           "tsit5 rtol 1e-05", "fixed-point stop RMS G 1e-04",
+                           "basin entropy 0.2", "3 attractors from 20 random starts"]),
+    "plot_image_basins (every start its own attractor)": (
+        lambda: analysis.plot_image_basins(many_image_basins_result()),
+        ["80 attractors", "64 attractors", "16 attractors from 16 random starts",
+         "(image)"]),
     "plot_lyapunov_spectrum": (
         lambda: analysis.plot_lyapunov_spectrum(lyapunov_spectrum_result()),
         ["top 3", "t1 = 50", "float64", "tsit5 rtol 1e-08", "renormalised every 0.5"]),
@@ -599,6 +658,7 @@ DOCS_IMAGES = {  # figure function -> its image in docs/images (docs/make_figure
     "plot_long_horizon": "long-horizon", "plot_stability": "stability",
     "plot_fixed_points": "fixed-points", "plot_graph_overshoot": "graph-overshoot",
     "plot_continuation": "continuation", "plot_basins": "basins",
+    "plot_image_basins": "image-basins",
     "plot_lyapunov_spectrum": "lyapunov-spectrum",
 }
 

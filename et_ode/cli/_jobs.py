@@ -218,8 +218,8 @@ def study_job(name: str, model, images, masks, out, *, meta: dict | None = None,
     `atol`, `dtype` (studies of the core run in float64 by default, the model's weights
     cast; overshoot, gradient-depth, contributions and work-precision in the model's
     own dtype), `quick` (small grids and horizons, for a first look and for tests),
-    `seed`, and for `continuation` `parameter` (`"memory_scale"` or `"field_strength"`)
-    and `p_span` (`(low, high)` around 1).
+    `seed`, and for `continuation` `parameter` (`"memory_scale"`, `"field_strength"` or
+    `"beta"`) and `p_span` (`(low, high)` around the trained value).
 
     **Returns:** the study's result with `files`.
     """

@@ -1,8 +1,9 @@
 """The landscape studies of the command line (`et-ode study continuation`, `et-ode
-study lyapunov-spectrum`): runners `(model, images, masks, settings) -> (result, plot)`
-like those of `._study_runners`, on the first held-out image's core problem in float64
-(or `--dtype`)."""
+study basins`, `et-ode study lyapunov-spectrum`): runners `(model, images, masks,
+settings) -> (result, plot)` like those of `._study_runners`, on the first held-out
+image's core problem (basins: the first two images') in float64 (or `--dtype`)."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -10,8 +11,10 @@ from et_ode import solvers as _solvers
 
 from ..analysis import (
     continuation,
+    image_basins,
     lyapunov_spectrum,
     plot_continuation,
+    plot_image_basins,
     plot_lyapunov_spectrum,
     take,
 )
@@ -23,10 +26,18 @@ from ._study_runners import (
     start_steps,
 )
 
-# What continuation follows by default, and over which range of the parameter (the
-# trained model sits at p = 1).
+# What continuation follows by default, and over which range of the parameter, as
+# multiples of its trained value (p = 1 for the memory scale and the field strength,
+# p = the attention's beta for "beta"): beta over a decade around the trained value.
 DEFAULT_PARAMETER = "memory_scale"
-DEFAULT_P_SPAN = (0.5, 2.0)
+DEFAULT_P_SPANS = {"memory_scale": (0.5, 2.0), "field_strength": (0.5, 2.0),
+                   "beta": (0.3, 3.0)}
+
+
+def trained_value(model, parameter: str) -> float:
+    """The value of `parameter` at the trained model: its attention's beta for "beta",
+    else 1 (the memories and the field strength as trained, scaled by p)."""
+    return float(model.core.attention.beta) if parameter == "beta" else 1.0
 
 
 def _start(model, images, masks, s):
@@ -64,28 +75,33 @@ def _without_states(branch: dict) -> dict:
 
 def _continuation(model, images, masks, s):
     """The first image's fixed point followed in `--parameter` (default the memory scale)
-    both ways from its trained value p = 1 across `--p-span` (default 0.5 to 2), with the
+    both ways from its trained value (1, or the attention's beta for "beta") across
+    `--p-span` (default 0.5 to 2 times the trained value, 0.3 to 3 for beta), with the
     `k` leading eigenvalues (quick: 2, else 6) at every point and the bifurcations; at
     most 8 points each way in quick mode, else 100."""
-    core, x_star, args0, dtype, start = _start(model, images, masks, s)
-    p_span = s.p_span or DEFAULT_P_SPAN
-    if not p_span[0] < 1.0 < p_span[1]:
-        raise ValueError(f"--p-span {p_span[0]:g},{p_span[1]:g} must contain the trained "
-                         "value 1.")
     parameter = s.parameter or DEFAULT_PARAMETER
-    options = dict(args=args0, p_span=tuple(p_span), parameter=parameter, ds=0.05,
-                   ds_max=0.2, k=2 if s.quick else 6, max_points=8 if s.quick else 100,
+    p0 = trained_value(model, parameter)
+    p_span = s.p_span or tuple(p0 * f for f in DEFAULT_P_SPANS[parameter])
+    if not p_span[0] < p0 < p_span[1]:
+        raise ValueError(f"--p-span {p_span[0]:g},{p_span[1]:g} must contain the trained "
+                         f"value of {parameter}, {p0:g}.")
+    core, x_star, args0, dtype, start = _start(model, images, masks, s)
+    step = 0.05 * p0
+    options = dict(args=args0, p_span=tuple(p_span), parameter=parameter, ds=step,
+                   ds_max=4 * step, k=2 if s.quick else 6, max_points=8 if s.quick else 100,
                    tol=_newton_tol(dtype))
-    branches = [continuation(core, x_star, 1.0, direction=d, **options) for d in (1, -1)]
+    branches = [continuation(core, x_star, p0, direction=d, **options) for d in (1, -1)]
     for branch in branches:  # how far the fixed point moves (the states are not kept)
         moved = np.asarray(branch["x"]) - np.asarray(x_star)[None]
         branch["distance"] = np.sqrt(np.mean(moved.reshape(len(moved), -1) ** 2, axis=1))
     p_reached = [float(np.max(branches[0]["p"])), float(np.min(branches[1]["p"]))]
     result = dict(
-        branches=[_without_states(b) for b in branches], labels=["p > 1", "p < 1"],
-        parameter=parameter, trained_value=1.0, p_span=list(p_span), p_reached=p_reached,
+        branches=[_without_states(b) for b in branches],
+        labels=[f"p > {p0:.3g}", f"p < {p0:.3g}"],
+        parameter=parameter, trained_value=p0, p_span=list(p_span), p_reached=p_reached,
         start=start,
-        bifurcations=[dict(kind=b["kind"], p=b["p"]) for branch in branches
+        bifurcations=[dict(kind=b["kind"], p=b["p"], located=b["located"],
+                           eigenvalue_jump=b.get("eigenvalue_jump")) for branch in branches
                       for b in branch["bifurcations"]],
         largest_residual_rms=float(max(np.max(b["fixed_point_residual_rms"])
                                        for b in branches)),
@@ -97,6 +113,31 @@ def _plot_branches(result, path=None):
     return plot_continuation(result["branches"], path, labels=result["labels"],
                              observable="distance",
                              observable_label="RMS distance from the trained fixed point")
+
+
+def _basins(model, images, masks, s):
+    """The basins of the first image's core problem (`analysis.image_basins`): a plane
+    through the first two held-out images (quick: 8 x 8 starts, else 64 x 64) and
+    random starts (quick: 16, else 1,000), integrated together to fixed points of the
+    projected flow with the studies' steps (`StudySettings.steps`) to RMS G
+    `fixed_point_tol`, attractors matched within 1e-2 (quick) or 1e-3 in g, the 4
+    (quick) or 16 most visited polished by Newton (the shipped models have about one
+    minimum per start), each decoded as an image."""
+    if len(images) < 2:
+        raise ValueError("study basins needs two held-out images (the plane goes through "
+                         "both): pass --images 2 or more.")
+    if s.flow not in (None, "projected"):
+        raise ValueError("basins runs the projected flow (the native one has no fixed "
+                         "points); drop --flow.")
+    dtype = s.dtype or "float64"
+    steps = s.steps(model, dtype)
+    result = image_basins(
+        model, images[:2], jax.tree.map(lambda a: a[:2], masks),
+        resolution=8 if s.quick else 64, random_starts=16 if s.quick else 1000,
+        seed=s.seed, dtype=jnp.dtype(dtype), fixed_point_atol=s.fixed_point_tol(dtype),
+        match_tol=1e-2 if s.quick else 1e-3, polish_max=4 if s.quick else 16,
+        t1=s.horizon or 1000.0, k=2 if s.quick else 4, **steps)
+    return result, plot_image_basins
 
 
 def _lyapunov_spectrum(model, images, masks, s):
@@ -114,5 +155,5 @@ def _lyapunov_spectrum(model, images, masks, s):
     return result, plot_lyapunov_spectrum
 
 
-LANDSCAPE_RUNNERS = {"continuation": _continuation,
+LANDSCAPE_RUNNERS = {"continuation": _continuation, "basins": _basins,
                      "lyapunov-spectrum": _lyapunov_spectrum}

@@ -317,12 +317,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="small grids, short horizons; on models as large as the "
                        "authors' ImageNet model, the model's dtype and own steps (docs: "
                        "the authors' model)")
-    study.add_argument("--parameter", choices=("memory_scale", "field_strength"),
+    study.add_argument("--parameter", choices=("memory_scale", "field_strength", "beta"),
                        default=None,
                        help="continuation: what p is (default memory_scale: the Hopfield "
-                       "memories scaled by p; the trained model is p = 1)")
+                       "memories scaled by p, the trained model at p = 1; beta: the "
+                       "attention's inverse temperature itself)")
     study.add_argument("--p-span", type=_float_pair, default=None, metavar="LOW,HIGH",
-                       help="continuation: the range of p, around 1 (default 0.5,2)")
+                       help="continuation: the range of p, around the trained value "
+                       "(default 0.5,2; for beta 0.3 to 3 times the trained beta)")
     _output_options(study, "NAME")
     study.set_defaults(handler=_study)
 

@@ -121,7 +121,10 @@ class EnergyAttention(eqx.Module):
     - `n_heads`: number of heads `H`.
     - `head_dim`: inner dimension `Y` of each head.
     - `key`: PRNG key for the weights (normal, std 0.02 as in the paper's code).
-    - `beta`: inverse temperature; default `1/sqrt(Y)`.
+    - `beta`: inverse temperature; default `1/sqrt(Y)`. A static field (part of the
+      compiled program): `with_beta` gives a copy whose inverse temperature is an array
+      instead, so that one compiled program serves every value (what
+      `analysis.continuation(..., parameter="beta")` follows).
     - `self_attention`: include `B = C` in the sum over keys.
     """
 
@@ -129,6 +132,8 @@ class EnergyAttention(eqx.Module):
     Wk: Float[Array, "H Y D"]
     beta: float = eqx.field(static=True)
     self_attention: bool = eqx.field(static=True)
+    # Set only by `with_beta`; None adds no leaf, so checkpoints keep their format.
+    traced_beta: Float[Array, ""] | None = None
 
     def __init__(
         self,
@@ -149,6 +154,24 @@ class EnergyAttention(eqx.Module):
         self.Wk = init_std * jax.random.normal(kk, shape, dtype)
         self.beta = float(1.0 / math.sqrt(head_dim) if beta is None else beta)
         self.self_attention = bool(self_attention)
+        self.traced_beta = None
+
+    @property
+    def inverse_temperature(self) -> Float[Array, ""] | float:
+        """The inverse temperature the energy uses: `with_beta`'s value where one was
+        given, else `beta`."""
+        return self.beta if self.traced_beta is None else self.traced_beta
+
+    def with_beta(self, beta) -> "EnergyAttention":
+        """A copy whose inverse temperature is the array `beta` (a scalar; it may be
+        traced), the weights shared. `beta` (the static field) keeps the constructed
+        value. A copy with a traced value is for computing, not for saving: its extra
+        leaf changes the serialised format."""
+        value = jnp.asarray(beta, self.Wq.dtype)
+        if value.ndim != 0:
+            raise ValueError(f"with_beta needs a scalar (got shape {value.shape}).")
+        return eqx.tree_at(lambda m: m.traced_beta, self, value,
+                           is_leaf=lambda leaf: leaf is None)
 
     def __check_init__(self):
         if not (math.isfinite(self.beta) and self.beta > 0):
@@ -169,7 +192,7 @@ class EnergyAttention(eqx.Module):
         """`s[e, h] = beta Q[h,:,queries[e]] . K[h,:,keys[e]]`, one score per edge."""
         q = jnp.einsum("hyd,nd->nhy", self.Wq, g)
         k = jnp.einsum("hyd,nd->nhy", self.Wk, g)
-        return self.beta * _gathered_dot(q, k, queries, keys)
+        return self.inverse_temperature * _gathered_dot(q, k, queries, keys)
 
     def edge_energy(
         self,
@@ -193,7 +216,7 @@ class EnergyAttention(eqx.Module):
         if mesh is None:
             valid = self._valid_edges(queries, keys)
             lse = _edge_lse(self.edge_scores(g, queries, keys), queries, valid, n_tokens)
-            return -jnp.sum(lse) / self.beta
+            return -jnp.sum(lse) / self.inverse_temperature
         n_shards = mesh.shape[axis_name]
         pad = -queries.shape[0] % n_shards
         present = jnp.arange(queries.shape[0] + pad) < queries.shape[0]
@@ -205,7 +228,7 @@ class EnergyAttention(eqx.Module):
                 module.edge_scores(g_, queries_, keys_), queries_, valid, n_tokens,
                 lambda m: jax.lax.pmax(m, axis_name), lambda z: jax.lax.psum(z, axis_name),
             )
-            return -jnp.sum(lse) / module.beta
+            return -jnp.sum(lse) / module.inverse_temperature
 
         edge, replicated = PartitionSpec(axis_name), PartitionSpec()
         sharded = jax.shard_map(
@@ -231,8 +254,8 @@ class EnergyAttention(eqx.Module):
             return self.edge_energy(g, *edges)
         allowed = attention_logits_mask(g.shape[0], key_mask, self.self_attention)
         has_key = jnp.any(allowed, axis=-1)
-        logits = jnp.where(allowed, self.beta * self.scores(g), -jnp.inf)
+        logits = jnp.where(allowed, self.inverse_temperature * self.scores(g), -jnp.inf)
         # Queries without any key would give log(0); keep them out of the graph entirely.
         logits = jnp.where(has_key[:, None], logits, 0.0)
         lse = jax.nn.logsumexp(logits, axis=-1)
-        return -jnp.sum(jnp.where(has_key, lse, 0.0)) / self.beta
+        return -jnp.sum(jnp.where(has_key, lse, 0.0)) / self.inverse_temperature

@@ -31,7 +31,7 @@ def closed_form_update(
         q = jnp.einsum("hyd,nd->hny", att.Wq, g)
         k = jnp.einsum("hyd,nd->hny", att.Wk, g)
         allowed = attention_logits_mask(g.shape[0], cond.key_mask, att.self_attention)
-        logits = jnp.where(allowed, att.beta * jnp.einsum("hcy,hby->hcb", q, k), -jnp.inf)
+        logits = jnp.where(allowed, att.inverse_temperature * jnp.einsum("hcy,hby->hcb", q, k), -jnp.inf)
         has_key = jnp.any(allowed, axis=-1)
         weights = jax.nn.softmax(jnp.where(has_key[:, None], logits, 0.0), axis=-1)
         weights = jnp.where(allowed & has_key[:, None], weights, 0.0)  # [H, C(query), B(key)]
@@ -62,7 +62,7 @@ def _closed_form_edges(att, g, queries, keys):
     q = jnp.einsum("hyd,nd->nhy", att.Wq, g)
     k = jnp.einsum("hyd,nd->nhy", att.Wk, g)
     valid = att._valid_edges(queries, keys)  # self-loops follow self_attention
-    scores = att.beta * jnp.sum(q[queries] * k[keys], axis=-1)  # [E, H]
+    scores = att.inverse_temperature * jnp.sum(q[queries] * k[keys], axis=-1)  # [E, H]
     lse = _edge_lse(scores, queries, valid, n)
     weights = jnp.where(valid[:, None], jnp.exp(scores - lse[queries]), 0.0)
     from_keys = jax.ops.segment_sum(weights[..., None] * q[queries], keys, num_segments=n)

@@ -1,0 +1,228 @@
+"""Basins of a `MaskedImageET`'s core on its own inputs: a plane through two held-out
+images' encodings and random starts, integrated together to fixed points (`basins`),
+each attractor decoded as an image.
+
+The plane: with `x_a`, `x_b` the two images' initial core states (`encode_batch`, the
+starts the model's own dynamics take), the starts are `c + a u + b v` on a grid of
+`resolution x resolution` points of `a, b` in `extent`, where `c = (x_a + x_b)/2` and
+`u = (x_a - x_b)/2` (so `(a, b) = (1, 0)` is the first image and `(-1, 0)` the second),
+and `v` is a random direction orthogonal to `u` with the same norm. The random starts
+are tokens drawn from a normal distribution with the first image's RMS token size. All
+starts run under the first image's conditions (its mask and context; where the model
+clamps visible tokens they keep the first image's values in every start), so that every
+start is a state of one dynamical system. Decoding uses the first image's context
+statistics.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from et_ode.tasks import Masking
+
+from ._basins import basin_entropy, basins
+from ._common import cast, take
+from ._image_figures import to_display
+from ._image_trajectory import normalised_patches
+from ._plotting import caption, finish, title
+
+
+def _plane(x_a, x_b, key):
+    """`(c, u, v)` of the module docstring."""
+    center, u = (x_a + x_b) / 2, (x_a - x_b) / 2
+    v = jax.random.normal(key, u.shape, u.dtype)
+    v = v - jnp.vdot(v, u) / jnp.vdot(u, u) * u
+    return center, u, v * jnp.linalg.norm(u) / jnp.linalg.norm(v)
+
+
+def image_basins(model, images, masking: Masking, *, resolution: int = 64,
+                 random_starts: int = 1000, extent=(-1.5, 1.5), seed: int = 0,
+                 dtype=jnp.float64, **options) -> dict:
+    """The basins of the core of `model` (a `MaskedImageET`) on the plane through two
+    images and on random starts (module docstring), in one batched solve.
+
+    **Arguments:**
+
+    - `images [2, S, S, C]` in [0, 1] and `masking` with `[2, N]` fields: the two
+      images the plane goes through; the first one's conditions are used throughout.
+    - `resolution`: grid points per side of the plane (`resolution^2` starts);
+      `random_starts`: how many random starts (0: none); `extent`: the range of `a` and
+      `b`; `seed`: for `v` and the random starts.
+    - `dtype`: of the solve (float64 needs `jax_enable_x64`).
+    - `options`: `basins` options (`solver`, `rtol`, `atol`, `dt0`, `fixed_point_atol`,
+      `t1`, `max_steps`, `match_tol`, `polish_tol`, `polish_max`, `k`, `box`); the
+      attractors reached from the grid points nearest the two images are polished
+      first.
+
+    **Returns:** a dict: `attractors` (as `basins`, without states, each with its
+    `plane_fraction`, `random_fraction` and, where it was polished, `decoded_image
+    [S, S, C]` in [0, 1] (else None): a polished attractor is a fixed point, and
+    decoding only those bounds the result's size when every start has its own);
+    `plane` (`labels_grid [R, R]` with `a` down the rows, `a`, `b`, `image_points`
+    (the two images' `(a, b)`), `fractions`, `not_converged`, `basin_entropy`);
+    `random` (`labels`, `fractions`, `distinct`: attractors reached, `not_converged`);
+    `batched_iterations`, `one_by_one_iterations`, `stop_reasons` (counts) and
+    `metadata`.
+    """
+    images = jnp.asarray(images)
+    if images.ndim != 4 or images.shape[0] != 2:
+        raise ValueError("image_basins needs exactly two images [2, S, S, C] (the plane "
+                         f"goes through both); got shape {images.shape}.")
+    box = options.get("box", 5)
+    if resolution < box or random_starts < 0:
+        raise ValueError(f"resolution >= box ({box}: the basin entropy's boxes) and "
+                         f"random_starts >= 0 are needed (got {resolution}, "
+                         f"{random_starts}).")
+    x0, conditions, mean, std = model.encode_batch(normalised_patches(model, images), masking)
+    core, x0, conditions = cast((model.core, x0, conditions), jnp.dtype(dtype))
+    args = take(conditions, 0, True)
+    plane_key, random_key = jax.random.split(jax.random.key(seed))
+    center, u, v = _plane(x0[0], x0[1], plane_key)
+    a = np.linspace(*extent, resolution)
+    b = np.linspace(*extent, resolution)
+    grid = (center + jnp.asarray(a)[:, None, None, None] * u
+            + jnp.asarray(b)[None, :, None, None] * v).reshape((-1,) + center.shape)
+    size = jnp.sqrt(jnp.mean(x0[0] ** 2))
+    noise = size * jax.random.normal(random_key, (random_starts,) + center.shape, x0.dtype)
+    starts = jnp.concatenate([grid, noise])
+    clamped = getattr(args, "clamped", None)
+    if clamped is not None:  # clamped tokens are the first image's in every start
+        starts = jnp.where(clamped[None, :, None], x0[0][None], starts)
+    n_grid = resolution * resolution
+    nearest = [int(np.argmin(np.abs(a - pa))) * resolution + int(np.argmin(np.abs(b)))
+               for pa in (1.0, -1.0)]  # the grid points nearest the two images
+    found = basins(core, starts, args, polish_first=nearest, **options)
+    labels = np.asarray(found["labels"])
+    plane_labels, random_labels = labels[:n_grid], labels[n_grid:]
+    count = len(found["attractors"])
+
+    def fractions(part):
+        return np.array([np.mean(part == i) if part.size else 0.0 for i in range(count)])
+
+    plane_fractions, random_fractions = fractions(plane_labels), fractions(random_labels)
+    polished = [i for i, att in enumerate(found["attractors"]) if att["polished"]]
+    decoded = dict(zip(polished, to_display(model, jax.vmap(model.decode)(jnp.asarray(
+        np.stack([found["attractors"][i]["x"] for i in polished]) if polished else
+        np.zeros((0,) + center.shape), model_dtype_of(model))) * std[0] + mean[0])))
+    attractors = []
+    for i, att in enumerate(found["attractors"]):
+        kept = {k: v for k, v in att.items() if k not in ("x", "fraction", "count")}
+        attractors.append(dict(kept, plane_fraction=float(plane_fractions[i]),
+                               random_fraction=float(random_fractions[i]),
+                               decoded_image=decoded.get(i)))
+    grid_labels = plane_labels.reshape(resolution, resolution)
+    reasons, counts = np.unique(found["stop_reasons"], return_counts=True)
+    meta = dict(found["metadata"], study="image_basins", resolution=int(resolution),
+                random_starts=int(random_starts), extent=[float(e) for e in extent],
+                seed=int(seed))
+    return dict(
+        attractors=attractors,
+        plane=dict(labels_grid=grid_labels, a=a, b=b,
+                   image_points={"image 0": [1.0, 0.0], "image 1": [-1.0, 0.0]},
+                   fractions=plane_fractions, not_converged=int(np.sum(plane_labels < 0)),
+                   basin_entropy=basin_entropy(grid_labels, box)),
+        random=dict(labels=random_labels, fractions=random_fractions,
+                    distinct=int(np.unique(random_labels[random_labels >= 0]).size),
+                    not_converged=int(np.sum(random_labels < 0))),
+        batched_iterations=found["batched_iterations"],
+        one_by_one_iterations=found["one_by_one_iterations"],
+        stop_reasons={str(r): int(c) for r, c in zip(reasons, counts)},
+        metadata=meta)
+
+
+def model_dtype_of(model):
+    """The dtype of the model's decoder weights (decoding runs in it)."""
+    return jax.tree.leaves(model.decoder)[0].dtype
+
+
+def _shown_order(result, shown):
+    """Which decoded attractors the figure shows: those reached from the grid points
+    nearest the two images first, then the most visited, lowest energy first."""
+    plane, attractors = result["plane"], result["attractors"]
+    labels = np.asarray(plane["labels_grid"])
+    a, b = np.asarray(plane["a"]), np.asarray(plane["b"])
+    first = []
+    for pa, pb in plane["image_points"].values():
+        label = int(labels[np.argmin(np.abs(a - pa)), np.argmin(np.abs(b - pb))])
+        if label >= 0 and label not in first:
+            first.append(label)
+    rest = sorted((i for i in range(len(attractors)) if i not in first), key=lambda i: (
+        -(attractors[i]["plane_fraction"] + attractors[i]["random_fraction"]),
+        attractors[i]["energy"]))
+    order = [i for i in first + rest if attractors[i].get("decoded_image") is not None]
+    return order[:shown], first
+
+
+def plot_image_basins(result, path=None, *, shown: int = 8):
+    """`image_basins`' result: the basin map of the plane (the two images marked; with
+    more than ten attractors each start is coloured by the energy of the attractor it
+    reached), each attractor's energy against its share of the plane's and of the random
+    starts, and `shown` attractors decoded as images (those reached from the two images
+    first). Returns the `Figure`."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    attractors = result["attractors"]
+    plane, random = result["plane"], result["random"]
+    energies = np.array([att["energy"] for att in attractors])
+    categorical = len(attractors) <= 10
+    colours = ["0.75"] + [f"C{i}" for i in range(len(attractors))] if categorical else None
+    fig = Figure(figsize=(9.0, 6.2), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[2.0, 1.0])
+    map_ax, energy_ax = top.subplots(1, 2, width_ratios=[1.2, 1.0])
+    labels = np.asarray(plane["labels_grid"])
+    a, b = np.asarray(plane["a"]), np.asarray(plane["b"])
+    extent = (b[0], b[-1], a[0], a[-1])
+    if categorical:
+        map_ax.imshow(labels + 1, cmap=ListedColormap(colours), vmin=0,
+                      vmax=len(colours) - 1, interpolation="nearest", aspect="auto",
+                      origin="lower", extent=extent)
+    else:
+        reached = np.where(labels >= 0, energies[np.maximum(labels, 0)], np.nan)
+        image = map_ax.imshow(reached, cmap="viridis", interpolation="nearest",
+                              aspect="auto", origin="lower", extent=extent)
+        top.colorbar(image, ax=map_ax, label="energy of the attractor reached")
+    for name, (pa, pb) in plane["image_points"].items():
+        map_ax.plot(pb, pa, marker="o", mfc="white", mec="black", ms=6)
+        map_ax.annotate(name, (pb, pa), xytext=(6, 4), textcoords="offset points",
+                        fontsize=7, bbox=dict(boxstyle="round,pad=0.15", fc="white",
+                                              ec="none", alpha=0.8))
+    map_ax.set_xlabel("b (random direction)")
+    map_ax.set_ylabel("a (image 1 -> image 0)")
+    entropy = plane["basin_entropy"]
+    map_ax.set_title(f"plane: {labels.size} starts, {int(np.unique(labels[labels >= 0]).size)}"
+                     f" attractors, basin entropy {entropy['S_b']:.2g}", fontsize=8)
+    for part, marker, name in ((plane, "o", "plane"), (random, "^", "random starts")):
+        share = np.asarray(part["fractions"], float)
+        hit = share > 0
+        energy_ax.scatter(energies[hit], share[hit], marker=marker, s=22, label=name,
+                          c=[colours[i + 1] for i in np.flatnonzero(hit)] if categorical
+                          else None, edgecolors="black", linewidths=0.4)
+    energy_ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+    energy_ax.set_xlabel("energy of the attractor")
+    energy_ax.set_ylabel("fraction of starts reaching it")
+    energy_ax.set_title(f"{random['distinct']} attractors from {len(random['labels'])} "
+                        "random starts", fontsize=8)
+    energy_ax.legend(fontsize=7, loc="best")
+    order, from_images = _shown_order(result, shown)
+    if order:
+        image_axes = bottom.subplots(1, len(order), squeeze=False)[0]
+        for ax, i in zip(image_axes, order):
+            att = attractors[i]
+            ax.imshow(np.asarray(att["decoded_image"]), interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            index_text = "?" if att["morse_index"] is None else att["morse_index"]
+            where = " (image)" if i in from_images else ""
+            ax.set_title(f"{i + 1}{where}\nE {att['energy']:.5g}\nindex {index_text}",
+                         fontsize=7, color=colours[i + 1] if categorical else "black")
+    meta = result.get("metadata", {})
+    what = (f"Basins of the core: {len(attractors)} attractors; below, decoded, those the "
+            "two images' grid points reach, then the most visited")
+    extra = [f"fixed-point stop RMS G {meta['fixed_point_atol']:.0e}"
+             if meta.get("fixed_point_atol") is not None else "",
+             f"match tol {meta['match_tol']:.0e}" if meta.get("match_tol") else ""]
+    title(fig, what, caption(meta, samples=f"{labels.size} + {len(random['labels'])} "
+                             "starts", extra=extra))
+    return finish(fig, path)
