@@ -20,11 +20,12 @@ import numpy as np
 
 from et_ode.tasks import Masking
 
-from ._basins import basin_entropy, basins
+from ._basins import basin_entropy, basins, grid_starts
 from ._common import cast, take
 from ._image_figures import to_display
 from ._image_trajectory import normalised_patches
 from ._plotting import caption, finish, title
+from ._records import model_dtype
 
 
 def _plane(x_a, x_b, key):
@@ -78,10 +79,8 @@ def image_basins(model, images, masking: Masking, *, resolution: int = 64,
     args = take(conditions, 0, True)
     plane_key, random_key = jax.random.split(jax.random.key(seed))
     center, u, v = _plane(x0[0], x0[1], plane_key)
-    a = np.linspace(*extent, resolution)
-    b = np.linspace(*extent, resolution)
-    grid = (center + jnp.asarray(a)[:, None, None, None] * u
-            + jnp.asarray(b)[None, :, None, None] * v).reshape((-1,) + center.shape)
+    grid, a, b = grid_starts(center, u, v, extent=extent, resolution=resolution)
+    grid = jnp.asarray(grid, x0.dtype)
     size = jnp.sqrt(jnp.mean(x0[0] ** 2))
     noise = size * jax.random.normal(random_key, (random_starts,) + center.shape, x0.dtype)
     starts = jnp.concatenate([grid, noise])
@@ -97,13 +96,13 @@ def image_basins(model, images, masking: Masking, *, resolution: int = 64,
     count = len(found["attractors"])
 
     def fractions(part):
-        return np.array([np.mean(part == i) if part.size else 0.0 for i in range(count)])
+        return np.bincount(part[part >= 0], minlength=count) / max(part.size, 1)
 
     plane_fractions, random_fractions = fractions(plane_labels), fractions(random_labels)
     polished = [i for i, att in enumerate(found["attractors"]) if att["polished"]]
     decoded = dict(zip(polished, to_display(model, jax.vmap(model.decode)(jnp.asarray(
         np.stack([found["attractors"][i]["x"] for i in polished]) if polished else
-        np.zeros((0,) + center.shape), model_dtype_of(model))) * std[0] + mean[0])))
+        np.zeros((0,) + center.shape), model_dtype(model))) * std[0] + mean[0])))
     attractors = []
     for i, att in enumerate(found["attractors"]):
         kept = {k: v for k, v in att.items() if k not in ("x", "fraction", "count")}
@@ -128,11 +127,6 @@ def image_basins(model, images, masking: Masking, *, resolution: int = 64,
         one_by_one_iterations=found["one_by_one_iterations"],
         stop_reasons={str(r): int(c) for r, c in zip(reasons, counts)},
         metadata=meta)
-
-
-def model_dtype_of(model):
-    """The dtype of the model's decoder weights (decoding runs in it)."""
-    return jax.tree.leaves(model.decoder)[0].dtype
 
 
 def _shown_order(result, shown):
