@@ -284,3 +284,17 @@ def test_a_solver_alone_means_constant_steps_in_studies():
     assert StudySettings(solver="auto").steps(model, "float64")["rtol"] == 1e-7
     with pytest.raises(ValueError, match="--atol 1e-08 was given without --rtol"):
         StudySettings(atol=1e-8).steps(model, "float64")
+
+
+def test_continuation_starts_at_each_parameters_trained_value():
+    """`study continuation` starts its branches at the trained model: `p` is a scale of
+    the memories (1), or the external field's strength and the attention's beta
+    themselves (the `ode` model's field strength is not 1)."""
+    from et_ode.cli._landscape_runners import trained_value
+    from et_ode.tasks import load_model_and_config
+
+    model = load_model_and_config("ode")[0]
+    assert trained_value(model, "memory_scale") == 1.0
+    assert trained_value(model, "beta") == model.core.attention.beta
+    strength = float(model.field_strength)
+    assert trained_value(model, "field_strength") == strength and abs(strength - 1) > 0.1

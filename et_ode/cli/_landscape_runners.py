@@ -27,8 +27,7 @@ from ._study_runners import (
 )
 
 # What continuation follows by default, and over which range of the parameter, as
-# multiples of its trained value (p = 1 for the memory scale and the field strength,
-# p = the attention's beta for "beta"): beta over a decade around the trained value.
+# multiples of its trained value (`trained_value`): beta over a decade around it.
 DEFAULT_PARAMETER = "memory_scale"
 DEFAULT_P_SPANS = {"memory_scale": (0.5, 2.0), "field_strength": (0.5, 2.0),
                    "beta": (0.3, 3.0)}
@@ -36,8 +35,13 @@ DEFAULT_P_SPANS = {"memory_scale": (0.5, 2.0), "field_strength": (0.5, 2.0),
 
 def trained_value(model, parameter: str) -> float:
     """The value of `parameter` at the trained model: its attention's beta for "beta",
-    else 1 (the memories and the field strength as trained, scaled by p)."""
-    return float(model.core.attention.beta) if parameter == "beta" else 1.0
+    its external field's strength for "field_strength" (`p` sets both), 1 for
+    "memory_scale" (the memories as trained, scaled by `p`)."""
+    if parameter == "beta":
+        return float(model.core.attention.beta)
+    if parameter == "field_strength":
+        return float(model.field_strength)
+    return 1.0
 
 
 def _start(model, images, masks, s):
@@ -75,7 +79,7 @@ def _without_states(branch: dict) -> dict:
 
 def _continuation(model, images, masks, s):
     """The first image's fixed point followed in `--parameter` (default the memory scale)
-    both ways from its trained value (1, or the attention's beta for "beta") across
+    both ways from its trained value (`trained_value`) across
     `--p-span` (default 0.5 to 2 times the trained value, 0.3 to 3 for beta), with the
     `k` leading eigenvalues (quick: 2, else 6) at every point and the bifurcations; at
     most 8 points each way in quick mode, else 100."""

@@ -320,11 +320,12 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--parameter", choices=("memory_scale", "field_strength", "beta"),
                        default=None,
                        help="continuation: what p is (default memory_scale: the Hopfield "
-                       "memories scaled by p, the trained model at p = 1; beta: the "
-                       "attention's inverse temperature itself)")
+                       "memories scaled by p, the trained model at p = 1; field_strength, "
+                       "beta: the external field's strength, the attention's inverse "
+                       "temperature, themselves)")
     study.add_argument("--p-span", type=_float_pair, default=None, metavar="LOW,HIGH",
-                       help="continuation: the range of p, around the trained value "
-                       "(default 0.5,2; for beta 0.3 to 3 times the trained beta)")
+                       help="continuation: the range of p, around its trained value "
+                       "(default 0.5 to 2 times it; for beta 0.3 to 3 times)")
     _output_options(study, "NAME")
     study.set_defaults(handler=_study)
 
