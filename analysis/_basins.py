@@ -134,6 +134,41 @@ def _merge_polished(model, x_final, args, labels, representatives, polish_tol, m
     return merged, polished_points
 
 
+def token_structure(points, tol: float = 1e-3) -> dict:
+    """How attractors are built from their tokens (the rows of states `[N, D]`).
+
+    `points`: the attractors' energy coordinates (`g` on the ET), `{index: [N, D]}`.
+    Tokens within `tol` (RMS over the row) of a first one are one *token state*; two
+    attractors are *token permutations* of each other when the best one-to-one
+    matching of their tokens (`scipy.optimize.linear_sum_assignment` on the RMS
+    distances) pairs every token within `tol` and is not the identity. An energy that
+    does not see token order (the ET's core: positions enter through the start only)
+    has every reordering of a minimum's tokens as another minimum.
+
+    **Returns:** a dict: `token_states` (distinct states among all the tokens),
+    `tokens` (their number), `permutations` (pairs `[i, j]` of the given indices), `tol`.
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    states, count = [], 0
+    for point in points.values():
+        for token in np.asarray(point).reshape(len(point), -1):
+            count += 1
+            if not any(np.sqrt(np.mean((token - s) ** 2)) <= tol for s in states):
+                states.append(token)
+    indices, pairs = list(points), []
+    for n, i in enumerate(indices):
+        for j in indices[n + 1:]:
+            a = np.asarray(points[i]).reshape(len(points[i]), -1)
+            b = np.asarray(points[j]).reshape(len(points[j]), -1)
+            distance = np.sqrt(np.mean((a[:, None] - b[None]) ** 2, axis=-1))
+            rows, columns = linear_sum_assignment(distance)
+            if (np.max(distance[rows, columns]) <= tol
+                    and np.any(rows != columns)):
+                pairs.append([int(i), int(j)])
+    return dict(token_states=len(states), tokens=count, permutations=pairs, tol=float(tol))
+
+
 def basins(model, starts, args=None, *, flow="projected", solver="tsit5", rtol=1e-6,
            atol=1e-8, dt0=None, fixed_point_atol=1e-5, t1=1e4, max_steps=100_000,
            match_tol=1e-3, polish_tol=1e-10, polish_max=None, polish_first=(), k=4,
@@ -178,8 +213,9 @@ def basins(model, starts, args=None, *, flow="projected", solver="tsit5", rtol=1
     fractions, nats), `batched_iterations` (the compiled program's sequential steps:
     the largest step count of any start) against `one_by_one_iterations` (their sum:
     what solving the starts one by one would run in sequence), `stop_reasons`,
-    `x_final [B, N, D]`, and, with `grid_shape`, `labels_grid` and `basin_entropy`
-    (`basin_entropy`).
+    `x_final [B, N, D]`, `token_structure` (`token_structure` of the polished
+    attractors, within `match_tol`), and, with `grid_shape`, `labels_grid` and
+    `basin_entropy` (`basin_entropy`).
     """
     require(model, "basins")
     starts = jnp.asarray(starts)
@@ -227,6 +263,9 @@ def basins(model, starts, args=None, *, flow="projected", solver="tsit5", rtol=1
         entropy=float(-np.sum(fractions * np.log(fractions))) if fractions.size else 0.0,
         batched_iterations=int(np.max(steps)), one_by_one_iterations=int(np.sum(steps)),
         stop_reasons=reasons, x_final=x_final,
+        token_structure=token_structure(
+            {i: np.asarray(energy_coordinates(model, jnp.asarray(att["x"]), args))
+             for i, att in enumerate(attractors) if att["polished"]}, match_tol),
         metadata=metadata(study="basins", dtype=x_final.dtype, flow=flow, solver=solver,
                           rtol=rtol, atol=atol, fixed_point_atol=fixed_point_atol, t1=t1,
                           match_tol=match_tol, polish_max=polish_max,

@@ -62,6 +62,8 @@ def image_basins(model, images, masking: Masking, *, resolution: int = 64,
     `plane` (`labels_grid [R, R]` with `a` down the rows, `a`, `b`, `image_points`
     (the two images' `(a, b)`), `fractions`, `not_converged`, `basin_entropy`);
     `random` (`labels`, `fractions`, `distinct`: attractors reached, `not_converged`);
+    `token_structure` (`basins`': the polished attractors' token states and token
+    permutations, indices into `attractors`);
     `batched_iterations`, `one_by_one_iterations`, `stop_reasons` (counts) and
     `metadata`.
     """
@@ -123,6 +125,7 @@ def image_basins(model, images, masking: Masking, *, resolution: int = 64,
         random=dict(labels=random_labels, fractions=random_fractions,
                     distinct=int(np.unique(random_labels[random_labels >= 0]).size),
                     not_converged=int(np.sum(random_labels < 0))),
+        token_structure=found["token_structure"],
         batched_iterations=found["batched_iterations"],
         one_by_one_iterations=found["one_by_one_iterations"],
         stop_reasons={str(r): int(c) for r, c in zip(reasons, counts)},

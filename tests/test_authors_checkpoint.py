@@ -446,6 +446,8 @@ def test_cli_landscape_studies(tiny, tmp_path):
         assert sum(part["fractions"]) == pytest.approx(1.0)
     polished = [a for a in basins["attractors"] if a["polished"]]
     assert 1 <= len(polished) <= 4
+    tokens = basins["token_structure"]
+    assert tokens["tokens"] == (N + 1) * len(polished) >= tokens["token_states"] >= 1
     for attractor in polished:  # a fixed point, its Morse index taken there, decoded
         assert attractor["residual_rms"] < 1e-9 and attractor["morse_index"] is not None
         assert np.shape(attractor["decoded_image"]) == (SIZE, SIZE, 3)

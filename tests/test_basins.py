@@ -1,9 +1,13 @@
 """`analysis.basins`, `grid_starts` and `basin_entropy` on answers known without them: the
 flat double well of test_verdicts.py, `E = (a^2 - 1)^2 + (OMEGA / 2) b^2` (gradient flow:
 every start with `a < 0` flows to the minimum `(-1, 0)`, every start with `a > 0` to
-`(1, 0)`, both at energy 0 with Hessian `diag(8, OMEGA)`), and basin entropies of label
-grids whose boxes hold known mixtures."""
+`(1, 0)`, both at energy 0 with Hessian `diag(8, OMEGA)`), two coupled tokens whose
+energy does not see their order (its mixed-sign minima are each other's token
+permutation), and basin entropies of label grids whose boxes hold known mixtures."""
 
+import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from test_verdicts import OMEGA, DoubleWell, EnergyOnly
@@ -38,6 +42,37 @@ def test_double_well_basins_split_at_the_saddle():
     entropy = result["basin_entropy"]
     assert (entropy["boxes"], entropy["boundary_boxes"]) == (4, 2)
     assert entropy["S_b"] == pytest.approx(mixed / 2) and entropy["S_bb"] == pytest.approx(mixed)
+
+
+class TwoTokens(eqx.Module):
+    """Two tokens of one coordinate, each in a double well, coupled by `x0 x1 / 2`: an
+    energy that does not see token order. Its four minima are one per quadrant; those
+    with opposite signs, `(b, -b)` and `(-b, b)`, are each other's token permutation."""
+
+    def energy(self, x, args=None):
+        return jnp.sum((x ** 2 - 1.0) ** 2) + 0.5 * x[0, 0] * x[1, 0]
+
+    def residual(self, x, args=None):
+        return jax.grad(self.energy)(x, args)
+
+    def vector_field(self, t, x, args=None, flow="native"):
+        return -self.residual(x, args)
+
+
+def test_token_permutations_of_an_order_blind_energy():
+    starts, _, _ = analysis.grid_starts(np.zeros((2, 1)), np.array([[1.5], [0.0]]),
+                                        np.array([[0.0], [1.5]]), resolution=6)
+    result = analysis.basins(TwoTokens(), starts, flow="native")
+    attractors = result["attractors"]
+    assert len(attractors) == 4 and all(att["polished"] for att in attractors)
+    structure = result["token_structure"]
+    # same-sign minima (a, a), (-a, -a) and mixed ones (b, -b), (-b, b): four states
+    assert structure["token_states"] == 4 and structure["tokens"] == 8
+    (pair,) = structure["permutations"]
+    first, second = (np.asarray(attractors[i]["x"])[:, 0] for i in pair)
+    np.testing.assert_allclose(first, second[::-1], atol=1e-10)
+    assert first[0] * first[1] < 0  # the mixed-sign pair
+    assert attractors[pair[0]]["energy"] == pytest.approx(attractors[pair[1]]["energy"])
 
 
 def test_basin_entropy_of_known_grids():
