@@ -13,6 +13,7 @@ from ..analysis import (
     continuation,
     image_basins,
     lyapunov_spectrum,
+    model_dtype,
     plot_continuation,
     plot_image_basins,
     plot_lyapunov_spectrum,
@@ -123,7 +124,8 @@ def _basins(model, images, masks, s):
     """The basins of the first image's core problem (`analysis.image_basins`): a plane
     through the first two held-out images (quick: 8 x 8 starts, else 64 x 64) and
     random starts (quick: 16, else 1,000), integrated together to fixed points of the
-    projected flow with the studies' steps (`StudySettings.steps`) to RMS G
+    projected flow in float64 (or `--dtype`; at the authors' size with `--quick`, the
+    model's own dtype) with the studies' steps (`StudySettings.steps`) to RMS G
     `fixed_point_tol`, attractors matched within 1e-2 (quick) or 1e-3 in g, the 4
     (quick) or 16 most visited polished by Newton (the shipped models have about one
     minimum per start), each decoded as an image."""
@@ -133,7 +135,8 @@ def _basins(model, images, masks, s):
     if s.flow not in (None, "projected"):
         raise ValueError("basins runs the projected flow (the native one has no fixed "
                          "points); drop --flow.")
-    dtype = s.dtype or "float64"
+    # float64 unless --dtype, or the model's own dtype and steps at the authors' size
+    dtype = s.dtype or (str(model_dtype(model.core)) if s.economical(model) else "float64")
     steps = s.steps(model, dtype)
     result = image_basins(
         model, images[:2], jax.tree.map(lambda a: a[:2], masks),
