@@ -26,10 +26,11 @@ demo: $(STAMP)
 test: $(STAMP) lint
 	$(PYTHON_BYTECODE) $(BIN)/python -m pytest -n 2 --dist loadfile -q
 
-# ruff's linter on the whole repository, with the rule set of pyproject.toml
-# ([tool.ruff]); `make test` runs it first.
+# ruff's formatter (checked: `ruff format .` applies it) and linter on the whole
+# repository, with the settings of pyproject.toml ([tool.ruff]); `make test` runs it first.
 .PHONY: lint
 lint: $(STAMP)
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 
 # The fuzz suite with a large budget (tests/test_fuzz.py; make test runs 40 examples per

@@ -12,27 +12,28 @@ result JSON-serialisable and `save_json` writes it atomically.
 The studies of a fixed point or a trajectory (`convergence`, `stability`,
 `hessian_eigenvalues`, `lyapunov_exponent`, `fixed_points`, `long_horizon`,
 `finite_time_lyapunov`, `energy_descent`, `work_precision`, and `lyapunov_spectrum`,
-which takes a plain field too) take any `solvers.EnergySystem` and use the geometry it declares (a manifold, or flat); the
-others need the ET or its image and graph tasks and refuse other models in one line
-before solving. What each study may call on a model is in the geometry module
-(`et_ode.analysis._geometry`).
+which takes a plain field too) take any `solvers.EnergySystem` and use the geometry it
+declares (a manifold, or flat); the others need the ET or its image and graph tasks and
+refuse other models in one line before solving. What each study may call on a model is in
+the geometry module (`et_ode.analysis._geometry`).
 
 | study | question |
 |---|---|
 | `convergence` | how fast does each flow reach a fixed point, against the Hessian's rate? |
 | `energy_descent` | where does E rise along a discrete solve, and is it real? |
 | `overshoot` | what happens to a masked-image model's error past its horizon? |
-| `stability` | is this fixed point a minimum? Newton polish, tangent Hessian spectrum, kinks, Lyapunov exponent, one verdict |
+| `stability` | is this fixed point a minimum? Newton polish, Hessian, kinks, Lyapunov, verdict |
 | `fixed_points` | do different starts reach the same fixed point? |
 | `gradient_depth` | do parameter gradients vanish with horizon, per adjoint? |
 | `work_precision` | error against NFE and wall time per solver and tolerance |
 | `contributions` | attention against Hopfield parts of the update over time |
 | `graph_overshoot` | what happens to a node anomaly detector's test AUC past its horizon? |
-| `long_horizon` | E (one reference), G and its decay law, token scales, error, step sizes, perturbation growth to t = 1e4 |
-| `lyapunov_spectrum` | the top k Lyapunov exponents (QR method) of any flow, with their running estimates |
-| `continuation` | how does a steady state move with a parameter, and where does it fold, branch or turn oscillatory? (`switch_branch` follows the other branch) |
-| `basins` | which fixed point does each start reach, how many attractors are there, how large is each basin, how mixed are the boundaries? |
-| `steady_states` | which steady states exist at one parameter value (deflated Newton)? |
+| `long_horizon` | E, G and its decay law, scales, error, steps, perturbations to t = 1e4 |
+| `lyapunov_spectrum` | the top k Lyapunov exponents (QR) of any flow, with their history |
+| `continuation` | how does a steady state move with a parameter; where does it fold or branch? |
+| `switch_branch` | follow the other branch from a branch point found by `continuation` |
+| `basins` | which attractor does each start reach; how many, how large, how mixed? |
+| `steady_states` | which steady states exist at one parameter (deflated Newton)? |
 """
 
 from ._basins import basin_entropy, basins, grid_starts
@@ -91,20 +92,77 @@ from ._video import figure_to_frame, write_frames, write_png, write_video
 from ._work_precision import plot_work_precision, relative_error, work_precision
 
 __all__ = [
-    "attention_weights_figure", "basin_entropy", "basins", "cast", "continuation",
-    "contributions", "convergence", "energy_descent", "energy_rises", "energy_video_frames",
-    "FIGURE_FORMATS", "figure_to_frame", "finite_time_lyapunov", "fit_exponential_rate",
-    "fit_power_law", "fixed_points", "float64_available", "frame_times", "gradient_depth",
-    "graph_overshoot", "grid_starts", "held_out_images", "held_out_masks",
-    "hessian_eigenvalues", "image_basins", "image_trajectory", "layout_problems", "log_times",
-    "long_horizon", "long_horizon_findings", "lyapunov_exponent", "lyapunov_spectrum",
-    "matched_noise", "memories_figure", "metadata", "model_dtype", "normalised_patches",
-    "overshoot", "plot_basins", "plot_continuation", "plot_contributions",
-    "plot_convergence", "plot_energy_descent", "plot_fixed_points", "plot_gradient_depth",
-    "plot_graph_overshoot", "plot_image_basins", "plot_long_horizon", "plot_lyapunov_spectrum", "plot_overshoot",
-    "plot_stability", "plot_work_precision", "position_similarity_figure",
-    "reconstruction_figure", "reference_time", "relative_error", "save_json", "stability",
-    "standard_starts", "steady_states", "switch_branch", "take", "tangent_basis", "to_json",
-    "tokens_over_time_figure", "trace_quantities", "trajectory_options", "versions",
-    "work_precision", "write_figure", "write_frames", "write_png", "write_video",
+    "attention_weights_figure",
+    "basin_entropy",
+    "basins",
+    "cast",
+    "continuation",
+    "contributions",
+    "convergence",
+    "energy_descent",
+    "energy_rises",
+    "energy_video_frames",
+    "FIGURE_FORMATS",
+    "figure_to_frame",
+    "finite_time_lyapunov",
+    "fit_exponential_rate",
+    "fit_power_law",
+    "fixed_points",
+    "float64_available",
+    "frame_times",
+    "gradient_depth",
+    "graph_overshoot",
+    "grid_starts",
+    "held_out_images",
+    "held_out_masks",
+    "hessian_eigenvalues",
+    "image_basins",
+    "image_trajectory",
+    "layout_problems",
+    "log_times",
+    "long_horizon",
+    "long_horizon_findings",
+    "lyapunov_exponent",
+    "lyapunov_spectrum",
+    "matched_noise",
+    "memories_figure",
+    "metadata",
+    "model_dtype",
+    "normalised_patches",
+    "overshoot",
+    "plot_basins",
+    "plot_continuation",
+    "plot_contributions",
+    "plot_convergence",
+    "plot_energy_descent",
+    "plot_fixed_points",
+    "plot_gradient_depth",
+    "plot_graph_overshoot",
+    "plot_image_basins",
+    "plot_long_horizon",
+    "plot_lyapunov_spectrum",
+    "plot_overshoot",
+    "plot_stability",
+    "plot_work_precision",
+    "position_similarity_figure",
+    "reconstruction_figure",
+    "reference_time",
+    "relative_error",
+    "save_json",
+    "stability",
+    "standard_starts",
+    "steady_states",
+    "switch_branch",
+    "take",
+    "tangent_basis",
+    "to_json",
+    "tokens_over_time_figure",
+    "trace_quantities",
+    "trajectory_options",
+    "versions",
+    "work_precision",
+    "write_figure",
+    "write_frames",
+    "write_png",
+    "write_video",
 ]

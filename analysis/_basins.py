@@ -40,10 +40,12 @@ def basin_entropy(labels, box: int = 5) -> dict:
     `S_bb`, `boxes`, `boundary_boxes` and `box`."""
     labels = np.asarray(labels)
     if labels.ndim != 2 or box < 1 or min(labels.shape) < box:
-        raise ValueError(f"basin_entropy needs a 2-D grid of labels at least {box} x "
-                         f"{box} (got shape {labels.shape}).")
+        raise ValueError(
+            f"basin_entropy needs a 2-D grid of labels at least {box} x "
+            f"{box} (got shape {labels.shape})."
+        )
     g1, g2 = (size // box for size in labels.shape)
-    tiles = labels[:g1 * box, :g2 * box].reshape(g1, box, g2, box).swapaxes(1, 2)
+    tiles = labels[: g1 * box, : g2 * box].reshape(g1, box, g2, box).swapaxes(1, 2)
     tiles = tiles.reshape(g1 * g2, box * box)
     entropies, boundary = [], 0
     for tile in tiles:
@@ -52,8 +54,13 @@ def basin_entropy(labels, box: int = 5) -> dict:
         entropies.append(float(-np.sum(p * np.log(p))))
         boundary += counts.size > 1
     total = float(np.sum(entropies))
-    return dict(S_b=total / len(entropies), S_bb=total / boundary if boundary else 0.0,
-                boxes=len(entropies), boundary_boxes=int(boundary), box=int(box))
+    return dict(
+        S_b=total / len(entropies),
+        S_bb=total / boundary if boundary else 0.0,
+        boxes=len(entropies),
+        boundary_boxes=int(boundary),
+        box=int(box),
+    )
 
 
 def grid_starts(center, u, v, *, extent=(-1.0, 1.0), resolution: int = 32):
@@ -63,8 +70,9 @@ def grid_starts(center, u, v, *, extent=(-1.0, 1.0), resolution: int = 32):
     `[R, R]` with `a` down the rows."""
     center, u, v = (np.asarray(w, np.float64) for w in (center, u, v))
     if not center.shape == u.shape == v.shape:
-        raise ValueError("center, u and v must have one shape (got "
-                         f"{center.shape}, {u.shape}, {v.shape}).")
+        raise ValueError(
+            f"center, u and v must have one shape (got {center.shape}, {u.shape}, {v.shape})."
+        )
     a = np.linspace(*extent, resolution)
     b = np.linspace(*extent, resolution)
     ones = (1,) * center.ndim
@@ -107,8 +115,7 @@ def _polish_choice(labels, representatives, energies, polish_max, polish_first):
     return set(order if polish_max is None else order[:polish_max])
 
 
-def _merge_polished(model, x_final, args, labels, representatives, polish_tol, match_tol,
-                    chosen):
+def _merge_polished(model, x_final, args, labels, representatives, polish_tol, match_tol, chosen):
     """Polish the representatives of the attractors `chosen` (the verdict is taken at a
     fixed point, not where the flow's stop fired) and merge attractors whose polished
     points lie within `match_tol` of an earlier one's. Returns the new labels
@@ -116,14 +123,19 @@ def _merge_polished(model, x_final, args, labels, representatives, polish_tol, m
     result or None)` per attractor."""
     kept, polished_points, relabel = [], [], {}
     for label, index in enumerate(representatives):
-        polished = (polish_near(model, x_final[index], args, tol=polish_tol)
-                    if label in chosen else None)
+        polished = (
+            polish_near(model, x_final[index], args, tol=polish_tol) if label in chosen else None
+        )
         point = None
         if polished is not None:
-            point = np.asarray(energy_coordinates(
-                model, jnp.asarray(polished.x, x_final.dtype), args))
-            same = [j for j, other in enumerate(kept) if other is not None
-                    and np.sqrt(np.mean((other - point) ** 2)) <= match_tol]
+            point = np.asarray(
+                energy_coordinates(model, jnp.asarray(polished.x, x_final.dtype), args)
+            )
+            same = [
+                j
+                for j, other in enumerate(kept)
+                if other is not None and np.sqrt(np.mean((other - point) ** 2)) <= match_tol
+            ]
             if same:
                 relabel[label] = same[0]
                 continue
@@ -158,21 +170,37 @@ def token_structure(points, tol: float = 1e-3) -> dict:
                 states.append(token)
     indices, pairs = list(points), []
     for n, i in enumerate(indices):
-        for j in indices[n + 1:]:
+        for j in indices[n + 1 :]:
             a = np.asarray(points[i]).reshape(len(points[i]), -1)
             b = np.asarray(points[j]).reshape(len(points[j]), -1)
             distance = np.sqrt(np.mean((a[:, None] - b[None]) ** 2, axis=-1))
             rows, columns = linear_sum_assignment(distance)
-            if (np.max(distance[rows, columns]) <= tol
-                    and np.any(rows != columns)):
+            if np.max(distance[rows, columns]) <= tol and np.any(rows != columns):
                 pairs.append([int(i), int(j)])
     return dict(token_states=len(states), tokens=count, permutations=pairs, tol=float(tol))
 
 
-def basins(model, starts, args=None, *, flow="projected", solver="tsit5", rtol=1e-6,
-           atol=1e-8, dt0=None, fixed_point_atol=1e-5, t1=1e4, max_steps=100_000,
-           match_tol=1e-3, polish_tol=1e-10, polish_max=None, polish_first=(), k=4,
-           grid_shape=None, box=5) -> dict:
+def basins(
+    model,
+    starts,
+    args=None,
+    *,
+    flow="projected",
+    solver="tsit5",
+    rtol=1e-6,
+    atol=1e-8,
+    dt0=None,
+    fixed_point_atol=1e-5,
+    t1=1e4,
+    max_steps=100_000,
+    match_tol=1e-3,
+    polish_tol=1e-10,
+    polish_max=None,
+    polish_first=(),
+    k=4,
+    grid_shape=None,
+    box=5,
+) -> dict:
     """Integrate every start to a fixed point and group the end states into attractors
     (module docstring).
 
@@ -224,52 +252,97 @@ def basins(model, starts, args=None, *, flow="projected", solver="tsit5", rtol=1
     if not (match_tol > 0 and k >= 1):
         raise ValueError(f"match_tol > 0 and k >= 1 are needed (got {match_tol}, {k}).")
     if grid_shape is not None and math.prod(grid_shape) != starts.shape[0]:
-        raise ValueError(f"grid_shape {tuple(grid_shape)} does not hold the "
-                         f"{starts.shape[0]} starts.")
-    sol = solvers.solve(model, starts, args=args, solver=solver, rtol=rtol, atol=atol,
-                        dt0=dt0, flow=flow, t1=t1, max_steps=max_steps,
-                        stop=solvers.FixedPointStop(atol=fixed_point_atol), throw=False)
+        raise ValueError(
+            f"grid_shape {tuple(grid_shape)} does not hold the {starts.shape[0]} starts."
+        )
+    sol = solvers.solve(
+        model,
+        starts,
+        args=args,
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        dt0=dt0,
+        flow=flow,
+        t1=t1,
+        max_steps=max_steps,
+        stop=solvers.FixedPointStop(atol=fixed_point_atol),
+        throw=False,
+    )
     reasons = list(sol.stats["stop_reason"])
     x_final = np.asarray(sol.x_final)
-    coordinates = [np.asarray(energy_coordinates(model, jnp.asarray(x), args))
-                   if reason == "fixed_point" else None
-                   for x, reason in zip(x_final, reasons)]
+    coordinates = [
+        np.asarray(energy_coordinates(model, jnp.asarray(x), args))
+        if reason == "fixed_point"
+        else None
+        for x, reason in zip(x_final, reasons)
+    ]
     labels, representatives = _match(coordinates, match_tol)
-    energies = np.asarray(_energies(model, jnp.asarray(x_final[representatives]), args)
-                          if representatives else [])
+    energies = np.asarray(
+        _energies(model, jnp.asarray(x_final[representatives]), args) if representatives else []
+    )
     chosen = _polish_choice(labels, representatives, energies, polish_max, polish_first)
-    labels, polished_points = _merge_polished(model, x_final, args, labels, representatives,
-                                              polish_tol, match_tol, chosen)
+    labels, polished_points = _merge_polished(
+        model, x_final, args, labels, representatives, polish_tol, match_tol, chosen
+    )
     attractors = []
     for label, (index, polished) in enumerate(polished_points):
         x = jnp.asarray(x_final[index] if polished is None else polished.x, x_final.dtype)
         count = int(np.sum(labels == label))
         attractor = dict(
-            x=np.asarray(x), polished=polished is not None,
+            x=np.asarray(x),
+            polished=polished is not None,
             residual_rms=float(solvers.rms(model.residual(x, args))),
-            energy=float(model.energy(x, args)), count=count, fraction=count / len(labels),
-            morse_index=None, smallest_eigenvalues=None, stable=None, start=int(index))
+            energy=float(model.energy(x, args)),
+            count=count,
+            fraction=count / len(labels),
+            morse_index=None,
+            smallest_eigenvalues=None,
+            stable=None,
+            start=int(index),
+        )
         if polished is not None:  # a Morse index is only right at a fixed point
             spectrum = hessian_eigenvalues(model, x, args, k=k)
-            attractor.update(morse_index=int(spectrum["morse_index"]),
-                             smallest_eigenvalues=np.asarray(spectrum["smallest"]),
-                             stable=int(spectrum["morse_index"]) == 0)
+            attractor.update(
+                morse_index=int(spectrum["morse_index"]),
+                smallest_eigenvalues=np.asarray(spectrum["smallest"]),
+                stable=int(spectrum["morse_index"]) == 0,
+            )
         attractors.append(attractor)
     fractions = np.array([a["fraction"] for a in attractors])
     steps = np.asarray(sol.stats["num_steps"])
     result = dict(
-        labels=labels, attractors=attractors, fractions=fractions,
+        labels=labels,
+        attractors=attractors,
+        fractions=fractions,
         not_converged=int(np.sum(labels < 0)),
         entropy=float(-np.sum(fractions * np.log(fractions))) if fractions.size else 0.0,
-        batched_iterations=int(np.max(steps)), one_by_one_iterations=int(np.sum(steps)),
-        stop_reasons=reasons, x_final=x_final,
+        batched_iterations=int(np.max(steps)),
+        one_by_one_iterations=int(np.sum(steps)),
+        stop_reasons=reasons,
+        x_final=x_final,
         token_structure=token_structure(
-            {i: np.asarray(energy_coordinates(model, jnp.asarray(att["x"]), args))
-             for i, att in enumerate(attractors) if att["polished"]}, match_tol),
-        metadata=metadata(study="basins", dtype=x_final.dtype, flow=flow, solver=solver,
-                          rtol=rtol, atol=atol, fixed_point_atol=fixed_point_atol, t1=t1,
-                          match_tol=match_tol, polish_max=polish_max,
-                          starts=int(len(labels))))
+            {
+                i: np.asarray(energy_coordinates(model, jnp.asarray(att["x"]), args))
+                for i, att in enumerate(attractors)
+                if att["polished"]
+            },
+            match_tol,
+        ),
+        metadata=metadata(
+            study="basins",
+            dtype=x_final.dtype,
+            flow=flow,
+            solver=solver,
+            rtol=rtol,
+            atol=atol,
+            fixed_point_atol=fixed_point_atol,
+            t1=t1,
+            match_tol=match_tol,
+            polish_max=polish_max,
+            starts=int(len(labels)),
+        ),
+    )
     if grid_shape is not None:
         result["labels_grid"] = labels.reshape(tuple(grid_shape))
         result["basin_entropy"] = basin_entropy(result["labels_grid"], box)

@@ -48,9 +48,12 @@ class FlatField(eqx.Module):
 
 
 def _gmres(size: int, dtype, tol):
-    return lx.GMRES(rtol=1e-10 if dtype == jnp.float64 else 1e-5, atol=tol * 1e-3,
-                    restart=min(GMRES_RESTART, size),
-                    max_steps=min(GMRES_MAX_STEPS, 10 * size))
+    return lx.GMRES(
+        rtol=1e-10 if dtype == jnp.float64 else 1e-5,
+        atol=tol * 1e-3,
+        restart=min(GMRES_RESTART, size),
+        max_steps=min(GMRES_MAX_STEPS, 10 * size),
+    )
 
 
 def bordered_solve(F, y, border, args, rhs, dense: bool, tol):
@@ -62,7 +65,8 @@ def bordered_solve(F, y, border, args, rhs, dense: bool, tol):
     _, linear = jax.linearize(f, y)
     operator = lx.FunctionLinearOperator(
         lambda d: jnp.concatenate([linear(d), (border @ d)[None]]),
-        jax.ShapeDtypeStruct(y.shape, y.dtype))
+        jax.ShapeDtypeStruct(y.shape, y.dtype),
+    )
     return lx.linear_solve(operator, rhs, _gmres(y.size, y.dtype, tol), throw=False).value
 
 
@@ -108,8 +112,7 @@ def jvp_x(F, y, args, dx):
 
 
 @eqx.filter_jit
-def deflated_newton(F, y0, roots, active, args, tol, max_newton: int, power, shift,
-                    dense: bool):
+def deflated_newton(F, y0, roots, active, args, tol, max_newton: int, power, shift, dense: bool):
     """Newton on `f(x, p) = 0` at fixed `p` from `y0`, deflated at the `active` rows of
     `roots` (`[m, n]`): the step is the plain Newton step scaled by
     `1 / (1 - grad(log M) . dx)`, `M(x) = prod_i (|x - r_i|^-power + shift)` (Farrell,
@@ -157,13 +160,15 @@ def leading_eigen(F, y, args, k: int, dense: bool):
     if dense:
         values, vectors = np.linalg.eig(np.asarray(jacobian(F, y, args))[:, :-1])
     else:
+
         def matvec(v):
             return np.asarray(jvp_x(F, y, args, jnp.asarray(v, y.dtype)))
 
         operator = spla.LinearOperator((n, n), matvec=matvec, dtype=np.float64)
         start = 1.0 + np.random.default_rng(0).random(n)
-        values, vectors = spla.eigs(operator, k=min(k, n - 2), which="LR", tol=1e-10,
-                                    maxiter=100 * n, v0=start)
+        values, vectors = spla.eigs(
+            operator, k=min(k, n - 2), which="LR", tol=1e-10, maxiter=100 * n, v0=start
+        )
     order = np.argsort(-values.real, kind="stable")
     values, vectors = values[order].astype(complex), vectors[:, order]
     real = real_eigenvalues(values)
@@ -185,10 +190,10 @@ def left_null_vector(F, y, args, guess, tol):
     vector-Jacobian products (matrix-free case)."""
     x, p = y[:-1], y[-1:]
     _, pullback = jax.vjp(lambda u: F(jnp.concatenate([u, p]), args), x)
-    operator = lx.FunctionLinearOperator(lambda w: pullback(w)[0],
-                                         jax.ShapeDtypeStruct(x.shape, x.dtype))
-    solver = lx.GMRES(rtol=1e-6, atol=0.0, restart=min(GMRES_RESTART, x.size),
-                      max_steps=5 * x.size)
+    operator = lx.FunctionLinearOperator(
+        lambda w: pullback(w)[0], jax.ShapeDtypeStruct(x.shape, x.dtype)
+    )
+    solver = lx.GMRES(rtol=1e-6, atol=0.0, restart=min(GMRES_RESTART, x.size), max_steps=5 * x.size)
     psi = guess / jnp.linalg.norm(guess)
     for _ in range(2):
         psi = lx.linear_solve(operator, psi, solver, throw=False).value
@@ -201,7 +206,8 @@ def switch_tangent(F, y, t, phi, args, dense: bool, tol):
     branch has tangent `t` and `df/dx` the null vector `phi`.
 
     The null space of `df/dy` is spanned by `t` and `w = (phi, 0)` less its Euclidean
-    projection on `t` (any second direction of that space serves); a branch's tangent `c1 t + c2 w` solves the algebraic bifurcation equation
+    projection on `t` (any second direction of that space serves); a branch's tangent `c1 t + c2 w`
+    solves the algebraic bifurcation equation
     `psi . d^2F[d, d] = 0` (`psi` the left null vector): with `a_ij = psi . d^2F[., .]`
     on `(t, w)` and `a_tt = 0` (`t` is a branch), the other root is
     `c1 / c2 = -a_ww / (2 a_tw)` (Kuznetsov, Elements of Applied Bifurcation Theory,
@@ -218,10 +224,18 @@ def switch_tangent(F, y, t, phi, args, dense: bool, tol):
         psi = u[:, -1]
     else:
         psi = np.asarray(left_null_vector(F, y, args, jnp.asarray(phi, y.dtype), tol))
-    a_tw = float(psi @ np.asarray(second_derivative(F, y, args, jnp.asarray(t, y.dtype),
-                                                    jnp.asarray(w, y.dtype))))
-    a_ww = float(psi @ np.asarray(second_derivative(F, y, args, jnp.asarray(w, y.dtype),
-                                                    jnp.asarray(w, y.dtype))))
+    a_tw = float(
+        psi
+        @ np.asarray(
+            second_derivative(F, y, args, jnp.asarray(t, y.dtype), jnp.asarray(w, y.dtype))
+        )
+    )
+    a_ww = float(
+        psi
+        @ np.asarray(
+            second_derivative(F, y, args, jnp.asarray(w, y.dtype), jnp.asarray(w, y.dtype))
+        )
+    )
     d = w if a_tw == 0.0 else w - a_ww / (2.0 * a_tw) * t
     d = d / np.linalg.norm(d)
     return d * (1.0 if d[:-1] @ phi >= 0 else -1.0)

@@ -65,8 +65,7 @@ def log_times(t_first: float, t_last: float, n: int, *, include=(), start=None) 
     return np.unique(times)
 
 
-def solve_in_chunks(model, xb, args, times, *, chunks=1, args_batched=False, t0=0.0,
-                    **options):
+def solve_in_chunks(model, xb, args, times, *, chunks=1, args_batched=False, t0=0.0, **options):
     """States of a batch at `times`, solving `t0 -> times[-1]` in `chunks` segments, each
     continuing from the previous end state, so that at most `len(times) / chunks` states
     per sample are held by one solve and `max_steps` applies per segment.
@@ -88,8 +87,9 @@ def solve_in_chunks(model, xb, args, times, *, chunks=1, args_batched=False, t0=
         if end <= start:  # every time of this group is the current time
             out.append(jnp.repeat(x[:, None], group.size, axis=1))
             continue
-        sol = solvers.solve(model, x, args=args, t0=start, t1=end, save=padded,
-                            args_batched=args_batched, **options)
+        sol = solvers.solve(
+            model, x, args=args, t0=start, t1=end, save=padded, args_batched=args_batched, **options
+        )
         out.append(sol.xs[:, : group.size])
         for key in ("num_steps", "nfe"):
             stats[key].append(np.asarray(sol.stats[key]))

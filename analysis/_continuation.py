@@ -64,20 +64,31 @@ STOP_REASONS = ("p_span", "max_points", "ds_min", "closed")
 
 def _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points):
     if not (callable(field) or callable(getattr(field, "vector_field", None))):
-        raise TypeError("continuation takes a solvers.EnergySystem or a callable "
-                        f"field(x, p, args) -> dx/dt (got {type(field).__name__}).")
+        raise TypeError(
+            "continuation takes a solvers.EnergySystem or a callable "
+            f"field(x, p, args) -> dx/dt (got {type(field).__name__})."
+        )
     lo, hi = (float(v) for v in p_span)
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"p_span must be (low, high) with low < high (got {p_span}).")
     if not lo <= float(p0) <= hi:
         raise ValueError(f"p0 = {float(p0):g} lies outside p_span = ({lo:g}, {hi:g}).")
     if not 0 < ds_min <= ds <= ds_max:
-        raise ValueError("steps must satisfy 0 < ds_min <= ds <= ds_max (got "
-                         f"ds={ds}, ds_min={ds_min}, ds_max={ds_max}).")
-    if not (isinstance(k, int) and k >= 1 and isinstance(max_points, int)
-            and max_points >= 2 and (tol is None or tol > 0)):
-        raise ValueError("k >= 1 and max_points >= 2 (integers) and tol > 0 are needed "
-                         f"(got k={k!r}, max_points={max_points!r}, tol={tol!r}).")
+        raise ValueError(
+            "steps must satisfy 0 < ds_min <= ds <= ds_max (got "
+            f"ds={ds}, ds_min={ds_min}, ds_max={ds_max})."
+        )
+    if not (
+        isinstance(k, int)
+        and k >= 1
+        and isinstance(max_points, int)
+        and max_points >= 2
+        and (tol is None or tol > 0)
+    ):
+        raise ValueError(
+            "k >= 1 and max_points >= 2 (integers) and tol > 0 are needed "
+            f"(got k={k!r}, max_points={max_points!r}, tol={tol!r})."
+        )
     if not np.all(np.isfinite(np.asarray(x0))):
         raise ValueError("x0 holds NaN or inf: start from a finite state.")
     return lo, hi
@@ -90,9 +101,11 @@ def dtype_of(x0, dtype):
     if not jnp.issubdtype(dtype, jnp.floating):
         dtype = jnp.float64 if float64_available() else jnp.float32
     if dtype == jnp.float64 and not float64_available():
-        raise ValueError("float64 needs jax_enable_x64: call "
-                         "jax.config.update('jax_enable_x64', True) first, or pass "
-                         "dtype=jnp.float32.")
+        raise ValueError(
+            "float64 needs jax_enable_x64: call "
+            "jax.config.update('jax_enable_x64', True) first, or pass "
+            "dtype=jnp.float32."
+        )
     return dtype
 
 
@@ -110,13 +123,21 @@ class _Branch:
         return float(jnp.sum(self.weights * a * b))
 
     def correct(self, y_pred, direction):
-        y, it, res = correct(self.F, y_pred, self.weights * direction, self.args, self.tol,
-                             self.max_newton, self.dense)
+        y, it, res = correct(
+            self.F,
+            y_pred,
+            self.weights * direction,
+            self.args,
+            self.tol,
+            self.max_newton,
+            self.dense,
+        )
         return y, int(it), float(res)
 
     def tangent(self, y, previous):
-        return tangent(self.F, y, self.weights * previous, self.weights, self.args,
-                       self.tol, self.dense)
+        return tangent(
+            self.F, y, self.weights * previous, self.weights, self.args, self.tol, self.dense
+        )
 
     def along(self, a, step, spectrum=True):
         """The corrected point at arclength `step` past point `a` (its tangent as the
@@ -131,16 +152,23 @@ class _Branch:
         if not bool(jnp.all(jnp.isfinite(t))):  # landed on a singular point: step again
             return None
         moved = y - y_pred
-        point = dict(y=y, t=t, iterations=it, residual=res, s=a["s"] + step,
-                     displacement=math.sqrt(self.inner(moved, moved)))
+        point = dict(
+            y=y,
+            t=t,
+            iterations=it,
+            residual=res,
+            s=a["s"] + step,
+            displacement=math.sqrt(self.inner(moved, moved)),
+        )
         return self.finish(point) if spectrum else point
 
     def finish(self, point):
         """`point` with its eigenvalues, or None where ARPACK fails there (e.g. `df/dx`
         exactly zero)."""
         try:
-            values, vectors, unstable = leading_eigen(self.F, point["y"], self.args, self.k,
-                                                      self.dense)
+            values, vectors, unstable = leading_eigen(
+                self.F, point["y"], self.args, self.k, self.dense
+            )
         except spla.ArpackError:
             return None
         return dict(point, eigenvalues=values, vectors=vectors, unstable=unstable)
@@ -171,10 +199,16 @@ def _bisect(branch, a, b, side, locate_tol, spectrum=True):
 
 def _record(kind, point, bracket, index, F, eigenvalue=None):
     y = np.asarray(point["y"])
-    record = dict(kind=kind, p=float(y[-1]), x=np.asarray(F.state(point["y"])),
-                  s=float(point["s"]), index=int(index), s_bracket=float(bracket),
-                  eigenvalues=point["eigenvalues"],
-                  residual_rms=float(point["residual"]))
+    record = dict(
+        kind=kind,
+        p=float(y[-1]),
+        x=np.asarray(F.state(point["y"])),
+        s=float(point["s"]),
+        index=int(index),
+        s_bracket=float(bracket),
+        eigenvalues=point["eigenvalues"],
+        residual_rms=float(point["residual"]),
+    )
     if eigenvalue is not None:
         record["eigenvalue"] = complex(eigenvalue)
     return record
@@ -201,12 +235,19 @@ def _bordered_singular(branch, point) -> bool:
 def _branch_point(branch, point, bracket, index):
     values = point["eigenvalues"]
     e = _nearest_zero(values, real=True)
-    record = _record("branch_point", point, bracket, index, branch.F,
-                     None if e is None else values[e])
+    record = _record(
+        "branch_point", point, bracket, index, branch.F, None if e is None else values[e]
+    )
     if e is not None:
         record["switch_tangent"] = switch_tangent(
-            branch.F, point["y"], point["t"], point["vectors"][:, e], branch.args,
-            branch.dense, branch.tol)
+            branch.F,
+            point["y"],
+            point["t"],
+            point["vectors"][:, e],
+            branch.args,
+            branch.dense,
+            branch.tol,
+        )
     return record
 
 
@@ -218,8 +259,9 @@ def _detect(branch, a, b, index, locate_tol):
     complex ones unchanged: two at once happen where a piecewise-smooth field's
     Jacobian jumps), a Hopf point where that of complex ones does."""
     if np.sign(float(a["t"][-1])) * np.sign(float(b["t"][-1])) < 0:
-        point, bracket = _bisect(branch, a, b, lambda q: np.sign(float(q["t"][-1])),
-                                 locate_tol, spectrum=False)
+        point, bracket = _bisect(
+            branch, a, b, lambda q: np.sign(float(q["t"][-1])), locate_tol, spectrum=False
+        )
         if _bordered_singular(branch, point):
             return [_branch_point(branch, point, bracket, index)]
         values = point["eigenvalues"]
@@ -242,8 +284,7 @@ def _detect(branch, a, b, index, locate_tol):
             continue
         values = point["eigenvalues"]
         e = _nearest_zero(values, real=False)
-        record = _record("hopf", point, bracket, index, branch.F,
-                         None if e is None else values[e])
+        record = _record("hopf", point, bracket, index, branch.F, None if e is None else values[e])
         record["frequency"] = None if e is None else abs(float(values[e].imag))
         found.append(record)
     return found
@@ -262,14 +303,34 @@ def _trust(record, locate_tol):
     if record["kind"] != "fold" and eigenvalue is not None:
         scale = max(1.0, float(np.max(np.abs(np.asarray(record["eigenvalues"]).real))))
         record["eigenvalue_jump"] = bool(
-            record["located"] and abs(eigenvalue.real) > np.sqrt(locate_tol) * scale)
+            record["located"] and abs(eigenvalue.real) > np.sqrt(locate_tol) * scale
+        )
     return record
 
 
-def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, ds_min=1e-8, ds_max=0.1,
-                 direction=1, max_points=1000, k=6, tol=None, max_newton=10,
-                 max_turn=0.5, locate_tol=1e-10, tangent_start=None, matrix_free=None,
-                 state_weight=1.0, dtype=None) -> dict:
+def continuation(
+    system,
+    x0,
+    p0,
+    *,
+    p_span,
+    args=None,
+    parameter=None,
+    ds=0.01,
+    ds_min=1e-8,
+    ds_max=0.1,
+    direction=1,
+    max_points=1000,
+    k=6,
+    tol=None,
+    max_newton=10,
+    max_turn=0.5,
+    locate_tol=1e-10,
+    tangent_start=None,
+    matrix_free=None,
+    state_weight=1.0,
+    dtype=None,
+) -> dict:
     """Follow the branch of steady states of `system` through `(x0, p0)` in `p`, with
     the `k` leading eigenvalues at every point and the bifurcations located (module
     docstring).
@@ -332,8 +393,9 @@ def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, 
     x0 = jnp.asarray(x0, dtype)
     energy_model = callable(getattr(system, "vector_field", None))
     if energy_model:
-        system, args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v,
-                                    (system, args))
+        system, args = jax.tree.map(
+            lambda v: jnp.asarray(v, dtype) if is_float(v) else v, (system, args)
+        )
         field, x0, args = system_field(system, x0, p0, args, parameter)
     else:
         if parameter is not None:
@@ -356,28 +418,36 @@ def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, 
     e_p = jnp.zeros(n + 1, dtype).at[-1].set(1.0)
     y, it, res = branch.correct(y0, e_p)
     if not res <= tol:
-        raise ValueError(f"x0 is not near a steady state at p0 = {float(p0):g}: Newton at "
-                         f"fixed p ended at RMS f = {res:.3g} after {it} iterations "
-                         f"(tol {tol:g}); start closer, e.g. from the end of a solve.")
+        raise ValueError(
+            f"x0 is not near a steady state at p0 = {float(p0):g}: Newton at "
+            f"fixed p ended at RMS f = {res:.3g} after {it} iterations "
+            f"(tol {tol:g}); start closer, e.g. from the end of a solve."
+        )
     if tangent_start is None:
         t = branch.tangent(y, e_p)
         if not bool(jnp.all(jnp.isfinite(t))):
-            raise ValueError(f"df/dx is singular at the start (p0 = {float(p0):g}): start "
-                             "next to the bifurcation, or pass tangent_start.")
+            raise ValueError(
+                f"df/dx is singular at the start (p0 = {float(p0):g}): start "
+                "next to the bifurcation, or pass tangent_start."
+            )
     else:
         t = jnp.asarray(tangent_start, dtype).ravel()
-        if t.size != n + 1 or not (bool(jnp.all(jnp.isfinite(t)))
-                                   and float(jnp.linalg.norm(t)) > 0):
-            raise ValueError(f"tangent_start needs {n + 1} finite entries (the state's, "
-                             f"then p), not all zero; got {t.size} entries.")
+        if t.size != n + 1 or not (
+            bool(jnp.all(jnp.isfinite(t))) and float(jnp.linalg.norm(t)) > 0
+        ):
+            raise ValueError(
+                f"tangent_start needs {n + 1} finite entries (the state's, "
+                f"then p), not all zero; got {t.size} entries."
+            )
         t = t / jnp.sqrt(branch.inner(t, t))
     if (direction * float(t[-1]) < 0) if tangent_start is None else direction < 0:
         t = -t
-    points = [branch.finish(dict(y=y, t=t, iterations=it, residual=res, s=0.0,
-                                 displacement=0.0))]
+    points = [branch.finish(dict(y=y, t=t, iterations=it, residual=res, s=0.0, displacement=0.0))]
     if points[0] is None:
-        raise ValueError("ARPACK failed at the start: df/dx is singular there; start next "
-                         "to the bifurcation, or pass tangent_start.")
+        raise ValueError(
+            "ARPACK failed at the start: df/dx is singular there; start next "
+            "to the bifurcation, or pass tangent_start."
+        )
     bifurcations, stop_reason, step = [], "max_points", float(ds)
     skip_first = tangent_start is not None  # started on a bifurcation: nothing to find
     while len(points) < max_points:
@@ -398,8 +468,10 @@ def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, 
                 break
             continue
         if not skip_first:
-            bifurcations += [_trust(record, locate_tol)
-                             for record in _detect(branch, a, b, len(points) - 1, locate_tol)]
+            bifurcations += [
+                _trust(record, locate_tol)
+                for record in _detect(branch, a, b, len(points) - 1, locate_tol)
+            ]
         skip_first = False
         points.append(b)
         if b["iterations"] <= 3:
@@ -414,13 +486,33 @@ def continuation(system, x0, p0, *, p_span, args=None, parameter=None, ds=0.01, 
         if len(points) > 3 and math.sqrt(branch.inner(back, back)) < 0.5 * step:
             stop_reason = "closed"
             break
-    result = _result(points, bifurcations, stop_reason, F, dense, dtype, dict(
-        p_span=(lo, hi), ds=ds, ds_min=ds_min, ds_max=ds_max, k=k, tol=tol,
-        max_newton=max_newton, max_turn=max_turn, locate_tol=locate_tol,
-        state_weight=state_weight,
-        parameter=None if not energy_model else (
-            parameter if isinstance(parameter, str) else getattr(parameter, "__name__",
-                                                                 "function"))))
+    result = _result(
+        points,
+        bifurcations,
+        stop_reason,
+        F,
+        dense,
+        dtype,
+        dict(
+            p_span=(lo, hi),
+            ds=ds,
+            ds_min=ds_min,
+            ds_max=ds_max,
+            k=k,
+            tol=tol,
+            max_newton=max_newton,
+            max_turn=max_turn,
+            locate_tol=locate_tol,
+            state_weight=state_weight,
+            parameter=None
+            if not energy_model
+            else (
+                parameter
+                if isinstance(parameter, str)
+                else getattr(parameter, "__name__", "function")
+            ),
+        ),
+    )
     if energy_model:
         _to_model_coordinates(result, args)
     return result
@@ -431,8 +523,10 @@ def _to_model_coordinates(result, packed):
     from the manifold coordinates, which move to `y`; `fixed_point_residual_rms [m]`,
     the model's RMS residual at each point."""
     dtype = np.asarray(result["x"]).dtype
-    pairs = [state_and_residual(jnp.asarray(y), jnp.asarray(p, dtype), packed)
-             for y, p in zip(result["x"], result["p"])]
+    pairs = [
+        state_and_residual(jnp.asarray(y), jnp.asarray(p, dtype), packed)
+        for y, p in zip(result["x"], result["p"])
+    ]
     result["y"], result["x"] = result["x"], np.stack([np.asarray(x) for x, _ in pairs])
     result["fixed_point_residual_rms"] = np.array([float(r) for _, r in pairs])
     for b in result["bifurcations"]:
@@ -444,8 +538,10 @@ def check_field_shape(field, x0, p, args) -> None:
     """Refuse a field whose output does not have the state's shape, before any solve."""
     out = jax.eval_shape(lambda x: field(x, jnp.asarray(p, x.dtype), args), x0)
     if out.shape != x0.shape:
-        raise ValueError(f"field(x, p, args) returned shape {out.shape} for a state of "
-                         f"shape {x0.shape}: it must return dx/dt, the state's shape.")
+        raise ValueError(
+            f"field(x, p, args) returned shape {out.shape} for a state of "
+            f"shape {x0.shape}: it must return dx/dt, the state's shape."
+        )
 
 
 def is_float(leaf) -> bool:
@@ -461,27 +557,43 @@ def _result(points, bifurcations, stop_reason, F, dense, dtype, settings):
     values = np.stack([np.asarray(q["eigenvalues"]) for q in points])
     unstable = np.array([sum(q["unstable"]) for q in points])
     return dict(
-        p=ys[:, -1], x=ys[:, :-1].reshape((len(points),) + F.shape),
-        s=np.array([q["s"] for q in points]), eigenvalues=values, unstable=unstable,
+        p=ys[:, -1],
+        x=ys[:, :-1].reshape((len(points),) + F.shape),
+        s=np.array([q["s"] for q in points]),
+        eigenvalues=values,
+        unstable=unstable,
         stable=np.max(values.real, axis=1) < 0,
         tangent_p=np.array([float(q["t"][-1]) for q in points]),
         newton_iterations=np.array([q["iterations"] for q in points]),
         residual_rms=np.array([q["residual"] for q in points]),
-        bifurcations=bifurcations, stop_reason=stop_reason, dense=dense,
-        metadata=metadata(study="continuation", dtype=dtype, dense_max=DENSE_MAX,
-                          **settings))
+        bifurcations=bifurcations,
+        stop_reason=stop_reason,
+        dense=dense,
+        metadata=metadata(study="continuation", dtype=dtype, dense_max=DENSE_MAX, **settings),
+    )
 
 
-def switch_branch(field, bifurcation: dict, *, p_span, args=None, direction=1, ds=0.01,
-                  **options) -> dict:
+def switch_branch(
+    field, bifurcation: dict, *, p_span, args=None, direction=1, ds=0.01, **options
+) -> dict:
     """Follow the other branch through a branch point found by `continuation`
     (`bifurcation["kind"] == "branch_point"`): `continuation` from that point along its
     `switch_tangent`, towards `direction` (`+1` or `-1`) along it. `options`: as for
     `continuation`."""
     if bifurcation.get("kind") != "branch_point" or "switch_tangent" not in bifurcation:
-        raise ValueError("switch_branch needs a branch point of continuation's "
-                         "bifurcations (kind 'branch_point'); got kind "
-                         f"{bifurcation.get('kind')!r}.")
-    return continuation(field, bifurcation["x"], bifurcation["p"], p_span=p_span, args=args,
-                        ds=ds, direction=direction,
-                        tangent_start=bifurcation["switch_tangent"], **options)
+        raise ValueError(
+            "switch_branch needs a branch point of continuation's "
+            "bifurcations (kind 'branch_point'); got kind "
+            f"{bifurcation.get('kind')!r}."
+        )
+    return continuation(
+        field,
+        bifurcation["x"],
+        bifurcation["p"],
+        p_span=p_span,
+        args=args,
+        ds=ds,
+        direction=direction,
+        tangent_start=bifurcation["switch_tangent"],
+        **options,
+    )

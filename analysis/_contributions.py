@@ -52,9 +52,21 @@ def _parts_trace(model, xs, args, flow, masked, args_batched):
     return jax.vmap(over_t, in_axes=(None, 0, axes, None, 0))(model, xs, args, flow, masked)
 
 
-def contributions(model, x0, args=None, ts=None, masked=None, *, flow: str = "native",
-                  solver: str = "euler", dt0: float | None = 0.1, rtol=None, atol=None,
-                  max_steps: int = 100_000, args_batched: bool = False) -> dict:
+def contributions(
+    model,
+    x0,
+    args=None,
+    ts=None,
+    masked=None,
+    *,
+    flow: str = "native",
+    solver: str = "euler",
+    dt0: float | None = 0.1,
+    rtol=None,
+    atol=None,
+    max_steps: int = 100_000,
+    args_batched: bool = False,
+) -> dict:
     """Norms of the attention and Hopfield (and external-field) parts of the update on
     masked and visible tokens at times `ts` along a solve.
 
@@ -84,30 +96,40 @@ def contributions(model, x0, args=None, ts=None, masked=None, *, flow: str = "na
     masked = np.zeros((n_tokens,), bool) if masked is None else np.asarray(masked, bool)
     masked = np.broadcast_to(masked, (batch, n_tokens))
     t1 = float(ts[-1]) if ts[-1] > 0 else 1.0
-    options = dict(solver=solver, dt0=dt0, rtol=rtol, atol=atol, flow=flow,
-                   max_steps=max_steps)
+    options = dict(solver=solver, dt0=dt0, rtol=rtol, atol=atol, flow=flow, max_steps=max_steps)
     if ts[-1] > 0:
         x_in, args_in, _ = shard(xb, args, args_batched)
-        sol = solvers.solve(model, x_in, args=args_in, t1=t1, save=ts,
-                            args_batched=args_batched, **options)
+        sol = solvers.solve(
+            model, x_in, args=args_in, t1=t1, save=ts, args_batched=args_batched, **options
+        )
         xs = sol.xs[:batch]
     else:
         xs = xb[:, None]
-    trace = jax.tree.map(np.asarray, _parts_trace(model, xs, args, flow, jnp.asarray(masked),
-                                                  args_batched))
+    trace = jax.tree.map(
+        np.asarray, _parts_trace(model, xs, args, flow, jnp.asarray(masked), args_batched)
+    )
     strip = (lambda a: a) if batched else (lambda a: a[0])
     out = dict(times=ts)
     for name in PARTS + ("total",):
         out[name] = {k: strip(v) for k, v in trace[name].items()}
     out["attention_fraction"] = {
-        k: strip(trace["attention"][k] / np.maximum(
-            trace["attention"][k] + trace["hopfield"][k], 1e-300))
-        for k in ("masked", "visible")}
+        k: strip(
+            trace["attention"][k] / np.maximum(trace["attention"][k] + trace["hopfield"][k], 1e-300)
+        )
+        for k in ("masked", "visible")
+    }
     out["sum_mismatch"] = strip(trace["sum_mismatch"])
     out["batched"] = batched
     out["metadata"] = metadata(
-        study="contributions", dtype=model_dtype(model), flow=flow, solver=solver, dt0=dt0,
-        rtol=rtol, atol=atol, n_masked=int(masked[0].sum()), batch=int(batch),
+        study="contributions",
+        dtype=model_dtype(model),
+        flow=flow,
+        solver=solver,
+        dt0=dt0,
+        rtol=rtol,
+        atol=atol,
+        n_masked=int(masked[0].sum()),
+        batch=int(batch),
         units="mean per-token L2 norm of each part of tau dx/dt",
     )
     return out
@@ -121,22 +143,36 @@ def plot_contributions(result: dict, path=None):
     fig, axes = figure(2, 1)
     times = np.asarray(result["times"], float)
     meta = result.get("metadata", {})
-    batch = meta.get("batch") or (np.shape(result["total"]["masked"])[0]
-                                  if result.get("batched") else 1)
-    title(fig, "Which term moves the tokens: the attention and Hopfield parts of the "
-          f"update{' (median over samples)' if result.get('batched') else ''}",
-          caption(meta, samples=samples_text(meta, batch),
-                  horizon=f"t = {times[0]:.3g} to {times[-1]:.3g} tau",
-                  extra=[f"{meta['n_masked']} masked tokens" if "n_masked" in meta else ""]))
-    median = (lambda v: np.nanmedian(np.asarray(v, float), axis=0)) if result.get("batched") \
+    batch = meta.get("batch") or (
+        np.shape(result["total"]["masked"])[0] if result.get("batched") else 1
+    )
+    title(
+        fig,
+        "Which term moves the tokens: the attention and Hopfield parts of the "
+        f"update{' (median over samples)' if result.get('batched') else ''}",
+        caption(
+            meta,
+            samples=samples_text(meta, batch),
+            horizon=f"t = {times[0]:.3g} to {times[-1]:.3g} tau",
+            extra=[f"{meta['n_masked']} masked tokens" if "n_masked" in meta else ""],
+        ),
+    )
+    median = (
+        (lambda v: np.nanmedian(np.asarray(v, float), axis=0))
+        if result.get("batched")
         else (lambda v: np.asarray(v, float))
+    )
     ax = axes[0, 0]
-    colours = dict(attention="tab:blue", hopfield="tab:green", external="tab:purple",
-                   total="k")
+    colours = dict(attention="tab:blue", hopfield="tab:green", external="tab:purple", total="k")
     for name in ("attention", "hopfield", "total"):
         for where, style in (("masked", "-"), ("visible", "--")):
-            ax.plot(times, positive(median(result[name][where])), style,
-                    color=colours[name], label=f"{name}, {where}")
+            ax.plot(
+                times,
+                positive(median(result[name][where])),
+                style,
+                color=colours[name],
+                label=f"{name}, {where}",
+            )
     ax.set_yscale("log")
     ax.set_xlabel("time t (tau)")
     ax.set_ylabel("mean |part of update| per token (x/tau)")

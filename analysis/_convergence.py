@@ -44,8 +44,11 @@ def _quantities_one(model, x, args, flow):
     v = model.vector_field(0.0, x, args, flow)
     dg = jax.jvp(lambda x_: energy_coordinates(model, x_, args), (x,), (v,))[1]
     # dE/dt: the model's closed form where it has one, else the JVP of E along the flow
-    dEdt = (model.dEdt(x, args, flow) if has(model, "dEdt")
-            else jax.jvp(lambda x_: model.energy(x_, args), (x,), (v,))[1])
+    dEdt = (
+        model.dEdt(x, args, flow)
+        if has(model, "dEdt")
+        else jax.jvp(lambda x_: model.energy(x_, args), (x,), (v,))[1]
+    )
     out = dict(
         residual_rms=solvers.rms(model.residual(x, args)),
         dgdt_rms=solvers.rms(dg),
@@ -79,14 +82,22 @@ def fit_exponential_rate(ts, values, lower, upper) -> dict:
     ts, values = np.asarray(ts, float), np.asarray(values, float)
     keep = np.isfinite(values) & (values > lower) & (values < upper) & np.isfinite(ts)
     if keep.sum() < 3:
-        return dict(rate=float("nan"), r2=float("nan"), n_points=int(keep.sum()),
-                    t_window=[float("nan"), float("nan")])
+        return dict(
+            rate=float("nan"),
+            r2=float("nan"),
+            n_points=int(keep.sum()),
+            t_window=[float("nan"), float("nan")],
+        )
     t, y = ts[keep], np.log(values[keep])
     slope, intercept = np.polyfit(t, y, 1)
     resid = y - (slope * t + intercept)
     r2 = 1.0 - resid.var() / max(y.var(), 1e-300)
-    return dict(rate=float(-slope), r2=float(r2), n_points=int(keep.sum()),
-                t_window=[float(t.min()), float(t.max())])
+    return dict(
+        rate=float(-slope),
+        r2=float(r2),
+        n_points=int(keep.sum()),
+        t_window=[float(t.min()), float(t.max())],
+    )
 
 
 def fit_power_law(ts, values, t_lower, t_upper, floor=0.0) -> dict:
@@ -99,17 +110,36 @@ def fit_power_law(ts, values, t_lower, t_upper, floor=0.0) -> dict:
     lt, y = np.log(ts[keep]), np.log(values[keep])
     slope, intercept = np.polyfit(lt, y, 1)
     resid = y - (slope * lt + intercept)
-    return dict(exponent=float(-slope), r2=float(1.0 - resid.var() / max(y.var(), 1e-300)),
-                n_points=int(keep.sum()))
+    return dict(
+        exponent=float(-slope),
+        r2=float(1.0 - resid.var() / max(y.var(), 1e-300)),
+        n_points=int(keep.sum()),
+    )
 
 
-def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=None,
-                n_times: int = 160, t_first: float = 1e-2, solver: str = "tsit5",
-                rtol: float | None = 1e-10, atol: float | None = 1e-12,
-                dt0: float | None = None, tolerance: float | dict | None = 1e-6,
-                chunks: int = 4, max_steps: int = 100_000, args_batched: bool = False,
-                fit_upper: float = 1e-2, fit_floor: float | None = None,
-                hessian: bool = True, hessian_method: str = "auto") -> dict:
+def convergence(
+    model,
+    x0,
+    args=None,
+    flows=FLOWS,
+    t1: float = 1e4,
+    *,
+    times=None,
+    n_times: int = 160,
+    t_first: float = 1e-2,
+    solver: str = "tsit5",
+    rtol: float | None = 1e-10,
+    atol: float | None = 1e-12,
+    dt0: float | None = None,
+    tolerance: float | dict | None = 1e-6,
+    chunks: int = 4,
+    max_steps: int = 100_000,
+    args_batched: bool = False,
+    fit_upper: float = 1e-2,
+    fit_floor: float | None = None,
+    hessian: bool = True,
+    hessian_method: str = "auto",
+) -> dict:
     """Traces over time of the residual, `|dg/dt|`, `|dE/dt|` and each token's scale on
     each flow, the time and NFE to reach a residual tolerance, and the observed decay
     rate of `|G|` against the Riemannian Hessian's prediction.
@@ -174,21 +204,41 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
     norm = getattr(model, "norm", None)  # the ET's LayerNorm: the simple clock scaling
     gamma = float(norm.gamma) if norm is not None else None
     # The solver's noise floor; constant steps have none of their own: float epsilon.
-    floor = fit_floor if fit_floor is not None else 100.0 * (
-        (rtol or float(jnp.finfo(dtype).eps)) * float(solvers.rms(xb)) + (atol or 0.0))
+    floor = (
+        fit_floor
+        if fit_floor is not None
+        else 100.0
+        * ((rtol or float(jnp.finfo(dtype).eps)) * float(solvers.rms(xb)) + (atol or 0.0))
+    )
     out = dict(times=times, flows={})
     for flow in flows:
-        xs, chunk_stats = solve_in_chunks(model, xs_sharded, args_sharded, times,
-                                          chunks=chunks, args_batched=args_batched,
-                                          flow=flow, **options)
-        q = jax.tree.map(lambda a: np.asarray(a)[:batch],
-                         trace_quantities(model, xs, args_sharded, flow, args_batched))
+        xs, chunk_stats = solve_in_chunks(
+            model,
+            xs_sharded,
+            args_sharded,
+            times,
+            chunks=chunks,
+            args_batched=args_batched,
+            flow=flow,
+            **options,
+        )
+        q = jax.tree.map(
+            lambda a: np.asarray(a)[:batch],
+            trace_quantities(model, xs, args_sharded, flow, args_batched),
+        )
         tol = tolerance.get(flow) if isinstance(tolerance, dict) else tolerance
         if tol is not None:
             stop = solvers.solve(
-                model, xs_sharded, args=args_sharded, t1=t1, flow=flow,
-                stop=solvers.FixedPointStop(atol=tol), args_batched=args_batched,
-                throw=False, **options)
+                model,
+                xs_sharded,
+                args=args_sharded,
+                t1=t1,
+                flow=flow,
+                stop=solvers.FixedPointStop(atol=tol),
+                args_batched=args_batched,
+                throw=False,
+                **options,
+            )
             reasons = list(np.atleast_1d(stop.stats["stop_reason"]))[:batch]
             t_stop = np.asarray(stop.t_final)[:batch]
             nfe = np.asarray(stop.stats["nfe"])[:batch]
@@ -196,11 +246,17 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
             reasons, t_stop, nfe = [None] * batch, np.full(batch, np.nan), np.full(batch, -1)
         hit = np.array([r == "fixed_point" for r in reasons])
         record = dict(
-            residual_rms=q["residual_rms"], dgdt_rms=q["dgdt_rms"], dxdt_rms=q["dxdt_rms"],
-            abs_dEdt=np.abs(q["dEdt"]), energy=q["energy"], scales=q.get("scales"),
+            residual_rms=q["residual_rms"],
+            dgdt_rms=q["dgdt_rms"],
+            dxdt_rms=q["dxdt_rms"],
+            abs_dEdt=np.abs(q["dEdt"]),
+            energy=q["energy"],
+            scales=q.get("scales"),
             time_to_tolerance=np.where(hit, t_stop, np.nan),
-            nfe_to_tolerance=np.where(hit, nfe, -1), stop_reason=reasons,
-            segments=chunk_stats, x_end=np.asarray(xs[:batch, -1]),
+            nfe_to_tolerance=np.where(hit, nfe, -1),
+            stop_reason=reasons,
+            segments=chunk_stats,
+            x_end=np.asarray(xs[:batch, -1]),
         )
         fits, powers, hess = [], [], []
         x_end = record["x_end"]
@@ -216,26 +272,32 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
                 # Newton's tolerance)
                 wide = jnp.float64 if float64_available() else jnp.asarray(x_end).dtype
                 m64, x64, a64 = cast((model, jnp.asarray(x_end[b]), args_b), wide)
-                found = solvers.find_fixed_point(m64, x64, args=a64, linear="auto",
-                                                 method="newton")
+                found = solvers.find_fixed_point(m64, x64, args=a64, linear="auto", method="newton")
                 at = found.x if bool(found.success) else x_end[b]
-                hx = hessian_eigenvalues(model, at, args_b, coordinates="x", k=1,
-                                         method=hessian_method)
-                hg = hessian_eigenvalues(model, at, args_b, coordinates="g", k=1,
-                                         method=hessian_method)
+                hx = hessian_eigenvalues(
+                    model, at, args_b, coordinates="x", k=1, method=hessian_method
+                )
+                hg = hessian_eigenvalues(
+                    model, at, args_b, coordinates="g", k=1, method=hessian_method
+                )
                 scaled = float("nan")  # the ET only: lambda_min(H) gamma / (tau mean s_A)
                 if gamma is not None and "scales" in q:
                     mean_scale = float(np.mean(q["scales"][b, -1]))
                     scaled = float(hg["smallest"][0]) * gamma / (tau * mean_scale)
-                hess.append(dict(
-                    lambda_min_x=float(hx["smallest"][0]),
-                    lambda_min_g=float(hg["smallest"][0]),
-                    predicted_rate=float(hx["smallest"][0]) / tau,
-                    predicted_rate_scaled=scaled,
-                    predicted_power_exponent=(float(hx["smallest"][0]) * times[-1] / tau
-                                              if flow == "native" else float("nan")),
-                    end_residual_rms=float(g[-1]),
-                ))
+                hess.append(
+                    dict(
+                        lambda_min_x=float(hx["smallest"][0]),
+                        lambda_min_g=float(hg["smallest"][0]),
+                        predicted_rate=float(hx["smallest"][0]) / tau,
+                        predicted_rate_scaled=scaled,
+                        predicted_power_exponent=(
+                            float(hx["smallest"][0]) * times[-1] / tau
+                            if flow == "native"
+                            else float("nan")
+                        ),
+                        end_residual_rms=float(g[-1]),
+                    )
+                )
         record["fit"] = _stack_dicts(fits)
         record["power_law"] = _stack_dicts(powers)
         if hessian:
@@ -246,9 +308,21 @@ def convergence(model, x0, args=None, flows=FLOWS, t1: float = 1e4, *, times=Non
         out["flows"][flow] = record
     out["batched"] = batched
     out["metadata"] = metadata(
-        study="convergence", dtype=dtype, flows=list(flows), solver=solver, rtol=rtol,
-        atol=atol, dt0=dt0, t1=t1, tolerance=tolerance, chunks=chunks, max_steps=max_steps,
-        fit_upper=fit_upper, fit_floor=floor, tau=tau, batch=batch,
+        study="convergence",
+        dtype=dtype,
+        flows=list(flows),
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        dt0=dt0,
+        t1=t1,
+        tolerance=tolerance,
+        chunks=chunks,
+        max_steps=max_steps,
+        fit_upper=fit_upper,
+        fit_floor=floor,
+        tau=tau,
+        batch=batch,
         coordinates="residual G in g (RMS over N D entries); scales s_A of x",
     )
     return out
@@ -287,8 +361,11 @@ def plot_convergence(result: dict, path=None, sample: int = 0):
         values = np.asarray(values, float)
         return values[sample] if result.get("batched") else values
 
-    panels = [("residual_rms", "RMS residual |G|"), ("dgdt_rms", "RMS |dg/dt| (1/tau)"),
-              ("abs_dEdt", "|dE/dt| (energy/tau)")]
+    panels = [
+        ("residual_rms", "RMS residual |G|"),
+        ("dgdt_rms", "RMS |dg/dt| (1/tau)"),
+        ("abs_dEdt", "|dE/dt| (energy/tau)"),
+    ]
     for (key, label), ax in zip(panels, axes.ravel()):
         for flow, rec in result["flows"].items():
             ax.plot(times, positive(pick(rec[key])), color=FLOW_COLOURS.get(flow), label=flow)
@@ -302,16 +379,25 @@ def plot_convergence(result: dict, path=None, sample: int = 0):
         rate = float(pick(fit["rate"]))
         if np.isfinite(rate):
             lo, hi = np.asarray(fit["t_window"], float).reshape(-1, 2)[
-                sample if result.get("batched") else 0]
+                sample if result.get("batched") else 0
+            ]
             t = np.linspace(lo, hi, 20)
             g = pick(rec["residual_rms"])
             g_lo = np.interp(lo, times, g)
-            ax.plot(t, g_lo * np.exp(-rate * (t - lo)), "k--", lw=1,
-                    label=f"{flow} fit: rate {rate:.3g}/tau")
+            ax.plot(
+                t,
+                g_lo * np.exp(-rate * (t - lo)),
+                "k--",
+                lw=1,
+                label=f"{flow} fit: rate {rate:.3g}/tau",
+            )
     ax.legend(fontsize=7)
     meta = result.get("metadata", {})
-    title(fig, "Convergence to a fixed point: residual, |dg/dt|, |dE/dt| and token scales "
-               "against time", caption(meta, samples=samples_text(meta, meta.get("batch", 1))))
+    title(
+        fig,
+        "Convergence to a fixed point: residual, |dg/dt|, |dE/dt| and token scales against time",
+        caption(meta, samples=samples_text(meta, meta.get("batch", 1))),
+    )
     ax = axes[1, 1]
     if any(rec.get("scales") is None for rec in result["flows"].values()):
         ax.set_axis_off()  # a model without token scales

@@ -21,9 +21,23 @@ from ._continuation import check_field_shape, dtype_of, is_float
 from ._records import metadata
 
 
-def steady_states(field, starts, p, *, args=None, known=None, max_states=16, power=2.0,
-                  shift=1.0, tol=1e-10, max_newton=50, min_distance=1e-6, k=6,
-                  matrix_free=None, dtype=None) -> dict:
+def steady_states(
+    field,
+    starts,
+    p,
+    *,
+    args=None,
+    known=None,
+    max_states=16,
+    power=2.0,
+    shift=1.0,
+    tol=1e-10,
+    max_newton=50,
+    min_distance=1e-6,
+    k=6,
+    matrix_free=None,
+    dtype=None,
+) -> dict:
     """The distinct steady states of `field` at parameter `p` that deflated Newton
     reaches from `starts` (module docstring).
 
@@ -45,16 +59,28 @@ def steady_states(field, starts, p, *, args=None, known=None, max_states=16, pow
     start reached each), `tries` (deflated Newton runs), `metadata`.
     """
     if not callable(field):
-        raise TypeError("steady_states takes a callable field(x, p, args) -> dx/dt "
-                        f"(got {type(field).__name__}).")
+        raise TypeError(
+            "steady_states takes a callable field(x, p, args) -> dx/dt "
+            f"(got {type(field).__name__})."
+        )
     starts = np.asarray(starts)
     if starts.ndim < 1 or starts.shape[0] < 1 or not np.all(np.isfinite(starts)):
         raise ValueError("starts must be a finite array [S, *shape] with S >= 1.")
-    if not (isinstance(max_states, int) and max_states >= 1 and isinstance(k, int)
-            and k >= 1 and power > 0 and shift > 0 and tol > 0 and np.isfinite(p)):
-        raise ValueError("max_states >= 1 and k >= 1 (integers), power > 0, shift > 0, "
-                         "tol > 0 and a finite p are needed (got "
-                         f"{max_states!r}, {k!r}, {power}, {shift}, {tol}, {p}).")
+    if not (
+        isinstance(max_states, int)
+        and max_states >= 1
+        and isinstance(k, int)
+        and k >= 1
+        and power > 0
+        and shift > 0
+        and tol > 0
+        and np.isfinite(p)
+    ):
+        raise ValueError(
+            "max_states >= 1 and k >= 1 (integers), power > 0, shift > 0, "
+            "tol > 0 and a finite p are needed (got "
+            f"{max_states!r}, {k!r}, {power}, {shift}, {tol}, {p})."
+        )
     dtype = dtype_of(starts, dtype)
     shape = starts.shape[1:]
     n = int(np.prod(shape, dtype=int))
@@ -68,24 +94,40 @@ def steady_states(field, starts, p, *, args=None, known=None, max_states=16, pow
     known = np.zeros((0, n)) if known is None else np.asarray(known).reshape(-1, n)
     capacity = max_states + known.shape[0]
     roots = np.zeros((capacity, n))
-    roots[:known.shape[0]] = known
+    roots[: known.shape[0]] = known
     count = known.shape[0]
     found, residuals, origin, tries = [], [], [], 0
     p_entry = np.full((1,), float(p))
-    settings = (jnp.asarray(tol, dtype), int(max_newton), jnp.asarray(power, dtype),
-                jnp.asarray(shift, dtype), dense)
+    settings = (
+        jnp.asarray(tol, dtype),
+        int(max_newton),
+        jnp.asarray(power, dtype),
+        jnp.asarray(shift, dtype),
+        dense,
+    )
     for index, start in enumerate(starts.reshape(starts.shape[0], n)):
         while len(found) < max_states:
-            if count and np.min(np.sqrt(np.mean((roots[:count] - start) ** 2, axis=1))) \
-                    < 1e3 * min_distance:
+            if (
+                count
+                and np.min(np.sqrt(np.mean((roots[:count] - start) ** 2, axis=1)))
+                < 1e3 * min_distance
+            ):
                 # the deflation operator is infinite at a known state: start beside it
-                start = start + 1e-2 * (1.0 + np.sqrt(np.mean(start ** 2))) * (
-                    rng.standard_normal(n))
+                start = start + 1e-2 * (1.0 + np.sqrt(np.mean(start**2))) * (rng.standard_normal(n))
             y0 = jnp.asarray(np.concatenate([start, p_entry]), dtype)
             active = jnp.asarray(np.arange(capacity) < count)
-            y, _, res = deflated_newton(F, y0, jnp.asarray(roots, dtype), active, args,
-                                        settings[0], settings[1], settings[2], settings[3],
-                                        settings[4])
+            y, _, res = deflated_newton(
+                F,
+                y0,
+                jnp.asarray(roots, dtype),
+                active,
+                args,
+                settings[0],
+                settings[1],
+                settings[2],
+                settings[3],
+                settings[4],
+            )
             tries += 1
             x = np.asarray(y[:-1], np.float64)
             if not (float(res) <= tol and np.all(np.isfinite(x))):
@@ -97,16 +139,28 @@ def steady_states(field, starts, p, *, args=None, known=None, max_states=16, pow
             found.append(x)
             residuals.append(float(res))
             origin.append(index)
-    spectra = [leading_eigen(F, jnp.asarray(np.concatenate([x, p_entry]), dtype), args,
-                             k, dense) for x in found]
-    values = (np.stack([s[0] for s in spectra]) if spectra
-              else np.zeros((0, k), np.complex128))
+    spectra = [
+        leading_eigen(F, jnp.asarray(np.concatenate([x, p_entry]), dtype), args, k, dense)
+        for x in found
+    ]
+    values = np.stack([s[0] for s in spectra]) if spectra else np.zeros((0, k), np.complex128)
     return dict(
         states=np.asarray(found).reshape((len(found),) + tuple(shape)),
-        residual_rms=np.asarray(residuals), eigenvalues=values,
+        residual_rms=np.asarray(residuals),
+        eigenvalues=values,
         unstable=np.array([sum(s[2]) for s in spectra], dtype=int),
         stable=np.max(values.real, axis=1) < 0 if spectra else np.zeros(0, bool),
-        start_index=np.asarray(origin, dtype=int), tries=tries, dense=dense,
-        metadata=metadata(study="steady_states", dtype=dtype, p=float(p), power=power,
-                          shift=shift, tol=tol, max_newton=max_newton,
-                          min_distance=min_distance))
+        start_index=np.asarray(origin, dtype=int),
+        tries=tries,
+        dense=dense,
+        metadata=metadata(
+            study="steady_states",
+            dtype=dtype,
+            p=float(p),
+            power=power,
+            shift=shift,
+            tol=tol,
+            max_newton=max_newton,
+            min_distance=min_distance,
+        ),
+    )

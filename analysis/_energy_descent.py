@@ -67,7 +67,8 @@ def _entry(spec) -> dict:
     if len(spec) == 3:
         return dict(solver=spec[0], rtol=float(spec[1]), atol=float(spec[2]))
     raise ValueError(
-        f"a solver specification is (solver, dt0), (solver, rtol, atol) or a dict; got {spec}.")
+        f"a solver specification is (solver, dt0), (solver, rtol, atol) or a dict; got {spec}."
+    )
 
 
 def _label(spec: dict) -> str:
@@ -76,10 +77,18 @@ def _label(spec: dict) -> str:
     return f"{spec['solver']} dt {spec.get('dt0', 0.1):g}"
 
 
-def energy_descent(model, x0, args=None, solvers_and_steps=(("euler", 0.1), ("euler", 0.5),
-                   ("tsit5", 1e-10, 1e-12)), *, t1: float = 12.0, flow: str = "native",
-                   roundoff_ulps: float = 64.0, max_steps: int = 20000,
-                   args_batched: bool = False) -> dict:
+def energy_descent(
+    model,
+    x0,
+    args=None,
+    solvers_and_steps=(("euler", 0.1), ("euler", 0.5), ("tsit5", 1e-10, 1e-12)),
+    *,
+    t1: float = 12.0,
+    flow: str = "native",
+    roundoff_ulps: float = 64.0,
+    max_steps: int = 20000,
+    args_batched: bool = False,
+) -> dict:
     """Energy along each solver's trajectory (`save_energy=True`: no states stored) and
     the steps where it rose, real rises told apart from round-off (`energy_rises`).
 
@@ -103,29 +112,51 @@ def energy_descent(model, x0, args=None, solvers_and_steps=(("euler", 0.1), ("eu
     runs = []
     for spec in solvers_and_steps:
         options = _entry(spec)
-        sol = solvers.solve(model, x_in, args=args_in, t1=t1, flow=flow, save_energy=True,
-                            max_steps=max_steps, args_batched=args_batched, throw=False,
-                            **options)
+        sol = solvers.solve(
+            model,
+            x_in,
+            args=args_in,
+            t1=t1,
+            flow=flow,
+            save_energy=True,
+            max_steps=max_steps,
+            args_batched=args_batched,
+            throw=False,
+            **options,
+        )
         ts = np.asarray(sol.energy_ts)[:batch]
         energies = np.asarray(sol.energies)[:batch]
         rises = [energy_rises(e, roundoff_ulps=roundoff_ulps) for e in energies]
         per_sample = lambda v: v if batched else v[0]  # noqa: E731
-        runs.append(dict(
-            label=_label(options), options=options,
-            energy_ts=per_sample([t[np.isfinite(t)] for t in ts]),
-            energies=per_sample([e[np.isfinite(e)] for e in energies]),
-            rises=per_sample(rises),
-            real_rises=int(sum(r["real_rises"] for r in rises)),
-            roundoff_rises=int(sum(r["roundoff_rises"] for r in rises)),
-            max_rise=float(max(r["max_rise"] for r in rises)),
-            num_steps=per_sample(np.asarray(sol.stats["num_steps"])[:batch]),
-            nfe=per_sample(np.asarray(sol.stats["nfe"])[:batch]),
-            stop_reason=per_sample(list(sol.stats["stop_reason"])[:batch]),
-        ))
-    return dict(runs=runs, batched=batched, metadata=metadata(
-        study="energy_descent", dtype=model_dtype(model), flow=flow, t1=t1,
-        roundoff_ulps=roundoff_ulps, max_steps=max_steps, batch=int(batch),
-        solvers=[run["options"] for run in runs]))
+        runs.append(
+            dict(
+                label=_label(options),
+                options=options,
+                energy_ts=per_sample([t[np.isfinite(t)] for t in ts]),
+                energies=per_sample([e[np.isfinite(e)] for e in energies]),
+                rises=per_sample(rises),
+                real_rises=int(sum(r["real_rises"] for r in rises)),
+                roundoff_rises=int(sum(r["roundoff_rises"] for r in rises)),
+                max_rise=float(max(r["max_rise"] for r in rises)),
+                num_steps=per_sample(np.asarray(sol.stats["num_steps"])[:batch]),
+                nfe=per_sample(np.asarray(sol.stats["nfe"])[:batch]),
+                stop_reason=per_sample(list(sol.stats["stop_reason"])[:batch]),
+            )
+        )
+    return dict(
+        runs=runs,
+        batched=batched,
+        metadata=metadata(
+            study="energy_descent",
+            dtype=model_dtype(model),
+            flow=flow,
+            t1=t1,
+            roundoff_ulps=roundoff_ulps,
+            max_steps=max_steps,
+            batch=int(batch),
+            solvers=[run["options"] for run in runs],
+        ),
+    )
 
 
 def plot_energy_descent(result: dict, path=None, sample: int = 0):
@@ -140,11 +171,21 @@ def plot_energy_descent(result: dict, path=None, sample: int = 0):
     meta = result.get("metadata", {})
     batch = meta.get("batch") or (len(runs[0]["energies"]) if result.get("batched") else 1)
     shown = f" (left: sample {sample})" if result.get("batched") else ""
-    title(fig, "Energy descent along each solve: steps where E rose, real (red x) or within "
-          f"round-off{shown}",
-          caption(meta, samples=samples_text(meta, batch), solver="",
-                  extra=[f"round-off: rises below {meta['roundoff_ulps']:g} ulp x |E|"
-                         if "roundoff_ulps" in meta else ""]))
+    title(
+        fig,
+        "Energy descent along each solve: steps where E rose, real (red x) or within "
+        f"round-off{shown}",
+        caption(
+            meta,
+            samples=samples_text(meta, batch),
+            solver="",
+            extra=[
+                f"round-off: rises below {meta['roundoff_ulps']:g} ulp x |E|"
+                if "roundoff_ulps" in meta
+                else ""
+            ],
+        ),
+    )
     pick = (lambda v: v[sample]) if result.get("batched") else (lambda v: v)
     floor = min(float(np.min(pick(run["energies"]))) for run in runs)
     for run in runs:
@@ -160,16 +201,31 @@ def plot_energy_descent(result: dict, path=None, sample: int = 0):
     ax = axes[0, 1]
     index = np.arange(len(runs))
     ax.bar(index - 0.2, [run["real_rises"] for run in runs], 0.4, label="real", color="tab:red")
-    ax.bar(index + 0.2, [run["roundoff_rises"] for run in runs], 0.4, label="round-off",
-           color="0.6")
-    ax.set_xticks(index, [run["label"] for run in runs], rotation=30, ha="right",
-                  rotation_mode="anchor", fontsize=7)
+    ax.bar(
+        index + 0.2, [run["roundoff_rises"] for run in runs], 0.4, label="round-off", color="0.6"
+    )
+    ax.set_xticks(
+        index,
+        [run["label"] for run in runs],
+        rotation=30,
+        ha="right",
+        rotation_mode="anchor",
+        fontsize=7,
+    )
     ax.set_ylabel("steps where E rose (count)")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     most = max(max(run["real_rises"], run["roundoff_rises"]) for run in runs)
     ax.set_ylim(0, max(most, 1) * 1.15)  # counts: from zero, never below
     if most == 0:
-        ax.text(0.5, 0.5, "E never rose", transform=ax.transAxes, ha="center", va="center",
-                fontsize=8, color="0.3")
+        ax.text(
+            0.5,
+            0.5,
+            "E never rose",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=8,
+            color="0.3",
+        )
     ax.legend(fontsize=7)
     return finish(fig, path)

@@ -67,20 +67,33 @@ def polish_near(model, x, args, *, tol=1e-10, within=1e-3):
     `FixedPointResult` (its `x` in the model's dtype)."""
     wide = jnp.float64 if float64_available() else jnp.asarray(x).dtype
     m64, x64, a64 = cast((model, jnp.asarray(x), args), wide)
-    found = solvers.find_fixed_point(m64, x64, args=a64, linear="auto", method="newton",
-                                     tol=tol)
-    moved = (energy_coordinates(model, jnp.asarray(found.x, jnp.asarray(x).dtype), args)
-             - energy_coordinates(model, jnp.asarray(x), args))
+    found = solvers.find_fixed_point(m64, x64, args=a64, linear="auto", method="newton", tol=tol)
+    moved = energy_coordinates(
+        model, jnp.asarray(found.x, jnp.asarray(x).dtype), args
+    ) - energy_coordinates(model, jnp.asarray(x), args)
     if not (bool(found.success) and float(jnp.sqrt(jnp.mean(moved**2))) < within):
         return None
     return found
 
 
-def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float = 1e-6,
-                 tolerance: float = 1e-9, polish: bool = True, t1: float = 1000.0,
-                 solver: str = "tsit5", rtol: float = 1e-10, atol: float = 1e-12,
-                 max_steps: int = 100_000, args_batched: bool = False,
-                 morse_index: bool = False, seeds=None) -> dict:
+def fixed_points(
+    model,
+    starts,
+    args=None,
+    *,
+    labels=None,
+    distance_tol: float = 1e-6,
+    tolerance: float = 1e-9,
+    polish: bool = True,
+    t1: float = 1000.0,
+    solver: str = "tsit5",
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+    max_steps: int = 100_000,
+    args_batched: bool = False,
+    morse_index: bool = False,
+    seeds=None,
+) -> dict:
     """Run every start to a fixed point and say whether they coincide.
 
     **Arguments:**
@@ -118,13 +131,24 @@ def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float =
     count = xb.shape[0]
     labels = list(labels) if labels is not None else [f"start {i}" for i in range(count)]
     x_in, args_in, _ = shard(xb, args, args_batched)
-    sol = solvers.solve(model, x_in, args=args_in, t1=t1, flow="projected", solver=solver,
-                        rtol=rtol, atol=atol, max_steps=max_steps,
-                        stop=solvers.FixedPointStop(atol=tolerance),
-                        args_batched=args_batched, throw=False)
+    sol = solvers.solve(
+        model,
+        x_in,
+        args=args_in,
+        t1=t1,
+        flow="projected",
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        stop=solvers.FixedPointStop(atol=tolerance),
+        args_batched=args_batched,
+        throw=False,
+    )
     x_star = np.array(sol.x_final)[:count]
     reasons = list(sol.stats["stop_reason"])[:count]
     newton_ok = np.ones(count, bool)
+
     def coordinates(x, args_i):
         return energy_coordinates(model, jnp.asarray(x), args_i)
 
@@ -135,8 +159,9 @@ def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float =
                 x_star[i] = np.asarray(polished.x)
             else:
                 newton_ok[i] = False
-    g_star = np.stack([np.asarray(coordinates(x_star[i], take(args, i, args_batched)))
-                       for i in range(count)])
+    g_star = np.stack(
+        [np.asarray(coordinates(x_star[i], take(args, i, args_batched))) for i in range(count)]
+    )
     diff = g_star[:, None] - g_star[None, :]
     distances = np.sqrt(np.mean(diff**2, axis=(-2, -1)))
     close = distances < distance_tol
@@ -151,19 +176,37 @@ def fixed_points(model, starts, args=None, *, labels=None, distance_tol: float =
         energy.append(float(model.energy(x_i, args_i)))
         residual.append(float(solvers.rms(model.residual(x_i, args_i))))
         if morse_index:  # -1: Newton did not polish this point, no index is taken
-            morse.append(hessian_eigenvalues(model, x_i, args_i, k=1)["morse_index"]
-                         if newton_ok[i] else -1)
+            morse.append(
+                hessian_eigenvalues(model, x_i, args_i, k=1)["morse_index"] if newton_ok[i] else -1
+            )
     residual = np.asarray(residual)
     return dict(
-        labels=labels, x_star=x_star, g_star=g_star, distances=distances, cluster=cluster,
-        n_distinct=int(cluster.max() + 1), path_independence=score,
-        energy=np.asarray(energy), residual_rms=residual, t_final=np.asarray(sol.t_final)[:count],
-        stop_reason=reasons, converged=residual <= tolerance, newton_polished=newton_ok,
+        labels=labels,
+        x_star=x_star,
+        g_star=g_star,
+        distances=distances,
+        cluster=cluster,
+        n_distinct=int(cluster.max() + 1),
+        path_independence=score,
+        energy=np.asarray(energy),
+        residual_rms=residual,
+        t_final=np.asarray(sol.t_final)[:count],
+        stop_reason=reasons,
+        converged=residual <= tolerance,
+        newton_polished=newton_ok,
         morse_index=None if morse is None else np.asarray(morse),
         metadata=metadata(
-            study="fixed_points", dtype=model_dtype(model), seeds=seeds, flow="projected",
-            solver=solver, rtol=rtol, atol=atol, tolerance=tolerance, t1=t1,
-            distance_tol=distance_tol, polish=polish,
+            study="fixed_points",
+            dtype=model_dtype(model),
+            seeds=seeds,
+            flow="projected",
+            solver=solver,
+            rtol=rtol,
+            atol=atol,
+            tolerance=tolerance,
+            t1=t1,
+            distance_tol=distance_tol,
+            polish=polish,
             coordinates="distances: RMS over N D entries of g* differences",
         ),
     )
@@ -185,19 +228,32 @@ def plot_fixed_points(result: dict, path=None):
     fig.colorbar(image, ax=ax, label="RMS |g*_i - g*_j|")
     for i, j in zip(*np.nonzero(d < tol)):
         ax.text(j, i, "=", ha="center", va="center", color="w", fontsize=8)
-    ax.set_xticks(range(len(result["labels"])), result["labels"], rotation=45, ha="right",
-                  fontsize=7)
+    ax.set_xticks(
+        range(len(result["labels"])), result["labels"], rotation=45, ha="right", fontsize=7
+    )
     ax.set_yticks(range(len(result["labels"])), result["labels"], fontsize=7)
-    ax.set_title(f"{result['n_distinct']} distinct, path independence "
-                 f"{result['path_independence']:.2f}")
+    ax.set_title(
+        f"{result['n_distinct']} distinct, path independence {result['path_independence']:.2f}"
+    )
     ax = axes[0, 1]
-    ax.scatter(range(len(result["energy"])), result["energy"], c=result["cluster"],
-               cmap="tab10", vmin=0, vmax=9)
-    ax.set_xticks(range(len(result["labels"])), result["labels"], rotation=45, ha="right",
-                  fontsize=7)
+    ax.scatter(
+        range(len(result["energy"])),
+        result["energy"],
+        c=result["cluster"],
+        cmap="tab10",
+        vmin=0,
+        vmax=9,
+    )
+    ax.set_xticks(
+        range(len(result["labels"])), result["labels"], rotation=45, ha="right", fontsize=7
+    )
     ax.set_ylabel("energy E at the fixed point")
     ax.set_title("colour: fixed point (cluster)")
     meta = result.get("metadata", {})
-    title(fig, "Do different starts reach the same fixed point? Distances between the fixed "
-               "points and their energies", caption(meta, samples=f"{len(result['labels'])} starts"))
+    title(
+        fig,
+        "Do different starts reach the same fixed point? Distances between the fixed "
+        "points and their energies",
+        caption(meta, samples=f"{len(result['labels'])} starts"),
+    )
     return finish(fig, path)

@@ -69,14 +69,15 @@ def require(model, study: str, methods=None) -> None:
             missing = ", ".join(f"model.{m}(...)" for m in group if m not in present)
             raise ValueError(
                 f"analysis.{study}: {type(model).__name__} declares {', '.join(present)} "
-                f"but not {missing}; give all of {', '.join(group)} or none.")
+                f"but not {missing}; give all of {', '.join(group)} or none."
+            )
     for method in methods if methods is not None else STUDY_NEEDS[study]:
         if not callable(getattr(model, method, None)):
-            where = (" (see solvers.EnergySystem)" if method in PROTOCOL_METHODS
-                     else "")
+            where = " (see solvers.EnergySystem)" if method in PROTOCOL_METHODS else ""
             raise ValueError(
                 f"analysis.{study} needs model.{method}(...), which "
-                f"{type(model).__name__} does not have{where}.")
+                f"{type(model).__name__} does not have{where}."
+            )
 
 
 def has(model, method: str) -> bool:
@@ -135,8 +136,12 @@ class _Hashable:
         return self._hash
 
     def __eq__(self, other):
-        return (isinstance(other, _Hashable) and self._hash == other._hash
-                and self.treedef == other.treedef and self.leaves == other.leaves)
+        return (
+            isinstance(other, _Hashable)
+            and self._hash == other._hash
+            and self.treedef == other.treedef
+            and self.leaves == other.leaves
+        )
 
     def tree(self):
         return jax.tree.unflatten(self.treedef, self.leaves)
@@ -183,7 +188,8 @@ class TangentOperator:
         self.size = int(self.x.size)
         self.flat = not has(self.model, "tangent_projection")
         dynamic, static = eqx.partition(
-            (self.model, self.x, self.args, self.pre, self.post), eqx.is_array)
+            (self.model, self.x, self.args, self.pre, self.post), eqx.is_array
+        )
         self._dynamic, self._static = dynamic, _Hashable(static)
 
     def linear_operator(self, shift: float = 0.0, squared: bool = False):

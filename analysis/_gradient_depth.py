@@ -39,8 +39,9 @@ from ._records import metadata, model_dtype
 
 
 def _flat(tree) -> np.ndarray:
-    return np.concatenate([np.ravel(np.asarray(a)) for a in
-                           jax.tree.leaves(eqx.filter(tree, eqx.is_inexact_array))])
+    return np.concatenate(
+        [np.ravel(np.asarray(a)) for a in jax.tree.leaves(eqx.filter(tree, eqx.is_inexact_array))]
+    )
 
 
 def _norm(tree) -> float:
@@ -131,24 +132,40 @@ def _gradients(problem, model, options):
     def loss(inputs):
         m, dx = inputs
         x0, args = problem.initial(m)
-        sol = solvers.solve(problem.core(m), x0 + dx, args=args,
-                            args_batched=problem.args_batched, **options)
-        return problem.loss(m, sol.x_final), (sol.t_final, sol.stats["residual_rms"],
-                                              sol.x_final)
+        sol = solvers.solve(
+            problem.core(m), x0 + dx, args=args, args_batched=problem.args_batched, **options
+        )
+        return problem.loss(m, sol.x_final), (sol.t_final, sol.stats["residual_rms"], sol.x_final)
 
     x0, _ = problem.initial(model)
     (value, aux), (g_model, g_x) = eqx.filter_value_and_grad(loss, has_aux=True)(
-        (model, jnp.zeros_like(x0)))
+        (model, jnp.zeros_like(x0))
+    )
     return float(value), g_model, g_x, aux
 
 
-def gradient_depth(model, x0=None, args=None, *, images=None, masking=None,
-                   horizons=(1.2, 2.4, 4.8, 9.6), adjoints=ADJOINTS,
-                   solver: str = "euler", dt0: float | None = 0.1, rtol=None, atol=None,
-                   flow: str = "native", max_steps: int = 20000, split_times=None,
-                   n_splits: int = 7, implicit_options: dict | None = None,
-                   check_implicit: bool = False,
-                   vanish_threshold: float = 0.1, loss_seed: int = 0) -> dict:
+def gradient_depth(
+    model,
+    x0=None,
+    args=None,
+    *,
+    images=None,
+    masking=None,
+    horizons=(1.2, 2.4, 4.8, 9.6),
+    adjoints=ADJOINTS,
+    solver: str = "euler",
+    dt0: float | None = 0.1,
+    rtol=None,
+    atol=None,
+    flow: str = "native",
+    max_steps: int = 20000,
+    split_times=None,
+    n_splits: int = 7,
+    implicit_options: dict | None = None,
+    check_implicit: bool = False,
+    vanish_threshold: float = 0.1,
+    loss_seed: int = 0,
+) -> dict:
     """Gradient norms against horizon for each adjoint, and the adjoint state along the
     longest trajectory.
 
@@ -198,11 +215,14 @@ def gradient_depth(model, x0=None, args=None, *, images=None, masking=None,
     dtype = model_dtype(core)
     horizons = np.asarray(horizons, float)
     constant = rtol is None and atol is None
-    base = dict(solver=solver, dt0=dt0, rtol=rtol, atol=atol, flow=flow, max_steps=max_steps,
-                throw=False)
-    out = dict(horizons=horizons,
-               steps=np.round(horizons / dt0).astype(int) if constant and dt0 else None,
-               adjoints={})
+    base = dict(
+        solver=solver, dt0=dt0, rtol=rtol, atol=atol, flow=flow, max_steps=max_steps, throw=False
+    )
+    out = dict(
+        horizons=horizons,
+        steps=np.round(horizons / dt0).astype(int) if constant and dt0 else None,
+        adjoints={},
+    )
     tau = float(getattr(core, "tau", 1.0))
     for adjoint in [a for a in adjoints if a != "implicit"]:
         rec = dict(grad_norm=[], x0_grad_norm=[], loss=[], skipped=[])
@@ -210,13 +230,16 @@ def gradient_depth(model, x0=None, args=None, *, images=None, masking=None,
         for horizon in horizons:
             reason = None
             if adjoint == "backsolve" and horizon / tau > solvers.BACKSOLVE_STABLE_HORIZON[flow]:
-                reason = (f"beyond the measured stable backsolve horizon "
-                          f"({solvers.BACKSOLVE_STABLE_HORIZON[flow]:g} tau on the {flow} flow)")
+                reason = (
+                    f"beyond the measured stable backsolve horizon "
+                    f"({solvers.BACKSOLVE_STABLE_HORIZON[flow]:g} tau on the {flow} flow)"
+                )
             if reason is None:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     value, g_model, g_x, _ = _gradients(
-                        problem, model, dict(base, t1=float(horizon), adjoint=adjoint))
+                        problem, model, dict(base, t1=float(horizon), adjoint=adjoint)
+                    )
                 rec["grad_norm"].append(_norm(g_model))
                 last = _flat(g_model)
                 rec["x0_grad_norm"].append(_norm(g_x))
@@ -227,11 +250,17 @@ def gradient_depth(model, x0=None, args=None, *, images=None, masking=None,
             rec["skipped"].append(reason)
         rec = {k: (np.asarray(v) if k != "skipped" else v) for k, v in rec.items()}
         done = np.flatnonzero(np.isfinite(rec["grad_norm"]))
-        ratio = (rec["grad_norm"][done[-1]] / rec["grad_norm"][done[0]]
-                 if done.size >= 2 else float("nan"))
+        ratio = (
+            rec["grad_norm"][done[-1]] / rec["grad_norm"][done[0]]
+            if done.size >= 2
+            else float("nan")
+        )
         rec["ratio"] = float(ratio)
-        rec["x0_ratio"] = (float(rec["x0_grad_norm"][done[-1]] / rec["x0_grad_norm"][done[0]])
-                           if done.size >= 2 else float("nan"))
+        rec["x0_ratio"] = (
+            float(rec["x0_grad_norm"][done[-1]] / rec["x0_grad_norm"][done[0]])
+            if done.size >= 2
+            else float("nan")
+        )
         rec["vanishes"] = bool(ratio < vanish_threshold) if math.isfinite(ratio) else None
         rec["last_grad"] = last  # flat gradient at the longest horizon computed
         out["adjoints"][adjoint] = rec
@@ -240,67 +269,103 @@ def gradient_depth(model, x0=None, args=None, *, images=None, masking=None,
         if implicit_options is None:
             tight = dtype == np.float64
             implicit_options = dict(
-                solver="tsit5", rtol=1e-10 if tight else 1e-6, atol=1e-12 if tight else 1e-8,
-                t1=1000.0, stop=solvers.FixedPointStop(atol=1e-9 if tight else 1e-4),
-                max_steps=max(max_steps, 20000))
+                solver="tsit5",
+                rtol=1e-10 if tight else 1e-6,
+                atol=1e-12 if tight else 1e-8,
+                t1=1000.0,
+                stop=solvers.FixedPointStop(atol=1e-9 if tight else 1e-4),
+                max_steps=max(max_steps, 20000),
+            )
         options = dict(implicit_options, flow="projected", throw=False)
         value, g_model, g_x, (t_final, residual, _) = _gradients(
-            problem, model, dict(options, adjoint="implicit"))
+            problem, model, dict(options, adjoint="implicit")
+        )
         imp_flat = _flat(g_model)
         extra = {}
         ref = out["adjoints"].get("checkpoint", {}).get("last_grad")
         if ref is not None:
             extra["relative_difference_to_checkpoint"] = float(
-                np.linalg.norm(imp_flat - ref) / max(np.linalg.norm(ref), 1e-300))
+                np.linalg.norm(imp_flat - ref) / max(np.linalg.norm(ref), 1e-300)
+            )
         if check_implicit:
             # Checkpoint (exact discrete) gradients through the same solve run to twice
             # the stop time without the stop.
             t_check = 2.0 * float(np.max(np.asarray(t_final)))
             _, g_check, _, _ = _gradients(
-                problem, model, dict(options, stop=None, t1=t_check, adjoint="checkpoint"))
+                problem, model, dict(options, stop=None, t1=t_check, adjoint="checkpoint")
+            )
             ref = _flat(g_check)
-            extra.update(checkpoint_grad_norm=_norm(g_check), checkpoint_t1=t_check,
-                         relative_difference=float(np.linalg.norm(imp_flat - ref)
-                                                   / max(np.linalg.norm(ref), 1e-300)))
+            extra.update(
+                checkpoint_grad_norm=_norm(g_check),
+                checkpoint_t1=t_check,
+                relative_difference=float(
+                    np.linalg.norm(imp_flat - ref) / max(np.linalg.norm(ref), 1e-300)
+                ),
+            )
         out["implicit"] = dict(
-            grad_norm=_norm(g_model), x0_grad_norm=_norm(g_x), loss=value,
-            t_final=np.asarray(t_final), residual_rms=np.asarray(residual),
-            options={k: (dataclasses.asdict(v) if k == "stop" else v)
-                     for k, v in options.items()},
+            grad_norm=_norm(g_model),
+            x0_grad_norm=_norm(g_x),
+            loss=value,
+            t_final=np.asarray(t_final),
+            residual_rms=np.asarray(residual),
+            options={k: (dataclasses.asdict(v) if k == "stop" else v) for k, v in options.items()},
             **extra,
         )
 
-    out["adjoint_state"] = _adjoint_state(problem, model, base, float(horizons.max()),
-                                          split_times, n_splits, dt0 if constant else None)
-    out["avoids_vanishing"] = [name for name, rec in out["adjoints"].items()
-                               if rec["vanishes"] is False]
+    out["adjoint_state"] = _adjoint_state(
+        problem,
+        model,
+        base,
+        float(horizons.max()),
+        split_times,
+        n_splits,
+        dt0 if constant else None,
+    )
+    out["avoids_vanishing"] = [
+        name for name, rec in out["adjoints"].items() if rec["vanishes"] is False
+    ]
     summary = []
     verdict = {True: "vanishes", False: "does not vanish", None: "not measured"}
     for name, rec in out["adjoints"].items():
         summary.append(
             f"{name}: parameter gradient norm x{rec['ratio']:.3g} and dL/dx0 x"
             f"{rec['x0_ratio']:.3g} from T = {horizons[0]:g} to the longest horizon "
-            f"computed ({verdict[rec['vanishes']]} at threshold {vanish_threshold:g})")
+            f"computed ({verdict[rec['vanishes']]} at threshold {vanish_threshold:g})"
+        )
     if "implicit" in out:
         imp = out["implicit"]
-        line = (f"implicit: parameter gradient norm {imp['grad_norm']:.3g} at the fixed point "
-                f"(no depth), dL/dx0 {imp['x0_grad_norm']:.3g}")
+        line = (
+            f"implicit: parameter gradient norm {imp['grad_norm']:.3g} at the fixed point "
+            f"(no depth), dL/dx0 {imp['x0_grad_norm']:.3g}"
+        )
         if "relative_difference_to_checkpoint" in imp:
-            line += (f"; checkpoint at T = {horizons.max():g} differs by "
-                     f"{imp['relative_difference_to_checkpoint']:.2g} (relative)")
+            line += (
+                f"; checkpoint at T = {horizons.max():g} differs by "
+                f"{imp['relative_difference_to_checkpoint']:.2g} (relative)"
+            )
         summary.append(line)
     state = out["adjoint_state"]
-    summary.append(f"adjoint state |dL/dx(s)|: {state['grad_norm'][0]:.3g} at s = 0, "
-                   f"{state['grad_norm'][-1]:.3g} at s = {state['times'][-1]:g}; scaled by "
-                   f"s_A / gamma: {state['scaled_grad_norm'][0]:.3g} and "
-                   f"{state['scaled_grad_norm'][-1]:.3g}")
+    summary.append(
+        f"adjoint state |dL/dx(s)|: {state['grad_norm'][0]:.3g} at s = 0, "
+        f"{state['grad_norm'][-1]:.3g} at s = {state['times'][-1]:g}; scaled by "
+        f"s_A / gamma: {state['scaled_grad_norm'][0]:.3g} and "
+        f"{state['scaled_grad_norm'][-1]:.3g}"
+    )
     out["summary"] = summary
     out["metadata"] = metadata(
-        study="gradient_depth", dtype=dtype, seeds=dict(loss_target=loss_seed),
-        solver=solver, dt0=dt0, rtol=rtol, atol=atol, flow=flow, max_steps=max_steps,
-        adjoints=list(adjoints), vanish_threshold=vanish_threshold,
-        model=type(model).__name__, batch=int((problem.x0 if isinstance(problem, _CoreProblem)
-                                               else problem.patches).shape[0]),
+        study="gradient_depth",
+        dtype=dtype,
+        seeds=dict(loss_target=loss_seed),
+        solver=solver,
+        dt0=dt0,
+        rtol=rtol,
+        atol=atol,
+        flow=flow,
+        max_steps=max_steps,
+        adjoints=list(adjoints),
+        vanish_threshold=vanish_threshold,
+        model=type(model).__name__,
+        batch=int((problem.x0 if isinstance(problem, _CoreProblem) else problem.patches).shape[0]),
         norms="L2 over every parameter array; dL/dx over every entry of the batch",
     )
     return out
@@ -330,8 +395,12 @@ def _adjoint_state(problem, model, base, horizon, split_times, n_splits, dt0):
         # falls for that reason alone; (s_A / gamma) dL/dx_A removes it.
         clock = core.norm.gamma / jax.vmap(core.norm.scale)(x_s)  # [B, N]
         scaled.append(float(jnp.linalg.norm(g_x / clock[..., None])))
-    return dict(times=split_times, grad_norm=np.asarray(norms),
-                scaled_grad_norm=np.asarray(scaled), horizon=horizon)
+    return dict(
+        times=split_times,
+        grad_norm=np.asarray(norms),
+        scaled_grad_norm=np.asarray(scaled),
+        horizon=horizon,
+    )
 
 
 def plot_gradient_depth(result: dict, path=None):
@@ -343,15 +412,25 @@ def plot_gradient_depth(result: dict, path=None):
     ax = axes[0, 0]
     horizons = np.asarray(result["horizons"], float)
     meta = result.get("metadata", {})
-    title(fig, "Do gradients vanish with depth? Parameter gradient per adjoint against the "
-          "horizon T, and the adjoint state along the longest solve",
-          caption(meta, samples=samples_text(meta, meta["batch"]) if "batch" in meta else None,
-                  horizon=f"T = {horizons.min():.3g} to {horizons.max():.3g} tau"))
+    title(
+        fig,
+        "Do gradients vanish with depth? Parameter gradient per adjoint against the "
+        "horizon T, and the adjoint state along the longest solve",
+        caption(
+            meta,
+            samples=samples_text(meta, meta["batch"]) if "batch" in meta else None,
+            horizon=f"T = {horizons.min():.3g} to {horizons.max():.3g} tau",
+        ),
+    )
     for name, rec in result["adjoints"].items():
         ax.plot(horizons, positive(rec["grad_norm"]), "-o", ms=3, label=name)
     if "implicit" in result:
-        ax.axhline(result["implicit"]["grad_norm"], color="tab:red", ls="--",
-                   label="implicit (fixed point)")
+        ax.axhline(
+            result["implicit"]["grad_norm"],
+            color="tab:red",
+            ls="--",
+            label="implicit (fixed point)",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("horizon T (tau)" + (" = steps x dt0" if result.get("steps") is not None else ""))
@@ -360,8 +439,13 @@ def plot_gradient_depth(result: dict, path=None):
     ax = axes[0, 1]
     state = result["adjoint_state"]
     ax.plot(state["times"], positive(state["grad_norm"]), "-o", ms=3, label="|dL/dx(s)|")
-    ax.plot(state["times"], positive(state["scaled_grad_norm"]), "-s", ms=3,
-            label="|(s_A/gamma) dL/dx_A(s)|")
+    ax.plot(
+        state["times"],
+        positive(state["scaled_grad_norm"]),
+        "-s",
+        ms=3,
+        label="|(s_A/gamma) dL/dx_A(s)|",
+    )
     ax.set_yscale("log")
     ax.set_xlabel("split time s (tau)")
     ax.set_ylabel("|dL/dx(s)| (L2, whole batch)")

@@ -14,9 +14,19 @@ from ._plotting import caption, figure, finish, samples_text, title
 from ._records import metadata, model_dtype
 
 
-def graph_overshoot(model, features, senders, receivers, labels, nodes, *,
-                    t_max_factor: float = 100.0, n_times: int = 24,
-                    t_first: float | None = None, **overrides) -> dict:
+def graph_overshoot(
+    model,
+    features,
+    senders,
+    receivers,
+    labels,
+    nodes,
+    *,
+    t_max_factor: float = 100.0,
+    n_times: int = 24,
+    t_first: float | None = None,
+    **overrides,
+) -> dict:
     """The readout of a `NodeAnomalyET` applied to its state at times past its
     training horizon: does the AUC on `nodes` (the test nodes) hold, fall or rise?
 
@@ -53,14 +63,28 @@ def graph_overshoot(model, features, senders, receivers, labels, nodes, *,
     at = int(np.argmin(np.abs(times - horizon)))
     best = int(np.argmax(auc))
     solve_options = {k: v for k, v in options.items() if k != "save"}
-    return {"times": times, "auc": auc, "energy": energy, "horizon": horizon, "t_max": t_max,
-            "auc_at_horizon": float(auc[at]), "auc_at_end": float(auc[-1]),
-            "best_time": float(times[best]), "best_auc": float(auc[best]),
-            "solve_options": solve_options,
-            "metadata": metadata(study="graph_overshoot", dtype=model_dtype(model.core),
-                                 t_max_factor=t_max_factor, horizon=horizon, t_max=t_max,
-                                 n_nodes=int(labels.size), n_scored=int(nodes.size),
-                                 solve_options=solve_options)}
+    return {
+        "times": times,
+        "auc": auc,
+        "energy": energy,
+        "horizon": horizon,
+        "t_max": t_max,
+        "auc_at_horizon": float(auc[at]),
+        "auc_at_end": float(auc[-1]),
+        "best_time": float(times[best]),
+        "best_auc": float(auc[best]),
+        "solve_options": solve_options,
+        "metadata": metadata(
+            study="graph_overshoot",
+            dtype=model_dtype(model.core),
+            t_max_factor=t_max_factor,
+            horizon=horizon,
+            t_max=t_max,
+            n_nodes=int(labels.size),
+            n_scored=int(nodes.size),
+            solve_options=solve_options,
+        ),
+    }
 
 
 def plot_graph_overshoot(result: dict, path=None):
@@ -70,21 +94,34 @@ def plot_graph_overshoot(result: dict, path=None):
     fig, axes = figure(2, 1)
     meta = result.get("metadata", {})
     options = result.get("solve_options", {})
-    title(fig, "Node anomaly detector past its training horizon: test AUC and energy "
-          "against time", caption(meta, samples=samples_text(None, meta["n_scored"],
-                                                             "scored test nodes")
-                                  if "n_scored" in meta else None,
-                                  flow=options.get("flow"),
-                                  horizon=f"t = 0 to {result['t_max']:.4g} tau",
-                                  solver=options))
+    title(
+        fig,
+        "Node anomaly detector past its training horizon: test AUC and energy against time",
+        caption(
+            meta,
+            samples=samples_text(None, meta["n_scored"], "scored test nodes")
+            if "n_scored" in meta
+            else None,
+            flow=options.get("flow"),
+            horizon=f"t = 0 to {result['t_max']:.4g} tau",
+            solver=options,
+        ),
+    )
     times = np.asarray(result["times"], float)
     shown = times > 0
-    for ax, key, label in ((axes[0, 0], "auc", "test AUC"),
-                           (axes[0, 1], "energy", "energy E of the core (model units)")):
+    for ax, key, label in (
+        (axes[0, 0], "auc", "test AUC"),
+        (axes[0, 1], "energy", "energy E of the core (model units)"),
+    ):
         ax.plot(times[shown], np.asarray(result[key], float)[shown], "-o", ms=3)
         ax.set_xscale("log")
-        ax.axvline(result["horizon"], color="grey", ls="--", lw=1,
-                   label=f"training horizon ({result['horizon']:.3g} tau)")
+        ax.axvline(
+            result["horizon"],
+            color="grey",
+            ls="--",
+            lw=1,
+            label=f"training horizon ({result['horizon']:.3g} tau)",
+        )
         ax.set_xlabel("time t (tau)")
         ax.set_ylabel(label)
         ax.legend(loc="best", fontsize=8)

@@ -36,9 +36,18 @@ def _plane(x_a, x_b, key):
     return center, u, v * jnp.linalg.norm(u) / jnp.linalg.norm(v)
 
 
-def image_basins(model, images, masking: Masking, *, resolution: int = 64,
-                 random_starts: int = 1000, extent=(-1.5, 1.5), seed: int = 0,
-                 dtype=jnp.float64, **options) -> dict:
+def image_basins(
+    model,
+    images,
+    masking: Masking,
+    *,
+    resolution: int = 64,
+    random_starts: int = 1000,
+    extent=(-1.5, 1.5),
+    seed: int = 0,
+    dtype=jnp.float64,
+    **options,
+) -> dict:
     """The basins of the core of `model` (a `MaskedImageET`) on the plane through two
     images and on random starts (module docstring), in one batched solve.
 
@@ -69,13 +78,17 @@ def image_basins(model, images, masking: Masking, *, resolution: int = 64,
     """
     images = jnp.asarray(images)
     if images.ndim != 4 or images.shape[0] != 2:
-        raise ValueError("image_basins needs exactly two images [2, S, S, C] (the plane "
-                         f"goes through both); got shape {images.shape}.")
+        raise ValueError(
+            "image_basins needs exactly two images [2, S, S, C] (the plane "
+            f"goes through both); got shape {images.shape}."
+        )
     box = options.get("box", 5)
     if resolution < box or random_starts < 0:
-        raise ValueError(f"resolution >= box ({box}: the basin entropy's boxes) and "
-                         f"random_starts >= 0 are needed (got {resolution}, "
-                         f"{random_starts}).")
+        raise ValueError(
+            f"resolution >= box ({box}: the basin entropy's boxes) and "
+            f"random_starts >= 0 are needed (got {resolution}, "
+            f"{random_starts})."
+        )
     x0, conditions, mean, std = model.encode_batch(normalised_patches(model, images), masking)
     core, x0, conditions = cast((model.core, x0, conditions), jnp.dtype(dtype))
     args = take(conditions, 0, True)
@@ -90,8 +103,10 @@ def image_basins(model, images, masking: Masking, *, resolution: int = 64,
     if clamped is not None:  # clamped tokens are the first image's in every start
         starts = jnp.where(clamped[None, :, None], x0[0][None], starts)
     n_grid = resolution * resolution
-    nearest = [int(np.argmin(np.abs(a - pa))) * resolution + int(np.argmin(np.abs(b)))
-               for pa in (1.0, -1.0)]  # the grid points nearest the two images
+    nearest = [
+        int(np.argmin(np.abs(a - pa))) * resolution + int(np.argmin(np.abs(b)))
+        for pa in (1.0, -1.0)
+    ]  # the grid points nearest the two images
     found = basins(core, starts, args, polish_first=nearest, **options)
     labels = np.asarray(found["labels"])
     plane_labels, random_labels = labels[:n_grid], labels[n_grid:]
@@ -102,34 +117,68 @@ def image_basins(model, images, masking: Masking, *, resolution: int = 64,
 
     plane_fractions, random_fractions = fractions(plane_labels), fractions(random_labels)
     polished = [i for i, att in enumerate(found["attractors"]) if att["polished"]]
-    decoded = dict(zip(polished, to_display(model, jax.vmap(model.decode)(jnp.asarray(
-        np.stack([found["attractors"][i]["x"] for i in polished]) if polished else
-        np.zeros((0,) + center.shape), model_dtype(model))) * std[0] + mean[0])))
+    decoded = dict(
+        zip(
+            polished,
+            to_display(
+                model,
+                jax.vmap(model.decode)(
+                    jnp.asarray(
+                        np.stack([found["attractors"][i]["x"] for i in polished])
+                        if polished
+                        else np.zeros((0,) + center.shape),
+                        model_dtype(model),
+                    )
+                )
+                * std[0]
+                + mean[0],
+            ),
+        )
+    )
     attractors = []
     for i, att in enumerate(found["attractors"]):
         kept = {k: v for k, v in att.items() if k not in ("x", "fraction", "count")}
-        attractors.append(dict(kept, plane_fraction=float(plane_fractions[i]),
-                               random_fraction=float(random_fractions[i]),
-                               decoded_image=decoded.get(i)))
+        attractors.append(
+            dict(
+                kept,
+                plane_fraction=float(plane_fractions[i]),
+                random_fraction=float(random_fractions[i]),
+                decoded_image=decoded.get(i),
+            )
+        )
     grid_labels = plane_labels.reshape(resolution, resolution)
     reasons, counts = np.unique(found["stop_reasons"], return_counts=True)
-    meta = dict(found["metadata"], study="image_basins", resolution=int(resolution),
-                random_starts=int(random_starts), extent=[float(e) for e in extent],
-                seed=int(seed))
+    meta = dict(
+        found["metadata"],
+        study="image_basins",
+        resolution=int(resolution),
+        random_starts=int(random_starts),
+        extent=[float(e) for e in extent],
+        seed=int(seed),
+    )
     return dict(
         attractors=attractors,
-        plane=dict(labels_grid=grid_labels, a=a, b=b,
-                   image_points={"image 0": [1.0, 0.0], "image 1": [-1.0, 0.0]},
-                   fractions=plane_fractions, not_converged=int(np.sum(plane_labels < 0)),
-                   basin_entropy=basin_entropy(grid_labels, box)),
-        random=dict(labels=random_labels, fractions=random_fractions,
-                    distinct=int(np.unique(random_labels[random_labels >= 0]).size),
-                    not_converged=int(np.sum(random_labels < 0))),
+        plane=dict(
+            labels_grid=grid_labels,
+            a=a,
+            b=b,
+            image_points={"image 0": [1.0, 0.0], "image 1": [-1.0, 0.0]},
+            fractions=plane_fractions,
+            not_converged=int(np.sum(plane_labels < 0)),
+            basin_entropy=basin_entropy(grid_labels, box),
+        ),
+        random=dict(
+            labels=random_labels,
+            fractions=random_fractions,
+            distinct=int(np.unique(random_labels[random_labels >= 0]).size),
+            not_converged=int(np.sum(random_labels < 0)),
+        ),
         token_structure=found["token_structure"],
         batched_iterations=found["batched_iterations"],
         one_by_one_iterations=found["one_by_one_iterations"],
         stop_reasons={str(r): int(c) for r, c in zip(reasons, counts)},
-        metadata=meta)
+        metadata=meta,
+    )
 
 
 def _shown_order(result, shown):
@@ -143,9 +192,13 @@ def _shown_order(result, shown):
         label = int(labels[np.argmin(np.abs(a - pa)), np.argmin(np.abs(b - pb))])
         if label >= 0 and label not in first:
             first.append(label)
-    rest = sorted((i for i in range(len(attractors)) if i not in first), key=lambda i: (
-        -(attractors[i]["plane_fraction"] + attractors[i]["random_fraction"]),
-        attractors[i]["energy"]))
+    rest = sorted(
+        (i for i in range(len(attractors)) if i not in first),
+        key=lambda i: (
+            -(attractors[i]["plane_fraction"] + attractors[i]["random_fraction"]),
+            attractors[i]["energy"],
+        ),
+    )
     order = [i for i in first + rest if attractors[i].get("decoded_image") is not None]
     return order[:shown], first
 
@@ -172,35 +225,64 @@ def plot_image_basins(result, path=None, *, shown: int = 8):
     a, b = np.asarray(plane["a"]), np.asarray(plane["b"])
     extent = (b[0], b[-1], a[0], a[-1])
     if categorical:
-        map_ax.imshow(labels + 1, cmap=ListedColormap(colours), vmin=0,
-                      vmax=len(colours) - 1, interpolation="nearest", aspect="auto",
-                      origin="lower", extent=extent)
+        map_ax.imshow(
+            labels + 1,
+            cmap=ListedColormap(colours),
+            vmin=0,
+            vmax=len(colours) - 1,
+            interpolation="nearest",
+            aspect="auto",
+            origin="lower",
+            extent=extent,
+        )
     else:
         reached = np.where(labels >= 0, energies[np.maximum(labels, 0)], np.nan)
-        image = map_ax.imshow(reached, cmap="viridis", interpolation="nearest",
-                              aspect="auto", origin="lower", extent=extent)
+        image = map_ax.imshow(
+            reached,
+            cmap="viridis",
+            interpolation="nearest",
+            aspect="auto",
+            origin="lower",
+            extent=extent,
+        )
         top.colorbar(image, ax=map_ax, label="energy of the attractor reached")
     for name, (pa, pb) in plane["image_points"].items():
         map_ax.plot(pb, pa, marker="o", mfc="white", mec="black", ms=6)
-        map_ax.annotate(name, (pb, pa), xytext=(6, 4), textcoords="offset points",
-                        fontsize=7, bbox=dict(boxstyle="round,pad=0.15", fc="white",
-                                              ec="none", alpha=0.8))
+        map_ax.annotate(
+            name,
+            (pb, pa),
+            xytext=(6, 4),
+            textcoords="offset points",
+            fontsize=7,
+            bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8),
+        )
     map_ax.set_xlabel("b (random direction)")
     map_ax.set_ylabel("a (image 1 -> image 0)")
     entropy = plane["basin_entropy"]
-    map_ax.set_title(f"plane: {labels.size} starts, {int(np.unique(labels[labels >= 0]).size)}"
-                     f" attractors, basin entropy {entropy['S_b']:.2g}", fontsize=8)
+    map_ax.set_title(
+        f"plane: {labels.size} starts, {int(np.unique(labels[labels >= 0]).size)}"
+        f" attractors, basin entropy {entropy['S_b']:.2g}",
+        fontsize=8,
+    )
     for part, marker, name in ((plane, "o", "plane"), (random, "^", "random starts")):
         share = np.asarray(part["fractions"], float)
         hit = share > 0
-        energy_ax.scatter(energies[hit], share[hit], marker=marker, s=22, label=name,
-                          c=[colours[i + 1] for i in np.flatnonzero(hit)] if categorical
-                          else None, edgecolors="black", linewidths=0.4)
+        energy_ax.scatter(
+            energies[hit],
+            share[hit],
+            marker=marker,
+            s=22,
+            label=name,
+            c=[colours[i + 1] for i in np.flatnonzero(hit)] if categorical else None,
+            edgecolors="black",
+            linewidths=0.4,
+        )
     energy_ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
     energy_ax.set_xlabel("energy of the attractor")
     energy_ax.set_ylabel("fraction of starts reaching it")
-    energy_ax.set_title(f"{random['distinct']} attractors from {len(random['labels'])} "
-                        "random starts", fontsize=8)
+    energy_ax.set_title(
+        f"{random['distinct']} attractors from {len(random['labels'])} random starts", fontsize=8
+    )
     energy_ax.legend(fontsize=7, loc="best")
     order, from_images = _shown_order(result, shown)
     if order:
@@ -212,14 +294,25 @@ def plot_image_basins(result, path=None, *, shown: int = 8):
             ax.set_yticks([])
             index_text = "?" if att["morse_index"] is None else att["morse_index"]
             where = " (image)" if i in from_images else ""
-            ax.set_title(f"{i + 1}{where}\nE {att['energy']:.5g}\nindex {index_text}",
-                         fontsize=7, color=colours[i + 1] if categorical else "black")
+            ax.set_title(
+                f"{i + 1}{where}\nE {att['energy']:.5g}\nindex {index_text}",
+                fontsize=7,
+                color=colours[i + 1] if categorical else "black",
+            )
     meta = result.get("metadata", {})
-    what = (f"Basins of the core: {len(attractors)} attractors; below, decoded, those the "
-            "two images' grid points reach, then the most visited")
-    extra = [f"fixed-point stop RMS G {meta['fixed_point_atol']:.0e}"
-             if meta.get("fixed_point_atol") is not None else "",
-             f"match tol {meta['match_tol']:.0e}" if meta.get("match_tol") else ""]
-    title(fig, what, caption(meta, samples=f"{labels.size} + {len(random['labels'])} "
-                             "starts", extra=extra))
+    what = (
+        f"Basins of the core: {len(attractors)} attractors; below, decoded, those the "
+        "two images' grid points reach, then the most visited"
+    )
+    extra = [
+        f"fixed-point stop RMS G {meta['fixed_point_atol']:.0e}"
+        if meta.get("fixed_point_atol") is not None
+        else "",
+        f"match tol {meta['match_tol']:.0e}" if meta.get("match_tol") else "",
+    ]
+    title(
+        fig,
+        what,
+        caption(meta, samples=f"{labels.size} + {len(random['labels'])} starts", extra=extra),
+    )
     return finish(fig, path)

@@ -89,7 +89,7 @@ def mosaic(tiles, columns: int, gap: int = 1) -> np.ndarray:
     out = np.full((rows * (h + gap) - gap, columns * (w + gap) - gap) + tiles.shape[3:], GAP)
     for i, tile in enumerate(tiles):
         r, c = divmod(i, columns)
-        out[r * (h + gap): r * (h + gap) + h, c * (w + gap): c * (w + gap) + w] = tile
+        out[r * (h + gap) : r * (h + gap) + h, c * (w + gap) : c * (w + gap) + w] = tile
     return out
 
 
@@ -132,30 +132,41 @@ def position_similarity_figure(model, *, name: str | None = None):
     fig = Figure(figsize=(6.4, 5.6), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     cmap = _cmap("RdBu_r")
-    image = ax.imshow(np.ma.masked_invalid(big), cmap=cmap, vmin=-1, vmax=1,
-                      interpolation="nearest")
+    image = ax.imshow(
+        np.ma.masked_invalid(big), cmap=cmap, vmin=-1, vmax=1, interpolation="nearest"
+    )
     ax.set_xticks([])
     ax.set_yticks([])
     fig.colorbar(image, ax=ax, shrink=0.8, label="cosine similarity")
-    title(fig, "Cosine similarity of the position embeddings: the map at row r, column c is "
-          f"patch (r, c) against all {n} patches",
-          _model_caption(model, name, f"{n} patches",
-                         f"embedding dimension {np.shape(model.positions)[-1]}"))
+    title(
+        fig,
+        "Cosine similarity of the position embeddings: the map at row r, column c is "
+        f"patch (r, c) against all {n} patches",
+        _model_caption(
+            model, name, f"{n} patches", f"embedding dimension {np.shape(model.positions)[-1]}"
+        ),
+    )
     return fig, {"cosine_similarity": similarity, "grid": side}
 
 
 def _model_caption(model, name, *parts) -> str:
     """The caption line of a figure of `model`: its name (when given), `parts`, its
     dtype."""
-    return SEPARATOR.join(([f"model {name}"] if name else []) + [p for p in parts if p]
-                          + [str(model_dtype(model.core))])
+    return SEPARATOR.join(
+        ([f"model {name}"] if name else [])
+        + [p for p in parts if p]
+        + [str(model_dtype(model.core))]
+    )
 
 
 def _dynamics_text(dynamics) -> str:
     """A model's own dynamics in a caption: flow, solver and steps, horizon or stop."""
     options = dynamics.solve_options()
-    horizon = (f"to RMS G < {dynamics.fixed_point_atol:g} (cap t1 = {dynamics.t1:g} tau)"
-               if dynamics.fixed_point_atol is not None else f"to t1 = {dynamics.t1:g} tau")
+    horizon = (
+        f"to RMS G < {dynamics.fixed_point_atol:g} (cap t1 = {dynamics.t1:g} tau)"
+        if dynamics.fixed_point_atol is not None
+        else f"to t1 = {dynamics.t1:g} tau"
+    )
     return f"{dynamics.flow} flow, {solver_text(options)} {horizon}"
 
 
@@ -192,11 +203,15 @@ def reconstruction_figure(model, images, masking: Masking, *, name: str | None =
         "mean_fill_mse": _per_image_mse(mean_fill(patches, masking), patches, masking.occluded),
     }
     occluded = np.asarray(masking.occluded).sum(axis=-1)
-    text = _model_caption(model, name, f"{len(images)} images",
-                          f"{int(occluded.min())}"
-                          + ("" if occluded.min() == occluded.max() else f"-{int(occluded.max())}")
-                          + f" of {np.shape(masking.occluded)[-1]} patches occluded",
-                          _dynamics_text(model.dynamics))
+    text = _model_caption(
+        model,
+        name,
+        f"{len(images)} images",
+        f"{int(occluded.min())}"
+        + ("" if occluded.min() == occluded.max() else f"-{int(occluded.max())}")
+        + f" of {np.shape(masking.occluded)[-1]} patches occluded",
+        _dynamics_text(model.dynamics),
+    )
     return _reconstruction_drawing(data, text), data
 
 
@@ -211,14 +226,21 @@ def _reconstruction_drawing(data: dict, caption_text: str) -> Figure:
             heading = f"MSE {data['masked_mse'][c]:.3f}" if key == "completed" else None
             _show(axes[r, c], data[key][c], heading)
         axes[r, 0].set_ylabel(label, fontsize=8)
-    title(fig, "Held-out completions by the model's own dynamics (above each: its MSE over "
-          "the occluded patches, normalised units)", caption_text)
+    title(
+        fig,
+        "Held-out completions by the model's own dynamics (above each: its MSE over "
+        "the occluded patches, normalised units)",
+        caption_text,
+    )
     return fig
 
 
 def _per_image_mse(prediction, target, occluded) -> np.ndarray:
-    return np.asarray(jax.vmap(lambda p, t, o: masked_mse(p[None], t[None], o[None]))(
-        prediction, target, occluded))
+    return np.asarray(
+        jax.vmap(lambda p, t, o: masked_mse(p[None], t[None], o[None]))(
+            prediction, target, occluded
+        )
+    )
 
 
 # ------------------------------------------------------------------------ figure 4
@@ -229,16 +251,19 @@ def _decoded_parts(model, xs, conditions, std):
     """For one image: `xs [T, N, D]` -> `{part: [T, N, P]}`, the decoder's linear map at
     `x(t)` applied to each part of `-dE/dg` (clamped tokens zero), times the context
     std (normalised pixel units per tau)."""
+
     def one(x):
         parts = model.core.update_parts(x, conditions)
         if conditions.clamped is not None:
             parts = {k: jnp.where(conditions.clamped[:, None], 0.0, v) for k, v in parts.items()}
         return {k: jax.jvp(model.decode, (x,), (v,))[1] * std for k, v in parts.items()}
+
     return jax.vmap(one)(xs)
 
 
-def tokens_over_time_figure(model, images, masking: Masking, times, index: int = 0, *,
-                            name: str | None = None, **options):
+def tokens_over_time_figure(
+    model, images, masking: Masking, times, index: int = 0, *, name: str | None = None, **options
+):
     """Figure 4: one image's tokens decoded at each of `times` (top row: every patch
     decoded, context standardisation and normalisation undone, the visible ones
     included), and the attention and Hopfield parts of the update `-dE/dg` decoded at
@@ -264,22 +289,35 @@ def tokens_over_time_figure(model, images, masking: Masking, times, index: int =
     images = np.asarray(images)
     traj = image_trajectory(model, images, masking, times, **options)
     conditions = jax.tree.map(lambda a: a[index], traj["conditions"])
-    parts = _decoded_parts(model, jnp.asarray(traj["states"][index]), conditions,
-                           jnp.asarray(traj["context_std"][index]))
+    parts = _decoded_parts(
+        model,
+        jnp.asarray(traj["states"][index]),
+        conditions,
+        jnp.asarray(traj["context_std"][index]),
+    )
     names = ["attention", "hopfield"] + (["external"] if model.dynamics.external_field else [])
-    data = {"times": traj["times"], "index": index,
-            "tokens": to_display(model, traj["reconstructions"][index]),
-            "energies": traj["energies"][index], "mse": traj["mse_per_image"][index],
-            "masked": masked_display(model, images, masking)[index],
-            "original": images[index], "options": traj["options"]}
+    data = {
+        "times": traj["times"],
+        "index": index,
+        "tokens": to_display(model, traj["reconstructions"][index]),
+        "energies": traj["energies"][index],
+        "mse": traj["mse_per_image"][index],
+        "masked": masked_display(model, images, masking)[index],
+        "original": images[index],
+        "options": traj["options"],
+    }
     for part in names:
         decoded = np.asarray(jax.vmap(model.image)(parts[part]))
         data[part] = decoded
         data[f"{part}_scale"] = float(np.max(np.abs(decoded)))
     options = traj["options"]
-    text = _model_caption(model, name, f"image {index + 1} of {len(images)}",
-                          f"{options.get('flow')} flow, {solver_text(options)}",
-                          frame_steps(options, traj["times"])["sentence"])
+    text = _model_caption(
+        model,
+        name,
+        f"image {index + 1} of {len(images)}",
+        f"{options.get('flow')} flow, {solver_text(options)}",
+        frame_steps(options, traj["times"])["sentence"],
+    )
     return _tokens_drawing(data, names, text), data
 
 
@@ -287,8 +325,11 @@ def _tokens_drawing(data: dict, names, caption_text: str) -> Figure:
     """Figure 4 drawn from `tokens_over_time_figure`'s data and its part `names`."""
     times = np.asarray(data["times"])
     t = len(times)
-    fig = Figure(figsize=(max(1.15 * (t + 1) + 0.6, 5.0), 1.25 * (len(names) + 1) + 1.1),
-                 dpi=100, layout="constrained")
+    fig = Figure(
+        figsize=(max(1.15 * (t + 1) + 0.6, 5.0), 1.25 * (len(names) + 1) + 1.1),
+        dpi=100,
+        layout="constrained",
+    )
     axes = fig.subplots(len(names) + 1, t + 1, squeeze=False)
     _show(axes[0, 0], data["masked"], "masked input")
     _show(axes[1, 0], data["original"], "original")
@@ -302,8 +343,12 @@ def _tokens_drawing(data: dict, names, caption_text: str) -> Figure:
     axes[0, 1].set_ylabel("tokens", fontsize=8)
     for r, part in enumerate(names, start=1):
         axes[r, 1].set_ylabel(f"{part}\n(max {data[f'{part}_scale']:.2g}/tau)", fontsize=8)
-    title(fig, "Decoded tokens and the decoded parts of -dE/dg over time (t in tau; grey: "
-          "zero, each row scaled to its max, normalised pixel units per tau)", caption_text)
+    title(
+        fig,
+        "Decoded tokens and the decoded parts of -dE/dg over time (t in tau; grey: "
+        "zero, each row scaled to its max, normalised pixel units per tau)",
+        caption_text,
+    )
     return fig
 
 
@@ -330,10 +375,17 @@ def memories_figure(model, count: int = 64, *, name: str | None = None):
     fig = Figure(figsize=(5.0, 5.3), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     _show(ax, mosaic(tiles, columns))
-    title(fig, f"{count} of {len(xi)} Hopfield memories, largest norm first, row by row "
-          "(decoded as patches; each patch rescaled to its own min-max)",
-          _model_caption(model, name, f"memory norms {norms[order][-1]:.3g} to "
-                         f"{norms[order][0]:.3g}", f"dimension {xi.shape[-1]}"))
+    title(
+        fig,
+        f"{count} of {len(xi)} Hopfield memories, largest norm first, row by row "
+        "(decoded as patches; each patch rescaled to its own min-max)",
+        _model_caption(
+            model,
+            name,
+            f"memory norms {norms[order][-1]:.3g} to {norms[order][0]:.3g}",
+            f"dimension {xi.shape[-1]}",
+        ),
+    )
     return fig, {"indices": order, "norms": norms[order], "decoded": decoded, "ranges": ranges}
 
 
@@ -348,8 +400,9 @@ def attention_weights_figure(model, *, name: str | None = None):
     """
     att = model.core.attention
     h, y, _ = att.Wq.shape
-    fig = Figure(figsize=(max(0.45 * y + 1.0, 4.8), 2 * (0.5 * h + 0.6) + 0.9), dpi=100,
-                 layout="constrained")
+    fig = Figure(
+        figsize=(max(0.45 * y + 1.0, 4.8), 2 * (0.5 * h + 0.6) + 0.9), dpi=100, layout="constrained"
+    )
     axes = fig.subplots(2, 1)
     data = {}
     for ax, matrix in zip(axes, ("Wq", "Wk")):
@@ -359,10 +412,14 @@ def attention_weights_figure(model, *, name: str | None = None):
         _show(ax, mosaic(tiles, y), matrix)
         data[matrix] = decoded.reshape(h, y, -1)
         data[f"{matrix}_ranges"] = ranges.reshape(h, y, 2)
-    title(fig, "Rows of the attention weights Wq and Wk decoded as patches: a row per head, "
-          f"{y} per head (each patch rescaled to its own min-max)",
-          _model_caption(model, name, f"{h} head{'s' if h != 1 else ''}",
-                         f"dimension {att.Wq.shape[-1]}"))
+    title(
+        fig,
+        "Rows of the attention weights Wq and Wk decoded as patches: a row per head, "
+        f"{y} per head (each patch rescaled to its own min-max)",
+        _model_caption(
+            model, name, f"{h} head{'s' if h != 1 else ''}", f"dimension {att.Wq.shape[-1]}"
+        ),
+    )
     return fig, data
 
 
@@ -381,13 +438,22 @@ def _video_figure(masked, completed, originals, times, energies, mse, reference,
     caption_lines = wrap(fig, caption_text, TITLE_SIZE).count("\n") + 1
     height_pt = fig.get_figheight() * 72
     title_pt = (caption_lines + 2) * TITLE_SIZE * 1.25 + 6
-    grid = fig.add_gridspec(max(b, 2), 5, width_ratios=[1, 1, 1, 0.42, 3.0],
-                            left=0.02, right=0.98, top=1 - (title_pt + 16) / height_pt,
-                            bottom=36 / height_pt, wspace=0.08, hspace=0.25)
+    grid = fig.add_gridspec(
+        max(b, 2),
+        5,
+        width_ratios=[1, 1, 1, 0.42, 3.0],
+        left=0.02,
+        right=0.98,
+        top=1 - (title_pt + 16) / height_pt,
+        bottom=36 / height_pt,
+        wspace=0.08,
+        hspace=0.25,
+    )
     recon_artists = []
     for r in range(b):
-        for c, (heading, image) in enumerate((("masked input", masked[r]), ("at time t", None),
-                                              ("original", originals[r]))):
+        for c, (heading, image) in enumerate(
+            (("masked input", masked[r]), ("at time t", None), ("original", originals[r]))
+        ):
             ax = fig.add_subplot(grid[r, c])
             _show(ax, completed[r, 0] if image is None else image, heading if r == 0 else None)
             if image is None:
@@ -396,8 +462,10 @@ def _video_figure(masked, completed, originals, times, energies, mse, reference,
     ax_e = fig.add_subplot(grid[:half, 4])
     ax_m = fig.add_subplot(grid[half:, 4], sharex=ax_e)
     inside = ts[0] <= horizon <= ts[-1]
-    for series, ax, ylabel in ((energies, ax_e, "energy E"),
-                               (mse[None], ax_m, "masked MSE\n(normalised units)")):
+    for series, ax, ylabel in (
+        (energies, ax_e, "energy E"),
+        (mse[None], ax_m, "masked MSE\n(normalised units)"),
+    ):
         for row in series:
             ax.plot(ts, row, lw=0.7, alpha=0.5, color="tab:blue")
         ax.plot(ts, series.mean(axis=0), lw=2.0, color="tab:blue")
@@ -408,24 +476,45 @@ def _video_figure(masked, completed, originals, times, energies, mse, reference,
     ax_e.set_xlim(ts[0], ts[-1])
     right = inside and horizon > ts[0] + 0.6 * (ts[-1] - ts[0])
     if inside:
-        ax_e.text(horizon, 0.96, f"{label} " if right else f" {label}",
-                  transform=ax_e.get_xaxis_transform(), fontsize=7, va="top",
-                  ha="right" if right else "left", color="0.3")
+        ax_e.text(
+            horizon,
+            0.96,
+            f"{label} " if right else f" {label}",
+            transform=ax_e.get_xaxis_transform(),
+            fontsize=7,
+            va="top",
+            ha="right" if right else "left",
+            color="0.3",
+        )
     else:
         side = "beyond" if horizon > ts[-1] else "before"
-        ax_e.text(0.98, 0.96, f"{label} t = {horizon:.3g}: {side} the last frame \u2192"
-                  if side == "beyond" else f"\u2190 {label} t = {horizon:.3g}",
-                  transform=ax_e.transAxes, fontsize=7, va="top", ha="right", color="0.3")
+        ax_e.text(
+            0.98,
+            0.96,
+            f"{label} t = {horizon:.3g}: {side} the last frame \u2192"
+            if side == "beyond"
+            else f"\u2190 {label} t = {horizon:.3g}",
+            transform=ax_e.transAxes,
+            fontsize=7,
+            va="top",
+            ha="right",
+            color="0.3",
+        )
     ax_e.tick_params(labelbottom=False)
     ax_m.set_xlabel("t (tau)", fontsize=8)
     cursors = [ax.axvline(ts[0], color="tab:red", lw=1.0) for ax in (ax_e, ax_m)]
     mean_energy = energies.mean(axis=0)
-    dots = [ax_e.plot([ts[0]], [mean_energy[0]], "o", color="tab:red", clip_on=False)[0],
-            ax_m.plot([ts[0]], [mse[0]], "o", color="tab:red", clip_on=False)[0]]
+    dots = [
+        ax_e.plot([ts[0]], [mean_energy[0]], "o", color="tab:red", clip_on=False)[0],
+        ax_m.plot([ts[0]], [mse[0]], "o", color="tab:red", clip_on=False)[0],
+    ]
     title = fig.suptitle("", fontsize=TITLE_SIZE, y=1 - 3 / height_pt, va="top")
-    where = (f"dashed: the {label} t = {horizon:.3g}" if inside else
-             f"the {label} t = {horizon:.3g} lies outside the frames' times "
-             f"{ts[0]:.3g} to {ts[-1]:.3g}")
+    where = (
+        f"dashed: the {label} t = {horizon:.3g}"
+        if inside
+        else f"the {label} t = {horizon:.3g} lies outside the frames' times "
+        f"{ts[0]:.3g} to {ts[-1]:.3g}"
+    )
 
     def show(k, note=""):
         for r, artist in enumerate(recon_artists):
@@ -434,18 +523,35 @@ def _video_figure(masked, completed, originals, times, energies, mse, reference,
             cursor.set_xdata([ts[k], ts[k]])
         dots[0].set_data([ts[k]], [mean_energy[k]])
         dots[1].set_data([ts[k]], [mse[k]])
-        title.set_text(wrap(fig, f"Energy-trajectory video, frame {k + 1} of {ts.size}: "
-                            f"t = {ts[k]:.3g} tau, mean E = {mean_energy[k]:.4g}, masked MSE "
-                            f"= {mse[k]:.4f} (normalised units)", TITLE_SIZE)
-                       + "\n" + wrap(fig, caption_text, TITLE_SIZE) + "\n"
-                       + wrap(fig, note or where, TITLE_SIZE))
+        title.set_text(
+            wrap(
+                fig,
+                f"Energy-trajectory video, frame {k + 1} of {ts.size}: "
+                f"t = {ts[k]:.3g} tau, mean E = {mean_energy[k]:.4g}, masked MSE "
+                f"= {mse[k]:.4f} (normalised units)",
+                TITLE_SIZE,
+            )
+            + "\n"
+            + wrap(fig, caption_text, TITLE_SIZE)
+            + "\n"
+            + wrap(fig, note or where, TITLE_SIZE)
+        )
         return figure_to_frame(fig)
 
     return fig, show
 
 
-def energy_video_frames(model, images, masking: Masking, times, *, reference=None,
-                        name: str | None = None, still: bool = False, **options):
+def energy_video_frames(
+    model,
+    images,
+    masking: Masking,
+    times,
+    *,
+    reference=None,
+    name: str | None = None,
+    still: bool = False,
+    **options,
+):
     """Figure 8, the energy-trajectory video: one frame per time in `times`, each showing,
     per image (a row), the masked input, the completion at time t (the decoded tokens
     on the occluded patches, the original elsewhere) and the original, beside the
@@ -480,21 +586,37 @@ def energy_video_frames(model, images, masking: Masking, times, *, reference=Non
     masked = masked_display(model, np.asarray(images), masking)
     energies, mse, ts = traj["energies"], traj["mse"], traj["times"]
     steps = frame_steps(traj["options"], ts)
-    text = caption(None, samples=samples_text(None, len(images), "images"),
-                   horizon=f"frames from t = {ts[0]:.3g} to {ts[-1]:.3g} tau",
-                   flow=traj["options"].get("flow"), dtype=str(model_dtype(model.core)),
-                   solver=traj["options"], extra=[steps["sentence"]])
+    text = caption(
+        None,
+        samples=samples_text(None, len(images), "images"),
+        horizon=f"frames from t = {ts[0]:.3g} to {ts[-1]:.3g} tau",
+        flow=traj["options"].get("flow"),
+        dtype=str(model_dtype(model.core)),
+        solver=traj["options"],
+        extra=[steps["sentence"]],
+    )
     if name:
         text = f"model {name}" + SEPARATOR + text
-    fig, show = _video_figure(masked, completed, np.asarray(images), ts, energies, mse,
-                              (horizon, label), text)
+    fig, show = _video_figure(
+        masked, completed, np.asarray(images), ts, energies, mse, (horizon, label), text
+    )
     frames = [show(k) for k in range(len(ts))]
     index, note = still_frame(ts, horizon, label)
-    data = {"times": ts, "energies": energies, "mean_energy": energies.mean(axis=0),
-            "mse": mse, "mse_per_image": traj["mse_per_image"], "reference_time": horizon,
-            "reference_label": label, "still_frame": index, "still_note": note,
-            "interpolated_frames": steps["interpolated"], "frames_note": steps["sentence"],
-            "options": traj["options"], "stats": traj["stats"]}
+    data = {
+        "times": ts,
+        "energies": energies,
+        "mean_energy": energies.mean(axis=0),
+        "mse": mse,
+        "mse_per_image": traj["mse_per_image"],
+        "reference_time": horizon,
+        "reference_label": label,
+        "still_frame": index,
+        "still_note": note,
+        "interpolated_frames": steps["interpolated"],
+        "frames_note": steps["sentence"],
+        "options": traj["options"],
+        "stats": traj["stats"],
+    }
     if still:
         show(index, note)
         return frames, data, fig

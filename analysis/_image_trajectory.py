@@ -48,15 +48,18 @@ def reference_time(model, images=None, masking: Masking | None = None) -> tuple[
     if model.dynamics.fixed_point_atol is None:
         return float(model.dynamics.t1), "training horizon"
     if images is None or masking is None:
-        raise ValueError("a fixed-point model's stop time depends on the data: pass images "
-                         "and masking.")
-    _, sol = model.reconstruct(normalised_patches(model, images), masking, adjoint="checkpoint",
-                               throw=False)  # a sample stopped by the cap counts at the cap
+        raise ValueError(
+            "a fixed-point model's stop time depends on the data: pass images and masking."
+        )
+    _, sol = model.reconstruct(
+        normalised_patches(model, images), masking, adjoint="checkpoint", throw=False
+    )  # a sample stopped by the cap counts at the cap
     return float(np.mean(np.asarray(sol.t_final))), "fixed-point stop (mean)"
 
 
-def trajectory_options(model, horizon: float, *, solver=None, dt0=None, rtol=None,
-                       atol=None, max_steps=None) -> dict:
+def trajectory_options(
+    model, horizon: float, *, solver=None, dt0=None, rtol=None, atol=None, max_steps=None
+) -> dict:
     """The `solvers.solve` options of a trajectory to `horizon` (in tau) with the
     model's dynamics, or `solver`/`dt0`/`rtol`/`atol` when given (a given `solver`
     replaces the model's tolerances by the given ones, None: constant steps). The
@@ -74,8 +77,9 @@ def trajectory_options(model, horizon: float, *, solver=None, dt0=None, rtol=Non
     if not horizon > 0:
         raise ValueError(f"the horizon must be positive (got {horizon}).")
     if max_steps is None:
-        steps = solvers.constant_step_count(0.0, horizon, options["dt0"], options["rtol"],
-                                            options["atol"])
+        steps = solvers.constant_step_count(
+            0.0, horizon, options["dt0"], options["rtol"], options["atol"]
+        )
         max_steps = max(int(options["max_steps"] or 0), 4096 if steps is None else steps)
     options.update(t1=float(horizon), adjoint="checkpoint", stop=None, max_steps=int(max_steps))
     return options
@@ -111,10 +115,16 @@ def image_trajectory(model, images, masking: Masking, times, **options) -> dict:
     options used) and `stats` (the solve's statistics).
     """
     times = np.asarray(times, np.float64)
-    if (times.ndim != 1 or times.size < 1 or times[0] < 0 or times[-1] <= 0
-            or np.any(np.diff(times) < 0)):
-        raise ValueError("times must be a non-empty, non-decreasing 1-D array in [0, t_end], "
-                         "t_end > 0.")
+    if (
+        times.ndim != 1
+        or times.size < 1
+        or times[0] < 0
+        or times[-1] <= 0
+        or np.any(np.diff(times) < 0)
+    ):
+        raise ValueError(
+            "times must be a non-empty, non-decreasing 1-D array in [0, t_end], t_end > 0."
+        )
     options = trajectory_options(model, float(times[-1])) | dict(options)
     options["t1"] = float(times[-1])
     patches = normalised_patches(model, images)
@@ -123,16 +133,23 @@ def image_trajectory(model, images, masking: Masking, times, **options) -> dict:
     _, conditions = jax.vmap(model.encode)((patches - mean[:, None]) / std[:, None], masking)
     reconstructions, energies = _decode_and_energy(model, sol.xs, conditions, mean, std)
     occluded = masking.occluded
-    per_image = jax.vmap(lambda r, p, o: jax.vmap(
-        lambda rt: masked_mse(rt[None], p[None], o[None]))(r))(reconstructions, patches, occluded)
+    per_image = jax.vmap(
+        lambda r, p, o: jax.vmap(lambda rt: masked_mse(rt[None], p[None], o[None]))(r)
+    )(reconstructions, patches, occluded)
     pooled = jax.vmap(lambda r: masked_mse(r, patches, occluded), in_axes=1)(reconstructions)
     return {
-        "times": times, "states": np.asarray(sol.xs),
-        "reconstructions": np.asarray(reconstructions), "patches": np.asarray(patches),
-        "energies": np.asarray(energies), "mse": np.asarray(pooled),
-        "mse_per_image": np.asarray(per_image), "conditions": conditions,
-        "context_mean": np.asarray(mean), "context_std": np.asarray(std),
-        "options": options, "stats": sol.stats,
+        "times": times,
+        "states": np.asarray(sol.xs),
+        "reconstructions": np.asarray(reconstructions),
+        "patches": np.asarray(patches),
+        "energies": np.asarray(energies),
+        "mse": np.asarray(pooled),
+        "mse_per_image": np.asarray(per_image),
+        "conditions": conditions,
+        "context_mean": np.asarray(mean),
+        "context_std": np.asarray(std),
+        "options": options,
+        "stats": sol.stats,
     }
 
 
@@ -175,8 +192,10 @@ def frame_steps(options: dict, times) -> dict:
     if count == 0:
         sentence = f"every frame at a step end ({how})"
     else:
-        sentence = (f"{count} of {times.size} frames lie between step ends ({how}): "
-                    "interpolated states (diffrax dense output)")
+        sentence = (
+            f"{count} of {times.size} frames lie between step ends ({how}): "
+            "interpolated states (diffrax dense output)"
+        )
     return {"interpolated": count, "frames": int(times.size), "sentence": sentence}
 
 
@@ -188,8 +207,10 @@ def still_frame(times, reference: float, label: str) -> tuple[int, str]:
     index = int(np.argmin(np.abs(times - reference)))
     at = f"t = {times[index]:.3g}"
     if reference > times[-1] * (1 + 1e-9):
-        return index, (f"still: the last frame ({at}): the {label} t = {reference:.3g} lies "
-                       "beyond the video's horizon")
+        return index, (
+            f"still: the last frame ({at}): the {label} t = {reference:.3g} lies "
+            "beyond the video's horizon"
+        )
     if reference < times[0]:
         return index, f"still: the first frame ({at}), after the {label} t = {reference:.3g}"
     return index, f"still: the frame nearest the {label} t = {reference:.3g} ({at})"

@@ -6,8 +6,11 @@ import numpy as np
 
 from ._plotting import caption, figure, finish, number, title
 
-KIND_MARKERS = {"fold": ("s", "tab:red"), "branch_point": ("D", "tab:purple"),
-                "hopf": ("*", "tab:green")}
+KIND_MARKERS = {
+    "fold": ("s", "tab:red"),
+    "branch_point": ("D", "tab:purple"),
+    "hopf": ("*", "tab:green"),
+}
 KIND_NAMES = {"fold": "fold", "branch_point": "branch point", "hopf": "Hopf"}
 
 
@@ -38,16 +41,20 @@ def _with_bifurcations(branch, values, reference):
             continue
         if "x" in b and reference is not None:
             x = np.asarray(b["x"], float).ravel()
-            observable = (float(x[0]) if x.size == 1
-                          else float(np.sqrt(np.mean((x - reference) ** 2))))
+            observable = (
+                float(x[0]) if x.size == 1 else float(np.sqrt(np.mean((x - reference) ** 2)))
+            )
         else:
             observable = float(np.interp(b["s"], s, value))
-        for series, item in ((p, b["p"]), (value, observable), (stable, stable[at - 1]),
-                             (leading, float(np.asarray(b["eigenvalues"])[0].real)),
-                             (s, b["s"])):
+        for series, item in (
+            (p, b["p"]),
+            (value, observable),
+            (stable, stable[at - 1]),
+            (leading, float(np.asarray(b["eigenvalues"])[0].real)),
+            (s, b["s"]),
+        ):
             series.insert(at, item)
-    return (np.asarray(p), np.asarray(value), np.asarray(stable, bool),
-            np.asarray(leading))
+    return (np.asarray(p), np.asarray(value), np.asarray(stable, bool), np.asarray(leading))
 
 
 def _observable(result, reference):
@@ -56,12 +63,13 @@ def _observable(result, reference):
     x = np.asarray(result["x"], float).reshape(len(result["p"]), -1)
     if x.shape[1] == 1:
         return x[:, 0], "steady state x"
-    return (np.sqrt(np.mean((x - reference) ** 2, axis=1)),
-            "RMS distance of the steady state from the first one")
+    return (
+        np.sqrt(np.mean((x - reference) ** 2, axis=1)),
+        "RMS distance of the steady state from the first one",
+    )
 
 
-def plot_continuation(result, path=None, *, labels=None, observable=None,
-                      observable_label=None):
+def plot_continuation(result, path=None, *, labels=None, observable=None, observable_label=None):
     """The bifurcation diagram of one branch or a list of branches (`continuation`,
     `switch_branch`): left, the steady state (or its RMS distance from the first branch's
     first point; or the per-point entry `observable` of each branch, named
@@ -70,8 +78,7 @@ def plot_continuation(result, path=None, *, labels=None, observable=None,
     `p`, with zero marked. `labels`: a name per branch. Returns the `Figure`."""
     branches = result if isinstance(result, (list, tuple)) else [result]
     labels = labels or [f"branch {i + 1}" for i in range(len(branches))]
-    reference = (None if observable is not None
-                 else np.asarray(branches[0]["x"][0], float).ravel())
+    reference = None if observable is not None else np.asarray(branches[0]["x"][0], float).ravel()
     fig, axes = figure(2, 1, height=3.4)
     found = []
     for number_, (branch, label) in enumerate(zip(branches, labels)):
@@ -84,18 +91,24 @@ def plot_continuation(result, path=None, *, labels=None, observable=None,
         p, value, stable, leading = _with_bifurcations(branch, per_point, reference)
         for ax, y in ((axes[0, 0], value), (axes[0, 1], leading)):
             for start, stop, solid in _runs(stable[1:]):  # segment i ends at point i + 1
-                ax.plot(p[start:stop + 1], y[start:stop + 1], "-" if solid else "--",
-                        color=colour, lw=1.4)
+                ax.plot(
+                    p[start : stop + 1],
+                    y[start : stop + 1],
+                    "-" if solid else "--",
+                    color=colour,
+                    lw=1.4,
+                )
         axes[0, 0].plot([], [], "-", color=colour, label=f"{label}: stable")
         if not stable[1:].all():
             axes[0, 0].plot([], [], "--", color=colour, label=f"{label}: unstable")
         value_points = per_point
         for b in branch["bifurcations"]:
             marker, colour_b = KIND_MARKERS[b["kind"]]
-            y_b = (float(np.asarray(b["x"], float).ravel()[0])
-                   if observable is None and np.size(b["x"]) == 1
-                   else float(np.interp(b["s"], np.asarray(branch["s"], float),
-                                        value_points)))
+            y_b = (
+                float(np.asarray(b["x"], float).ravel()[0])
+                if observable is None and np.size(b["x"]) == 1
+                else float(np.interp(b["s"], np.asarray(branch["s"], float), value_points))
+            )
             axes[0, 0].plot([b["p"]], [y_b], marker, color=colour_b, ms=7, zorder=5)
             found.append(f"{KIND_NAMES[b['kind']]} at p = {b['p']:.4g}")
     axes[0, 0].set_xlabel("parameter p")
@@ -110,12 +123,15 @@ def plot_continuation(result, path=None, *, labels=None, observable=None,
     axes[0, 1].set_ylabel("Re of the leading eigenvalue (1/time)")
     axes[0, 1].set_title("stability: leading eigenvalue of df/dx", fontsize=9)
     meta = branches[0].get("metadata", {})
-    what = ("Steady states followed in p: " + ("; ".join(found) if found
-                                               else "no bifurcation on the branch"))
-    extra = [f"{sum(len(b['p']) for b in branches)} points",
-             "dense" if branches[0].get("dense") else "matrix-free",
-             f"Newton tol {number(meta['tol'])}" if meta.get("tol") is not None else "",
-             f"parameter {meta['parameter']}" if meta.get("parameter") else ""]
+    what = "Steady states followed in p: " + (
+        "; ".join(found) if found else "no bifurcation on the branch"
+    )
+    extra = [
+        f"{sum(len(b['p']) for b in branches)} points",
+        "dense" if branches[0].get("dense") else "matrix-free",
+        f"Newton tol {number(meta['tol'])}" if meta.get("tol") is not None else "",
+        f"parameter {meta['parameter']}" if meta.get("parameter") else "",
+    ]
     title(fig, what, caption(meta, extra=extra))
     return finish(fig, path)
 
@@ -138,29 +154,51 @@ def plot_basins(result, path=None, *, a=None, b=None, axis_labels=("a", "b")):
     extent = None
     if a is not None and b is not None:
         extent = (float(b[0]), float(b[-1]), float(a[-1]), float(a[0]))
-    ax.imshow(labels + 1, cmap=ListedColormap(colours), vmin=0, vmax=len(colours) - 1,
-              interpolation="nearest", extent=extent, aspect="auto")
+    ax.imshow(
+        labels + 1,
+        cmap=ListedColormap(colours),
+        vmin=0,
+        vmax=len(colours) - 1,
+        interpolation="nearest",
+        extent=extent,
+        aspect="auto",
+    )
     ax.set_xlabel(f"{axis_labels[1]} (across)")
     ax.set_ylabel(f"{axis_labels[0]} (down)")
-    handles = [Patch(color=colours[i + 1], label=(
-        f"{i + 1}: {att['fraction']:.0%}, E {att['energy']:.4g}, index "
-        f"{'?' if att['morse_index'] is None else att['morse_index']}"))
-        for i, att in enumerate(attractors)]
+    handles = [
+        Patch(
+            color=colours[i + 1],
+            label=(
+                f"{i + 1}: {att['fraction']:.0%}, E {att['energy']:.4g}, index "
+                f"{'?' if att['morse_index'] is None else att['morse_index']}"
+            ),
+        )
+        for i, att in enumerate(attractors)
+    ]
     if result.get("not_converged"):
-        handles.append(Patch(color=colours[0], label=f"not converged "
-                             f"({result['not_converged']})"))
-    fig.legend(handles=handles, loc="outside lower center", fontsize=7, ncols=2,
-               title="attractor: basin, energy, Morse index", title_fontsize=7)
+        handles.append(Patch(color=colours[0], label=f"not converged ({result['not_converged']})"))
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        fontsize=7,
+        ncols=2,
+        title="attractor: basin, energy, Morse index",
+        title_fontsize=7,
+    )
     entropy = result.get("basin_entropy") or {}
     meta = result.get("metadata", {})
-    what = (f"Basins of attraction: {len(attractors)} attractors from "
-            f"{labels.size} starts")
+    what = f"Basins of attraction: {len(attractors)} attractors from {labels.size} starts"
     if entropy:
-        what += (f"; basin entropy {entropy['S_b']:.3g}, on the boundary "
-                 f"{entropy['S_bb']:.3g} (boxes of {entropy['box']} x {entropy['box']})")
-    extra = [f"fixed-point stop RMS G {number(meta['fixed_point_atol'])}"
-             if meta.get("fixed_point_atol") is not None else "",
-             f"match tol {number(meta['match_tol'])}" if meta.get("match_tol") else ""]
+        what += (
+            f"; basin entropy {entropy['S_b']:.3g}, on the boundary "
+            f"{entropy['S_bb']:.3g} (boxes of {entropy['box']} x {entropy['box']})"
+        )
+    extra = [
+        f"fixed-point stop RMS G {number(meta['fixed_point_atol'])}"
+        if meta.get("fixed_point_atol") is not None
+        else "",
+        f"match tol {number(meta['match_tol'])}" if meta.get("match_tol") else "",
+    ]
     title(fig, what, caption(meta, samples=f"{labels.size} starts", extra=extra))
     return finish(fig, path)
 
@@ -174,8 +212,13 @@ def plot_lyapunov_spectrum(result, path=None):
     times = np.asarray(result["times"], float)
     history = np.asarray(result["history"], float)
     for i in range(history.shape[1]):
-        ax.plot(times, history[:, i], lw=1.2, color=f"C{i % 10}",
-                label=f"lambda_{i + 1} = {result['exponents'][i]:.4g}")
+        ax.plot(
+            times,
+            history[:, i],
+            lw=1.2,
+            color=f"C{i % 10}",
+            label=f"lambda_{i + 1} = {result['exponents'][i]:.4g}",
+        )
     ax.axhline(0.0, color="0.5", lw=0.8)
     ax.set_xscale("log")
     ax.set_xlim(times[0], times[-1])
@@ -183,11 +226,15 @@ def plot_lyapunov_spectrum(result, path=None):
     ax.set_ylabel("running exponent (1/time)")
     ax.legend(fontsize=7, loc="best")
     meta = result.get("metadata", {})
-    what = (f"Lyapunov spectrum, top {history.shape[1]} by the QR method: sum "
-            f"{result['volume_rate']:.4g} (the mean divergence)")
+    what = (
+        f"Lyapunov spectrum, top {history.shape[1]} by the QR method: sum "
+        f"{result['volume_rate']:.4g} (the mean divergence)"
+    )
     if result.get("neutral"):
         what += f", {result['neutral']} neutral directions by construction"
-    extra = [f"renormalised every {number(result['renormalise'])}",
-             f"transient {number(result['transient'])}"]
+    extra = [
+        f"renormalised every {number(result['renormalise'])}",
+        f"transient {number(result['transient'])}",
+    ]
     title(fig, what, caption(meta, horizon=f"t1 = {number(result['t1'])}", extra=extra))
     return finish(fig, path)

@@ -47,18 +47,24 @@ DECAY_LAWS = ("exponential", "power law")
 
 @eqx.filter_jit
 def _quantities(model, x, args):
-    return dict(energy=model.energy(x, args), residual_rms=solvers.rms(model.residual(x, args)),
-                scales=token_scales(model, x, args))
+    return dict(
+        energy=model.energy(x, args),
+        residual_rms=solvers.rms(model.residual(x, args)),
+        scales=token_scales(model, x, args),
+    )
 
 
 def _segment_stats(sol) -> dict:
     stats = sol.stats
     switches, implicit = stats.get("num_switches"), stats.get("implicit_steps")
-    return dict(accepted=int(stats["num_accepted_steps"]),
-                rejected=int(stats["num_rejected_steps"]), nfe=int(stats["nfe"]),
-                stop_reason=stats["stop_reason"],
-                switches=None if switches is None else int(np.asarray(switches)),
-                implicit=None if implicit is None else int(np.asarray(implicit)))
+    return dict(
+        accepted=int(stats["num_accepted_steps"]),
+        rejected=int(stats["num_rejected_steps"]),
+        nfe=int(stats["nfe"]),
+        stop_reason=stats["stop_reason"],
+        switches=None if switches is None else int(np.asarray(switches)),
+        implicit=None if implicit is None else int(np.asarray(implicit)),
+    )
 
 
 def _trajectory(model, x0, args, times, flow, options, hold_tol, error_fn):
@@ -66,8 +72,17 @@ def _trajectory(model, x0, args, times, flow, options, hold_tol, error_fn):
     previous end), and per interval the solver's statistics. `state_times`: the time
     each recorded state belongs to (a held record's is where the hold began)."""
     records = dict(energy=[], residual_rms=[], scales=[], error=[], held=[], state_times=[])
-    seg = dict(t0=[], t1=[], accepted=[], rejected=[], nfe=[], stop_reason=[], switches=[],
-               implicit=[], mean_step=[])
+    seg = dict(
+        t0=[],
+        t1=[],
+        accepted=[],
+        rejected=[],
+        nfe=[],
+        stop_reason=[],
+        switches=[],
+        implicit=[],
+        mean_step=[],
+    )
     x, held, t_stop, t_state = x0, False, None, float(times[0])
 
     def record(x, is_held, t_state):
@@ -83,8 +98,17 @@ def _trajectory(model, x0, args, times, flow, options, hold_tol, error_fn):
     for start, end in zip(times[:-1], times[1:]):
         if not held:
             stop = None if hold_tol is None else solvers.FixedPointStop(atol=hold_tol)
-            sol = solvers.solve(model, x, args=args, t0=float(start), t1=float(end), flow=flow,
-                                stop=stop, throw=False, **options)
+            sol = solvers.solve(
+                model,
+                x,
+                args=args,
+                t0=float(start),
+                t1=float(end),
+                flow=flow,
+                stop=stop,
+                throw=False,
+                **options,
+            )
             s = _segment_stats(sol)
             ok = s["stop_reason"] in ("t1", "fixed_point", "not_converged")  # last: t1, no stop
             for key in ("accepted", "rejected", "nfe", "stop_reason", "switches", "implicit"):
@@ -108,11 +132,15 @@ def _trajectory(model, x0, args, times, flow, options, hold_tol, error_fn):
         out.update(scales_median=None, scales_min=None, scales_max=None)
     else:
         scales = np.asarray(scales)
-        out.update(scales_median=np.median(scales, axis=-1), scales_min=scales.min(axis=-1),
-                   scales_max=scales.max(axis=-1))
+        out.update(
+            scales_median=np.median(scales, axis=-1),
+            scales_min=scales.min(axis=-1),
+            scales_max=scales.max(axis=-1),
+        )
     out.update(x_end=np.asarray(x), t_hold=t_stop)
-    out["segments"] = {k: (np.asarray(v, float) if k in ("t0", "t1", "mean_step") else v)
-                       for k, v in seg.items()}
+    out["segments"] = {
+        k: (np.asarray(v, float) if k in ("t0", "t1", "mean_step") else v) for k, v in seg.items()
+    }
     return out
 
 
@@ -148,13 +176,24 @@ def fixed_point_time(times, values, tol: float) -> dict:
 def _line(u, y) -> dict:
     slope, intercept = np.polyfit(u, y, 1)
     resid = y - (slope * u + intercept)
-    return dict(slope=float(slope), intercept=float(intercept),
-                rms_log_residual=float(np.sqrt(np.mean(resid**2))),
-                r2=float(1.0 - resid.var() / max(y.var(), 1e-300)))
+    return dict(
+        slope=float(slope),
+        intercept=float(intercept),
+        rms_log_residual=float(np.sqrt(np.mean(resid**2))),
+        r2=float(1.0 - resid.var() / max(y.var(), 1e-300)),
+    )
 
 
-def fit_decay_laws(times, values, *, floor: float, start: float = 0.8,
-                   min_points: int = 4, late_points: int = 3, decide: float = 1.5) -> dict:
+def fit_decay_laws(
+    times,
+    values,
+    *,
+    floor: float,
+    start: float = 0.8,
+    min_points: int = 4,
+    late_points: int = 3,
+    decide: float = 1.5,
+) -> dict:
     """Which law a decaying trace (RMS G) follows: exponential, `log g = a - rate t`, or
     a power law, `log g = a - exponent log t`, both least-squares fits to the same points,
     the one with the smaller RMS residual of `log g` chosen when the other's is more
@@ -179,9 +218,20 @@ def fit_decay_laws(times, values, *, floor: float, start: float = 0.8,
     mode's, where `rate` averages over the transient too), `window` (`[t_first,
     t_last]`), `n_points`, `floor`, `start`, `decide`, `reason`."""
     t, g = np.asarray(times, float), np.asarray(values, float)
-    out = dict(law=None, rate=None, exponential=None, power_law=None, residual_ratio=None,
-               late=None, window=None, n_points=0, floor=float(floor), start=float(start),
-               decide=float(decide), reason="")
+    out = dict(
+        law=None,
+        rate=None,
+        exponential=None,
+        power_law=None,
+        residual_ratio=None,
+        late=None,
+        window=None,
+        n_points=0,
+        floor=float(floor),
+        start=float(start),
+        decide=float(decide),
+        reason="",
+    )
     ok = np.isfinite(t) & np.isfinite(g) & (g > 0) & (t > 0)
     if not ok.any():
         return dict(out, reason="no positive RMS G recorded after t = 0")
@@ -195,8 +245,9 @@ def fit_decay_laws(times, values, *, floor: float, start: float = 0.8,
             peak, lowest = int(k), g[k]
         lowest = min(lowest, g[k])
     rebound = peak != highest
-    descent = (f"the final descent from RMS G {g[peak]:.3g} at t = {t[peak]:.3g}"
-               + (" (where it had risen again)" if rebound else ""))
+    descent = f"the final descent from RMS G {g[peak]:.3g} at t = {t[peak]:.3g}" + (
+        " (where it had risen again)" if rebound else ""
+    )
     falling = ok & (index >= peak) & (g <= start * g[peak])
     if not falling.any():
         return dict(out, reason=f"RMS G never fell to {start:g} x its peak in {descent}")
@@ -204,27 +255,47 @@ def fit_decay_laws(times, values, *, floor: float, start: float = 0.8,
     keep = ok & (index >= first) & (g > floor)
     last = int(np.flatnonzero(keep)[-1]) if keep.any() else first
     keep &= index <= last
-    out.update(window=[float(t[first]), float(t[last])] if keep.any() else None,
-               n_points=int(keep.sum()))
+    out.update(
+        window=[float(t[first]), float(t[last])] if keep.any() else None, n_points=int(keep.sum())
+    )
     if keep.sum() < min_points:
-        advice = ("RMS G is not monotone here (it rose again), so no single law may hold"
-                  if rebound else "record more times")
-        return dict(out, reason=f"only {int(keep.sum())} records of {descent} lie between "
-                    f"{start:g} x its peak and the floor {floor:.3g}, at least {min_points} "
-                    f"needed: {advice}")
+        advice = (
+            "RMS G is not monotone here (it rose again), so no single law may hold"
+            if rebound
+            else "record more times"
+        )
+        return dict(
+            out,
+            reason=f"only {int(keep.sum())} records of {descent} lie between "
+            f"{start:g} x its peak and the floor {floor:.3g}, at least {min_points} "
+            f"needed: {advice}",
+        )
     y = np.log(g[keep])
     exp, power = _line(t[keep], y), _line(np.log(t[keep]), y)
-    out["exponential"] = dict(rate=-exp["slope"], log_amplitude=exp["intercept"],
-                              rms_log_residual=exp["rms_log_residual"], r2=exp["r2"])
-    out["power_law"] = dict(exponent=-power["slope"], log_amplitude=power["intercept"],
-                            rms_log_residual=power["rms_log_residual"], r2=power["r2"])
-    chosen, other = (exp, power) if exp["rms_log_residual"] <= power["rms_log_residual"] else (
-        power, exp)
-    out["residual_ratio"] = float(other["rms_log_residual"] / max(chosen["rms_log_residual"],
-                                                                   1e-300))
+    out["exponential"] = dict(
+        rate=-exp["slope"],
+        log_amplitude=exp["intercept"],
+        rms_log_residual=exp["rms_log_residual"],
+        r2=exp["r2"],
+    )
+    out["power_law"] = dict(
+        exponent=-power["slope"],
+        log_amplitude=power["intercept"],
+        rms_log_residual=power["rms_log_residual"],
+        r2=power["r2"],
+    )
+    chosen, other = (
+        (exp, power) if exp["rms_log_residual"] <= power["rms_log_residual"] else (power, exp)
+    )
+    out["residual_ratio"] = float(
+        other["rms_log_residual"] / max(chosen["rms_log_residual"], 1e-300)
+    )
     if out["residual_ratio"] < decide:
-        return dict(out, law="undecided", reason=(
-            f"the two fits' residuals are within {decide:g}x of each other"))
+        return dict(
+            out,
+            law="undecided",
+            reason=(f"the two fits' residuals are within {decide:g}x of each other"),
+        )
     if chosen["slope"] >= 0:
         return dict(out, law="not decaying", reason="the better fit rises")
     out["law"] = "exponential" if chosen is exp else "power law"
@@ -234,8 +305,9 @@ def fit_decay_laws(times, values, *, floor: float, start: float = 0.8,
     late = np.flatnonzero(keep)[-late_points:]
     u = t[late] if chosen is exp else np.log(t[late])
     fit = _line(u, np.log(g[late]))
-    out["late"] = dict(rate=-fit["slope"], window=[float(t[late[0]]), float(t[late[-1]])],
-                       n_points=int(late.size))
+    out["late"] = dict(
+        rate=-fit["slope"], window=[float(t[late[0]]), float(t[late[-1]])], n_points=int(late.size)
+    )
     return out
 
 
@@ -266,8 +338,13 @@ def energy_reference(flows: dict) -> dict:
         if best is None or energy[k] < best[0]:
             best = (float(energy[k]), flow, float(rec["state_times"][k]))
     if best is None:
-        return dict(value=None, flow=None, time=None, at_fixed_point=False,
-                    label="no finite energy recorded")
+        return dict(
+            value=None,
+            flow=None,
+            time=None,
+            at_fixed_point=False,
+            label="no finite energy recorded",
+        )
     value, flow, time = best
     t_fp = flows[flow].get("t_fixed_point")
     at_fixed_point = t_fp is not None and time >= t_fp
@@ -275,13 +352,24 @@ def energy_reference(flows: dict) -> dict:
         label = f"E at the {flow} flow's fixed point"
     else:
         label = f"the lowest E recorded (the {flow} flow at t = {_g(time)}, not a fixed point)"
-    return dict(value=value, flow=flow, time=time, at_fixed_point=bool(at_fixed_point),
-                label=label)
+    return dict(value=value, flow=flow, time=time, at_fixed_point=bool(at_fixed_point), label=label)
 
 
-def finite_time_lyapunov(model, x, args=None, *, flow="projected", horizons=(1.0, 10.0, 100.0),
-                         directions=4, segment=2.0, seed=0, solver="tsit5", rtol=1e-10,
-                         atol=1e-12, max_steps=100_000) -> dict:
+def finite_time_lyapunov(
+    model,
+    x,
+    args=None,
+    *,
+    flow="projected",
+    horizons=(1.0, 10.0, 100.0),
+    directions=4,
+    segment=2.0,
+    seed=0,
+    solver="tsit5",
+    rtol=1e-10,
+    atol=1e-12,
+    max_steps=100_000,
+) -> dict:
     """Growth of small perturbations of `x: [N, D]` over several horizons, in float64.
 
     `model`: any `solvers.EnergySystem` (`energy`, `vector_field`, `residual`; refused
@@ -317,30 +405,64 @@ def finite_time_lyapunov(model, x, args=None, *, flow="projected", horizons=(1.0
     total, exponents = np.zeros(directions), []
     for start, end in zip(edges[:-1], edges[1:]):
         y = jnp.concatenate([xs, dx], axis=1)
-        sol = solvers.solve(system, y, args=args64, t0=float(start), t1=float(end),
-                            solver=solver, rtol=rtol, atol=atol, flow=flow,
-                            max_steps=max_steps)
+        sol = solvers.solve(
+            system,
+            y,
+            args=args64,
+            t0=float(start),
+            t1=float(end),
+            solver=solver,
+            rtol=rtol,
+            atol=atol,
+            flow=flow,
+            max_steps=max_steps,
+        )
         xs, dx = sol.x_final[:, :n_tokens], sol.x_final[:, n_tokens:]
         dx, growth = normalise(model64, xs, dx, args64)
         total += np.log(np.asarray(growth))
         if np.any(np.isclose(end, horizons)):
             exponents.append(total / end)
     exponents = np.stack(exponents, axis=1)
-    return dict(horizons=horizons, exponents=exponents, median=np.median(exponents, axis=0),
-                max=exponents.max(axis=0), flow=flow, directions=int(directions),
-                segment=float(segment), seed=int(seed), solver=solver, rtol=rtol, atol=atol,
-                coordinates="g" if has(model, "energy_coordinates") else "x")
+    return dict(
+        horizons=horizons,
+        exponents=exponents,
+        median=np.median(exponents, axis=0),
+        max=exponents.max(axis=0),
+        flow=flow,
+        directions=int(directions),
+        segment=float(segment),
+        seed=int(seed),
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        coordinates="g" if has(model, "energy_coordinates") else "x",
+    )
 
 
-def long_horizon(model, x0, args=None, *, flows=FLOWS, t1: float = 1e4, n_times: int = 41,
-                 t_first: float = 1e-2, solver: str | dict | None = None, rtol: float = 1e-4,
-                 atol: float = 1e-6, max_steps: int = 200_000,
-                 hold_tol: float | str | None = None,
-                 fixed_point_tol: float | str = "auto", fit_start: float = 0.8,
-                 fit_floor: float | None = None,
-                 error_fn=None, error_name: str = "masked MSE",
-                 lyapunov_horizons=(1.0, 10.0, 100.0), lyapunov_directions: int = 4,
-                 lyapunov_segment: float = 2.0, seed: int = 0) -> dict:
+def long_horizon(
+    model,
+    x0,
+    args=None,
+    *,
+    flows=FLOWS,
+    t1: float = 1e4,
+    n_times: int = 41,
+    t_first: float = 1e-2,
+    solver: str | dict | None = None,
+    rtol: float = 1e-4,
+    atol: float = 1e-6,
+    max_steps: int = 200_000,
+    hold_tol: float | str | None = None,
+    fixed_point_tol: float | str = "auto",
+    fit_start: float = 0.8,
+    fit_floor: float | None = None,
+    error_fn=None,
+    error_name: str = "masked MSE",
+    lyapunov_horizons=(1.0, 10.0, 100.0),
+    lyapunov_directions: int = 4,
+    lyapunov_segment: float = 2.0,
+    seed: int = 0,
+) -> dict:
     """Each flow from `x0: [N, D]` to `t1`, recorded at `n_times` log-spaced times, and
     finite-time Lyapunov exponents of its end state.
 
@@ -421,62 +543,98 @@ def long_horizon(model, x0, args=None, *, flows=FLOWS, t1: float = 1e4, n_times:
         raise ValueError(f"unknown flow {unknown[0]!r}: choose from {', '.join(FLOWS)}.")
     dtype = model_dtype(model)
     times = log_times(t_first, t1, n_times - 1, start=0.0)
-    per_flow = solver if isinstance(solver, dict) else {
-        f: (DEFAULT_SOLVERS[f] if solver is None else solver) for f in FLOWS}
+    per_flow = (
+        solver
+        if isinstance(solver, dict)
+        else {f: (DEFAULT_SOLVERS[f] if solver is None else solver) for f in FLOWS}
+    )
     tol = 10.0 * rtol if hold_tol == "auto" else hold_tol
     fp_tol = 10.0 * rtol if fixed_point_tol == "auto" else float(fixed_point_tol)
     floor = fp_tol if fit_floor is None else float(fit_floor)
     out = dict(times=times, flows={})
     for flow in flows:
         options = dict(solver=per_flow[flow], rtol=rtol, atol=atol, max_steps=max_steps)
-        rec = _trajectory(model, x0, args, times, flow, options,
-                          tol if flow == "projected" else None, error_fn)
+        rec = _trajectory(
+            model, x0, args, times, flow, options, tol if flow == "projected" else None, error_fn
+        )
         seg = rec["segments"]
-        rec["solver"] = per_flow[flow] if isinstance(per_flow[flow], str) else type(
-            per_flow[flow]).__name__
+        rec["solver"] = (
+            per_flow[flow] if isinstance(per_flow[flow], str) else type(per_flow[flow]).__name__
+        )
         rec["total_steps"] = int(sum(seg["accepted"]) + sum(seg["rejected"]))
         rec["total_nfe"] = int(sum(seg["nfe"]))
-        rec["total_switches"] = (None if any(s is None for s in seg["switches"])
-                                 else int(sum(seg["switches"])))
-        rec["scale_growth_per_tau"] = (None if rec["scales_median"] is None else
-                                       _slope(times, rec["scales_median"], t1 / 10, t1))
+        rec["total_switches"] = (
+            None if any(s is None for s in seg["switches"]) else int(sum(seg["switches"]))
+        )
+        rec["scale_growth_per_tau"] = (
+            None
+            if rec["scales_median"] is None
+            else _slope(times, rec["scales_median"], t1 / 10, t1)
+        )
         crossing = fixed_point_time(rec["state_times"], rec["residual_rms"], fp_tol)
-        rec.update(t_fixed_point=crossing["t"], t_fixed_point_bracket=crossing["bracket"],
-                   fixed_point_stays=crossing["stays_below"])
+        rec.update(
+            t_fixed_point=crossing["t"],
+            t_fixed_point_bracket=crossing["bracket"],
+            fixed_point_stays=crossing["stays_below"],
+        )
         # each integrated state once: the live records and the state a hold began at
         once = ~rec["held"]
         if rec["held"].any():
             once[int(np.argmax(rec["held"]))] = True
         g_once = rec["residual_rms"][once]
         flow_floor = fp_tol if fit_floor is None else float(fit_floor)
-        rec["decay"] = fit_decay_laws(rec["state_times"][once], g_once, floor=flow_floor,
-                                      start=fit_start)
+        rec["decay"] = fit_decay_laws(
+            rec["state_times"][once], g_once, floor=flow_floor, start=fit_start
+        )
         rec["lyapunov"] = None
         if len(lyapunov_horizons) and np.all(np.isfinite(rec["x_end"])):
             rec["lyapunov"] = finite_time_lyapunov(
-                model, rec["x_end"], args, flow=flow, horizons=lyapunov_horizons,
-                directions=lyapunov_directions, segment=lyapunov_segment, seed=seed)
+                model,
+                rec["x_end"],
+                args,
+                flow=flow,
+                horizons=lyapunov_horizons,
+                directions=lyapunov_directions,
+                segment=lyapunov_segment,
+                seed=seed,
+            )
         out["flows"][flow] = rec
     reference = energy_reference(out["flows"])
     out["energy_reference"] = reference
     for rec in out["flows"].values():
-        rec["energy_above_reference"] = (rec["energy"] - reference["value"]
-                                         if reference["value"] is not None
-                                         else np.full_like(rec["energy"], np.nan))
+        rec["energy_above_reference"] = (
+            rec["energy"] - reference["value"]
+            if reference["value"] is not None
+            else np.full_like(rec["energy"], np.nan)
+        )
     out["metadata"] = metadata(
-        study="long_horizon", dtype=dtype, flows=list(flows),
-        solver={f: out["flows"][f]["solver"] for f in flows}, rtol=rtol, atol=atol, t1=t1,
-        n_times=n_times, max_steps=max_steps, hold_tol=tol, fixed_point_tol=fp_tol,
-        fit_start=fit_start, fit_floor=floor, error=error_name if error_fn is not None else None,
-        model_type=type(model).__name__, token_scales=has(model, "token_scales"),
-        seeds=dict(lyapunov=seed), lyapunov_horizons=list(map(float, lyapunov_horizons)),
+        study="long_horizon",
+        dtype=dtype,
+        flows=list(flows),
+        solver={f: out["flows"][f]["solver"] for f in flows},
+        rtol=rtol,
+        atol=atol,
+        t1=t1,
+        n_times=n_times,
+        max_steps=max_steps,
+        hold_tol=tol,
+        fixed_point_tol=fp_tol,
+        fit_start=fit_start,
+        fit_floor=floor,
+        error=error_name if error_fn is not None else None,
+        model_type=type(model).__name__,
+        token_scales=has(model, "token_scales"),
+        seeds=dict(lyapunov=seed),
+        lyapunov_horizons=list(map(float, lyapunov_horizons)),
         energy_reference=reference["label"],
-        coordinates=("RMS G over the N D entries of the residual; s_A of x; FTLE of |dg|"
-                     if has(model, "energy_coordinates") else
-                     "RMS G over the N D entries of the residual; FTLE of |dx|"),
+        coordinates=(
+            "RMS G over the N D entries of the residual; s_A of x; FTLE of |dg|"
+            if has(model, "energy_coordinates")
+            else "RMS G over the N D entries of the residual; FTLE of |dx|"
+        ),
         step_sizes="mean accepted step per recorded interval",
         fixed_point_time="first crossing of fixed_point_tol, interpolated linearly in "
-                         "log RMS G between the two records around it",
+        "log RMS G between the two records around it",
     )
     out["findings"] = long_horizon_findings(out)
     return out
@@ -501,20 +659,28 @@ def _law_text(decay: dict) -> str:
     res_e, res_p = _g(exp["rms_log_residual"], 2), _g(power["rms_log_residual"], 2)
     late = decay.get("late") or {}
     if law == "exponential":
-        return (f"RMS G decayed exponentially at rate {_g(exp['rate'])}/tau (RMS log "
-                f"residual {res_e}; {power_text}: {res_p}){span}; over the last "
-                f"{late['n_points']} (from t = {_g(late['window'][0])}) at "
-                f"{_g(late['rate'])}/tau")
+        return (
+            f"RMS G decayed exponentially at rate {_g(exp['rate'])}/tau (RMS log "
+            f"residual {res_e}; {power_text}: {res_p}){span}; over the last "
+            f"{late['n_points']} (from t = {_g(late['window'][0])}) at "
+            f"{_g(late['rate'])}/tau"
+        )
     if law == "power law":
-        return (f"RMS G decayed like a power of t, t^-{_g(power['exponent'])} (RMS log "
-                f"residual {res_p}; {exp_text}: {res_e}){span}; over the last "
-                f"{late['n_points']} (from t = {_g(late['window'][0])}) like "
-                f"t^-{_g(late['rate'])}")
+        return (
+            f"RMS G decayed like a power of t, t^-{_g(power['exponent'])} (RMS log "
+            f"residual {res_p}; {exp_text}: {res_e}){span}; over the last "
+            f"{late['n_points']} (from t = {_g(late['window'][0])}) like "
+            f"t^-{_g(late['rate'])}"
+        )
     if law == "undecided":
-        return (f"RMS G's decay law is undecided{span}: {exp_text} and {power_text} fit "
-                f"about equally (RMS log residuals {res_e} and {res_p})")
-    return (f"RMS G did not decay{span} (the better fit rises: {exp_text}, residual "
-            f"{res_e}; {power_text}, residual {res_p})")
+        return (
+            f"RMS G's decay law is undecided{span}: {exp_text} and {power_text} fit "
+            f"about equally (RMS log residuals {res_e} and {res_p})"
+        )
+    return (
+        f"RMS G did not decay{span} (the better fit rises: {exp_text}, residual "
+        f"{res_e}; {power_text}, residual {res_p})"
+    )
 
 
 def long_horizon_findings(result: dict) -> list[str]:
@@ -531,21 +697,28 @@ def long_horizon_findings(result: dict) -> list[str]:
         g = np.asarray(rec["residual_rms"], float)
         reached = rec["segments"]["t1"][-1] if len(rec["segments"]["t1"]) else 0.0
         if rec.get("t_hold") is not None:
-            end = (f"stopped at a fixed point (RMS G {_g(g[-1])}, hold_tol "
-                   f"{_g(meta.get('hold_tol'))}) at t = {_g(rec['t_hold'])} and was held "
-                   f"from there to {_g(t1)}")
+            end = (
+                f"stopped at a fixed point (RMS G {_g(g[-1])}, hold_tol "
+                f"{_g(meta.get('hold_tol'))}) at t = {_g(rec['t_hold'])} and was held "
+                f"from there to {_g(t1)}"
+            )
         else:
             end = f"ran to t = {_g(reached)}"
-        switches = ("" if rec["total_switches"] is None
-                    else f", {rec['total_switches']} stiffness switches")
-        text = (f"The {flow} flow ({rec['solver']}) {end} in {rec['total_steps']} steps "
-                f"({rec['total_nfe']} evaluations{switches}); RMS G went {_g(g[0])} -> "
-                f"{_g(g[-1])}")
+        switches = (
+            "" if rec["total_switches"] is None else f", {rec['total_switches']} stiffness switches"
+        )
+        text = (
+            f"The {flow} flow ({rec['solver']}) {end} in {rec['total_steps']} steps "
+            f"({rec['total_nfe']} evaluations{switches}); RMS G went {_g(g[0])} -> "
+            f"{_g(g[-1])}"
+        )
         if rec.get("t_fixed_point") is not None:
             lo, hi = rec["t_fixed_point_bracket"]
-            text += (f" and reached a fixed point (RMS G < {_g(fp_tol)}) at t = "
-                     f"{_g(rec['t_fixed_point'])} (interpolated between the records at "
-                     f"{_g(lo)} and {_g(hi)})")
+            text += (
+                f" and reached a fixed point (RMS G < {_g(fp_tol)}) at t = "
+                f"{_g(rec['t_fixed_point'])} (interpolated between the records at "
+                f"{_g(lo)} and {_g(hi)})"
+            )
             if rec.get("fixed_point_stays") is False:
                 text += ", but rose above that tolerance again later"
         else:
@@ -554,23 +727,29 @@ def long_horizon_findings(result: dict) -> list[str]:
         text += ". " + law[0].upper() + law[1:] + "."
         if reference.get("value") is not None:
             above = np.asarray(rec["energy_above_reference"], float)[-1]
-            where = (f"{_g(above)} above" if above > _energy_noise(reference["value"])
-                     else "at")
-            text += (f" Its energy ended {where} E_ref = {_g(reference['value'], 6)} "
-                     f"({reference['label']}).")
+            where = f"{_g(above)} above" if above > _energy_noise(reference["value"]) else "at"
+            text += (
+                f" Its energy ended {where} E_ref = {_g(reference['value'], 6)} "
+                f"({reference['label']})."
+            )
         if rec.get("scales_median") is not None:
             s = np.asarray(rec["scales_median"], float)
             text += f" The median token scale went {_g(s[0])} -> {_g(s[-1])}."
         err = np.asarray(rec["error"], float)
         if np.isfinite(err).any():
-            text += (f" The {error_name} went {_g(err[0])} -> {_g(np.nanmin(err))} (min) -> "
-                     f"{_g(err[-1])}.")
+            text += (
+                f" The {error_name} went {_g(err[0])} -> {_g(np.nanmin(err))} (min) -> "
+                f"{_g(err[-1])}."
+            )
         lyap = rec["lyapunov"]
         if lyap is not None:
-            parts = ", ".join(f"{_g(m, 2)}/tau over {_g(h)}" for h, m in
-                              zip(lyap["horizons"], lyap["median"]))
-            text += (f" Perturbations of its end state grew at {parts} (median of "
-                     f"{lyap['directions']} directions; negative: they shrink).")
+            parts = ", ".join(
+                f"{_g(m, 2)}/tau over {_g(h)}" for h, m in zip(lyap["horizons"], lyap["median"])
+            )
+            text += (
+                f" Perturbations of its end state grew at {parts} (median of "
+                f"{lyap['directions']} directions; negative: they shrink)."
+            )
         out.append(text)
     return out
 
@@ -639,49 +818,79 @@ def plot_long_horizon(result: dict, path=None):
         span = np.geomspace(*decay["window"], 40) if decay.get("window") else None
         curve = None if span is None else decay_curve(decay, span)
         if curve is not None:  # the chosen law, over the window it was fitted on
-            what = (f"exp., rate {_g(decay['rate'])}/tau (late {_g(decay['late']['rate'])})"
-                    if decay["law"] == "exponential" else
-                    f"t^-{_g(decay['rate'])} (late t^-{_g(decay['late']['rate'])})")
-            ax_g.plot(span, curve, ls=(0, (4, 2)), lw=1.2,
-                      color="k" if flow == "projected" else "0.45",
-                      label=f"{flow} fit: {what}")
+            what = (
+                f"exp., rate {_g(decay['rate'])}/tau (late {_g(decay['late']['rate'])})"
+                if decay["law"] == "exponential"
+                else f"t^-{_g(decay['rate'])} (late t^-{_g(decay['late']['rate'])})"
+            )
+            ax_g.plot(
+                span,
+                curve,
+                ls=(0, (4, 2)),
+                lw=1.2,
+                color="k" if flow == "projected" else "0.45",
+                label=f"{flow} fit: {what}",
+            )
         if rec.get("t_fixed_point") is not None:
-            ax_g.plot([rec["t_fixed_point"]], [meta.get("fixed_point_tol")], "o", ms=4,
-                      mfc="none", color=colour)
+            ax_g.plot(
+                [rec["t_fixed_point"]],
+                [meta.get("fixed_point_tol")],
+                "o",
+                ms=4,
+                mfc="none",
+                color=colour,
+            )
         if rec.get("scales_median") is not None:
             has_scales = True
             line(ax_scales, rec["scales_median"], label=flow)
-            ax_scales.fill_between(times, rec["scales_min"], rec["scales_max"], color=colour,
-                                   alpha=0.2, lw=0)
+            ax_scales.fill_between(
+                times, rec["scales_min"], rec["scales_max"], color=colour, alpha=0.2, lw=0
+            )
         if np.isfinite(np.asarray(rec["error"], float)).any():
             has_error = True
             line(ax_error, positive(rec["error"]), label=flow)
         seg = rec["segments"]
         if len(seg["t1"]):
-            ax_step.step(seg["t1"], positive(seg["mean_step"]), where="pre", color=colour,
-                         label=flow)
+            ax_step.step(
+                seg["t1"], positive(seg["mean_step"]), where="pre", color=colour, label=flow
+            )
             mark = np.asarray(seg["rejected"], float) > 0
-            ax_step.plot(np.asarray(seg["t1"])[mark], positive(seg["mean_step"])[mark],
-                         "x", color=colour, ms=4)
+            ax_step.plot(
+                np.asarray(seg["t1"])[mark],
+                positive(seg["mean_step"])[mark],
+                "x",
+                color=colour,
+                ms=4,
+            )
         lyap = rec["lyapunov"]
         if lyap is not None:
-            ax_lyap.plot(lyap["horizons"], lyap["median"], "-o", color=colour, ms=3,
-                         label=flow)
+            ax_lyap.plot(lyap["horizons"], lyap["median"], "-o", color=colour, ms=3, label=flow)
     if meta.get("fixed_point_tol") is not None:
-        ax_g.axhline(meta["fixed_point_tol"], color="0.5", lw=0.8, ls=":",
-                     label="fixed-point tol (o: reached)")
+        ax_g.axhline(
+            meta["fixed_point_tol"],
+            color="0.5",
+            lw=0.8,
+            ls=":",
+            label="fixed-point tol (o: reached)",
+        )
     value = reference.get("value")
-    ax_energy.set_title("energy above one reference\nE_ref = " + (
-        f"{_g(value, 6)}: {_short_reference(reference)}" if value is not None else "n/a"),
-        fontsize=8)
+    ax_energy.set_title(
+        "energy above one reference\nE_ref = "
+        + (f"{_g(value, 6)}: {_short_reference(reference)}" if value is not None else "n/a"),
+        fontsize=8,
+    )
     ax_g.set_title("RMS residual G, decay law (dashed)", fontsize=8)
     ax_scales.set_title("token scales s_A", fontsize=8)
     ax_error.set_title("error of the state", fontsize=8)
     ax_step.set_title("solver: mean accepted step", fontsize=8)
     ax_lyap.set_title("perturbations: finite-time Lyapunov exp.", fontsize=8)
-    panels = [(ax_energy, "E(t) - E_ref"), (ax_g, "RMS G"),
-              (ax_scales, "s_A (median, min-max)"), (ax_error, meta.get("error") or "error"),
-              (ax_step, "step (tau; x: rejections)")]
+    panels = [
+        (ax_energy, "E(t) - E_ref"),
+        (ax_g, "RMS G"),
+        (ax_scales, "s_A (median, min-max)"),
+        (ax_error, meta.get("error") or "error"),
+        (ax_step, "step (tau; x: rejections)"),
+    ]
     for ax, label in panels:
         ax.set_xscale("symlog", linthresh=link)
         ax.set_xlim(0, times[-1])
@@ -690,15 +899,31 @@ def plot_long_horizon(result: dict, path=None):
         ax.set_ylabel(label)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6.5)
-    for ax, present, why in ((ax_scales, has_scales, "the model has no token scales"),
-                             (ax_error, has_error, "no error recorded (error_fn=None)")):
+    for ax, present, why in (
+        (ax_scales, has_scales, "the model has no token scales"),
+        (ax_error, has_error, "no error recorded (error_fn=None)"),
+    ):
         if not present:
             ax.set_yscale("linear")
             ax.set_yticks([])
-            ax.text(0.5, 0.5, why, transform=ax.transAxes, ha="center", va="center",
-                    fontsize=7, color="0.4")
-    letter = next((rec["lyapunov"]["coordinates"] for rec in result["flows"].values()
-                   if rec["lyapunov"] is not None), "x")
+            ax.text(
+                0.5,
+                0.5,
+                why,
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="0.4",
+            )
+    letter = next(
+        (
+            rec["lyapunov"]["coordinates"]
+            for rec in result["flows"].values()
+            if rec["lyapunov"] is not None
+        ),
+        "x",
+    )
     ax_lyap.set_xscale("log")
     ax_lyap.axhline(0.0, color="0.5", lw=0.8)
     ax_lyap.set_xlabel("horizon T (tau)")
@@ -706,10 +931,22 @@ def plot_long_horizon(result: dict, path=None):
     if ax_lyap.get_legend_handles_labels()[0]:
         ax_lyap.legend(fontsize=6.5)
     else:
-        ax_lyap.text(0.5, 0.5, "not computed", transform=ax_lyap.transAxes, ha="center",
-                     va="center", fontsize=7, color="0.4")
-    title(fig, "Long horizons: energy, residual, scales, error, steps and perturbation "
-          "growth of each flow", _figure_caption(result))
+        ax_lyap.text(
+            0.5,
+            0.5,
+            "not computed",
+            transform=ax_lyap.transAxes,
+            ha="center",
+            va="center",
+            fontsize=7,
+            color="0.4",
+        )
+    title(
+        fig,
+        "Long horizons: energy, residual, scales, error, steps and perturbation "
+        "growth of each flow",
+        _figure_caption(result),
+    )
     return finish(fig, path)
 
 

@@ -36,13 +36,16 @@ def _field_of(system, flow):
         return lambda t, x, args: system.vector_field(t, x, args, flow)
     if callable(system):
         return system
-    raise TypeError("lyapunov_spectrum takes a solvers.EnergySystem or a callable "
-                    f"field(t, x, args) -> dx/dt (got {type(system).__name__}).")
+    raise TypeError(
+        "lyapunov_spectrum takes a solvers.EnergySystem or a callable "
+        f"field(t, x, args) -> dx/dt (got {type(system).__name__})."
+    )
 
 
 @eqx.filter_jit
-def _spectrum(field, x0, q0, args, t_start, interval, n_intervals: int, solver, rtol, atol,
-              max_steps: int):
+def _spectrum(
+    field, x0, q0, args, t_start, interval, n_intervals: int, solver, rtol, atol, max_steps: int
+):
     """From `x0` and orthonormal tangent vectors `q0 [k, *x.shape]`: `n_intervals` solves
     of length `interval`, each followed by a QR step. Returns the final state, the
     per-interval `log |R_ii|` (`[n_intervals, k]`) and the solves' step counts."""
@@ -59,9 +62,18 @@ def _spectrum(field, x0, q0, args, t_start, interval, n_intervals: int, solver, 
     def step(carry, i):
         x, q = carry
         t0 = t_start + i * interval
-        sol = diffrax.diffeqsolve(term, solver, t0, t0 + interval, None, (x, q), args,
-                                  stepsize_controller=controller, max_steps=max_steps,
-                                  throw=False)
+        sol = diffrax.diffeqsolve(
+            term,
+            solver,
+            t0,
+            t0 + interval,
+            None,
+            (x, q),
+            args,
+            stepsize_controller=controller,
+            max_steps=max_steps,
+            throw=False,
+        )
         x, q = jax.tree.map(lambda leaf: leaf[-1], sol.ys)
         flat = q.reshape(q.shape[0], -1).T  # [n, k]
         basis, r = jnp.linalg.qr(flat)
@@ -75,9 +87,23 @@ def _spectrum(field, x0, q0, args, t_start, interval, n_intervals: int, solver, 
     return x, q, logs, steps, ok
 
 
-def lyapunov_spectrum(system, x0, args=None, *, k=None, t1, transient=0.0, renormalise=1.0,
-                      flow="projected", solver="tsit5", rtol=1e-8, atol=1e-10,
-                      max_steps=100_000, seed=0, dtype=jnp.float64) -> dict:
+def lyapunov_spectrum(
+    system,
+    x0,
+    args=None,
+    *,
+    k=None,
+    t1,
+    transient=0.0,
+    renormalise=1.0,
+    flow="projected",
+    solver="tsit5",
+    rtol=1e-8,
+    atol=1e-10,
+    max_steps=100_000,
+    seed=0,
+    dtype=jnp.float64,
+) -> dict:
     """The `k` largest Lyapunov exponents of the flow through `x0` (all when `k` is None)
     by the QR method (module docstring), in units of 1/time (1/tau on the ET).
 
@@ -103,16 +129,26 @@ def lyapunov_spectrum(system, x0, args=None, *, k=None, t1, transient=0.0, renor
     field), `steps` (the solver's steps), and the settings.
     """
     _field_of(system, flow)  # refuses anything else before any work
-    if not (math.isfinite(t1) and t1 > 0 and math.isfinite(renormalise) and renormalise > 0
-            and math.isfinite(transient) and transient >= 0):
-        raise ValueError("t1 and renormalise must be positive and transient >= 0 "
-                         f"(got t1={t1}, renormalise={renormalise}, transient={transient}).")
+    if not (
+        math.isfinite(t1)
+        and t1 > 0
+        and math.isfinite(renormalise)
+        and renormalise > 0
+        and math.isfinite(transient)
+        and transient >= 0
+    ):
+        raise ValueError(
+            "t1 and renormalise must be positive and transient >= 0 "
+            f"(got t1={t1}, renormalise={renormalise}, transient={transient})."
+        )
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {', '.join(SOLVERS)} (got {solver!r}).")
     if jnp.dtype(dtype) == jnp.float64 and not jax.config.jax_enable_x64:
-        raise ValueError("float64 needs jax_enable_x64: call "
-                         "jax.config.update('jax_enable_x64', True) first, or pass "
-                         "dtype=jnp.float32.")
+        raise ValueError(
+            "float64 needs jax_enable_x64: call "
+            "jax.config.update('jax_enable_x64', True) first, or pass "
+            "dtype=jnp.float32."
+        )
     system, x0, args = cast((system, jnp.asarray(x0), args), dtype)
     field = _field_of(system, flow)
     n = x0.size
@@ -128,19 +164,23 @@ def lyapunov_spectrum(system, x0, args=None, *, k=None, t1, transient=0.0, renor
     averaged = max(1, int(round(t1 / renormalise)))
     x, q, steps_total, failed = x0, q0, 0, 0
     if warm:
-        x, q, _, steps, ok = _spectrum(field, x, q, args, jnp.asarray(0.0, dtype), interval,
-                                       warm, make, r, a, int(max_steps))
+        x, q, _, steps, ok = _spectrum(
+            field, x, q, args, jnp.asarray(0.0, dtype), interval, warm, make, r, a, int(max_steps)
+        )
         steps_total += int(np.sum(steps))
         failed += int(np.sum(~np.asarray(ok)))
     start = jnp.asarray(warm * renormalise, dtype)
-    x, q, logs, steps, ok = _spectrum(field, x, q, args, start, interval, averaged, make, r,
-                                      a, int(max_steps))
+    x, q, logs, steps, ok = _spectrum(
+        field, x, q, args, start, interval, averaged, make, r, a, int(max_steps)
+    )
     steps_total += int(np.sum(steps))
     failed += int(np.sum(~np.asarray(ok)))
     if failed:
-        raise ValueError(f"lyapunov_spectrum: {failed} of {warm + averaged} interval solves "
-                         f"failed (max_steps={max_steps} per interval of {renormalise:g}): "
-                         "raise max_steps, shorten renormalise or loosen rtol/atol.")
+        raise ValueError(
+            f"lyapunov_spectrum: {failed} of {warm + averaged} interval solves "
+            f"failed (max_steps={max_steps} per interval of {renormalise:g}): "
+            "raise max_steps, shorten renormalise or loosen rtol/atol."
+        )
     logs = np.asarray(logs, np.float64)
     times = renormalise * np.arange(1, averaged + 1)
     history = np.cumsum(logs, axis=0) / times[:, None]
@@ -150,17 +190,33 @@ def lyapunov_spectrum(system, x0, args=None, *, k=None, t1, transient=0.0, renor
     if callable(getattr(system, "tangent_dimension", None)):
         neutral = int(n - system.tangent_dimension(x0, args)) if flow == "projected" else 0
     return {
-        "exponents": exponents[order], "history": history[:, order], "times": times,
-        "volume_rate": float(np.sum(exponents)), "neutral": neutral, "k": k, "size": n,
-        "t1": float(averaged * renormalise), "transient": float(warm * renormalise),
-        "renormalise": float(renormalise), "solver": solver, "rtol": rtol, "atol": atol,
-        "steps": steps_total, "flow": flow if callable(getattr(system, "vector_field", None))
-        else None, "dtype": str(jnp.dtype(dtype)), "x_final": np.asarray(x),
-        "metadata": metadata(study="lyapunov_spectrum", dtype=dtype, solver=solver,
-                             rtol=rtol, atol=atol, k=k, renormalise=renormalise,
-                             transient=float(warm * renormalise),
-                             seeds={"tangent_vectors": seed},
-                             flow=flow if callable(getattr(system, "vector_field", None))
-                             else None),
+        "exponents": exponents[order],
+        "history": history[:, order],
+        "times": times,
+        "volume_rate": float(np.sum(exponents)),
+        "neutral": neutral,
+        "k": k,
+        "size": n,
+        "t1": float(averaged * renormalise),
+        "transient": float(warm * renormalise),
+        "renormalise": float(renormalise),
+        "solver": solver,
+        "rtol": rtol,
+        "atol": atol,
+        "steps": steps_total,
+        "flow": flow if callable(getattr(system, "vector_field", None)) else None,
+        "dtype": str(jnp.dtype(dtype)),
+        "x_final": np.asarray(x),
+        "metadata": metadata(
+            study="lyapunov_spectrum",
+            dtype=dtype,
+            solver=solver,
+            rtol=rtol,
+            atol=atol,
+            k=k,
+            renormalise=renormalise,
+            transient=float(warm * renormalise),
+            seeds={"tangent_vectors": seed},
+            flow=flow if callable(getattr(system, "vector_field", None)) else None,
+        ),
     }
-

@@ -8,7 +8,6 @@ from the start to `t_max_factor` times the training horizon, using the pieces of
 `save=times`, `decode`).
 """
 
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -31,19 +30,33 @@ def _encode(image_model, patches, masking):
 def _errors_and_energies(image_model, xs, conditions, patches, occluded, mean, std):
     """`xs: [B, T, N, D]` -> per image and time the summed squared error over occluded
     patches (mean over pixels of a patch) `[B, T]`, and the energy `[B, T]`."""
+
     def per_image(x_t, cond, target, occ, m, s):
         def per_time(x):
             prediction = image_model.decode(x) * s + m
             err = jnp.mean((prediction - target) ** 2, axis=-1)
             return jnp.sum(jnp.where(occ, err, 0.0)), image_model.core.energy(x, cond)
+
         return jax.vmap(per_time)(x_t)
+
     return jax.vmap(per_image, in_axes=(0, solvers.batched_args_axes(conditions), 0, 0, 0, 0))(
-        xs, conditions, patches, occluded, mean, std)
+        xs, conditions, patches, occluded, mean, std
+    )
 
 
-def overshoot(image_model, images, masking, *, t_max_factor: float = 100.0,
-              n_times: int = 40, t_first: float | None = None, batch_size: int = 64,
-              chunks: int = 1, normalised: bool = True, **overrides) -> dict:
+def overshoot(
+    image_model,
+    images,
+    masking,
+    *,
+    t_max_factor: float = 100.0,
+    n_times: int = 40,
+    t_first: float | None = None,
+    batch_size: int = 64,
+    chunks: int = 1,
+    normalised: bool = True,
+    **overrides,
+) -> dict:
     """Masked-patch MSE and energy against time, from the start to `t_max_factor` times
     the training horizon.
 
@@ -86,15 +99,23 @@ def overshoot(image_model, images, masking, *, t_max_factor: float = 100.0,
     n_images = patches.shape[0]
     x0, conditions, mean, std = _encode(image_model, patches, masking)
     if stop is not None:
-        own = solvers.solve(image_model.core, x0, args=conditions, args_batched=True,
-                            stop=stop, throw=False, **options)
+        own = solvers.solve(
+            image_model.core,
+            x0,
+            args=conditions,
+            args_batched=True,
+            stop=stop,
+            throw=False,
+            **options,
+        )
         horizon, horizon_kind = float(np.median(np.asarray(own.t_final))), "fixed_point"
     else:
         horizon, horizon_kind = float(options["t1"]), "t1"
     t_max = t_max_factor * horizon
     options["t1"] = t_max
-    per_chunk = solvers.constant_step_count(0.0, t_max / max(chunks, 1), options.get("dt0"),
-                                            options.get("rtol"), options.get("atol"))
+    per_chunk = solvers.constant_step_count(
+        0.0, t_max / max(chunks, 1), options.get("dt0"), options.get("rtol"), options.get("atol")
+    )
     if per_chunk is not None:  # a chunk starts at a saved time: allow for its partial steps
         options["max_steps"] = max(int(options.get("max_steps") or 0), per_chunk + 16)
     options.pop("t1")
@@ -105,10 +126,12 @@ def overshoot(image_model, images, masking, *, t_max_factor: float = 100.0,
         sl = slice(start, start + batch_size)
         part = jax.tree.map(lambda a: a[sl], (x0, conditions))
         xb, args_b, count = shard(part[0], part[1], True)
-        xs, _ = solve_in_chunks(image_model.core, xb, args_b, times, chunks=chunks,
-                                args_batched=True, **options)
-        err, e = _errors_and_energies(image_model, xs[:count], part[1], patches[sl],
-                                      masking.occluded[sl], mean[sl], std[sl])
+        xs, _ = solve_in_chunks(
+            image_model.core, xb, args_b, times, chunks=chunks, args_batched=True, **options
+        )
+        err, e = _errors_and_energies(
+            image_model, xs[:count], part[1], patches[sl], masking.occluded[sl], mean[sl], std[sl]
+        )
         sq_err.append(np.asarray(err))
         energy.append(np.asarray(e))
     sq_err, energy = np.concatenate(sq_err), np.concatenate(energy)
@@ -118,14 +141,27 @@ def overshoot(image_model, images, masking, *, t_max_factor: float = 100.0,
     at = int(np.argmin(np.abs(times - horizon)))
     best = int(np.argmin(mse))
     return dict(
-        times=times, mse=mse, mse_per_image=per_image, energy=energy, horizon=horizon,
-        horizon_kind=horizon_kind, t_max=t_max, mse_at_horizon=float(mse[at]),
-        mse_at_end=float(mse[-1]), best_time=float(times[best]), best_mse=float(mse[best]),
+        times=times,
+        mse=mse,
+        mse_per_image=per_image,
+        energy=energy,
+        horizon=horizon,
+        horizon_kind=horizon_kind,
+        t_max=t_max,
+        mse_at_horizon=float(mse[at]),
+        mse_at_end=float(mse[-1]),
+        best_time=float(times[best]),
+        best_mse=float(mse[best]),
         solve_options={k: v for k, v in options.items()},
         metadata=metadata(
-            study="overshoot", dtype=model_dtype(image_model.core), t_max_factor=t_max_factor,
-            horizon=horizon, horizon_kind=horizon_kind, n_images=n_images,
-            solve_options=dict(options), stop_for_horizon=None if stop is None else stop.atol,
+            study="overshoot",
+            dtype=model_dtype(image_model.core),
+            t_max_factor=t_max_factor,
+            horizon=horizon,
+            horizon_kind=horizon_kind,
+            n_images=n_images,
+            solve_options=dict(options),
+            stop_for_horizon=None if stop is None else stop.atol,
             units="MSE over occluded patches in normalised pixel units; energy of the core",
         ),
     )
@@ -140,13 +176,22 @@ def plot_overshoot(result: dict, path=None):
     times = np.asarray(result["times"], float)
     meta = result.get("metadata", {})
     options = result.get("solve_options", {})
-    kind = ("fixed-point stop (median)" if result.get("horizon_kind") == "fixed_point"
-            else "training horizon")
-    title(fig, f"Past the {kind}: masked-patch MSE and energy against time",
-          caption(meta, samples=samples_text(meta, meta.get("n_images", len(result["energy"])),
-                                             "images"),
-                  flow=options.get("flow"), horizon=f"t = 0 to {result['t_max']:.4g} tau",
-                  solver=options))
+    kind = (
+        "fixed-point stop (median)"
+        if result.get("horizon_kind") == "fixed_point"
+        else "training horizon"
+    )
+    title(
+        fig,
+        f"Past the {kind}: masked-patch MSE and energy against time",
+        caption(
+            meta,
+            samples=samples_text(meta, meta.get("n_images", len(result["energy"])), "images"),
+            flow=options.get("flow"),
+            horizon=f"t = 0 to {result['t_max']:.4g} tau",
+            solver=options,
+        ),
+    )
     linthresh = max(float(times[times > 0].min()), 1e-6)
     ax = axes[0, 0]
     ax.plot(times, result["mse"], "-o", ms=3, label="all images")
@@ -154,13 +199,23 @@ def plot_overshoot(result: dict, path=None):
     ax = axes[0, 1]
     energy = np.asarray(result["energy"], float)
     ax.plot(times, np.median(energy, axis=0), color="tab:green", label="median")
-    ax.fill_between(times, np.percentile(energy, 25, axis=0), np.percentile(energy, 75, axis=0),
-                    color="tab:green", alpha=0.25, label="interquartile")
+    ax.fill_between(
+        times,
+        np.percentile(energy, 25, axis=0),
+        np.percentile(energy, 75, axis=0),
+        color="tab:green",
+        alpha=0.25,
+        label="interquartile",
+    )
     ax.set_ylabel("energy E of the core (model units)")
     for ax in axes[0]:
         ax.set_xscale("symlog", linthresh=linthresh)
-        ax.axvline(result["horizon"], color="tab:red", ls="--",
-                   label=f"{kind} ({result['horizon']:.3g} tau)")
+        ax.axvline(
+            result["horizon"],
+            color="tab:red",
+            ls="--",
+            label=f"{kind} ({result['horizon']:.3g} tau)",
+        )
         ax.set_xlabel("time t (tau)")
         ax.legend(fontsize=7)
     return finish(fig, path)

@@ -54,8 +54,10 @@ def write_figure(path, fig: Figure, *, dpi: float | None = None) -> Path:
     path = Path(path)
     kind = path.suffix.lstrip(".").lower()
     if kind not in FIGURE_FORMATS:
-        raise ValueError(f"cannot write a figure as {path.name!r}: the suffix must be one "
-                         f"of {', '.join('.' + f for f in FIGURE_FORMATS)}.")
+        raise ValueError(
+            f"cannot write a figure as {path.name!r}: the suffix must be one "
+            f"of {', '.join('.' + f for f in FIGURE_FORMATS)}."
+        )
     with atomic_path(path) as temporary, rc_context({"pdf.fonttype": 42}):
         fig.savefig(temporary, dpi=dpi or "figure", format=kind)
     return path
@@ -123,8 +125,9 @@ def samples_text(meta: dict | None, count: int, noun: str = "samples") -> str:
     return f"{count} {noun[:-1] if count == 1 and noun.endswith('s') else noun}"
 
 
-def caption(meta: dict | None, *, samples=None, horizon=None, flow=None, solver=None,
-            dtype=None, extra=()) -> str:
+def caption(
+    meta: dict | None, *, samples=None, horizon=None, flow=None, solver=None, dtype=None, extra=()
+) -> str:
     """The caption line of a figure: what produced the numbers, from a result's `metadata`
     (`meta`), each part overridable.
 
@@ -263,8 +266,7 @@ def _powers_of_ten(values) -> bool:
 # -------------------------------------------------------------- labels on data points
 
 
-def label_points(ax, xs, ys, labels, *, fontsize: float = 6.5, color=None,
-                 renderer=None) -> int:
+def label_points(ax, xs, ys, labels, *, fontsize: float = 6.5, color=None, renderer=None) -> int:
     """Write `labels[i]` beside the point `(xs[i], ys[i])` of `ax` (e.g. the tolerance of
     each point of a work-precision line), each at the first of eight places around its
     point where it overlaps no other text, no other labelled point and stays inside the
@@ -280,27 +282,47 @@ def label_points(ax, xs, ys, labels, *, fontsize: float = 6.5, color=None,
         renderer = renderer_of(fig)
     frame = ax.get_window_extent(renderer)
     taken = [text.get_window_extent(renderer) for _, _, text, _ in _texts(fig)]
-    points = ax.transData.transform(np.column_stack([np.asarray(xs, float),
-                                                     np.asarray(ys, float)]))
+    points = ax.transData.transform(np.column_stack([np.asarray(xs, float), np.asarray(ys, float)]))
     marks = [(px - 3, py - 3, px + 3, py + 3) for px, py in points if np.isfinite([px, py]).all()]
-    places = ((4, 2, "left", "bottom"), (4, -2, "left", "top"), (-4, 2, "right", "bottom"),
-              (-4, -2, "right", "top"), (0, 5, "center", "bottom"), (0, -5, "center", "top"),
-              (6, 0, "left", "center"), (-6, 0, "right", "center"))
+    places = (
+        (4, 2, "left", "bottom"),
+        (4, -2, "left", "top"),
+        (-4, 2, "right", "bottom"),
+        (-4, -2, "right", "top"),
+        (0, 5, "center", "bottom"),
+        (0, -5, "center", "top"),
+        (6, 0, "left", "center"),
+        (-6, 0, "right", "center"),
+    )
     left_out = 0
     for (px, py), (x, y), label in zip(points, zip(xs, ys), labels):
         if not (np.isfinite([px, py]).all() and frame.contains(px, py)):
             continue
         for dx, dy, ha, va in places:
-            text = ax.annotate(label, (x, y), xytext=(dx, dy), textcoords="offset points",
-                               ha=ha, va=va, fontsize=fontsize, color=color)
+            text = ax.annotate(
+                label,
+                (x, y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha=ha,
+                va=va,
+                fontsize=fontsize,
+                color=color,
+            )
             text.set_in_layout(False)
             box = text.get_window_extent(renderer)
-            inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
-                      and box.y1 <= frame.y1)
+            inside = (
+                box.x0 >= frame.x0
+                and box.x1 <= frame.x1
+                and box.y0 >= frame.y0
+                and box.y1 <= frame.y1
+            )
             own = (px - 3, py - 3, px + 3, py + 3)
-            if inside and not any(_boxes_overlap(box.extents, other.extents)
-                                  for other in taken) and not any(
-                    _boxes_overlap(box.extents, mark) for mark in marks if mark != own):
+            if (
+                inside
+                and not any(_boxes_overlap(box.extents, other.extents) for other in taken)
+                and not any(_boxes_overlap(box.extents, mark) for mark in marks if mark != own)
+            ):
                 taken.append(box)
                 break
             text.remove()
@@ -338,8 +360,12 @@ def _texts(fig: Figure):
     seen = set()
 
     def add(owner, kind, artist, ax):
-        if (artist is not None and id(artist) not in seen and artist.get_visible()
-                and artist.get_text().strip()):
+        if (
+            artist is not None
+            and id(artist) not in seen
+            and artist.get_visible()
+            and artist.get_text().strip()
+        ):
             seen.add(id(artist))
             items.append((owner, kind, artist, ax))
 
@@ -404,10 +430,12 @@ def _overlap(a, b, tolerance: float = 0.5) -> bool:
         c, s = math.cos(rect[4]), math.sin(rect[4])
         axes += [np.array([c, s]), np.array([-s, c])]
     for direction in axes:
+
         def reach(rect):
             c, s = math.cos(rect[4]), math.sin(rect[4])
             u, v = np.array([c, s]), np.array([-s, c])
             return rect[2] * abs(direction @ u) + rect[3] * abs(direction @ v)
+
         if abs(centre @ direction) >= reach(a) + reach(b) - tolerance:
             return False
     return True
@@ -415,8 +443,10 @@ def _overlap(a, b, tolerance: float = 0.5) -> bool:
 
 def _boxes_overlap(a, b, tolerance: float = 0.5) -> bool:
     """Whether two boxes `(x0, y0, x1, y1)` overlap by more than `tolerance` pixels."""
-    return bool(min(a[2], b[2]) - max(a[0], b[0]) > tolerance
-                and min(a[3], b[3]) - max(a[1], b[1]) > tolerance)
+    return bool(
+        min(a[2], b[2]) - max(a[0], b[0]) > tolerance
+        and min(a[3], b[3]) - max(a[1], b[1]) > tolerance
+    )
 
 
 def _shown(text) -> str:
@@ -445,46 +475,66 @@ def layout_problems(fig: Figure, *, tolerance: float = 0.5) -> list[str]:
     problems = []
     boxes = [text.get_window_extent(renderer) for _, _, text, _ in items]
     for (owner, kind, text, _), box in zip(items, boxes):
-        if (box.x0 < canvas.x0 - tolerance or box.y0 < canvas.y0 - tolerance
-                or box.x1 > canvas.x1 + tolerance or box.y1 > canvas.y1 + tolerance):
-            problems.append(f"{owner}: {kind} {_shown(text)} extends outside the canvas "
-                            f"({box.x0:.0f}..{box.x1:.0f} x {box.y0:.0f}..{box.y1:.0f} px; "
-                            f"canvas {canvas.width:.0f} x {canvas.height:.0f})")
+        if (
+            box.x0 < canvas.x0 - tolerance
+            or box.y0 < canvas.y0 - tolerance
+            or box.x1 > canvas.x1 + tolerance
+            or box.y1 > canvas.y1 + tolerance
+        ):
+            problems.append(
+                f"{owner}: {kind} {_shown(text)} extends outside the canvas "
+                f"({box.x0:.0f}..{box.x1:.0f} x {box.y0:.0f}..{box.y1:.0f} px; "
+                f"canvas {canvas.width:.0f} x {canvas.height:.0f})"
+            )
         clip = text.get_clip_box() if text.get_clip_on() else None
-        if clip is not None and not (box.x0 >= clip.x0 - tolerance and box.x1 <= clip.x1
-                                     + tolerance and box.y0 >= clip.y0 - tolerance
-                                     and box.y1 <= clip.y1 + tolerance):
+        if clip is not None and not (
+            box.x0 >= clip.x0 - tolerance
+            and box.x1 <= clip.x1 + tolerance
+            and box.y0 >= clip.y0 - tolerance
+            and box.y1 <= clip.y1 + tolerance
+        ):
             problems.append(f"{owner}: {kind} {_shown(text)} is clipped by its axes")
     rectangles = [_rectangle(text, renderer) for _, _, text, _ in items]
     for (i, (owner_a, kind_a, a, _)), (j, (owner_b, kind_b, b, _)) in itertools.combinations(
-            enumerate(items), 2):
+        enumerate(items), 2
+    ):
         if not _boxes_overlap(boxes[i].extents, boxes[j].extents, tolerance):
             continue  # the bounding boxes hold the rotated rectangles
         if _overlap(rectangles[i], rectangles[j], tolerance):
             where = owner_a if owner_a == owner_b else f"{owner_a} / {owner_b}"
             problems.append(f"{where}: {kind_a} {_shown(a)} overlaps {kind_b} {_shown(b)}")
-    legends = [(f"{_axes_name(ax, i)} legend", ax.get_legend())
-               for i, ax in enumerate(fig.axes)] + [("figure legend", leg) for leg in fig.legends]
+    legends = [
+        (f"{_axes_name(ax, i)} legend", ax.get_legend()) for i, ax in enumerate(fig.axes)
+    ] + [("figure legend", leg) for leg in fig.legends]
     for name, legend in legends:
         if legend is None or not legend.get_visible():
             continue
         frame = legend.get_window_extent(renderer)
-        if (frame.x0 < canvas.x0 - tolerance or frame.y0 < canvas.y0 - tolerance
-                or frame.x1 > canvas.x1 + tolerance or frame.y1 > canvas.y1 + tolerance):
+        if (
+            frame.x0 < canvas.x0 - tolerance
+            or frame.y0 < canvas.y0 - tolerance
+            or frame.x1 > canvas.x1 + tolerance
+            or frame.y1 > canvas.y1 + tolerance
+        ):
             problems.append(f"{name} extends outside the canvas")
         for (owner, kind, text, _), box in zip(items, boxes):
             if owner != name and _boxes_overlap(frame.extents, box.extents, tolerance):
                 problems.append(f"{name} covers {owner}: {kind} {_shown(text)}")
-    panels = [(ax, _axes_name(ax, i), ax.get_window_extent(renderer))
-              for i, ax in enumerate(fig.axes) if ax.get_visible() and ax.axison]
+    panels = [
+        (ax, _axes_name(ax, i), ax.get_window_extent(renderer))
+        for i, ax in enumerate(fig.axes)
+        if ax.get_visible() and ax.axison
+    ]
     for (owner, kind, text, own), box in zip(items, boxes):
         for ax, name, panel in panels:
             if own is ax:
                 continue
-            if own is not None and np.allclose(own.get_position().extents,
-                                               ax.get_position().extents):
+            if own is not None and np.allclose(
+                own.get_position().extents, ax.get_position().extents
+            ):
                 continue  # a twin: the same panel
             if _boxes_overlap(panel.extents, box.extents, tolerance):
-                problems.append(f"{owner}: {kind} {_shown(text)} lies over the plotting "
-                                f"area of {name}")
+                problems.append(
+                    f"{owner}: {kind} {_shown(text)} lies over the plotting area of {name}"
+                )
     return problems

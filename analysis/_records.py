@@ -84,7 +84,8 @@ def to_json(result):
 
 def save_json(path, result, *, indent: int | None = 1) -> str:
     """Write `to_json(result)` to `path` atomically (`et_ode.records.atomic_path`),
-    creating the folder if needed. `indent=None` writes compactly (no spaces or newlines: for results holding large arrays;
+    creating the folder if needed. `indent=None` writes compactly (no spaces or newlines: for
+    results holding large arrays;
     `python -m json.tool FILE` shows them indented).
 
     **Returns:** the path written.

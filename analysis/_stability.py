@@ -78,8 +78,13 @@ def _normal_shift(op: TangentOperator, v0) -> float:
     """A value past both ends of `op`'s spectrum (twice its spectral radius, by a
     coarse Lanczos, plus 1): added on the normal space, it moves those directions (its
     eigenvalue 0) out of the way of the tangent spectrum's extremes."""
-    radius = float(np.abs(spla.eigsh(op.linear_operator(), k=1, which="LM", tol=1e-3,
-                                     v0=v0, return_eigenvectors=False))[0])
+    radius = float(
+        np.abs(
+            spla.eigsh(
+                op.linear_operator(), k=1, which="LM", tol=1e-3, v0=v0, return_eigenvectors=False
+            )
+        )[0]
+    )
     return 2.0 * radius + 1.0
 
 
@@ -99,9 +104,15 @@ def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> d
         antisym = np.linalg.norm(matrix - matrix.T) / max(np.linalg.norm(matrix), 1e-300)
         values = np.linalg.eigvalsh(0.5 * (matrix + matrix.T))
         k = min(k, values.size)
-        return dict(smallest=values[:k], largest=values[-k:], all=values,
-                    asymmetry=float(antisym), method="dense", dimension=int(basis.shape[1]),
-                    morse_index_is_lower_bound=False)
+        return dict(
+            smallest=values[:k],
+            largest=values[-k:],
+            all=values,
+            asymmetry=float(antisym),
+            method="dense",
+            dimension=int(basis.shape[1]),
+            morse_index_is_lower_bound=False,
+        )
     if method != "lanczos":
         raise ValueError(f"method must be 'auto', 'dense' or 'lanczos' (got {method!r}).")
     size = op.size
@@ -112,13 +123,29 @@ def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> d
         shift = _normal_shift(op, v0)
         operators = {"SA": op.linear_operator(shift), "LA": op.linear_operator(-shift)}
     k = int(min(k, (dimension or size) - 1))
-    smallest, largest = (np.sort(spla.eigsh(operators[which], k=k, which=which,
-                                            tol=lanczos_tol, v0=v0, ncv=_ncv(k, size),
-                                            return_eigenvectors=False))
-                         for which in ("SA", "LA"))
-    return dict(smallest=smallest, largest=largest, all=None, asymmetry=None,
-                method="lanczos", dimension=dimension,
-                morse_index_is_lower_bound=bool(np.all(smallest < 0)))
+    smallest, largest = (
+        np.sort(
+            spla.eigsh(
+                operators[which],
+                k=k,
+                which=which,
+                tol=lanczos_tol,
+                v0=v0,
+                ncv=_ncv(k, size),
+                return_eigenvectors=False,
+            )
+        )
+        for which in ("SA", "LA")
+    )
+    return dict(
+        smallest=smallest,
+        largest=largest,
+        all=None,
+        asymmetry=None,
+        method="lanczos",
+        dimension=dimension,
+        morse_index_is_lower_bound=bool(np.all(smallest < 0)),
+    )
 
 
 def _smallest_magnitude(model, x, args, coordinates, seed, tol=1e-6) -> float:
@@ -128,13 +155,30 @@ def _smallest_magnitude(model, x, args, coordinates, seed, tol=1e-6) -> float:
     op = TangentOperator(model, x, args, coordinates)
     v0 = np.random.default_rng(seed).standard_normal(op.size)
     shift = _normal_shift(op, v0)
-    value = spla.eigsh(op.linear_operator(shift**2, squared=True), k=1, which="SA",
-                       tol=tol, v0=v0, ncv=_ncv(1, op.size), return_eigenvectors=False)
+    value = spla.eigsh(
+        op.linear_operator(shift**2, squared=True),
+        k=1,
+        which="SA",
+        tol=tol,
+        v0=v0,
+        ncv=_ncv(1, op.size),
+        return_eigenvectors=False,
+    )
     return float(np.sqrt(max(float(value[0]), 0.0)))
 
 
-def hessian_eigenvalues(model, x, args=None, *, coordinates="g", k=6, method="auto",
-                        dense_max=DENSE_MAX, lanczos_tol=1e-10, seed=0) -> dict:
+def hessian_eigenvalues(
+    model,
+    x,
+    args=None,
+    *,
+    coordinates="g",
+    k=6,
+    method="auto",
+    dense_max=DENSE_MAX,
+    lanczos_tol=1e-10,
+    seed=0,
+) -> dict:
     """Leading eigenvalues of the tangent-restricted Riemannian Hessian at `x`.
 
     **Arguments:**
@@ -167,21 +211,27 @@ def hessian_eigenvalues(model, x, args=None, *, coordinates="g", k=6, method="au
     op = TangentOperator(model64, x64, args64, coordinates)
     if method == "auto":
         method = "dense" if x64.size <= dense_max else "lanczos"
-    result = _spectrum(op, int(k), method, lanczos_tol, seed,
-                       tangent_dimension(model64, x64, args64))
-    values = result["all"] if result["all"] is not None else np.concatenate(
-        [result["smallest"], result["largest"]])
+    result = _spectrum(
+        op, int(k), method, lanczos_tol, seed, tangent_dimension(model64, x64, args64)
+    )
+    values = (
+        result["all"]
+        if result["all"] is not None
+        else np.concatenate([result["smallest"], result["largest"]])
+    )
     zero_tol = 1e-9 * max(float(np.max(np.abs(values))), 1e-300)
     counted = result["all"] if result["all"] is not None else result["smallest"]
     own_clock = np.asarray(clock(model64, x64, args64), np.float64)
     dimension = result["dimension"]
     result.update(
-        coordinates=coordinates, zero_tol=zero_tol,
+        coordinates=coordinates,
+        zero_tol=zero_tol,
         morse_index=int(np.sum(counted < -zero_tol)),
         n_near_zero=int(np.sum(np.abs(counted) <= zero_tol)),
         n_normal_excluded=None if dimension is None else op.size - dimension,
         geometry="flat" if op.flat else "manifold",
-        clock=own_clock.reshape(-1) if own_clock.ndim == 2 and own_clock.shape[1] == 1
+        clock=own_clock.reshape(-1)
+        if own_clock.ndim == 2 and own_clock.shape[1] == 1
         else own_clock,
         clock_range=[float(op.clock.min()), float(op.clock.max())],
     )
@@ -201,7 +251,7 @@ class _Variational(eqx.Module):
         return self.model.energy(y[: self.n_tokens], args)
 
     def vector_field(self, t, y, args, flow):
-        x, dx = y[: self.n_tokens], y[self.n_tokens:]
+        x, dx = y[: self.n_tokens], y[self.n_tokens :]
         f, df = jax.jvp(lambda x_: self.model.vector_field(t, x_, args, flow), (x,), (dx,))
         return jnp.concatenate([f, df])
 
@@ -218,9 +268,22 @@ class _Variational(eqx.Module):
 LYAPUNOV_MEASURES = {"g": 1.0, "metric": 0.5}
 
 
-def lyapunov_exponent(model, x, args=None, *, flow="projected", t1=20.0, segments=20,
-                      seed=0, solver="tsit5", rtol=1e-10, atol=1e-12, dt0=None,
-                      max_steps=20000, measure="g") -> dict:
+def lyapunov_exponent(
+    model,
+    x,
+    args=None,
+    *,
+    flow="projected",
+    t1=20.0,
+    segments=20,
+    seed=0,
+    solver="tsit5",
+    rtol=1e-10,
+    atol=1e-12,
+    dt0=None,
+    max_steps=20000,
+    measure="g",
+) -> dict:
     """Finite-time Lyapunov exponent of the flow from `x`, in float64, on any
     `solvers.EnergySystem` with states `[N, D]`.
 
@@ -245,8 +308,9 @@ def lyapunov_exponent(model, x, args=None, *, flow="projected", t1=20.0, segment
     """
     require(model, "lyapunov_exponent")
     if measure not in LYAPUNOV_MEASURES:
-        raise ValueError(f"measure must be one of {', '.join(LYAPUNOV_MEASURES)} "
-                         f"(got {measure!r}).")
+        raise ValueError(
+            f"measure must be one of {', '.join(LYAPUNOV_MEASURES)} (got {measure!r})."
+        )
     power = LYAPUNOV_MEASURES[measure]
     model64, x64, args64 = cast((model, jnp.asarray(x), args), jnp.float64)
     n_tokens = x64.shape[0]
@@ -258,16 +322,37 @@ def lyapunov_exponent(model, x, args=None, *, flow="projected", t1=20.0, segment
     logs = []
     for start, end in zip(edges[:-1], edges[1:]):
         y = jnp.concatenate([x64, dx])
-        sol = solvers.solve(system, y, args=args64, t0=start, t1=end, solver=solver,
-                            rtol=rtol, atol=atol, flow=flow, max_steps=max_steps, **steps)
+        sol = solvers.solve(
+            system,
+            y,
+            args=args64,
+            t0=start,
+            t1=end,
+            solver=solver,
+            rtol=rtol,
+            atol=atol,
+            flow=flow,
+            max_steps=max_steps,
+            **steps,
+        )
         x64, dx = sol.x_final[:n_tokens], sol.x_final[n_tokens:]
         dx, growth = tangent_normalise(model64, x64, dx, args64, power)
         logs.append(float(jnp.log(growth)))
     logs = np.asarray(logs)
-    return dict(exponent=float(logs.sum() / float(t1)), local=logs / np.diff(edges),
-                times=edges[1:], flow=flow, t1=float(t1), segments=int(segments),
-                seed=int(seed), solver=solver, rtol=rtol, atol=atol, dt0=dt0,
-                coordinates=measure)
+    return dict(
+        exponent=float(logs.sum() / float(t1)),
+        local=logs / np.diff(edges),
+        times=edges[1:],
+        flow=flow,
+        t1=float(t1),
+        segments=int(segments),
+        seed=int(seed),
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        dt0=dt0,
+        coordinates=measure,
+    )
 
 
 # Newton's tolerance on RMS G for the polish, in float64: near round-off for the models
@@ -295,12 +380,25 @@ NEWTON_START, POLISH_TIGHTEN, POLISH_ROUNDS = 1e-6, 1e-2, 3
 
 def _flow_to(model64, x, args64, target):
     """The projected flow (solver `"auto"`, float64) from `x` to RMS G `target`."""
-    sol = solvers.solve(model64, x, args=args64, flow="projected", solver="auto", rtol=1e-10,
-                        atol=1e-12, t1=1e4, max_steps=100_000,
-                        stop=solvers.FixedPointStop(atol=target), throw=False)
+    sol = solvers.solve(
+        model64,
+        x,
+        args=args64,
+        flow="projected",
+        solver="auto",
+        rtol=1e-10,
+        atol=1e-12,
+        t1=1e4,
+        max_steps=100_000,
+        stop=solvers.FixedPointStop(atol=target),
+        throw=False,
+    )
     residual = float(sol.stats["residual_rms"])
-    return sol.x_final, residual, dict(method="projected flow (auto)", residual_rms=residual,
-                                       t=float(sol.t_final))
+    return (
+        sol.x_final,
+        residual,
+        dict(method="projected flow (auto)", residual_rms=residual, t=float(sol.t_final)),
+    )
 
 
 def _polish(model64, x64, args64, polish, tol, max_steps, pre_flow=False):
@@ -313,9 +411,17 @@ def _polish(model64, x64, args64, polish, tol, max_steps, pre_flow=False):
     started)."""
     before = float(solvers.rms(model64.residual(x64, args64)))
     if not polish:
-        return x64, dict(polished=False, residual_rms_before=before, residual_rms=before,
-                         converged=before <= tol, steps=0, displacement_rms=0.0, rounds=[],
-                         newton_start_residual_rms=before, newton_displacement=0.0)
+        return x64, dict(
+            polished=False,
+            residual_rms_before=before,
+            residual_rms=before,
+            converged=before <= tol,
+            steps=0,
+            displacement_rms=0.0,
+            rounds=[],
+            newton_start_residual_rms=before,
+            newton_displacement=0.0,
+        )
     linear = "dense" if x64.size <= solvers.NEWTON_DENSE_MAX else "gmres"
     x, residual, rounds, ok, steps = x64, before, [], False, 0
     if pre_flow and residual > NEWTON_START:
@@ -323,16 +429,15 @@ def _polish(model64, x64, args64, polish, tol, max_steps, pre_flow=False):
         rounds.append(record)
     for attempt in range(POLISH_ROUNDS):
         if attempt:  # Newton failed: bring the point closer along the flow
-            x, residual, record = _flow_to(model64, x, args64,
-                                           max(tol, POLISH_TIGHTEN * residual))
+            x, residual, record = _flow_to(model64, x, args64, max(tol, POLISH_TIGHTEN * residual))
             rounds.append(record)
         start, start_residual = x, residual
-        found = solvers.find_fixed_point(model64, x, args=args64, tol=tol,
-                                         max_steps=max_steps, linear=linear, method="newton")
+        found = solvers.find_fixed_point(
+            model64, x, args=args64, tol=tol, max_steps=max_steps, linear=linear, method="newton"
+        )
         after = float(found.residual_rms)
         steps += int(found.steps)
-        rounds.append(dict(method=f"newton ({linear})", residual_rms=after,
-                           steps=int(found.steps)))
+        rounds.append(dict(method=f"newton ({linear})", residual_rms=after, steps=int(found.steps)))
         if np.isfinite(after) and after < residual:
             x, residual = found.x, after
         ok = bool(found.success) or residual <= tol
@@ -342,30 +447,62 @@ def _polish(model64, x64, args64, polish, tol, max_steps, pre_flow=False):
     def moved(a, b):
         return energy_coordinates(model64, a, args64) - energy_coordinates(model64, b, args64)
 
-    return x, dict(polished=True, residual_rms_before=before, residual_rms=residual,
-                   converged=ok, steps=steps, linear=linear, rounds=rounds,
-                   displacement_rms=float(solvers.rms(moved(x, x64))),
-                   newton_start_residual_rms=start_residual,
-                   newton_displacement=float(jnp.linalg.norm(moved(x, start))))
+    return x, dict(
+        polished=True,
+        residual_rms_before=before,
+        residual_rms=residual,
+        converged=ok,
+        steps=steps,
+        linear=linear,
+        rounds=rounds,
+        displacement_rms=float(solvers.rms(moved(x, x64))),
+        newton_start_residual_rms=start_residual,
+        newton_displacement=float(jnp.linalg.norm(moved(x, start))),
+    )
 
 
 def _kinks(model64, x64, args64, within) -> dict:
     """Which kinks of `E` lie within `within` (energy coordinates) of `x64`."""
     distances = model64.kink_distances(x64, args64) if has(model64, "kink_distances") else None
     if distances is None:
-        return dict(declared=has(model64, "kink_distances"), twice_differentiable=True,
-                    n_within=0, nearest=None, within=float(within))
+        return dict(
+            declared=has(model64, "kink_distances"),
+            twice_differentiable=True,
+            n_within=0,
+            nearest=None,
+            within=float(within),
+        )
     distances = np.asarray(distances, np.float64)
     n_within = int(np.sum(distances <= within))
     finite = distances[np.isfinite(distances)]
-    return dict(declared=True, twice_differentiable=n_within == 0, n_within=n_within,
-                nearest=float(finite.min()) if finite.size else None, within=float(within))
+    return dict(
+        declared=True,
+        twice_differentiable=n_within == 0,
+        n_within=n_within,
+        nearest=float(finite.min()) if finite.size else None,
+        within=float(within),
+    )
 
 
-def stability(model, x_star, args=None, flow="projected", *, coordinates="g", k=6,
-              method="auto", dense_max=DENSE_MAX, lyapunov_time=20.0, lyapunov_segments=20,
-              seed=0, lanczos_tol=1e-10, lyapunov_options=None, polish=True,
-              polish_tol=POLISH_TOL, polish_max_steps=20) -> dict:
+def stability(
+    model,
+    x_star,
+    args=None,
+    flow="projected",
+    *,
+    coordinates="g",
+    k=6,
+    method="auto",
+    dense_max=DENSE_MAX,
+    lyapunov_time=20.0,
+    lyapunov_segments=20,
+    seed=0,
+    lanczos_tol=1e-10,
+    lyapunov_options=None,
+    polish=True,
+    polish_tol=POLISH_TOL,
+    polish_max_steps=20,
+) -> dict:
     """Stability of a fixed point near `x_star` (one state, `[N, D]` on the ET) of any
     `solvers.EnergySystem`, with a verdict.
 
@@ -420,16 +557,26 @@ def stability(model, x_star, args=None, flow="projected", *, coordinates="g", k=
     if x_star.ndim != 2:
         raise ValueError(f"stability takes one state [N, D]; got shape {tuple(x_star.shape)}.")
     model64, x_given, args64 = cast((model, x_star, args), jnp.float64)
-    spectrum = dict(coordinates=coordinates, k=k, method=method, dense_max=dense_max,
-                    lanczos_tol=lanczos_tol, seed=seed)
+    spectrum = dict(
+        coordinates=coordinates,
+        k=k,
+        method=method,
+        dense_max=dense_max,
+        lanczos_tol=lanczos_tol,
+        seed=seed,
+    )
     tau = float(getattr(model, "tau", 1.0))
 
     def polished_spectrum(pre_flow):
-        x, report = _polish(model64, x_given, args64, polish, polish_tol, polish_max_steps,
-                            pre_flow=pre_flow)
+        x, report = _polish(
+            model64, x_given, args64, polish, polish_tol, polish_max_steps, pre_flow=pre_flow
+        )
         spec = hessian_eigenvalues(model64, x, args64, **spectrum)
-        known = spec["all"] if spec["all"] is not None else np.concatenate(
-            [spec["smallest"], spec["largest"]])
+        known = (
+            spec["all"]
+            if spec["all"] is not None
+            else np.concatenate([spec["smallest"], spec["largest"]])
+        )
         magnitude = float(np.min(np.abs(known)))
         if spec["morse_index_is_lower_bound"]:  # the eigenvalue nearest 0 is not known
             magnitude = _smallest_magnitude(model64, x, args64, coordinates, seed)
@@ -439,8 +586,9 @@ def stability(model, x_star, args=None, flow="projected", *, coordinates="g", k=
         magnitude = max(magnitude, 1e-300)
         # Newton may move the point about as far as its starting residual allows; a
         # longer move may have reached another critical point than the flow's
-        report["newton_jump_bound"] = float(JUMP_FACTOR * (
-            report["newton_start_residual_rms"] * np.sqrt(x.size) / magnitude))
+        report["newton_jump_bound"] = float(
+            JUMP_FACTOR * (report["newton_start_residual_rms"] * np.sqrt(x.size) / magnitude)
+        )
         jump = report["newton_displacement"] > report["newton_jump_bound"] + 1e-12
         distance = float(jnp.linalg.norm(model64.residual(x, args64))) / magnitude
         return x, report, spec, distance, jump
@@ -449,9 +597,11 @@ def stability(model, x_star, args=None, flow="projected", *, coordinates="g", k=
     if jumped and polished["newton_start_residual_rms"] > NEWTON_START:
         # Newton from a loose point jumped: start it again where the flow has taken the
         # point to RMS G `NEWTON_START`
-        first = dict(newton_displacement=polished["newton_displacement"],
-                     newton_jump_bound=polished["newton_jump_bound"],
-                     residual_rms=polished["residual_rms"])
+        first = dict(
+            newton_displacement=polished["newton_displacement"],
+            newton_jump_bound=polished["newton_jump_bound"],
+            residual_rms=polished["residual_rms"],
+        )
         x64, polished, result, distance, jumped = polished_spectrum(pre_flow=True)
         polished["first_attempt_jumped"] = first
     kinks = _kinks(model64, x64, args64, KINK_REACH_FACTOR * distance)
@@ -462,49 +612,86 @@ def stability(model, x_star, args=None, flow="projected", *, coordinates="g", k=
         for side in ("lower", "upper"):
             pinned = model64.one_sided(x64, args64, kinks["within"], side)
             r = hessian_eigenvalues(pinned, x64, args64, **spectrum)
-            sides[side] = dict(smallest=r["smallest"], largest=r["largest"],
-                               morse_index=r["morse_index"],
-                               morse_index_is_lower_bound=r["morse_index_is_lower_bound"])
+            sides[side] = dict(
+                smallest=r["smallest"],
+                largest=r["largest"],
+                morse_index=r["morse_index"],
+                morse_index_is_lower_bound=r["morse_index_is_lower_bound"],
+            )
         index_range = (sides["upper"]["morse_index"], sides["lower"]["morse_index"])
         extremes = (float(sides["lower"]["smallest"][0]), float(sides["upper"]["largest"][-1]))
     rates = linear_rate_range(*extremes, coordinates, result["clock_range"], tau)
     result.update(
-        x=np.asarray(x64), polish=polished, residual_rms=polished["residual_rms"],
-        distance_bound=distance, kinks=kinks, sides=sides,
-        morse_index_range=list(index_range), linear_rates=rates,
+        x=np.asarray(x64),
+        polish=polished,
+        residual_rms=polished["residual_rms"],
+        distance_bound=distance,
+        kinks=kinks,
+        sides=sides,
+        morse_index_range=list(index_range),
+        linear_rates=rates,
         rates_smallest=result["smallest"] / tau if coordinates == "x" else None,
-        energy=float(model64.energy(x64, args64)), lyapunov=None,
+        energy=float(model64.energy(x64, args64)),
+        lyapunov=None,
     )
     if lyapunov_time is not None:
         horizon, capped = float(lyapunov_time), None
-        own = linear_rate_range(result["smallest"][0], result["largest"][-1], coordinates,
-                                result["clock_range"], tau)[1]  # the point's own Hessian
+        own = linear_rate_range(
+            result["smallest"][0], result["largest"][-1], coordinates, result["clock_range"], tau
+        )[1]  # the point's own Hessian
         if own > 0:  # unstable: the state leaves x* once the residual's error grows to
             # ~1e-3, after log(1e-3 / distance) / rate; measure no longer than that
             drift = np.log(1e-3 / max(distance, 1e-15)) / own
             if drift < horizon:
                 horizon, capped = max(drift, 1e-3), float(lyapunov_time)
         result["lyapunov"] = lyapunov_exponent(
-            model64, x64, args64, flow=flow, t1=horizon, segments=lyapunov_segments,
-            seed=seed, measure="metric", **(lyapunov_options or {}))
+            model64,
+            x64,
+            args64,
+            flow=flow,
+            t1=horizon,
+            segments=lyapunov_segments,
+            seed=seed,
+            measure="metric",
+            **(lyapunov_options or {}),
+        )
         result["lyapunov"]["capped_from"] = capped
     compared_flow = "projected" if result["geometry"] == "flat" else flow
     result["verdict"] = verdict(
-        converged=polished["converged"], jumped=jumped,
+        converged=polished["converged"],
+        jumped=jumped,
         newton_displacement=polished["newton_displacement"],
-        jump_bound=polished["newton_jump_bound"], residual_rms=polished["residual_rms"],
-        distance=distance, index_range=index_range,
+        jump_bound=polished["newton_jump_bound"],
+        residual_rms=polished["residual_rms"],
+        distance=distance,
+        index_range=index_range,
         index_is_lower_bound=result["morse_index_is_lower_bound"],
-        n_near_zero=result["n_near_zero"], dimension=result["dimension"],
-        smallest=extremes[0], kinks=kinks, lyapunov=result["lyapunov"], rates=rates,
-        clock_range=result["clock_range"], flow=compared_flow)
-    result.update(flow=flow, tau=tau, metadata=metadata(
-        study="stability", dtype=np.float64 if float64_available() else np.float32,
-        model_type=type(model).__name__, seeds=dict(lanczos_and_lyapunov=seed), flow=flow,
-        coordinates=coordinates, method=result["method"], k=k, float64=float64_available(),
-        polish=dict(tol=polish_tol, max_steps=polish_max_steps, enabled=bool(polish)),
-        geometry=result["geometry"],
-    ))
+        n_near_zero=result["n_near_zero"],
+        dimension=result["dimension"],
+        smallest=extremes[0],
+        kinks=kinks,
+        lyapunov=result["lyapunov"],
+        rates=rates,
+        clock_range=result["clock_range"],
+        flow=compared_flow,
+    )
+    result.update(
+        flow=flow,
+        tau=tau,
+        metadata=metadata(
+            study="stability",
+            dtype=np.float64 if float64_available() else np.float32,
+            model_type=type(model).__name__,
+            seeds=dict(lanczos_and_lyapunov=seed),
+            flow=flow,
+            coordinates=coordinates,
+            method=result["method"],
+            k=k,
+            float64=float64_available(),
+            polish=dict(tol=polish_tol, max_steps=polish_max_steps, enabled=bool(polish)),
+            geometry=result["geometry"],
+        ),
+    )
     return result
 
 
@@ -516,19 +703,34 @@ def plot_stability(result: dict, path=None):
     gives the model, dtype, method, residual and tolerances. Returns the `Figure`."""
     fig, axes = figure(2, 1, height=3.6)
     ax = axes[0, 0]
-    values = result["all"] if result.get("all") is not None else np.concatenate(
-        [result["smallest"], result["largest"]])
+    values = (
+        result["all"]
+        if result.get("all") is not None
+        else np.concatenate([result["smallest"], result["largest"]])
+    )
     values = np.sort(np.asarray(values, float))
     index = np.arange(values.size)
     negative = values < -result["zero_tol"]
     ax.plot(index[~negative], values[~negative], "o", ms=3, label="non-negative")
-    ax.plot(index[negative], values[negative], "o", ms=4, color="tab:red",
-            label=f"negative ({int(negative.sum())})")
+    ax.plot(
+        index[negative],
+        values[negative],
+        "o",
+        ms=4,
+        color="tab:red",
+        label=f"negative ({int(negative.sum())})",
+    )
     for side, marker in (("lower", "v"), ("upper", "^")):
         sides = result.get("sides") or {}
         if side in sides:
-            ax.plot([0], [float(sides[side]["smallest"][0])], marker, color="tab:purple",
-                    ms=5, label=f"{side} side's smallest")
+            ax.plot(
+                [0],
+                [float(sides[side]["smallest"][0])],
+                marker,
+                color="tab:purple",
+                ms=5,
+                label=f"{side} side's smallest",
+            )
     ax.axhline(0.0, color="0.5", lw=0.8)
     magnitudes = np.abs(values[values != 0])
     if np.all(values > 0):
@@ -543,32 +745,43 @@ def plot_stability(result: dict, path=None):
     else:
         ax.margins(y=0.15)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("eigenvalue index (sorted)" if result.get("all") is not None else
-                  f"index ({len(result['smallest'])} smallest, then largest)")
+    ax.set_xlabel(
+        "eigenvalue index (sorted)"
+        if result.get("all") is not None
+        else f"index ({len(result['smallest'])} smallest, then largest)"
+    )
     units = "energy coords" if result["coordinates"] == "g" else "x coords, rate x tau"
     ax.set_ylabel("tangent Hessian eigenvalue")
-    ax.set_title(f"Hessian ({units}), {result['method']}, dim {result.get('dimension')}",
-                 fontsize=9)
+    ax.set_title(
+        f"Hessian ({units}), {result['method']}, dim {result.get('dimension')}", fontsize=9
+    )
     ax.legend(fontsize=8, loc="best")
     ax = axes[0, 1]
     lyap = result.get("lyapunov")
     if lyap is not None:
         ax.plot(lyap["times"], lyap["local"], "-o", ms=3, label="local rate per segment")
-        ax.axhline(lyap["exponent"], color="tab:red", ls="--",
-                   label=f"FTLE {lyap['exponent']:.3g} / tau")
+        ax.axhline(
+            lyap["exponent"], color="tab:red", ls="--", label=f"FTLE {lyap['exponent']:.3g} / tau"
+        )
         band = (result.get("verdict") or {}).get("lyapunov_range")
         local = np.concatenate([np.asarray(lyap["local"], float), [lyap["exponent"]]])
         low, high = float(np.min(local)), float(np.max(local))
         pad = 0.2 * max(high - low, 0.1 * max(abs(low), abs(high)), 1e-3)
         if band is not None:
-            ax.axhspan(band[0], band[1], color="0.85", zorder=0,
-                       label=f"linearised range [{band[0]:.3g}, {band[1]:.3g}]")
+            ax.axhspan(
+                band[0],
+                band[1],
+                color="0.85",
+                zorder=0,
+                label=f"linearised range [{band[0]:.3g}, {band[1]:.3g}]",
+            )
         ax.set_ylim(low - pad, high + pad)  # the data; the range may extend past it
         ax.set_xlim(0.0, float(lyap["t1"]))
         ax.set_xlabel("time t (tau)")
         ax.set_ylabel("growth rate of |dg| (1/tau)")
-        ax.set_title(f"Lyapunov, {lyap['flow']} flow, {lyap['solver']} rtol {lyap['rtol']}",
-                     fontsize=9)
+        ax.set_title(
+            f"Lyapunov, {lyap['flow']} flow, {lyap['solver']} rtol {lyap['rtol']}", fontsize=9
+        )
         ax.legend(fontsize=8, loc="best")
     else:
         ax.set_axis_off()
@@ -576,10 +789,11 @@ def plot_stability(result: dict, path=None):
     if model_name(meta) is None and meta.get("model_type"):
         meta["model"] = meta["model_type"]
     polish = result.get("polish", {})
-    words = [f"{result.get('geometry', '')} geometry",
-             f"point Newton-polished to RMS G {polish.get('residual_rms', float('nan')):.2g} "
-             f"(from {polish.get('residual_rms_before', float('nan')):.2g})"]
+    words = [
+        f"{result.get('geometry', '')} geometry",
+        f"point Newton-polished to RMS G {polish.get('residual_rms', float('nan')):.2g} "
+        f"(from {polish.get('residual_rms_before', float('nan')):.2g})",
+    ]
     sentence = (result.get("verdict") or {}).get("sentence", "stability")
-    title(fig, sentence,
-          caption(meta, flow=result.get("flow"), solver="", extra=words))
+    title(fig, sentence, caption(meta, flow=result.get("flow"), solver="", extra=words))
     return finish(fig, path)

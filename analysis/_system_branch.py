@@ -43,19 +43,27 @@ def _memory_scale(model, args, p):
 
 def _field_strength(model, args, p):
     if getattr(args, "field", None) is None:
-        raise ValueError("parameter='field_strength' needs conditions with an external "
-                         "field: args=et_ode.Conditions(field=..., ...).")
-    return model, eqx.tree_at(lambda a: a.field_strength, args, p * jnp.ones_like(
-        args.field_strength))
+        raise ValueError(
+            "parameter='field_strength' needs conditions with an external "
+            "field: args=et_ode.Conditions(field=..., ...)."
+        )
+    return model, eqx.tree_at(
+        lambda a: a.field_strength, args, p * jnp.ones_like(args.field_strength)
+    )
 
 
 def _beta(model, args, p):
     attention = getattr(model, "attention", None)
-    if (attention is None or not hasattr(attention, "with_beta")
-            or "attention" not in getattr(model, "terms", ("attention",))):
-        raise ValueError("parameter='beta' needs a model whose energy has an attention "
-                         "term (model.attention, an EnergyAttention, in model.terms); "
-                         "this one has none, so beta changes nothing.")
+    if (
+        attention is None
+        or not hasattr(attention, "with_beta")
+        or "attention" not in getattr(model, "terms", ("attention",))
+    ):
+        raise ValueError(
+            "parameter='beta' needs a model whose energy has an attention "
+            "term (model.attention, an EnergyAttention, in model.terms); "
+            "this one has none, so beta changes nothing."
+        )
     return eqx.tree_at(lambda m: m.attention, model, attention.with_beta(p)), args
 
 
@@ -72,8 +80,10 @@ def parameter_function(parameter):
     if callable(parameter):
         return parameter
     if parameter not in PARAMETERS:
-        raise ValueError(f"parameter must be one of {', '.join(PARAMETERS)} or a function "
-                         f"(model, args, p) -> (model, args); got {parameter!r}.")
+        raise ValueError(
+            f"parameter must be one of {', '.join(PARAMETERS)} or a function "
+            f"(model, args, p) -> (model, args); got {parameter!r}."
+        )
     return PARAMETERS[parameter]
 
 
@@ -111,8 +121,9 @@ def _pinned(model, x_ref, args, parameter, p):
     zero entry)."""
     y_ref = solvers.as_manifold_system(model).to_manifold(x_ref, args)
     direction = 1.0 + jnp.abs(jax.random.normal(jax.random.key(0), x_ref.shape, x_ref.dtype))
-    moved = jax.jvp(lambda y: _parts(model, x_ref, args, y, p, parameter)[4], (y_ref,),
-                    (direction,))[1]
+    moved = jax.jvp(
+        lambda y: _parts(model, x_ref, args, y, p, parameter)[4], (y_ref,), (direction,)
+    )[1]
     return y_ref, moved == 0
 
 
@@ -121,9 +132,11 @@ def system_field(model, x0, p0, args, parameter):
     energy model (module docstring)."""
     require(model, "continuation", ("energy", "vector_field", "residual"))
     if parameter is None:
-        raise ValueError("continuation of an energy model needs parameter=: one of "
-                         f"{', '.join(PARAMETERS)} or a function (model, args, p) -> "
-                         "(model, args).")
+        raise ValueError(
+            "continuation of an energy model needs parameter=: one of "
+            f"{', '.join(PARAMETERS)} or a function (model, args, p) -> "
+            "(model, args)."
+        )
     function = parameter_function(parameter)
     x0 = jnp.asarray(x0)
     y_ref, pinned = _pinned(model, x0, args, function, jnp.asarray(p0, x0.dtype))

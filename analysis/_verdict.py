@@ -26,8 +26,16 @@ import numpy as np
 # better than 1 %.
 RANGE_SLACK_RELATIVE, RANGE_SLACK_ABSOLUTE = 0.01, 1e-3
 
-VERDICTS = ("stable_minimum", "saddle", "maximum", "not_converged", "jumped", "at_kink",
-            "degenerate", "inconsistent")
+VERDICTS = (
+    "stable_minimum",
+    "saddle",
+    "maximum",
+    "not_converged",
+    "jumped",
+    "at_kink",
+    "degenerate",
+    "inconsistent",
+)
 
 
 def linear_rate_range(smallest, largest, coordinates, clock_range, tau):
@@ -43,8 +51,9 @@ def linear_rate_range(smallest, largest, coordinates, clock_range, tau):
     return [-hi / tau, -lo / tau]
 
 
-def lyapunov_consistent(exponent, horizon, rates, clock_range,
-                        measure="metric") -> tuple[bool, list]:
+def lyapunov_consistent(
+    exponent, horizon, rates, clock_range, measure="metric"
+) -> tuple[bool, list]:
     """Whether an exponent measured over `horizon` lies in the linearised flow's range
     `rates` (see the module docstring); returns the verdict and the widened range.
 
@@ -55,8 +64,10 @@ def lyapunov_consistent(exponent, horizon, rates, clock_range,
     `log(c_max / c_min) / horizon`."""
     c_min, c_max = clock_range
     extra = np.log(c_max / c_min) / horizon if measure == "g" else 0.0
-    widened = [rates[0] - RANGE_SLACK_RELATIVE * abs(rates[0]) - RANGE_SLACK_ABSOLUTE - extra,
-               rates[1] + RANGE_SLACK_RELATIVE * abs(rates[1]) + RANGE_SLACK_ABSOLUTE + extra]
+    widened = [
+        rates[0] - RANGE_SLACK_RELATIVE * abs(rates[0]) - RANGE_SLACK_ABSOLUTE - extra,
+        rates[1] + RANGE_SLACK_RELATIVE * abs(rates[1]) + RANGE_SLACK_ABSOLUTE + extra,
+    ]
     return bool(widened[0] <= exponent <= widened[1]), widened
 
 
@@ -68,9 +79,25 @@ def _index_words(index, lower_bound, dimension):
     return f"saddle of index {'>= ' if lower_bound else ''}{index}"
 
 
-def verdict(*, converged, residual_rms, distance, index_range, index_is_lower_bound,
-            n_near_zero, dimension, smallest, kinks, lyapunov, rates, clock_range,
-            flow, jumped=False, newton_displacement=0.0, jump_bound=0.0) -> dict:
+def verdict(
+    *,
+    converged,
+    residual_rms,
+    distance,
+    index_range,
+    index_is_lower_bound,
+    n_near_zero,
+    dimension,
+    smallest,
+    kinks,
+    lyapunov,
+    rates,
+    clock_range,
+    flow,
+    jumped=False,
+    newton_displacement=0.0,
+    jump_bound=0.0,
+) -> dict:
     """The verdict (`code` in `VERDICTS`, a `sentence`, `called`: whether a kind was
     named) from the measured pieces (module docstring).
 
@@ -88,49 +115,79 @@ def verdict(*, converged, residual_rms, distance, index_range, index_is_lower_bo
 
     where = f"RMS G {residual_rms:.2g}, within {distance:.2g} of the critical point"
     if not converged:
-        return refuse("not_converged", (
-            f"not converged: Newton left RMS G {residual_rms:.2g}; a Hessian taken away "
-            "from a fixed point says nothing about it (give Newton more steps or a start "
-            "nearer the fixed point)."))
+        return refuse(
+            "not_converged",
+            (
+                f"not converged: Newton left RMS G {residual_rms:.2g}; a Hessian taken away "
+                "from a fixed point says nothing about it (give Newton more steps or a start "
+                "nearer the fixed point)."
+            ),
+        )
     if jumped:
-        return refuse("jumped", (
-            f"not called: Newton moved the point {newton_displacement:.2g} from where it "
-            f"started, more than its starting residual allows ({jump_bound:.2g}): it may "
-            "have reached another critical point than the flow's (start from a point the "
-            "flow has taken nearer the fixed point)."))
+        return refuse(
+            "jumped",
+            (
+                f"not called: Newton moved the point {newton_displacement:.2g} from where it "
+                f"started, more than its starting residual allows ({jump_bound:.2g}): it may "
+                "have reached another critical point than the flow's (start from a point the "
+                "flow has taken nearer the fixed point)."
+            ),
+        )
     if n_near_zero:
-        return refuse("degenerate", (
-            f"degenerate: {n_near_zero} tangent Hessian eigenvalue(s) are zero to "
-            f"round-off ({where}); the second-order test cannot call it."))
+        return refuse(
+            "degenerate",
+            (
+                f"degenerate: {n_near_zero} tangent Hessian eigenvalue(s) are zero to "
+                f"round-off ({where}); the second-order test cannot call it."
+            ),
+        )
     fewest, most = index_range
     if kinks.get("n_within"):
-        kink_words = (f"{kinks['n_within']} kink(s) of E (the nearest "
-                      f"{kinks['nearest']:.2g} away) lie within reach of the residual "
-                      f"({kinks['within']:.2g})")
+        kink_words = (
+            f"{kinks['n_within']} kink(s) of E (the nearest "
+            f"{kinks['nearest']:.2g} away) lie within reach of the residual "
+            f"({kinks['within']:.2g})"
+        )
         if fewest != most:
-            return refuse("at_kink", (
-                f"at a kink: {kink_words}, and the one-sided Hessians disagree (Morse "
-                f"index {fewest} to {most} over the sides); not called."))
+            return refuse(
+                "at_kink",
+                (
+                    f"at a kink: {kink_words}, and the one-sided Hessians disagree (Morse "
+                    f"index {fewest} to {most} over the sides); not called."
+                ),
+            )
     kind = _index_words(fewest, index_is_lower_bound, dimension)
-    code = ("stable_minimum" if fewest == 0 else
-            "maximum" if kind == "local maximum" else "saddle")
+    code = "stable_minimum" if fewest == 0 else "maximum" if kind == "local maximum" else "saddle"
     sentence = f"{kind} (smallest tangent Hessian eigenvalue {smallest:.3g}; {where})"
     if kinks.get("n_within"):
         sentence += f"; at a kink: {kink_words}, and every side agrees"
     if lyapunov is not None and flow == "projected":
-        ok, widened = lyapunov_consistent(lyapunov["exponent"], lyapunov["t1"], rates,
-                                          clock_range, lyapunov.get("coordinates", "g"))
+        ok, widened = lyapunov_consistent(
+            lyapunov["exponent"],
+            lyapunov["t1"],
+            rates,
+            clock_range,
+            lyapunov.get("coordinates", "g"),
+        )
         out.update(lyapunov_range=widened, lyapunov_consistent=ok)
-        words = (f"FTLE {lyapunov['exponent']:.3g}/tau over {lyapunov['t1']:.3g} tau, "
-                 f"linearised range [{widened[0]:.3g}, {widened[1]:.3g}]")
+        words = (
+            f"FTLE {lyapunov['exponent']:.3g}/tau over {lyapunov['t1']:.3g} tau, "
+            f"linearised range [{widened[0]:.3g}, {widened[1]:.3g}]"
+        )
         if not ok:
-            return refuse("inconsistent", (
-                f"not called: the Hessian says {kind} but the {words} excludes the "
-                "exponent (the point or the exponent's solve is off)."))
+            return refuse(
+                "inconsistent",
+                (
+                    f"not called: the Hessian says {kind} but the {words} excludes the "
+                    "exponent (the point or the exponent's solve is off)."
+                ),
+            )
         sentence += f"; consistent with the {words}"
         if code == "stable_minimum" and lyapunov["exponent"] < 0:
             sentence += ": perturbations decay"
     elif lyapunov is not None:
-        sentence += (f"; the {flow} flow's FTLE ({lyapunov['exponent']:.3g}/tau) is not "
-                     "compared (its clock changes along the flow)")
+        sentence += (
+            f"; the {flow} flow's FTLE ({lyapunov['exponent']:.3g}/tau) is not "
+            "compared (its clock changes along the flow)"
+        )
     return dict(out, code=code, called=True, sentence=sentence + ".")

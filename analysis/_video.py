@@ -39,8 +39,10 @@ def _check_frames(frames) -> list[np.ndarray]:
                 "render figures with et_ode.analysis.figure_to_frame."
             )
         if frame.shape != shape:
-            raise ValueError(f"frame {i} has shape {list(frame.shape)}, frame 0 {list(shape)}: "
-                             "all frames of a video must have one size.")
+            raise ValueError(
+                f"frame {i} has shape {list(frame.shape)}, frame 0 {list(shape)}: "
+                "all frames of a video must have one size."
+            )
     return frames
 
 
@@ -70,8 +72,10 @@ def write_frames(frames, folder, prefix: str = "frame") -> list[Path]:
     created). Returns the paths, in order."""
     frames = _check_frames(frames)
     digits = max(4, len(str(len(frames) - 1)))
-    return [write_png(Path(folder) / f"{prefix}_{i:0{digits}d}.png", frame)
-            for i, frame in enumerate(frames)]
+    return [
+        write_png(Path(folder) / f"{prefix}_{i:0{digits}d}.png", frame)
+        for i, frame in enumerate(frames)
+    ]
 
 
 def _write_mp4(frames, path: Path, fps: float) -> None:
@@ -82,8 +86,14 @@ def _write_mp4(frames, path: Path, fps: float) -> None:
         # JAX warns about although nothing runs between the two.
         warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
         writer = imageio.get_writer(
-            temporary, format="FFMPEG", mode="I", fps=fps, codec="libx264",
-            pixelformat="yuv420p", macro_block_size=1, ffmpeg_log_level="error",
+            temporary,
+            format="FFMPEG",
+            mode="I",
+            fps=fps,
+            codec="libx264",
+            pixelformat="yuv420p",
+            macro_block_size=1,
+            ffmpeg_log_level="error",
         )
         try:
             for frame in frames:
@@ -99,8 +109,14 @@ def _write_gif(frames, path: Path, fps: float) -> None:
 
     images = [Image.fromarray(frame) for frame in frames]
     with atomic_path(path) as temporary:
-        images[0].save(temporary, format="GIF", save_all=True, append_images=images[1:],
-                       duration=max(int(round(1000 / fps)), 20), loop=0)
+        images[0].save(
+            temporary,
+            format="GIF",
+            save_all=True,
+            append_images=images[1:],
+            duration=max(int(round(1000 / fps)), 20),
+            loop=0,
+        )
 
 
 def write_video(frames, path, fps: float = 12.0) -> Path:
@@ -124,8 +140,9 @@ def write_video(frames, path, fps: float = 12.0) -> Path:
         except Exception as exc:  # noqa: BLE001  any ffmpeg failure: fall back
             if isinstance(exc, OSError) and exc.errno in REFUSED:
                 raise
-            warnings.warn(f"ffmpeg could not write {path} ({exc!r}); writing a GIF instead.",
-                          stacklevel=2)
+            warnings.warn(
+                f"ffmpeg could not write {path} ({exc!r}); writing a GIF instead.", stacklevel=2
+            )
         path = path.with_suffix(".gif")
     _write_gif(frames, path, fps)
     return path

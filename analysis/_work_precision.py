@@ -50,14 +50,24 @@ def timed(fn, repeats: int = 3):
     return result, statistics.median(times)
 
 
-def work_precision(model, x0, args=None, *, solvers=("bosh3", "tsit5", "dopri8"),
-                   tolerances=(1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8),
-                   fixed_solvers=("euler", "heun", "tsit5"),
-                   step_sizes=(0.2, 0.1, 0.05, 0.025, 0.0125), t1: float = 1.2,
-                   flow: str = "native", atol_factor: float = 1e-2,
-                   reference_solver: str = "dopri8", reference_rtol: float = 1e-12,
-                   repeats: int = 3, max_steps: int = 100_000,
-                   args_batched: bool = False) -> dict:
+def work_precision(
+    model,
+    x0,
+    args=None,
+    *,
+    solvers=("bosh3", "tsit5", "dopri8"),
+    tolerances=(1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8),
+    fixed_solvers=("euler", "heun", "tsit5"),
+    step_sizes=(0.2, 0.1, 0.05, 0.025, 0.0125),
+    t1: float = 1.2,
+    flow: str = "native",
+    atol_factor: float = 1e-2,
+    reference_solver: str = "dopri8",
+    reference_rtol: float = 1e-12,
+    repeats: int = 3,
+    max_steps: int = 100_000,
+    args_batched: bool = False,
+) -> dict:
     """Error of `x(t1)` against NFE and wall time for a grid of tolerances (adaptive
     solvers, `atol = atol_factor * rtol`) and constant step sizes (any explicit solver).
 
@@ -78,7 +88,8 @@ def work_precision(model, x0, args=None, *, solvers=("bosh3", "tsit5", "dopri8")
     **Returns:** a dict: `runs`, a list with per run `solver`, `kind` (`"adaptive"` or
     `"fixed"`), `rtol`/`atol` or `dt0`, `nfe` (`stats["nfe"]`: the tableau's
     count, exact for constant steps, a lower bound for first-same-as-last solvers under
-    adaptive steps; see `solvers.solve`), `num_steps`, `wall_s` (median seconds per solve, solve overhead
+    adaptive steps; see `solvers.solve`), `num_steps`, `wall_s` (median seconds per solve, solve
+    overhead
     included), `error_exact` (relative max error against the float64 reference),
     `error_paper` (against the paper's Euler map); `reference` (`x_final`,
     solver, tolerances, NFE, dtype); `paper` (`x_final`, `error_exact`: how far the
@@ -89,50 +100,98 @@ def work_precision(model, x0, args=None, *, solvers=("bosh3", "tsit5", "dopri8")
     ref_model, ref_x, ref_args = cast((model, xb, args), jnp.float64)
     xb, args, batch = shard(xb, args, args_batched)
     ref_x, ref_args, _ = shard(ref_x, ref_args, args_batched)
-    ref = _solvers.solve(ref_model, ref_x, args=ref_args, t1=t1, flow=flow,
-                        solver=reference_solver, rtol=reference_rtol,
-                        atol=reference_rtol * 1e-2, max_steps=max_steps,
-                        args_batched=args_batched)
+    ref = _solvers.solve(
+        ref_model,
+        ref_x,
+        args=ref_args,
+        t1=t1,
+        flow=flow,
+        solver=reference_solver,
+        rtol=reference_rtol,
+        atol=reference_rtol * 1e-2,
+        max_steps=max_steps,
+        args_batched=args_batched,
+    )
     x_exact = np.asarray(ref.x_final, np.float64)[:batch]
-    paper = _solvers.solve(model, xb, args=args, t1=t1, flow=flow, solver="euler", dt0=0.1,
-                          max_steps=max_steps, args_batched=args_batched)
+    paper = _solvers.solve(
+        model,
+        xb,
+        args=args,
+        t1=t1,
+        flow=flow,
+        solver="euler",
+        dt0=0.1,
+        max_steps=max_steps,
+        args_batched=args_batched,
+    )
     x_paper = np.asarray(paper.x_final, np.float64)[:batch]
     runs = []
-    grid = [("adaptive", s, dict(rtol=tol, atol=atol_factor * tol))
-            for s in solvers for tol in tolerances]
+    grid = [
+        ("adaptive", s, dict(rtol=tol, atol=atol_factor * tol))
+        for s in solvers
+        for tol in tolerances
+    ]
     grid += [("fixed", s, dict(dt0=dt)) for s in fixed_solvers for dt in step_sizes]
     for kind, name, options in grid:
+
         def run(name=name, options=options):
-            return _solvers.solve(model, xb, args=args, t1=t1, flow=flow, solver=name,
-                                 max_steps=max_steps, args_batched=args_batched,
-                                 throw=False, **options)
+            return _solvers.solve(
+                model,
+                xb,
+                args=args,
+                t1=t1,
+                flow=flow,
+                solver=name,
+                max_steps=max_steps,
+                args_batched=args_batched,
+                throw=False,
+                **options,
+            )
 
         sol, wall = timed(run, repeats)
         reasons = list(np.atleast_1d(sol.stats["stop_reason"]))[:batch]
         ok = all(r == "t1" for r in reasons)
         x_final = np.asarray(sol.x_final)[:batch]
-        runs.append(dict(
-            solver=name, kind=kind, **options,
-            nfe=int(np.max(np.asarray(sol.stats["nfe"])[:batch])),
-            num_steps=int(np.max(np.asarray(sol.stats["num_steps"])[:batch])),
-            wall_s=wall, ok=ok, stop_reason=reasons,
-            error_exact=relative_error(x_final, x_exact) if ok else float("nan"),
-            error_paper=relative_error(x_final, x_paper) if ok else float("nan"),
-        ))
+        runs.append(
+            dict(
+                solver=name,
+                kind=kind,
+                **options,
+                nfe=int(np.max(np.asarray(sol.stats["nfe"])[:batch])),
+                num_steps=int(np.max(np.asarray(sol.stats["num_steps"])[:batch])),
+                wall_s=wall,
+                ok=ok,
+                stop_reason=reasons,
+                error_exact=relative_error(x_final, x_exact) if ok else float("nan"),
+                error_paper=relative_error(x_final, x_paper) if ok else float("nan"),
+            )
+        )
     return dict(
         runs=runs,
-        reference=dict(x_final=x_exact, solver=reference_solver, rtol=reference_rtol,
-                       atol=reference_rtol * 1e-2, nfe=np.asarray(ref.stats["nfe"]),
-                       dtype=str(ref.x_final.dtype)),
-        paper=dict(x_final=x_paper, solver="euler", dt0=0.1,
-                   error_exact=relative_error(x_paper, x_exact)),
+        reference=dict(
+            x_final=x_exact,
+            solver=reference_solver,
+            rtol=reference_rtol,
+            atol=reference_rtol * 1e-2,
+            nfe=np.asarray(ref.stats["nfe"]),
+            dtype=str(ref.x_final.dtype),
+        ),
+        paper=dict(
+            x_final=x_paper, solver="euler", dt0=0.1, error_exact=relative_error(x_paper, x_exact)
+        ),
         metadata=metadata(
-            study="work_precision", dtype=dtype, flow=flow, t1=t1, atol_factor=atol_factor,
+            study="work_precision",
+            dtype=dtype,
+            flow=flow,
+            t1=t1,
+            atol_factor=atol_factor,
             batch=int(batch),
-            repeats=repeats, max_steps=max_steps, float64_reference=float64_available(),
+            repeats=repeats,
+            max_steps=max_steps,
+            float64_reference=float64_available(),
             error="max |x(t1) - x_ref(t1)| / max |x_ref(t1)| over all entries",
             timing="median wall seconds of `repeats` solves after a warm-up call, "
-                   "block_until_ready, solve's Python overhead included",
+            "block_until_ready, solve's Python overhead included",
         ),
     )
 
@@ -156,12 +215,22 @@ def plot_work_precision(result: dict, path=None, against: str = "exact"):
         label = f"{name}, {'tolerances' if kind == 'adaptive' else 'constant steps'}"
         colour = colours.setdefault(name, f"C{len(colours)}")
         for ax, x_key in zip(axes[0], ("nfe", "wall_s")):
-            ax.plot([r[x_key] for r in runs], positive([r[key] for r in runs]), style, ms=4,
-                    color=colour, label=label if ax is axes[0, 0] else None)
-    versus = ("the float64 reference (exact flow)" if against == "exact"
-              else "the paper's Euler map (dt 0.1)")
-    for ax, xlabel in zip(axes[0], ("function evaluations per solve (NFE)",
-                                    "wall time per solve (s)")):
+            ax.plot(
+                [r[x_key] for r in runs],
+                positive([r[key] for r in runs]),
+                style,
+                ms=4,
+                color=colour,
+                label=label if ax is axes[0, 0] else None,
+            )
+    versus = (
+        "the float64 reference (exact flow)"
+        if against == "exact"
+        else "the paper's Euler map (dt 0.1)"
+    )
+    for ax, xlabel in zip(
+        axes[0], ("function evaluations per solve (NFE)", "wall time per solve (s)")
+    ):
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(xlabel)
@@ -170,41 +239,66 @@ def plot_work_precision(result: dict, path=None, against: str = "exact"):
         paper = result["paper"]["error_exact"]
         if np.isfinite(paper) and paper > 0:
             for ax in axes[0]:
-                ax.axhline(paper, color="0.5", ls=":",
-                           label="paper's Euler map (dt 0.1)" if ax is axes[0, 0] else None)
+                ax.axhline(
+                    paper,
+                    color="0.5",
+                    ls=":",
+                    label="paper's Euler map (dt 0.1)" if ax is axes[0, 0] else None,
+                )
     fig.legend(loc="outside lower center", ncols=3, fontsize=8)
     failed = sum(1 for run in result["runs"] if not np.isfinite(run[key]))
     reference = result.get("reference", {})
-    extra = [f"adaptive: atol = {meta['atol_factor']:g} rtol" if "atol_factor" in meta else "",
-             f"reference {solver_text(reference)} in {reference.get('dtype', 'float64')}"
-             if against == "exact" and reference.get("solver") else "",
-             f"{failed} runs did not reach t1 (not shown)" if failed else ""]
+    extra = [
+        f"adaptive: atol = {meta['atol_factor']:g} rtol" if "atol_factor" in meta else "",
+        f"reference {solver_text(reference)} in {reference.get('dtype', 'float64')}"
+        if against == "exact" and reference.get("solver")
+        else "",
+        f"{failed} runs did not reach t1 (not shown)" if failed else "",
+    ]
     batch = meta.get("batch") or np.shape(reference.get("x_final", np.zeros((0,))))[0] or None
-    what = (f"Work against precision: error of x(t1) against {versus}; points labelled with "
-            "rtol or dt")
+    what = (
+        f"Work against precision: error of x(t1) against {versus}; points labelled with rtol or dt"
+    )
 
     def label_every_point():
         tidy_log_axes(fig)
         renderer, left_out = renderer_of(fig), 0  # one drawing fixes the layout
         for ax, x_key in zip(axes[0], ("nfe", "wall_s")):
             for (name, kind), runs in groups.items():
-                labels = [f"{r['rtol']:.0e}".replace("e-0", "e-") if kind == "adaptive"
-                          else f"dt {r['dt0']:g}" for r in runs]
-                left_out += label_points(ax, [r[x_key] for r in runs],
-                                         positive([r[key] for r in runs]), labels,
-                                         color=colours[name], renderer=renderer)
+                labels = [
+                    f"{r['rtol']:.0e}".replace("e-0", "e-")
+                    if kind == "adaptive"
+                    else f"dt {r['dt0']:g}"
+                    for r in runs
+                ]
+                left_out += label_points(
+                    ax,
+                    [r[x_key] for r in runs],
+                    positive([r[key] for r in runs]),
+                    labels,
+                    color=colours[name],
+                    renderer=renderer,
+                )
         return left_out
 
     for ax in axes[0]:
         ax.margins(x=0.08, y=0.1)  # room for the labels of the outermost points
-    title(fig, what, caption(meta, samples=samples_text(meta, batch) if batch else None,
-                             solver="", extra=extra))
+    title(
+        fig,
+        what,
+        caption(meta, samples=samples_text(meta, batch) if batch else None, solver="", extra=extra),
+    )
     if label_every_point():  # say so, and place the labels again under the longer caption
         for ax in axes[0]:
             for text in list(ax.texts):
                 text.remove()
         extra.append("points without a label had no room for one (the JSON lists every run)")
-        title(fig, what, caption(meta, samples=samples_text(meta, batch) if batch else None,
-                                 solver="", extra=extra))
+        title(
+            fig,
+            what,
+            caption(
+                meta, samples=samples_text(meta, batch) if batch else None, solver="", extra=extra
+            ),
+        )
         label_every_point()
     return finish(fig, path)

@@ -17,16 +17,27 @@ def run(problem, opts) -> list[dict]:
     batches = sizes(opts.quick)
     xs = {b: problem.tokens(b) for b in batches}
     repeats = opts.reps(2 if opts.quick else 5)
-    times = time_interleaved({b: (lambda b=b: solve(model, xs[b])) for b in batches},
-                             repeats, budget=20.0)
+    times = time_interleaved(
+        {b: (lambda b=b: solve(model, xs[b])) for b in batches}, repeats, budget=20.0
+    )
     base = batches[0] / spread(times[batches[0]])["median"]
     rows = []
     for b in batches:
         t = spread(times[b])
         rate = b / t["median"]
-        rows.append(row(
-            FAMILY, f"euler-12 solve, batch {b}", value=rate / base, unit="x",
-            reference=f"batch 1: {base:.1f} samples/s", goal="reported", met=None,
-            note=f"{rate:.1f} samples/s", samples_per_second=rate, batch=b, seconds=t,
-        ))
+        rows.append(
+            row(
+                FAMILY,
+                f"euler-12 solve, batch {b}",
+                value=rate / base,
+                unit="x",
+                reference=f"batch 1: {base:.1f} samples/s",
+                goal="reported",
+                met=None,
+                note=f"{rate:.1f} samples/s",
+                samples_per_second=rate,
+                batch=b,
+                seconds=t,
+            )
+        )
     return rows

@@ -51,10 +51,15 @@ def run(problem, opts) -> list[dict]:
     diff = float(jnp.max(jnp.abs(closed(model, x0) - auto(model, x0))))
     solve_diff = float(jnp.max(jnp.abs(solve(wrapped, x0) - solve(model, x0))))
     repeats = opts.reps(3 if opts.quick else None)
-    times = time_interleaved({
-        "closed": lambda: closed(model, x0), "autodiff": lambda: auto(model, x0),
-        "solve closed": lambda: solve(wrapped, x0), "solve autodiff": lambda: solve(model, x0),
-    }, repeats)
+    times = time_interleaved(
+        {
+            "closed": lambda: closed(model, x0),
+            "autodiff": lambda: auto(model, x0),
+            "solve closed": lambda: solve(wrapped, x0),
+            "solve autodiff": lambda: solve(model, x0),
+        },
+        repeats,
+    )
     rows = []
     for label, name, ref, d in [
         (f"field evaluation, batch {problem.batch}", "closed", "autodiff", diff),
@@ -63,14 +68,26 @@ def run(problem, opts) -> list[dict]:
         # value: how much faster the closed form is (autodiff time / closed-form time)
         speedup = pair_ratio(times, ref, name)
         beats = speedup["median"] > THRESHOLD
-        rows.append(row(
-            FAMILY, label, value=speedup["median"], unit="x faster",
-            reference="jax.grad of the energy (model.energy_gradient)", spread_=speedup,
-            goal=f"question: > {THRESHOLD} ?", met=None,
-            note=("the closed form beats autodiff by more than 10%" if beats else
-                  "the closed form does not beat autodiff by more than 10%")
-            + f"; max |difference| {d:.2g}",
-            closed_beats_autodiff_by_10pct=beats, max_abs_diff=d,
-            seconds=spread(times[name]), reference_seconds=spread(times[ref]),
-        ))
+        rows.append(
+            row(
+                FAMILY,
+                label,
+                value=speedup["median"],
+                unit="x faster",
+                reference="jax.grad of the energy (model.energy_gradient)",
+                spread_=speedup,
+                goal=f"question: > {THRESHOLD} ?",
+                met=None,
+                note=(
+                    "the closed form beats autodiff by more than 10%"
+                    if beats
+                    else "the closed form does not beat autodiff by more than 10%"
+                )
+                + f"; max |difference| {d:.2g}",
+                closed_beats_autodiff_by_10pct=beats,
+                max_abs_diff=d,
+                seconds=spread(times[name]),
+                reference_seconds=spread(times[ref]),
+            )
+        )
     return rows

@@ -99,8 +99,7 @@ def _prepare(model, images, key):
     compiled program (op by op, this is dozens of small compilations)."""
     patches = jax.vmap(model.patches)(images)
     n = patches.shape[1]
-    masks = jax.vmap(lambda k: et_ode.random_masking(k, n))(
-        jax.random.split(key, images.shape[0]))
+    masks = jax.vmap(lambda k: et_ode.random_masking(k, n))(jax.random.split(key, images.shape[0]))
     return patches, masks, model.encode_batch(patches, masks)[0]
 
 
@@ -113,8 +112,13 @@ def shipped_problem(name: str = "paper", batch: int = 32, seed: int = 0) -> Prob
     # interleave the scenes so that a prefix of the batch holds both
     order = np.argsort(np.arange(len(crops)) % per_scene, kind="stable")
     images = jnp.asarray(model.normalisation.apply(crops[order][:batch]))
-    return _image_problem(model, images, f"shipped '{name}' (MaskedImageET.load)",
-                          f"held-out crops of {', '.join(et_ode.TEST_SCENES)}", seed)
+    return _image_problem(
+        model,
+        images,
+        f"shipped '{name}' (MaskedImageET.load)",
+        f"held-out crops of {', '.join(et_ode.TEST_SCENES)}",
+        seed,
+    )
 
 
 def tiny_problem(batch: int = 4, seed: int = 0) -> Problem:
@@ -122,36 +126,58 @@ def tiny_problem(batch: int = 4, seed: int = 0) -> Problem:
     2 heads of 8, 32 memories, every parameter N(0, 0.1^2)) on uniform noise images: for
     tests of the benchmark code, not for numbers."""
     config = et_ode.ImageModelConfig(
-        image_size=8, patch=2, channels=3, dim=16, n_heads=2, head_dim=8, n_memories=32,
+        image_size=8,
+        patch=2,
+        channels=3,
+        dim=16,
+        n_heads=2,
+        head_dim=8,
+        n_memories=32,
         init_std=0.1,
     )
     # the structure from the constructor (abstract: nothing compiled), the values from
     # NumPy: compiling the constructor's PRNG code takes seconds, more than the rows
-    skeleton = eqx.filter_eval_shape(
-        lambda: et_ode.MaskedImageET(config, key=jax.random.key(0)))
+    skeleton = eqx.filter_eval_shape(lambda: et_ode.MaskedImageET(config, key=jax.random.key(0)))
     rng = np.random.default_rng(seed)
     model = jax.tree.map(
-        lambda leaf: jnp.asarray(0.1 * rng.standard_normal(leaf.shape), leaf.dtype)
-        if isinstance(leaf, jax.ShapeDtypeStruct) else leaf, skeleton)
+        lambda leaf: (
+            jnp.asarray(0.1 * rng.standard_normal(leaf.shape), leaf.dtype)
+            if isinstance(leaf, jax.ShapeDtypeStruct)
+            else leaf
+        ),
+        skeleton,
+    )
     images = jnp.asarray(rng.uniform(size=(batch, 8, 8, 3)), jnp.float32)
-    return _image_problem(model, images, "tiny random MaskedImageET (parameters N(0, 0.1^2))",
-                          "uniform noise images", seed)
+    return _image_problem(
+        model,
+        images,
+        "tiny random MaskedImageET (parameters N(0, 0.1^2))",
+        "uniform noise images",
+        seed,
+    )
 
 
 def _image_problem(model, images, name, data, seed) -> Problem:
     patches, masks, x0 = _prepare(model, images, jax.random.key(seed + 2))
-    return Problem(name=name, data=data, image_model=model, x0=x0, patches=patches,
-                   masks=masks, seed=seed)
+    return Problem(
+        name=name, data=data, image_model=model, x0=x0, patches=patches, masks=masks, seed=seed
+    )
 
 
 def random_core_like(core, seed: int = 1):
     """A random `et_ode.EnergyTransformer` of the same size and options as `core`
     (library default initialisation)."""
     return et_ode.EnergyTransformer(
-        core.dim, core.attention.Wq.shape[0], core.attention.Wq.shape[1],
-        core.hopfield.xi.shape[0], key=jax.random.key(seed), beta=core.attention.beta,
-        self_attention=core.attention.self_attention, hopfield=core.hopfield.activation,
-        tau=core.tau, dtype=core.hopfield.xi.dtype,
+        core.dim,
+        core.attention.Wq.shape[0],
+        core.attention.Wq.shape[1],
+        core.hopfield.xi.shape[0],
+        key=jax.random.key(seed),
+        beta=core.attention.beta,
+        self_attention=core.attention.self_attention,
+        hopfield=core.hopfield.activation,
+        tau=core.tau,
+        dtype=core.hopfield.xi.dtype,
     )
 
 
@@ -203,11 +229,21 @@ def machine() -> dict:
 def _git_commit():
     try:
         here = os.path.dirname(os.path.abspath(__file__))
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here,
-                             capture_output=True, text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
         if out.returncode == 0:
-            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                   cwd=here, capture_output=True, text=True, timeout=5)
+            dirty = subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=here,
+                capture_output=True,
+                text=True,
+                timeout=5,
+            )
             return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except Exception:
         pass
@@ -230,8 +266,9 @@ def time_call(fn: Callable[[], Any]) -> float:
 MIN_ROUNDS = 3
 
 
-def time_interleaved(fns: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1,
-                     budget: float | None = None):
+def time_interleaved(
+    fns: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1, budget: float | None = None
+):
     """Call every function `warmup` times, then `repeats` rounds of one call each, in
     alternation. With `budget` (seconds), stop after the first round past it, but not
     before `MIN_ROUNDS` rounds. Returns `{name: [seconds per round]}`."""
@@ -251,7 +288,7 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], repeats: int, warmup: in
 def spread(values) -> dict:
     """Median, min, max and interquartile range of a list of numbers."""
     values = [float(v) for v in values]
-    q1, q3 = (np.percentile(values, [25, 75]) if values else (math.nan, math.nan))
+    q1, q3 = np.percentile(values, [25, 75]) if values else (math.nan, math.nan)
     return {
         "median": statistics.median(values) if values else math.nan,
         "min": min(values) if values else math.nan,
@@ -285,9 +322,11 @@ class Compiled:
         if not args:
             return self.compiled(self._dynamic)
         dynamic, static = eqx.partition(args, eqx.is_array)
-        same = (jax.tree.structure(dynamic) == self._treedef
-                and jax.tree.structure(static) == jax.tree.structure(self._static)
-                and jax.tree.leaves(static) == jax.tree.leaves(self._static))
+        same = (
+            jax.tree.structure(dynamic) == self._treedef
+            and jax.tree.structure(static) == jax.tree.structure(self._static)
+            and jax.tree.leaves(static) == jax.tree.leaves(self._static)
+        )
         if not same:
             raise ValueError("arguments of another structure than the compiled program's")
         return self.compiled(dynamic)
@@ -326,21 +365,45 @@ def memory_bytes(compiled) -> dict:
     out = int(stats.output_size_in_bytes)
     alias = int(getattr(stats, "alias_size_in_bytes", 0) or 0)
     peak = getattr(stats, "peak_memory_in_bytes", None)
-    return {"temp": temp, "argument": arg, "output": out, "alias": alias,
-            "total": temp + arg + out - alias,
-            "peak": int(peak) if peak else None}
+    return {
+        "temp": temp,
+        "argument": arg,
+        "output": out,
+        "alias": alias,
+        "total": temp + arg + out - alias,
+        "peak": int(peak) if peak else None,
+    }
 
 
 # ----------------------------------------------------------------------------- rows
 
 
-def row(family: str, name: str, *, value=None, unit: str = "", reference: str = "",
-        spread_: dict | None = None, goal: str = "", met=None, note: str = "", **extra) -> dict:
+def row(
+    family: str,
+    name: str,
+    *,
+    value=None,
+    unit: str = "",
+    reference: str = "",
+    spread_: dict | None = None,
+    goal: str = "",
+    met=None,
+    note: str = "",
+    **extra,
+) -> dict:
     """One line of the table (and of the JSON). `value` is usually a ratio against
     `reference`, measured in the same run; `spread_` its min/max/IQR; `met` is True,
     False or None (no goal); `note` says what limits a goal that is not met."""
-    out = {"family": family, "name": name, "value": _clean(value), "unit": unit,
-           "reference": reference, "goal": goal, "met": met, "note": note}
+    out = {
+        "family": family,
+        "name": name,
+        "value": _clean(value),
+        "unit": unit,
+        "reference": reference,
+        "goal": goal,
+        "met": met,
+        "note": note,
+    }
     if spread_ is not None:
         out["spread"] = {k: _clean(v) for k, v in spread_.items()}
     out.update({k: _clean(v) for k, v in extra.items()})

@@ -56,18 +56,28 @@ class CompileCounter:
         finally:
             self.active = False
             for k, v in self.events.items():
-                new = v[before[k]:]
-                result[k] = {"count": len(new), "seconds": sum(d for d, _ in new),
-                             "functions": sorted({str(f) for _, f in new})}
+                new = v[before[k] :]
+                result[k] = {
+                    "count": len(new),
+                    "seconds": sum(d for d, _ in new),
+                    "functions": sorted({str(f) for _, f in new}),
+                }
 
 
 def _calls(quick: bool):
     """Solve options per repeated call: new tolerances each time, as Python floats."""
     n = 3 if quick else 6
     for i in range(n):
-        yield dict(solver="tsit5", rtol=1e-3 * (1 + i), atol=1e-5 * (1 + 2 * i),
-                   flow="projected", stop=solvers.FixedPointStop(atol=0.05 * (1 + i)),
-                   t1=20.0 + i, max_steps=500, throw=False)
+        yield dict(
+            solver="tsit5",
+            rtol=1e-3 * (1 + i),
+            atol=1e-5 * (1 + 2 * i),
+            flow="projected",
+            stop=solvers.FixedPointStop(atol=0.05 * (1 + i)),
+            t1=20.0 + i,
+            max_steps=500,
+            throw=False,
+        )
 
 
 def run(problem, opts) -> list[dict]:
@@ -82,9 +92,12 @@ def run(problem, opts) -> list[dict]:
             jax.block_until_ready(solvers.solve(model, x0, **calls[0]).x_final)
             first_s = time.perf_counter() - start
         # new data for every call, made before counting (making it compiles too)
-        data = [jax.block_until_ready(
-            x0 + 0.01 * i * jax.random.normal(jax.random.key(i), x0.shape, x0.dtype))
-            for i in range(1, len(calls))]
+        data = [
+            jax.block_until_ready(
+                x0 + 0.01 * i * jax.random.normal(jax.random.key(i), x0.shape, x0.dtype)
+            )
+            for i in range(1, len(calls))
+        ]
         warm = []
         with counter.counting() as repeated:
             for x, options in zip(data, calls[1:]):
@@ -95,24 +108,42 @@ def run(problem, opts) -> list[dict]:
     n_traces = repeated[TRACE]["count"]
     warm_s = spread(warm)
     return [
-        row(FAMILY, "first call / warm call (tsit5, projected, FixedPointStop)",
-            value=first_s / warm_s["median"], unit="x", reference="warm call, same shapes",
-            goal="reported", met=None,
-            note=(f"first call {first_s:.2f} s ({first[BACKEND_COMPILE]['count']} XLA "
-                  f"compilations, {first[BACKEND_COMPILE]['seconds']:.2f} s of them; "
-                  f"{first[TRACE]['count']} traces), warm call "
-                  f"{warm_s['median'] * 1e3:.1f} ms"),
-            first_call_seconds=first_s, warm_call_seconds=warm_s,
+        row(
+            FAMILY,
+            "first call / warm call (tsit5, projected, FixedPointStop)",
+            value=first_s / warm_s["median"],
+            unit="x",
+            reference="warm call, same shapes",
+            goal="reported",
+            met=None,
+            note=(
+                f"first call {first_s:.2f} s ({first[BACKEND_COMPILE]['count']} XLA "
+                f"compilations, {first[BACKEND_COMPILE]['seconds']:.2f} s of them; "
+                f"{first[TRACE]['count']} traces), warm call "
+                f"{warm_s['median'] * 1e3:.1f} ms"
+            ),
+            first_call_seconds=first_s,
+            warm_call_seconds=warm_s,
             first_call_compilations=first[BACKEND_COMPILE]["count"],
             first_call_compile_seconds=first[BACKEND_COMPILE]["seconds"],
-            first_call_traces=first[TRACE]["count"]),
-        row(FAMILY, f"recompilations over {len(calls) - 1} calls with new data and "
-                    "tolerances", value=n_compiles, unit="compilations",
+            first_call_traces=first[TRACE]["count"],
+        ),
+        row(
+            FAMILY,
+            f"recompilations over {len(calls) - 1} calls with new data and tolerances",
+            value=n_compiles,
+            unit="compilations",
             reference="Python-float rtol, atol, FixedPointStop(atol), t1 changed every call",
-            goal="0", met=n_compiles == 0,
+            goal="0",
+            met=n_compiles == 0,
             note=(f"{n_traces} retraces" if n_traces else "no retraces")
-            + ("" if n_compiles == 0 else
-               f"; recompiled: {', '.join(repeated[BACKEND_COMPILE]['functions'])}"),
-            recompilations=n_compiles, retraces=n_traces,
-            recompiled_functions=repeated[BACKEND_COMPILE]["functions"]),
+            + (
+                ""
+                if n_compiles == 0
+                else f"; recompiled: {', '.join(repeated[BACKEND_COMPILE]['functions'])}"
+            ),
+            recompilations=n_compiles,
+            retraces=n_traces,
+            recompiled_functions=repeated[BACKEND_COMPILE]["functions"],
+        ),
     ]

@@ -29,13 +29,18 @@ def save_core(core, folder: Path) -> None:
     import equinox as eqx
 
     hyper = {
-        "dim": core.dim, "n_heads": int(core.attention.Wq.shape[0]),
+        "dim": core.dim,
+        "n_heads": int(core.attention.Wq.shape[0]),
         "head_dim": int(core.attention.Wq.shape[1]),
-        "n_memories": int(core.hopfield.xi.shape[0]), "beta": core.attention.beta,
+        "n_memories": int(core.hopfield.xi.shape[0]),
+        "beta": core.attention.beta,
         "self_attention": core.attention.self_attention,
-        "hopfield": core.hopfield.activation, "tau": core.tau,
-        "eps": core.norm.eps, "dtype": str(core.hopfield.xi.dtype),
-        "softmax_beta": core.hopfield.softmax_beta, "power": core.hopfield.power,
+        "hopfield": core.hopfield.activation,
+        "tau": core.tau,
+        "eps": core.norm.eps,
+        "dtype": str(core.hopfield.xi.dtype),
+        "softmax_beta": core.hopfield.softmax_beta,
+        "power": core.hopfield.power,
     }
     atomic_write_text(folder / "core.json", json.dumps(hyper))
     with atomic_path(folder / "core.eqx") as temporary:
@@ -56,9 +61,17 @@ def load_core(folder: Path):
     if h["hopfield"] == "power":
         options["power"] = h["power"]
     skeleton = et_ode.EnergyTransformer(
-        h["dim"], h["n_heads"], h["head_dim"], h["n_memories"], key=jax.random.key(0),
-        beta=h["beta"], self_attention=h["self_attention"], hopfield=h["hopfield"],
-        tau=h["tau"], eps=h["eps"], hopfield_options=options or None,
+        h["dim"],
+        h["n_heads"],
+        h["head_dim"],
+        h["n_memories"],
+        key=jax.random.key(0),
+        beta=h["beta"],
+        self_attention=h["self_attention"],
+        hopfield=h["hopfield"],
+        tau=h["tau"],
+        eps=h["eps"],
+        hopfield_options=options or None,
         dtype=jnp.dtype(h["dtype"]),
     )
     return eqx.tree_deserialise_leaves(folder / "core.eqx", skeleton)
@@ -80,8 +93,14 @@ def run(problem, opts) -> list[dict]:
         flags = env.get("XLA_FLAGS", "")
         if FORCE_FLAG not in flags:
             env["XLA_FLAGS"] = f"{flags} {FORCE_FLAG}={max(counts)}".strip()
-        cmd = [sys.executable, "-m", "benchmarks._devices", str(folder),
-               ",".join(map(str, counts)), str(repeats)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "benchmarks._devices",
+            str(folder),
+            ",".join(map(str, counts)),
+            str(repeats),
+        ]
         root = Path(__file__).resolve().parent.parent
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
@@ -92,19 +111,32 @@ def run(problem, opts) -> list[dict]:
     base = result["runs"][0]
     for r in result["runs"]:
         equal = r["max_abs_diff"] <= TOLERANCE
-        rows.append(row(
-            FAMILY, f"euler-12 solve sharded over {r['devices']} device(s)",
-            value=r["samples_per_second"] / base["samples_per_second"], unit="x throughput",
-            reference=f"1 device: {base['samples_per_second']:.1f} samples/s",
-            goal=f"max |diff| <= {TOLERANCE:g}", met=equal,
-            note=(f"max |diff| vs 1 device {r['max_abs_diff']:.2g}; "
-                  f"{r['samples_per_second']:.1f} samples/s; {result['device_kind']} x "
-                  f"{result['device_count']}"
-                  + ("; forced host devices share this machine's cores"
-                     if result["platform"] == "cpu" else "")),
-            max_abs_diff=r["max_abs_diff"], samples_per_second=r["samples_per_second"],
-            devices=r["devices"], seconds=r["seconds"], worker_xla_flags=result["xla_flags"],
-        ))
+        rows.append(
+            row(
+                FAMILY,
+                f"euler-12 solve sharded over {r['devices']} device(s)",
+                value=r["samples_per_second"] / base["samples_per_second"],
+                unit="x throughput",
+                reference=f"1 device: {base['samples_per_second']:.1f} samples/s",
+                goal=f"max |diff| <= {TOLERANCE:g}",
+                met=equal,
+                note=(
+                    f"max |diff| vs 1 device {r['max_abs_diff']:.2g}; "
+                    f"{r['samples_per_second']:.1f} samples/s; {result['device_kind']} x "
+                    f"{result['device_count']}"
+                    + (
+                        "; forced host devices share this machine's cores"
+                        if result["platform"] == "cpu"
+                        else ""
+                    )
+                ),
+                max_abs_diff=r["max_abs_diff"],
+                samples_per_second=r["samples_per_second"],
+                devices=r["devices"],
+                seconds=r["seconds"],
+                worker_xla_flags=result["xla_flags"],
+            )
+        )
     return rows
 
 
@@ -129,19 +161,27 @@ def worker(folder: Path, counts: list[int], repeats: int) -> dict:
         mesh = solvers.batch_mesh(available[:count])
         x_sharded, batch = solvers.shard_batch(x0, mesh)
         model = jax.device_put(core, NamedSharding(mesh, PartitionSpec()))
-        calls[count] = (lambda m=model, x=x_sharded: solve(m, x))
+        calls[count] = lambda m=model, x=x_sharded: solve(m, x)
         results[count] = np.asarray(calls[count]())[:batch]
     times = time_interleaved(calls, repeats)
     runs = []
     for count in counts:
         t = spread(times[count])
-        runs.append({
-            "devices": count, "seconds": t, "samples_per_second": x0.shape[0] / t["median"],
-            "max_abs_diff": float(np.max(np.abs(results[count] - results[counts[0]]))),
-        })
-    out = {"runs": runs, "platform": available[0].platform,
-           "device_kind": available[0].device_kind, "device_count": len(available),
-           "xla_flags": os.environ.get("XLA_FLAGS", "")}
+        runs.append(
+            {
+                "devices": count,
+                "seconds": t,
+                "samples_per_second": x0.shape[0] / t["median"],
+                "max_abs_diff": float(np.max(np.abs(results[count] - results[counts[0]]))),
+            }
+        )
+    out = {
+        "runs": runs,
+        "platform": available[0].platform,
+        "device_kind": available[0].device_kind,
+        "device_count": len(available),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    }
     atomic_write_text(folder / "result.json", json.dumps(out))
     return out
 

@@ -31,8 +31,12 @@ FAMILY = "distributed"
 TOLERANCE = 1e-6
 
 
-def initialize(coordinator: str | None = None, num_processes: int | None = None,
-               process_id: int | None = None, timeout: int = 120) -> None:
+def initialize(
+    coordinator: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    timeout: int = 120,
+) -> None:
     """`jax.distributed.initialize`, with gloo collectives for CPU devices. Must run
     before any JAX computation. Arguments left as `None` are read from the environment
     (`JAX_COORDINATOR_ADDRESS`, `JAX_NUM_PROCESSES`, `JAX_PROCESS_ID`) or detected from
@@ -45,8 +49,12 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
     if process_id is None and os.environ.get("JAX_PROCESS_ID"):
         process_id = int(os.environ["JAX_PROCESS_ID"])
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
-                               process_id=process_id, initialization_timeout=timeout)
+    jax.distributed.initialize(
+        coordinator_address=coordinator,
+        num_processes=num_processes,
+        process_id=process_id,
+        initialization_timeout=timeout,
+    )
 
 
 def gloo_available() -> tuple[bool, str]:
@@ -110,8 +118,9 @@ def small_problem(batch: int = 6, seed: int = 0):
 
     import et_ode
 
-    model = et_ode.EnergyTransformer(16, 2, 8, 32, key=jax.random.key(seed), init_std=0.3,
-                                     dtype=jnp.float32)
+    model = et_ode.EnergyTransformer(
+        16, 2, 8, 32, key=jax.random.key(seed), init_std=0.3, dtype=jnp.float32
+    )
     x0 = jax.random.normal(jax.random.key(seed + 1), (batch, 8, 16), jnp.float32)
     return model, x0
 
@@ -129,15 +138,22 @@ def run(problem, opts) -> list[dict]:
     reference = local_solve(problem.core, x0)
     diff = float(np.max(np.abs(gathered - reference)))
     t = spread(times)
-    return [row(
-        FAMILY, f"euler-12 solve over {jax.device_count()} devices in "
-                f"{jax.process_count()} processes",
-        value=diff, unit="max |diff|", reference="the same solve on one local device",
-        goal=f"<= {TOLERANCE:g}", met=diff <= TOLERANCE,
-        note=f"{x0.shape[0] / t['median']:.1f} samples/s over all processes",
-        samples_per_second=x0.shape[0] / t["median"], seconds=t,
-        processes=jax.process_count(), devices=jax.device_count(),
-    )]
+    return [
+        row(
+            FAMILY,
+            f"euler-12 solve over {jax.device_count()} devices in {jax.process_count()} processes",
+            value=diff,
+            unit="max |diff|",
+            reference="the same solve on one local device",
+            goal=f"<= {TOLERANCE:g}",
+            met=diff <= TOLERANCE,
+            note=f"{x0.shape[0] / t['median']:.1f} samples/s over all processes",
+            samples_per_second=x0.shape[0] / t["median"],
+            seconds=t,
+            processes=jax.process_count(),
+            devices=jax.device_count(),
+        )
+    ]
 
 
 def _save_array(path: Path, array) -> None:
@@ -153,8 +169,9 @@ def _worker(argv=None) -> None:
     parser.add_argument("--coordinator")
     parser.add_argument("--num-processes", type=int)
     parser.add_argument("--process-id", type=int)
-    parser.add_argument("--single", action="store_true",
-                        help="no distributed runtime: the single-process reference")
+    parser.add_argument(
+        "--single", action="store_true", help="no distributed runtime: the single-process reference"
+    )
     parser.add_argument("--out", required=True)
     parser.add_argument("--batch", type=int, default=6)
     args = parser.parse_args(argv)
@@ -176,11 +193,17 @@ def _worker(argv=None) -> None:
     gathered, _ = sharded_solve(model, np.asarray(x0), repeats=0)
     if jax.process_index() == 0:
         _save_array(out / "gathered.npy", gathered)
-        atomic_write_text(out / "info.json", json.dumps({
-            "process_count": jax.process_count(), "device_count": jax.device_count(),
-            "local_device_count": jax.local_device_count(),
-            "devices": [str(d) for d in jax.devices()],
-        }))
+        atomic_write_text(
+            out / "info.json",
+            json.dumps(
+                {
+                    "process_count": jax.process_count(),
+                    "device_count": jax.device_count(),
+                    "local_device_count": jax.local_device_count(),
+                    "devices": [str(d) for d in jax.devices()],
+                }
+            ),
+        )
     jax.distributed.shutdown()
 
 

@@ -82,8 +82,14 @@ def _solve_program(options, flow, stop_atol, model, x0):
     def fn(m, x):
         sol = solvers.solve(m, x, flow=flow, stop=stop, throw=False, **options)
         st = sol.stats
-        return {"x": sol.x_final, "t": sol.t_final, "nfe": st["nfe"],
-                "steps": st["num_steps"], "g": st["residual_rms"], "code": st["stop_code"]}
+        return {
+            "x": sol.x_final,
+            "t": sol.t_final,
+            "nfe": st["nfe"],
+            "steps": st["num_steps"],
+            "g": st["residual_rms"],
+            "code": st["stop_code"],
+        }
 
     return Compiled(fn, model, x0)
 
@@ -91,8 +97,7 @@ def _solve_program(options, flow, stop_atol, model, x0):
 def _finder_program(model, x0, method="newton", max_steps=NEWTON_STEPS):
     def fn(m, x):
         res = solvers.find_fixed_point(m, x, tol=G_TOL, max_steps=max_steps, method=method)
-        return {"x": res.x, "steps": res.steps, "g": res.residual_rms,
-                "success": res.success}
+        return {"x": res.x, "steps": res.steps, "g": res.residual_rms, "success": res.success}
 
     return Compiled(fn, model, x0)
 
@@ -105,17 +110,22 @@ def run(problem, opts) -> list[dict]:
     models = {first: problem.core}
     if not opts.quick:
         models["random ET"] = random_core_like(problem.core)
-    methods = ([EULER, RECOMMENDED, REFERENCE] if opts.quick
-               else [EULER, RECOMMENDED, REFERENCE, LOOSE, KVAERNO])
+    methods = (
+        [EULER, RECOMMENDED, REFERENCE]
+        if opts.quick
+        else [EULER, RECOMMENDED, REFERENCE, LOOSE, KVAERNO]
+    )
     results = {}  # (model, flow, method) -> {"runs": [per start], "compile_s", "kind"}
     for flow in ("native", "projected"):
         for method in methods:
-            program = _solve_program(_solve_options(method, flow, opts.quick), flow, G_TOL,
-                                     problem.core, x0)
+            program = _solve_program(
+                _solve_options(method, flow, opts.quick), flow, G_TOL, problem.core, x0
+            )
             for name, model in models.items():
                 runs = [_timed(program, model, x) for x in starts]
-                results[(name, flow, method)] = dict(runs=runs, kind="solve",
-                                                     compile_s=program.seconds)
+                results[(name, flow, method)] = dict(
+                    runs=runs, kind="solve", compile_s=program.seconds
+                )
     lbfgs = _finder_program(problem.core, x0, "lbfgs", max_steps=1000)
     for name, model in models.items():
         runs = []
@@ -123,26 +133,33 @@ def run(problem, opts) -> list[dict]:
             out, t = _timed(lbfgs, model, x)
             out["nfe"], out["t"] = out["steps"], 0.0  # one gradient per iteration
             runs.append((out, t))
-        results[(name, "projected", LBFGS)] = dict(runs=runs, kind="lbfgs",
-                                                  compile_s=lbfgs.seconds)
+        results[(name, "projected", LBFGS)] = dict(runs=runs, kind="lbfgs", compile_s=lbfgs.seconds)
     if not opts.quick:
         newton = _finder_program(problem.core, x0)
-        warm = _solve_program(_solve_options(EULER, "projected", False), "projected", WARM_G,
-                              problem.core, x0)
+        warm = _solve_program(
+            _solve_options(EULER, "projected", False), "projected", WARM_G, problem.core, x0
+        )
         for name, model in models.items():
             if name == first:
                 out, t = _timed(newton, model, x0)
                 out["nfe"], out["t"] = 0, 0.0
                 results[(name, "projected", NEWTON_COLD)] = dict(
-                    runs=[(out, t)], kind="newton", compile_s=newton.seconds)
+                    runs=[(out, t)], kind="newton", compile_s=newton.seconds
+                )
             start_out, start_t = _timed(warm, model, x0)
             out, t = _timed(newton, model, start_out["x"])
             out["nfe"], out["t"] = start_out["nfe"], start_out["t"]
             results[(name, "projected", NEWTON_WARM)] = dict(
-                runs=[(out, start_t + t)], kind="newton",
+                runs=[(out, start_t + t)],
+                kind="newton",
                 compile_s=newton.seconds + warm.seconds,
-                warm_start={"nfe": int(start_out["nfe"]), "t": float(start_out["t"]),
-                            "residual_rms": float(start_out["g"]), "seconds": start_t})
+                warm_start={
+                    "nfe": int(start_out["nfe"]),
+                    "t": float(start_out["t"]),
+                    "residual_rms": float(start_out["g"]),
+                    "seconds": start_t,
+                },
+            )
     _distances_to_reference(results, models)
     return _rows(results, models, x0)
 
@@ -182,8 +199,10 @@ def _status(out, flow="projected") -> tuple[bool, str]:
             return True, "reached" + (f" (d = {d:.1g})" if math.isfinite(d) else "")
         return False, f"reached another fixed point (d = {d:.2g} from the flow's)"
     if "code" in out:
-        return False, (f"not reached (RMS G = {g:.2g} at t = {float(out['t']):.4g}; "
-                       f"{solvers.STOP_REASONS[int(out['code'])]})")
+        return False, (
+            f"not reached (RMS G = {g:.2g} at t = {float(out['t']):.4g}; "
+            f"{solvers.STOP_REASONS[int(out['code'])]})"
+        )
     return False, f"not reached (RMS G = {g:.2g} after {int(out['steps'])} iterations)"
 
 
@@ -211,34 +230,55 @@ def _rows(results, models, x0):
                     note += "; " + "; ".join(misses)
             steps = int(outs[0]["steps"])
             if method == KVAERNO:
-                note += (f"; {t['median'] / max(steps, 1):.1f} s per step: a dense "
-                         f"{size}x{size} Jacobian and its LU each step; NFE a lower bound")
+                note += (
+                    f"; {t['median'] / max(steps, 1):.1f} s per step: a dense "
+                    f"{size}x{size} Jacobian and its LU each step; NFE a lower bound"
+                )
             if method == LOOSE and not reached:
-                note += ("; RMS G stalls: the step size settles at tsit5's stability limit "
-                         "and the state keeps an error of the order of the tolerances, so G "
-                         "levels off near a few times rtol")
+                note += (
+                    "; RMS G stalls: the step size settles at tsit5's stability limit "
+                    "and the state keeps an error of the order of the tolerances, so G "
+                    "levels off near a few times rtol"
+                )
             if any("dt_underflow" in s for _, s in statuses):
-                note += ("; dt_underflow: the controller asked for steps below float32's "
-                         "resolution of t")
+                note += (
+                    "; dt_underflow: the controller asked for steps below float32's resolution of t"
+                )
             if res["kind"] == "lbfgs":
-                note += ("; NFE: gradients (one per iteration, line-search trials not "
-                         "counted); its line search compares float32 energies (|E| ~ 1e4), "
-                         "so it stalls near RMS G ~ sqrt(eps |E| curvature)")
+                note += (
+                    "; NFE: gradients (one per iteration, line-search trials not "
+                    "counted); its line search compares float32 energies (|E| ~ 1e4), "
+                    "so it stalls near RMS G ~ sqrt(eps |E| curvature)"
+                )
             if res["kind"] == "newton":
-                note += (f"; {steps} Newton steps, each a dense {size}x{size} Jacobian "
-                         f"({size} JVPs) and its solve; NFE: the warm start's only; the "
-                         "finder is flow-independent (a critical point on x0's LayerNorm "
-                         "manifold)")
-            rows.append(row(
-                FAMILY, f"{model_name} / {flow} / {method}", value=t["median"], unit="s",
-                reference=f"time to RMS G < 1e-5, one sample (median of {n} starts)",
-                spread_=t, note=note, reached=reached, reached_count=n_reached, starts=n,
-                nfe=nfe["median"], nfe_spread=nfe, steps=[int(o["steps"]) for o in outs],
-                t_final=[float(o["t"]) for o in outs],
-                residual_rms=[float(o["g"]) for o in outs], compile_seconds=res["compile_s"],
-                distance_to_reference=[o.get("d", math.nan) for o in outs],
-                warm_start=res.get("warm_start"),
-            ))
+                note += (
+                    f"; {steps} Newton steps, each a dense {size}x{size} Jacobian "
+                    f"({size} JVPs) and its solve; NFE: the warm start's only; the "
+                    "finder is flow-independent (a critical point on x0's LayerNorm "
+                    "manifold)"
+                )
+            rows.append(
+                row(
+                    FAMILY,
+                    f"{model_name} / {flow} / {method}",
+                    value=t["median"],
+                    unit="s",
+                    reference=f"time to RMS G < 1e-5, one sample (median of {n} starts)",
+                    spread_=t,
+                    note=note,
+                    reached=reached,
+                    reached_count=n_reached,
+                    starts=n,
+                    nfe=nfe["median"],
+                    nfe_spread=nfe,
+                    steps=[int(o["steps"]) for o in outs],
+                    t_final=[float(o["t"]) for o in outs],
+                    residual_rms=[float(o["g"]) for o in outs],
+                    compile_seconds=res["compile_s"],
+                    distance_to_reference=[o.get("d", math.nan) for o in outs],
+                    warm_start=res.get("warm_start"),
+                )
+            )
             if reached and (best is None or t["median"] < best[1]):
                 best = (f"{flow} / {method}", t["median"], nfe["median"])
         goal_rows.append(_default_goal(results, model_name, best))
@@ -262,16 +302,25 @@ def _default_goal(results, model_name, best):
     if best:
         note += f"; best: NFE {best[2]:g}, {best[1]:.3g} s"
     if not met and best and EULER in best[0]:
-        note += ("; Euler dt 0.1 needs fewer evaluations here: near a stable fixed point "
-                 "the projected flow contracts, Euler is a stable fixed-point iteration at "
-                 "1 evaluation per step, and tsit5 spends 6 per step on an accuracy that "
-                 "the end point does not need")
+        note += (
+            "; Euler dt 0.1 needs fewer evaluations here: near a stable fixed point "
+            "the projected flow contracts, Euler is a stable fixed-point iteration at "
+            "1 evaluation per step, and tsit5 spends 6 per step on an accuracy that "
+            "the end point does not need"
+        )
     elif not met and best and LOOSE in best[0]:
         note += "; a looser rtol is faster here, but stalls above the G tolerance elsewhere"
-    return row(FAMILY, f"{model_name}: recommended default (projected flow, {RECOMMENDED}, "
-                       "FixedPointStop) vs best", value=ratio, unit="x time",
-               reference=f"best: {best[0] if best else '-'}", goal=f"<= {GOAL_DEFAULT}",
-               met=met, note=note)
+    return row(
+        FAMILY,
+        f"{model_name}: recommended default (projected flow, {RECOMMENDED}, "
+        "FixedPointStop) vs best",
+        value=ratio,
+        unit="x time",
+        reference=f"best: {best[0] if best else '-'}",
+        goal=f"<= {GOAL_DEFAULT}",
+        met=met,
+        note=note,
+    )
 
 
 def _native_goal(results, model_name, model, x0):
@@ -280,19 +329,40 @@ def _native_goal(results, model_name, model, x0):
     euler = results[(model_name, "native", EULER)]["runs"][0][0]
     g_euler, t_euler, euler_nfe = float(euler["g"]), float(euler["t"]), int(euler["nfe"])
     target = max(g_euler, G_TOL)
-    sol = solvers.solve(model, x0, flow="native", solver="tsit5", rtol=min(target, 1e-3),
-                        atol=target / 100, t1=1e5, max_steps=20000,
-                        stop=solvers.FixedPointStop(atol=target), throw=False)
+    sol = solvers.solve(
+        model,
+        x0,
+        flow="native",
+        solver="tsit5",
+        rtol=min(target, 1e-3),
+        atol=target / 100,
+        t1=1e5,
+        max_steps=20000,
+        stop=solvers.FixedPointStop(atol=target),
+        throw=False,
+    )
     tsit_nfe, tsit_g = int(sol.stats["nfe"]), float(sol.stats["residual_rms"])
     ratio = euler_nfe / tsit_nfe if tsit_g <= target else math.nan
-    note = (f"tsit5 (rtol min(target, 1e-3), atol target/100) to RMS G {target:.2g}: NFE "
-            f"{tsit_nfe}, t = {float(sol.t_final):.4g}; Euler NFE {euler_nfe}; Euler pays "
-            "10 NFE per unit of time, so the ratio grows with the cap")
+    note = (
+        f"tsit5 (rtol min(target, 1e-3), atol target/100) to RMS G {target:.2g}: NFE "
+        f"{tsit_nfe}, t = {float(sol.t_final):.4g}; Euler NFE {euler_nfe}; Euler pays "
+        "10 NFE per unit of time, so the ratio grows with the cap"
+    )
     if tsit_g > target:
         note += f"; tsit5 did not reach it ({sol.stats['stop_reason']})"
-    return row(FAMILY, f"{model_name}: native flow, Euler NFE / tsit5 NFE at equal RMS G",
-               value=ratio, unit="x fewer NFE",
-               reference=(f"Euler dt 0.1 {'to' if g_euler <= G_TOL else 'capped at'} "
-                          f"t = {t_euler:.4g}, RMS G {g_euler:.2g}"),
-               goal=f">= {GOAL_NFE:g}", met=bool(ratio >= GOAL_NFE), note=note,
-               euler_nfe=euler_nfe, tsit5_nfe=tsit_nfe, target_residual_rms=target)
+    return row(
+        FAMILY,
+        f"{model_name}: native flow, Euler NFE / tsit5 NFE at equal RMS G",
+        value=ratio,
+        unit="x fewer NFE",
+        reference=(
+            f"Euler dt 0.1 {'to' if g_euler <= G_TOL else 'capped at'} "
+            f"t = {t_euler:.4g}, RMS G {g_euler:.2g}"
+        ),
+        goal=f">= {GOAL_NFE:g}",
+        met=bool(ratio >= GOAL_NFE),
+        note=note,
+        euler_nfe=euler_nfe,
+        tsit5_nfe=tsit_nfe,
+        target_residual_rms=target,
+    )

@@ -32,8 +32,13 @@ MATMUL = 2048
 
 def field_flops(n, d, h, y, k) -> dict:
     a, s, hop = 2 * h * y * d * n, 2 * h * n * n * y, 2 * n * k * d
-    return {"projection": a, "scores": s, "hopfield": hop, "energy": 2 * a + s + hop,
-            "field": 4 * a + 3 * s + 2 * hop}
+    return {
+        "projection": a,
+        "scores": s,
+        "hopfield": hop,
+        "energy": 2 * a + s + hop,
+        "field": 4 * a + 3 * s + 2 * hop,
+    }
 
 
 def train_step_flops(n, d, h, y, k, p, steps, batch) -> float:
@@ -66,8 +71,10 @@ def run(problem, opts) -> list[dict]:
     batch = problem.batch
     dyn = image_model.dynamics
     if dyn.solver != "euler" or dyn.rtol is not None or dyn.dt0 is None:
-        raise ValueError("the flops row counts a constant-step Euler training step; "
-                         f"this model's dynamics are {dyn}.")
+        raise ValueError(
+            "the flops row counts a constant-step Euler training step; "
+            f"this model's dynamics are {dyn}."
+        )
     steps = round(dyn.t1 / dyn.dt0)
 
     size = 512 if opts.tiny else MATMUL
@@ -88,20 +95,32 @@ def run(problem, opts) -> list[dict]:
     step_index = jnp.asarray(0)
 
     def one_step():
-        return train_step(image_model, opt_state, images, step_index, base_key, optimizer,
-                          batch, 0.5, 0.9, False)[2]
+        return train_step(
+            image_model, opt_state, images, step_index, base_key, optimizer, batch, 0.5, 0.9, False
+        )[2]
 
     xla_step_loopless = None
     if not opts.quick:  # a large program to compile: skipped in quick runs
         _, compiled_loopless, _ = aot(
             lambda m, pt, ms: eqx.filter_grad(_unrolled_loss)(m, pt, ms, steps, dyn.dt0),
-            image_model, problem.patches, problem.masks)
+            image_model,
+            problem.patches,
+            problem.masks,
+        )
         xla_step_loopless = cost_flops(compiled_loopless)
 
     repeats = opts.reps(3 if opts.quick else None)
     times = time_interleaved(
-        {"matmul": run_mm, "field": run_vf, "hopfield part": run_hop,
-         "attention part": run_att, "train step": one_step}, repeats, budget=20.0)
+        {
+            "matmul": run_mm,
+            "field": run_vf,
+            "hopfield part": run_hop,
+            "attention part": run_att,
+            "train step": one_step,
+        },
+        repeats,
+        budget=20.0,
+    )
     mm_rate = 2.0 * size**3 / spread(times["matmul"])["median"]
 
     counts = field_flops(n, d, h, y, k)
@@ -113,8 +132,10 @@ def run(problem, opts) -> list[dict]:
         # per round: (flops / t) / (matmul flops / t_mm), paired with the same round's matmul
         ratio = pair_ratio(times, "matmul", name)
         scale = flops / (2.0 * size**3)
-        return {key: (v * scale if key in ("median", "min", "max", "iqr") else v)
-                for key, v in ratio.items()}
+        return {
+            key: (v * scale if key in ("median", "min", "max", "iqr") else v)
+            for key, v in ratio.items()
+        }
 
     vf_eff = rates("field", vf_shape)
     hop_flops = 2 * counts["hopfield"] * batch  # forward product and its transpose
@@ -125,44 +146,95 @@ def run(problem, opts) -> list[dict]:
     t_hop = spread(times["hopfield part"])["median"]
     t_att = spread(times["attention part"])["median"]
     step_eff = rates("train step", step_shape)
-    vf_note = (f"shape count {vf_shape / 1e6:.1f} MFLOP per call, XLA count "
-               f"{(vf_xla or float('nan')) / 1e6:.1f} MFLOP; matmul {size}x{size} float32 "
-               f"{mm_rate / 1e9:.1f} GFLOP/s")
+    vf_note = (
+        f"shape count {vf_shape / 1e6:.1f} MFLOP per call, XLA count "
+        f"{(vf_xla or float('nan')) / 1e6:.1f} MFLOP; matmul {size}x{size} float32 "
+        f"{mm_rate / 1e9:.1f} GFLOP/s"
+    )
     met = vf_eff["median"] >= GOAL
     if not met:
         slow = "attention" if att_eff["median"] < hop_eff["median"] else "Hopfield"
-        vf_note += (f"; measured by part: the attention gradient runs at "
-                    f"{att_eff['median']:.2f} of the matmul rate ({t_att * 1e3:.1f} ms), the "
-                    f"Hopfield gradient at {hop_eff['median']:.2f} ({t_hop * 1e3:.1f} ms), of "
-                    f"{t_field * 1e3:.1f} ms for the field: the {slow} part limits it"
-                    + (f" (narrow products: per head [{n}x{y}]x[{y}x{n}] scores and "
-                       f"[{y}x{d}] projections, and the softmax between them)"
-                       if slow == "attention" else ""))
+        vf_note += (
+            f"; measured by part: the attention gradient runs at "
+            f"{att_eff['median']:.2f} of the matmul rate ({t_att * 1e3:.1f} ms), the "
+            f"Hopfield gradient at {hop_eff['median']:.2f} ({t_hop * 1e3:.1f} ms), of "
+            f"{t_field * 1e3:.1f} ms for the field: the {slow} part limits it"
+            + (
+                f" (narrow products: per head [{n}x{y}]x[{y}x{n}] scores and "
+                f"[{y}x{d}] projections, and the softmax between them)"
+                if slow == "attention"
+                else ""
+            )
+        )
     return [
-        row(FAMILY, f"matmul {size}x{size} float32", value=mm_rate / 1e9, unit="GFLOP/s",
-            reference="this machine's peak reference", seconds=spread(times["matmul"])),
-        row(FAMILY, f"vector field, batch {batch}", value=vf_eff["median"],
-            unit="of matmul rate", reference=f"matmul {size}^3", spread_=vf_eff,
-            goal=f">= {GOAL}", met=met, note=vf_note,
+        row(
+            FAMILY,
+            f"matmul {size}x{size} float32",
+            value=mm_rate / 1e9,
+            unit="GFLOP/s",
+            reference="this machine's peak reference",
+            seconds=spread(times["matmul"]),
+        ),
+        row(
+            FAMILY,
+            f"vector field, batch {batch}",
+            value=vf_eff["median"],
+            unit="of matmul rate",
+            reference=f"matmul {size}^3",
+            spread_=vf_eff,
+            goal=f">= {GOAL}",
+            met=met,
+            note=vf_note,
             gflops_per_s=vf_shape / spread(times["field"])["median"] / 1e9,
-            flops_shape_count=vf_shape, flops_xla=vf_xla,
-            flops_per_sample=counts, seconds=spread(times["field"])),
-        row(FAMILY, "part: Hopfield gradient (relu, xi products)", value=hop_eff["median"],
-            unit="of matmul rate", reference=f"matmul {size}^3", spread_=hop_eff,
-            goal="reported", met=None, note=f"{t_hop * 1e3:.2f} ms; 2h FLOPs per sample",
-            gflops_per_s=hop_flops / t_hop / 1e9, seconds=spread(times["hopfield part"])),
-        row(FAMILY, f"part: attention gradient ({h} heads of {y})", value=att_eff["median"],
-            unit="of matmul rate", reference=f"matmul {size}^3", spread_=att_eff,
-            goal="reported", met=None, note=f"{t_att * 1e3:.2f} ms; 4a + 3s FLOPs per sample",
-            gflops_per_s=att_flops / t_att / 1e9, seconds=spread(times["attention part"])),
-        row(FAMILY, f"training step (train_step, batch {batch}, {steps} Euler steps)",
-            value=step_eff["median"], unit="of matmul rate", reference=f"matmul {size}^3",
-            spread_=step_eff, goal="reported", met=None,
-            note=(f"shape count {step_shape / 1e9:.2f} GFLOP (3x forward); XLA count of "
-                  "the loop-free equivalent loss+grad "
-                  f"{(xla_step_loopless or float('nan')) / 1e9:.2f} GFLOP; AdamW update "
-                  "not counted"),
+            flops_shape_count=vf_shape,
+            flops_xla=vf_xla,
+            flops_per_sample=counts,
+            seconds=spread(times["field"]),
+        ),
+        row(
+            FAMILY,
+            "part: Hopfield gradient (relu, xi products)",
+            value=hop_eff["median"],
+            unit="of matmul rate",
+            reference=f"matmul {size}^3",
+            spread_=hop_eff,
+            goal="reported",
+            met=None,
+            note=f"{t_hop * 1e3:.2f} ms; 2h FLOPs per sample",
+            gflops_per_s=hop_flops / t_hop / 1e9,
+            seconds=spread(times["hopfield part"]),
+        ),
+        row(
+            FAMILY,
+            f"part: attention gradient ({h} heads of {y})",
+            value=att_eff["median"],
+            unit="of matmul rate",
+            reference=f"matmul {size}^3",
+            spread_=att_eff,
+            goal="reported",
+            met=None,
+            note=f"{t_att * 1e3:.2f} ms; 4a + 3s FLOPs per sample",
+            gflops_per_s=att_flops / t_att / 1e9,
+            seconds=spread(times["attention part"]),
+        ),
+        row(
+            FAMILY,
+            f"training step (train_step, batch {batch}, {steps} Euler steps)",
+            value=step_eff["median"],
+            unit="of matmul rate",
+            reference=f"matmul {size}^3",
+            spread_=step_eff,
+            goal="reported",
+            met=None,
+            note=(
+                f"shape count {step_shape / 1e9:.2f} GFLOP (3x forward); XLA count of "
+                "the loop-free equivalent loss+grad "
+                f"{(xla_step_loopless or float('nan')) / 1e9:.2f} GFLOP; AdamW update "
+                "not counted"
+            ),
             gflops_per_s=step_shape / spread(times["train step"])["median"] / 1e9,
-            flops_shape_count=step_shape, flops_xla_loop_free=xla_step_loopless,
-            seconds=spread(times["train step"])),
+            flops_shape_count=step_shape,
+            flops_xla_loop_free=xla_step_loopless,
+            seconds=spread(times["train step"]),
+        ),
     ]

@@ -18,7 +18,8 @@ the authors mask (100 of 196 patches), encoded as the model encodes them. The pr
   atol 1e-6, `dtmin` 1e-9, capped at 200 steps, to show its step size): NFE, time, RMS
   G, the time per evaluation against one single-sample vector field, and each method's
   evaluations against Euler's. In float32; in float64 too when the process has
-  `jax_enable_x64` (`JAX_ENABLE_X64=1 make bench`). At this size the ReLU memories switch all the time, and an adaptive
+  `jax_enable_x64` (`JAX_ENABLE_X64=1 make bench`). At this size the ReLU memories switch all the
+  time, and an adaptive
   high-order step stays near 1e-3 (measured on this row's problem, float32: tsit5 at
   rtol 1e-4 reached t = 3.8 in 2000 steps, 382 s, RMS G 0.19; Euler dt 0.1 reached
   RMS G < 1e-5 at t = 84 in 841 steps, 47 s). tsit5 at rtol = atol = 1e-7, the
@@ -66,10 +67,12 @@ SIZES = dict(image_size=224, patch=16, dim=768, n_heads=12, head_dim=64, n_memor
 TINY_SIZES = dict(image_size=8, patch=2, dim=16, n_heads=2, head_dim=8, n_memories=32)
 FIXED_POINT = {  # name -> solve options (projected flow, fixed-point stop)
     "euler dt 0.1": dict(solver="euler", dt0=0.1, t1=300.0, max_steps=3000),
-    "anderson (50 euler warm steps, memory 10)": dict(method="anderson", warm_steps=50,
-                                                      memory=10, dt=0.1, max_steps=3000),
-    "tsit5 rtol 1e-4 atol 1e-6, 200 steps": dict(solver="tsit5", rtol=1e-4, atol=1e-6,
-                                                 dtmin=1e-9, t1=1e3, max_steps=200),
+    "anderson (50 euler warm steps, memory 10)": dict(
+        method="anderson", warm_steps=50, memory=10, dt=0.1, max_steps=3000
+    ),
+    "tsit5 rtol 1e-4 atol 1e-6, 200 steps": dict(
+        solver="tsit5", rtol=1e-4, atol=1e-6, dtmin=1e-9, t1=1e3, max_steps=200
+    ),
 }
 G_TOL = 1e-5
 STEPS = 12
@@ -79,8 +82,12 @@ def imagenet_problem(batch: int, tiny: bool = False, seed: int = 0):
     """`(model, patches [B, N, P], masks, x0 [B, T, D])`: a random model of the released
     shapes (or tiny ones), `batch` noise images, the authors' masking."""
     config = authors_config(**(TINY_SIZES if tiny else SIZES))
-    model = MaskedImageET(config.model, config.dynamics, key=jax.random.key(seed),
-                          normalisation=ChannelNormalisation.imagenet())
+    model = MaskedImageET(
+        config.model,
+        config.dynamics,
+        key=jax.random.key(seed),
+        normalisation=ChannelNormalisation.imagenet(),
+    )
     size = config.model.image_size
     images = np.random.default_rng(seed).uniform(size=(batch, size, size, 3))
     images = jnp.asarray(model.normalisation.apply(images.astype(np.float32)))
@@ -98,10 +105,10 @@ def _adjoints() -> dict:
     base = dict(solver="euler", dt0=0.1, t1=0.1 * STEPS, max_steps=STEPS, rtol=None, atol=None)
     return {
         "checkpoint (diffrax default)": dict(base, flow="native", adjoint="checkpoint"),
-        "checkpoint every step": dict(base, flow="native", adjoint="checkpoint",
-                                      checkpoints=STEPS),
+        "checkpoint every step": dict(base, flow="native", adjoint="checkpoint", checkpoints=STEPS),
         "implicit (projected, fixed point)": dict(
-            base, flow="projected", adjoint="implicit", stop=solvers.FixedPointStop(atol=G_TOL)),
+            base, flow="projected", adjoint="implicit", stop=solvers.FixedPointStop(atol=G_TOL)
+        ),
         "backsolve (native)": dict(base, flow="native", adjoint="backsolve"),
     }
 
@@ -122,33 +129,64 @@ def _memory_rows(model, patches, masks, quick: bool) -> list[dict]:
     batch = patches.shape[0]
     rows = []
     for name, mem in measured.items():
-        rows.append(row(
-            FAMILY, f"memory of one gradient step, {name}, batch {batch}",
-            value=mem["total"] / base, unit="x",
-            reference=f"{base_name} ({base / 2**20:.1f} MiB)", goal="reported", met=None,
-            note=(f"{mem['total'] / 2**20:.1f} MiB, {mem['total'] / batch / 2**20:.1f} MiB "
-                  f"per image (temp {mem['temp'] / 2**20:.1f}, arguments "
-                  f"{mem['argument'] / 2**20:.1f}, outputs {mem['output'] / 2**20:.1f}); "
-                  f"{STEPS} Euler steps; XLA memory_analysis at compile time"),
-            bytes=mem, adjoint=name, batch=batch, steps=STEPS))
+        rows.append(
+            row(
+                FAMILY,
+                f"memory of one gradient step, {name}, batch {batch}",
+                value=mem["total"] / base,
+                unit="x",
+                reference=f"{base_name} ({base / 2**20:.1f} MiB)",
+                goal="reported",
+                met=None,
+                note=(
+                    f"{mem['total'] / 2**20:.1f} MiB, {mem['total'] / batch / 2**20:.1f} MiB "
+                    f"per image (temp {mem['temp'] / 2**20:.1f}, arguments "
+                    f"{mem['argument'] / 2**20:.1f}, outputs {mem['output'] / 2**20:.1f}); "
+                    f"{STEPS} Euler steps; XLA memory_analysis at compile time"
+                ),
+                bytes=mem,
+                adjoint=name,
+                batch=batch,
+                steps=STEPS,
+            )
+        )
     return rows
 
 
 def _fixed_point_row(core, x, method, options, t_one, euler_nfe=None) -> dict:
     options = dict(options)
     if options.pop("method", None) == "anderson":
+
         def fixed_point(m, x):
             found = solvers.find_fixed_point(m, x, tol=G_TOL, method="anderson", **options)
-            return {"t": jnp.nan, "nfe": found.steps, "steps": found.steps, "rejected": 0,
-                    "g": found.residual_rms, "code": -1}
+            return {
+                "t": jnp.nan,
+                "nfe": found.steps,
+                "steps": found.steps,
+                "rejected": 0,
+                "g": found.residual_rms,
+                "code": -1,
+            }
     else:
+
         def fixed_point(m, x):
-            sol = solvers.solve(m, x, flow="projected", throw=False,
-                                stop=solvers.FixedPointStop(atol=G_TOL), **options)
+            sol = solvers.solve(
+                m,
+                x,
+                flow="projected",
+                throw=False,
+                stop=solvers.FixedPointStop(atol=G_TOL),
+                **options,
+            )
             st = sol.stats
-            return {"t": sol.t_final, "nfe": st["nfe"], "steps": st["num_steps"],
-                    "rejected": st["num_rejected_steps"], "g": st["residual_rms"],
-                    "code": st["stop_code"]}
+            return {
+                "t": sol.t_final,
+                "nfe": st["nfe"],
+                "steps": st["num_steps"],
+                "rejected": st["num_rejected_steps"],
+                "g": st["residual_rms"],
+                "code": st["stop_code"],
+            }
 
     program = Compiled(fixed_point, core, x)
     start = time.perf_counter()
@@ -160,21 +198,34 @@ def _fixed_point_row(core, x, method, options, t_one, euler_nfe=None) -> dict:
     if int(out["code"]) < 0:
         how = f"after {nfe} evaluations of G (warm steps included), {seconds:.1f} s"
     else:
-        how = (f"at t = {float(out['t']):.4g} after {steps} steps ({int(out['rejected'])} "
-               f"rejected), {nfe} evaluations, {seconds:.1f} s "
-               f"({solvers.STOP_REASONS[int(out['code'])]})")
-    against = (f"; {nfe / euler_nfe:.2f}x Euler's evaluations"
-               if euler_nfe and reached else "")
+        how = (
+            f"at t = {float(out['t']):.4g} after {steps} steps ({int(out['rejected'])} "
+            f"rejected), {nfe} evaluations, {seconds:.1f} s "
+            f"({solvers.STOP_REASONS[int(out['code'])]})"
+        )
+    against = f"; {nfe / euler_nfe:.2f}x Euler's evaluations" if euler_nfe and reached else ""
     return row(
-        FAMILY, f"fixed-point solve (projected flow, RMS G < {G_TOL:g}), {method}, "
-                f"one image, {dtype}",
-        value=seconds / (max(nfe, 1) * t_one), unit="x",
-        reference="NFE single-sample vector-field evaluations", goal="reported", met=None,
-        note=(f"{'reached' if reached else 'not reached'}: RMS G {g:.2g} {how}{against}; "
-              f"compile {program.seconds:.1f} s"),
-        reached=reached, nfe=nfe, steps=steps, residual_rms=g, t_final=float(out["t"]),
-        wall_seconds=seconds, method=method, dtype=dtype,
-        evaluations_vs_euler=nfe / euler_nfe if euler_nfe else None)
+        FAMILY,
+        f"fixed-point solve (projected flow, RMS G < {G_TOL:g}), {method}, one image, {dtype}",
+        value=seconds / (max(nfe, 1) * t_one),
+        unit="x",
+        reference="NFE single-sample vector-field evaluations",
+        goal="reported",
+        met=None,
+        note=(
+            f"{'reached' if reached else 'not reached'}: RMS G {g:.2g} {how}{against}; "
+            f"compile {program.seconds:.1f} s"
+        ),
+        reached=reached,
+        nfe=nfe,
+        steps=steps,
+        residual_rms=g,
+        t_final=float(out["t"]),
+        wall_seconds=seconds,
+        method=method,
+        dtype=dtype,
+        evaluations_vs_euler=nfe / euler_nfe if euler_nfe else None,
+    )
 
 
 def run(problem, opts) -> list[dict]:
@@ -186,8 +237,9 @@ def run(problem, opts) -> list[dict]:
     h, y = core.attention.Wq.shape[:2]
     k = core.hopfield.xi.shape[0]
     size = 512 if opts.tiny else MATMUL
-    shape = (f"N {n}, D {d}, H {h}, Y {y}, K {k}" + (" (tiny)" if opts.tiny else
-                                                    " (the authors' released shapes)"))
+    shape = f"N {n}, D {d}, H {h}, Y {y}, K {k}" + (
+        " (tiny)" if opts.tiny else " (the authors' released shapes)"
+    )
 
     mat = jax.random.normal(jax.random.key(0), (size, size), jnp.float32)
     run_mm, _, _ = aot(lambda a: a @ a, mat)
@@ -201,17 +253,27 @@ def run(problem, opts) -> list[dict]:
 
     repeats = opts.reps(3 if opts.quick else None)
     times = time_interleaved(
-        {"matmul": run_mm, "field": run_vf, "hopfield part": run_hop,
-         "attention part": run_att, "12-step solve": run_solve, "field, one sample": run_one},
-        repeats, budget=30.0)
+        {
+            "matmul": run_mm,
+            "field": run_vf,
+            "hopfield part": run_hop,
+            "attention part": run_att,
+            "12-step solve": run_solve,
+            "field, one sample": run_one,
+        },
+        repeats,
+        budget=30.0,
+    )
     mm_rate = 2.0 * size**3 / spread(times["matmul"])["median"]
     counts = field_flops(n, d, h, y, k)
 
     def rate(name, flops):
         ratio = pair_ratio(times, "matmul", name)
         scale = flops / (2.0 * size**3)
-        return {key: (v * scale if key in ("median", "min", "max", "iqr") else v)
-                for key, v in ratio.items()}
+        return {
+            key: (v * scale if key in ("median", "min", "max", "iqr") else v)
+            for key, v in ratio.items()
+        }
 
     vf = rate("field", counts["field"] * batch)
     hop = rate("hopfield part", 2 * counts["hopfield"] * batch)
@@ -221,35 +283,80 @@ def run(problem, opts) -> list[dict]:
     t_one = spread(times["field, one sample"])["median"]
     overhead = spread([s / (STEPS * f) for s, f in zip(times["12-step solve"], times["field"])])
     met = vf["median"] >= GOAL
-    note = (f"{shape}, batch {batch}: {counts['field'] * batch / 1e9:.2f} GFLOP per call "
-            f"(shape count) in {t_field * 1e3:.1f} ms, "
-            f"{counts['field'] * batch / t_field / 1e9:.1f} GFLOP/s; matmul {size}^2 float32 "
-            f"{mm_rate / 1e9:.1f} GFLOP/s")
+    note = (
+        f"{shape}, batch {batch}: {counts['field'] * batch / 1e9:.2f} GFLOP per call "
+        f"(shape count) in {t_field * 1e3:.1f} ms, "
+        f"{counts['field'] * batch / t_field / 1e9:.1f} GFLOP/s; matmul {size}^2 float32 "
+        f"{mm_rate / 1e9:.1f} GFLOP/s"
+    )
     if not met:
         slow = "attention" if att["median"] < hop["median"] else "Hopfield"
-        note += (f"; the attention gradient runs at {att['median']:.2f} of the matmul rate, "
-                 f"the Hopfield gradient at {hop['median']:.2f}: the {slow} part limits it")
+        note += (
+            f"; the attention gradient runs at {att['median']:.2f} of the matmul rate, "
+            f"the Hopfield gradient at {hop['median']:.2f}: the {slow} part limits it"
+        )
     rows = [
-        row(FAMILY, f"matmul {size}x{size} float32", value=mm_rate / 1e9, unit="GFLOP/s",
-            reference="this machine's peak reference", seconds=spread(times["matmul"])),
-        row(FAMILY, f"vector field at ImageNet size, batch {batch}", value=vf["median"],
-            unit="of matmul rate", reference=f"matmul {size}^3", spread_=vf,
-            goal=f">= {GOAL}", met=met, note=note, flops_per_sample=counts,
-            gflops_per_s=counts["field"] * batch / t_field / 1e9, seconds=spread(times["field"])),
-        row(FAMILY, "part: Hopfield gradient", value=hop["median"], unit="of matmul rate",
-            reference=f"matmul {size}^3", spread_=hop, goal="reported", met=None,
+        row(
+            FAMILY,
+            f"matmul {size}x{size} float32",
+            value=mm_rate / 1e9,
+            unit="GFLOP/s",
+            reference="this machine's peak reference",
+            seconds=spread(times["matmul"]),
+        ),
+        row(
+            FAMILY,
+            f"vector field at ImageNet size, batch {batch}",
+            value=vf["median"],
+            unit="of matmul rate",
+            reference=f"matmul {size}^3",
+            spread_=vf,
+            goal=f">= {GOAL}",
+            met=met,
+            note=note,
+            flops_per_sample=counts,
+            gflops_per_s=counts["field"] * batch / t_field / 1e9,
+            seconds=spread(times["field"]),
+        ),
+        row(
+            FAMILY,
+            "part: Hopfield gradient",
+            value=hop["median"],
+            unit="of matmul rate",
+            reference=f"matmul {size}^3",
+            spread_=hop,
+            goal="reported",
+            met=None,
             note=f"{spread(times['hopfield part'])['median'] * 1e3:.1f} ms",
-            seconds=spread(times["hopfield part"])),
-        row(FAMILY, f"part: attention gradient ({h} heads of {y})", value=att["median"],
-            unit="of matmul rate", reference=f"matmul {size}^3", spread_=att, goal="reported",
-            met=None, note=f"{spread(times['attention part'])['median'] * 1e3:.1f} ms",
-            seconds=spread(times["attention part"])),
-        row(FAMILY, f"12-step solve (euler dt 0.1, t1 1.2), batch {batch}",
-            value=overhead["median"], unit="x", reference="12 vector-field evaluations",
-            spread_=overhead, goal="reported", met=None,
-            note=(f"{t_solve:.3f} s, {t_solve / batch * 1e3:.0f} ms per image "
-                  f"({STEPS * t_field:.3f} s for 12 separate evaluations)"),
-            seconds=spread(times["12-step solve"])),
+            seconds=spread(times["hopfield part"]),
+        ),
+        row(
+            FAMILY,
+            f"part: attention gradient ({h} heads of {y})",
+            value=att["median"],
+            unit="of matmul rate",
+            reference=f"matmul {size}^3",
+            spread_=att,
+            goal="reported",
+            met=None,
+            note=f"{spread(times['attention part'])['median'] * 1e3:.1f} ms",
+            seconds=spread(times["attention part"]),
+        ),
+        row(
+            FAMILY,
+            f"12-step solve (euler dt 0.1, t1 1.2), batch {batch}",
+            value=overhead["median"],
+            unit="x",
+            reference="12 vector-field evaluations",
+            spread_=overhead,
+            goal="reported",
+            met=None,
+            note=(
+                f"{t_solve:.3f} s, {t_solve / batch * 1e3:.0f} ms per image "
+                f"({STEPS * t_field:.3f} s for 12 separate evaluations)"
+            ),
+            seconds=spread(times["12-step solve"]),
+        ),
     ]
 
     # the fixed-point solves, one sample, each compiled ahead of time and timed once; in
@@ -269,6 +376,10 @@ def run(problem, opts) -> list[dict]:
             rows.append(r)
     rows.extend(_memory_rows(model, patches, masks, opts.quick))
     for r in rows:
-        r["imagenet_problem"] = dict(shape=shape, batch=batch, data="uniform noise images, "
-                                     "the authors' masking", weights="random (default init)")
+        r["imagenet_problem"] = dict(
+            shape=shape,
+            batch=batch,
+            data="uniform noise images, the authors' masking",
+            weights="random (default init)",
+        )
     return rows

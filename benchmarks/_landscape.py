@@ -12,7 +12,8 @@ what a user would run without them, measured in the same run, in float64 where
   tangent solve for the 8 directions per interval) against 8 single-exponent runs
   (`lyapunov_exponent`, seeds 0..7) over the same time. Goal: <= 0.5x their time.
 - **basin grid**: `analysis.basins` on a grid of starts in the plane through the first
-  two samples' encodings and a random direction (`GRID` per side): the batched solve is one compilation, and
+  two samples' encodings and a random direction (`GRID` per side): the batched solve is one
+  compilation, and
   its sequential loop iterations (the slowest start's steps) against their sum over the
   starts (solving them one by one). Goal: one compilation of the solve.
 
@@ -47,11 +48,22 @@ def _precision():
 
 def _fixed_point(model, x, tol, newton_tol):
     """The studies' start: the projected flow with `auto` to RMS G `tol`, then Newton."""
-    sol = solvers.solve(model, x, solver="auto", rtol=1e-7, atol=1e-9, dt0=None,
-                        flow="projected", t1=1000.0, max_steps=100_000, throw=False,
-                        stop=solvers.FixedPointStop(atol=tol))
-    return solvers.find_fixed_point(model, sol.x_final, method="newton", linear="auto",
-                                    tol=newton_tol)
+    sol = solvers.solve(
+        model,
+        x,
+        solver="auto",
+        rtol=1e-7,
+        atol=1e-9,
+        dt0=None,
+        flow="projected",
+        t1=1000.0,
+        max_steps=100_000,
+        throw=False,
+        stop=solvers.FixedPointStop(atol=tol),
+    )
+    return solvers.find_fixed_point(
+        model, sol.x_final, method="newton", linear="auto", tol=newton_tol
+    )
 
 
 def _at_beta(model, beta):
@@ -64,29 +76,54 @@ def _continuation(core, x0, quick):
     beta0 = float(core.attention.beta)
     start = time.perf_counter()
     found = _fixed_point(core, x0, tol, newton_tol)
-    branch = analysis.continuation(core, found.x, beta0, p_span=(beta0, 3 * beta0),
-                                   parameter="beta", ds=0.05 * beta0, ds_max=0.2 * beta0,
-                                   k=k, max_points=points, tol=newton_tol)
+    branch = analysis.continuation(
+        core,
+        found.x,
+        beta0,
+        p_span=(beta0, 3 * beta0),
+        parameter="beta",
+        ds=0.05 * beta0,
+        ds_max=0.2 * beta0,
+        k=k,
+        max_points=points,
+        tol=newton_tol,
+    )
     branch_s = time.perf_counter() - start
     betas = np.asarray(branch["p"])[1:]
     start = time.perf_counter()
-    independent = [_fixed_point(_at_beta(core, jnp.asarray(b, dtype)), x0, tol, newton_tol)
-                   for b in betas]
+    independent = [
+        _fixed_point(_at_beta(core, jnp.asarray(b, dtype)), x0, tol, newton_tol) for b in betas
+    ]
     independent_s = time.perf_counter() - start
     # the same fixed points? (the flow may settle in another nearby minimum)
-    distance = max((float(jnp.sqrt(jnp.mean((f.x - jnp.asarray(x)) ** 2)))
-                    for f, x in zip(independent, np.asarray(branch["x"])[1:])), default=None)
+    distance = max(
+        (
+            float(jnp.sqrt(jnp.mean((f.x - jnp.asarray(x)) ** 2)))
+            for f, x in zip(independent, np.asarray(branch["x"])[1:])
+        ),
+        default=None,
+    )
     ratio = branch_s / independent_s if independent_s > 0 else None
-    return row(FAMILY, f"continuation in beta, {len(betas)} points, {k} eigenvalues",
-               value=ratio, unit="x (branch time / independent solves' time)",
-               reference="a fixed point solved independently at each beta reached",
-               goal="<= 0.5x", met=None if quick or ratio is None else ratio <= 0.5,
-               branch_s=branch_s, independent_s=independent_s, points=len(betas),
-               beta_trained=beta0, beta_reached=float(betas[-1]) if len(betas) else None,
-               stop_reason=branch["stop_reason"], largest_distance_rms=distance,
-               bifurcations=[b["kind"] for b in branch["bifurcations"]],
-               unknowns=int(x0.size), dtype=str(jnp.dtype(dtype)),
-               note="quick: few points" if quick else "")
+    return row(
+        FAMILY,
+        f"continuation in beta, {len(betas)} points, {k} eigenvalues",
+        value=ratio,
+        unit="x (branch time / independent solves' time)",
+        reference="a fixed point solved independently at each beta reached",
+        goal="<= 0.5x",
+        met=None if quick or ratio is None else ratio <= 0.5,
+        branch_s=branch_s,
+        independent_s=independent_s,
+        points=len(betas),
+        beta_trained=beta0,
+        beta_reached=float(betas[-1]) if len(betas) else None,
+        stop_reason=branch["stop_reason"],
+        largest_distance_rms=distance,
+        bifurcations=[b["kind"] for b in branch["bifurcations"]],
+        unknowns=int(x0.size),
+        dtype=str(jnp.dtype(dtype)),
+        note="quick: few points" if quick else "",
+    )
 
 
 def _spectrum(core, x0, quick):
@@ -94,25 +131,40 @@ def _spectrum(core, x0, quick):
     t1 = HORIZON[quick]
     options = dict(flow="native", solver="tsit5", rtol=rtol, atol=atol)
     start = time.perf_counter()
-    spectrum = analysis.lyapunov_spectrum(core, x0, k=EXPONENTS, t1=t1, renormalise=1.0,
-                                          dtype=dtype, **options)
+    spectrum = analysis.lyapunov_spectrum(
+        core, x0, k=EXPONENTS, t1=t1, renormalise=1.0, dtype=dtype, **options
+    )
     spectrum_s = time.perf_counter() - start
     start = time.perf_counter()
-    singles = [analysis.lyapunov_exponent(core, x0, t1=t1, segments=int(t1), seed=seed,
-                                          **options)["exponent"]
-               for seed in range(EXPONENTS)]
+    singles = [
+        analysis.lyapunov_exponent(core, x0, t1=t1, segments=int(t1), seed=seed, **options)[
+            "exponent"
+        ]
+        for seed in range(EXPONENTS)
+    ]
     singles_s = time.perf_counter() - start
     ratio = spectrum_s / singles_s
-    return row(FAMILY, f"Lyapunov spectrum, top {EXPONENTS}, T = {t1:g}", value=ratio,
-               unit="x (spectrum time / single runs' time)",
-               reference=f"{EXPONENTS} single-exponent runs (lyapunov_exponent)",
-               goal="<= 0.5x", met=None if quick else ratio <= 0.5, spectrum_s=spectrum_s,
-               singles_s=singles_s, exponents=spectrum["exponents"],
-               single_exponents=singles, flow="native", dtype=str(jnp.dtype(dtype)),
-               values=("the spectrum is measured in x, where the native flow's token "
-                       "scales grow like t; the single runs in g (scale and mean "
-                       "dropped): the timing compares like work, the values differ"),
-               note="quick: short horizon" if quick else "")
+    return row(
+        FAMILY,
+        f"Lyapunov spectrum, top {EXPONENTS}, T = {t1:g}",
+        value=ratio,
+        unit="x (spectrum time / single runs' time)",
+        reference=f"{EXPONENTS} single-exponent runs (lyapunov_exponent)",
+        goal="<= 0.5x",
+        met=None if quick else ratio <= 0.5,
+        spectrum_s=spectrum_s,
+        singles_s=singles_s,
+        exponents=spectrum["exponents"],
+        single_exponents=singles,
+        flow="native",
+        dtype=str(jnp.dtype(dtype)),
+        values=(
+            "the spectrum is measured in x, where the native flow's token "
+            "scales grow like t; the single runs in g (scale and mean "
+            "dropped): the timing compares like work, the values differ"
+        ),
+        note="quick: short horizon" if quick else "",
+    )
 
 
 def _basin_grid(core, x0, quick):
@@ -126,28 +178,46 @@ def _basin_grid(core, x0, quick):
     starts, _, _ = analysis.grid_starts(x0[0], u, v, extent=(-0.5, 1.5), resolution=side)
     with CompileCounter() as counter, counter.counting():
         start = time.perf_counter()
-        result = analysis.basins(core, jnp.asarray(starts, dtype), solver="tsit5",
-                                 rtol=1e-5, atol=1e-7, fixed_point_atol=1e-4,
-                                 match_tol=1e-2, polish_max=1, k=2)
+        result = analysis.basins(
+            core,
+            jnp.asarray(starts, dtype),
+            solver="tsit5",
+            rtol=1e-5,
+            atol=1e-7,
+            fixed_point_atol=1e-4,
+            match_tol=1e-2,
+            polish_max=1,
+            k=2,
+        )
         seconds = time.perf_counter() - start
     # compilations (or persistent-cache reads) of the solve's program
-    solve_compiles = sum("solve_core" in str(name)
-                         for _, name in counter.events[BACKEND_COMPILE])
+    solve_compiles = sum("solve_core" in str(name) for _, name in counter.events[BACKEND_COMPILE])
     ratio = result["one_by_one_iterations"] / result["batched_iterations"]
-    return row(FAMILY, f"basin grid, {side} x {side} starts", value=ratio,
-               unit="x (one-by-one / batched sequential iterations)",
-               reference="the same starts solved one by one (the sum of their steps)",
-               goal="one compilation of the batched solve", met=solve_compiles == 1,
-               batched_iterations=result["batched_iterations"],
-               one_by_one_iterations=result["one_by_one_iterations"],
-               solve_compilations=solve_compiles, seconds=seconds,
-               attractors=len(result["attractors"]), starts=side * side,
-               not_converged=result["not_converged"], dtype=str(jnp.dtype(dtype)),
-               note="quick: 8 x 8 grid" if quick else "")
+    return row(
+        FAMILY,
+        f"basin grid, {side} x {side} starts",
+        value=ratio,
+        unit="x (one-by-one / batched sequential iterations)",
+        reference="the same starts solved one by one (the sum of their steps)",
+        goal="one compilation of the batched solve",
+        met=solve_compiles == 1,
+        batched_iterations=result["batched_iterations"],
+        one_by_one_iterations=result["one_by_one_iterations"],
+        solve_compilations=solve_compiles,
+        seconds=seconds,
+        attractors=len(result["attractors"]),
+        starts=side * side,
+        not_converged=result["not_converged"],
+        dtype=str(jnp.dtype(dtype)),
+        note="quick: 8 x 8 grid" if quick else "",
+    )
 
 
 def run(problem, opts) -> list[dict]:
     dtype = _precision()[0]
     core, x0 = analysis.cast((problem.core, problem.x0[:2]), dtype)
-    return [_continuation(core, x0[0], opts.quick), _spectrum(core, x0[0], opts.quick),
-            _basin_grid(core, x0, opts.quick)]
+    return [
+        _continuation(core, x0[0], opts.quick),
+        _spectrum(core, x0[0], opts.quick),
+        _basin_grid(core, x0, opts.quick),
+    ]

@@ -38,8 +38,9 @@ CASES = (  # (name, flow, horizon (full, quick), goal on wall and NFE ratios)
 
 
 def _timed(core, x0, solver, flow, t1):
-    kw = dict(solver=solver, rtol=RTOL, atol=ATOL, flow=flow, dt0=None, max_steps=200_000,
-              throw=False)
+    kw = dict(
+        solver=solver, rtol=RTOL, atol=ATOL, flow=flow, dt0=None, max_steps=200_000, throw=False
+    )
     block(solvers.solve(core, x0, t1=min(t1, 1.0), **kw).x_final)  # compile
     times = []
     while not times or (len(times) < REPEATS and sum(times) < REPEAT_BELOW_S):
@@ -63,21 +64,35 @@ def run(problem, opts) -> list[dict]:
         nfe_ref = int(np.sum(np.asarray(ref.stats["nfe"])))
         nfe_auto = int(np.sum(np.asarray(auto.stats["nfe"])))
         if name == "projected":
-            goal, met_fn = ">= 20x fewer NFE and wall, end states within 1e-4", (
-                lambda n, w: n >= 20 and w >= 20 and dist <= SAME)
+            goal, met_fn = (
+                ">= 20x fewer NFE and wall, end states within 1e-4",
+                (lambda n, w: n >= 20 and w >= 20 and dist <= SAME),
+            )
         elif name == "native":
             goal, met_fn = "auto NFE <= 1.5x tsit5's", lambda n, w: n >= 1 / 1.5
         else:
             goal, met_fn = "auto wall <= 1.2x tsit5's", lambda n, w: w >= 1 / 1.2
         nfe_ratio, wall_ratio = nfe_ref / nfe_auto, ref_s / auto_s
-        out.append(row(
-            FAMILY, f"{name}, t1 = {t1:g}", value=wall_ratio, unit="x (tsit5 wall / auto)",
-            reference="tsit5, same tolerances", goal=goal,
-            met=None if opts.quick else bool(met_fn(nfe_ratio, wall_ratio)),
-            nfe_ratio=nfe_ratio, tsit5_s=ref_s, auto_s=auto_s, tsit5_nfe=nfe_ref,
-            auto_nfe=nfe_auto, auto_jvp_evals=int(np.sum(np.asarray(auto.stats["jvp_evals"]))),
-            auto_switches=np.asarray(auto.stats["num_switches"]).tolist(),
-            end_state_distance=dist, samples=int(x0.shape[0]), flow=flow,
-            note="quick: shorter horizon, one sample" if opts.quick else "",
-        ))
+        out.append(
+            row(
+                FAMILY,
+                f"{name}, t1 = {t1:g}",
+                value=wall_ratio,
+                unit="x (tsit5 wall / auto)",
+                reference="tsit5, same tolerances",
+                goal=goal,
+                met=None if opts.quick else bool(met_fn(nfe_ratio, wall_ratio)),
+                nfe_ratio=nfe_ratio,
+                tsit5_s=ref_s,
+                auto_s=auto_s,
+                tsit5_nfe=nfe_ref,
+                auto_nfe=nfe_auto,
+                auto_jvp_evals=int(np.sum(np.asarray(auto.stats["jvp_evals"]))),
+                auto_switches=np.asarray(auto.stats["num_switches"]).tolist(),
+                end_state_distance=dist,
+                samples=int(x0.shape[0]),
+                flow=flow,
+                note="quick: shorter horizon, one sample" if opts.quick else "",
+            )
+        )
     return out

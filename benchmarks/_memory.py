@@ -33,15 +33,13 @@ GOAL_IMPLICIT = 1.3
 
 
 def _adjoints(steps: int) -> dict:
-    base = dict(solver="euler", dt0=0.1, t1=0.1 * steps, max_steps=steps, rtol=None,
-                atol=None)
+    base = dict(solver="euler", dt0=0.1, t1=0.1 * steps, max_steps=steps, rtol=None, atol=None)
     return {
         "checkpoint (diffrax default)": dict(base, flow="native", adjoint="checkpoint"),
-        "checkpoint every step": dict(base, flow="native", adjoint="checkpoint",
-                                      checkpoints=steps),
+        "checkpoint every step": dict(base, flow="native", adjoint="checkpoint", checkpoints=steps),
         "implicit (projected, fixed point)": dict(
-            base, flow="projected", adjoint="implicit",
-            stop=solvers.FixedPointStop(atol=1e-5)),
+            base, flow="projected", adjoint="implicit", stop=solvers.FixedPointStop(atol=1e-5)
+        ),
         "backsolve (native)": dict(base, flow="native", adjoint="backsolve"),
     }
 
@@ -50,8 +48,9 @@ def _grad_program(problem, overrides):
     def grad(model, patches, masks):
         return eqx.filter_grad(lambda m: m.loss(patches, masks, **overrides))(model)
 
-    return Compiled(grad, problem.image_model, problem.patches, problem.masks,
-                    compiler_options=FAST_COMPILE)
+    return Compiled(
+        grad, problem.image_model, problem.patches, problem.masks, compiler_options=FAST_COMPILE
+    )
 
 
 QUICK = ("implicit (projected, fixed point)",)
@@ -68,13 +67,16 @@ def run(problem, opts) -> list[dict]:
                 continue
             program = programs[(name, steps)] = _grad_program(problem, overrides)
             measured[(name, steps)] = memory_bytes(program.compiled) | {
-                "compile_seconds": program.seconds}
+                "compile_seconds": program.seconds
+            }
     check = None
     if not opts.quick:  # the sizes do not depend on the code-generation level
         name = next(iter(_adjoints(horizons[0])))
         default = memory_bytes(programs[(name, horizons[0])].lowered.compile())
-        check = {k: default[k] == measured[(name, horizons[0])][k]
-                 for k in ("temp", "argument", "output")}
+        check = {
+            k: default[k] == measured[(name, horizons[0])][k]
+            for k in ("temp", "argument", "output")
+        }
     rows = []
     first, last = horizons[0], horizons[-1]
     for name in _adjoints(first):
@@ -85,15 +87,24 @@ def run(problem, opts) -> list[dict]:
             mem = measured[(name, steps)]
             ratio = mem["total"] / base
             is_goal = name.startswith("implicit") and steps == last
-            rows.append(row(
-                FAMILY, f"{name}, {steps} steps", value=ratio, unit="x",
-                reference=f"same adjoint at {first} steps ({base / 2**20:.2f} MiB)",
-                goal=f"<= {GOAL_IMPLICIT}" if is_goal else "",
-                met=(ratio <= GOAL_IMPLICIT) if is_goal else None,
-                note=(f"{mem['total'] / 2**20:.2f} MiB (temp {mem['temp'] / 2**20:.2f}, "
-                      f"arguments {mem['argument'] / 2**20:.2f}, outputs "
-                      f"{mem['output'] / 2**20:.2f}); XLA memory_analysis at compile time"),
-                bytes=mem, steps=steps, adjoint=name,
-                same_sizes_at_default_optimization=check,
-            ))
+            rows.append(
+                row(
+                    FAMILY,
+                    f"{name}, {steps} steps",
+                    value=ratio,
+                    unit="x",
+                    reference=f"same adjoint at {first} steps ({base / 2**20:.2f} MiB)",
+                    goal=f"<= {GOAL_IMPLICIT}" if is_goal else "",
+                    met=(ratio <= GOAL_IMPLICIT) if is_goal else None,
+                    note=(
+                        f"{mem['total'] / 2**20:.2f} MiB (temp {mem['temp'] / 2**20:.2f}, "
+                        f"arguments {mem['argument'] / 2**20:.2f}, outputs "
+                        f"{mem['output'] / 2**20:.2f}); XLA memory_analysis at compile time"
+                    ),
+                    bytes=mem,
+                    steps=steps,
+                    adjoint=name,
+                    same_sizes_at_default_optimization=check,
+                )
+            )
     return rows

@@ -46,8 +46,9 @@ def run(problem, opts) -> list[dict]:
         "solve": eqx.filter_jit(eqx.filter_grad(sum_squares(solve_final))),
     }
     if not opts.quick:
-        grad["solve_4096"] = eqx.filter_jit(eqx.filter_grad(
-            sum_squares(lambda m, x: solve_final(m, x, **wide_cap))))
+        grad["solve_4096"] = eqx.filter_jit(
+            eqx.filter_grad(sum_squares(lambda m, x: solve_final(m, x, **wide_cap)))
+        )
     # correctness first: the two forward maps agree (float32 round-off)
     diff = float(jnp.max(jnp.abs(fwd["scan"](model, x0) - fwd["solve"](model, x0))))
     g_scan = grad["scan"](model, x0)
@@ -75,14 +76,30 @@ def run(problem, opts) -> list[dict]:
     shape = f"[{problem.batch},{problem.n_tokens},{problem.dim}]"
     rows = []
     specs = [
-        ("forward, solve inside jit", "fwd solve (jit)", "fwd scan",
-         "the user's own jax.jit around solve"),
-        ("forward, solve called eagerly", "fwd solve (eager call)", "fwd scan",
-         "includes solve's input checks and statistics on the host"),
-        ("fwd+bwd, checkpoint adjoint, solve's defaults", "grad solve", "grad scan",
-         f"solve sizes max_steps and checkpoints to the step count: {STEPS} + 1"),
-        ("fwd+bwd, max_steps 4096", "grad solve cap 4096", "grad scan",
-         "diffrax's default checkpoint count for a 4096-step cap (the default before)"),
+        (
+            "forward, solve inside jit",
+            "fwd solve (jit)",
+            "fwd scan",
+            "the user's own jax.jit around solve",
+        ),
+        (
+            "forward, solve called eagerly",
+            "fwd solve (eager call)",
+            "fwd scan",
+            "includes solve's input checks and statistics on the host",
+        ),
+        (
+            "fwd+bwd, checkpoint adjoint, solve's defaults",
+            "grad solve",
+            "grad scan",
+            f"solve sizes max_steps and checkpoints to the step count: {STEPS} + 1",
+        ),
+        (
+            "fwd+bwd, max_steps 4096",
+            "grad solve cap 4096",
+            "grad scan",
+            "diffrax's default checkpoint count for a 4096-step cap (the default before)",
+        ),
     ]
     for label, name, ref, how in specs:
         if name not in times:
@@ -92,15 +109,27 @@ def run(problem, opts) -> list[dict]:
         met = bool(ratio["median"] <= GOAL) if goal else None
         note = how
         if met is False:
-            note += (f"; {spread(times[name])['median'] * 1e3:.1f} ms against "
-                     f"{spread(times[ref])['median'] * 1e3:.1f} ms")
+            note += (
+                f"; {spread(times[name])['median'] * 1e3:.1f} ms against "
+                f"{spread(times[ref])['median'] * 1e3:.1f} ms"
+            )
             if ratio["min"] <= GOAL:
                 note += "; the per-round ratios straddle the goal (min-max)"
-        rows.append(row(
-            FAMILY, label, value=ratio["median"], unit="x", reference=f"lax.scan {shape}",
-            spread_=ratio, goal=f"<= {GOAL}" if goal else "reported", met=met, note=note,
-            seconds=spread(times[name]), reference_seconds=spread(times[ref]),
-        ))
+        rows.append(
+            row(
+                FAMILY,
+                label,
+                value=ratio["median"],
+                unit="x",
+                reference=f"lax.scan {shape}",
+                spread_=ratio,
+                goal=f"<= {GOAL}" if goal else "reported",
+                met=met,
+                note=note,
+                seconds=spread(times[name]),
+                reference_seconds=spread(times[ref]),
+            )
+        )
     rows[0]["max_abs_diff_vs_scan"] = diff
     rows[2]["grad_max_rel_diff_vs_scan"] = g_diff
     return rows

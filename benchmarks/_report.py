@@ -29,12 +29,22 @@ def _met(met) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| row | case | value | min - max | reference | goal | | note |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| row | case | value | min - max | reference | goal | | note |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         value = f"{_fmt(r.get('value'))} {r.get('unit', '')}".strip()
-        cells = [r["family"], r["name"], value, _spread(r), r.get("reference", ""),
-                 r.get("goal", ""), _met(r.get("met")), r.get("note", "")]
+        cells = [
+            r["family"],
+            r["name"],
+            value,
+            _spread(r),
+            r.get("reference", ""),
+            r.get("goal", ""),
+            _met(r.get("met")),
+            r.get("note", ""),
+        ]
         lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
     return "\n".join(lines)
 

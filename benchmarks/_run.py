@@ -8,9 +8,23 @@ import time
 import traceback
 from pathlib import Path
 
-ROWS = ("overhead", "flops", "closed_form", "fixed_point", "memory", "compile", "batch",
-        "devices", "sparse", "imagenet", "solver_objects", "sweep", "training_step",
-        "long_horizon", "landscape")
+ROWS = (
+    "overhead",
+    "flops",
+    "closed_form",
+    "fixed_point",
+    "memory",
+    "compile",
+    "batch",
+    "devices",
+    "sparse",
+    "imagenet",
+    "solver_objects",
+    "sweep",
+    "training_step",
+    "long_horizon",
+    "landscape",
+)
 DEFAULT_OUT_DIR = Path("runs") / "bench"
 
 
@@ -34,17 +48,37 @@ def _module(family: str):
         _training_step,
     )
 
-    return {"overhead": _overhead, "flops": _flops, "closed_form": _closed_form,
-            "fixed_point": _fixed_point, "memory": _memory, "compile": _compile,
-            "batch": _batch, "devices": _devices, "distributed": _distributed,
-            "sparse": _sparse, "imagenet": _imagenet, "solver_objects": _solver_objects,
-            "sweep": _sweep, "training_step": _training_step,
-            "long_horizon": _long_horizon, "landscape": _landscape}[family]
+    return {
+        "overhead": _overhead,
+        "flops": _flops,
+        "closed_form": _closed_form,
+        "fixed_point": _fixed_point,
+        "memory": _memory,
+        "compile": _compile,
+        "batch": _batch,
+        "devices": _devices,
+        "distributed": _distributed,
+        "sparse": _sparse,
+        "imagenet": _imagenet,
+        "solver_objects": _solver_objects,
+        "sweep": _sweep,
+        "training_step": _training_step,
+        "long_horizon": _long_horizon,
+        "landscape": _landscape,
+    }[family]
 
 
-def run_benchmarks(rows=ROWS, *, quick: bool = False, batch: int = 32,
-                   repeats: int | None = None, model: str = "paper", tiny: bool = False,
-                   problem=None, print_fn=print) -> dict:
+def run_benchmarks(
+    rows=ROWS,
+    *,
+    quick: bool = False,
+    batch: int = 32,
+    repeats: int | None = None,
+    model: str = "paper",
+    tiny: bool = False,
+    problem=None,
+    print_fn=print,
+) -> dict:
     """Run the named rows and return the record (machine, problem, options, rows).
 
     `tiny=True` uses a tiny random image model instead of the shipped one (for tests).
@@ -60,42 +94,57 @@ def run_benchmarks(rows=ROWS, *, quick: bool = False, batch: int = 32,
     opts = _common.Options(quick=quick, repeats=repeats, tiny=tiny)
     started, cpu_started = time.perf_counter(), time.process_time()
     if problem is None:
-        problem = (_common.tiny_problem(batch) if tiny
-                   else _common.shipped_problem(model, batch))
+        problem = _common.tiny_problem(batch) if tiny else _common.shipped_problem(model, batch)
     record = {
         "benchmark": "et-ode",
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": _common.machine(),
         "problem": problem.describe(),
-        "options": {"rows": list(rows), "quick": quick, "batch": batch, "repeats": repeats,
-                    "model": "tiny" if tiny else model},
+        "options": {
+            "rows": list(rows),
+            "quick": quick,
+            "batch": batch,
+            "repeats": repeats,
+            "model": "tiny" if tiny else model,
+        },
         "conventions": {
             "timing": "wall-clock seconds with jax.block_until_ready, after a warm-up "
-                      "call; median of the repeats; timed in alternation with the "
-                      "reference; ratio spreads are over per-round ratios",
+            "call; median of the repeats; timed in alternation with the "
+            "reference; ratio spreads are over per-round ratios",
             "flops": "2 FLOPs per multiply-add; matrix products only, counted from the "
-                     "shapes (see benchmarks/_flops.py); XLA's cost_analysis beside it",
+            "shapes (see benchmarks/_flops.py); XLA's cost_analysis beside it",
             "memory": "XLA memory_analysis of the compiled program (temp + argument + "
-                      "output bytes), at compile time, CPU and GPU alike",
+            "output bytes), at compile time, CPU and GPU alike",
         },
         "rows": [],
         "row_seconds": {},
     }
-    print_fn(f"machine: {record['machine']['cpu']}, {record['machine']['cpu_cores']} cores, "
-             f"JAX {record['machine']['versions']['jax']} on {record['machine']['jax_backend']} "
-             f"({record['machine']['device_kind']} x {record['machine']['devices']})")
+    print_fn(
+        f"machine: {record['machine']['cpu']}, {record['machine']['cpu_cores']} cores, "
+        f"JAX {record['machine']['versions']['jax']} on {record['machine']['jax_backend']} "
+        f"({record['machine']['device_kind']} x {record['machine']['devices']})"
+    )
     p = record["problem"]
-    print_fn(f"problem: {p['model']}: D = {p['dim']}, {p['heads']} heads of {p['head_dim']}, "
-             f"{p['memories']} memories, batch {p['batch']}, N = {p['tokens']} tokens, "
-             f"{p['dtype']}")
+    print_fn(
+        f"problem: {p['model']}: D = {p['dim']}, {p['heads']} heads of {p['head_dim']}, "
+        f"{p['memories']} memories, batch {p['batch']}, N = {p['tokens']} tokens, "
+        f"{p['dtype']}"
+    )
     for family in rows:
         start = time.perf_counter()
         try:
             new = _module(family).run(problem, opts)
         except Exception as error:  # record it, go on with the other rows
             traceback.print_exc(file=sys.stderr)
-            new = [_common.row(family, "error", met=False, error=True,
-                               note=f"{type(error).__name__}: {error}"[:500])]
+            new = [
+                _common.row(
+                    family,
+                    "error",
+                    met=False,
+                    error=True,
+                    note=f"{type(error).__name__}: {error}"[:500],
+                )
+            ]
         seconds = time.perf_counter() - start
         record["rows"].extend(new)
         record["row_seconds"][family] = seconds
@@ -116,28 +165,49 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description="et-ode benchmarks: speed, memory and scale as ratios measured in one "
-                    "run. Prints a Markdown table and writes JSON.")
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer repeats, batch sizes and steps (smoke runs, tests)")
-    parser.add_argument("--rows", default=",".join(ROWS),
-                        help=f"comma-separated rows (default all: {','.join(ROWS)})")
+        "run. Prints a Markdown table and writes JSON.",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer repeats, batch sizes and steps (smoke runs, tests)",
+    )
+    parser.add_argument(
+        "--rows",
+        default=",".join(ROWS),
+        help=f"comma-separated rows (default all: {','.join(ROWS)})",
+    )
     parser.add_argument("--batch", type=int, default=32, help="batch size (default 32)")
-    parser.add_argument("--repeats", type=int, default=None,
-                        help="timed rounds per measurement (default 5, --quick 3; fewer "
-                             "where a row's time budget runs out, never below 3)")
-    parser.add_argument("--model", default="paper",
-                        help="shipped model name or checkpoint path (default paper)")
-    parser.add_argument("--tiny", action="store_true",
-                        help="a tiny random model instead (tests the code, not the machine)")
-    parser.add_argument("--out", default=None,
-                        help="JSON path (default runs/bench/bench-<timestamp>.json)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="timed rounds per measurement (default 5, --quick 3; fewer "
+        "where a row's time budget runs out, never below 3)",
+    )
+    parser.add_argument(
+        "--model", default="paper", help="shipped model name or checkpoint path (default paper)"
+    )
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="a tiny random model instead (tests the code, not the machine)",
+    )
+    parser.add_argument(
+        "--out", default=None, help="JSON path (default runs/bench/bench-<timestamp>.json)"
+    )
     dist = parser.add_argument_group(
-        "several processes", "run the 'distributed' row over the devices of several "
-        "processes (hosts); start the same command in every process")
-    dist.add_argument("--distributed", action="store_true",
-                      help="call jax.distributed.initialize() first; without the options "
-                           "below JAX reads the cluster's environment (SLURM, Open MPI, "
-                           "or JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID)")
+        "several processes",
+        "run the 'distributed' row over the devices of several "
+        "processes (hosts); start the same command in every process",
+    )
+    dist.add_argument(
+        "--distributed",
+        action="store_true",
+        help="call jax.distributed.initialize() first; without the options "
+        "below JAX reads the cluster's environment (SLURM, Open MPI, "
+        "or JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID)",
+    )
     dist.add_argument("--coordinator", default=None, help="host:port of process 0")
     dist.add_argument("--num-processes", type=int, default=None)
     dist.add_argument("--process-id", type=int, default=None)
@@ -157,8 +227,11 @@ def main(argv=None) -> int:
         _distributed.initialize(args.coordinator, args.num_processes, args.process_id)
         rows = ("distributed",)
         if args.rows != ROWS and args.rows != rows:
-            print("--distributed runs the 'distributed' row only; the other rows measure "
-                  "one process: run them without --distributed.", file=sys.stderr)
+            print(
+                "--distributed runs the 'distributed' row only; the other rows measure "
+                "one process: run them without --distributed.",
+                file=sys.stderr,
+            )
     import jax
 
     from et_ode.analysis import save_json
@@ -166,15 +239,23 @@ def main(argv=None) -> int:
     from ._report import table
 
     lead = jax.process_index() == 0
-    record = run_benchmarks(rows, quick=args.quick, batch=args.batch, repeats=args.repeats,
-                            model=args.model, tiny=args.tiny,
-                            print_fn=print if lead else (lambda *a, **k: None))
+    record = run_benchmarks(
+        rows,
+        quick=args.quick,
+        batch=args.batch,
+        repeats=args.repeats,
+        model=args.model,
+        tiny=args.tiny,
+        print_fn=print if lead else (lambda *a, **k: None),
+    )
     if lead:
         print()
         print(table(record["rows"]))
         s = record["summary"]
-        print(f"\ngoals met: {s['met']} of {s['goals']}"
-              + (f"; not met: {'; '.join(s['not_met'])}" if s["not_met"] else ""))
+        print(
+            f"\ngoals met: {s['met']} of {s['goals']}"
+            + (f"; not met: {'; '.join(s['not_met'])}" if s["not_met"] else "")
+        )
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         path = Path(args.out) if args.out else DEFAULT_OUT_DIR / f"bench-{stamp}.json"
         save_json(path, record, indent=2)

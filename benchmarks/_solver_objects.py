@@ -20,8 +20,7 @@ RTOL, ATOL = 1e-4, 1e-6
 
 @eqx.filter_jit
 def _solve(model, x0, solver, t1):
-    sol = solvers.solve(model, x0, solver=solver, rtol=RTOL, atol=ATOL, t1=t1,
-                        max_steps=4096)
+    sol = solvers.solve(model, x0, solver=solver, rtol=RTOL, atol=ATOL, t1=t1, max_steps=4096)
     return sol.x_final, sol.stats["num_steps"]
 
 
@@ -39,24 +38,36 @@ def run(problem, opts) -> list[dict]:
     model = problem.core
     rows = []
     for name, obj, x, t1 in _pairs(problem, opts):
-        fns = {"name": lambda x=x, name=name, t1=t1: _solve(model, x, name, t1),
-               "object": lambda x=x, obj=obj, t1=t1: _solve(model, x, obj, t1)}
+        fns = {
+            "name": lambda x=x, name=name, t1=t1: _solve(model, x, name, t1),
+            "object": lambda x=x, obj=obj, t1=t1: _solve(model, x, obj, t1),
+        }
         by_name, by_object = block(fns["name"]()), block(fns["object"]())
         times = time_interleaved(fns, opts.reps(3 if opts.quick else 7), budget=30.0)
         ratio = pair_ratio(times, "object", "name")
         diff = float(np.max(np.abs(np.asarray(by_name[0]) - np.asarray(by_object[0]))))
         same_steps = bool(np.array_equal(np.asarray(by_name[1]), np.asarray(by_object[1])))
         name_s = spread(times["name"])["median"]
-        rows.append(row(
-            FAMILY, f"{name}: diffrax.{type(obj).__name__}() / solver={name!r}",
-            value=spread(times["object"])["median"] / name_s, unit="x",
-            reference=f"solver={name!r}, same rtol {RTOL}, atol {ATOL}, t1 {t1}",
-            spread_=ratio, goal="1 (same program), same numbers",
-            met=diff == 0.0 and same_steps,
-            note=(f"{name_s * 1e3:.1f} ms by name; max |diff| {diff:.1e}, steps "
-                  f"{np.asarray(by_name[1]).tolist()} by name"
-                  f"{'' if same_steps else ' vs ' + str(np.asarray(by_object[1]).tolist())}"),
-            max_abs_diff=diff, same_steps=same_steps, shape=list(x.shape), t1=t1,
-            seconds={"name": spread(times["name"]), "object": spread(times["object"])},
-        ))
+        rows.append(
+            row(
+                FAMILY,
+                f"{name}: diffrax.{type(obj).__name__}() / solver={name!r}",
+                value=spread(times["object"])["median"] / name_s,
+                unit="x",
+                reference=f"solver={name!r}, same rtol {RTOL}, atol {ATOL}, t1 {t1}",
+                spread_=ratio,
+                goal="1 (same program), same numbers",
+                met=diff == 0.0 and same_steps,
+                note=(
+                    f"{name_s * 1e3:.1f} ms by name; max |diff| {diff:.1e}, steps "
+                    f"{np.asarray(by_name[1]).tolist()} by name"
+                    f"{'' if same_steps else ' vs ' + str(np.asarray(by_object[1]).tolist())}"
+                ),
+                max_abs_diff=diff,
+                same_steps=same_steps,
+                shape=list(x.shape),
+                t1=t1,
+                seconds={"name": spread(times["name"]), "object": spread(times["object"])},
+            )
+        )
     return rows

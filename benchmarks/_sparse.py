@@ -74,9 +74,11 @@ def field(model, x, args):
 def grad_step(model, x, args):
     """The gradient, with respect to the model, of `mean(x(T)^2)` after `EULER_STEPS`
     Euler steps of dt 0.1 (checkpoint adjoint)."""
+
     def loss(m):
-        sol = solvers.solve(m, x, args=args, solver="euler", dt0=0.1,
-                            t1=0.1 * EULER_STEPS, max_steps=EULER_STEPS)
+        sol = solvers.solve(
+            m, x, args=args, solver="euler", dt0=0.1, t1=0.1 * EULER_STEPS, max_steps=EULER_STEPS
+        )
         return jnp.mean(sol.x_final**2)
 
     return eqx.filter_grad(loss)(model)
@@ -119,9 +121,15 @@ def largest_graph(fn, model, measured: dict, budget: int = BUDGET) -> dict:
         if 0.95 * budget <= measured[edges] <= budget:
             break
     edges = max((e for e, m in measured.items() if m <= budget), default=0)
-    return {"edges": edges, "nodes": edges // DEGREE, "total": measured.get(edges),
-            "fits": edges > 0, "bytes_per_edge": per_edge, "fixed_bytes": base,
-            "compiled_sizes": {str(e): m for e, m in sorted(measured.items())}}
+    return {
+        "edges": edges,
+        "nodes": edges // DEGREE,
+        "total": measured.get(edges),
+        "fits": edges > 0,
+        "bytes_per_edge": per_edge,
+        "fixed_bytes": base,
+        "compiled_sizes": {str(e): m for e, m in sorted(measured.items())},
+    }
 
 
 def run(problem, opts) -> list[dict]:
@@ -147,8 +155,10 @@ def run(problem, opts) -> list[dict]:
             "dense small": Compiled(fn, model, x_small, dense),
         }
         leaves = lambda out: jax.tree.leaves(eqx.filter(out, eqx.is_array))  # noqa: E731
-        diff = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(
-            leaves(programs["sparse small"]()), leaves(programs["dense small"]())))
+        diff = max(
+            float(jnp.max(jnp.abs(a - b)))
+            for a, b in zip(leaves(programs["sparse small"]()), leaves(programs["dense small"]()))
+        )
         times = time_interleaved({name: p for name, p in programs.items()}, repeats)
         sec = {name: spread(t) for name, t in times.items()}
         per_edge = {
@@ -159,49 +169,70 @@ def run(problem, opts) -> list[dict]:
         mem = {name: memory_bytes(p.compiled) for name, p in programs.items()}
         ratio = per_edge["sparse"] / per_edge["dense small"]
         fits = mem["sparse"]["total"] < GOAL_BYTES
-        rows.append(row(
-            FAMILY, f"{label}, N {n_nodes}, E {n_edges}", value=ratio,
-            unit="x dense time per edge",
-            reference=f"dense key_mask path at N {dense_nodes}, E {dense_edges} "
-                      f"(same degree {DEGREE})",
-            goal=f"reported; memory < {GOAL_BYTES / 2**30:.0f} GiB", met=fits,
-            note=(f"{sec['sparse']['median']:.3g} s, {per_edge['sparse'] * 1e9:.3g} ns/edge "
-                  f"(dense {per_edge['dense small'] * 1e9:.3g} ns/edge, sparse at "
-                  f"N {dense_nodes} {per_edge['sparse small'] * 1e9:.3g} ns/edge); memory "
-                  f"{mem['sparse']['total'] / 2**20:.0f} MiB (dense at N {dense_nodes}: "
-                  f"{mem['dense small']['total'] / 2**20:.0f} MiB); sparse = dense at "
-                  f"N {dense_nodes} to {diff:.2g}"),
-            nodes=n_nodes, edges=n_edges, dense_nodes=dense_nodes, dense_edges=dense_edges,
-            seconds=sec["sparse"], dense_seconds=sec["dense small"],
-            sparse_small_seconds=sec["sparse small"],
-            ns_per_edge=per_edge["sparse"] * 1e9,
-            dense_ns_per_edge=per_edge["dense small"] * 1e9,
-            sparse_small_ns_per_edge=per_edge["sparse small"] * 1e9,
-            same_size_ratio=per_edge["sparse small"] / per_edge["dense small"],
-            bytes=mem["sparse"], dense_bytes=mem["dense small"],
-            sparse_small_bytes=mem["sparse small"], max_abs_diff_vs_dense=diff,
-            compile_seconds=programs["sparse"].seconds,
-        ))
+        rows.append(
+            row(
+                FAMILY,
+                f"{label}, N {n_nodes}, E {n_edges}",
+                value=ratio,
+                unit="x dense time per edge",
+                reference=f"dense key_mask path at N {dense_nodes}, E {dense_edges} "
+                f"(same degree {DEGREE})",
+                goal=f"reported; memory < {GOAL_BYTES / 2**30:.0f} GiB",
+                met=fits,
+                note=(
+                    f"{sec['sparse']['median']:.3g} s, {per_edge['sparse'] * 1e9:.3g} ns/edge "
+                    f"(dense {per_edge['dense small'] * 1e9:.3g} ns/edge, sparse at "
+                    f"N {dense_nodes} {per_edge['sparse small'] * 1e9:.3g} ns/edge); memory "
+                    f"{mem['sparse']['total'] / 2**20:.0f} MiB (dense at N {dense_nodes}: "
+                    f"{mem['dense small']['total'] / 2**20:.0f} MiB); sparse = dense at "
+                    f"N {dense_nodes} to {diff:.2g}"
+                ),
+                nodes=n_nodes,
+                edges=n_edges,
+                dense_nodes=dense_nodes,
+                dense_edges=dense_edges,
+                seconds=sec["sparse"],
+                dense_seconds=sec["dense small"],
+                sparse_small_seconds=sec["sparse small"],
+                ns_per_edge=per_edge["sparse"] * 1e9,
+                dense_ns_per_edge=per_edge["dense small"] * 1e9,
+                sparse_small_ns_per_edge=per_edge["sparse small"] * 1e9,
+                same_size_ratio=per_edge["sparse small"] / per_edge["dense small"],
+                bytes=mem["sparse"],
+                dense_bytes=mem["dense small"],
+                sparse_small_bytes=mem["sparse small"],
+                max_abs_diff_vs_dense=diff,
+                compile_seconds=programs["sparse"].seconds,
+            )
+        )
         tenth = abstract_memory(fn, model, n_nodes // 10, n_edges // 10)["total"]
-        biggest = largest_graph(fn, model, {n_edges // 10: tenth,
-                                            n_edges: mem["sparse"]["total"]})
-        rows.append(row(
-            FAMILY, f"{label}, largest graph in {BUDGET / 2**30:.0f} GiB",
-            value=biggest["edges"], unit="edges",
-            reference=f"degree {DEGREE}; memory linear in E: "
-                      f"{biggest['bytes_per_edge']:.0f} bytes/edge",
-            goal="reported", met=None,
-            note=(f"{biggest['nodes']} nodes, {biggest['edges']} edges: "
-                  f"{biggest['total'] / 2**30:.2f} GiB (compiled, not run)"
-                  + ("" if biggest["fits"] else "; still over the budget")),
-            budget_bytes=BUDGET, **{k: v for k, v in biggest.items()},
-        ))
+        biggest = largest_graph(fn, model, {n_edges // 10: tenth, n_edges: mem["sparse"]["total"]})
+        rows.append(
+            row(
+                FAMILY,
+                f"{label}, largest graph in {BUDGET / 2**30:.0f} GiB",
+                value=biggest["edges"],
+                unit="edges",
+                reference=f"degree {DEGREE}; memory linear in E: "
+                f"{biggest['bytes_per_edge']:.0f} bytes/edge",
+                goal="reported",
+                met=None,
+                note=(
+                    f"{biggest['nodes']} nodes, {biggest['edges']} edges: "
+                    f"{biggest['total'] / 2**30:.2f} GiB (compiled, not run)"
+                    + ("" if biggest["fits"] else "; still over the budget")
+                ),
+                budget_bytes=BUDGET,
+                **{k: v for k, v in biggest.items()},
+            )
+        )
     return rows
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks._sparse",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks._sparse", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)

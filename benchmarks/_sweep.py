@@ -24,8 +24,9 @@ RTOL, ATOL = 1e-4, 1e-6
 
 
 def _end(model, x0, t1):
-    return solvers.solve(model, x0, solver="tsit5", rtol=RTOL, atol=ATOL, t1=t1,
-                         max_steps=4096).x_final
+    return solvers.solve(
+        model, x0, solver="tsit5", rtol=RTOL, atol=ATOL, t1=t1, max_steps=4096
+    ).x_final
 
 
 _sweep = jax.jit(jax.vmap(_end, in_axes=(None, None, 0)))
@@ -57,24 +58,37 @@ def run(problem, opts) -> list[dict]:
     each = np.stack([np.asarray(e) for e in each])
     diff = float(np.max(np.abs(np.asarray(swept) - each)))
     relative = diff / float(np.max(np.abs(each)))
-    times = time_interleaved({"sweep": lambda: _sweep(model, x0, ts_array),
-                              "separate": separate}, opts.reps(3 if opts.quick else 7),
-                             budget=30.0)
+    times = time_interleaved(
+        {"sweep": lambda: _sweep(model, x0, ts_array), "separate": separate},
+        opts.reps(3 if opts.quick else 7),
+        budget=30.0,
+    )
     ratio = pair_ratio(times, "sweep", "separate")
     n_sweep, n_separate = c_sweep[BACKEND_COMPILE]["count"], c_separate[BACKEND_COMPILE]["count"]
     sep = spread(times["separate"])["median"]
-    return [row(
-        FAMILY, f"8 horizons in one vmapped jit / 8 separate solves (t1 {ts[0]:g}..{ts[-1]:g})",
-        value=spread(times["sweep"])["median"] / sep, unit="x",
-        reference="8 calls of solvers.solve, Python-float t1 each, warm", spread_=ratio,
-        goal="reported; one compilation for the sweep", met=n_sweep == 1,
-        note=(f"separate {sep * 1e3:.1f} ms; compilations from cold: sweep {n_sweep}, "
-              f"separate {n_separate}; first calls {sweep_first:.2f} s and "
-              f"{separate_first:.2f} s; max |diff| {diff:.1e} ({relative:.1e} of max |x|; "
-              f"rtol {RTOL})"),
-        horizons=ts, compilations={"sweep": n_sweep, "separate": n_separate},
-        traces={"sweep": c_sweep[TRACE]["count"], "separate": c_separate[TRACE]["count"]},
-        first_call_seconds={"sweep": sweep_first, "separate": separate_first},
-        max_abs_diff=diff, max_rel_diff=relative, dtype=str(x0.dtype),
-        seconds={"sweep": spread(times["sweep"]), "separate": spread(times["separate"])},
-    )]
+    return [
+        row(
+            FAMILY,
+            f"8 horizons in one vmapped jit / 8 separate solves (t1 {ts[0]:g}..{ts[-1]:g})",
+            value=spread(times["sweep"])["median"] / sep,
+            unit="x",
+            reference="8 calls of solvers.solve, Python-float t1 each, warm",
+            spread_=ratio,
+            goal="reported; one compilation for the sweep",
+            met=n_sweep == 1,
+            note=(
+                f"separate {sep * 1e3:.1f} ms; compilations from cold: sweep {n_sweep}, "
+                f"separate {n_separate}; first calls {sweep_first:.2f} s and "
+                f"{separate_first:.2f} s; max |diff| {diff:.1e} ({relative:.1e} of max |x|; "
+                f"rtol {RTOL})"
+            ),
+            horizons=ts,
+            compilations={"sweep": n_sweep, "separate": n_separate},
+            traces={"sweep": c_sweep[TRACE]["count"], "separate": c_separate[TRACE]["count"]},
+            first_call_seconds={"sweep": sweep_first, "separate": separate_first},
+            max_abs_diff=diff,
+            max_rel_diff=relative,
+            dtype=str(x0.dtype),
+            seconds={"sweep": spread(times["sweep"]), "separate": spread(times["separate"])},
+        )
+    ]

@@ -37,8 +37,12 @@ def _setup(problem, opts):
     model = problem.image_model
     if opts.tiny:  # the tiny model on noise images, batch 4
         rng = np.random.default_rng(0)
-        images = jnp.asarray(rng.uniform(size=(8, model.config.image_size, model.config.image_size,
-                                            model.config.channels)), jnp.float32)
+        images = jnp.asarray(
+            rng.uniform(
+                size=(8, model.config.image_size, model.config.image_size, model.config.channels)
+            ),
+            jnp.float32,
+        )
         return config, model, images, 4
     images = jnp.asarray(model.normalisation.apply(load_split(config, "train")))
     return config, model, images, config.training.batch_size
@@ -49,33 +53,60 @@ def run(problem, opts) -> list[dict]:
     optimizer = make_optimizer(config)
     base_key = jax.random.key(config.training.seed)
     caps = CAPS[:2] if opts.tiny else CAPS  # tiny: fewer compilations
-    models = {cap: _with_dynamics(model, dataclasses.replace(config.dynamics, max_steps=cap))
-              for cap in caps}
+    models = {
+        cap: _with_dynamics(model, dataclasses.replace(config.dynamics, max_steps=cap))
+        for cap in caps
+    }
     # one optimiser state per model: the dynamics are static metadata of its pytree
     states = {cap: optimizer.init(eqx.filter(models[cap], eqx.is_array)) for cap in caps}
 
     def step(cap):
-        return train_step(models[cap], states[cap], images, jnp.asarray(0), base_key, optimizer,
-                          batch, config.data.mask_ratio, config.data.mask_fraction,
-                          config.data.augment)
+        return train_step(
+            models[cap],
+            states[cap],
+            images,
+            jnp.asarray(0),
+            base_key,
+            optimizer,
+            batch,
+            config.data.mask_ratio,
+            config.data.mask_fraction,
+            config.data.augment,
+        )
 
     losses = {cap: float(block(step(cap))[2]) for cap in caps}
-    times = time_interleaved({cap: (lambda cap=cap: step(cap)) for cap in caps},
-                             opts.reps(3 if opts.quick else 9), budget=60.0)
+    times = time_interleaved(
+        {cap: (lambda cap=cap: step(cap)) for cap in caps},
+        opts.reps(3 if opts.quick else 9),
+        budget=60.0,
+    )
     medians = {cap: spread(times[cap])["median"] for cap in caps}
     best_cap = min((c for c in caps if c is not None), key=lambda c: medians[c])
-    ratios = spread([times[None][i] / min(times[c][i] for c in caps if c is not None)
-                     for i in range(len(times[None]))])
+    ratios = spread(
+        [
+            times[None][i] / min(times[c][i] for c in caps if c is not None)
+            for i in range(len(times[None]))
+        ]
+    )
     same = len({round(v, 6) for v in losses.values()}) == 1
-    return [row(
-        FAMILY, "paper training step, max_steps=None / best of caps "
-        + ", ".join(str(c) for c in caps[1:]),
-        value=medians[None] / medians[best_cap], unit="x",
-        reference=f"max_steps={best_cap} (the faster cap), same batch {batch}",
-        spread_=ratios, goal="<= 1", met=medians[None] <= medians[best_cap] and same,
-        note=(", ".join(f"cap {c}: {medians[c] * 1e3:.0f} ms" for c in caps)
-              + f"; losses {'equal' if same else 'differ: ' + str(losses)}"),
-        step_seconds={str(c): spread(times[c]) for c in caps},
-        losses={str(c): losses[c] for c in caps}, batch=batch,
-        config=str(CONFIG.relative_to(CONFIG.parent.parent)),
-    )]
+    return [
+        row(
+            FAMILY,
+            "paper training step, max_steps=None / best of caps "
+            + ", ".join(str(c) for c in caps[1:]),
+            value=medians[None] / medians[best_cap],
+            unit="x",
+            reference=f"max_steps={best_cap} (the faster cap), same batch {batch}",
+            spread_=ratios,
+            goal="<= 1",
+            met=medians[None] <= medians[best_cap] and same,
+            note=(
+                ", ".join(f"cap {c}: {medians[c] * 1e3:.0f} ms" for c in caps)
+                + f"; losses {'equal' if same else 'differ: ' + str(losses)}"
+            ),
+            step_seconds={str(c): spread(times[c]) for c in caps},
+            losses={str(c): losses[c] for c in caps},
+            batch=batch,
+            config=str(CONFIG.relative_to(CONFIG.parent.parent)),
+        )
+    ]

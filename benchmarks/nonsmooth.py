@@ -45,8 +45,10 @@ from ._imagenet import imagenet_problem  # noqa: E402
 
 TINY = "--tiny" in sys.argv
 DTYPE = jnp.float64 if "--f64" in sys.argv else jnp.float32
-PARTS = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--parts=")),
-             ["euler", "order", "adaptive", "anderson", "newton"])
+PARTS = next(
+    (a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--parts=")),
+    ["euler", "order", "adaptive", "anderson", "newton"],
+)
 G_TOL = 1e-5
 ANDERSON = ((10, 0.1, 0), (10, 0.2, 0), (20, 0.2, 0), (10, 0.1, 50), (10, 0.2, 50), (20, 0.3, 50))
 if "--few" in sys.argv:
@@ -54,8 +56,10 @@ if "--few" in sys.argv:
 
 
 def out(**kw):
-    kw = {k: (float(v) if isinstance(v, (np.floating, jnp.ndarray)) and np.ndim(v) == 0 else v)
-          for k, v in kw.items()}
+    kw = {
+        k: (float(v) if isinstance(v, (np.floating, jnp.ndarray)) and np.ndim(v) == 0 else v)
+        for k, v in kw.items()
+    }
     print(json.dumps(kw, default=lambda o: np.asarray(o).tolist()), flush=True)
 
 
@@ -77,6 +81,7 @@ def euler_scan(m, x, n, dt=0.1):
         x1 = x + dt * field(m, x)
         flips = jnp.sum((hidden(m, x) > 0) != (hidden(m, x1) > 0))
         return x1, (rms(m.residual(x, None)), flips)
+
     return lax.scan(body, x, None, length=n)
 
 
@@ -90,8 +95,16 @@ def one_step(solver, m, y0, h):
 @eqx.filter_jit
 def reference_step(m, y0, h, n=256):
     term = diffrax.ODETerm(lambda t, y, a: field(m, y))
-    sol = diffrax.diffeqsolve(term, diffrax.Tsit5(), 0.0, h, h / n, y0,
-                              stepsize_controller=diffrax.ConstantStepSize(), max_steps=n + 1)
+    sol = diffrax.diffeqsolve(
+        term,
+        diffrax.Tsit5(),
+        0.0,
+        h,
+        h / n,
+        y0,
+        stepsize_controller=diffrax.ConstantStepSize(),
+        max_steps=n + 1,
+    )
     return sol.ys[-1]
 
 
@@ -100,9 +113,17 @@ def main():
     core = analysis.cast(model.core, DTYPE)
     x = x0[0].astype(DTYPE)
     n, d = x.shape
-    out(part="problem", tiny=TINY, matmul_precision=str(jax.config.jax_default_matmul_precision), dtype=str(jnp.dtype(DTYPE)), n=n, d=d,
-        k=core.hopfield.xi.shape[0], device=str(jax.devices()[0]),
-        rms_g0=rms(core.residual(x, None)))
+    out(
+        part="problem",
+        tiny=TINY,
+        matmul_precision=str(jax.config.jax_default_matmul_precision),
+        dtype=str(jnp.dtype(DTYPE)),
+        n=n,
+        d=d,
+        k=core.hopfield.xi.shape[0],
+        device=str(jax.devices()[0]),
+        rms_g0=rms(core.residual(x, None)),
+    )
 
     # --- Euler dt 0.1 trajectory: RMS G and activation flips per step
     steps = 1500
@@ -113,11 +134,16 @@ def main():
     flips = np.asarray(flips)
     reached = np.nonzero(g < G_TOL)[0]
     hit = int(reached[0]) if reached.size else None
-    out(part="euler", steps_to_tol=hit, seconds_incl_compile=secs,
-        flips_per_unit_time_by_decade={f"t<{t}": float(flips[: int(t * 10)].mean() * 10)
-                                       for t in (1, 3, 10, 30, 100)},
+    out(
+        part="euler",
+        steps_to_tol=hit,
+        seconds_incl_compile=secs,
+        flips_per_unit_time_by_decade={
+            f"t<{t}": float(flips[: int(t * 10)].mean() * 10) for t in (1, 3, 10, 30, 100)
+        },
         rms_g_at=[float(g[i]) for i in (0, 10, 30, 100, 300, 600, 1000, 1499)],
-        total_activations=n * core.hopfield.xi.shape[0])
+        total_activations=n * core.hopfield.xi.shape[0],
+    )
     # states along the Euler path to take local steps from
     starts = {}
     if {"order", "adaptive"} & set(PARTS):
@@ -130,8 +156,12 @@ def main():
             pattern = hidden(core, y0) > 0
             frozen = eqx.tree_at(lambda mm: mm.hopfield, core, core.hopfield.with_pattern(pattern))
             for label, m in (("relu", core), ("frozen pattern (smooth)", frozen)):
-                for name, solver in (("euler", diffrax.Euler()), ("heun", diffrax.Heun()),
-                                     ("bosh3", diffrax.Bosh3()), ("tsit5", diffrax.Tsit5())):
+                for name, solver in (
+                    ("euler", diffrax.Euler()),
+                    ("heun", diffrax.Heun()),
+                    ("bosh3", diffrax.Bosh3()),
+                    ("tsit5", diffrax.Tsit5()),
+                ):
                     errs, ests, switched = [], [], []
                     for h in hs:
                         y1, est = eqx.filter_jit(one_step)(solver, m, y0, DTYPE(h))
@@ -141,58 +171,113 @@ def main():
                         switched.append(int(jnp.sum((hidden(m, y0) > 0) != (hidden(m, ref) > 0))))
                     lh = np.log10(hs)
                     mid = slice(1, 5)
-                    out(part="order", t=t, model=label, solver=name, h=hs.tolist(),
-                        error=errs, estimate=ests, switched=switched,
-                        slope_error=float(np.polyfit(lh[mid], np.log10(np.maximum(errs, 1e-300))[mid], 1)[0]),
-                        slope_estimate=(float(np.polyfit(lh[mid], np.log10(np.maximum(ests, 1e-300))[mid], 1)[0])
-                                        if name != "euler" else None))
+                    out(
+                        part="order",
+                        t=t,
+                        model=label,
+                        solver=name,
+                        h=hs.tolist(),
+                        error=errs,
+                        estimate=ests,
+                        switched=switched,
+                        slope_error=float(
+                            np.polyfit(lh[mid], np.log10(np.maximum(errs, 1e-300))[mid], 1)[0]
+                        ),
+                        slope_estimate=(
+                            float(
+                                np.polyfit(lh[mid], np.log10(np.maximum(ests, 1e-300))[mid], 1)[0]
+                            )
+                            if name != "euler"
+                            else None
+                        ),
+                    )
 
     if "adaptive" in PARTS:
         y0 = x
         pattern = hidden(core, y0) > 0
         frozen = eqx.tree_at(lambda mm: mm.hopfield, core, core.hopfield.with_pattern(pattern))
         for label, m in (("relu", core), ("frozen pattern (smooth)", frozen)):
-            for name, opts in (("tsit5 rtol 1e-4", dict(solver="tsit5", rtol=1e-4, atol=1e-6)),
-                               ("bosh3 rtol 1e-3", dict(solver="bosh3", rtol=1e-3, atol=1e-6)),
-                               ("auto rtol 1e-4", dict(solver="auto", rtol=1e-4, atol=1e-6)),
-                               ("euler dt 0.1", dict(solver="euler", dt0=0.1))):
+            for name, opts in (
+                ("tsit5 rtol 1e-4", dict(solver="tsit5", rtol=1e-4, atol=1e-6)),
+                ("bosh3 rtol 1e-3", dict(solver="bosh3", rtol=1e-3, atol=1e-6)),
+                ("auto rtol 1e-4", dict(solver="auto", rtol=1e-4, atol=1e-6)),
+                ("euler dt 0.1", dict(solver="euler", dt0=0.1)),
+            ):
                 t0 = time.perf_counter()
-                sol = solvers.solve(m, y0, flow="projected", throw=False, t1=1e3,
-                                    max_steps=1500, dtmin=1e-9,
-                                    stop=solvers.FixedPointStop(atol=G_TOL), **opts)
+                sol = solvers.solve(
+                    m,
+                    y0,
+                    flow="projected",
+                    throw=False,
+                    t1=1e3,
+                    max_steps=1500,
+                    dtmin=1e-9,
+                    stop=solvers.FixedPointStop(atol=G_TOL),
+                    **opts,
+                )
                 st = sol.stats
-                out(part="adaptive", model=label, method=name, t=float(sol.t_final),
-                    nfe=int(st["nfe"]), steps=int(st["num_steps"]),
-                    rejected=int(st["num_rejected_steps"]), g=float(st["residual_rms"]),
+                out(
+                    part="adaptive",
+                    model=label,
+                    method=name,
+                    t=float(sol.t_final),
+                    nfe=int(st["nfe"]),
+                    steps=int(st["num_steps"]),
+                    rejected=int(st["num_rejected_steps"]),
+                    g=float(st["residual_rms"]),
                     reason=solvers.STOP_REASONS[int(st["stop_code"])],
-                    seconds=time.perf_counter() - t0)
-
+                    seconds=time.perf_counter() - t0,
+                )
 
     if "anderson" in PARTS:
         for memory, dt, start in ANDERSON:
             t0 = time.perf_counter()
-            res = solvers.find_fixed_point(core, x, method="anderson", tol=G_TOL, dt=dt,
-                                           memory=memory, warm_steps=start, max_steps=3000)
+            res = solvers.find_fixed_point(
+                core,
+                x,
+                method="anderson",
+                tol=G_TOL,
+                dt=dt,
+                memory=memory,
+                warm_steps=start,
+                max_steps=3000,
+            )
             xa = jax.block_until_ready(res.x)
-            out(part="anderson", memory=memory, dt=dt, warm_euler_steps=start,
-                nfe=int(res.steps), g=float(res.residual_rms), success=bool(res.success),
+            out(
+                part="anderson",
+                memory=memory,
+                dt=dt,
+                warm_euler_steps=start,
+                nfe=int(res.steps),
+                g=float(res.residual_rms),
+                success=bool(res.success),
                 distance_to_euler_end=float(rms(xa - xs_end)) if hit else None,
                 energy=float(core.energy(xa, None)),
                 euler_energy=float(core.energy(xs_end, None)),
-                seconds_incl_compile=time.perf_counter() - t0)
+                seconds_incl_compile=time.perf_counter() - t0,
+            )
 
     if "newton" in PARTS:
-        finders = [("newton", warm, dict(method="newton", linear="gmres", max_steps=30)) for warm in (0, 50, 150)]
+        finders = [
+            ("newton", warm, dict(method="newton", linear="gmres", max_steps=30))
+            for warm in (0, 50, 150)
+        ]
         finders += [("lbfgs", warm, dict(method="lbfgs", max_steps=3000)) for warm in (0, 50)]
         for part, warm, options in finders:
             xw = euler_scan(core, x, warm)[0] if warm else x
             t0 = time.perf_counter()
             res = solvers.find_fixed_point(core, xw, tol=G_TOL, **options)
             jax.block_until_ready(res.x)
-            out(part=part, warm_euler_steps=warm, steps=int(res.steps),
-                g=float(res.residual_rms), success=bool(res.success),
+            out(
+                part=part,
+                warm_euler_steps=warm,
+                steps=int(res.steps),
+                g=float(res.residual_rms),
+                success=bool(res.success),
                 distance_to_euler_end=float(rms(res.x - xs_end)) if hit else None,
-                seconds_incl_compile=time.perf_counter() - t0)
+                seconds_incl_compile=time.perf_counter() - t0,
+            )
+
 
 if __name__ == "__main__":
     main()

@@ -29,33 +29,54 @@ QUICK = ["--images", "2", "--quick", "--no-progress"]
 # image name -> (how-to page that shows it, command line or paper_figures script and
 # arguments, file it writes)
 FIGURES = {
-    "compare-solvers": ("compare-solvers.md", ["compare-solvers", *QUICK, "--fixed-solvers",
-                                               "euler", "--step-sizes", "0.1,0.05"],
-                        "compare-solvers.png"),
-    "energy-video": ("energy-video.md", ["frames", "--images", "2", "--frames", "13",
-                                         "--no-progress"], "energy_video.png"),
+    "compare-solvers": (
+        "compare-solvers.md",
+        ["compare-solvers", *QUICK, "--fixed-solvers", "euler", "--step-sizes", "0.1,0.05"],
+        "compare-solvers.png",
+    ),
+    "energy-video": (
+        "energy-video.md",
+        ["frames", "--images", "2", "--frames", "13", "--no-progress"],
+        "energy_video.png",
+    ),
     "fig2-positions": ("energy-video.md", ("fig2_positions", []), "fig2_positions.png"),
-    "fig3-reconstructions": ("energy-video.md", ("fig3_reconstructions", ["--images", "4"]),
-                             "fig3_reconstructions.png"),
-    "fig4-tokens-over-time": ("energy-video.md", ("fig4_tokens_over_time", []),
-                              "fig4_tokens_over_time.png"),
-    "fig5-memories": ("energy-video.md", ("fig5_memories", ["--count", "36"]),
-                      "fig5_memories.png"),
-    "fig6-attention-weights": ("energy-video.md", ("fig6_attention_weights", []),
-                               "fig6_attention_weights.png"),
-    **{name: ("long-horizons.md", ["study", name, *QUICK], f"{name}.png")
-       for name in ("convergence", "energy-descent", "overshoot", "gradient-depth",
-                    "contributions", "long-horizon")},
-    **{name: ("fixed-points.md", ["study", name, *QUICK], f"{name}.png")
-       for name in ("stability", "fixed-points")},
-    "graph-overshoot": ("graphs.md", ["graph", "study", "overshoot", "--quick"],
-                        "overshoot.png"),
+    "fig3-reconstructions": (
+        "energy-video.md",
+        ("fig3_reconstructions", ["--images", "4"]),
+        "fig3_reconstructions.png",
+    ),
+    "fig4-tokens-over-time": (
+        "energy-video.md",
+        ("fig4_tokens_over_time", []),
+        "fig4_tokens_over_time.png",
+    ),
+    "fig5-memories": ("energy-video.md", ("fig5_memories", ["--count", "36"]), "fig5_memories.png"),
+    "fig6-attention-weights": (
+        "energy-video.md",
+        ("fig6_attention_weights", []),
+        "fig6_attention_weights.png",
+    ),
+    **{
+        name: ("long-horizons.md", ["study", name, *QUICK], f"{name}.png")
+        for name in (
+            "convergence",
+            "energy-descent",
+            "overshoot",
+            "gradient-depth",
+            "contributions",
+            "long-horizon",
+        )
+    },
+    **{
+        name: ("fixed-points.md", ["study", name, *QUICK], f"{name}.png")
+        for name in ("stability", "fixed-points")
+    },
+    "graph-overshoot": ("graphs.md", ["graph", "study", "overshoot", "--quick"], "overshoot.png"),
     "image-basins": ("landscape.md", ["study", "basins", *QUICK], "basins.png"),
     # the landscape tools on systems with known answers (a function of the folder)
     "continuation": ("landscape.md", lambda folder: _pitchfork(folder), "continuation.png"),
     "basins": ("landscape.md", lambda folder: _four_wells(folder), "basins.png"),
-    "lyapunov-spectrum": ("landscape.md", lambda folder: _lorenz(folder),
-                          "lyapunov_spectrum.png"),
+    "lyapunov-spectrum": ("landscape.md", lambda folder: _lorenz(folder), "lyapunov_spectrum.png"),
 }
 
 
@@ -74,10 +95,12 @@ def _pitchfork(folder: Path) -> None:
     options = dict(p_span=(-1.0, 1.0), ds=0.05, ds_max=0.2)
     trivial = analysis.continuation(pitchfork, jnp.array([0.0]), -1.0, **options)
     point = trivial["bifurcations"][0]
-    branches = [trivial] + [analysis.switch_branch(pitchfork, point, direction=d, **options)
-                            for d in (1, -1)]
-    analysis.plot_continuation(branches, folder / "continuation.png",
-                               labels=["x = 0", "x > 0", "x < 0"])
+    branches = [trivial] + [
+        analysis.switch_branch(pitchfork, point, direction=d, **options) for d in (1, -1)
+    ]
+    analysis.plot_continuation(
+        branches, folder / "continuation.png", labels=["x = 0", "x > 0", "x < 0"]
+    )
 
 
 def _four_wells(folder: Path) -> None:
@@ -101,8 +124,9 @@ def _four_wells(folder: Path) -> None:
         def vector_field(self, t, x, args=None, flow="native"):
             return -self.residual(x, args)
 
-    starts, a, b = analysis.grid_starts(np.zeros((1, 2)), np.array([[1.6, 0.0]]),
-                                        np.array([[0.0, 1.6]]), resolution=48)
+    starts, a, b = analysis.grid_starts(
+        np.zeros((1, 2)), np.array([[1.6, 0.0]]), np.array([[0.0, 1.6]]), resolution=48
+    )
     result = analysis.basins(FourWells(), starts, flow="native", grid_shape=(48, 48), box=4)
     analysis.plot_basins(result, folder / "basins.png", a=1.6 * a, b=1.6 * b)
 
@@ -117,11 +141,11 @@ def _lorenz(folder: Path) -> None:
     jax.config.update("jax_enable_x64", True)
 
     def lorenz(t, x, args):
-        return jnp.stack([10.0 * (x[1] - x[0]), x[0] * (28.0 - x[2]) - x[1],
-                          x[0] * x[1] - 8.0 / 3.0 * x[2]])
+        return jnp.stack(
+            [10.0 * (x[1] - x[0]), x[0] * (28.0 - x[2]) - x[1], x[0] * x[1] - 8.0 / 3.0 * x[2]]
+        )
 
-    out = analysis.lyapunov_spectrum(lorenz, jnp.ones(3), t1=200.0, transient=20.0,
-                                     renormalise=0.5)
+    out = analysis.lyapunov_spectrum(lorenz, jnp.ones(3), t1=200.0, transient=20.0, renormalise=0.5)
     analysis.plot_lyapunov_spectrum(out, folder / "lyapunov_spectrum.png")
 
 
@@ -149,8 +173,9 @@ def shrink(source: Path, target: Path) -> int:
     with Image.open(source) as image:
         image = image.convert("RGB")
         if image.width > WIDTH:
-            image = image.resize((WIDTH, round(image.height * WIDTH / image.width)),
-                                 Image.Resampling.LANCZOS)
+            image = image.resize(
+                (WIDTH, round(image.height * WIDTH / image.width)), Image.Resampling.LANCZOS
+            )
         for colours in (256, 128, 64, 32, 16):
             image.quantize(colours, dither=Image.Dither.NONE).save(target, optimize=True)
             if target.stat().st_size <= MAX_BYTES:
@@ -160,8 +185,12 @@ def shrink(source: Path, target: Path) -> int:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", metavar="NAME",
-                        help=f"figures to render (default all): {', '.join(FIGURES)}")
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"figures to render (default all): {', '.join(FIGURES)}",
+    )
     names = parser.parse_args(argv).names or list(FIGURES)
     unknown = [name for name in names if name not in FIGURES]
     if unknown:
@@ -171,8 +200,10 @@ def main(argv=None) -> None:
         start = time.perf_counter()
         with tempfile.TemporaryDirectory() as folder:
             size = shrink(render(name, Path(folder) / "out"), IMAGES / f"{name}.png")
-        print(f"docs/images/{name}.png: {size / 1000:.0f} kB "
-              f"({time.perf_counter() - start:.0f} s)", flush=True)
+        print(
+            f"docs/images/{name}.png: {size / 1000:.0f} kB ({time.perf_counter() - start:.0f} s)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -19,15 +19,39 @@ from importlib import metadata as _metadata
 __version__ = _metadata.version("et-ode")
 
 _CORE = (
-    "Conditions", "EnergyAttention", "EnergyLayerNorm", "EnergyTransformer", "FLOWS",
-    "HopfieldNetwork", "closed_form_update",
+    "Conditions",
+    "EnergyAttention",
+    "EnergyLayerNorm",
+    "EnergyTransformer",
+    "FLOWS",
+    "HopfieldNetwork",
+    "closed_form_update",
 )
 _TASKS = (
-    "ChannelNormalisation", "DataConfig", "Dynamics", "ImageModelConfig", "MaskedImageET",
-    "Masking", "SCENES", "TEST_SCENES", "TRAIN_SCENES", "TrainConfig", "TrainingConfig",
-    "check_images", "evaluate_baselines", "evaluate_model", "interpolation_fill",
-    "load_config", "masked_mse", "mean_fill", "patchify", "photo_crops", "random_masking",
-    "tfds_images", "train", "unpatchify",
+    "ChannelNormalisation",
+    "DataConfig",
+    "Dynamics",
+    "ImageModelConfig",
+    "MaskedImageET",
+    "Masking",
+    "SCENES",
+    "TEST_SCENES",
+    "TRAIN_SCENES",
+    "TrainConfig",
+    "TrainingConfig",
+    "check_images",
+    "evaluate_baselines",
+    "evaluate_model",
+    "interpolation_fill",
+    "load_config",
+    "masked_mse",
+    "mean_fill",
+    "patchify",
+    "photo_crops",
+    "random_masking",
+    "tfds_images",
+    "train",
+    "unpatchify",
 )
 _SUBPACKAGES = ("analysis", "cli", "core", "records", "solvers", "tasks")
 _HOME = {name: "core" for name in _CORE} | {name: "tasks" for name in _TASKS}

@@ -29,8 +29,18 @@ from pathlib import Path
 
 TEMPORARY = ".tmp"  # in the name of atomic_path's temporary files
 LOCK_NAME = ".lock"  # the lock file of a run folder (run_folder_lock)
-PACKAGES = ("et-ode", "jax", "jaxlib", "diffrax", "equinox", "optimistix", "lineax", "optax",
-            "numpy", "scipy")
+PACKAGES = (
+    "et-ode",
+    "jax",
+    "jaxlib",
+    "diffrax",
+    "equinox",
+    "optimistix",
+    "lineax",
+    "optax",
+    "numpy",
+    "scipy",
+)
 
 
 def versions() -> dict:
@@ -116,8 +126,8 @@ def atomic_path(path, suffix: str | None = None):
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(
-            dir=path.parent, prefix=f".{path.stem}.",
-            suffix=TEMPORARY + (suffix or path.suffix))
+            dir=path.parent, prefix=f".{path.stem}.", suffix=TEMPORARY + (suffix or path.suffix)
+        )
         os.close(handle)
     except OSError as error:
         raise write_error(path, error) from None
@@ -135,9 +145,13 @@ def atomic_path(path, suffix: str | None = None):
         _fsync_folder(path.parent)
     except OSError as error:  # the file is in place; only its rename may not survive
         reason = error.strerror or str(error)
-        raise WriteError(error.errno or _errno.EIO, (
-            f"wrote {path}, but could not fsync its folder ([Errno {error.errno}] "
-            f"{reason}): the new file may not survive a power cut")) from None
+        raise WriteError(
+            error.errno or _errno.EIO,
+            (
+                f"wrote {path}, but could not fsync its folder ([Errno {error.errno}] "
+                f"{reason}): the new file may not survive a power cut"
+            ),
+        ) from None
 
 
 def remove_temporaries(folder) -> list[Path]:
@@ -185,8 +199,7 @@ def _holder(descriptor) -> str:
     """Who holds a run folder's lock, from its lock file (written by the holder)."""
     try:
         record = json.loads(os.pread(descriptor, 4096, 0) or b"{}")
-        return (f"PID {record['pid']} on host {record['host']}, since "
-                f"{record['started']}")
+        return f"PID {record['pid']} on host {record['host']}, since {record['started']}"
     except (OSError, ValueError, KeyError, TypeError):
         return "holder unknown"
 
@@ -202,8 +215,9 @@ def run_folder_lock(folder):
     (POSIX only; on a network file system, flock is only as good as the server's.)"""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
-        raise ValueError(f"{folder} is a file, not a folder: give a folder for the run "
-                         "(created if missing).")
+        raise ValueError(
+            f"{folder} is a file, not a folder: give a folder for the run (created if missing)."
+        )
     try:
         folder.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
@@ -215,7 +229,8 @@ def run_folder_lock(folder):
         except BlockingIOError:
             raise ValueError(
                 f"{folder} is in use by another et-ode process ({_holder(descriptor)}): "
-                "wait for it to end, or choose another --out.") from None
+                "wait for it to end, or choose another --out."
+            ) from None
         started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         record = json.dumps(dict(pid=os.getpid(), host=socket.gethostname(), started=started))
         os.ftruncate(descriptor, 0)

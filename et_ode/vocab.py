@@ -32,5 +32,4 @@ def check_choice(kind: str, value, choices: tuple[str, ...]) -> None:
     """Raise `ValueError` naming `kind`, the value given and the choices when `value`
     is not one of `choices`."""
     if not (isinstance(value, str) and value in choices):
-        raise ValueError(f"{kind} must be one of {', '.join(map(repr, choices))} "
-                         f"(got {value!r}).")
+        raise ValueError(f"{kind} must be one of {', '.join(map(repr, choices))} (got {value!r}).")

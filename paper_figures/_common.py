@@ -15,36 +15,70 @@ from et_ode.tasks import EVAL_KEY
 DEFAULT_SEED = EVAL_KEY  # by default the evaluation's masks
 
 
-def parser(description: str, *, images: int | None = None, dynamics: bool = False,
-           frames: int | None = None) -> argparse.ArgumentParser:
+def parser(
+    description: str,
+    *,
+    images: int | None = None,
+    dynamics: bool = False,
+    frames: int | None = None,
+) -> argparse.ArgumentParser:
     """The common options (`--checkpoint`, `--out`, `--format`; `--images`, `--seed` when
     the figure shows held-out images; `--frames`, `--horizon`, `--solver`, `--dt0`,
     `--rtol`, `--atol` when it runs the dynamics over time)."""
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--checkpoint", default="paper",
-                   help="a shipped model name (paper, ode) or a checkpoint file (default paper)")
+    p.add_argument(
+        "--checkpoint",
+        default="paper",
+        help="a shipped model name (paper, ode) or a checkpoint file (default paper)",
+    )
     p.add_argument("--out", default="figures", help="output folder, created (default figures)")
-    p.add_argument("--format", choices=FIGURE_FORMATS, default="png",
-                   help="the figure as png (default), or as vector graphics: pdf, svg")
+    p.add_argument(
+        "--format",
+        choices=FIGURE_FORMATS,
+        default="png",
+        help="the figure as png (default), or as vector graphics: pdf, svg",
+    )
     if images is not None:
-        p.add_argument("--images", type=_positive_int, default=images,
-                       help=f"number of held-out images (default {images})")
-        p.add_argument("--seed", type=_non_negative_int, default=DEFAULT_SEED,
-                       help=f"seed of the masks (default {DEFAULT_SEED}, the evaluation's)")
+        p.add_argument(
+            "--images",
+            type=_positive_int,
+            default=images,
+            help=f"number of held-out images (default {images})",
+        )
+        p.add_argument(
+            "--seed",
+            type=_non_negative_int,
+            default=DEFAULT_SEED,
+            help=f"seed of the masks (default {DEFAULT_SEED}, the evaluation's)",
+        )
     if frames is not None:
-        p.add_argument("--frames", type=_positive_int, default=frames,
-                       help=f"number of times from 0 to the horizon (default {frames})")
+        p.add_argument(
+            "--frames",
+            type=_positive_int,
+            default=frames,
+            help=f"number of times from 0 to the horizon (default {frames})",
+        )
     if dynamics:
-        p.add_argument("--horizon", type=_positive_float, default=None,
-                       help="end time in tau (default: see the script)")
-        p.add_argument("--solver", default=None,
-                       help="solver override (default the model's); alone it means constant "
-                            "steps of --dt0")
+        p.add_argument(
+            "--horizon",
+            type=_positive_float,
+            default=None,
+            help="end time in tau (default: see the script)",
+        )
+        p.add_argument(
+            "--solver",
+            default=None,
+            help="solver override (default the model's); alone it means constant steps of --dt0",
+        )
         p.add_argument("--dt0", type=_positive_float, default=None, help="(initial) step")
         p.add_argument("--rtol", type=_positive_float, default=None, help="relative tolerance")
         p.add_argument("--atol", type=_positive_float, default=None, help="absolute tolerance")
-        p.add_argument("--max-steps", type=_positive_int, default=None,
-                       help="step cap (default: enough constant steps, or 4096 adaptive)")
+        p.add_argument(
+            "--max-steps",
+            type=_positive_int,
+            default=None,
+            help="step cap (default: enough constant steps, or 4096 adaptive)",
+        )
     return p
 
 
@@ -81,8 +115,7 @@ def held_out(model, config, n_images: int, seed: int):
 
 def dynamics_overrides(options) -> dict:
     """The solver options given on the command line, for `trajectory_options`."""
-    return {name: getattr(options, name)
-            for name in ("solver", "dt0", "rtol", "atol", "max_steps")}
+    return {name: getattr(options, name) for name in ("solver", "dt0", "rtol", "atol", "max_steps")}
 
 
 def model_name(options) -> str:
@@ -96,13 +129,21 @@ def metadata(options, config, header, **extra) -> dict:
     command line, the model (checkpoint, training step, config and dynamics), the data,
     seeds, versions, and `extra` (e.g. the solve options)."""
     script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else None
-    return job_metadata(script or "figure", options.checkpoint, config, header,
-                        options=vars(options), mask_seed=getattr(options, "seed", None),
-                        script=script, **extra)
+    return job_metadata(
+        script or "figure",
+        options.checkpoint,
+        config,
+        header,
+        options=vars(options),
+        mask_seed=getattr(options, "seed", None),
+        script=script,
+        **extra,
+    )
 
 
-def save_figure(out, name: str, fig, data: dict, meta: dict,
-                figure_format: str = "png") -> tuple[Path, Path]:
+def save_figure(
+    out, name: str, fig, data: dict, meta: dict, figure_format: str = "png"
+) -> tuple[Path, Path]:
     """Write `out/name.<figure_format>` (png, pdf or svg) and `out/name.json`
     (`{"metadata": meta, "data": data}`, compact) atomically; print and return both
     paths."""
@@ -120,7 +161,9 @@ def model_figure(argv, doc: str, name: str, make, custom_parser=None, **make_opt
     the caption, and save `name.<--format>`, `.json`."""
     options = (custom_parser or parser(doc.splitlines()[0])).parse_args(argv)
     model, config, header = load(options.checkpoint)
-    fig, data = make(model, name=model_name(options),
-                     **{k: getattr(options, v) for k, v in make_options.items()})
-    return save_figure(options.out, name, fig, data, metadata(options, config, header),
-                       options.format)
+    fig, data = make(
+        model, name=model_name(options), **{k: getattr(options, v) for k, v in make_options.items()}
+    )
+    return save_figure(
+        options.out, name, fig, data, metadata(options, config, header), options.format
+    )

@@ -1,7 +1,7 @@
 """Figure 2: cosine similarity of the position embeddings, an 8 x 8 grid of 8 x 8 maps.
 
-    python paper_figures/fig2_positions.py [--checkpoint paper] [--out figures]
-        [--format png|pdf|svg]
+python paper_figures/fig2_positions.py [--checkpoint paper] [--out figures]
+    [--format png|pdf|svg]
 """
 
 try:

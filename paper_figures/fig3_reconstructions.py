@@ -1,7 +1,7 @@
 """Figure 3: masked input, reconstruction and original for held-out images.
 
-    python paper_figures/fig3_reconstructions.py [--checkpoint paper] [--out figures]
-        [--images 8] [--seed 20230213] [--format png|pdf|svg]
+python paper_figures/fig3_reconstructions.py [--checkpoint paper] [--out figures]
+    [--images 8] [--seed 20230213] [--format png|pdf|svg]
 """
 
 try:
@@ -19,10 +19,10 @@ def main(argv=None):
     images, indices, masks = _common.held_out(model, config, options.images, options.seed)
     fig, data = reconstruction_figure(model, images, masks, name=_common.model_name(options))
     data |= {"image_indices": indices, "occluded": masks.occluded, "replaced": masks.replaced}
-    meta = _common.metadata(options, config, header,
-                            solve=model.dynamics.solve_options() | {"stop": None})
-    return _common.save_figure(options.out, "fig3_reconstructions", fig, data, meta,
-                               options.format)
+    meta = _common.metadata(
+        options, config, header, solve=model.dynamics.solve_options() | {"stop": None}
+    )
+    return _common.save_figure(options.out, "fig3_reconstructions", fig, data, meta, options.format)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,9 @@ from et_ode.analysis import (
 
 def main(argv=None):
     parser = _common.parser(__doc__.splitlines()[0], images=1, frames=7, dynamics=True)
-    parser.add_argument("--index", type=int, default=0,
-                        help="which of the held-out images to show (default 0)")
+    parser.add_argument(
+        "--index", type=int, default=0, help="which of the held-out images to show (default 0)"
+    )
     options = parser.parse_args(argv)
     if not 0 <= options.index < options.images:
         parser.error(f"--index must be in [0, --images) = [0, {options.images}).")
@@ -36,16 +37,25 @@ def main(argv=None):
     images, indices, masks = _common.held_out(model, config, options.images, options.seed)
     horizon = options.horizon or reference_time(model, images, masks)[0]
     solve = trajectory_options(model, horizon, **_common.dynamics_overrides(options))
-    fig, data = tokens_over_time_figure(model, images, masks,
-                                        frame_times(horizon, options.frames),
-                                        index=options.index, name=_common.model_name(options),
-                                        **solve)
+    fig, data = tokens_over_time_figure(
+        model,
+        images,
+        masks,
+        frame_times(horizon, options.frames),
+        index=options.index,
+        name=_common.model_name(options),
+        **solve,
+    )
     i = options.index
-    data |= {"image_index": indices[i], "occluded": masks.occluded[i],
-             "replaced": masks.replaced[i]}
+    data |= {
+        "image_index": indices[i],
+        "occluded": masks.occluded[i],
+        "replaced": masks.replaced[i],
+    }
     meta = _common.metadata(options, config, header, solve=data.pop("options"))
-    return _common.save_figure(options.out, "fig4_tokens_over_time", fig, data, meta,
-                               options.format)
+    return _common.save_figure(
+        options.out, "fig4_tokens_over_time", fig, data, meta, options.format
+    )
 
 
 if __name__ == "__main__":

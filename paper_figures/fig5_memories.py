@@ -1,7 +1,7 @@
 """Figure 5: the Hopfield memories of largest norm, decoded as patches.
 
-    python paper_figures/fig5_memories.py [--checkpoint paper] [--out figures] [--count 64]
-        [--format png|pdf|svg]
+python paper_figures/fig5_memories.py [--checkpoint paper] [--out figures] [--count 64]
+    [--format png|pdf|svg]
 """
 
 try:
@@ -14,11 +14,16 @@ from et_ode.analysis import memories_figure
 
 def main(argv=None):
     parser = _common.parser(__doc__.splitlines()[0])
-    parser.add_argument("--count", type=_common._positive_int, default=64,
-                        help="number of memories shown (default 64)")
+    parser.add_argument(
+        "--count",
+        type=_common._positive_int,
+        default=64,
+        help="number of memories shown (default 64)",
+    )
 
-    return _common.model_figure(argv, __doc__, "fig5_memories", memories_figure, parser,
-                                count="count")
+    return _common.model_figure(
+        argv, __doc__, "fig5_memories", memories_figure, parser, count="count"
+    )
 
 
 if __name__ == "__main__":

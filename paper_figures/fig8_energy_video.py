@@ -27,21 +27,37 @@ from et_ode.cli import energy_video_job
 
 def main(argv=None):
     parser = _common.parser(__doc__.splitlines()[0], images=4, frames=49, dynamics=True)
-    parser.add_argument("--fps", type=_common._positive_float, default=12.0,
-                        help="frames per second of the video (default 12)")
+    parser.add_argument(
+        "--fps",
+        type=_common._positive_float,
+        default=12.0,
+        help="frames per second of the video (default 12)",
+    )
     options = parser.parse_args(argv)
 
     model, config, header = _common.load(options.checkpoint)
     images, indices, masks = _common.held_out(model, config, options.images, options.seed)
     result = energy_video_job(
-        model, images, masks, options.out, frames=options.frames, horizon=options.horizon,
-        fps=options.fps, stem="fig8_energy_video", frames_folder="fig8_frames",
-        meta=_common.metadata(options, config, header), indices=indices,
-        figure_format=options.format, **_common.dynamics_overrides(options))
+        model,
+        images,
+        masks,
+        options.out,
+        frames=options.frames,
+        horizon=options.horizon,
+        fps=options.fps,
+        stem="fig8_energy_video",
+        frames_folder="fig8_frames",
+        meta=_common.metadata(options, config, header),
+        indices=indices,
+        figure_format=options.format,
+        **_common.dynamics_overrides(options),
+    )
     video = result["video"]
-    print(f"wrote {len(result['frames'])} frames to {result['frames'][0].parent} and the video "
-          f"{video} ({'H.264 mp4' if video.suffix == '.mp4' else 'GIF: ffmpeg failed'}), "
-          f"{result['still']} and {result['json']}")
+    print(
+        f"wrote {len(result['frames'])} frames to {result['frames'][0].parent} and the video "
+        f"{video} ({'H.264 mp4' if video.suffix == '.mp4' else 'GIF: ffmpeg failed'}), "
+        f"{result['still']} and {result['json']}"
+    )
     return {k: result[k] for k in ("frames", "video", "still", "json")}
 
 

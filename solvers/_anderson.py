@@ -75,15 +75,25 @@ def anderson(model, x_init, args, tol, max_steps, dt, memory: int, warm_steps: i
     x = x_warm = lax.fori_loop(0, warm_steps, warm, x_init)
     f, g = euler_step(x)
     empty = jnp.zeros((memory, x.size), dtype)
-    start = dict(x=x.reshape(-1), f=f.reshape(-1), g=g, dX=empty, dF=empty,
-                 slot=jnp.asarray(0), filled=jnp.asarray(0),
-                 evaluations=jnp.asarray(warm_steps + 1), fallbacks=jnp.asarray(0),
-                 best_x=x.reshape(-1), best_g=g, k=jnp.asarray(0), mark_g=g,
-                 plain=jnp.asarray(False))
+    start = dict(
+        x=x.reshape(-1),
+        f=f.reshape(-1),
+        g=g,
+        dX=empty,
+        dF=empty,
+        slot=jnp.asarray(0),
+        filled=jnp.asarray(0),
+        evaluations=jnp.asarray(warm_steps + 1),
+        fallbacks=jnp.asarray(0),
+        best_x=x.reshape(-1),
+        best_g=g,
+        k=jnp.asarray(0),
+        mark_g=g,
+        plain=jnp.asarray(False),
+    )
 
     def cond(c):
-        return ((c["evaluations"] + 2 <= max_steps) & (c["best_g"] > tol)
-                & jnp.isfinite(c["g"]))
+        return (c["evaluations"] + 2 <= max_steps) & (c["best_g"] > tol) & jnp.isfinite(c["g"])
 
     def body(c):
         gamma = jnp.linalg.lstsq(c["dF"].T, c["f"])[0]
@@ -108,13 +118,23 @@ def anderson(model, x_init, args, tol, max_steps, dt, memory: int, warm_steps: i
         dX = jnp.where(keep, c["dX"], 0.0).at[slot].set(jnp.where(plain, 0.0, x_new - c["x"]))
         dF = jnp.where(keep, c["dF"], 0.0).at[slot].set(jnp.where(plain, 0.0, f_new - c["f"]))
         return dict(
-            x=x_new, f=f_new, g=g_new, dX=dX, dF=dF, slot=(slot + 1) % memory,
-            filled=jnp.where(plain, 0, jnp.where(fallback, 1,
-                                                 jnp.minimum(c["filled"] + 1, memory))),
+            x=x_new,
+            f=f_new,
+            g=g_new,
+            dX=dX,
+            dF=dF,
+            slot=(slot + 1) % memory,
+            filled=jnp.where(
+                plain, 0, jnp.where(fallback, 1, jnp.minimum(c["filled"] + 1, memory))
+            ),
             evaluations=c["evaluations"] + 1 + fallback.astype(c["evaluations"].dtype),
             fallbacks=c["fallbacks"] + fallback.astype(c["fallbacks"].dtype),
-            best_x=jnp.where(better, x_new, c["best_x"]), best_g=best_g, k=c["k"] + 1,
-            mark_g=jnp.where(check, best_g, c["mark_g"]), plain=plain)
+            best_x=jnp.where(better, x_new, c["best_x"]),
+            best_g=best_g,
+            k=c["k"] + 1,
+            mark_g=jnp.where(check, best_g, c["mark_g"]),
+            plain=plain,
+        )
 
     out = lax.while_loop(cond, body, start)
     return out["best_x"].reshape(shape), out["evaluations"], out["best_g"], out["fallbacks"]

@@ -84,6 +84,7 @@ _B_ERROR = tuple(float(b) for b in _TSIT5.b_error)
 def _maybe(pred, fn, default):
     """`fn()` if `pred` else `default` (same structure): a while loop of at most one
     iteration, so that under vmap the work is skipped when no lane needs it."""
+
     def body(carry):
         _, _ = carry
         return jnp.asarray(False), fn()
@@ -137,8 +138,14 @@ def _gmres(apply, b, max_dim, rtol):
         res = jnp.where(w_norm > 0, res, 0.0)  # happy breakdown: exact
         return j + 1, basis, hess, res, rho, w_norm
 
-    init = (jnp.asarray(0), basis, hess, jnp.where(beta > 0, 1.0, 0.0).astype(dtype),
-            jnp.zeros((), dtype), jnp.zeros((), dtype))
+    init = (
+        jnp.asarray(0),
+        basis,
+        hess,
+        jnp.where(beta > 0, 1.0, 0.0).astype(dtype),
+        jnp.zeros((), dtype),
+        jnp.zeros((), dtype),
+    )
     j, basis, hess, _, rho, _ = lax.while_loop(cond, body, init)
     _, y = residual(hess)
     x = (beta * (y @ basis[:m])).reshape(shape)
@@ -181,10 +188,17 @@ class AutoSwitch(diffrax.AbstractAdaptiveSolver):
     def init(self, terms, t0, t1, y0, args):
         f0 = terms.vf(t0, y0, args)
         zero = jnp.zeros((), jnp.int32)
-        return _State(f0=f0, implicit=jnp.asarray(False), stiff_count=zero,
-                      calm_count=zero, h_rho=jnp.zeros((), y0.dtype),
-                      f_evals=jnp.ones((), jnp.int32), jvp_evals=zero,
-                      num_switches=zero, implicit_steps=zero)
+        return _State(
+            f0=f0,
+            implicit=jnp.asarray(False),
+            stiff_count=zero,
+            calm_count=zero,
+            h_rho=jnp.zeros((), y0.dtype),
+            f_evals=jnp.ones((), jnp.int32),
+            jvp_evals=zero,
+            num_switches=zero,
+            implicit_steps=zero,
+        )
 
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)
@@ -234,13 +248,20 @@ class AutoSwitch(diffrax.AbstractAdaptiveSolver):
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         del made_jump  # the vector field is continuous in t here
         st = solver_state
-        zeros = (jnp.zeros_like(y0), jnp.zeros_like(y0), jnp.zeros_like(y0),
-                 jnp.zeros((), y0.dtype), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+        zeros = (
+            jnp.zeros_like(y0),
+            jnp.zeros_like(y0),
+            jnp.zeros_like(y0),
+            jnp.zeros((), y0.dtype),
+            jnp.zeros((), jnp.int32),
+            jnp.zeros((), jnp.int32),
+        )
 
         def run(fn):
             def call():
                 out = fn(terms, t0, t1, y0, args, st.f0)
                 return tuple(jnp.asarray(o, z.dtype) for o, z in zip(out, zeros))
+
             return call
 
         ex = _maybe(~st.implicit, run(self._explicit), zeros)
@@ -262,8 +283,13 @@ class AutoSwitch(diffrax.AbstractAdaptiveSolver):
         stiff_count = jnp.where(switch | st.implicit, 0, ex_stiff)
         calm_count = jnp.where(switch, 0, jnp.where(st.implicit, im_calm, ex_calm))
         new_state = _State(
-            f0=f_new, implicit=new_implicit, stiff_count=stiff_count, calm_count=calm_count,
-            h_rho=h_rho, f_evals=st.f_evals + n_f, jvp_evals=st.jvp_evals + n_jvp,
+            f0=f_new,
+            implicit=new_implicit,
+            stiff_count=stiff_count,
+            calm_count=calm_count,
+            h_rho=h_rho,
+            f_evals=st.f_evals + n_f,
+            jvp_evals=st.jvp_evals + n_jvp,
             num_switches=st.num_switches + switch.astype(jnp.int32),
             implicit_steps=st.implicit_steps + st.implicit.astype(jnp.int32),
         )

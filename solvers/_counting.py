@@ -52,8 +52,13 @@ def _report(kind: int, counter, directions):
 
 
 def _tick(kind: int, counter, directions):
-    return io_callback(functools.partial(_report, kind), jax.ShapeDtypeStruct((), jnp.int32),
-                       counter, directions, ordered=False)
+    return io_callback(
+        functools.partial(_report, kind),
+        jax.ShapeDtypeStruct((), jnp.int32),
+        counter,
+        directions,
+        ordered=False,
+    )
 
 
 def _release(counter, after):
@@ -66,8 +71,13 @@ def _release(counter, after):
 def read_counts(counter, after) -> jax.Array:
     """`[evaluations, JVPs]` (int32) of `counter`, read once `after` (any array of the
     solve's result) is computed; the host entry is released."""
-    return io_callback(_release, jax.ShapeDtypeStruct((2,), jnp.int32), counter,
-                       jnp.sum(after).astype(jnp.float32), ordered=False)
+    return io_callback(
+        _release,
+        jax.ShapeDtypeStruct((2,), jnp.int32),
+        counter,
+        jnp.sum(after).astype(jnp.float32),
+        ordered=False,
+    )
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
@@ -75,16 +85,14 @@ def counted_call(field, counter, model, t, y, args):
     """`field(model, t, y, args)` (`field`: a static, hashable function), reported as one
     evaluation to `counter`."""
     token = _tick(0, counter, jnp.zeros((), jnp.float32))
-    return jax.tree.map(lambda out: out + jnp.zeros_like(out) * token,
-                        field(model, t, y, args))
+    return jax.tree.map(lambda out: out + jnp.zeros_like(out) * token, field(model, t, y, args))
 
 
 @counted_call.defjvp
 def _counted_call_jvp(field, primals, tangents):
     counter, model, t, y, args = primals
     _, d_model, dt, dy, dargs = tangents
-    out, d_out = jax.jvp(functools.partial(field), (model, t, y, args),
-                         (d_model, dt, dy, dargs))
+    out, d_out = jax.jvp(functools.partial(field), (model, t, y, args), (d_model, dt, dy, dargs))
     # one report per tangent direction: under vmap (a Jacobian) `direction` is batched
     direction = jnp.sum(jnp.zeros_like(dy))
     token = _tick(1, counter, direction)

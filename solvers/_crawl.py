@@ -49,5 +49,7 @@ def warn_if_crawling(probe, *, t0, t1, max_steps, entries, solver, rtol) -> floa
         f"scales are small (docs: benchmarks, 'Non-smooth dynamics'): for a fixed point "
         f"use solvers.find_fixed_point (Anderson steps at this size), for the paper's map "
         f"solver='euler' with dt0=0.1.",
-        SlowSolveWarning, stacklevel=4)  # the caller of solve
+        SlowSolveWarning,
+        stacklevel=4,
+    )  # the caller of solve
     return step

@@ -102,10 +102,19 @@ DEFAULT_MAX_STEPS = {"newton": 100, "lbfgs": 100, "anderson": 3000}
 NEWTON_DENSE_MAX = 1024
 
 
-def find_fixed_point(model, x_init, *, args=None, tol=1e-10, max_steps=None,
-                     linear: Literal["auto", "dense", "gmres"] = "dense",
-                     method: Literal["auto", "newton", "lbfgs", "anderson"] = "auto",
-                     dt=0.1, memory=10, warm_steps=50):
+def find_fixed_point(
+    model,
+    x_init,
+    *,
+    args=None,
+    tol=1e-10,
+    max_steps=None,
+    linear: Literal["auto", "dense", "gmres"] = "dense",
+    method: Literal["auto", "newton", "lbfgs", "anderson"] = "auto",
+    dt=0.1,
+    memory=10,
+    warm_steps=50,
+):
     """A critical point of `E` on the manifold through `x_init` (`x_init: [N, D]`, one
     sample). `model` is a `solvers.ManifoldEnergySystem`, or any `solvers.EnergySystem`,
     then flat (`solvers.FlatManifold`: its `residual` is zero exactly at fixed points).
@@ -152,8 +161,9 @@ def find_fixed_point(model, x_init, *, args=None, tol=1e-10, max_steps=None,
         linear = "dense" if x_init.size <= NEWTON_DENSE_MAX else "gmres"
     tol_ = jnp.asarray(tol, x_init.dtype)
     if method == "anderson":
-        x, steps, _, _ = anderson(model, x_init, args, tol_, int(max_steps), float(dt),
-                                  int(memory), int(warm_steps))
+        x, steps, _, _ = anderson(
+            model, x_init, args, tol_, int(max_steps), float(dt), int(memory), int(warm_steps)
+        )
         ok = jnp.asarray(True)
     else:
         find = _lbfgs if method == "lbfgs" else functools.partial(_newton, linear=linear)
@@ -161,18 +171,30 @@ def find_fixed_point(model, x_init, *, args=None, tol=1e-10, max_steps=None,
     residual_rms = rms(model.residual(x, args))
     if method != "newton":  # L-BFGS: optimistix's own stop is on the step, not on G
         ok = ok & (residual_rms <= tol_)
-    return FixedPointResult(x=x, residual_rms=residual_rms, energy=model.energy(x, args),
-                            steps=steps, success=ok, method=method)
+    return FixedPointResult(
+        x=x,
+        residual_rms=residual_rms,
+        energy=model.energy(x, args),
+        steps=steps,
+        success=ok,
+        method=method,
+    )
 
 
 def _check_anderson(dt, memory, warm_steps, max_steps):
     if not (isinstance(dt, (int, float)) and dt > 0 and dt == dt):
-        raise ValueError(f"dt must be a positive number (the Euler step, in units of tau); "
-                         f"got {dt!r}.")
-    for name, value, low in (("memory", memory, 1), ("warm_steps", warm_steps, 0),
-                             ("max_steps", max_steps, 1)):
+        raise ValueError(
+            f"dt must be a positive number (the Euler step, in units of tau); got {dt!r}."
+        )
+    for name, value, low in (
+        ("memory", memory, 1),
+        ("warm_steps", warm_steps, 0),
+        ("max_steps", max_steps, 1),
+    ):
         if isinstance(value, bool) or int(value) != value or value < low:
             raise ValueError(f"{name} must be an integer >= {low} (got {value!r}).")
     if warm_steps >= max_steps:
-        raise ValueError(f"warm_steps ({warm_steps}) must be below max_steps ({max_steps}): "
-                         "both count evaluations of G.")
+        raise ValueError(
+            f"warm_steps ({warm_steps}) must be below max_steps ({max_steps}): "
+            "both count evaluations of G."
+        )

@@ -66,8 +66,7 @@ def _fixed_point_bwd(residuals, v_bar, perturbed, diff_args, v_star, tol, lenien
     return grads
 
 
-def implicit_fixed_point(model, x0, args, x_star, *, tol, batched, args_batched,
-                         lenient=False):
+def implicit_fixed_point(model, x0, args, x_star, *, tol, batched, args_batched, lenient=False):
     """`x_star` (a converged fixed point, computed without gradients) with gradients
     attached by the implicit function theorem. Shapes as `x0`. `lenient`: an
     unconverged GMRES solve gives its last iterate instead of raising."""
@@ -78,6 +77,5 @@ def implicit_fixed_point(model, x0, args, x_star, *, tol, batched, args_batched,
         return model.from_manifold(v, x0_, args_)
 
     if batched:
-
         one = jax.vmap(one, in_axes=(0, batched_args_axes(args) if args_batched else None, 0))
     return one(x0, args, x_star)

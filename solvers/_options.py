@@ -63,8 +63,7 @@ def _require(deferred, predicate, values, message):
 def _concrete(value):
     """A concrete value as a NumPy array; a Python int beyond int64 as a float (inf
     beyond the float range), not an array of Python objects."""
-    if isinstance(value, int) and not isinstance(value, bool) and not (
-            -(2**63) <= value < 2**63):
+    if isinstance(value, int) and not isinstance(value, bool) and not (-(2**63) <= value < 2**63):
         try:
             return np.float64(value)
         except OverflowError:
@@ -110,8 +109,9 @@ def constant_step_count(t0, t1, dt0, rtol=None, atol=None) -> int | None:
 def default_cap(t0, t1, dt0, rtol, atol, stop, adjoint, checkpoints, controller=None):
     """`(max_steps, checkpoints)` when the caller gave no `max_steps` (see `solve`)."""
     constant = controller is None or isinstance(controller, diffrax.ConstantStepSize)
-    steps = (None if stop is not None or not constant
-             else constant_step_count(t0, t1, dt0, rtol, atol))
+    steps = (
+        None if stop is not None or not constant else constant_step_count(t0, t1, dt0, rtol, atol)
+    )
     if steps is None:
         return DEFAULT_MAX_STEPS, checkpoints
     if adjoint == "checkpoint" and checkpoints is None and steps <= EVERY_STEP_CHECKPOINTS_UP_TO:
@@ -119,9 +119,23 @@ def default_cap(t0, t1, dt0, rtol, atol, stop, adjoint, checkpoints, controller=
     return steps, checkpoints
 
 
-def check_options(*, solver="euler", flow="native", adjoint="checkpoint", t0=0.0, t1=1.2,
-                  dt0=0.1, rtol=None, atol=None, stop=None, save="final", save_energy=False,
-                  max_steps=None, stepsize_controller=None, dtmin=None) -> bool:
+def check_options(
+    *,
+    solver="euler",
+    flow="native",
+    adjoint="checkpoint",
+    t0=0.0,
+    t1=1.2,
+    dt0=0.1,
+    rtol=None,
+    atol=None,
+    stop=None,
+    save="final",
+    save_energy=False,
+    max_steps=None,
+    stepsize_controller=None,
+    dtmin=None,
+) -> bool:
     """Raise `ValueError` naming the problem and the fix for any invalid combination of
     `solve` options that does not depend on the model or the state (solvers and
     controllers, names or diffrax objects; tolerances, steps, events, adjoints); config
@@ -129,9 +143,22 @@ def check_options(*, solver="euler", flow="native", adjoint="checkpoint", t0=0.0
     default cap. Values that are JAX tracers cannot be checked here: `solve` checks them
     when it runs, with the same messages. Returns whether the steps are adaptive."""
     return _check_options(
-        solver=solver, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0, rtol=rtol,
-        atol=atol, stop=stop, save=save, save_energy=save_energy, max_steps=max_steps,
-        stepsize_controller=stepsize_controller, dtmin=dtmin, deferred=[])[0]
+        solver=solver,
+        flow=flow,
+        adjoint=adjoint,
+        t0=t0,
+        t1=t1,
+        dt0=dt0,
+        rtol=rtol,
+        atol=atol,
+        stop=stop,
+        save=save,
+        save_energy=save_energy,
+        max_steps=max_steps,
+        stepsize_controller=stepsize_controller,
+        dtmin=dtmin,
+        deferred=[],
+    )[0]
 
 
 def _adaptive_controller(controller) -> bool:
@@ -142,46 +169,63 @@ def _check_controller(controller, rtol, atol, dtmin):
     if isinstance(controller, type) and issubclass(controller, diffrax.AbstractStepSizeController):
         raise ValueError(
             f"stepsize_controller=diffrax.{controller.__name__} is a class; pass an instance "
-            f"such as diffrax.{controller.__name__}(...).")
+            f"such as diffrax.{controller.__name__}(...)."
+        )
     if not isinstance(controller, diffrax.AbstractStepSizeController):
         raise ValueError(
             "stepsize_controller must be a diffrax step-size controller such as "
             "diffrax.PIDController(rtol=..., atol=...) or diffrax.ConstantStepSize() "
-            f"(got {controller!r}).")
+            f"(got {controller!r})."
+        )
     if rtol is not None or atol is not None:
         raise ValueError(
             "stepsize_controller and rtol/atol both set the step control: pass the "
             "tolerances to the controller (diffrax.PIDController(rtol=..., atol=...)) and "
-            "drop rtol/atol, or drop stepsize_controller to use the rtol/atol shortcut.")
+            "drop rtol/atol, or drop stepsize_controller to use the rtol/atol shortcut."
+        )
     if dtmin is not None:
         raise ValueError(
             "dtmin belongs to the PID controller that rtol/atol build; with "
             "stepsize_controller set it on the controller "
-            "(diffrax.PIDController(..., dtmin=..., force_dtmin=False)) and drop dtmin.")
+            "(diffrax.PIDController(..., dtmin=..., force_dtmin=False)) and drop dtmin."
+        )
 
 
 def _check_types(*, t0, t1, dt0, rtol, atol, dtmin, max_steps) -> None:
     """Refuse a time, step or tolerance that is not a real number (a string, a bool, a
     list, `None` for `t0`/`t1`) before any arithmetic on it; arrays and traced values
     must be real scalars."""
+
     def real_scalar(value) -> bool:
         if isinstance(value, bool):
             return False
         if isinstance(value, numbers.Real):
             return True
         dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
-        return (dtype is not None and shape == () and dtype != np.bool_
-                and (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)))
+        return (
+            dtype is not None
+            and shape == ()
+            and dtype != np.bool_
+            and (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer))
+        )
 
-    for name, value, optional in (("t0", t0, False), ("t1", t1, False), ("dt0", dt0, True),
-                                  ("rtol", rtol, True), ("atol", atol, True),
-                                  ("dtmin", dtmin, True)):
+    for name, value, optional in (
+        ("t0", t0, False),
+        ("t1", t1, False),
+        ("dt0", dt0, True),
+        ("rtol", rtol, True),
+        ("atol", atol, True),
+        ("dtmin", dtmin, True),
+    ):
         if value is None and optional:
             continue
         if not real_scalar(value):
             raise ValueError(f"{name} must be a real number (got {value!r}).")
-    if max_steps is not None and not is_traced(max_steps) and (
-            isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral)):
+    if (
+        max_steps is not None
+        and not is_traced(max_steps)
+        and (isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral))
+    ):
         raise ValueError(f"max_steps must be a positive integer (got {_show(max_steps)!r}).")
 
 
@@ -201,25 +245,46 @@ def _check_step_count(t0, t1, dt0) -> None:
             f"dt0 = {dt0:g} from t0 = {t0:g} to t1 = {t1:g} is {(t1 - t0) / dt0:.3g} "
             f"constant steps, above the limit of {MAX_STEPS_LIMIT} (2**31 - 1: diffrax counts "
             f"steps in int32): use dt0 >= {(t1 - t0) / (MAX_STEPS_LIMIT - 1):.3g}, or "
-            "adaptive steps (rtol and atol).")
+            "adaptive steps (rtol and atol)."
+        )
 
 
-def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save,
-                   save_energy, max_steps, stepsize_controller, dtmin, deferred):
+def _check_options(
+    *,
+    solver,
+    flow,
+    adjoint,
+    t0,
+    t1,
+    dt0,
+    rtol,
+    atol,
+    stop,
+    save,
+    save_energy,
+    max_steps,
+    stepsize_controller,
+    dtmin,
+    deferred,
+):
     """`check_options`, returning `(adaptive, preset)`; checks of traced values are
     appended to `deferred` as `(traced predicate, message)` for `solve` to run."""
-    _check_types(t0=t0, t1=t1, dt0=dt0, rtol=rtol, atol=atol, dtmin=dtmin,
-                 max_steps=max_steps)
+    _check_types(t0=t0, t1=t1, dt0=dt0, rtol=rtol, atol=atol, dtmin=dtmin, max_steps=max_steps)
     preset = get_preset(solver)
     label = _label(solver)
     if flow not in FLOWS:
         raise ValueError(f"Unknown flow {flow!r}; use 'native' (the paper's) or 'projected'.")
     if adjoint not in ADJOINTS:
         raise ValueError(f"Unknown adjoint {adjoint!r}; choose one of {', '.join(ADJOINTS)}.")
-    _require(deferred, lambda xp, t0: xp.isfinite(t0), (t0,),
-             f"t0 must be finite (got {_show(t0)}).")
-    _require(deferred, lambda xp, t0, t1: xp.isfinite(t1) & (t1 > t0), (t0, t1),
-             f"t1 must be finite and greater than t0={_show(t0)} (got t1={_show(t1)}).")
+    _require(
+        deferred, lambda xp, t0: xp.isfinite(t0), (t0,), f"t0 must be finite (got {_show(t0)})."
+    )
+    _require(
+        deferred,
+        lambda xp, t0, t1: xp.isfinite(t1) & (t1 > t0),
+        (t0, t1),
+        f"t1 must be finite and greater than t0={_show(t0)} (got t1={_show(t1)}).",
+    )
     controller = stepsize_controller
     if controller is not None:
         _check_controller(controller, rtol, atol, dtmin)
@@ -228,12 +293,21 @@ def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save
         adaptive = rtol is not None or atol is not None
     if adaptive:
         if not preset.adaptive:
-            how = ("rtol/atol (PID step control)" if controller is None else
-                   f"an adaptive step-size controller ({type(controller).__name__})")
-            fix = ("pass only dt0 for constant steps" if controller is None else
-                   "use diffrax.ConstantStepSize() with dt0 for constant steps")
-            given = (f"rtol={_show(rtol)}, atol={_show(atol)}" if controller is None
-                     else f"stepsize_controller={type(controller).__name__}(...)")
+            how = (
+                "rtol/atol (PID step control)"
+                if controller is None
+                else f"an adaptive step-size controller ({type(controller).__name__})"
+            )
+            fix = (
+                "pass only dt0 for constant steps"
+                if controller is None
+                else "use diffrax.ConstantStepSize() with dt0 for constant steps"
+            )
+            given = (
+                f"rtol={_show(rtol)}, atol={_show(atol)}"
+                if controller is None
+                else f"stepsize_controller={type(controller).__name__}(...)"
+            )
             raise ValueError(
                 f"solver {label} has no error estimate, so {how} cannot be used with it "
                 f"(got {given}): {fix}, or choose an adaptive solver such as 'tsit5'."
@@ -242,11 +316,14 @@ def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save
             if rtol is None or atol is None:
                 raise ValueError(
                     f"Adaptive stepping needs both rtol and atol (got rtol={_show(rtol)}, "
-                    f"atol={_show(atol)}); pass both, e.g. rtol=1e-6, atol=1e-8.")
-            _require(deferred,
-                     lambda xp, r, a: (r >= 0) & (a >= 0) & (r + a > 0), (rtol, atol),
-                     f"rtol and atol must be >= 0 and not both 0 "
-                     f"(got {_show(rtol)}, {_show(atol)}).")
+                    f"atol={_show(atol)}); pass both, e.g. rtol=1e-6, atol=1e-8."
+                )
+            _require(
+                deferred,
+                lambda xp, r, a: (r >= 0) & (a >= 0) & (r + a > 0),
+                (rtol, atol),
+                f"rtol and atol must be >= 0 and not both 0 (got {_show(rtol)}, {_show(atol)}).",
+            )
         if dt0 is not None:
             _positive_finite("dt0", dt0, deferred)
     else:
@@ -255,56 +332,76 @@ def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save
                 f"solver {label} chooses between an explicit and an implicit method by "
                 "the step sizes its error control takes, so it cannot take constant steps "
                 f"(got dt0={_show(dt0)} without rtol/atol): pass rtol and atol (PID step "
-                "control), e.g. rtol=1e-4, atol=1e-6.")
+                "control), e.g. rtol=1e-4, atol=1e-6."
+            )
         if preset.needs_controller_tolerances:
-            own = ("" if isinstance(solver, str) else
-                   f" (or give its root finder tolerances of its own: diffrax.{label}("
-                   "root_finder=diffrax.VeryChord(rtol=..., atol=...)))")
+            own = (
+                ""
+                if isinstance(solver, str)
+                else f" (or give its root finder tolerances of its own: diffrax.{label}("
+                "root_finder=diffrax.VeryChord(rtol=..., atol=...)))"
+            )
             raise ValueError(
                 f"solver {label} is implicit: its Newton iterations take their tolerances "
                 f"from rtol and atol (got dt0={_show(dt0)} without them), so pass both (PID "
                 f"step control), or choose an explicit solver for constant steps{own}."
             )
         if dt0 is None:
-            raise ValueError(f"Constant steps need dt0 > 0 (got dt0=None with solver {label}); "
-                             "pass dt0, or rtol and atol for adaptive steps.")
+            raise ValueError(
+                f"Constant steps need dt0 > 0 (got dt0=None with solver {label}); "
+                "pass dt0, or rtol and atol for adaptive steps."
+            )
         _positive_finite("dt0", dt0, deferred)
     if stop is not None and not isinstance(stop, FixedPointStop):
-        raise ValueError("stop must be None or a solvers.FixedPointStop(atol=..., rtol=...) "
-                         f"(got type {type(stop).__name__}).")
+        raise ValueError(
+            "stop must be None or a solvers.FixedPointStop(atol=..., rtol=...) "
+            f"(got type {type(stop).__name__})."
+        )
     if stop is not None:
-        _require(deferred, stop_tolerances_ok, (stop.atol, stop.rtol),
-                 stop_message(stop.atol, stop.rtol))
+        _require(
+            deferred, stop_tolerances_ok, (stop.atol, stop.rtol), stop_message(stop.atol, stop.rtol)
+        )
     if isinstance(save, str):
         if save not in ("final", "steps"):
             raise ValueError(f"save must be 'final', 'steps' or an array of times (got {save!r}).")
     else:
         ts = save if is_traced(save) else np.asarray(save)
         if ts.ndim != 1 or ts.size == 0:
-            raise ValueError("save as times must be a non-empty 1-D array (got shape "
-                             f"{tuple(ts.shape)}).")
-        _require(deferred,
-                 lambda xp, ts, t0, t1: xp.all(xp.diff(ts) >= 0) & (ts[0] >= t0) & (ts[-1] <= t1),
-                 (ts, t0, t1),
-                 f"save times must be non-decreasing and within [t0, t1] = "
-                 f"[{_show(t0)}, {_show(t1)}].")
-    if not adaptive and stop is None and (
-            controller is None or isinstance(controller, diffrax.ConstantStepSize)):
+            raise ValueError(
+                f"save as times must be a non-empty 1-D array (got shape {tuple(ts.shape)})."
+            )
+        _require(
+            deferred,
+            lambda xp, ts, t0, t1: xp.all(xp.diff(ts) >= 0) & (ts[0] >= t0) & (ts[-1] <= t1),
+            (ts, t0, t1),
+            f"save times must be non-decreasing and within [t0, t1] = [{_show(t0)}, {_show(t1)}].",
+        )
+    if (
+        not adaptive
+        and stop is None
+        and (controller is None or isinstance(controller, diffrax.ConstantStepSize))
+    ):
         _check_step_count(t0, t1, dt0)
     if max_steps is not None:
         if is_traced(max_steps):
             raise ValueError(
                 "max_steps must be a Python int, not a traced value: it sizes the compiled "
-                "program (pass it as a static argument).")
+                "program (pass it as a static argument)."
+            )
         if int(max_steps) < 1:
             raise ValueError(f"max_steps must be a positive integer (got {_show(max_steps)}).")
         if int(max_steps) > MAX_STEPS_LIMIT:
             raise ValueError(
-                f"max_steps = {_show(max_steps)} is above the limit of {MAX_STEPS_LIMIT} (2**31 - 1: "
-                "diffrax counts steps in int32): pass a smaller max_steps, or none for "
-                "solve's own cap.")
-    elif (not adaptive and stop is None and is_traced((t0, t1, dt0))
-          and (controller is None or isinstance(controller, diffrax.ConstantStepSize))):
+                f"max_steps = {_show(max_steps)} is above the limit of {MAX_STEPS_LIMIT} "
+                "(2**31 - 1: diffrax counts steps in int32): pass a smaller max_steps, or none for "
+                "solve's own cap."
+            )
+    elif (
+        not adaptive
+        and stop is None
+        and is_traced((t0, t1, dt0))
+        and (controller is None or isinstance(controller, diffrax.ConstantStepSize))
+    ):
         raise ValueError(
             "t0, t1 or dt0 is traced (jax.jit/vmap/grad), so the default cap of a "
             "constant-step solve, its exact step count (t1 - t0) / dt0, cannot be computed: "
@@ -321,23 +418,45 @@ def _check_options(*, solver, flow, adjoint, t0, t1, dt0, rtol, atol, stop, save
             wanted.append("save='steps'")
         if wanted:
             raise ValueError(
-                "adjoint='backsolve' cannot be combined with " + " or ".join(wanted)
-                + " (given here): diffrax's BacksolveAdjoint refuses them. Use adjoint='checkpoint', or "
-                "save='final' / an array of times with a finite t1."
+                "adjoint='backsolve' cannot be combined with "
+                + " or ".join(wanted)
+                + " (given here): diffrax's BacksolveAdjoint refuses them. "
+                "Use adjoint='checkpoint', or save='final' / an array of times with a finite t1."
             )
     if adjoint == "implicit" and (stop is None or flow != "projected"):
         raise ValueError(
             "adjoint='implicit' differentiates a fixed point: it needs flow='projected' and "
             f"stop=solvers.FixedPointStop(...) (got flow={flow!r}, stop="
-            f"{'None' if stop is None else 'FixedPointStop(...)'}). (On the native flow the end state's scale "
-            "depends on the whole path, so no fixed-point gradient exists for x.)"
+            f"{'None' if stop is None else 'FixedPointStop(...)'}). "
+            "(On the native flow the end state's scale depends on the whole path, "
+            "so no fixed-point gradient exists for x.)"
         )
     return adaptive, preset
 
 
-def validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol,
-              stop, save, save_energy, max_steps, stepsize_controller, dtmin, args_batched,
-              traced, deferred):
+def validate(
+    model,
+    x0,
+    args,
+    *,
+    solver,
+    flow,
+    adjoint,
+    t0,
+    t1,
+    dt0,
+    rtol,
+    atol,
+    stop,
+    save,
+    save_energy,
+    max_steps,
+    stepsize_controller,
+    dtmin,
+    args_batched,
+    traced,
+    deferred,
+):
     for method in ("energy", "vector_field", "residual"):
         if not callable(getattr(model, method, None)):
             raise ValueError(
@@ -345,13 +464,24 @@ def validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol,
                 "satisfying solvers.EnergySystem (energy, vector_field, residual)."
             )
     adaptive, preset = _check_options(
-        solver=solver, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0, rtol=rtol,
-        atol=atol, stop=stop, save=save, save_energy=save_energy, max_steps=max_steps,
-        stepsize_controller=stepsize_controller, dtmin=dtmin, deferred=deferred)
+        solver=solver,
+        flow=flow,
+        adjoint=adjoint,
+        t0=t0,
+        t1=t1,
+        dt0=dt0,
+        rtol=rtol,
+        atol=atol,
+        stop=stop,
+        save=save,
+        save_energy=save_energy,
+        max_steps=max_steps,
+        stepsize_controller=stepsize_controller,
+        dtmin=dtmin,
+        deferred=deferred,
+    )
     if x0.ndim not in (2, 3):
-        raise ValueError(
-            f"x0 must have shape [N, D] or [B, N, D]; got shape {tuple(x0.shape)}."
-        )
+        raise ValueError(f"x0 must have shape [N, D] or [B, N, D]; got shape {tuple(x0.shape)}.")
     if not jnp.issubdtype(x0.dtype, jnp.floating):
         raise ValueError(f"x0 must be a floating-point array (got dtype {x0.dtype}).")
     size = int(np.prod(x0.shape[-2:]))
@@ -360,8 +490,9 @@ def validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol,
             f"solver {_label(solver)} is implicit with a dense Jacobian: each Jacobian "
             f"costs N D = {size} JVPs and an (N D)^2 factorisation (on the shipped core, "
             f"N D = 4096: 104 s for 127 evaluations), above the limit of "
-            f"{DENSE_JACOBIAN_MAX_STATE} state entries. Use solver=\"auto\" (explicit while "
-            "not stiff, matrix-free implicit steps while stiff) with rtol and atol.")
+            f'{DENSE_JACOBIAN_MAX_STATE} state entries. Use solver="auto" (explicit while '
+            "not stiff, matrix-free implicit steps while stiff) with rtol and atol."
+        )
     params = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
     if params and jnp.result_type(x0, *params) != x0.dtype:
         raise ValueError(
@@ -398,36 +529,58 @@ def validate(model, x0, args, *, solver, flow, adjoint, t0, t1, dt0, rtol, atol,
             raise ValueError(
                 f"adjoint='implicit' on a model that declares {', '.join(present)} but not "
                 f"all of {', '.join(MANIFOLD_METHODS)} (solvers.ManifoldEnergySystem): give "
-                "all three, or none for a flat model.")
+                "all three, or none for a flat model."
+            )
     return adaptive, preset
 
 
 # PIDController fields that are plain numbers: made arrays of the solve's dtype, so that
 # new values reuse the compiled program (Python floats would be static) and a float32
 # solve is not promoted by float64 tolerances.
-_PID_NUMBERS = ("rtol", "atol", "pcoeff", "icoeff", "dcoeff", "dtmin", "dtmax",
-                "factormin", "factormax", "safety")
+_PID_NUMBERS = (
+    "rtol",
+    "atol",
+    "pcoeff",
+    "icoeff",
+    "dcoeff",
+    "dtmin",
+    "dtmax",
+    "factormin",
+    "factormax",
+    "safety",
+)
 
 
 def controller_in_dtype(controller, dtype):
     """The caller's controller with its numbers (and `jump_ts`/`step_ts`) as arrays of
     `dtype`; other controllers unchanged."""
+
     def number(value):
-        return (not isinstance(value, bool) and isinstance(value, (int, float, np.number))
-                or (isinstance(value, (np.ndarray, jax.Array)) and value.ndim == 0
-                    and jnp.issubdtype(value.dtype, jnp.floating)))
+        return (
+            not isinstance(value, bool)
+            and isinstance(value, (int, float, np.number))
+            or (
+                isinstance(value, (np.ndarray, jax.Array))
+                and value.ndim == 0
+                and jnp.issubdtype(value.dtype, jnp.floating)
+            )
+        )
 
     if isinstance(controller, diffrax.ClipStepSizeController):
         names = [n for n in ("step_ts", "jump_ts") if getattr(controller, n) is not None]
         controller = eqx.tree_at(
-            lambda c: [c.controller] + [getattr(c, n) for n in names], controller,
+            lambda c: [c.controller] + [getattr(c, n) for n in names],
+            controller,
             [controller_in_dtype(controller.controller, dtype)]
-            + [jnp.asarray(getattr(controller, n), dtype) for n in names])
+            + [jnp.asarray(getattr(controller, n), dtype) for n in names],
+        )
     elif isinstance(controller, diffrax.PIDController):
         names = [n for n in _PID_NUMBERS if number(getattr(controller, n))]
         controller = eqx.tree_at(
-            lambda c: [getattr(c, n) for n in names], controller,
-            [jnp.asarray(getattr(controller, n), dtype) for n in names])
+            lambda c: [getattr(c, n) for n in names],
+            controller,
+            [jnp.asarray(getattr(controller, n), dtype) for n in names],
+        )
     return controller
 
 

@@ -41,6 +41,7 @@ class SolveConfig:
     # Every evaluation and JVP counted by a host callback (`count_evaluations=True`).
     counted: bool = False
 
+
 class _FlowTerm(eqx.Module):
     """The vector field as a PyTree holding the model, so that adjoints see its
     parameters. diffrax `args` are `(model_args, fixed_point_threshold)`."""
@@ -85,22 +86,22 @@ def _saveat(cfg: SolveConfig, ts_save, model, solver_state=False):
         main.update(ts=ts_save)
     if not cfg.save_energy:
         return diffrax.SaveAt(**main, solver_state=solver_state)
-    energy = diffrax.SubSaveAt(
-        t0=True, steps=True, fn=lambda t, y, args: model.energy(y, args[0])
-    )
-    return diffrax.SaveAt(subs=[diffrax.SubSaveAt(**main), energy],
-                          solver_state=solver_state)
+    energy = diffrax.SubSaveAt(t0=True, steps=True, fn=lambda t, y, args: model.energy(y, args[0]))
+    return diffrax.SaveAt(subs=[diffrax.SubSaveAt(**main), energy], solver_state=solver_state)
 
 
-def solve_one(model, x0, args, numbers, ts_save, solver, controller, cfg: SolveConfig,
-               counter=None):
+def solve_one(
+    model, x0, args, numbers, ts_save, solver, controller, cfg: SolveConfig, counter=None
+):
     """One sample: diffrax solve plus the numbers the wrapper needs. Traceable.
     `controller`: the caller's step-size controller, or `None` for the shortcuts (PID
     step control from `rtol`/`atol`, else constant steps); `counter`: its id when
     `cfg.counted`."""
     if controller is None and cfg.adaptive:
         controller = diffrax.PIDController(
-            rtol=numbers["rtol"], atol=numbers["atol"], dtmin=numbers["dtmin"],
+            rtol=numbers["rtol"],
+            atol=numbers["atol"],
+            dtmin=numbers["dtmin"],
             force_dtmin=False,
         )
     elif controller is None:
@@ -108,8 +109,12 @@ def solve_one(model, x0, args, numbers, ts_save, solver, controller, cfg: SolveC
     counting = isinstance(solver, AutoSwitch)
     if counting and cfg.adaptive and "rtol" in numbers and solver.rtol is None:
         # the rtol/atol shortcut: the solver rescales its implicit error with them
-        solver = eqx.tree_at(lambda s: (s.rtol, s.atol), solver,
-                             (numbers["rtol"], numbers["atol"]), is_leaf=lambda x: x is None)
+        solver = eqx.tree_at(
+            lambda s: (s.rtol, s.atol),
+            solver,
+            (numbers["rtol"], numbers["atol"]),
+            is_leaf=lambda x: x is None,
+        )
     if cfg.adjoint == "backsolve":
         # throw=True: the backward solve has no stop code to report, so running out of
         # steps there must raise rather than return silently wrong gradients.
@@ -121,8 +126,9 @@ def solve_one(model, x0, args, numbers, ts_save, solver, controller, cfg: SolveC
 
     g0 = rms(model.residual(x0, args))
     threshold = jnp.maximum(numbers["fp_atol"], numbers["fp_rtol"] * g0)
-    field = (_CountedFlowTerm(model, counter, cfg.flow) if cfg.counted
-             else _FlowTerm(model, cfg.flow))
+    field = (
+        _CountedFlowTerm(model, counter, cfg.flow) if cfg.counted else _FlowTerm(model, cfg.flow)
+    )
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(field),
         solver,
@@ -156,39 +162,57 @@ def solve_one(model, x0, args, numbers, ts_save, solver, controller, cfg: SolveC
     finite = jnp.all(jnp.isfinite(x_final))
     reason = StopReason.t1
     if cfg.fixed_point:
-        reason = StopReason.where(g_final <= threshold, StopReason.fixed_point,
-                                  StopReason.not_converged)
-    reason = StopReason.where(sol.result == diffrax.RESULTS.max_steps_reached,
-                              StopReason.max_steps, reason)
-    reason = StopReason.where(sol.result == diffrax.RESULTS.dt_min_reached,
-                              StopReason.dt_underflow, reason)
+        reason = StopReason.where(
+            g_final <= threshold, StopReason.fixed_point, StopReason.not_converged
+        )
+    reason = StopReason.where(
+        sol.result == diffrax.RESULTS.max_steps_reached, StopReason.max_steps, reason
+    )
+    reason = StopReason.where(
+        sol.result == diffrax.RESULTS.dt_min_reached, StopReason.dt_underflow, reason
+    )
     reason = StopReason.where(finite, reason, StopReason.nonfinite)
     return dict(
-        ts=ts, xs=xs, energy_ts=energy_ts, energies=energies,
-        x_final=x_final, t_final=t_final,
+        ts=ts,
+        xs=xs,
+        energy_ts=energy_ts,
+        energies=energies,
+        x_final=x_final,
+        t_final=t_final,
         num_steps=sol.stats["num_steps"],
         num_accepted_steps=sol.stats["num_accepted_steps"],
         num_rejected_steps=sol.stats["num_rejected_steps"],
-        residual_rms=g_final, residual_rms_initial=g0, threshold=threshold,
+        residual_rms=g_final,
+        residual_rms_initial=g0,
+        threshold=threshold,
         stop=reason,
-        own_counts=None if not counting else dict(
-            f_evals=sol.solver_state.f_evals, jvp_evals=sol.solver_state.jvp_evals,
+        own_counts=None
+        if not counting
+        else dict(
+            f_evals=sol.solver_state.f_evals,
+            jvp_evals=sol.solver_state.jvp_evals,
             num_switches=sol.solver_state.num_switches,
-            implicit_steps=sol.solver_state.implicit_steps),
+            implicit_steps=sol.solver_state.implicit_steps,
+        ),
         counted=read_counts(counter, x_final) if cfg.counted else None,
     )
 
 
 @eqx.filter_jit
-def solve_core(model, x0, args, numbers, ts_save, solver, controller, cfg: SolveConfig,
-                counters=None):
+def solve_core(
+    model, x0, args, numbers, ts_save, solver, controller, cfg: SolveConfig, counters=None
+):
     def fn(x, a, counter=None):
         return solve_one(model, x, a, numbers, ts_save, solver, controller, cfg, counter)
 
     if cfg.batched and cfg.sequential:
+
         def sample(i):  # batched args: as batched_args_axes, array leaves on axis 0
-            a = args if not cfg.args_batched else jax.tree.map(
-                lambda leaf: leaf[i] if jnp.ndim(leaf) > 0 else leaf, args)
+            a = (
+                args
+                if not cfg.args_batched
+                else jax.tree.map(lambda leaf: leaf[i] if jnp.ndim(leaf) > 0 else leaf, args)
+            )
             return fn(x0[i], a, None if counters is None else counters[i])
 
         return jax.lax.map(sample, jnp.arange(x0.shape[0]))

@@ -52,7 +52,8 @@ class SolverPreset:
     nfe_exact: bool = True
     self_counting: bool = False
     instance: diffrax.AbstractSolver | None = dataclasses.field(
-        default=None, compare=False, repr=False)
+        default=None, compare=False, repr=False
+    )
 
     def make(self) -> diffrax.AbstractSolver:
         return self.instance if self.instance is not None else _SOLVERS[self.name]()
@@ -68,18 +69,25 @@ class SolverPreset:
     @property
     def nfe_note(self) -> str:
         if self.self_counting:
-            return ("exact count kept by the solver: evaluations plus JVPs (jvp_evals) of "
-                    f"the accepted steps; rejected steps added at {EXPLICIT_EVALS} each, exact "
-                    "for explicit ones (an estimate when a step was rejected after a switch "
-                    "to the implicit mode: see nfe_is_estimate)")
+            return (
+                "exact count kept by the solver: evaluations plus JVPs (jvp_evals) of "
+                f"the accepted steps; rejected steps added at {EXPLICIT_EVALS} each, exact "
+                "for explicit ones (an estimate when a step was rejected after a switch "
+                "to the implicit mode: see nfe_is_estimate)"
+            )
         if self.implicit:
-            return ("lower bound: one evaluation per stage and step; Newton iterations and "
-                    "Jacobians not counted")
+            return (
+                "lower bound: one evaluation per stage and step; Newton iterations and "
+                "Jacobians not counted"
+            )
         if not self.nfe_exact:
-            return (f"estimate: one evaluation per attempted step; the count of {self.name} "
-                    "cannot be derived from a Butcher tableau")
-        return (f"exact: {self.stages} stages per attempted step"
-                + (" (first same as last), plus one at the start" if self.fsal else ""))
+            return (
+                f"estimate: one evaluation per attempted step; the count of {self.name} "
+                "cannot be derived from a Butcher tableau"
+            )
+        return f"exact: {self.stages} stages per attempted step" + (
+            " (first same as last), plus one at the start" if self.fsal else ""
+        )
 
     @property
     def needs_controller_tolerances(self) -> bool:
@@ -87,8 +95,11 @@ class SolverPreset:
         controller (diffrax's default), so that constant steps leave them unset."""
         root_finder = getattr(self.make(), "root_finder", None)
         # diffrax marks borrowed tolerances with a sentinel object, not a number.
-        return self.implicit and root_finder is not None and any(
-            not _is_number(getattr(root_finder, attr, 0.0)) for attr in ("rtol", "atol"))
+        return (
+            self.implicit
+            and root_finder is not None
+            and any(not _is_number(getattr(root_finder, attr, 0.0)) for attr in ("rtol", "atol"))
+        )
 
 
 def _label(solver) -> str:
@@ -105,18 +116,24 @@ def _refuse_term_structure(solver):
     name = type(solver).__name__
     tableau = getattr(solver, "tableau", None)
     structure = solver.term_structure
-    if (isinstance(solver, diffrax.AbstractImplicitSolver)
-            or isinstance(tableau, diffrax.MultiButcherTableau)):
+    if isinstance(solver, diffrax.AbstractImplicitSolver) or isinstance(
+        tableau, diffrax.MultiButcherTableau
+    ):
         raise ValueError(
             f"solver {name} is an IMEX solver: it needs a diffrax.MultiTerm of an explicit "
             "and an implicit term, but solvers.solve integrates one vector field (one "
             "ODETerm). For an implicit solve use an implicit ODE solver such as "
             "diffrax.Kvaerno3(), diffrax.Kvaerno4() or solver='kvaerno5' (with rtol and atol)."
         )
-    sde = (diffrax.AbstractItoSolver, diffrax.AbstractStratonovichSolver, diffrax.AbstractSRK,
-           diffrax.AbstractFosterLangevinSRK)
-    if isinstance(solver, sde) or any(word in str(structure) for word in (
-            "Brownian", "LevyArea", "Langevin", "ControlTerm")):
+    sde = (
+        diffrax.AbstractItoSolver,
+        diffrax.AbstractStratonovichSolver,
+        diffrax.AbstractSRK,
+        diffrax.AbstractFosterLangevinSRK,
+    )
+    if isinstance(solver, sde) or any(
+        word in str(structure) for word in ("Brownian", "LevyArea", "Langevin", "ControlTerm")
+    ):
         raise ValueError(
             f"solver {name} is a stochastic (SDE) solver: it needs a diffrax.MultiTerm of a "
             "drift and a diffusion term driven by a Brownian motion, but solvers.solve "
@@ -137,15 +154,24 @@ def _is_plain(solver, base) -> bool:
 
 def _describe(solver: diffrax.AbstractSolver, name: str | None = None) -> SolverPreset:
     if isinstance(solver, AutoSwitch):  # counts its own evaluations (solver state)
-        return SolverPreset(name or type(solver).__name__, EXPLICIT_EVALS + 1, True, True,
-                            False, 5, nfe_exact=True, self_counting=True,
-                            instance=None if name else solver)
+        return SolverPreset(
+            name or type(solver).__name__,
+            EXPLICIT_EVALS + 1,
+            True,
+            True,
+            False,
+            5,
+            nfe_exact=True,
+            self_counting=True,
+            instance=None if name else solver,
+        )
     if not _fits_one_ode_term(solver):
         _refuse_term_structure(solver)
     tableau = getattr(solver, "tableau", None)
     implicit = isinstance(solver, diffrax.AbstractImplicitSolver)
     if _is_plain(solver, diffrax.AbstractRungeKutta) and isinstance(
-            tableau, diffrax.ButcherTableau):
+        tableau, diffrax.ButcherTableau
+    ):
         stages, fsal, exact = tableau.num_stages, bool(tableau.fsal), not implicit
     elif _is_plain(solver, diffrax.Euler):
         stages, fsal, exact = 1, False, True
@@ -157,8 +183,14 @@ def _describe(solver: diffrax.AbstractSolver, name: str | None = None) -> Solver
     except Exception:  # noqa: BLE001  a custom solver may not say
         order = None
     return SolverPreset(
-        name or type(solver).__name__, stages, fsal, adaptive, implicit, order,
-        nfe_exact=exact, instance=None if name else solver,
+        name or type(solver).__name__,
+        stages,
+        fsal,
+        adaptive,
+        implicit,
+        order,
+        nfe_exact=exact,
+        instance=None if name else solver,
     )
 
 
@@ -171,15 +203,16 @@ def get_preset(solver) -> SolverPreset:
     term (IMEX solvers needing a `MultiTerm`, SDE-only solvers)."""
     if isinstance(solver, str):
         if solver not in PRESETS:
-            raise ValueError(
-                f"Unknown solver {solver!r}; choose one of {', '.join(SOLVER_NAMES)}.")
+            raise ValueError(f"Unknown solver {solver!r}; choose one of {', '.join(SOLVER_NAMES)}.")
         return PRESETS[solver]
     if isinstance(solver, type) and issubclass(solver, diffrax.AbstractSolver):
         raise ValueError(
             f"solver=diffrax.{solver.__name__} is a class; pass an instance: "
-            f"solver=diffrax.{solver.__name__}().")
+            f"solver=diffrax.{solver.__name__}()."
+        )
     if not isinstance(solver, diffrax.AbstractSolver):
         raise ValueError(
             f"solver must be a name ({', '.join(SOLVER_NAMES)}) or a diffrax.AbstractSolver "
-            f"instance such as diffrax.Tsit5() (got {solver!r}).")
+            f"instance such as diffrax.Tsit5() (got {solver!r})."
+        )
     return _describe(solver)

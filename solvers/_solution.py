@@ -13,33 +13,41 @@ class StopReason(eqx.Enumeration):
     fixed_point = "RMS G fell below the fixed-point tolerance"
     max_steps = (
         "the maximum number of steps was reached; raise max_steps, loosen the tolerances "
-        "or shorten t1")
+        "or shorten t1"
+    )
     dt_underflow = (
         "the step size fell below dtmin (step size underflow): the problem is stiff or the "
         "tolerances are too tight for the dtype; try solver='auto' (matrix-free implicit "
         "steps while stiff; kvaerno5 for states of at most 1024 entries), looser tolerances "
-        "or float64")
+        "or float64"
+    )
     nonfinite = (
         "the state became non-finite (NaN or inf): the step is too large for a "
-        "constant-step solver, or the model diverges; reduce dt0 or use rtol/atol")
+        "constant-step solver, or the model diverges; reduce dt0 or use rtol/atol"
+    )
     not_converged = (
         "the time cap t1 was reached before RMS G fell below the fixed-point tolerance; "
         "raise t1 (the native flow slows like 1/t: flow='projected' converges "
-        "exponentially) or loosen the tolerance")
+        "exponentially) or loosen the tolerance"
+    )
 
 
 # The names in the enumeration's order: `stats["stop_code"]` indexes this tuple. Read
 # from the enumeration itself (equinox 0.13 keeps its items, in the order they are
 # defined, in `_name_to_item`; `equinox<0.14` is pinned), so the two cannot disagree.
 STOP_REASONS = tuple(StopReason._name_to_item)
-FAILURES = {name: StopReason[getattr(StopReason, name)]
-            for name in ("max_steps", "dt_underflow", "nonfinite", "not_converged")}
+FAILURES = {
+    name: StopReason[getattr(StopReason, name)]
+    for name in ("max_steps", "dt_underflow", "nonfinite", "not_converged")
+}
 
 
 def stop_code(reason) -> Array:
     """The index into `STOP_REASONS` of a `StopReason` item (any batch shape)."""
-    return sum(index * (reason == getattr(StopReason, name)).astype(int)
-               for index, name in enumerate(STOP_REASONS))
+    return sum(
+        index * (reason == getattr(StopReason, name)).astype(int)
+        for index, name in enumerate(STOP_REASONS)
+    )
 
 
 class EnergySolution(eqx.Module):

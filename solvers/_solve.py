@@ -31,15 +31,35 @@ from ._stop import FixedPointStop
 def _probe(model, x0, args, numbers, solver, controller, cfg, t0, t1, max_steps, name, rtol):
     """`PROBE_STEPS` steps of this solve on its first sample, and a `SlowSolveWarning`
     where their mean step would not reach `t1` within `max_steps` (`solvers._crawl`)."""
-    one = dataclasses.replace(cfg, max_steps=PROBE_STEPS, save="final", save_energy=False,
-                              adjoint="checkpoint", checkpoints=None, batched=False,
-                              args_batched=False, sequential=False, counted=False)
+    one = dataclasses.replace(
+        cfg,
+        max_steps=PROBE_STEPS,
+        save="final",
+        save_energy=False,
+        adjoint="checkpoint",
+        checkpoints=None,
+        batched=False,
+        args_batched=False,
+        sequential=False,
+        counted=False,
+    )
     x_one = x0[0] if cfg.batched else x0
-    a_one = (jax.tree.map(lambda leaf, axis: leaf if axis is None else leaf[0], args,
-                          batched_args_axes(args)) if cfg.args_batched else args)
+    a_one = (
+        jax.tree.map(
+            lambda leaf, axis: leaf if axis is None else leaf[0], args, batched_args_axes(args)
+        )
+        if cfg.args_batched
+        else args
+    )
     warn_if_crawling(
         lambda: solve_core(model, x_one, a_one, numbers, None, solver, controller, one),
-        t0=t0, t1=t1, max_steps=max_steps, entries=x_one.size, solver=name, rtol=rtol)
+        t0=t0,
+        t1=t1,
+        max_steps=max_steps,
+        entries=x_one.size,
+        solver=name,
+        rtol=rtol,
+    )
 
 
 def solve(
@@ -151,14 +171,31 @@ def solve(
         t1 = 1000.0 if stop is not None else 1.2
     deferred = []  # checks of traced values, run inside the program
     adaptive, preset = validate(
-        model, x0, args, solver=solver, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0,
-        rtol=rtol, atol=atol, stop=stop, save=save, save_energy=save_energy,
-        max_steps=max_steps, stepsize_controller=stepsize_controller, dtmin=dtmin,
-        args_batched=args_batched, traced=traced, deferred=deferred,
+        model,
+        x0,
+        args,
+        solver=solver,
+        flow=flow,
+        adjoint=adjoint,
+        t0=t0,
+        t1=t1,
+        dt0=dt0,
+        rtol=rtol,
+        atol=atol,
+        stop=stop,
+        save=save,
+        save_energy=save_energy,
+        max_steps=max_steps,
+        stepsize_controller=stepsize_controller,
+        dtmin=dtmin,
+        args_batched=args_batched,
+        traced=traced,
+        deferred=deferred,
     )
     if max_steps is None:
-        max_steps, checkpoints = default_cap(t0, t1, dt0, rtol, atol, stop, adjoint,
-                                              checkpoints, stepsize_controller)
+        max_steps, checkpoints = default_cap(
+            t0, t1, dt0, rtol, atol, stop, adjoint, checkpoints, stepsize_controller
+        )
     dtype = x0.dtype
     as_array = lambda v: jnp.asarray(v, dtype)  # noqa: E731  arrays: no recompiles
     numbers = dict(t0=as_array(t0), t1=as_array(t1))
@@ -167,11 +204,13 @@ def solve(
     if dt0 is not None:
         numbers["dt0"] = as_array(dt0)
     solver_object = preset.make()
-    controller = (None if stepsize_controller is None
-                  else controller_in_dtype(stepsize_controller, dtype))
+    controller = (
+        None if stepsize_controller is None else controller_in_dtype(stepsize_controller, dtype)
+    )
     if adaptive and controller is None:
         numbers.update(
-            rtol=as_array(rtol), atol=as_array(atol),
+            rtol=as_array(rtol),
+            atol=as_array(atol),
             dtmin=as_array(default_dtmin(t0, t1, dtype) if dtmin is None else dtmin),
         )
     numbers["fp_atol"] = as_array(stop.atol if stop else 0.0)
@@ -179,42 +218,87 @@ def solve(
     save_mode = save if isinstance(save, str) else "ts"
     ts_save = None if isinstance(save, str) else as_array(save)
     cfg = SolveConfig(
-        solver=type(solver_object).__name__, flow=flow, adaptive=adaptive, save=save_mode,
-        save_energy=bool(save_energy), adjoint=adjoint, max_steps=int(max_steps),
-        fixed_point=stop is not None, checkpoints=checkpoints,
-        batched=x0.ndim == 3, args_batched=bool(args_batched),
+        solver=type(solver_object).__name__,
+        flow=flow,
+        adaptive=adaptive,
+        save=save_mode,
+        save_energy=bool(save_energy),
+        adjoint=adjoint,
+        max_steps=int(max_steps),
+        fixed_point=stop is not None,
+        checkpoints=checkpoints,
+        batched=x0.ndim == 3,
+        args_batched=bool(args_batched),
         # counted: host callbacks cannot run under vmap of diffrax's conditionals
         sequential=preset.self_counting or bool(count_evaluations),
         counted=bool(count_evaluations),
     )
     sample_entries = x0[0].size if cfg.batched else x0.size
-    if (adaptive and not traced and max_steps > PROBE_STEPS
-            and sample_entries >= PROBE_MIN_STATE):
-        _probe(model, x0, args, numbers, solver_object, controller, cfg, t0, t1, max_steps,
-               preset.name, rtol if rtol is not None else getattr(controller, "rtol", 0.0))
+    if adaptive and not traced and max_steps > PROBE_STEPS and sample_entries >= PROBE_MIN_STATE:
+        _probe(
+            model,
+            x0,
+            args,
+            numbers,
+            solver_object,
+            controller,
+            cfg,
+            t0,
+            t1,
+            max_steps,
+            preset.name,
+            rtol if rtol is not None else getattr(controller, "rtol", 0.0),
+        )
     # fresh ids on every call (arguments, not constants: no recompile)
-    counters = (jnp.asarray(new_counters(x0.shape[0] if cfg.batched else 1))
-                if cfg.counted else None)
+    counters = jnp.asarray(new_counters(x0.shape[0] if cfg.batched else 1)) if cfg.counted else None
     if adjoint == "implicit":
-
-        out = solve_core(*jax.lax.stop_gradient((model, x0, args)), numbers, ts_save,
-                          solver_object, controller, cfg, counters)
+        out = solve_core(
+            *jax.lax.stop_gradient((model, x0, args)),
+            numbers,
+            ts_save,
+            solver_object,
+            controller,
+            cfg,
+            counters,
+        )
         if implicit_tol is None:
             implicit_tol = 1e-10 if dtype == jnp.float64 else 1e-5
         out["x_final"] = implicit_fixed_point(
-            as_manifold_system(model), x0, args, jax.lax.stop_gradient(out["x_final"]),
-            tol=implicit_tol, batched=cfg.batched, args_batched=cfg.args_batched,
+            as_manifold_system(model),
+            x0,
+            args,
+            jax.lax.stop_gradient(out["x_final"]),
+            tol=implicit_tol,
+            batched=cfg.batched,
+            args_batched=cfg.args_batched,
             lenient=not throw,
         )
     else:
-        out = solve_core(model, x0, args, numbers, ts_save, solver_object, controller, cfg,
-                          counters)
+        out = solve_core(
+            model, x0, args, numbers, ts_save, solver_object, controller, cfg, counters
+        )
     if stepsize_controller is not None and rtol is None:  # the controller's tolerances
         rtol = getattr(stepsize_controller, "rtol", None)
         atol = getattr(stepsize_controller, "atol", None)
-    return finish_solution(out, cfg, preset, locals_for_stats=dict(
-        solver=preset.name, flow=flow, adjoint=adjoint, t0=t0, t1=t1, dt0=dt0, rtol=rtol,
-        atol=atol, stop=stop, dtype=str(dtype), max_steps=max_steps,
-        stepsize_controller=controller_name(stepsize_controller, adaptive)),
+    return finish_solution(
+        out,
+        cfg,
+        preset,
+        locals_for_stats=dict(
+            solver=preset.name,
+            flow=flow,
+            adjoint=adjoint,
+            t0=t0,
+            t1=t1,
+            dt0=dt0,
+            rtol=rtol,
+            atol=atol,
+            stop=stop,
+            dtype=str(dtype),
+            max_steps=max_steps,
+            stepsize_controller=controller_name(stepsize_controller, adaptive),
+        ),
         jumps=getattr(stepsize_controller, "jump_ts", None) is not None,
-        throw=throw, traced=traced or is_traced(out["x_final"]))
+        throw=throw,
+        traced=traced or is_traced(out["x_final"]),
+    )

@@ -1,7 +1,6 @@
 """What a finished solve reports: `EnergySolution.stats` (counts, stop reason, the
 options), the failure raised with those statistics, and the trimmed saved arrays."""
 
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -14,13 +13,26 @@ from ._presets import SolverPreset
 from ._solution import FAILURES, STOP_REASONS, EnergySolution, stop_code
 
 
-def finish_solution(out, cfg: SolveConfig, preset: SolverPreset, locals_for_stats: dict, jumps: bool,
-            throw: bool, traced: bool):
+def finish_solution(
+    out,
+    cfg: SolveConfig,
+    preset: SolverPreset,
+    locals_for_stats: dict,
+    jumps: bool,
+    throw: bool,
+    traced: bool,
+):
     stop = locals_for_stats.pop("stop")
     stats = dict(locals_for_stats)
     stats["fixed_point_stop"] = None if stop is None else dict(atol=stop.atol, rtol=stop.rtol)
-    for key in ("num_steps", "num_accepted_steps", "num_rejected_steps", "residual_rms",
-                "residual_rms_initial", "stop"):
+    for key in (
+        "num_steps",
+        "num_accepted_steps",
+        "num_rejected_steps",
+        "residual_rms",
+        "residual_rms_initial",
+        "stop",
+    ):
         stats[key] = out[key]
     stats["stop_code"] = stop_code(out["stop"])
     stats["fixed_point_threshold"] = out["threshold"] if stop is not None else None
@@ -32,14 +44,17 @@ def finish_solution(out, cfg: SolveConfig, preset: SolverPreset, locals_for_stat
         # solvers make a few evaluations beyond the tableau's count (tsit5, dopri5 +1,
         # bosh3 +2 per solve, 0.3 to 5 tau); constant steps match the tableau exactly.
         stats["nfe_is_estimate"] = True
-        stats["nfe_note"] = (stats["nfe_note"].replace("exact: ", "lower bound: ", 1)
-                             + "; under adaptive steps diffrax makes a few more (count them "
-                             "with count_evaluations=True)")
+        stats["nfe_note"] = (
+            stats["nfe_note"].replace("exact: ", "lower bound: ", 1)
+            + "; under adaptive steps diffrax makes a few more (count them "
+            "with count_evaluations=True)"
+        )
     if jumps and preset.fsal and preset.nfe_exact:  # FSAL re-evaluates after each jump
         stats["nfe_is_estimate"] = True
         stats["nfe_note"] = (
             stats["nfe_note"].replace("exact: ", "lower bound: ", 1)
-            + "; the extra evaluation after each time in jump_ts crossed is not counted")
+            + "; the extra evaluation after each time in jump_ts crossed is not counted"
+        )
     if preset.self_counting:  # "auto": the solver's own counts, JVPs included
         own = out["own_counts"]
         rejected = out["num_rejected_steps"]
@@ -52,16 +67,19 @@ def finish_solution(out, cfg: SolveConfig, preset: SolverPreset, locals_for_stat
         if traced:
             stats["nfe_is_estimate"] = jnp.any((rejected > 0) & (own["num_switches"] > 0))
         else:
-            stats["nfe_is_estimate"] = bool(np.any(
-                (np.asarray(rejected) > 0) & (np.asarray(own["num_switches"]) > 0)))
+            stats["nfe_is_estimate"] = bool(
+                np.any((np.asarray(rejected) > 0) & (np.asarray(own["num_switches"]) > 0))
+            )
     if cfg.counted:  # counted where they happened: exact for any solver
         counts = out["counted"]
         stats["f_evals"], stats["jvp_evals"] = counts[..., 0], counts[..., 1]
         stats["nfe"] = counts[..., 0] + counts[..., 1]
         stats["nfe_is_estimate"] = False
-        stats["nfe_note"] = ("exact: counted during the solve (count_evaluations=True): "
-                             "f_evals vector-field evaluations plus jvp_evals "
-                             "Jacobian-vector products")
+        stats["nfe_note"] = (
+            "exact: counted during the solve (count_evaluations=True): "
+            "f_evals vector-field evaluations plus jvp_evals "
+            "Jacobian-vector products"
+        )
     stats["residual_evals"] = out["num_steps"] + 1 if stop is not None else 0
     stats["energy_evals"] = out["num_accepted_steps"] + 1 if cfg.save_energy else 0
 
@@ -71,7 +89,8 @@ def finish_solution(out, cfg: SolveConfig, preset: SolverPreset, locals_for_stat
         failure_codes = jnp.asarray([STOP_REASONS.index(r) for r in FAILURES])
         failed = jnp.any(jnp.isin(stats["stop_code"], failure_codes))
         out["x_final"] = eqx.error_if(
-            out["x_final"], failed,
+            out["x_final"],
+            failed,
             "solvers.solve failed inside jax.jit/grad (max steps, step size underflow, "
             "non-finite state, or a fixed-point stop that reached its cap); run it outside "
             "jit for the reason and statistics, or pass throw=False and read "
@@ -80,8 +99,7 @@ def finish_solution(out, cfg: SolveConfig, preset: SolverPreset, locals_for_stat
     if not traced:
         codes = np.asarray(stats["stop_code"])
         stats["stop_reason"] = (
-            STOP_REASONS[int(codes)] if codes.ndim == 0
-            else [STOP_REASONS[int(c)] for c in codes]
+            STOP_REASONS[int(codes)] if codes.ndim == 0 else [STOP_REASONS[int(c)] for c in codes]
         )
         if cfg.save == "steps":
             ts, xs = _trim(ts, xs)
@@ -95,12 +113,18 @@ def finish_solution(out, cfg: SolveConfig, preset: SolverPreset, locals_for_stat
                 where = f" ({n_bad} of {codes.size} samples)" if codes.ndim else ""
                 summary = _summary(stats)
                 raise SolveError(
-                    reason, f"Solve failed{where}: {FAILURES[reason]}. Statistics: {summary}",
+                    reason,
+                    f"Solve failed{where}: {FAILURES[reason]}. Statistics: {summary}",
                     stats,
                 )
     return EnergySolution(
-        ts=ts, xs=xs, energy_ts=energy_ts, energies=energies,
-        x_final=out["x_final"], t_final=out["t_final"], stats=stats,
+        ts=ts,
+        xs=xs,
+        energy_ts=energy_ts,
+        energies=energies,
+        x_final=out["x_final"],
+        t_final=out["t_final"],
+        stats=stats,
     )
 
 
@@ -108,12 +132,26 @@ def _trim(ts, values):
     """Drop the trailing `inf` padding shared by every sample of a batch."""
     finite = np.isfinite(np.asarray(ts))
     count = int(finite.reshape(-1, finite.shape[-1]).sum(axis=-1).max())
-    return ts[..., :count], values[..., :count] if values.ndim == ts.ndim else values[..., :count, :, :]
+    return ts[..., :count], values[..., :count] if values.ndim == ts.ndim else values[
+        ..., :count, :, :
+    ]
 
 
 def _summary(stats: dict) -> str:
-    keys = ("solver", "flow", "t1", "dt0", "rtol", "atol", "max_steps", "num_steps",
-            "num_accepted_steps", "num_rejected_steps", "nfe", "residual_rms")
+    keys = (
+        "solver",
+        "flow",
+        "t1",
+        "dt0",
+        "rtol",
+        "atol",
+        "max_steps",
+        "num_steps",
+        "num_accepted_steps",
+        "num_rejected_steps",
+        "nfe",
+        "residual_rms",
+    )
     parts = []
     for key in keys:
         value = stats.get(key)
@@ -122,4 +160,3 @@ def _summary(stats: dict) -> str:
             value = value.item() if value.ndim == 0 else f"max {value.max():.4g}"
         parts.append(f"{key}={value}")
     return ", ".join(parts)
-

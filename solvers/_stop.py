@@ -43,8 +43,7 @@ class FixedPointStop:
         for name in ("atol", "rtol"):
             value = getattr(self, name)
             if _concrete(value) is None and not _is_tracer(value) and not _real_array(value):
-                raise ValueError(f"FixedPointStop's {name} must be a real number "
-                                 f"(got {value!r}).")
+                raise ValueError(f"FixedPointStop's {name} must be a real number (got {value!r}).")
         atol, rtol = _concrete(self.atol), _concrete(self.rtol)
         if atol is None or rtol is None:  # traced: checked by solve at run time
             return
@@ -59,8 +58,10 @@ def stop_tolerances_ok(xp, atol, rtol):
 
 def stop_message(atol, rtol) -> str:
     show = lambda v: "<traced>" if isinstance(v, jax.core.Tracer) else v  # noqa: E731
-    return ("FixedPointStop needs atol >= 0 and rtol >= 0, not both zero "
-            f"(got atol={show(atol)}, rtol={show(rtol)}).")
+    return (
+        "FixedPointStop needs atol >= 0 and rtol >= 0, not both zero "
+        f"(got atol={show(atol)}, rtol={show(rtol)})."
+    )
 
 
 def _is_tracer(value) -> bool:
@@ -69,8 +70,11 @@ def _is_tracer(value) -> bool:
 
 def _real_array(value) -> bool:
     """An array of real numbers (a batch of tolerances for `jax.vmap`)."""
-    return (isinstance(value, (np.ndarray, jax.Array)) and value.dtype != np.bool_
-            and (np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)))
+    return (
+        isinstance(value, (np.ndarray, jax.Array))
+        and value.dtype != np.bool_
+        and (np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer))
+    )
 
 
 def _concrete(value):
@@ -78,14 +82,17 @@ def _concrete(value):
     if isinstance(value, jax.core.Tracer) or isinstance(value, bool):
         return None
     if isinstance(value, (int, float, np.number)) or (
-            isinstance(value, (np.ndarray, jax.Array)) and value.shape == ()):
+        isinstance(value, (np.ndarray, jax.Array)) and value.shape == ()
+    ):
         return float(value)
     return None
 
 
 def _flatten_with_keys(stop: FixedPointStop):
-    return ((jax.tree_util.GetAttrKey("atol"), stop.atol),
-            (jax.tree_util.GetAttrKey("rtol"), stop.rtol)), None
+    return (
+        (jax.tree_util.GetAttrKey("atol"), stop.atol),
+        (jax.tree_util.GetAttrKey("rtol"), stop.rtol),
+    ), None
 
 
 def _flatten(stop: FixedPointStop):
@@ -103,7 +110,8 @@ def _unflatten(_, leaves) -> FixedPointStop:
 
 
 jax.tree_util.register_pytree_with_keys(
-    FixedPointStop, _flatten_with_keys, _unflatten, flatten_func=_flatten)
+    FixedPointStop, _flatten_with_keys, _unflatten, flatten_func=_flatten
+)
 
 
 def residual_event(model) -> diffrax.Event:

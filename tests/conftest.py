@@ -20,16 +20,17 @@ import tempfile
 # numbers checked do not depend on it beyond rounding: test_shipped.py also computes a
 # few in that process and compares. ET_ODE_TEST_XLA_DEFAULTS=1 runs the whole suite with
 # XLA's defaults. The tests' subprocesses inherit the setting (`suite_xla_flags`).
-SUITE_XLA_FLAGS = ("--xla_cpu_use_fusion_emitters=false",
-                   "--xla_backend_optimization_level=0",
-                   "--xla_cpu_parallel_codegen_split_count=1")
+SUITE_XLA_FLAGS = (
+    "--xla_cpu_use_fusion_emitters=false",
+    "--xla_backend_optimization_level=0",
+    "--xla_cpu_parallel_codegen_split_count=1",
+)
 
 
 def given_xla_flags() -> list[str]:
     """The `XLA_FLAGS` the suite was started with (the environment's, without the suite's
     own compiler settings)."""
-    return [flag for flag in os.environ.get("XLA_FLAGS", "").split()
-            if flag not in SUITE_XLA_FLAGS]
+    return [flag for flag in os.environ.get("XLA_FLAGS", "").split() if flag not in SUITE_XLA_FLAGS]
 
 
 def suite_xla_flags(*extra: str, inherit: bool = True) -> str:
@@ -59,7 +60,8 @@ os.environ["XLA_FLAGS"] = suite_xla_flags()  # before JAX starts its CPU backend
 # process id, the session's; the session's process removes it at exit.
 _SESSION_PID = os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
 SUITE_CACHE = os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.path.join(
-    tempfile.gettempdir(), f"et-ode-suite-jax-cache-{_SESSION_PID}")
+    tempfile.gettempdir(), f"et-ode-suite-jax-cache-{_SESSION_PID}"
+)
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = SUITE_CACHE  # read by the subprocesses too
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
@@ -72,10 +74,14 @@ import jax  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 # In case a plugin imported JAX before the variables above were set.
 jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
-jax.config.update("jax_persistent_cache_min_compile_time_secs",
-                  float(os.environ.get("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", 1)))
-jax.config.update("jax_persistent_cache_min_entry_size_bytes",
-                  int(os.environ.get("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", 0)))
+jax.config.update(
+    "jax_persistent_cache_min_compile_time_secs",
+    float(os.environ.get("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", 1)),
+)
+jax.config.update(
+    "jax_persistent_cache_min_entry_size_bytes",
+    int(os.environ.get("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", 0)),
+)
 
 import contextlib  # noqa: E402
 import subprocess  # noqa: E402
@@ -93,8 +99,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def make_model(hopfield="relu", self_attention=False, init_std=0.3, dtype=jnp.float64, seed=0):
     return et_ode.EnergyTransformer(
-        DIM, 2, 8, 24, key=jax.random.key(seed), hopfield=hopfield,
-        self_attention=self_attention, init_std=init_std, dtype=dtype,
+        DIM,
+        2,
+        8,
+        24,
+        key=jax.random.key(seed),
+        hopfield=hopfield,
+        self_attention=self_attention,
+        init_std=init_std,
+        dtype=dtype,
     )
 
 
@@ -157,17 +170,42 @@ def no_runtime_types():
 # renames `item._nodeid`, which pytest 9's `nodeid` no longer reads.)
 JOINED = {"test_install.py": "test_cli.py"}
 COSTS = {
-    "test_cli.py": 55, "test_analysis.py": 49, "test_benchmarks.py": 45,
-    "test_authors_checkpoint.py": 52, "test_graphs.py": 37, "test_shipped.py": 31,
-    "test_verdicts.py": 30, "test_sparse_attention.py": 30, "test_counting.py": 30,
-    "test_gradients.py": 29, "test_reliability.py": 29, "test_trajectories.py": 25,
-    "test_own_model.py": 24, "test_solver_objects.py": 24, "test_docs_recipe.py": 17,
-    "test_auto_solver.py": 16, "test_long_horizon.py": 16, "test_figures.py": 16,
-    "test_training.py": 14, "test_docs_examples.py": 12, "test_fixed_points.py": 11, "test_anderson.py": 8, "test_lyapunov_spectrum.py": 6,
-    "test_continuation.py": 4, "test_basins.py": 3,
-    "test_figure_layout.py": 10, "test_fuzz.py": 9, "test_errors.py": 9,
-    "test_multiprocess.py": 8, "test_order.py": 6, "test_model.py": 6, "test_readme.py": 5,
-    "test_docs.py": 5, "test_layout.py": 3, "test_install.py": 2, "test_data.py": 2,
+    "test_cli.py": 55,
+    "test_analysis.py": 49,
+    "test_benchmarks.py": 45,
+    "test_authors_checkpoint.py": 52,
+    "test_graphs.py": 37,
+    "test_shipped.py": 31,
+    "test_verdicts.py": 30,
+    "test_sparse_attention.py": 30,
+    "test_counting.py": 30,
+    "test_gradients.py": 29,
+    "test_reliability.py": 29,
+    "test_trajectories.py": 25,
+    "test_own_model.py": 24,
+    "test_solver_objects.py": 24,
+    "test_docs_recipe.py": 17,
+    "test_auto_solver.py": 16,
+    "test_long_horizon.py": 16,
+    "test_figures.py": 16,
+    "test_training.py": 14,
+    "test_docs_examples.py": 12,
+    "test_fixed_points.py": 11,
+    "test_anderson.py": 8,
+    "test_lyapunov_spectrum.py": 6,
+    "test_continuation.py": 4,
+    "test_basins.py": 3,
+    "test_figure_layout.py": 10,
+    "test_fuzz.py": 9,
+    "test_errors.py": 9,
+    "test_multiprocess.py": 8,
+    "test_order.py": 6,
+    "test_model.py": 6,
+    "test_readme.py": 5,
+    "test_docs.py": 5,
+    "test_layout.py": 3,
+    "test_install.py": 2,
+    "test_data.py": 2,
     "test_graph_data.py": 1,
 }
 DEFAULT_COST = 10
@@ -182,6 +220,7 @@ def _unit(module_path: str) -> str:
 def pytest_collection_modifyitems(config, items):
     """Modules sorted by `COSTS`, the longest first (a stable sort: the tests of a module
     keep their order, and modules of equal cost their collection order)."""
+
     def cost(item):
         return COSTS.get(JOINED.get(item.path.name, item.path.name), DEFAULT_COST)
 
@@ -204,17 +243,27 @@ def pytest_xdist_make_scheduler(config, log):
 
 # ----------------------------------------------------------------------- installed wheel
 _COPY_IGNORE = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", "site", "runs", "*.egg-info", "__pycache__",
-    ".pytest_cache", ".ruff_cache", ".mypy_cache")
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "site",
+    "runs",
+    "*.egg-info",
+    "__pycache__",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".mypy_cache",
+)
 # A researcher's own modules with the generic names that et_ode must never import.
 SHADOWS = ("analysis", "solvers")
-SHADOW_SOURCE = '''\
+SHADOW_SOURCE = """\
 # A module of the working folder that shares a name with one of et_ode's layers.
 from pathlib import Path
 
 Path(__file__).with_name("IMPORTED-" + Path(__file__).stem).touch()
 raise ImportError(f"{__file__} was imported instead of et_ode's own module")
-'''
+"""
 
 
 def _checkout_files(root: Path):
@@ -223,7 +272,11 @@ def _checkout_files(root: Path):
     try:
         done = subprocess.run(
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=root, capture_output=True, check=True, timeout=60)
+            cwd=root,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return [name for name in done.stdout.decode().split("\0") if name]
@@ -246,9 +299,13 @@ def _copy_checkout(destination: Path) -> Path:
 
 
 def _pip(*args, cwd=None):
-    done = subprocess.run([sys.executable, "-m", "pip", *args, "--quiet",
-                           "--disable-pip-version-check"],
-                          cwd=cwd, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", *args, "--quiet", "--disable-pip-version-check"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, f"pip {' '.join(args)}:\n{done.stdout}\n{done.stderr}"[-4000:]
 
 
@@ -280,8 +337,11 @@ def shadowed_folder(tmp_path_factory):
 def installed_env(target: Path) -> dict:
     """The environment that runs the installed copy: `target` first on the path (ahead of
     the editable install), bytecode written, the working folder on the path."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONSAFEPATH", "PYTHONDONTWRITEBYTECODE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONSAFEPATH", "PYTHONDONTWRITEBYTECODE")
+    }
     env["PYTHONPATH"] = str(target)
     return env
 
@@ -294,8 +354,11 @@ def installed_demo(installed_wheel, shadowed_folder, tmp_path_factory):
     _, target, _ = installed_wheel
     out = tmp_path_factory.mktemp("demo") / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "et_ode.cli", "demo", "--quick", "--no-progress",
-         "--out", str(out)],
-        cwd=shadowed_folder, env=installed_env(target), capture_output=True, text=True,
-        timeout=1200)
+        [sys.executable, "-m", "et_ode.cli", "demo", "--quick", "--no-progress", "--out", str(out)],
+        cwd=shadowed_folder,
+        env=installed_env(target),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     return done, out

@@ -57,8 +57,9 @@ def quadratic():
     e = _mean_zero_basis()
     half = np.sqrt(A_VALUES)[:, None] * e[: A_VALUES.size]
     xi = jnp.asarray(np.concatenate([half, -half]))  # [24, D]
-    model = eqx.tree_at(lambda m: (m.attention.Wq, m.hopfield.xi), base,
-                        (jnp.zeros_like(base.attention.Wq), xi))
+    model = eqx.tree_at(
+        lambda m: (m.attention.Wq, m.hopfield.xi), base, (jnp.zeros_like(base.attention.Wq), xi)
+    )
     return model, e
 
 
@@ -82,10 +83,18 @@ def saddle(quadratic):
 # ----------------------------------------------------------------------- convergence
 @pytest.fixture(scope="module")
 def conv(model, x0):
-    return analysis.convergence(model, x0, flows=("native", "projected"), t1=20.0,
-                                n_times=40, t_first=0.1, chunks=2,
-                                tolerance={"projected": 1e-8, "native": None},
-                                max_steps=20000, **TIGHT)
+    return analysis.convergence(
+        model,
+        x0,
+        flows=("native", "projected"),
+        t1=20.0,
+        n_times=40,
+        t_first=0.1,
+        chunks=2,
+        tolerance={"projected": 1e-8, "native": None},
+        max_steps=20000,
+        **TIGHT,
+    )
 
 
 def test_convergence_rate_matches_the_hessian(conv):
@@ -95,9 +104,11 @@ def test_convergence_rate_matches_the_hessian(conv):
     1.013, r2 0.9998 over t in [3.4, 13.6]); the simple scaling lambda_min(H) gamma /
     (tau mean s_A) gives 1.297."""
     rec = conv["flows"]["projected"]
-    print(f"\nprojected: fitted rate {float(rec['fit']['rate']):.4g}, predicted "
-          f"{float(rec['predicted_rate']):.4g}, scaled {float(rec['predicted_rate_scaled']):.4g}, "
-          f"window {rec['fit']['t_window']}, r2 {float(rec['fit']['r2']):.5f}")
+    print(
+        f"\nprojected: fitted rate {float(rec['fit']['rate']):.4g}, predicted "
+        f"{float(rec['predicted_rate']):.4g}, scaled {float(rec['predicted_rate_scaled']):.4g}, "
+        f"window {rec['fit']['t_window']}, r2 {float(rec['fit']['r2']):.5f}"
+    )
     assert int(rec["fit"]["n_points"]) >= 5 and float(rec["fit"]["r2"]) > 0.999
     assert abs(float(rec["rate_ratio"]) - 1.0) < 0.05
     assert rec["stop_reason"] == "fixed_point"
@@ -130,10 +141,10 @@ def test_stability_at_the_constructed_saddle(quadratic, saddle):
     along = np.abs(g @ e.T)  # [N, D-1]: each token lies along one eigenvector
     rows = along.argmax(axis=1)
     assert list(rows) == [0] * (N_TOKENS - 1) + [1]
-    expected = np.sort(np.concatenate(
-        [np.delete(A_FULL[j] - A_FULL, j) for j in rows]))
-    result = analysis.stability(model, x, flow="projected", coordinates="g", k=4,
-                                lyapunov_time=8.0, lyapunov_segments=8)
+    expected = np.sort(np.concatenate([np.delete(A_FULL[j] - A_FULL, j) for j in rows]))
+    result = analysis.stability(
+        model, x, flow="projected", coordinates="g", k=4, lyapunov_time=8.0, lyapunov_segments=8
+    )
     assert result["method"] == "dense" and result["asymmetry"] < 1e-10
     assert result["dimension"] == N_TOKENS * (DIM - 2)
     assert result["n_normal_excluded"] == 2 * N_TOKENS
@@ -142,13 +153,16 @@ def test_stability_at_the_constructed_saddle(quadratic, saddle):
     clock = np.asarray(model.norm.gamma / model.norm.scale(x))  # per token
     lyap = result["lyapunov"]
     unstable = clock[-1] * (A_FULL[1] - A_FULL[0])  # the saddle token's unstable rate
-    print(f"\nsaddle: FTLE {lyap['exponent']:.4f}, local rates {lyap['local']}, "
-          f"expected late rate {-unstable:.6f}")
+    print(
+        f"\nsaddle: FTLE {lyap['exponent']:.4f}, local rates {lyap['local']}, "
+        f"expected late rate {-unstable:.6f}"
+    )
     assert lyap["exponent"] > 1.0
     assert lyap["local"][-1] == pytest.approx(-unstable, rel=1e-3)
     in_x = analysis.hessian_eigenvalues(model, x, coordinates="x", k=3)
-    expected_x = np.sort(np.concatenate(
-        [c * np.delete(A_FULL[j] - A_FULL, j) for c, j in zip(clock, rows)]))
+    expected_x = np.sort(
+        np.concatenate([c * np.delete(A_FULL[j] - A_FULL, j) for c, j in zip(clock, rows)])
+    )
     np.testing.assert_allclose(in_x["all"], expected_x, atol=1e-8)
     assert in_x["morse_index"] == 1
 
@@ -168,8 +182,11 @@ def test_at_the_constructed_saddle_the_kinks_are_found_and_bound_the_index(quadr
     assert result["sides"]["lower"]["morse_index"] == most
     assert fewest <= result["morse_index"] == 1 <= most and fewest < most
     lower, upper = result["sides"]["lower"], result["sides"]["upper"]
-    assert float(lower["smallest"][0]) <= float(result["smallest"][0]) <= float(
-        upper["smallest"][0]) + 1e-9
+    assert (
+        float(lower["smallest"][0])
+        <= float(result["smallest"][0])
+        <= float(upper["smallest"][0]) + 1e-9
+    )
     verdict = result["verdict"]
     assert verdict["code"] == "at_kink" and not verdict["called"]
     assert verdict["sentence"].startswith("at a kink:") and "not called" in verdict["sentence"]
@@ -212,14 +229,17 @@ def test_fixed_points_same_start_and_distinct_minima(quadratic):
     signs_b[0] = -1.0
     signs_c = signs_a.copy()
     signs_c[[1, 2]] = -1.0
-    starts = jnp.stack([
-        _tokens_along(e, [0] * N_TOKENS, signs_a) + noise[0],
-        _tokens_along(e, [0] * N_TOKENS, signs_a) + noise[0],
-        _tokens_along(e, [0] * N_TOKENS, signs_b) + noise[1],
-        _tokens_along(e, [0] * N_TOKENS, signs_c) + noise[2],
-    ])
-    result = analysis.fixed_points(model, starts, labels=["a", "a again", "b", "c"],
-                                   tolerance=1e-8, max_steps=20000, **TIGHT)
+    starts = jnp.stack(
+        [
+            _tokens_along(e, [0] * N_TOKENS, signs_a) + noise[0],
+            _tokens_along(e, [0] * N_TOKENS, signs_a) + noise[0],
+            _tokens_along(e, [0] * N_TOKENS, signs_b) + noise[1],
+            _tokens_along(e, [0] * N_TOKENS, signs_c) + noise[2],
+        ]
+    )
+    result = analysis.fixed_points(
+        model, starts, labels=["a", "a again", "b", "c"], tolerance=1e-8, max_steps=20000, **TIGHT
+    )
     assert all(r == "fixed_point" for r in result["stop_reason"])
     assert np.all(result["residual_rms"] < 1e-10)
     assert result["distances"][0, 1] < 1e-10
@@ -228,8 +248,9 @@ def test_fixed_points_same_start_and_distinct_minima(quadratic):
     assert result["path_independence"] == pytest.approx(1 / 6)
     # Equal energies up to eps / var (each start keeps its own token variances).
     np.testing.assert_allclose(result["energy"], result["energy"][0], rtol=1e-5)
-    same = analysis.fixed_points(model, jnp.stack([starts[2]] * 4), tolerance=1e-8,
-                                 max_steps=20000, **TIGHT)  # batch 4: same compile
+    same = analysis.fixed_points(
+        model, jnp.stack([starts[2]] * 4), tolerance=1e-8, max_steps=20000, **TIGHT
+    )  # batch 4: same compile
     assert same["path_independence"] == 1.0 and same["n_distinct"] == 1
     assert analysis.plot_fixed_points(result) is not None
 
@@ -240,22 +261,31 @@ def test_energy_descent_tells_real_rises_from_roundoff(model, x0):
     largest by 0.21); tsit5 at rtol 1e-10 never does. (On the native flow no Euler step
     size raised E for this model: see the report.)"""
     result = analysis.energy_descent(
-        model, x0, solvers_and_steps=[("euler", 0.4), ("tsit5", 1e-10, 1e-12)], t1=8.0,
-        flow="projected")
+        model,
+        x0,
+        solvers_and_steps=[("euler", 0.4), ("tsit5", 1e-10, 1e-12)],
+        t1=8.0,
+        flow="projected",
+    )
     euler, tight = result["runs"]
-    print(f"\neuler dt 0.4: {euler['real_rises']} real rises, max {euler['max_rise']:.3g}; "
-          f"tsit5: {tight['real_rises']} real, {tight['roundoff_rises']} round-off")
+    print(
+        f"\neuler dt 0.4: {euler['real_rises']} real rises, max {euler['max_rise']:.3g}; "
+        f"tsit5: {tight['real_rises']} real, {tight['roundoff_rises']} round-off"
+    )
     assert euler["real_rises"] >= 1 and euler["max_rise"] > 1e-3
     steps = euler["rises"]["real_rise_steps"]
     assert np.all(np.diff(euler["energies"])[steps] > 0)
     assert tight["real_rises"] == 0
     # Round-off in float32: rises of a few ulps are told apart from real ones.
     trace = np.float32(-468.3) + np.float32(468.3) * np.finfo(np.float32).eps * np.array(
-        [0, 2, -1, 3, -2, 1], np.float32)
+        [0, 2, -1, 3, -2, 1], np.float32
+    )
     rises = analysis.energy_rises(trace)
     assert rises["rises"] == 3 and rises["real_rises"] == 0 and rises["roundoff_rises"] == 3
     assert analysis.energy_rises(trace + np.float32([0, 0, 0, 0, 0, 1.0]))["real_rises"] == 1
-    assert not analysis.layout_problems(analysis.plot_energy_descent(result))  # legible on real data
+    assert not analysis.layout_problems(
+        analysis.plot_energy_descent(result)
+    )  # legible on real data
 
 
 # -------------------------------------------------------------------- work-precision
@@ -264,26 +294,42 @@ def test_work_precision_and_the_float64_reference(model, x0):
     reference (tsit5 in float64, rtol 1e-12) agrees with scipy's DOP853 at rtol 1e-12; the paper's
     Euler map is its own reference (error 0 against itself)."""
     result = analysis.work_precision(
-        model, x0, solvers=("tsit5",), tolerances=(1e-4, 1e-6, 1e-8),
-        fixed_solvers=("euler",), step_sizes=(0.1, 0.05), repeats=1,
-        reference_solver="tsit5")  # shares the compiled tsit5 solve
+        model,
+        x0,
+        solvers=("tsit5",),
+        tolerances=(1e-4, 1e-6, 1e-8),
+        fixed_solvers=("euler",),
+        step_sizes=(0.1, 0.05),
+        repeats=1,
+        reference_solver="tsit5",
+    )  # shares the compiled tsit5 solve
     adaptive = [r for r in result["runs"] if r["kind"] == "adaptive"]
     errors = [r["error_exact"] for r in adaptive]
     nfe = [r["nfe"] for r in adaptive]
-    print(f"\ntsit5 errors {errors}, NFE {nfe}; paper's map vs exact "
-          f"{result['paper']['error_exact']:.3g}")
+    print(
+        f"\ntsit5 errors {errors}, NFE {nfe}; paper's map vs exact "
+        f"{result['paper']['error_exact']:.3g}"
+    )
     assert errors[0] > errors[1] > errors[2] and errors[2] < 1e-5
     assert nfe[0] < nfe[1] < nfe[2]
     euler = [r for r in result["runs"] if r["kind"] == "fixed"]
     assert euler[0]["error_paper"] == 0.0 and euler[1]["error_exact"] < euler[0]["error_exact"]
     f = jax.jit(lambda y: model.vector_field(0.0, y.reshape(N_TOKENS, DIM)).ravel())
-    scipy_sol = solve_ivp(lambda t, y: np.asarray(f(jnp.asarray(y))), (0.0, 1.2),
-                          np.asarray(x0).ravel(), method="DOP853", rtol=1e-12, atol=1e-14)
+    scipy_sol = solve_ivp(
+        lambda t, y: np.asarray(f(jnp.asarray(y))),
+        (0.0, 1.2),
+        np.asarray(x0).ravel(),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-14,
+    )
     reference = result["reference"]["x_final"][0].ravel()
     err = analysis.relative_error(reference, scipy_sol.y[:, -1])
     print(f"tsit5 float64 reference vs scipy DOP853: {err:.3g}")
     assert err < 1e-9
-    assert not analysis.layout_problems(analysis.plot_work_precision(result))  # legible on real data
+    assert not analysis.layout_problems(
+        analysis.plot_work_precision(result)
+    )  # legible on real data
 
 
 # ---------------------------------------------------------------------- contributions
@@ -293,8 +339,17 @@ def test_contributions_sum_to_the_update(model, x0):
     masked = np.arange(N_TOKENS) < 2
     # tsit5 at the convergence fixture's tolerances, 21 times and max_steps: the compiled
     # native-flow solve of the convergence study is reused.
-    result = analysis.contributions(model, x0, None, np.linspace(0.0, 1.2, 21), masked,
-                                    flow="native", max_steps=20000, dt0=0.1, **TIGHT)
+    result = analysis.contributions(
+        model,
+        x0,
+        None,
+        np.linspace(0.0, 1.2, 21),
+        masked,
+        flow="native",
+        max_steps=20000,
+        dt0=0.1,
+        **TIGHT,
+    )
     assert np.max(result["sum_mismatch"]) < 1e-12
     update = np.asarray(et_ode.closed_form_update(model, x0))
     norms = np.linalg.norm(update, axis=-1)
@@ -310,8 +365,9 @@ def test_contributions_sum_to_the_update(model, x0):
 # ------------------------------------------------------------------------- overshoot
 @pytest.fixture(scope="module")
 def image_model():
-    config = et_ode.ImageModelConfig(image_size=8, patch=4, dim=8, n_heads=1, head_dim=4,
-                                     n_memories=8, init_std=0.3)
+    config = et_ode.ImageModelConfig(
+        image_size=8, patch=4, dim=8, n_heads=1, head_dim=4, n_memories=8, init_std=0.3
+    )
     model = et_ode.MaskedImageET(config, key=jax.random.key(5))
     # Untrained and standardised, the decoder is zero (the mean fill): give it weights.
     weight = 0.3 * jax.random.normal(jax.random.key(8), model.decoder.weight.shape, jnp.float32)
@@ -323,7 +379,8 @@ def test_overshoot_reproduces_the_models_own_numbers(image_model):
     model's own loss (its `reconstruct`, 12 Euler steps); the run reaches 100 x t1."""
     images = jax.random.normal(jax.random.key(6), (3, 8, 8, 3), jnp.float32)
     masking = jax.vmap(lambda k: et_ode.random_masking(k, 4, 0.5, 0.9))(
-        jax.random.split(jax.random.key(7), 3))
+        jax.random.split(jax.random.key(7), 3)
+    )
     result = analysis.overshoot(image_model, images, masking, n_times=12)
     assert result["horizon"] == pytest.approx(1.2) and result["t_max"] == pytest.approx(120.0)
     assert 1.2 in np.round(result["times"], 12) and result["times"][0] == 0.0
@@ -336,11 +393,14 @@ def test_overshoot_reproduces_the_models_own_numbers(image_model):
     decoded = jax.vmap(image_model.decode)(x0) * std + mean
     start = float(et_ode.masked_mse(decoded, patches, masking.occluded))
     assert result["mse"][0] == pytest.approx(start, rel=1e-5)
-    print(f"\novershoot: MSE {result['mse'][0]:.4g} at 0, {result['mse_at_horizon']:.4g} at "
-          f"the horizon, {result['mse_at_end']:.4g} at 100 t1; best {result['best_mse']:.4g} "
-          f"at t = {result['best_time']:.3g}")
-    assert np.all(np.diff(np.median(result["energy"], axis=0)) <= 1e-4 * np.abs(
-        result["energy"]).max())
+    print(
+        f"\novershoot: MSE {result['mse'][0]:.4g} at 0, {result['mse_at_horizon']:.4g} at "
+        f"the horizon, {result['mse_at_end']:.4g} at 100 t1; best {result['best_mse']:.4g} "
+        f"at t = {result['best_time']:.3g}"
+    )
+    assert np.all(
+        np.diff(np.median(result["energy"], axis=0)) <= 1e-4 * np.abs(result["energy"]).max()
+    )
     assert not analysis.layout_problems(analysis.plot_overshoot(result))  # legible on real data
 
 
@@ -352,8 +412,15 @@ def test_gradient_depth(model, x0):
     RMS G ~ 1e-10). Measured: parameter gradient 1.09 (implicit) against a relative
     difference of ~1e-8; dL/dx0 ~1e-6 at the fixed point (it forgets its start)."""
     result = analysis.gradient_depth(
-        model, x0, horizons=(2.0, 20.0), flow="projected", n_splits=3, dt0=None,
-        max_steps=20000, **TIGHT)
+        model,
+        x0,
+        horizons=(2.0, 20.0),
+        flow="projected",
+        n_splits=3,
+        dt0=None,
+        max_steps=20000,
+        **TIGHT,
+    )
     check = result["adjoints"]["checkpoint"]
     assert np.all(np.isfinite(check["grad_norm"])) and np.all(check["grad_norm"] > 0)
     assert result["steps"] is None  # adaptive steps: horizons, not step counts
@@ -367,7 +434,9 @@ def test_gradient_depth(model, x0):
     assert imp["x0_grad_norm"] < 1e-3 * imp["grad_norm"]
     state = result["adjoint_state"]
     assert np.all(np.isfinite(state["grad_norm"])) and state["times"][0] == 0.0
-    assert not analysis.layout_problems(analysis.plot_gradient_depth(result))  # legible on real data
+    assert not analysis.layout_problems(
+        analysis.plot_gradient_depth(result)
+    )  # legible on real data
 
 
 # ---------------------------------------------------------------- records and plots

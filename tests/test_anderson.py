@@ -47,8 +47,17 @@ def _quadratic():
 
 
 def _euler_evaluations(model, x0, tol, dt):
-    sol = solvers.solve(model, x0, flow="projected", solver="euler", dt0=dt, t1=1e5,
-                        max_steps=100_000, stop=solvers.FixedPointStop(atol=tol), throw=False)
+    sol = solvers.solve(
+        model,
+        x0,
+        flow="projected",
+        solver="euler",
+        dt0=dt,
+        t1=1e5,
+        max_steps=100_000,
+        stop=solvers.FixedPointStop(atol=tol),
+        throw=False,
+    )
     assert sol.stats["stop_reason"] == "fixed_point"
     return int(sol.stats["nfe"]), sol.x_final
 
@@ -59,8 +68,9 @@ def test_on_a_linear_system_anderson_is_a_krylov_method():
     euler, _ = _euler_evaluations(model, x0, 1e-10, dt=1.0)
     # Euler's slowest mode decays like (1 - 0.01)^k (measured: 1,656 steps)
     assert euler > 1000
-    found = solvers.find_fixed_point(model, x0, method="anderson", tol=1e-10, dt=1.0,
-                                     memory=RATES.size, warm_steps=0)
+    found = solvers.find_fixed_point(
+        model, x0, method="anderson", tol=1e-10, dt=1.0, memory=RATES.size, warm_steps=0
+    )
     assert bool(found.success) and float(found.residual_rms) <= 1e-10
     assert int(found.steps) < 100  # measured 22
     np.testing.assert_allclose(np.asarray(found.x), 0.0, atol=1e-8)  # the analytic answer
@@ -85,12 +95,15 @@ def test_on_a_switching_relu_et_anderson_beats_euler_at_newtons_fixed_point():
     assert float(found.energy) < float(model.energy(x0))
 
 
-@pytest.mark.parametrize("options, words", [
-    (dict(dt=0.0), ["dt must be a positive number"]),
-    (dict(memory=0), ["memory must be an integer >= 1"]),
-    (dict(warm_steps=-1), ["warm_steps must be an integer >= 0"]),
-    (dict(warm_steps=60, max_steps=50), ["warm_steps (60) must be below max_steps (50)"]),
-])
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        (dict(dt=0.0), ["dt must be a positive number"]),
+        (dict(memory=0), ["memory must be an integer >= 1"]),
+        (dict(warm_steps=-1), ["warm_steps must be an integer >= 0"]),
+        (dict(warm_steps=60, max_steps=50), ["warm_steps (60) must be below max_steps (50)"]),
+    ],
+)
 def test_bad_settings_are_refused(model, x0, options, words):
     with pytest.raises(ValueError) as error:
         solvers.find_fixed_point(model, x0, method="anderson", **options)
@@ -115,15 +128,14 @@ def test_a_large_adaptive_solve_that_will_crawl_says_so_first(monkeypatch, model
     from et_ode.solvers import _solve
 
     monkeypatch.setattr(_solve, "PROBE_MIN_STATE", 0)
-    options = dict(flow="projected", solver="tsit5", throw=False,
-                   stop=solvers.FixedPointStop(atol=1e-9))
+    options = dict(
+        flow="projected", solver="tsit5", throw=False, stop=solvers.FixedPointStop(atol=1e-9)
+    )
     with pytest.warns(solvers.SlowSolveWarning) as caught:
-        sol = solvers.solve(model, x0, rtol=1e-10, atol=1e-12, t1=1e4, max_steps=100,
-                            **options)
+        sol = solvers.solve(model, x0, rtol=1e-10, atol=1e-12, t1=1e4, max_steps=100, **options)
     assert sol.stats["stop_reason"] == "max_steps"
     (message,) = [str(w.message) for w in caught]
     assert "max_steps=100 reaches t = " in message and "find_fixed_point" in message
     with warnings.catch_warnings():
         warnings.simplefilter("error", solvers.SlowSolveWarning)
-        sol = solvers.solve(model, x0, rtol=1e-4, atol=1e-6, t1=100.0, max_steps=4096,
-                            **options)
+        sol = solvers.solve(model, x0, rtol=1e-4, atol=1e-6, t1=100.0, max_steps=4096, **options)

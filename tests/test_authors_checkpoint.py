@@ -33,8 +33,9 @@ SIZE, N = SIDE * PATCH, SIDE * SIDE
 # ------------------------------------------------------------------ files and reference
 
 
-def make_file(path, *, dim=16, heads=2, head_dim=8, memories=24, dtype=np.float32, seed=0,
-              cls=True, **changes):
+def make_file(
+    path, *, dim=16, heads=2, head_dim=8, memories=24, dtype=np.float32, seed=0, cls=True, **changes
+):
     """A random file in the authors' format (`changes`: replace a key; None drops it)."""
     rng = np.random.default_rng(seed)
     p = 3 * PATCH * PATCH
@@ -42,11 +43,15 @@ def make_file(path, *, dim=16, heads=2, head_dim=8, memories=24, dtype=np.float3
         Wq=0.3 * rng.standard_normal((heads, head_dim, dim)),
         Wk=0.3 * rng.standard_normal((heads, head_dim, dim)),
         Xi=0.2 * rng.standard_normal((dim, memories)),
-        Wenc=0.05 * rng.standard_normal((p, dim)), Benc=0.1 * rng.standard_normal(dim),
-        Wdec=0.3 * rng.standard_normal((dim, p)), Bdec=0.1 * rng.standard_normal(p),
-        LNORM_gamma=np.array(1.3), LNORM_bias=0.1 * rng.standard_normal(dim),
+        Wenc=0.05 * rng.standard_normal((p, dim)),
+        Benc=0.1 * rng.standard_normal(dim),
+        Wdec=0.3 * rng.standard_normal((dim, p)),
+        Bdec=0.1 * rng.standard_normal(p),
+        LNORM_gamma=np.array(1.3),
+        LNORM_bias=0.1 * rng.standard_normal(dim),
         MASK_token=rng.standard_normal(dim),
-        POS_embed=0.5 * rng.standard_normal((N + cls, dim)))
+        POS_embed=0.5 * rng.standard_normal((N + cls, dim)),
+    )
     if cls:
         arrays["CLS_token"] = rng.standard_normal(dim)
     arrays = {k: np.asarray(v, dtype) for k, v in arrays.items()}
@@ -109,8 +114,9 @@ def reference(f, images, replaced, steps=12, alpha=0.1):
         for _ in range(steps):
             x = x - alpha * energy_gradient(f, layer_norm(x, gamma, bias))
         ends.append(x)
-        decoded.append(layer_norm(layer_norm(x[1:], gamma, bias), gamma, bias) @ f["Wdec"]
-                       + f["Bdec"])
+        decoded.append(
+            layer_norm(layer_norm(x[1:], gamma, bias), gamma, bias) @ f["Wdec"] + f["Bdec"]
+        )
     hwc = np.stack(decoded).reshape(b, N, 3, PATCH, PATCH).transpose(0, 1, 3, 4, 2)
     hwc = hwc.reshape(b, N, p)
     image = hwc.reshape(b, SIDE, SIDE, PATCH, PATCH, 3).transpose(0, 1, 3, 2, 4, 5)
@@ -127,8 +133,11 @@ def problem(seed=1):
     replaced = np.zeros((2, N), bool)
     for row in replaced:
         row[rng.permutation(N)[:8]] = True
-    return images, replaced, et_ode.Masking(occluded=jnp.asarray(replaced),
-                                            replaced=jnp.asarray(replaced))
+    return (
+        images,
+        replaced,
+        et_ode.Masking(occluded=jnp.asarray(replaced), replaced=jnp.asarray(replaced)),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -171,13 +180,15 @@ def test_reconstruction_equals_the_authors_pipeline(files, dtype, tolerance):
     assert np.linalg.norm(end - start) > 0.5 * np.linalg.norm(start)  # the tokens move
 
     images = images.astype(dtype)
-    patches = jnp.stack([model.patches(jnp.asarray(im))
-                         for im in model.normalisation.apply(images)])
+    patches = jnp.stack(
+        [model.patches(jnp.asarray(im)) for im in model.normalisation.apply(images)]
+    )
     x0, _, _, _ = model.encode_batch(patches, masking)
     np.testing.assert_allclose(np.asarray(x0), start, rtol=0, atol=tolerance)
     reconstruction, sol = model.reconstruct(patches, masking)
-    np.testing.assert_allclose(np.asarray(sol.x_final), end, rtol=0,
-                               atol=tolerance * np.abs(end).max())
+    np.testing.assert_allclose(
+        np.asarray(sol.x_final), end, rtol=0, atol=tolerance * np.abs(end).max()
+    )
     error = np.abs(np.asarray(reconstruction) - patches_ref).max()
     assert error <= tolerance * max(1.0, np.abs(patches_ref).max()), error
     completed, _ = model.complete(jnp.asarray(images), masking)
@@ -190,7 +201,11 @@ def test_loaded_model_and_config(files):
     m = config.model
     assert (m.image_size, m.patch, m.n_patches, m.n_tokens) == (SIZE, PATCH, N, N + 1)
     assert (m.cls_token, m.patch_order, m.decoder, m.self_attention) == (
-        True, "chw", "layernorm_twice", True)
+        True,
+        "chw",
+        "layernorm_twice",
+        True,
+    )
     assert not m.standardise_context
     assert model.core.attention.beta == pytest.approx(1 / np.sqrt(8))
     assert model.normalisation == et_ode.ChannelNormalisation.imagenet()
@@ -201,8 +216,9 @@ def test_loaded_model_and_config(files):
     assert round(config.data.mask_ratio * 196) == 100 and config.data.mask_fraction == 1.0
     assert header["kind"] == "authors_npz" and len(header["sha256"]) == 64
     np.testing.assert_array_equal(np.asarray(model.core.hopfield.xi), arrays["Xi"].T)
-    np.testing.assert_array_equal(np.asarray(model.cls_token),
-                                  arrays["CLS_token"] + arrays["POS_embed"][0])
+    np.testing.assert_array_equal(
+        np.asarray(model.cls_token), arrays["CLS_token"] + arrays["POS_embed"][0]
+    )
 
 
 def test_file_without_cls_token(tmp_path):
@@ -222,7 +238,10 @@ def test_our_models_are_unchanged():
     model = et_ode.MaskedImageET.load("paper")
     assert model.cls_token is None
     assert (model.config.cls_token, model.config.patch_order, model.config.decoder) == (
-        False, "hwc", "layernorm")
+        False,
+        "hwc",
+        "layernorm",
+    )
 
 
 # ------------------------------------------------------------------------ refusals
@@ -242,16 +261,19 @@ def _bad(tmp_path, **changes):
     return path
 
 
-@pytest.mark.parametrize("changes, key", [
-    (dict(Xi=None), "Xi"),
-    (dict(Wenc=np.zeros((192, 12), np.float32)), "Wenc"),            # D 12, Wq's D 16
-    (dict(POS_embed=np.zeros((N + 2, 16), np.float32)), "POS_embed"),  # 1 + 17 rows
-    (dict(Wk=np.zeros((2, 4, 16), np.float32)), "Wk"),
-    (dict(Bdec=np.zeros(191, np.float32)), "Bdec"),
-    (dict(LNORM_gamma=np.array(-1.0, np.float32)), "LNORM_gamma"),
-    (dict(Xi=np.full((16, 24), np.nan, np.float32)), "Xi"),
-    (dict(MASK_token=np.array(["a"] * 16)), "MASK_token"),
-])
+@pytest.mark.parametrize(
+    "changes, key",
+    [
+        (dict(Xi=None), "Xi"),
+        (dict(Wenc=np.zeros((192, 12), np.float32)), "Wenc"),  # D 12, Wq's D 16
+        (dict(POS_embed=np.zeros((N + 2, 16), np.float32)), "POS_embed"),  # 1 + 17 rows
+        (dict(Wk=np.zeros((2, 4, 16), np.float32)), "Wk"),
+        (dict(Bdec=np.zeros(191, np.float32)), "Bdec"),
+        (dict(LNORM_gamma=np.array(-1.0, np.float32)), "LNORM_gamma"),
+        (dict(Xi=np.full((16, 24), np.nan, np.float32)), "Xi"),
+        (dict(MASK_token=np.array(["a"] * 16)), "MASK_token"),
+    ],
+)
 def test_bad_files_are_refused_naming_the_key(tmp_path, changes, key):
     with pytest.raises(ValueError, match=f"'?{key}'?"):
         et_ode.MaskedImageET.load(_bad(tmp_path, **changes))
@@ -319,13 +341,28 @@ def run(*argv):
 
 def test_cli_frames_on_own_photos(tiny, tmp_path):
     checkpoint, photos = tiny
-    assert run("frames", "--checkpoint", checkpoint, "--images-dir", photos, "--frames", 3,
-               "--out", tmp_path, "--no-progress") == 0
+    assert (
+        run(
+            "frames",
+            "--checkpoint",
+            checkpoint,
+            "--images-dir",
+            photos,
+            "--frames",
+            3,
+            "--out",
+            tmp_path,
+            "--no-progress",
+        )
+        == 0
+    )
     record = json.loads((tmp_path / "energy_video.json").read_text())
     assert record["metadata"]["data"]["files"] == ["a.png", "b.JPG"]
     assert record["metadata"]["model"]["kind"] == "authors_npz"
-    assert len(record["data"]["times"]) == 3 and len(list(
-        (tmp_path / "energy_video_frames").glob("*.png"))) == 3
+    assert (
+        len(record["data"]["times"]) == 3
+        and len(list((tmp_path / "energy_video_frames").glob("*.png"))) == 3
+    )
     assert np.all(np.isfinite(record["data"]["mse"]))
 
 
@@ -356,23 +393,63 @@ def test_cli_study_and_compare_solvers(tiny, tmp_path, monkeypatch):
     from et_ode.cli import _study_runners
 
     monkeypatch.setattr(_study_runners, "QUICK_STATE_LIMIT", 0)
-    assert run("study", "convergence", "--checkpoint", checkpoint, "--quick", "--images", 1,
-               "--flow", "projected", "--out", tmp_path / "study", "--no-progress") == 0
+    assert (
+        run(
+            "study",
+            "convergence",
+            "--checkpoint",
+            checkpoint,
+            "--quick",
+            "--images",
+            1,
+            "--flow",
+            "projected",
+            "--out",
+            tmp_path / "study",
+            "--no-progress",
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "study" / "convergence.json").read_text())
     assert result["metadata"]["model"]["kind"] == "authors_npz"
     meta = result["metadata"]
     assert (meta["solver"], meta["dt0"], meta["rtol"]) == ("euler", 0.1, None)
     assert meta["dtype"] == "float32"
-    assert run("study", "stability", "--checkpoint", checkpoint, "--quick",
-               "--out", tmp_path / "stability", "--no-progress") == 0
+    assert (
+        run(
+            "study",
+            "stability",
+            "--checkpoint",
+            checkpoint,
+            "--quick",
+            "--out",
+            tmp_path / "stability",
+            "--no-progress",
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "stability" / "stability.json").read_text())
     # at this size the start comes from Anderson acceleration, named in the result
     start = result["start"]
     assert start["stop_reason"] == "fixed_point" and start["residual_rms"] <= 1e-4
     assert start["method"] == "find_fixed_point (anderson)" and start["evaluations"] > 50
     assert result["lyapunov"]["solver"] == "tsit5" and result["lyapunov"]["rtol"] == 1e-5
-    assert run("compare-solvers", "--checkpoint", checkpoint, "--quick", "--images", 1,
-               "--tolerances", "1e-3", "--out", tmp_path / "compare", "--no-progress") == 0
+    assert (
+        run(
+            "compare-solvers",
+            "--checkpoint",
+            checkpoint,
+            "--quick",
+            "--images",
+            1,
+            "--tolerances",
+            "1e-3",
+            "--out",
+            tmp_path / "compare",
+            "--no-progress",
+        )
+        == 0
+    )
     runs = json.loads((tmp_path / "compare" / "compare-solvers.json").read_text())["runs"]
     assert runs and all(np.isfinite(r["error_exact"]) for r in runs)
 
@@ -396,8 +473,9 @@ def test_imagenet_benchmark_row_tiny():
         sys.path.insert(0, root)
     from benchmarks import _run
 
-    record = _run.run_benchmarks(("imagenet",), quick=True, batch=2, repeats=1, tiny=True,
-                                 print_fn=lambda *a, **k: None)
+    record = _run.run_benchmarks(
+        ("imagenet",), quick=True, batch=2, repeats=1, tiny=True, print_fn=lambda *a, **k: None
+    )
     assert record["summary"]["errors"] == []
     rows = {r["name"]: r for r in record["rows"]}
     field = next(r for name, r in rows.items() if name.startswith("vector field"))
@@ -408,8 +486,10 @@ def test_imagenet_benchmark_row_tiny():
     assert anderson["nfe"] > 50 and anderson["dtype"] == "float32"  # 50 warm steps
     memory = [r for r in record["rows"] if r["name"].startswith("memory")]
     assert {r["adjoint"] for r in memory} == {
-        "checkpoint (diffrax default)", "implicit (projected, fixed point)",
-        "backsolve (native)"}
+        "checkpoint (diffrax default)",
+        "implicit (projected, fixed point)",
+        "backsolve (native)",
+    }
     assert all(r["bytes"]["total"] > 0 for r in memory)
     json.dumps(record["rows"])
 
@@ -423,9 +503,25 @@ def test_cli_landscape_studies(tiny, tmp_path):
     exponents of the native flow with their running estimates."""
     checkpoint, _ = tiny
     beta = et_ode.tasks.load_model_and_config(checkpoint)[0].core.attention.beta
-    assert run("study", "continuation", "--checkpoint", checkpoint, "--quick", "--images", 1,
-               "--parameter", "beta", "--p-span", f"{0.9 * beta},{1.1 * beta}",
-               "--out", tmp_path / "cont", "--no-progress") == 0
+    assert (
+        run(
+            "study",
+            "continuation",
+            "--checkpoint",
+            checkpoint,
+            "--quick",
+            "--images",
+            1,
+            "--parameter",
+            "beta",
+            "--p-span",
+            f"{0.9 * beta},{1.1 * beta}",
+            "--out",
+            tmp_path / "cont",
+            "--no-progress",
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "cont" / "continuation.json").read_text())
     up, down = result["branches"]
     assert up["p"][0] == down["p"][0] == result["trained_value"] == beta
@@ -435,8 +531,21 @@ def test_cli_landscape_studies(tiny, tmp_path):
     leading = up["eigenvalues"][0][0]
     assert set(leading) == {"real", "imag"} and leading["real"] < 0
     assert (tmp_path / "cont" / "continuation.png").stat().st_size > 0
-    assert run("study", "basins", "--checkpoint", checkpoint, "--quick", "--images", 2,
-               "--out", tmp_path / "basins", "--no-progress") == 0
+    assert (
+        run(
+            "study",
+            "basins",
+            "--checkpoint",
+            checkpoint,
+            "--quick",
+            "--images",
+            2,
+            "--out",
+            tmp_path / "basins",
+            "--no-progress",
+        )
+        == 0
+    )
     basins = json.loads((tmp_path / "basins" / "basins.json").read_text())
     plane, randoms = basins["plane"], basins["random"]
     assert np.shape(plane["labels_grid"]) == (8, 8) and len(randoms["labels"]) == 16
@@ -452,9 +561,23 @@ def test_cli_landscape_studies(tiny, tmp_path):
         assert attractor["residual_rms"] < 1e-9 and attractor["morse_index"] is not None
         assert np.shape(attractor["decoded_image"]) == (SIZE, SIZE, 3)
     assert (tmp_path / "basins" / "basins.png").stat().st_size > 0
-    assert run("study", "lyapunov-spectrum", "--checkpoint", checkpoint, "--quick",
-               "--images", 1, "--horizon", "2", "--out", tmp_path / "lyap",
-               "--no-progress") == 0
+    assert (
+        run(
+            "study",
+            "lyapunov-spectrum",
+            "--checkpoint",
+            checkpoint,
+            "--quick",
+            "--images",
+            1,
+            "--horizon",
+            "2",
+            "--out",
+            tmp_path / "lyap",
+            "--no-progress",
+        )
+        == 0
+    )
     spectrum = json.loads((tmp_path / "lyap" / "lyapunov-spectrum.json").read_text())
     assert len(spectrum["exponents"]) == 4 and spectrum["flow"] == "native"
     assert spectrum["exponents"] == sorted(spectrum["exponents"], reverse=True)

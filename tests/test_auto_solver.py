@@ -37,9 +37,11 @@ def test_projected_long_horizon_switches_and_reaches_fixed_point(smooth):
     auto = solvers.solve(smooth, x0, solver="auto", rtol=1e-6, atol=1e-8, **kw)
     tsit = solvers.solve(smooth, x0, solver="tsit5", rtol=1e-6, atol=1e-8, **kw)
     st = auto.stats
-    print(f"\nauto: {int(st['num_steps'])} steps, nfe {int(st['nfe'])} "
-          f"({int(st['jvp_evals'])} JVPs), {int(st['num_switches'])} switches; "
-          f"tsit5: {int(tsit.stats['num_steps'])} steps, nfe {int(tsit.stats['nfe'])}")
+    print(
+        f"\nauto: {int(st['num_steps'])} steps, nfe {int(st['nfe'])} "
+        f"({int(st['jvp_evals'])} JVPs), {int(st['num_switches'])} switches; "
+        f"tsit5: {int(tsit.stats['num_steps'])} steps, nfe {int(tsit.stats['nfe'])}"
+    )
     assert int(st["num_switches"]) >= 1 and int(st["implicit_steps"]) > 0
     assert float(st["residual_rms"]) < 1e-8
     assert float(jnp.max(jnp.abs(auto.x_final - ref.x_final))) < 1e-5
@@ -71,13 +73,24 @@ def test_counts_match_an_independent_count(smooth):
     count (stats nfe - jvp_evals), rejected steps included when they are exact."""
     for flow, t1 in (("native", 5.0), ("projected", 300.0)):
         counting = _Counting(smooth)
-        sol = solvers.solve(counting, make_state(), solver="auto", rtol=1e-6, atol=1e-8,
-                            t1=t1, dt0=None, flow=flow, max_steps=20000)
+        sol = solvers.solve(
+            counting,
+            make_state(),
+            solver="auto",
+            rtol=1e-6,
+            atol=1e-8,
+            t1=t1,
+            dt0=None,
+            flow=flow,
+            max_steps=20000,
+        )
         jax.effects_barrier()
         st = sol.stats
         f_evals = int(st["nfe"]) - int(st["jvp_evals"])
-        print(f"\n{flow}: callback {counting.calls}, own {f_evals}, "
-              f"rejected {int(st['num_rejected_steps'])}, switches {int(st['num_switches'])}")
+        print(
+            f"\n{flow}: callback {counting.calls}, own {f_evals}, "
+            f"rejected {int(st['num_rejected_steps'])}, switches {int(st['num_switches'])}"
+        )
         if st["nfe_is_estimate"]:  # rejected steps after a switch: costed at 6 (an
             # implicit attempt costs 3 evaluations plus its JVPs)
             rejected = int(st["num_rejected_steps"])
@@ -134,9 +147,11 @@ def test_switches_to_implicit_while_stiff_and_back_when_calm():
     sol = solvers.solve(system, x0, solver="auto", **kw)
     tsit = solvers.solve(system, x0, solver="tsit5", **kw)
     st = sol.stats
-    print(f"\nauto: {int(st['num_steps'])} steps, nfe {int(st['nfe'])}, "
-          f"{int(st['num_switches'])} switches, {int(st['implicit_steps'])} implicit; "
-          f"tsit5: {int(tsit.stats['num_steps'])} steps, nfe {int(tsit.stats['nfe'])}")
+    print(
+        f"\nauto: {int(st['num_steps'])} steps, nfe {int(st['nfe'])}, "
+        f"{int(st['num_switches'])} switches, {int(st['implicit_steps'])} implicit; "
+        f"tsit5: {int(tsit.stats['num_steps'])} steps, nfe {int(tsit.stats['nfe'])}"
+    )
     # into the implicit step while stiff, and back to Tsit5 once the motion limits h
     assert int(st["num_switches"]) >= 2 and int(st["implicit_steps"]) > 0
     assert int(st["nfe"]) * 5 < int(tsit.stats["nfe"])  # tsit5 held to h ~ 3.5 / lam
@@ -145,8 +160,9 @@ def test_switches_to_implicit_while_stiff_and_back_when_calm():
         rate = 1.0 + 2e3 / (1.0 + np.exp(5.0 * (t - 3.0)))
         return -rate * (y - 0.5 - np.sin(2.0 * t) / (1.0 + np.exp(-5.0 * (t - 5.0))))
 
-    ref = solve_ivp(f, (0.0, 10.0), np.asarray(x0).ravel(), method="Radau", rtol=1e-11,
-                    atol=1e-13).y[:, -1]
+    ref = solve_ivp(
+        f, (0.0, 10.0), np.asarray(x0).ravel(), method="Radau", rtol=1e-11, atol=1e-13
+    ).y[:, -1]
     error = np.max(np.abs(np.asarray(sol.x_final).ravel() - ref))
     print(f"max error against Radau: {error:.2e}")
     assert error < 1e-6

@@ -17,8 +17,9 @@ from et_ode import analysis
 
 def test_double_well_basins_split_at_the_saddle():
     # a = -1.5 ... 1.5 down the rows (8 values, none 0), b across
-    starts, a, b = analysis.grid_starts(np.zeros((1, 2)), np.array([[1.5, 0.0]]),
-                                        np.array([[0.0, 1.0]]), resolution=8)
+    starts, a, b = analysis.grid_starts(
+        np.zeros((1, 2)), np.array([[1.5, 0.0]]), np.array([[0.0, 1.0]]), resolution=8
+    )
     np.testing.assert_allclose(starts[3 * 8 + 5, 0], [a[3] * 1.5, b[5]])  # row-major
     result = analysis.basins(DoubleWell(), starts, flow="native", grid_shape=(8, 8), box=3)
     labels = result["labels_grid"]
@@ -32,8 +33,7 @@ def test_double_well_basins_split_at_the_saddle():
         assert att["fraction"] == 0.5 and att["count"] == 32
         assert att["polished"] and att["residual_rms"] < 1e-10
         assert abs(att["energy"]) < 1e-15 and att["morse_index"] == 0 and att["stable"]
-        np.testing.assert_allclose(att["smallest_eigenvalues"][:2], sorted([OMEGA, 8.0]),
-                                   rtol=1e-6)
+        np.testing.assert_allclose(att["smallest_eigenvalues"][:2], sorted([OMEGA, 8.0]), rtol=1e-6)
     assert result["entropy"] == pytest.approx(np.log(2))
     # the batched program runs as long as its slowest start, not their sum
     assert 1 <= result["batched_iterations"] < result["one_by_one_iterations"]
@@ -50,7 +50,7 @@ class TwoTokens(eqx.Module):
     with opposite signs, `(b, -b)` and `(-b, b)`, are each other's token permutation."""
 
     def energy(self, x, args=None):
-        return jnp.sum((x ** 2 - 1.0) ** 2) + 0.5 * x[0, 0] * x[1, 0]
+        return jnp.sum((x**2 - 1.0) ** 2) + 0.5 * x[0, 0] * x[1, 0]
 
     def residual(self, x, args=None):
         return jax.grad(self.energy)(x, args)
@@ -60,8 +60,9 @@ class TwoTokens(eqx.Module):
 
 
 def test_token_permutations_of_an_order_blind_energy():
-    starts, _, _ = analysis.grid_starts(np.zeros((2, 1)), np.array([[1.5], [0.0]]),
-                                        np.array([[0.0], [1.5]]), resolution=6)
+    starts, _, _ = analysis.grid_starts(
+        np.zeros((2, 1)), np.array([[1.5], [0.0]]), np.array([[0.0], [1.5]]), resolution=6
+    )
     result = analysis.basins(TwoTokens(), starts, flow="native")
     attractors = result["attractors"]
     assert len(attractors) == 4 and all(att["polished"] for att in attractors)

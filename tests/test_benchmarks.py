@@ -27,8 +27,15 @@ def problem():
 
 
 def _run_rows(rows, problem):
-    record = _run.run_benchmarks(rows, quick=True, batch=4, repeats=1, tiny=True,
-                                 problem=problem, print_fn=lambda *a, **k: None)
+    record = _run.run_benchmarks(
+        rows,
+        quick=True,
+        batch=4,
+        repeats=1,
+        tiny=True,
+        problem=problem,
+        print_fn=lambda *a, **k: None,
+    )
     assert record["summary"]["errors"] == []
     for r in record["rows"]:
         assert REQUIRED <= set(r), r
@@ -63,8 +70,7 @@ def test_fixed_point_and_overhead(problem):
     record, rows = _run_rows(("fixed_point", "overhead"), problem)
     fp = {r["name"]: r for r in record["rows"] if r["family"] == "fixed_point"}
     euler = fp["problem core / projected / euler dt 0.1"]
-    tsit5 = next(r for name, r in fp.items()
-                 if name.startswith("problem core / projected / tsit5"))
+    tsit5 = next(r for name, r in fp.items() if name.startswith("problem core / projected / tsit5"))
     assert euler["reached"] and tsit5["reached"]
     assert max(euler["residual_rms"]) <= 1e-5 and max(tsit5["residual_rms"]) <= 1e-5
     # every projected-flow end state is compared with the dopri8 reference's
@@ -81,7 +87,9 @@ def test_fixed_point_and_overhead(problem):
     # the solve and the hand-written scan compute the same map
     fwd = rows["forward, solve inside jit"]
     assert fwd["max_abs_diff_vs_scan"] <= 1e-5
-    assert rows["fwd+bwd, checkpoint adjoint, solve's defaults"]["grad_max_rel_diff_vs_scan"] <= 1e-4
+    assert (
+        rows["fwd+bwd, checkpoint adjoint, solve's defaults"]["grad_max_rel_diff_vs_scan"] <= 1e-4
+    )
 
 
 def test_flops_closed_form_batch_and_cli(problem, tmp_path):
@@ -90,8 +98,20 @@ def test_flops_closed_form_batch_and_cli(problem, tmp_path):
     assert counts["field"] == 7_864_320
     # the command line: table printed, JSON written atomically where asked
     out = tmp_path / "bench.json"
-    code = _run.main(["--tiny", "--quick", "--batch", "4", "--repeats", "1",
-                      "--rows", "flops,closed_form,batch", "--out", str(out)])
+    code = _run.main(
+        [
+            "--tiny",
+            "--quick",
+            "--batch",
+            "4",
+            "--repeats",
+            "1",
+            "--rows",
+            "flops,closed_form,batch",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     record = json.loads(out.read_text())
     assert [p.name for p in tmp_path.iterdir()] == ["bench.json"]  # no temporary file left
@@ -149,8 +169,10 @@ def test_long_horizon(problem):
     assert long["paper horizon"]["nfe_ratio"] == 1.0
 
 
-@pytest.mark.skipif(not os.environ.get("ET_ODE_SLOW_TESTS"),
-                    reason="about 18 compilations (40 s of CPU); set ET_ODE_SLOW_TESTS=1")
+@pytest.mark.skipif(
+    not os.environ.get("ET_ODE_SLOW_TESTS"),
+    reason="about 18 compilations (40 s of CPU); set ET_ODE_SLOW_TESTS=1",
+)
 def test_sparse(problem):
     record, _ = _run_rows(("sparse",), problem)
     rows = record["rows"]
@@ -162,9 +184,10 @@ def test_sparse(problem):
         assert r["fits"] and 0 < r["total"] <= r["budget_bytes"] and r["value"] == r["edges"] > 0
 
 
-@pytest.mark.skipif(not os.environ.get("ET_ODE_SLOW_TESTS"),
-                    reason="three landscape tools and their references (45 s of CPU); set "
-                    "ET_ODE_SLOW_TESTS=1")
+@pytest.mark.skipif(
+    not os.environ.get("ET_ODE_SLOW_TESTS"),
+    reason="three landscape tools and their references (45 s of CPU); set ET_ODE_SLOW_TESTS=1",
+)
 def test_landscape(problem):
     """The landscape rows: the continued points are the independent fixed points (same
     tolerance), the spectrum has 8 descending exponents, and the basin grid's batched

@@ -75,8 +75,17 @@ def test_demo_quick_summary(demo, held_out_mse):
     md = (out / "summary.md").read_text()
     for heading in ("# et-ode demo", "## What was found", "## Stages", "## Files"):
         assert heading in md
-    for key in ("run", "held_out", "overshoot", "solvers", "convergence", "energy_video",
-                "findings", "files", "metadata"):
+    for key in (
+        "run",
+        "held_out",
+        "overshoot",
+        "solvers",
+        "convergence",
+        "energy_video",
+        "findings",
+        "files",
+        "metadata",
+    ):
         assert key in summary
     assert summary["run"]["quick"] and summary["run"]["seconds"] > 0
     assert f"took {summary['run']['seconds']:.0f} s" in md
@@ -100,16 +109,24 @@ def test_demo_quick_summary(demo, held_out_mse):
         assert path.exists(), path
         if path.suffix == ".json":
             assert read(path)["metadata"]["versions"]["jax"] == jax.__version__
-    for f in ("summary.md", "summary.json", "held_out_mse.json", "compare-solvers.png",
-              "overshoot_paper.png", "overshoot_ode.png", "convergence.png",
-              "energy_video_paper.mp4"):
+    for f in (
+        "summary.md",
+        "summary.json",
+        "held_out_mse.json",
+        "compare-solvers.png",
+        "overshoot_paper.png",
+        "overshoot_ode.png",
+        "convergence.png",
+        "energy_video_paper.mp4",
+    ):
         assert (out / f).stat().st_size > 0, f
 
 
 def test_frames(demo, tmp_path, held_out_mse):
     out = tmp_path / "frames"
-    assert run("frames", "--checkpoint", "paper", "--images", IMAGES, "--frames", 5,
-               "--out", out) == 0
+    assert (
+        run("frames", "--checkpoint", "paper", "--images", IMAGES, "--frames", 5, "--out", out) == 0
+    )
     frames = sorted((out / "energy_video_frames").glob("frame_*.png"))
     assert [f.name for f in frames] == [f"frame_{i:04d}.png" for i in range(5)]
     size = png_ok(frames[0])
@@ -132,8 +149,23 @@ def test_frames(demo, tmp_path, held_out_mse):
 
 def test_compare_solvers(demo, tmp_path):
     out = tmp_path / "compare"
-    assert run("compare-solvers", "--checkpoint", "paper", "--images", IMAGES, "--quick",
-               "--fixed-solvers", "euler", "--step-sizes", "0.1,0.05", "--out", out) == 0
+    assert (
+        run(
+            "compare-solvers",
+            "--checkpoint",
+            "paper",
+            "--images",
+            IMAGES,
+            "--quick",
+            "--fixed-solvers",
+            "euler",
+            "--step-sizes",
+            "0.1,0.05",
+            "--out",
+            out,
+        )
+        == 0
+    )
     png_ok(out / "compare-solvers.png")
     result = read(out / "compare-solvers.json")
     runs = {(r["solver"], r.get("rtol") or r.get("dt0")): r for r in result["runs"]}
@@ -150,8 +182,20 @@ def test_compare_solvers(demo, tmp_path):
 
 def test_study_overshoot_and_contributions(demo, tmp_path):
     out = tmp_path / "overshoot"
-    assert run("study", "overshoot", "--checkpoint", "paper", "--images", IMAGES, "--quick",
-               "--out", out) == 0
+    assert (
+        run(
+            "study",
+            "overshoot",
+            "--checkpoint",
+            "paper",
+            "--images",
+            IMAGES,
+            "--quick",
+            "--out",
+            out,
+        )
+        == 0
+    )
     png_ok(out / "overshoot.png")
     mine, demos = read(out / "overshoot.json"), read(demo[0] / "overshoot_paper.json")
     np.testing.assert_allclose(mine["mse"], demos["mse"], rtol=1e-6)
@@ -166,10 +210,22 @@ def test_study_overshoot_and_contributions(demo, tmp_path):
     assert all_finite(result["attention"]["masked"])
 
 
-@pytest.mark.skipif(not os.environ.get("ET_ODE_SLOW_TESTS"),
-                    reason="every study through the command line: ET_ODE_SLOW_TESTS=1")
-@pytest.mark.parametrize("name", ["convergence", "energy-descent", "stability", "fixed-points",
-                                  "gradient-depth", "work-precision", "lyapunov-spectrum"])
+@pytest.mark.skipif(
+    not os.environ.get("ET_ODE_SLOW_TESTS"),
+    reason="every study through the command line: ET_ODE_SLOW_TESTS=1",
+)
+@pytest.mark.parametrize(
+    "name",
+    [
+        "convergence",
+        "energy-descent",
+        "stability",
+        "fixed-points",
+        "gradient-depth",
+        "work-precision",
+        "lyapunov-spectrum",
+    ],
+)
 def test_every_study(name, tmp_path):
     out = tmp_path / name
     assert run("study", name, "--images", IMAGES, "--quick", "--out", out) == 0
@@ -207,14 +263,17 @@ def test_refuses_non_empty_out(tmp_path, capsys):
     assert output_folder(tmp_path / "new" / "deep", prefix="x").is_dir()
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["study", "nonsense"], ["unknown study 'nonsense'", "convergence", "work-precision"]),
-    (["study", "overshoot", "--checkpoint", "ode", "--horizon", "10"], ["--factor"]),
-    (["study", "fixed-points", "--flow", "native"], ["projected", "--flow"]),
-    (["study", "stability", "--p-span", "0.5,2"], ["--p-span", "et-ode study continuation"]),
-    (["frames", "--atol", "1e-6"], ["--atol needs --rtol"]),
-    (["frames", "--checkpoint", "no-such-model"], ["no shipped model or file", "paper"]),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["study", "nonsense"], ["unknown study 'nonsense'", "convergence", "work-precision"]),
+        (["study", "overshoot", "--checkpoint", "ode", "--horizon", "10"], ["--factor"]),
+        (["study", "fixed-points", "--flow", "native"], ["projected", "--flow"]),
+        (["study", "stability", "--p-span", "0.5,2"], ["--p-span", "et-ode study continuation"]),
+        (["frames", "--atol", "1e-6"], ["--atol needs --rtol"]),
+        (["frames", "--checkpoint", "no-such-model"], ["no shipped model or file", "paper"]),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(argv, words, tmp_path, capsys):
     assert run(*argv, "--images", 1, "--out", tmp_path / "o") == 2
     err = capsys.readouterr().err
@@ -223,17 +282,20 @@ def test_bad_input_is_one_line_and_exit_2(argv, words, tmp_path, capsys):
         assert word in err
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["frames", "--images", "0"], ["--images", "must be an integer >= 1"]),
-    (["frames", "--frames", "1"], ["--frames", ">= 2"]),
-    (["compare-solvers", "--solvers", "tsit5,rk4"], ["--solvers", "unknown solver 'rk4'"]),
-    (["compare-solvers", "--tolerances", "1e-3,-1"], ["--tolerances", "positive"]),
-    (["study", "convergence", "--flow", "sideways"], ["--flow", "invalid choice"]),
-    (["demo", "--images", "x"], ["--images", "'x'"]),
-    (["frames", "--format", "jpg"], ["--format", "invalid choice", "pdf", "svg"]),
-    (["study", "convergence", "--format", "eps"], ["--format", "invalid choice"]),
-    (["graph", "study", "overshoot", "--format", "gif"], ["--format", "invalid choice"]),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["frames", "--images", "0"], ["--images", "must be an integer >= 1"]),
+        (["frames", "--frames", "1"], ["--frames", ">= 2"]),
+        (["compare-solvers", "--solvers", "tsit5,rk4"], ["--solvers", "unknown solver 'rk4'"]),
+        (["compare-solvers", "--tolerances", "1e-3,-1"], ["--tolerances", "positive"]),
+        (["study", "convergence", "--flow", "sideways"], ["--flow", "invalid choice"]),
+        (["demo", "--images", "x"], ["--images", "'x'"]),
+        (["frames", "--format", "jpg"], ["--format", "invalid choice", "pdf", "svg"]),
+        (["study", "convergence", "--format", "eps"], ["--format", "invalid choice"]),
+        (["graph", "study", "overshoot", "--format", "gif"], ["--format", "invalid choice"]),
+    ],
+)
 def test_bad_options_are_argparse_errors(argv, words, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(argv)
@@ -248,12 +310,18 @@ def test_sharded_equals_single_device(demo, tmp_path):
     """The overshoot study on 4 forced host devices (2 images padded to 4, placed with
     `solvers.shard_batch`) gives the single-device numbers of the demo."""
     out = tmp_path / "sharded"
-    code = ("import sys; from et_ode.cli import main; sys.exit(main(['study', 'overshoot', "
-            f"'--images', '{IMAGES}', '--quick', '--no-progress', '--out', {str(out)!r}]))")
-    env = dict(os.environ, XLA_FLAGS=suite_xla_flags("--xla_force_host_platform_device_count=4"),
-               JAX_PLATFORMS="cpu")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
+    code = (
+        "import sys; from et_ode.cli import main; sys.exit(main(['study', 'overshoot', "
+        f"'--images', '{IMAGES}', '--quick', '--no-progress', '--out', {str(out)!r}]))"
+    )
+    env = dict(
+        os.environ,
+        XLA_FLAGS=suite_xla_flags("--xla_force_host_platform_device_count=4"),
+        JAX_PLATFORMS="cpu",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     sharded, single = read(out / "overshoot.json"), read(demo[0] / "overshoot_paper.json")
     assert sharded["metadata"]["devices"]["count"] == 4

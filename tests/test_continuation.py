@@ -1,6 +1,7 @@
 """`analysis.continuation`, `switch_branch` and `steady_states` against answers computed
 here without them: the normal forms of the fold (`x' = p + x^2`), the pitchfork
-(`x' = p x - x^3`, the example of docs/how-to/landscape.md, run as written) and the Hopf bifurcation (planar), whose steady states, eigenvalues
+(`x' = p x - x^3`, the example of docs/how-to/landscape.md, run as written) and the Hopf
+bifurcation (planar), whose steady states, eigenvalues
 and bifurcation points are analytic; and the fold of the discretised Bratu problem
 `u'' + lambda exp(u) = 0`, `u(0) = u(1) = 0`, against scipy's root finder on the
 fold's extended system (`f = 0`, `df/du phi = 0`, `|phi| = 1`), started from the
@@ -27,7 +28,7 @@ THETA_STAR = 4.798714560451168  # theta at that fold: theta = sqrt(2 lambda) cos
 
 
 def fold_form(x, p, args):
-    return p + x ** 2
+    return p + x**2
 
 
 def hopf_form(x, p, args):
@@ -37,18 +38,19 @@ def hopf_form(x, p, args):
 
 def bratu(u, lam, h):
     padded = jnp.concatenate([jnp.zeros(1, u.dtype), u, jnp.zeros(1, u.dtype)])
-    return (padded[:-2] - 2 * u + padded[2:]) / h ** 2 + lam * jnp.exp(u)
+    return (padded[:-2] - 2 * u + padded[2:]) / h**2 + lam * jnp.exp(u)
 
 
 def test_fold_normal_form():
-    branch = analysis.continuation(fold_form, jnp.array([-1.0]), -1.0, p_span=(-2.0, 1.0),
-                                   ds=0.05, ds_max=0.2)
+    branch = analysis.continuation(
+        fold_form, jnp.array([-1.0]), -1.0, p_span=(-2.0, 1.0), ds=0.05, ds_max=0.2
+    )
     (fold,) = branch["bifurcations"]
     assert fold["kind"] == "fold"
     assert abs(fold["p"]) < 1e-6 and abs(fold["x"][0]) < 1e-4
     x, p = branch["x"][:, 0], branch["p"]
     assert branch["stop_reason"] == "p_span" and x[-1] > 1.0  # round the fold and back
-    np.testing.assert_allclose(p, -x ** 2, atol=2e-10)  # every point a steady state
+    np.testing.assert_allclose(p, -(x**2), atol=2e-10)  # every point a steady state
     np.testing.assert_allclose(branch["eigenvalues"][:, 0].real, 2 * x, atol=1e-9)
     away = np.abs(x) > 1e-3
     assert np.array_equal(branch["stable"][away], x[away] < 0)
@@ -67,8 +69,11 @@ def test_the_page_runs_the_pitchfork_branch_point_switch_and_deflation():
     lines = out.getvalue().splitlines()
     assert re.fullmatch(r"branch_point at p = \S+ \(eigenvalue \S+\)", lines[0])
     assert lines[1] == "stable where p < 0: True"
-    assert re.fullmatch(r"other branch: \d+ points on p = x\^2 \(largest error \S+\), "
-                        r"stable: True", lines[2])
+    assert re.fullmatch(
+        r"other branch: \d+ points on p = x\^2 \(largest error \S+\), "
+        r"stable: True",
+        lines[2],
+    )
     assert lines[3:] == ["steady states at p = 1: [-1.  0.  1.]", "stable: [ True False  True]"]
 
     trivial, found, pitchfork = (namespace[k] for k in ("trivial", "found", "pitchfork"))
@@ -76,12 +81,13 @@ def test_the_page_runs_the_pitchfork_branch_point_switch_and_deflation():
     assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
     np.testing.assert_allclose(trivial["eigenvalues"][:, 0].real, trivial["p"], atol=1e-12)
     for direction in (1, -1):
-        other = analysis.switch_branch(pitchfork, point, p_span=(-1.0, 1.0),
-                                       direction=direction, ds=0.05, ds_max=0.2)
+        other = analysis.switch_branch(
+            pitchfork, point, p_span=(-1.0, 1.0), direction=direction, ds=0.05, ds_max=0.2
+        )
         x, p = other["x"][1:, 0], other["p"][1:]
         assert np.all(np.sign(x) == direction) and other["stop_reason"] == "p_span"
         # the parabola p = x^2, to Newton's tolerance: |f| = |x| |p - x^2| <= 1e-10
-        np.testing.assert_allclose(np.abs(x) * (p - x ** 2), 0.0, atol=2e-10)
+        np.testing.assert_allclose(np.abs(x) * (p - x**2), 0.0, atol=2e-10)
         np.testing.assert_allclose(other["eigenvalues"][1:, 0].real, -2 * p, atol=1e-9)
         assert other["stable"][1:].all() and not other["bifurcations"]
     np.testing.assert_allclose(np.sort(found["states"][:, 0]), [-1.0, 0.0, 1.0], atol=1e-10)
@@ -90,8 +96,9 @@ def test_the_page_runs_the_pitchfork_branch_point_switch_and_deflation():
 
 
 def test_hopf_normal_form():
-    branch = analysis.continuation(hopf_form, jnp.zeros(2), -1.0, p_span=(-1.0, 1.0),
-                                   ds=0.1, ds_max=0.25)
+    branch = analysis.continuation(
+        hopf_form, jnp.zeros(2), -1.0, p_span=(-1.0, 1.0), ds=0.1, ds_max=0.25
+    )
     (hopf,) = branch["bifurcations"]
     assert hopf["kind"] == "hopf" and abs(hopf["p"]) < 1e-6
     assert abs(hopf["frequency"] - 1.0) < 1e-6
@@ -106,11 +113,12 @@ def _bratu_fold_reference(n):
     h = 1.0 / (n + 1)
     grid = h * np.arange(1, n + 1)
     guess_u = -2 * np.log(np.cosh((grid - 0.5) * THETA_STAR / 2) / np.cosh(THETA_STAR / 4))
-    laplacian = (np.diag(-2 * np.ones(n)) + np.diag(np.ones(n - 1), 1)
-                 + np.diag(np.ones(n - 1), -1)) / h ** 2
+    laplacian = (
+        np.diag(-2 * np.ones(n)) + np.diag(np.ones(n - 1), 1) + np.diag(np.ones(n - 1), -1)
+    ) / h**2
 
     def system(z):
-        u, phi, lam = z[:n], z[n:2 * n], z[-1]
+        u, phi, lam = z[:n], z[n : 2 * n], z[-1]
         jac = laplacian + lam * np.diag(np.exp(u))
         return np.concatenate([laplacian @ u + lam * np.exp(u), jac @ phi, [phi @ phi - 1]])
 
@@ -129,9 +137,18 @@ def test_bratu_fold(matrix_free):
     # the discrete fold approaches the continuous one as h^2
     finer = _bratu_fold_reference(2 * n + 1)
     assert 3.5 < abs(reference - LAMBDA_STAR) / abs(finer - LAMBDA_STAR) < 4.5
-    branch = analysis.continuation(bratu, jnp.zeros(n), 0.0, args=h, p_span=(0.0, 4.0),
-                                   ds=0.2, ds_max=1.0, max_points=40, k=4,
-                                   matrix_free=matrix_free)
+    branch = analysis.continuation(
+        bratu,
+        jnp.zeros(n),
+        0.0,
+        args=h,
+        p_span=(0.0, 4.0),
+        ds=0.2,
+        ds_max=1.0,
+        max_points=40,
+        k=4,
+        matrix_free=matrix_free,
+    )
     folds = [b for b in branch["bifurcations"] if b["kind"] == "fold"]
     assert len(folds) == 1 and abs(folds[0]["p"] - reference) < 1e-6
     assert branch["dense"] is not matrix_free
@@ -148,8 +165,7 @@ def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="outside p_span"):
         analysis.continuation(fold_form, x0, 3.0, p_span=(-2.0, 1.0))
     with pytest.raises(ValueError, match="not near a steady state"):
-        analysis.continuation(fold_form, jnp.array([5.0]), 1.0, p_span=(-2.0, 2.0),
-                              max_newton=3)
+        analysis.continuation(fold_form, jnp.array([5.0]), 1.0, p_span=(-2.0, 2.0), max_newton=3)
     with pytest.raises(ValueError, match="ds_min <= ds <= ds_max"):
         analysis.continuation(fold_form, x0, -1.0, p_span=(-2.0, 1.0), ds=1.0, ds_max=0.1)
     with pytest.raises(TypeError, match="callable field"):
@@ -159,21 +175,23 @@ def test_bad_settings_are_refused():
 
 
 def transcritical(x, p, args):
-    return p * x - x ** 2
+    return p * x - x**2
 
 
 def test_transcritical_switch_follows_the_oblique_branch():
     """At a transcritical point the other branch (x = p) is not perpendicular to the
     trivial one: its tangent comes from the algebraic bifurcation equation."""
-    trivial = analysis.continuation(transcritical, jnp.array([0.0]), -1.0,
-                                    p_span=(-1.0, 1.0), ds=0.05, ds_max=0.2)
+    trivial = analysis.continuation(
+        transcritical, jnp.array([0.0]), -1.0, p_span=(-1.0, 1.0), ds=0.05, ds_max=0.2
+    )
     (point,) = trivial["bifurcations"]
     assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
     assert point["located"] and not point["eigenvalue_jump"]  # a smooth crossing
-    np.testing.assert_allclose(point["switch_tangent"], [2 ** -0.5, 2 ** -0.5], atol=1e-6)
+    np.testing.assert_allclose(point["switch_tangent"], [2**-0.5, 2**-0.5], atol=1e-6)
     for direction in (1, -1):
-        other = analysis.switch_branch(transcritical, point, p_span=(-1.0, 1.0),
-                                       direction=direction, ds=0.05, ds_max=0.2)
+        other = analysis.switch_branch(
+            transcritical, point, p_span=(-1.0, 1.0), direction=direction, ds=0.05, ds_max=0.2
+        )
         x, p = other["x"][1:, 0], other["p"][1:]
         assert other["stop_reason"] == "p_span" and np.all(np.sign(x) == direction)
         np.testing.assert_allclose(np.abs(x) * (x - p), 0.0, atol=2e-10)  # on x = p
@@ -185,11 +203,13 @@ def test_an_eigenvalue_that_jumps_across_zero_is_flagged():
     jump from -1 to +1 at p = 0 (a kink of the field, as where a ReLU memory switches):
     the change of stability (by two at once) is located there, and flagged as a jump,
     not a smooth crossing."""
-    def jump(x, p, args):
-        return jnp.where(p < 0.0, -1.0, 1.0) * x - x ** 3
 
-    branch = analysis.continuation(jump, jnp.array([0.0, 0.0]), -1.0, p_span=(-1.0, 1.0),
-                                   ds=0.05, ds_max=0.2)
+    def jump(x, p, args):
+        return jnp.where(p < 0.0, -1.0, 1.0) * x - x**3
+
+    branch = analysis.continuation(
+        jump, jnp.array([0.0, 0.0]), -1.0, p_span=(-1.0, 1.0), ds=0.05, ds_max=0.2
+    )
     assert list(branch["unstable"][[0, -1]]) == [0, 2]
     (point,) = branch["bifurcations"]
     assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
@@ -202,43 +222,87 @@ def test_the_ets_fixed_point_in_the_memory_scale(smooth_model, x0):
     the model at its memory scale, and the branch's eigenvalues are the linearised
     projected flow's: minus the tangent Hessian's (`coordinates="x"`) over tau, from a
     dense computation at the same points."""
-    start = solvers.solve(smooth_model, x0, solver="tsit5", rtol=1e-8, atol=1e-10,
-                          dt0=None, flow="projected", t1=2000.0, max_steps=20000,
-                          stop=solvers.FixedPointStop(atol=1e-6)).x_final
+    start = solvers.solve(
+        smooth_model,
+        x0,
+        solver="tsit5",
+        rtol=1e-8,
+        atol=1e-10,
+        dt0=None,
+        flow="projected",
+        t1=2000.0,
+        max_steps=20000,
+        stop=solvers.FixedPointStop(atol=1e-6),
+    ).x_final
     fixed = solvers.find_fixed_point(smooth_model, start, method="newton")
-    branch = analysis.continuation(smooth_model, fixed.x, 1.0, p_span=(0.5, 2.0),
-                                   parameter="memory_scale", ds=0.2, ds_max=0.5, k=4,
-                                   max_points=6)
+    branch = analysis.continuation(
+        smooth_model,
+        fixed.x,
+        1.0,
+        p_span=(0.5, 2.0),
+        parameter="memory_scale",
+        ds=0.2,
+        ds_max=0.5,
+        k=4,
+        max_points=6,
+    )
     assert branch["x"].shape == (len(branch["p"]),) + x0.shape
     assert np.all(branch["fixed_point_residual_rms"] < 1e-9) and branch["p"][-1] > 1.5
     assert branch["stable"].all() and not branch["bifurcations"]
     for i in (0, len(branch["p"]) - 1):
-        scaled = eqx.tree_at(lambda m: m.hopfield.xi, smooth_model,
-                             branch["p"][i] * smooth_model.hopfield.xi)
-        hessian = analysis.hessian_eigenvalues(scaled, jnp.asarray(branch["x"][i]),
-                                               coordinates="x", k=4)
-        np.testing.assert_allclose(branch["eigenvalues"][i].real,
-                                   -np.asarray(hessian["smallest"]) / smooth_model.tau,
-                                   rtol=1e-7)
+        scaled = eqx.tree_at(
+            lambda m: m.hopfield.xi, smooth_model, branch["p"][i] * smooth_model.hopfield.xi
+        )
+        hessian = analysis.hessian_eigenvalues(
+            scaled, jnp.asarray(branch["x"][i]), coordinates="x", k=4
+        )
+        np.testing.assert_allclose(
+            branch["eigenvalues"][i].real,
+            -np.asarray(hessian["smallest"]) / smooth_model.tau,
+            rtol=1e-7,
+        )
     # The attention's beta, traced: each point is a fixed point of a model built with
     # that beta as its (static) constructor value, with that model's dense Hessian.
     beta0 = smooth_model.attention.beta
-    in_beta = analysis.continuation(smooth_model, fixed.x, beta0, p_span=(0.5 * beta0,
-                                    3.0 * beta0), parameter="beta", ds=0.2, ds_max=0.5,
-                                    k=4, max_points=4)
+    in_beta = analysis.continuation(
+        smooth_model,
+        fixed.x,
+        beta0,
+        p_span=(0.5 * beta0, 3.0 * beta0),
+        parameter="beta",
+        ds=0.2,
+        ds_max=0.5,
+        k=4,
+        max_points=4,
+    )
     assert in_beta["p"][-1] > 1.5 * beta0 and in_beta["stable"].all()
     for i in (1, len(in_beta["p"]) - 1):
-        rebuilt = et_ode.EnergyTransformer(DIM, 2, 8, 24, key=jax.random.key(0),
-                                           hopfield="softmax", init_std=0.3,
-                                           dtype=jnp.float64, beta=float(in_beta["p"][i]))
+        rebuilt = et_ode.EnergyTransformer(
+            DIM,
+            2,
+            8,
+            24,
+            key=jax.random.key(0),
+            hopfield="softmax",
+            init_std=0.3,
+            dtype=jnp.float64,
+            beta=float(in_beta["p"][i]),
+        )
         x = jnp.asarray(in_beta["x"][i])
         assert float(solvers.rms(rebuilt.residual(x, None))) < 1e-9
         hessian = analysis.hessian_eigenvalues(rebuilt, x, coordinates="x", k=4)
-        np.testing.assert_allclose(in_beta["eigenvalues"][i].real,
-                                   -np.asarray(hessian["smallest"]) / rebuilt.tau, rtol=1e-7)
+        np.testing.assert_allclose(
+            in_beta["eigenvalues"][i].real,
+            -np.asarray(hessian["smallest"]) / rebuilt.tau,
+            rtol=1e-7,
+        )
     with pytest.raises(ValueError, match="attention term"):
-        analysis.continuation(et_ode.EnergyTransformer(DIM, 2, 8, 24, key=jax.random.key(0),
-                                                       terms=("hopfield",)),
-                              fixed.x, 1.0, p_span=(0.5, 2.0), parameter="beta")
+        analysis.continuation(
+            et_ode.EnergyTransformer(DIM, 2, 8, 24, key=jax.random.key(0), terms=("hopfield",)),
+            fixed.x,
+            1.0,
+            p_span=(0.5, 2.0),
+            parameter="beta",
+        )
     with pytest.raises(ValueError, match="needs parameter="):
         analysis.continuation(smooth_model, fixed.x, 1.0, p_span=(0.5, 2.0))

@@ -64,21 +64,38 @@ class TalliedModel(eqx.Module):
 
 
 ADAPTIVE = dict(rtol=1e-5, atol=1e-7)
-CASES = [(name, ADAPTIVE if solvers.get_preset(name).adaptive else dict(dt0=0.1))
-         for name in solvers.SOLVER_NAMES]
-CASES += [(diffrax.Tsit5(), ADAPTIVE), (diffrax.ReversibleHeun(), dict(dt0=0.1)),
-          (diffrax.Kvaerno3(), ADAPTIVE)]
+CASES = [
+    (name, ADAPTIVE if solvers.get_preset(name).adaptive else dict(dt0=0.1))
+    for name in solvers.SOLVER_NAMES
+]
+CASES += [
+    (diffrax.Tsit5(), ADAPTIVE),
+    (diffrax.ReversibleHeun(), dict(dt0=0.1)),
+    (diffrax.Kvaerno3(), ADAPTIVE),
+]
 
 
-@pytest.mark.parametrize("solver, options", CASES, ids=lambda v: getattr(v, "__name__", None)
-                         or (v if isinstance(v, str) else type(v).__name__ if not
-                             isinstance(v, dict) else "-"))
+@pytest.mark.parametrize(
+    "solver, options",
+    CASES,
+    ids=lambda v: (
+        getattr(v, "__name__", None)
+        or (v if isinstance(v, str) else type(v).__name__ if not isinstance(v, dict) else "-")
+    ),
+)
 def test_counts_equal_an_independent_tally(smooth_model, solver, options):
     """One solve, two counters: ours (around the solver's term) and the tally (inside
     the model), which must agree evaluation for evaluation."""
     TALLY.update(f=0, jvp=0)
-    counted = solvers.solve(TalliedModel(smooth_model), make_state(), solver=solver, t1=0.3,
-                            flow="projected", count_evaluations=True, **options)
+    counted = solvers.solve(
+        TalliedModel(smooth_model),
+        make_state(),
+        solver=solver,
+        t1=0.3,
+        flow="projected",
+        count_evaluations=True,
+        **options,
+    )
     st = counted.stats
     assert int(st["f_evals"]) == TALLY["f"] > 0 and int(st["jvp_evals"]) == TALLY["jvp"]
     assert int(st["nfe"]) == TALLY["f"] + TALLY["jvp"] and not st["nfe_is_estimate"]
@@ -93,17 +110,20 @@ def test_counts_equal_an_independent_tally(smooth_model, solver, options):
 def test_counting_changes_no_number(smooth_model):
     x = make_state()
     plain = solvers.solve(smooth_model, x, solver=diffrax.Kvaerno3(), t1=0.3, **ADAPTIVE)
-    counted = solvers.solve(smooth_model, x, solver=diffrax.Kvaerno3(), t1=0.3,
-                            count_evaluations=True, **ADAPTIVE)
+    counted = solvers.solve(
+        smooth_model, x, solver=diffrax.Kvaerno3(), t1=0.3, count_evaluations=True, **ADAPTIVE
+    )
     np.testing.assert_allclose(counted.x_final, plain.x_final, rtol=1e-13, atol=1e-15)
     assert plain.stats["nfe_is_estimate"] and not counted.stats["nfe_is_estimate"]
 
 
 def test_batched_counts_are_per_sample(smooth_model):
     xb = make_state(batch=(2,))
-    counted = solvers.solve(smooth_model, xb, solver="bosh3", t1=0.3, count_evaluations=True,
-                            **ADAPTIVE)
+    counted = solvers.solve(
+        smooth_model, xb, solver="bosh3", t1=0.3, count_evaluations=True, **ADAPTIVE
+    )
     for i in range(2):
-        one = solvers.solve(smooth_model, xb[i], solver="bosh3", t1=0.3,
-                            count_evaluations=True, **ADAPTIVE)
+        one = solvers.solve(
+            smooth_model, xb[i], solver="bosh3", t1=0.3, count_evaluations=True, **ADAPTIVE
+        )
         assert int(counted.stats["nfe"][i]) == int(one.stats["nfe"])

@@ -94,7 +94,7 @@ def _found_in(crop, image):
     s = crop.shape[0]
     top_left = image[: image.shape[0] - s + 1, : image.shape[1] - s + 1]
     for y, x in np.argwhere(np.all(top_left == crop[0, 0], axis=-1)):
-        if np.array_equal(image[y:y + s, x:x + s], crop):
+        if np.array_equal(image[y : y + s, x : x + s], crop):
             return True
     return False
 
@@ -102,8 +102,11 @@ def _found_in(crop, image):
 def test_crops_come_only_from_their_split_scenes():
     """Every crop is a window of an image of its own split and of no held-out image."""
     scaled = {
-        split: [data._scaled_image(name, data.DEFAULT_SCALE)
-                for scene in data.split_scenes(split) for name in data.SCENES[scene]]
+        split: [
+            data._scaled_image(name, data.DEFAULT_SCALE)
+            for scene in data.split_scenes(split)
+            for name in data.SCENES[scene]
+        ]
         for split in ("train", "test")
     }
     for split, other in (("train", "test"), ("test", "train")):
@@ -178,22 +181,25 @@ def _with(x, index, value):
     return x
 
 
-@pytest.mark.parametrize("images, kwargs, match", [
-    (_bad((8, 8, 3)), {}, r"4-D batch .*images\[None\]"),
-    (_bad((8, 8)), {}, "4-D batch"),
-    (_bad((2, 3, 8, 8)), {}, r"channels-first .*transpose\(0, 2, 3, 1\)"),
-    (_bad((2, 8, 8, 1)), {}, r"3 channels .*got 1.*np.repeat"),
-    (_bad((2, 8, 8, 4)), {}, r"got 4.*alpha"),
-    (_bad((2, 8, 6, 3)), {}, "square, got 8 x 6"),
-    (_bad((2, 16, 16, 3)), {"size": 32}, "must be 32 x 32, got 16 x 16.*resize"),
-    (_bad((0, 8, 8, 3)), {}, "empty batch"),
-    (_with(_bad(), (1, 2, 3, 0), np.nan), {}, "NaN or infinite.*batch index 1"),
-    (_with(_bad(), (0, 0, 0, 2), np.inf), {}, "NaN or infinite.*batch index 0"),
-    (_bad(dtype=np.int16, value=300), {}, r"0\.\.255, got 300\.\.300"),
-    (_bad(dtype=np.int32, value=-1), {}, r"0\.\.255"),
-    (_bad(dtype=np.complex64), {}, "real numbers"),
-    ("not an image", {}, "4-D batch"),
-])
+@pytest.mark.parametrize(
+    "images, kwargs, match",
+    [
+        (_bad((8, 8, 3)), {}, r"4-D batch .*images\[None\]"),
+        (_bad((8, 8)), {}, "4-D batch"),
+        (_bad((2, 3, 8, 8)), {}, r"channels-first .*transpose\(0, 2, 3, 1\)"),
+        (_bad((2, 8, 8, 1)), {}, r"3 channels .*got 1.*np.repeat"),
+        (_bad((2, 8, 8, 4)), {}, r"got 4.*alpha"),
+        (_bad((2, 8, 6, 3)), {}, "square, got 8 x 6"),
+        (_bad((2, 16, 16, 3)), {"size": 32}, "must be 32 x 32, got 16 x 16.*resize"),
+        (_bad((0, 8, 8, 3)), {}, "empty batch"),
+        (_with(_bad(), (1, 2, 3, 0), np.nan), {}, "NaN or infinite.*batch index 1"),
+        (_with(_bad(), (0, 0, 0, 2), np.inf), {}, "NaN or infinite.*batch index 0"),
+        (_bad(dtype=np.int16, value=300), {}, r"0\.\.255, got 300\.\.300"),
+        (_bad(dtype=np.int32, value=-1), {}, r"0\.\.255"),
+        (_bad(dtype=np.complex64), {}, "real numbers"),
+        ("not an image", {}, "4-D batch"),
+    ],
+)
 def test_check_images_errors(images, kwargs, match):
     with pytest.raises(ValueError, match=match):
         data.check_images(images, **kwargs)

@@ -30,13 +30,19 @@ def _missing_docs_modules() -> list[str]:
 def test_docs_build_strict(tmp_path):
     missing = _missing_docs_modules()
     if missing:
-        pytest.skip(f"the docs extra is not installed ({', '.join(missing)} missing): "
-                    "pip install -e '.[docs]'")
+        pytest.skip(
+            f"the docs extra is not installed ({', '.join(missing)} missing): "
+            "pip install -e '.[docs]'"
+        )
     site = tmp_path / "site"
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stderr[-6000:]}"
 
@@ -47,8 +53,11 @@ def test_docs_build_strict(tmp_path):
 
     from et_ode.cli import build_parser
 
-    commands = next(action for action in build_parser()._actions
-                    if hasattr(action, "choices") and isinstance(action.choices, dict))
+    commands = next(
+        action
+        for action in build_parser()._actions
+        if hasattr(action, "choices") and isinstance(action.choices, dict)
+    )
     cli_page = (site / "cli" / "index.html").read_text()
     for name, parser in commands.choices.items():
         assert f'id="et-ode-{name}"' in cli_page, f"et-ode {name} is missing from cli.md"

@@ -37,8 +37,12 @@ def _run(code: str) -> tuple[list[str], dict]:
 
 
 def test_every_block_is_checked():
-    markers = ("analysis.work_precision", "diffrax.Tsit5()", "count_evaluations=True",
-               'solver in ("tsit5", "auto")')
+    markers = (
+        "analysis.work_precision",
+        "diffrax.Tsit5()",
+        "count_evaluations=True",
+        'solver in ("tsit5", "auto")',
+    )
     assert len(BLOCKS) == len(markers)
     assert all(any(m in code for code in BLOCKS) for m in markers)
 
@@ -72,8 +76,10 @@ def test_auto_on_a_long_stiff_horizon():
     assert auto[0] == "auto" and int(auto[3]) >= 1  # printed one switch
     assert int(tsit5[1]) > 3000 and int(auto[1]) < 200  # printed 4226 and 92 steps
     ratio = int(tsit5[2]) / int(auto[2])
-    print(f"\nauto: {auto[1]} steps, nfe {auto[2]}; tsit5 {tsit5[1]} steps, nfe {tsit5[2]}: "
-          f"{ratio:.1f}x")
+    print(
+        f"\nauto: {auto[1]} steps, nfe {auto[2]}; tsit5 {tsit5[1]} steps, nfe {tsit5[2]}: "
+        f"{ratio:.1f}x"
+    )
     assert ratio > 15  # "about 20 times fewer evaluations" (22.5 and 23.7 measured)
     stats = ns["sol"].stats  # auto's, the last solve
     assert float(stats["residual_rms"]) < 1e-5  # converged
@@ -91,12 +97,19 @@ def test_solve_page_documents_the_real_signature():
     text = (ROOT / "docs" / "how-to" / "solve.md").read_text()
     shown = re.search(r"sol = solvers\.solve\((model, x0, \*, .*?)\)\n```", text, re.S).group(1)
     shown_signature = ast.parse(f"def f({shown}): pass").body[0].args
-    documented = [(a.arg, ast.literal_eval(d)) for a, d in
-                  zip(shown_signature.kwonlyargs, shown_signature.kw_defaults)]
-    real = [(name, p.default) for name, p in inspect.signature(solvers.solve).parameters.items()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    documented = [
+        (a.arg, ast.literal_eval(d))
+        for a, d in zip(shown_signature.kwonlyargs, shown_signature.kw_defaults)
+    ]
+    real = [
+        (name, p.default)
+        for name, p in inspect.signature(solvers.solve).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
     assert documented == real
-    rows = {name for cell in re.findall(r"^\| (`[^|]*) \|", text, re.M)
-            for name in re.findall(r"`(\w+)`", cell)}
-    assert {name for name, _ in real} - {"model", "x0"} <= rows, (
-        {name for name, _ in real} - rows)
+    rows = {
+        name
+        for cell in re.findall(r"^\| (`[^|]*) \|", text, re.M)
+        for name in re.findall(r"`(\w+)`", cell)
+    }
+    assert {name for name, _ in real} - {"model", "x0"} <= rows, {name for name, _ in real} - rows

@@ -84,8 +84,9 @@ def test_held_out_image_is_the_command_lines_problem_in_float64(page):
     core, x0, args = ns["core"], ns["x0"], ns["args"]
     # the CLI's path: batch encode under jit, then cast
     core_cli, x0_cli, args_cli = encoded(model, images, masks, "float64")
-    assert all(bool(jnp.all(a == b)) for a, b in
-               zip(jax.tree.leaves(core), jax.tree.leaves(core_cli)))
+    assert all(
+        bool(jnp.all(a == b)) for a, b in zip(jax.tree.leaves(core), jax.tree.leaves(core_cli))
+    )
     assert {leaf.dtype for leaf in jax.tree.leaves(core)} == {jnp.dtype(jnp.float64)}
     scale = float(jnp.max(jnp.abs(x0_cli)))
     assert float(jnp.max(jnp.abs(x0 - x0_cli[0]))) <= 1e-6 * scale
@@ -103,8 +104,10 @@ def test_held_out_image_is_the_command_lines_problem_in_float64(page):
     assert sol32.x_final.dtype == jnp.float32
     state_gap = _rms(sol.x_final - sol32.x_final[0]) / _rms(sol.x_final)
     mse32 = float(et_ode.masked_mse(reconstruction, patches[None], masks.occluded))
-    print(f"\nfloat64 against float32: state {state_gap:.1e} (relative RMS), masked MSE "
-          f"{mse:.6f} against {mse32:.6f}")
+    print(
+        f"\nfloat64 against float32: state {state_gap:.1e} (relative RMS), masked MSE "
+        f"{mse:.6f} against {mse32:.6f}"
+    )
     assert state_gap < 1e-5  # 1.8e-7 measured
     assert abs(mse - mse32) < 1e-5 and 0.05 < mse < 0.15
     # MSE at t = 0: the CLI's state decoded by the batch decoder
@@ -129,7 +132,8 @@ def test_conditions_and_a_fixed_point(page):
     assert bool(jnp.all(args.clamped == args_cli.clamped[0]))
     assert bool(jnp.all(args.clamped == ~masking.replaced))
     assert float(jnp.max(jnp.abs(args.field - args_cli.field[0]))) <= 1e-6 * float(
-        jnp.max(jnp.abs(args_cli.field)))
+        jnp.max(jnp.abs(args_cli.field))
+    )
     assert bool(jnp.all(args.field == x0)) and float(args.field_strength) > 0
     assert {leaf.dtype for leaf in jax.tree.leaves(core)} == {jnp.dtype(jnp.float64)}
 
@@ -154,9 +158,11 @@ def test_conditions_and_a_fixed_point(page):
         mse = float(et_ode.masked_mse(decoded, ns["patches"][None], masks.occluded))
         assert abs(float(line.rsplit(" ", 1)[1]) - mse) <= 5e-5
     distance = _rms(tight.x_final - own.x_final) / _rms(tight.x_final)
-    print(f"\nown (RMS G {residual_own:.1e}) to tight (RMS G {residual:.1e}): "
-          f"relative RMS distance {distance:.1e}; t = {float(own.t_final):.1f} -> "
-          f"{float(tight.t_final):.1f} in {int(tight.stats['num_steps'])} tsit5 steps")
+    print(
+        f"\nown (RMS G {residual_own:.1e}) to tight (RMS G {residual:.1e}): "
+        f"relative RMS distance {distance:.1e}; t = {float(own.t_final):.1f} -> "
+        f"{float(tight.t_final):.1f} in {int(tight.stats['num_steps'])} tsit5 steps"
+    )
     assert 0.08 < distance < 0.12  # the page: "10 % apart" (measured 0.096)
     assert 400 < int(tight.stats["num_steps"]) < 700  # "about 550" (545 measured)
 
@@ -167,10 +173,13 @@ def test_any_image_array(page):
     assert image.shape == (32, 32, 3) and image.dtype == np.float32
     assert 0.0 <= image.min() and image.max() <= 1.0
     # the right half: patch columns 4..7 of the 8 x 8 grid
-    assert np.array_equal(np.asarray(masking.occluded).reshape(8, 8),
-                          np.tile(np.arange(8) >= 4, (8, 1)))
-    mse0, mse = (float(v) for v in re.fullmatch(
-        r"\(32, 32, 3\) 32 masked MSE (\S+) -> (\S+)", lines[0]).groups())
+    assert np.array_equal(
+        np.asarray(masking.occluded).reshape(8, 8), np.tile(np.arange(8) >= 4, (8, 1))
+    )
+    mse0, mse = (
+        float(v)
+        for v in re.fullmatch(r"\(32, 32, 3\) 32 masked MSE (\S+) -> (\S+)", lines[0]).groups()
+    )
     # against `complete` in float32: its image normalised and cut into patches again
     batch_masking = jax.tree.map(lambda a: a[None], masking)
     completed32, _ = model.complete(image[None], batch_masking)

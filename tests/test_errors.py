@@ -30,15 +30,21 @@ from et_ode import solvers
         ({"save": jnp.array([0.5, 2.0])}, None, r"within \[t0, t1\]"),
         ({"adjoint": "backsolve", "save_energy": True}, None, "backsolve' cannot be combined"),
         ({"adjoint": "backsolve", "save": "steps"}, None, "backsolve' cannot be combined"),
-        ({"adjoint": "backsolve", "stop": solvers.FixedPointStop()}, None,
-         "backsolve' cannot be combined with a fixed-point stop"),
+        (
+            {"adjoint": "backsolve", "stop": solvers.FixedPointStop()},
+            None,
+            "backsolve' cannot be combined with a fixed-point stop",
+        ),
         ({"adjoint": "implicit"}, None, "adjoint='implicit' differentiates a fixed point"),
         ({"max_steps": 0}, None, "max_steps must be a positive integer"),
         ({"max_steps": 2**31}, None, r"max_steps = 2147483648 is above the limit of 2147483647"),
         ({"max_steps": 10**20}, None, "max_steps = 100000000000000000000 is above the limit"),
-        ({"dt0": 1e-300}, None,
-         r"dt0 = 1e-300 from t0 = 0 to t1 = 1.2 is 1.2e\+300 constant steps, above the limit "
-         r"of 2147483647 .*use dt0 >= 5.59e-10, or adaptive steps"),
+        (
+            {"dt0": 1e-300},
+            None,
+            r"dt0 = 1e-300 from t0 = 0 to t1 = 1.2 is 1.2e\+300 constant steps, above the limit "
+            r"of 2147483647 .*use dt0 >= 5.59e-10, or adaptive steps",
+        ),
         ({"dt0": 1e-300, "max_steps": 10}, None, "dt0 = 1e-300 .* constant steps"),
         ({"dt0": 5e-324, "t1": 1e300}, None, "is inf constant steps"),
     ],
@@ -102,8 +108,9 @@ def test_max_steps_reported(model, x0):
     assert err.reason == "max_steps"
     assert int(err.stats["num_steps"]) == 5
     assert "num_steps=5" in str(err) and "solver=tsit5" in str(err)
-    sol = solvers.solve(model, x0, solver="tsit5", rtol=1e-8, atol=1e-10, t1=50.0,
-                        max_steps=5, throw=False)
+    sol = solvers.solve(
+        model, x0, solver="tsit5", rtol=1e-8, atol=1e-10, t1=50.0, max_steps=5, throw=False
+    )
     assert sol.stats["stop_reason"] == "max_steps"
 
 
@@ -130,8 +137,9 @@ def test_non_finite_state_reported():
 
 def test_step_size_underflow_reported(model, x0):
     with pytest.raises(solvers.SolveError, match="step size underflow") as info:
-        solvers.solve(model, x0, solver="heun", rtol=1e-14, atol=1e-16, t1=5.0,
-                      dtmin=1e-3, max_steps=10000)
+        solvers.solve(
+            model, x0, solver="heun", rtol=1e-14, atol=1e-16, t1=5.0, dtmin=1e-3, max_steps=10000
+        )
     assert info.value.reason == "dt_underflow"
 
 
@@ -139,8 +147,17 @@ def test_float32_stall_at_large_t_is_dt_underflow():
     # At t = 1000 a float32 step below ~1e-4 cannot advance t: the default dtmin says so
     # instead of burning max_steps on steps that change nothing.
     model32 = make_model(dtype=jnp.float32)
-    sol = solvers.solve(model32, make_state(dtype=jnp.float32), solver="heun", rtol=1e-12,
-                        atol=1e-14, t0=1000.0, t1=1005.0, max_steps=4000, throw=False)
+    sol = solvers.solve(
+        model32,
+        make_state(dtype=jnp.float32),
+        solver="heun",
+        rtol=1e-12,
+        atol=1e-14,
+        t0=1000.0,
+        t1=1005.0,
+        max_steps=4000,
+        throw=False,
+    )
     assert sol.stats["stop_reason"] == "dt_underflow"
     assert int(sol.stats["num_steps"]) < 100
 
@@ -148,8 +165,13 @@ def test_float32_stall_at_large_t_is_dt_underflow():
 def test_failure_inside_jit_raises(model, x0):
     import jax
 
-    solve_jitted = jax.jit(lambda x: solvers.solve(
-        model, x, solver="tsit5", rtol=1e-8, atol=1e-10, t1=50.0, max_steps=5).x_final)
+    solve_jitted = jax.jit(
+        lambda x: (
+            solvers.solve(
+                model, x, solver="tsit5", rtol=1e-8, atol=1e-10, t1=50.0, max_steps=5
+            ).x_final
+        )
+    )
     with pytest.raises(Exception, match="failed inside jax.jit"):
         jax.block_until_ready(solve_jitted(x0))
 
@@ -183,6 +205,5 @@ def test_step_limits_are_exact(model, x0):
     assert solvers.check_options(solver="tsit5", dt0=1e-300, rtol=1e-3, atol=1e-5) is True
     assert solvers.check_options(dt0=1e-300, stop=solvers.FixedPointStop()) is False
     # a solve with the largest cap runs (diffrax's int32 counter) and stops on its own
-    sol = solvers.solve(model, x0, solver="tsit5", rtol=1e-3, atol=1e-5, t1=0.1,
-                        max_steps=limit)
+    sol = solvers.solve(model, x0, solver="tsit5", rtol=1e-3, atol=1e-5, t1=0.1, max_steps=limit)
     assert sol.stats["stop_reason"] == "t1"

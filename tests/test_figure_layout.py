@@ -46,106 +46,258 @@ def work_precision_result():
     decade: where matplotlib labels minor log ticks and they collided)."""
     runs = []
     for rtol, nfe, err, wall in ((1e-3, 32, 3.1e-4, 4.1e-3), (1e-5, 45, 2.2e-6, 5.7e-3)):
-        runs.append(dict(solver="tsit5", kind="adaptive", rtol=rtol, atol=rtol * 1e-2, nfe=nfe,
-                         num_steps=nfe // 6, wall_s=wall, ok=True, stop_reason=["t1"] * 2,
-                         error_exact=err, error_paper=err * 30))
+        runs.append(
+            dict(
+                solver="tsit5",
+                kind="adaptive",
+                rtol=rtol,
+                atol=rtol * 1e-2,
+                nfe=nfe,
+                num_steps=nfe // 6,
+                wall_s=wall,
+                ok=True,
+                stop_reason=["t1"] * 2,
+                error_exact=err,
+                error_paper=err * 30,
+            )
+        )
     for dt0, nfe, err, wall in ((0.1, 12, 4.0e-3, 2.0e-3), (0.05, 24, 2.1e-3, 3.0e-3)):
-        runs.append(dict(solver="euler", kind="fixed", dt0=dt0, nfe=nfe, num_steps=nfe,
-                         wall_s=wall, ok=True, stop_reason=["t1"] * 2, error_exact=err,
-                         error_paper=0.0 if dt0 == 0.1 else 1.9e-3))
-    runs.append(dict(solver="heun", kind="fixed", dt0=0.2, nfe=12, num_steps=6, wall_s=2e-3,
-                     ok=False, stop_reason=["max_steps"] * 2, error_exact=float("nan"),
-                     error_paper=float("nan")))
-    return dict(runs=runs, reference=dict(solver="dopri8", rtol=1e-8, atol=1e-10,
-                                          dtype="float64", nfe=np.array([400, 410])),
-                paper=dict(solver="euler", dt0=0.1, error_exact=4.0e-3),
-                metadata=meta("work_precision", dtype="float32", flow="native", t1=1.2,
-                              atol_factor=0.01, repeats=1, batch=2, **JOB))
+        runs.append(
+            dict(
+                solver="euler",
+                kind="fixed",
+                dt0=dt0,
+                nfe=nfe,
+                num_steps=nfe,
+                wall_s=wall,
+                ok=True,
+                stop_reason=["t1"] * 2,
+                error_exact=err,
+                error_paper=0.0 if dt0 == 0.1 else 1.9e-3,
+            )
+        )
+    runs.append(
+        dict(
+            solver="heun",
+            kind="fixed",
+            dt0=0.2,
+            nfe=12,
+            num_steps=6,
+            wall_s=2e-3,
+            ok=False,
+            stop_reason=["max_steps"] * 2,
+            error_exact=float("nan"),
+            error_paper=float("nan"),
+        )
+    )
+    return dict(
+        runs=runs,
+        reference=dict(
+            solver="dopri8", rtol=1e-8, atol=1e-10, dtype="float64", nfe=np.array([400, 410])
+        ),
+        paper=dict(solver="euler", dt0=0.1, error_exact=4.0e-3),
+        metadata=meta(
+            "work_precision",
+            dtype="float32",
+            flow="native",
+            t1=1.2,
+            atol_factor=0.01,
+            repeats=1,
+            batch=2,
+            **JOB,
+        ),
+    )
 
 
 def contributions_result():
     times = np.linspace(0.0, 1.2, 7)
-    part = {name: {where: np.stack([decay(times, scale * (1 + 0.1 * b), 1.5)
-                                    for b in range(2)])
-                   for where, scale in (("masked", s), ("visible", s / 3))}
-            for name, s in (("attention", 2.0), ("hopfield", 5.0), ("total", 6.0))}
+    part = {
+        name: {
+            where: np.stack([decay(times, scale * (1 + 0.1 * b), 1.5) for b in range(2)])
+            for where, scale in (("masked", s), ("visible", s / 3))
+        }
+        for name, s in (("attention", 2.0), ("hopfield", 5.0), ("total", 6.0))
+    }
     part["external"] = {"masked": np.zeros((2, 7)), "visible": np.zeros((2, 7))}
-    fraction = {where: part["attention"][where] / (part["attention"][where]
-                                                   + part["hopfield"][where])
-                for where in ("masked", "visible")}
-    return dict(times=times, **part, attention_fraction=fraction,
-                sum_mismatch=np.full((2, 7), 1e-16), batched=True,
-                metadata=meta("contributions", dtype="float32", flow="native", solver="euler",
-                              dt0=0.1, rtol=None, atol=None, n_masked=50, batch=2, **JOB))
+    fraction = {
+        where: part["attention"][where] / (part["attention"][where] + part["hopfield"][where])
+        for where in ("masked", "visible")
+    }
+    return dict(
+        times=times,
+        **part,
+        attention_fraction=fraction,
+        sum_mismatch=np.full((2, 7), 1e-16),
+        batched=True,
+        metadata=meta(
+            "contributions",
+            dtype="float32",
+            flow="native",
+            solver="euler",
+            dt0=0.1,
+            rtol=None,
+            atol=None,
+            n_masked=50,
+            batch=2,
+            **JOB,
+        ),
+    )
 
 
 def energy_descent_result():
     runs = []
-    for label, options, dt, rises in (("euler dt 0.1", dict(solver="euler", dt0=0.1), 0.1, [5]),
-                                      ("euler dt 0.5", dict(solver="euler", dt0=0.5), 0.5, []),
-                                      ("tsit5 rtol 1e-07", dict(solver="tsit5", rtol=1e-7,
-                                                                atol=1e-9), 0.3, [])):
+    for label, options, dt, rises in (
+        ("euler dt 0.1", dict(solver="euler", dt0=0.1), 0.1, [5]),
+        ("euler dt 0.5", dict(solver="euler", dt0=0.5), 0.5, []),
+        ("tsit5 rtol 1e-07", dict(solver="tsit5", rtol=1e-7, atol=1e-9), 0.3, []),
+    ):
         ts = np.arange(0.0, 2.4 + 1e-9, dt)
         energies = -100.0 - 50.0 * (1 - np.exp(-ts))
-        record = dict(steps=ts.size - 1, rises=len(rises), real_rises=len(rises),
-                      roundoff_rises=0, max_rise=0.1 if rises else 0.0, max_relative_rise=0.0,
-                      real_rise_steps=np.array(rises, int), real_rise_sizes=np.zeros(len(rises)),
-                      roundoff_allowance=1e-10, dtype="float64")
-        runs.append(dict(label=label, options=options, energy_ts=[ts, ts], energies=[energies,
-                                                                                      energies],
-                         rises=[record, record], real_rises=2 * len(rises), roundoff_rises=1,
-                         max_rise=0.1 if rises else 0.0, num_steps=[ts.size] * 2,
-                         nfe=[ts.size] * 2, stop_reason=["t1"] * 2))
-    return dict(runs=runs, batched=True, metadata=meta(
-        "energy_descent", dtype="float64", flow="native", t1=2.4, roundoff_ulps=64.0,
-        max_steps=20000, batch=2, solvers=[run["options"] for run in runs], **JOB))
+        record = dict(
+            steps=ts.size - 1,
+            rises=len(rises),
+            real_rises=len(rises),
+            roundoff_rises=0,
+            max_rise=0.1 if rises else 0.0,
+            max_relative_rise=0.0,
+            real_rise_steps=np.array(rises, int),
+            real_rise_sizes=np.zeros(len(rises)),
+            roundoff_allowance=1e-10,
+            dtype="float64",
+        )
+        runs.append(
+            dict(
+                label=label,
+                options=options,
+                energy_ts=[ts, ts],
+                energies=[energies, energies],
+                rises=[record, record],
+                real_rises=2 * len(rises),
+                roundoff_rises=1,
+                max_rise=0.1 if rises else 0.0,
+                num_steps=[ts.size] * 2,
+                nfe=[ts.size] * 2,
+                stop_reason=["t1"] * 2,
+            )
+        )
+    return dict(
+        runs=runs,
+        batched=True,
+        metadata=meta(
+            "energy_descent",
+            dtype="float64",
+            flow="native",
+            t1=2.4,
+            roundoff_ulps=64.0,
+            max_steps=20000,
+            batch=2,
+            solvers=[run["options"] for run in runs],
+            **JOB,
+        ),
+    )
 
 
 def gradient_depth_result():
     horizons = np.array([0.6, 1.2, 2.4])
-    adjoint = dict(grad_norm=np.array([1.1, 0.9, 0.8]), x0_grad_norm=np.array([0.3, 0.1, 0.02]),
-                   loss=np.array([1.2, 1.1, 1.0]), skipped=[None] * 3, ratio=0.7,
-                   vanishes=False)
+    adjoint = dict(
+        grad_norm=np.array([1.1, 0.9, 0.8]),
+        x0_grad_norm=np.array([0.3, 0.1, 0.02]),
+        loss=np.array([1.2, 1.1, 1.0]),
+        skipped=[None] * 3,
+        ratio=0.7,
+        vanishes=False,
+    )
     back = dict(adjoint, grad_norm=np.array([1.1, 0.9, np.nan]), skipped=[None, None, "unstable"])
     times = np.linspace(0.0, 2.4, 4)
-    return dict(horizons=horizons, steps=np.array([6, 12, 24]),
-                adjoints={"checkpoint": adjoint, "backsolve": back},
-                implicit=dict(grad_norm=0.75, x0_grad_norm=1e-6, loss=1.0),
-                adjoint_state=dict(times=times, grad_norm=decay(times, 1e-2, -1.0),
-                                   scaled_grad_norm=decay(times, 2e-2, -0.5), horizon=2.4),
-                avoids_vanishing=["checkpoint"], summary=[],
-                metadata=meta("gradient_depth", dtype="float32", solver="euler", dt0=0.1,
-                              rtol=None, atol=None, flow="native", max_steps=20000,
-                              adjoints=["checkpoint", "backsolve", "implicit"], batch=2,
-                              vanish_threshold=1e-3, model="MaskedImageET"))
+    return dict(
+        horizons=horizons,
+        steps=np.array([6, 12, 24]),
+        adjoints={"checkpoint": adjoint, "backsolve": back},
+        implicit=dict(grad_norm=0.75, x0_grad_norm=1e-6, loss=1.0),
+        adjoint_state=dict(
+            times=times,
+            grad_norm=decay(times, 1e-2, -1.0),
+            scaled_grad_norm=decay(times, 2e-2, -0.5),
+            horizon=2.4,
+        ),
+        avoids_vanishing=["checkpoint"],
+        summary=[],
+        metadata=meta(
+            "gradient_depth",
+            dtype="float32",
+            solver="euler",
+            dt0=0.1,
+            rtol=None,
+            atol=None,
+            flow="native",
+            max_steps=20000,
+            adjoints=["checkpoint", "backsolve", "implicit"],
+            batch=2,
+            vanish_threshold=1e-3,
+            model="MaskedImageET",
+        ),
+    )
 
 
 def overshoot_result():
     times = np.unique(np.concatenate([[0.0, 1.2], np.geomspace(0.012, 12.0, 12)]))
     mse = 1.2 - 0.3 * (1 - np.exp(-times)) + 0.01 * np.log1p(times)
     energy = np.stack([-3000 - 900 * (1 - np.exp(-times)) * (1 + 0.05 * b) for b in range(2)])
-    options = dict(solver="euler", dt0=0.1, rtol=None, atol=None, flow="native",
-                   max_steps=136)
-    return dict(times=times, mse=mse, mse_per_image=np.stack([mse, mse]), energy=energy,
-                horizon=1.2, horizon_kind="t1", t_max=12.0, mse_at_horizon=float(mse[3]),
-                mse_at_end=float(mse[-1]), best_time=12.0, best_mse=float(mse.min()),
-                solve_options=options,
-                metadata=meta("overshoot", dtype="float32", t_max_factor=10.0, horizon=1.2,
-                              horizon_kind="t1", n_images=2, solve_options=options,
-                              stop_for_horizon=None, **JOB))
+    options = dict(solver="euler", dt0=0.1, rtol=None, atol=None, flow="native", max_steps=136)
+    return dict(
+        times=times,
+        mse=mse,
+        mse_per_image=np.stack([mse, mse]),
+        energy=energy,
+        horizon=1.2,
+        horizon_kind="t1",
+        t_max=12.0,
+        mse_at_horizon=float(mse[3]),
+        mse_at_end=float(mse[-1]),
+        best_time=12.0,
+        best_mse=float(mse.min()),
+        solve_options=options,
+        metadata=meta(
+            "overshoot",
+            dtype="float32",
+            t_max_factor=10.0,
+            horizon=1.2,
+            horizon_kind="t1",
+            n_images=2,
+            solve_options=options,
+            stop_for_horizon=None,
+            **JOB,
+        ),
+    )
 
 
 def graph_overshoot_result():
     times = np.unique(np.concatenate([[0.0, 1.2], np.geomspace(0.012, 120.0, 10)]))
-    options = dict(solver="euler", dt0=0.1, rtol=None, atol=None, flow="native", t1=120.0,
-                   max_steps=1200)
-    return dict(times=times, auc=0.8 + 0.05 * np.tanh(np.log1p(times)),
-                energy=-50 - 10 * (1 - np.exp(-times)), horizon=1.2, t_max=120.0,
-                auc_at_horizon=0.83, auc_at_end=0.85, best_time=120.0, best_auc=0.85,
-                solve_options=options,
-                metadata=meta("graph_overshoot", dtype="float32", t_max_factor=100.0,
-                              horizon=1.2, t_max=120.0, n_nodes=2708, n_scored=542,
-                              solve_options=options))
+    options = dict(
+        solver="euler", dt0=0.1, rtol=None, atol=None, flow="native", t1=120.0, max_steps=1200
+    )
+    return dict(
+        times=times,
+        auc=0.8 + 0.05 * np.tanh(np.log1p(times)),
+        energy=-50 - 10 * (1 - np.exp(-times)),
+        horizon=1.2,
+        t_max=120.0,
+        auc_at_horizon=0.83,
+        auc_at_end=0.85,
+        best_time=120.0,
+        best_auc=0.85,
+        solve_options=options,
+        metadata=meta(
+            "graph_overshoot",
+            dtype="float32",
+            t_max_factor=100.0,
+            horizon=1.2,
+            t_max=120.0,
+            n_nodes=2708,
+            n_scored=542,
+            solve_options=options,
+        ),
+    )
 
 
 def convergence_result():
@@ -153,29 +305,69 @@ def convergence_result():
     flows = {}
     for flow, rate, growth in (("native", 0.2, 0.05), ("projected", 1.5, 0.0)):
         flows[flow] = dict(
-            residual_rms=decay(times, 0.5, rate, 1e-12), dgdt_rms=decay(times, 0.3, rate),
-            dxdt_rms=decay(times, 0.3, rate, 0.01), abs_dEdt=decay(times, 50.0, 2 * rate),
+            residual_rms=decay(times, 0.5, rate, 1e-12),
+            dgdt_rms=decay(times, 0.3, rate),
+            dxdt_rms=decay(times, 0.3, rate, 0.01),
+            abs_dEdt=decay(times, 50.0, 2 * rate),
             energy=-100 - 10 * (1 - np.exp(-times)),
             scales=np.outer(1 + growth * times, np.linspace(0.8, 1.2, 6)),
-            time_to_tolerance=None, nfe_to_tolerance=None, stop_reason=["t1"],
+            time_to_tolerance=None,
+            nfe_to_tolerance=None,
+            stop_reason=["t1"],
             fit=dict(rate=rate, r2=0.99, n_points=8, t_window=[1.0, 10.0]),
-            power_law=dict(exponent=float("nan"), r2=float("nan"), n_points=0))
-    return dict(times=times, flows=flows, batched=False, metadata=meta(
-        "convergence", dtype="float64", flows=["native", "projected"], solver="tsit5",
-        rtol=1e-5, atol=1e-7, dt0=None, t1=20.0, tolerance=None, chunks=2, max_steps=100000,
-        batch=1, **JOB))
+            power_law=dict(exponent=float("nan"), r2=float("nan"), n_points=0),
+        )
+    return dict(
+        times=times,
+        flows=flows,
+        batched=False,
+        metadata=meta(
+            "convergence",
+            dtype="float64",
+            flows=["native", "projected"],
+            solver="tsit5",
+            rtol=1e-5,
+            atol=1e-7,
+            dt0=None,
+            t1=20.0,
+            tolerance=None,
+            chunks=2,
+            max_steps=100000,
+            batch=1,
+            **JOB,
+        ),
+    )
 
 
 def fixed_points_result():
     labels = ["data", "another end state", "matched noise"]
     distances = np.array([[0.0, 1e-9, 0.4], [1e-9, 0.0, 0.4], [0.4, 0.4, 0.0]])
-    return dict(labels=labels, distances=distances, cluster=np.array([0, 0, 1]), n_distinct=2,
-                path_independence=1 / 3, energy=np.array([-120.0, -120.0, -110.0]),
-                residual_rms=np.full(3, 1e-7), t_final=np.array([40.0, 35.0, 60.0]),
-                stop_reason=["fixed_point"] * 3, converged=np.ones(3, bool), morse_index=None,
-                metadata=meta("fixed_points", dtype="float64", flow="projected",
-                              solver="tsit5", rtol=1e-7, atol=1e-9, tolerance=1e-6, t1=1000.0,
-                              distance_tol=1e-6, polish=False, **JOB))
+    return dict(
+        labels=labels,
+        distances=distances,
+        cluster=np.array([0, 0, 1]),
+        n_distinct=2,
+        path_independence=1 / 3,
+        energy=np.array([-120.0, -120.0, -110.0]),
+        residual_rms=np.full(3, 1e-7),
+        t_final=np.array([40.0, 35.0, 60.0]),
+        stop_reason=["fixed_point"] * 3,
+        converged=np.ones(3, bool),
+        morse_index=None,
+        metadata=meta(
+            "fixed_points",
+            dtype="float64",
+            flow="projected",
+            solver="tsit5",
+            rtol=1e-7,
+            atol=1e-9,
+            tolerance=1e-6,
+            t1=1000.0,
+            distance_tol=1e-6,
+            polish=False,
+            **JOB,
+        ),
+    )
 
 
 def stability_result():
@@ -184,59 +376,150 @@ def stability_result():
     smallest, largest = np.array([0.048, 0.05, 0.07]), np.array([3.0, 4.0, 5.5])
     times = np.linspace(0.1, 2.0, 4)
     return dict(
-        smallest=smallest, largest=largest, all=None, morse_index=0,
-        morse_index_is_lower_bound=False, zero_tol=1e-8, n_near_zero=0, asymmetry=None,
-        dimension=3840, n_normal_excluded=128, geometry="manifold", method="lanczos",
-        coordinates="x", clock=np.ones(64), clock_range=[0.9, 1.1],
-        polish=dict(polished=True, residual_rms_before=1e-4, residual_rms=3e-12,
-                    converged=True, steps=4, displacement_rms=2e-5),
-        residual_rms=3e-12, distance_bound=1e-9,
-        kinks=dict(declared=True, twice_differentiable=True, n_within=0, nearest=0.3,
-                   within=1e-8),
-        sides=None, morse_index_range=[0, 0], linear_rates=[-5.5, -0.048],
-        rates_smallest=smallest, energy=-120.0,
-        lyapunov=dict(exponent=-0.05, local=np.array([-0.5, -0.1, -0.06, -0.05]),
-                      times=times, flow="projected", t1=2.0, segments=4, seed=0,
-                      solver="tsit5", rtol=1e-5, atol=1e-7, dt0=None, coordinates="g"),
-        verdict=dict(code="stable_minimum", sentence="stable minimum: no negative Hessian "
-                     "eigenvalue (smallest +0.048), FTLE -0.05/tau within the linearised "
-                     "range", called=True, lyapunov_range=[-5.5, -0.048],
-                     lyapunov_consistent=True),
-        flow="projected", tau=1.0, start=dict(t_final=40.0, stop_reason="fixed_point",
-                                              residual_rms=1e-4),
-        metadata=meta("stability", dtype="float64", flow="projected", coordinates="x",
-                      method="lanczos", k=3, float64=True, **JOB))
+        smallest=smallest,
+        largest=largest,
+        all=None,
+        morse_index=0,
+        morse_index_is_lower_bound=False,
+        zero_tol=1e-8,
+        n_near_zero=0,
+        asymmetry=None,
+        dimension=3840,
+        n_normal_excluded=128,
+        geometry="manifold",
+        method="lanczos",
+        coordinates="x",
+        clock=np.ones(64),
+        clock_range=[0.9, 1.1],
+        polish=dict(
+            polished=True,
+            residual_rms_before=1e-4,
+            residual_rms=3e-12,
+            converged=True,
+            steps=4,
+            displacement_rms=2e-5,
+        ),
+        residual_rms=3e-12,
+        distance_bound=1e-9,
+        kinks=dict(declared=True, twice_differentiable=True, n_within=0, nearest=0.3, within=1e-8),
+        sides=None,
+        morse_index_range=[0, 0],
+        linear_rates=[-5.5, -0.048],
+        rates_smallest=smallest,
+        energy=-120.0,
+        lyapunov=dict(
+            exponent=-0.05,
+            local=np.array([-0.5, -0.1, -0.06, -0.05]),
+            times=times,
+            flow="projected",
+            t1=2.0,
+            segments=4,
+            seed=0,
+            solver="tsit5",
+            rtol=1e-5,
+            atol=1e-7,
+            dt0=None,
+            coordinates="g",
+        ),
+        verdict=dict(
+            code="stable_minimum",
+            sentence="stable minimum: no negative Hessian "
+            "eigenvalue (smallest +0.048), FTLE -0.05/tau within the linearised "
+            "range",
+            called=True,
+            lyapunov_range=[-5.5, -0.048],
+            lyapunov_consistent=True,
+        ),
+        flow="projected",
+        tau=1.0,
+        start=dict(t_final=40.0, stop_reason="fixed_point", residual_rms=1e-4),
+        metadata=meta(
+            "stability",
+            dtype="float64",
+            flow="projected",
+            coordinates="x",
+            method="lanczos",
+            k=3,
+            float64=True,
+            **JOB,
+        ),
+    )
 
 
 def continuation_result():
     """A pitchfork's trivial branch as `continuation` returns it (a branch point at 0)."""
     p = np.linspace(-1.0, 1.0, 9)
-    return dict(p=p, x=np.zeros((9, 1)), s=p + 1.0, eigenvalues=(p + 0j)[:, None],
-                stable=p < 0, unstable=(p > 0).astype(int), tangent_p=np.ones(9),
-                newton_iterations=np.ones(9, int), residual_rms=np.zeros(9), dense=True,
-                bifurcations=[dict(kind="branch_point", p=1e-11, x=np.zeros(1), s=1.0,
-                                   index=4, s_bracket=1e-11, eigenvalues=np.array([1e-11j]),
-                                   eigenvalue=1e-11 + 0j, residual_rms=0.0)],
-                stop_reason="p_span",
-                metadata=meta("continuation", dtype="float64", tol=1e-10, k=6,
-                              parameter=None))
+    return dict(
+        p=p,
+        x=np.zeros((9, 1)),
+        s=p + 1.0,
+        eigenvalues=(p + 0j)[:, None],
+        stable=p < 0,
+        unstable=(p > 0).astype(int),
+        tangent_p=np.ones(9),
+        newton_iterations=np.ones(9, int),
+        residual_rms=np.zeros(9),
+        dense=True,
+        bifurcations=[
+            dict(
+                kind="branch_point",
+                p=1e-11,
+                x=np.zeros(1),
+                s=1.0,
+                index=4,
+                s_bracket=1e-11,
+                eigenvalues=np.array([1e-11j]),
+                eigenvalue=1e-11 + 0j,
+                residual_rms=0.0,
+            )
+        ],
+        stop_reason="p_span",
+        metadata=meta("continuation", dtype="float64", tol=1e-10, k=6, parameter=None),
+    )
 
 
 def basins_result():
     """`basins` on an 8 x 8 grid split into two basins, one start not converged."""
     labels = np.repeat(np.array([0, 1]), 32).reshape(8, 8)
     labels[0, 0] = -1
-    attractors = [dict(x=np.array([[sign, 0.0]]), energy=0.0, count=count, fraction=count / 64,
-                       morse_index=0, smallest_eigenvalues=np.array([3.0, 8.0]), stable=True,
-                       residual_rms=1e-14, polished=True, start=start)
-                  for sign, count, start in ((-1.0, 31, 1), (1.0, 32, 32))]
-    return dict(labels=labels.ravel(), labels_grid=labels, attractors=attractors,
-                fractions=np.array([31 / 64, 0.5]), not_converged=1, entropy=0.69,
-                batched_iterations=40, one_by_one_iterations=2000,
-                basin_entropy=dict(S_b=0.32, S_bb=0.64, boxes=4, boundary_boxes=2, box=3),
-                metadata=meta("basins", dtype="float64", flow="native", solver="tsit5",
-                              rtol=1e-6, atol=1e-8, fixed_point_atol=1e-5, t1=1e4,
-                              match_tol=1e-3, starts=64))
+    attractors = [
+        dict(
+            x=np.array([[sign, 0.0]]),
+            energy=0.0,
+            count=count,
+            fraction=count / 64,
+            morse_index=0,
+            smallest_eigenvalues=np.array([3.0, 8.0]),
+            stable=True,
+            residual_rms=1e-14,
+            polished=True,
+            start=start,
+        )
+        for sign, count, start in ((-1.0, 31, 1), (1.0, 32, 32))
+    ]
+    return dict(
+        labels=labels.ravel(),
+        labels_grid=labels,
+        attractors=attractors,
+        fractions=np.array([31 / 64, 0.5]),
+        not_converged=1,
+        entropy=0.69,
+        batched_iterations=40,
+        one_by_one_iterations=2000,
+        basin_entropy=dict(S_b=0.32, S_bb=0.64, boxes=4, boundary_boxes=2, box=3),
+        metadata=meta(
+            "basins",
+            dtype="float64",
+            flow="native",
+            solver="tsit5",
+            rtol=1e-6,
+            atol=1e-8,
+            fixed_point_atol=1e-5,
+            t1=1e4,
+            match_tol=1e-3,
+            starts=64,
+        ),
+    )
 
 
 def image_basins_result():
@@ -245,26 +528,51 @@ def image_basins_result():
     labels = np.repeat(np.array([0, 1]), 72).reshape(12, 12)
     rng = np.random.default_rng(0)
     random_labels = np.array([0] * 9 + [1] * 8 + [2] * 3)
-    attractors = [dict(energy=-327.18 + i, morse_index=0, stable=True, polished=True,
-                       residual_rms=1e-12, smallest_eigenvalues=np.array([0.05, 0.07]),
-                       start=i, plane_fraction=float(np.mean(labels == i)),
-                       random_fraction=float(np.mean(random_labels == i)),
-                       decoded_image=rng.uniform(size=(8, 8, 3)))
-                  for i in range(3)]
-    return dict(attractors=attractors,
-                plane=dict(labels_grid=labels, a=np.linspace(-1.5, 1.5, 12),
-                           b=np.linspace(-1.5, 1.5, 12),
-                           image_points={"image 0": [1.0, 0.0], "image 1": [-1.0, 0.0]},
-                           fractions=np.array([0.5, 0.5, 0.0]), not_converged=0,
-                           basin_entropy=dict(S_b=0.2, S_bb=0.6, boxes=4,
-                                              boundary_boxes=2, box=5)),
-                random=dict(labels=random_labels, fractions=np.array([0.45, 0.4, 0.15]),
-                            distinct=3, not_converged=0),
-                batched_iterations=40, one_by_one_iterations=5000,
-                stop_reasons={"fixed_point": 164},
-                metadata=meta("image_basins", dtype="float64", flow="projected",
-                              solver="tsit5", rtol=1e-5, atol=1e-7, fixed_point_atol=1e-4,
-                              t1=1000.0, match_tol=1e-2, starts=164))
+    attractors = [
+        dict(
+            energy=-327.18 + i,
+            morse_index=0,
+            stable=True,
+            polished=True,
+            residual_rms=1e-12,
+            smallest_eigenvalues=np.array([0.05, 0.07]),
+            start=i,
+            plane_fraction=float(np.mean(labels == i)),
+            random_fraction=float(np.mean(random_labels == i)),
+            decoded_image=rng.uniform(size=(8, 8, 3)),
+        )
+        for i in range(3)
+    ]
+    return dict(
+        attractors=attractors,
+        plane=dict(
+            labels_grid=labels,
+            a=np.linspace(-1.5, 1.5, 12),
+            b=np.linspace(-1.5, 1.5, 12),
+            image_points={"image 0": [1.0, 0.0], "image 1": [-1.0, 0.0]},
+            fractions=np.array([0.5, 0.5, 0.0]),
+            not_converged=0,
+            basin_entropy=dict(S_b=0.2, S_bb=0.6, boxes=4, boundary_boxes=2, box=5),
+        ),
+        random=dict(
+            labels=random_labels, fractions=np.array([0.45, 0.4, 0.15]), distinct=3, not_converged=0
+        ),
+        batched_iterations=40,
+        one_by_one_iterations=5000,
+        stop_reasons={"fixed_point": 164},
+        metadata=meta(
+            "image_basins",
+            dtype="float64",
+            flow="projected",
+            solver="tsit5",
+            rtol=1e-5,
+            atol=1e-7,
+            fixed_point_atol=1e-4,
+            t1=1000.0,
+            match_tol=1e-2,
+            starts=164,
+        ),
+    )
 
 
 def many_image_basins_result():
@@ -272,21 +580,32 @@ def many_image_basins_result():
     models): 8 x 8 plane starts and 16 random ones, 80 attractors."""
     result = image_basins_result()
     rng = np.random.default_rng(1)
-    attractors = [dict(result["attractors"][0], energy=-14500.0 + 30 * i,
-                       plane_fraction=1 / 64 if i < 64 else 0.0,
-                       random_fraction=1 / 16 if i >= 64 else 0.0,
-                       morse_index=0 if i < 4 or i in (12, 52) else None,
-                       polished=i < 4 or i in (12, 52),
-                       decoded_image=rng.uniform(size=(8, 8, 3))
-                       if i < 4 or i in (12, 52) else None)
-                  for i in range(80)]
-    plane = dict(result["plane"], labels_grid=np.arange(64).reshape(8, 8),
-                 a=np.linspace(-1.5, 1.5, 8), b=np.linspace(-1.5, 1.5, 8),
-                 fractions=np.array([a["plane_fraction"] for a in attractors]),
-                 basin_entropy=dict(S_b=3.2, S_bb=3.2, boxes=1, boundary_boxes=1, box=5))
-    random = dict(labels=np.arange(64, 80), distinct=16,
-                  fractions=np.array([a["random_fraction"] for a in attractors]),
-                  not_converged=0)
+    attractors = [
+        dict(
+            result["attractors"][0],
+            energy=-14500.0 + 30 * i,
+            plane_fraction=1 / 64 if i < 64 else 0.0,
+            random_fraction=1 / 16 if i >= 64 else 0.0,
+            morse_index=0 if i < 4 or i in (12, 52) else None,
+            polished=i < 4 or i in (12, 52),
+            decoded_image=rng.uniform(size=(8, 8, 3)) if i < 4 or i in (12, 52) else None,
+        )
+        for i in range(80)
+    ]
+    plane = dict(
+        result["plane"],
+        labels_grid=np.arange(64).reshape(8, 8),
+        a=np.linspace(-1.5, 1.5, 8),
+        b=np.linspace(-1.5, 1.5, 8),
+        fractions=np.array([a["plane_fraction"] for a in attractors]),
+        basin_entropy=dict(S_b=3.2, S_bb=3.2, boxes=1, boundary_boxes=1, box=5),
+    )
+    random = dict(
+        labels=np.arange(64, 80),
+        distinct=16,
+        fractions=np.array([a["random_fraction"] for a in attractors]),
+        not_converged=0,
+    )
     return dict(result, attractors=attractors, plane=plane, random=random)
 
 
@@ -295,12 +614,34 @@ def lyapunov_spectrum_result():
     times = 0.5 * np.arange(1, 101)
     final = np.array([0.906, 0.0, -14.57])
     history = final + np.array([1.0, 0.5, -1.0]) / np.sqrt(times)[:, None]
-    return dict(exponents=history[-1], history=history, times=times,
-                volume_rate=float(history[-1].sum()), neutral=None, k=3, size=3, t1=50.0,
-                transient=5.0, renormalise=0.5, solver="tsit5", rtol=1e-8, atol=1e-10,
-                steps=4000, flow=None, dtype="float64",
-                metadata=meta("lyapunov_spectrum", dtype="float64", solver="tsit5",
-                              rtol=1e-8, atol=1e-10, k=3, renormalise=0.5, transient=5.0))
+    return dict(
+        exponents=history[-1],
+        history=history,
+        times=times,
+        volume_rate=float(history[-1].sum()),
+        neutral=None,
+        k=3,
+        size=3,
+        t1=50.0,
+        transient=5.0,
+        renormalise=0.5,
+        solver="tsit5",
+        rtol=1e-8,
+        atol=1e-10,
+        steps=4000,
+        flow=None,
+        dtype="float64",
+        metadata=meta(
+            "lyapunov_spectrum",
+            dtype="float64",
+            solver="tsit5",
+            rtol=1e-8,
+            atol=1e-10,
+            k=3,
+            renormalise=0.5,
+            transient=5.0,
+        ),
+    )
 
 
 def long_horizon_result():
@@ -318,35 +659,73 @@ def long_horizon_result():
         grows = 0.01 * times * (flow == "native")
         flows[flow] = dict(
             energy=-100 - 10 * (1 - np.exp(-rate * times)) - (flow == "projected"),
-            residual_rms=residual, error=1.0 + 0.01 * np.log1p(times), held=held,
-            state_times=np.where(held, 30.0, times), scales_median=1 + grows,
-            scales_min=0.9 + grows, scales_max=1.1 + grows,
-            segments=dict(t0=times[:-1], t1=ends, accepted=np.full(ends.size, 10),
-                          rejected=np.where(ends > 10, 1, 0), nfe=np.full(ends.size, 60),
-                          mean_step=np.geomspace(0.01, 5.0, ends.size),
-                          stop_reason=["t1"] * ends.size, switches=[None] * ends.size,
-                          implicit=[None] * ends.size),
+            residual_rms=residual,
+            error=1.0 + 0.01 * np.log1p(times),
+            held=held,
+            state_times=np.where(held, 30.0, times),
+            scales_median=1 + grows,
+            scales_min=0.9 + grows,
+            scales_max=1.1 + grows,
+            segments=dict(
+                t0=times[:-1],
+                t1=ends,
+                accepted=np.full(ends.size, 10),
+                rejected=np.where(ends > 10, 1, 0),
+                nfe=np.full(ends.size, 60),
+                mean_step=np.geomspace(0.01, 5.0, ends.size),
+                stop_reason=["t1"] * ends.size,
+                switches=[None] * ends.size,
+                implicit=[None] * ends.size,
+            ),
             t_fixed_point=7.0 if flow == "projected" else None,
             t_fixed_point_bracket=[6.0, 8.0] if flow == "projected" else None,
             fixed_point_stays=True if flow == "projected" else None,
             t_hold=30.0 if flow == "projected" else None,
             decay=fit_decay_laws(times, residual, floor=1e-3),
-            lyapunov=dict(horizons=np.array([1.0, 10.0]), exponents=np.array(
-                [[-0.5, -0.3], [-0.4, -0.35]]), median=np.array([-0.45, -0.32]),
-                max=np.array([-0.4, -0.3]), flow=flow, directions=2, coordinates="g"),
-            solver="tsit5" if flow == "native" else "auto", total_steps=120, total_nfe=700,
-            total_switches=None, scale_growth_per_tau=0.01 if flow == "native" else 0.0)
+            lyapunov=dict(
+                horizons=np.array([1.0, 10.0]),
+                exponents=np.array([[-0.5, -0.3], [-0.4, -0.35]]),
+                median=np.array([-0.45, -0.32]),
+                max=np.array([-0.4, -0.3]),
+                flow=flow,
+                directions=2,
+                coordinates="g",
+            ),
+            solver="tsit5" if flow == "native" else "auto",
+            total_steps=120,
+            total_nfe=700,
+            total_switches=None,
+            scale_growth_per_tau=0.01 if flow == "native" else 0.0,
+        )
     for rec in flows.values():
         rec["energy_above_reference"] = rec["energy"] - min(
-            np.min(r["energy"]) for r in flows.values())
-    return dict(times=times, flows=flows, energy_reference=energy_reference(flows),
-                findings=[], metadata=meta(
-                    "long_horizon", dtype="float64", flows=["native", "projected"],
-                    solver={"native": "tsit5", "projected": "auto"}, rtol=1e-4, atol=1e-6,
-                    t1=100.0, n_times=17, max_steps=100000, hold_tol=1e-3,
-                    fixed_point_tol=1e-3, fit_floor=1e-3, fit_start=0.8,
-                    model_type="EnergyTransformer", error="masked MSE (normalised units)",
-                    lyapunov_horizons=[1.0, 10.0], **JOB))
+            np.min(r["energy"]) for r in flows.values()
+        )
+    return dict(
+        times=times,
+        flows=flows,
+        energy_reference=energy_reference(flows),
+        findings=[],
+        metadata=meta(
+            "long_horizon",
+            dtype="float64",
+            flows=["native", "projected"],
+            solver={"native": "tsit5", "projected": "auto"},
+            rtol=1e-4,
+            atol=1e-6,
+            t1=100.0,
+            n_times=17,
+            max_steps=100000,
+            hold_tol=1e-3,
+            fixed_point_tol=1e-3,
+            fit_floor=1e-3,
+            fit_start=0.8,
+            model_type="EnergyTransformer",
+            error="masked MSE (normalised units)",
+            lyapunov_horizons=[1.0, 10.0],
+            **JOB,
+        ),
+    )
 
 
 # --------------------------------------------------- image figures, drawn without a model
@@ -360,37 +739,52 @@ def energy_video_figure(reference):
     times = np.linspace(0.0, 0.4, 5)
     originals = np.stack([image(1), image(2)])
     completed = np.stack([[image(10 * b + k) for k in range(5)] for b in range(2)])
-    energies = np.stack([-2400 - 1500 * (1 - np.exp(-2 * times)) * (1 + 0.02 * b)
-                         for b in range(2)])
+    energies = np.stack(
+        [-2400 - 1500 * (1 - np.exp(-2 * times)) * (1 + 0.02 * b) for b in range(2)]
+    )
     mse = 1.14 + 0.18 * times
     steps = _image_trajectory.frame_steps(dict(solver="euler", dt0=0.1, rtol=None), times)
-    text = " \u00b7 ".join(["model paper", "2 images", "native flow", "float32", "euler dt0 0.1",
-                          steps["sentence"]])
-    fig, show = _image_figures._video_figure(originals * 0.5, completed, originals, times,
-                                             energies, mse, reference, text)
+    text = " \u00b7 ".join(
+        ["model paper", "2 images", "native flow", "float32", "euler dt0 0.1", steps["sentence"]]
+    )
+    fig, show = _image_figures._video_figure(
+        originals * 0.5, completed, originals, times, energies, mse, reference, text
+    )
     index, note = _image_trajectory.still_frame(times, *reference)
     show(index, note)
     return fig
 
 
 def reconstruction_figure():
-    data = dict(masked=np.stack([image(1), image(2)]), completed=np.stack([image(3), image(4)]),
-                original=np.stack([image(5), image(6)]), masked_mse=np.array([0.31, 0.27]),
-                mean_fill_mse=np.array([0.5, 0.6]))
+    data = dict(
+        masked=np.stack([image(1), image(2)]),
+        completed=np.stack([image(3), image(4)]),
+        original=np.stack([image(5), image(6)]),
+        masked_mse=np.array([0.31, 0.27]),
+        mean_fill_mse=np.array([0.5, 0.6]),
+    )
     return _image_figures._reconstruction_drawing(
-        data, "model paper \u00b7 2 images \u00b7 euler dt0 0.1 to t1 = 1.2 tau \u00b7 float32")
+        data, "model paper \u00b7 2 images \u00b7 euler dt0 0.1 to t1 = 1.2 tau \u00b7 float32"
+    )
 
 
 def tokens_over_time_figure():
     t = 5
-    data = dict(times=np.linspace(0.0, 1.2, t), tokens=np.stack([image(k) for k in range(t)]),
-                masked=image(20), original=image(21),
-                attention=np.stack([image(30 + k) - 0.5 for k in range(t)]),
-                hopfield=np.stack([image(40 + k) - 0.5 for k in range(t)]),
-                attention_scale=0.5, hopfield_scale=0.5)
+    data = dict(
+        times=np.linspace(0.0, 1.2, t),
+        tokens=np.stack([image(k) for k in range(t)]),
+        masked=image(20),
+        original=image(21),
+        attention=np.stack([image(30 + k) - 0.5 for k in range(t)]),
+        hopfield=np.stack([image(40 + k) - 0.5 for k in range(t)]),
+        attention_scale=0.5,
+        hopfield_scale=0.5,
+    )
     return _image_figures._tokens_drawing(
-        data, ["attention", "hopfield"],
-        "model paper \u00b7 image 1 of 2 \u00b7 euler dt0 0.1 \u00b7 float32")
+        data,
+        ["attention", "hopfield"],
+        "model paper \u00b7 image 1 of 2 \u00b7 euler dt0 0.1 \u00b7 float32",
+    )
 
 
 class TinyImageModel:
@@ -406,8 +800,9 @@ class TinyImageModel:
         self.decoder = rng.normal(size=(16, 48))
         self.core = type("Core", (), {})()
         self.core.hopfield = type("H", (), {"xi": rng.normal(size=(32, 16))})()
-        self.core.attention = type("A", (), {"Wq": rng.normal(size=(2, 8, 16)),
-                                             "Wk": rng.normal(size=(2, 8, 16))})()
+        self.core.attention = type(
+            "A", (), {"Wq": rng.normal(size=(2, 8, 16)), "Wk": rng.normal(size=(2, 8, 16))}
+        )()
         self.dtype = "float32"
 
     def decode_token(self, x):
@@ -417,75 +812,131 @@ class TinyImageModel:
 # ------------------------------------------------------------------- the registry
 # name -> (draw: () -> Figure, texts the title and caption must contain)
 FIGURES = {
-    "plot_work_precision": (lambda: analysis.plot_work_precision(work_precision_result()),
-                            ["paper", "2 images", "t1 = 1.2", "float32", "1 runs did not reach",
-                             "rtol"]),
+    "plot_work_precision": (
+        lambda: analysis.plot_work_precision(work_precision_result()),
+        ["paper", "2 images", "t1 = 1.2", "float32", "1 runs did not reach", "rtol"],
+    ),
     "plot_work_precision (paper)": (
         lambda: analysis.plot_work_precision(work_precision_result(), against="paper"),
-        ["paper's Euler map", "float32"]),
-    "plot_contributions": (lambda: analysis.plot_contributions(contributions_result()),
-                           ["paper", "2 images", "native flow", "float32", "euler dt0 0.1",
-                            "1.2 tau"]),
-    "plot_energy_descent": (lambda: analysis.plot_energy_descent(energy_descent_result()),
-                            ["paper", "2 images", "t1 = 2.4", "float64"]),
-    "plot_gradient_depth": (lambda: analysis.plot_gradient_depth(gradient_depth_result()),
-                            ["2 samples", "native flow", "2.4 tau", "float32", "euler dt0 0.1"]),
-    "plot_overshoot": (lambda: analysis.plot_overshoot(overshoot_result()),
-                       ["paper", "2 images", "12 tau", "float32", "euler dt0 0.1"]),
-    "plot_graph_overshoot": (lambda: analysis.plot_graph_overshoot(graph_overshoot_result()),
-                             ["542 scored test nodes", "120 tau", "float32", "euler dt0 0.1"]),
-    "plot_convergence": (lambda: analysis.plot_convergence(convergence_result()),
-                         ["paper", "t1 = 20", "float64", "tsit5 rtol 1e-05"]),
-    "plot_fixed_points": (lambda: analysis.plot_fixed_points(fixed_points_result()),
-                          ["paper", "3 starts", "float64", "tsit5 rtol 1e-07"]),
-    "plot_stability": (lambda: analysis.plot_stability(stability_result()),
-                       ["stable minimum", "paper", "float64"]),
-    "plot_long_horizon": (lambda: analysis.plot_long_horizon(long_horizon_result()),
-                          ["paper", "t1 = 100", "float64", "rtol 0.0001"]),
-    "plot_continuation": (lambda: analysis.plot_continuation(continuation_result()),
-                          ["branch point at p = 1e-11", "float64", "9 points", "dense",
-                           "Newton tol 1e-10"]),
-    "plot_basins": (lambda: analysis.plot_basins(basins_result()),
-                    ["2 attractors from 64 starts", "basin entropy 0.32", "64 starts",
-                     "float64", "tsit5 rtol 1e-06", "fixed-point stop RMS G 1e-05"]),
-    "plot_image_basins": (lambda: analysis.plot_image_basins(image_basins_result()),
-                          ["3 attractors", "144 + 20 starts", "float64",
-                           "tsit5 rtol 1e-05", "fixed-point stop RMS G 1e-04",
-                           "basin entropy 0.2", "3 attractors from 20 random starts"]),
+        ["paper's Euler map", "float32"],
+    ),
+    "plot_contributions": (
+        lambda: analysis.plot_contributions(contributions_result()),
+        ["paper", "2 images", "native flow", "float32", "euler dt0 0.1", "1.2 tau"],
+    ),
+    "plot_energy_descent": (
+        lambda: analysis.plot_energy_descent(energy_descent_result()),
+        ["paper", "2 images", "t1 = 2.4", "float64"],
+    ),
+    "plot_gradient_depth": (
+        lambda: analysis.plot_gradient_depth(gradient_depth_result()),
+        ["2 samples", "native flow", "2.4 tau", "float32", "euler dt0 0.1"],
+    ),
+    "plot_overshoot": (
+        lambda: analysis.plot_overshoot(overshoot_result()),
+        ["paper", "2 images", "12 tau", "float32", "euler dt0 0.1"],
+    ),
+    "plot_graph_overshoot": (
+        lambda: analysis.plot_graph_overshoot(graph_overshoot_result()),
+        ["542 scored test nodes", "120 tau", "float32", "euler dt0 0.1"],
+    ),
+    "plot_convergence": (
+        lambda: analysis.plot_convergence(convergence_result()),
+        ["paper", "t1 = 20", "float64", "tsit5 rtol 1e-05"],
+    ),
+    "plot_fixed_points": (
+        lambda: analysis.plot_fixed_points(fixed_points_result()),
+        ["paper", "3 starts", "float64", "tsit5 rtol 1e-07"],
+    ),
+    "plot_stability": (
+        lambda: analysis.plot_stability(stability_result()),
+        ["stable minimum", "paper", "float64"],
+    ),
+    "plot_long_horizon": (
+        lambda: analysis.plot_long_horizon(long_horizon_result()),
+        ["paper", "t1 = 100", "float64", "rtol 0.0001"],
+    ),
+    "plot_continuation": (
+        lambda: analysis.plot_continuation(continuation_result()),
+        ["branch point at p = 1e-11", "float64", "9 points", "dense", "Newton tol 1e-10"],
+    ),
+    "plot_basins": (
+        lambda: analysis.plot_basins(basins_result()),
+        [
+            "2 attractors from 64 starts",
+            "basin entropy 0.32",
+            "64 starts",
+            "float64",
+            "tsit5 rtol 1e-06",
+            "fixed-point stop RMS G 1e-05",
+        ],
+    ),
+    "plot_image_basins": (
+        lambda: analysis.plot_image_basins(image_basins_result()),
+        [
+            "3 attractors",
+            "144 + 20 starts",
+            "float64",
+            "tsit5 rtol 1e-05",
+            "fixed-point stop RMS G 1e-04",
+            "basin entropy 0.2",
+            "3 attractors from 20 random starts",
+        ],
+    ),
     "plot_image_basins (every start its own attractor)": (
         lambda: analysis.plot_image_basins(many_image_basins_result()),
-        ["80 attractors", "64 attractors", "16 attractors from 16 random starts",
-         "(image)"]),
+        ["80 attractors", "64 attractors", "16 attractors from 16 random starts", "(image)"],
+    ),
     "plot_lyapunov_spectrum": (
         lambda: analysis.plot_lyapunov_spectrum(lyapunov_spectrum_result()),
-        ["top 3", "t1 = 50", "float64", "tsit5 rtol 1e-08", "renormalised every 0.5"]),
-    "energy_video_frames": (lambda: energy_video_figure((0.3, "training horizon")),
-                            ["paper", "2 images", "float32", "euler dt0 0.1", "t = 0.3",
-                             "every frame at a step end", "normalised units"]),
+        ["top 3", "t1 = 50", "float64", "tsit5 rtol 1e-08", "renormalised every 0.5"],
+    ),
+    "energy_video_frames": (
+        lambda: energy_video_figure((0.3, "training horizon")),
+        [
+            "paper",
+            "2 images",
+            "float32",
+            "euler dt0 0.1",
+            "t = 0.3",
+            "every frame at a step end",
+            "normalised units",
+        ],
+    ),
     "energy_video_frames (reference beyond the last frame)": (
         lambda: energy_video_figure((13.7, "fixed-point stop (mean)")),
-        ["the last frame", "13.7", "beyond"]),
-    "reconstruction_figure": (reconstruction_figure, ["paper", "2 images", "float32",
-                                                      "normalised units"]),
+        ["the last frame", "13.7", "beyond"],
+    ),
+    "reconstruction_figure": (
+        reconstruction_figure,
+        ["paper", "2 images", "float32", "normalised units"],
+    ),
     "tokens_over_time_figure": (tokens_over_time_figure, ["paper", "float32", "per tau"]),
     "position_similarity_figure": (
         lambda: analysis.position_similarity_figure(TinyImageModel(), name="paper")[0],
-        ["paper", "64 patches"]),
-    "memories_figure": (lambda: analysis.memories_figure(TinyImageModel(), 10,
-                                                         name="paper")[0],
-                        ["paper", "10 of 32"]),
+        ["paper", "64 patches"],
+    ),
+    "memories_figure": (
+        lambda: analysis.memories_figure(TinyImageModel(), 10, name="paper")[0],
+        ["paper", "10 of 32"],
+    ),
     "attention_weights_figure": (
         lambda: analysis.attention_weights_figure(TinyImageModel(), name="paper")[0],
-        ["paper", "2 heads"]),
+        ["paper", "2 heads"],
+    ),
 }
 
 
 def figure_functions():
     """The figure functions of `et_ode.analysis`: every `plot_*`, every `*_figure` but the
     writers, and the energy video."""
-    return sorted(name for name in analysis.__all__
-                  if name.startswith("plot_") or name == "energy_video_frames"
-                  or (name.endswith("_figure") and not name.startswith("write_")))
+    return sorted(
+        name
+        for name in analysis.__all__
+        if name.startswith("plot_")
+        or name == "energy_video_frames"
+        or (name.endswith("_figure") and not name.startswith("write_"))
+    )
 
 
 def test_every_figure_is_checked():
@@ -554,6 +1005,7 @@ def test_layout_problems_finds_overlapping_tick_labels():
     """matplotlib's own log axis over 12..60 (NFE of a quick solver comparison) labels
     minor ticks, and `3x10^1` and `4x10^1` collide (the defect of compare-solvers.png);
     `finish` gives the axis readable ticks instead."""
+
     def draw():
         fig = Figure(figsize=(3.0, 2.0), dpi=100, layout="constrained")
         ax = fig.add_subplot()
@@ -563,8 +1015,9 @@ def test_layout_problems_finds_overlapping_tick_labels():
 
     fig, _ = draw()
     problems = layout_problems(fig)
-    assert any(re.search(r"x tick label .*3.*overlaps x tick label .*4", p)
-               for p in problems), problems
+    assert any(re.search(r"x tick label .*3.*overlaps x tick label .*4", p) for p in problems), (
+        problems
+    )
     fig, ax = draw()
     from et_ode.analysis._plotting import finish
 
@@ -578,8 +1031,9 @@ def test_layout_problems_finds_text_outside_the_canvas_and_clipped_text():
     fig = Figure(figsize=(3.0, 2.0), dpi=100)
     ax = fig.add_subplot()
     ax.plot([0, 14], [0, 1])
-    ax.text(13.7, 1.0, " fixed-point stop", transform=ax.get_xaxis_transform(),
-            va="bottom")  # the old energy video's label past the right edge
+    ax.text(
+        13.7, 1.0, " fixed-point stop", transform=ax.get_xaxis_transform(), va="bottom"
+    )  # the old energy video's label past the right edge
     problems = layout_problems(fig)
     assert any("'fixed-point stop' extends outside the canvas" in p for p in problems), problems
     fig = Figure(figsize=(3.0, 2.0), dpi=100, layout="constrained")
@@ -591,7 +1045,7 @@ def test_layout_problems_finds_text_outside_the_canvas_and_clipped_text():
 
 def test_layout_problems_finds_overlaps_between_axes_and_rotated_labels():
     fig = Figure(figsize=(4.0, 2.0), dpi=100)  # no layout engine: the y label runs into
-    left, right = fig.subplots(1, 2)            # the left axes
+    left, right = fig.subplots(1, 2)  # the left axes
     right.set_ylabel("a long y label of the right axes")
     right.set_yticks([0, 1], ["zero", "one"])
     left.set_title("a title wider than its own axes, over the neighbour")
@@ -600,13 +1054,25 @@ def test_layout_problems_finds_overlaps_between_axes_and_rotated_labels():
     # Rotated labels that do not touch: clean, although their bounding boxes overlap.
     fig = Figure(figsize=(4.0, 3.0), dpi=100, layout="constrained")
     ax = fig.add_subplot()
-    ax.set_xticks(range(4), ["tsit5 rtol 1e-07"] * 4, rotation=30, ha="right",
-                  rotation_mode="anchor", fontsize=7)
+    ax.set_xticks(
+        range(4),
+        ["tsit5 rtol 1e-07"] * 4,
+        rotation=30,
+        ha="right",
+        rotation_mode="anchor",
+        fontsize=7,
+    )
     assert not layout_problems(fig)
     fig = Figure(figsize=(4.0, 3.0), dpi=100, layout="constrained")
     ax = fig.add_subplot()
-    ax.set_xticks(range(20), ["tsit5 rtol 1e-07"] * 20, rotation=30, ha="right",
-                  rotation_mode="anchor", fontsize=9)
+    ax.set_xticks(
+        range(20),
+        ["tsit5 rtol 1e-07"] * 20,
+        rotation=30,
+        ha="right",
+        rotation_mode="anchor",
+        fontsize=9,
+    )
     assert any("overlaps" in p for p in layout_problems(fig))
 
 
@@ -632,14 +1098,18 @@ def test_figures_write_as_png_pdf_and_svg(tmp_path):
     assert b"/Type3" not in pdf and b"CIDFontType2" in pdf  # TrueType fonts, as journals ask
     with pytest.raises(ValueError, match="suffix"):
         analysis.write_figure(tmp_path / "figure.jpg", fig)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.svg", "figure.pdf", "figure.png",
-                                                          "figure.svg"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "a.svg",
+        "figure.pdf",
+        "figure.png",
+        "figure.svg",
+    ]
 
 
 def test_work_precision_says_when_a_point_has_no_room_for_its_label():
     result = work_precision_result()
     crowded = dict(result["runs"][0])
-    result["runs"] = [dict(crowded, rtol=10.0 ** -k) for k in range(3, 12)]  # one spot
+    result["runs"] = [dict(crowded, rtol=10.0**-k) for k in range(3, 12)]  # one spot
     fig = analysis.plot_work_precision(result)
     assert "had no room" in all_text(fig)
     assert not layout_problems(fig)
@@ -648,16 +1118,24 @@ def test_work_precision_says_when_a_point_has_no_room_for_its_label():
 # ---------------------------------------------------------------------------- docs
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 DOCS_IMAGES = {  # figure function -> its image in docs/images (docs/make_figures.py)
-    "plot_work_precision": "compare-solvers", "energy_video_frames": "energy-video",
+    "plot_work_precision": "compare-solvers",
+    "energy_video_frames": "energy-video",
     "position_similarity_figure": "fig2-positions",
     "reconstruction_figure": "fig3-reconstructions",
-    "tokens_over_time_figure": "fig4-tokens-over-time", "memories_figure": "fig5-memories",
-    "attention_weights_figure": "fig6-attention-weights", "plot_convergence": "convergence",
-    "plot_energy_descent": "energy-descent", "plot_overshoot": "overshoot",
-    "plot_gradient_depth": "gradient-depth", "plot_contributions": "contributions",
-    "plot_long_horizon": "long-horizon", "plot_stability": "stability",
-    "plot_fixed_points": "fixed-points", "plot_graph_overshoot": "graph-overshoot",
-    "plot_continuation": "continuation", "plot_basins": "basins",
+    "tokens_over_time_figure": "fig4-tokens-over-time",
+    "memories_figure": "fig5-memories",
+    "attention_weights_figure": "fig6-attention-weights",
+    "plot_convergence": "convergence",
+    "plot_energy_descent": "energy-descent",
+    "plot_overshoot": "overshoot",
+    "plot_gradient_depth": "gradient-depth",
+    "plot_contributions": "contributions",
+    "plot_long_horizon": "long-horizon",
+    "plot_stability": "stability",
+    "plot_fixed_points": "fixed-points",
+    "plot_graph_overshoot": "graph-overshoot",
+    "plot_continuation": "continuation",
+    "plot_basins": "basins",
     "plot_image_basins": "image-basins",
     "plot_lyapunov_spectrum": "lyapunov-spectrum",
 }

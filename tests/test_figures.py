@@ -47,9 +47,14 @@ def tiny(tmp_path_factory):
     normalisation = et_ode.ChannelNormalisation((0.45, 0.35, 0.3), (0.3, 0.25, 0.25))
     model = new_model(TINY, normalisation)
     key_w, key_b = jax.random.split(jax.random.key(7))
-    model = eqx.tree_at(lambda m: (m.decoder.weight, m.decoder.bias), model, (
-        0.5 * jax.random.normal(key_w, model.decoder.weight.shape, jnp.float32),
-        0.1 * jax.random.normal(key_b, model.decoder.bias.shape, jnp.float32)))
+    model = eqx.tree_at(
+        lambda m: (m.decoder.weight, m.decoder.bias),
+        model,
+        (
+            0.5 * jax.random.normal(key_w, model.decoder.weight.shape, jnp.float32),
+            0.1 * jax.random.normal(key_b, model.decoder.bias.shape, jnp.float32),
+        ),
+    )
     path = tmp_path_factory.mktemp("model") / "tiny.eqx"
     save_checkpoint(path, _header(TINY, 0, normalisation, None), model)
     return path, et_ode.MaskedImageET.load(path)
@@ -139,20 +144,38 @@ def test_fig3_reconstructions(tiny, tmp_path):
     images, normalised = held_out(data, model)
     assert sorted(data["image_indices"]) == [0, 799]  # both held-out scenes
     # The per-image MSEs average (same occluded count per image) to the model's own.
-    assert np.mean(data["masked_mse"]) == pytest.approx(reference(model, normalised, masks)[0],
-                                                        rel=1e-4)
+    assert np.mean(data["masked_mse"]) == pytest.approx(
+        reference(model, normalised, masks)[0], rel=1e-4
+    )
     assert np.mean(data["masked_mse"]) != pytest.approx(np.mean(data["mean_fill_mse"]), rel=1e-3)
     # Shown patches are the originals; only occluded ones were predicted.
-    occluded = np.asarray(jax.vmap(lambda o: model.image(
-        jnp.repeat(o[:, None], 48, axis=1).astype(jnp.float32)))(masks.occluded)) > 0.5
+    occluded = (
+        np.asarray(
+            jax.vmap(lambda o: model.image(jnp.repeat(o[:, None], 48, axis=1).astype(jnp.float32)))(
+                masks.occluded
+            )
+        )
+        > 0.5
+    )
     completed = np.asarray(data["completed"])
     np.testing.assert_allclose(completed[~occluded], images[~occluded], atol=1e-5)
     assert np.abs(completed[occluded] - images[occluded]).max() > 0.01
 
 
 def test_fig4_tokens_over_time(tiny, tmp_path):
-    png, js = run("fig4_tokens_over_time", tiny, tmp_path, "--images", str(IMAGES), "--index",
-                  "1", "--frames", str(FRAMES), "--horizon", str(HORIZON))
+    png, js = run(
+        "fig4_tokens_over_time",
+        tiny,
+        tmp_path,
+        "--images",
+        str(IMAGES),
+        "--index",
+        "1",
+        "--frames",
+        str(FRAMES),
+        "--horizon",
+        str(HORIZON),
+    )
     assert png_size(png)[0] > 0
     record = read(js)
     data = record["data"]
@@ -176,12 +199,14 @@ def test_fig5_and_fig6(tiny, tmp_path, legible):
     data = read(js)["data"]
     norms = np.linalg.norm(np.asarray(model.core.hopfield.xi, np.float64), axis=1)
     np.testing.assert_allclose(data["norms"], np.sort(norms)[::-1][:10], rtol=1e-6)
-    np.testing.assert_allclose(data["decoded"], model.decode(model.core.hopfield.xi[
-        np.asarray(data["indices"])]), atol=1e-6)
+    np.testing.assert_allclose(
+        data["decoded"],
+        model.decode(model.core.hopfield.xi[np.asarray(data["indices"])]),
+        atol=1e-6,
+    )
     pdf, js = run("fig6_attention_weights", tiny, tmp_path, "--format", "pdf")
     assert pdf.name == "fig6_attention_weights.pdf" and pdf.read_bytes()[:4] == b"%PDF"
-    assert [name for name, _, _ in legible] == ["fig5_memories.png",
-                                                "fig6_attention_weights.pdf"]
+    assert [name for name, _, _ in legible] == ["fig5_memories.png", "fig6_attention_weights.pdf"]
     assert "model tiny.eqx" in legible[1][1]  # the caption names the model
     data = read(js)["data"]
     assert np.asarray(data["Wq"]).shape == (2, 8, 48) == np.asarray(data["Wk"]).shape
@@ -190,8 +215,17 @@ def test_fig5_and_fig6(tiny, tmp_path, legible):
 
 
 def test_fig8_energy_video(tiny, tmp_path):
-    out = run("fig8_energy_video", tiny, tmp_path, "--images", str(IMAGES), "--frames",
-              str(FRAMES), "--horizon", str(HORIZON))
+    out = run(
+        "fig8_energy_video",
+        tiny,
+        tmp_path,
+        "--images",
+        str(IMAGES),
+        "--frames",
+        str(FRAMES),
+        "--horizon",
+        str(HORIZON),
+    )
     model = tiny[1]
     frames = sorted((tmp_path / "fig8_frames").glob("frame_*.png"))
     assert [f.name for f in frames] == [f"frame_{i:04d}.png" for i in range(FRAMES)]
@@ -228,8 +262,9 @@ def test_fig8_energy_video(tiny, tmp_path):
     mean, std = jax.vmap(model.context_statistics)(patches, masks)
     x0, cond = jax.vmap(model.encode)((patches - mean[:, None]) / std[:, None], masks)
     decoded0 = jax.vmap(model.decode)(x0) * std[:, None] + mean[:, None]
-    assert mse[0] == pytest.approx(float(et_ode.masked_mse(decoded0, patches, masks.occluded)),
-                                   rel=1e-4)
+    assert mse[0] == pytest.approx(
+        float(et_ode.masked_mse(decoded0, patches, masks.occluded)), rel=1e-4
+    )
     np.testing.assert_allclose(energies[:, 0], jax.vmap(model.core.energy)(x0, cond), rtol=1e-5)
 
 
@@ -239,9 +274,27 @@ def test_frames_command_writes_the_still_as_vector_graphics(tiny, tmp_path, legi
     from et_ode.cli import main
 
     out = tmp_path / "svg"
-    assert main(["frames", "--checkpoint", str(tiny[0]), "--images", str(IMAGES), "--frames",
-                 str(FRAMES), "--horizon", str(HORIZON), "--format", "svg", "--out", str(out),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "frames",
+                "--checkpoint",
+                str(tiny[0]),
+                "--images",
+                str(IMAGES),
+                "--frames",
+                str(FRAMES),
+                "--horizon",
+                str(HORIZON),
+                "--format",
+                "svg",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert b"<svg" in (out / "energy_video.svg").read_bytes()[:1000]
     assert not (out / "energy_video.png").exists()
     assert len(list((out / "energy_video_frames").glob("frame_*.png"))) == FRAMES
@@ -250,8 +303,12 @@ def test_frames_command_writes_the_still_as_vector_graphics(tiny, tmp_path, legi
     assert data["still"] == "energy_video.svg" and data["still_frame"] == 3  # t = 0.3
     assert data["still_note"] == "still: the frame nearest the training horizon t = 0.3 (t = 0.3)"
     assert data["interpolated_frames"] == 0  # Euler steps of 0.1, frames every 0.1
-    (name, title, _), = legible
-    assert name == "energy_video.svg" and "model tiny.eqx" in title and data["still_note"] in " ".join(title.split())
+    ((name, title, _),) = legible
+    assert (
+        name == "energy_video.svg"
+        and "model tiny.eqx" in title
+        and data["still_note"] in " ".join(title.split())
+    )
 
 
 def test_write_video_pads_and_falls_back(tmp_path, monkeypatch):

@@ -51,8 +51,13 @@ def test_native_stop_waits_for_residual(model, x0):
     """A stop on |dg/dt| (or diffrax's steady-state test on |dx/dt| against |x|) would
     fire long before t = 1000; the residual stop does not."""
     sol = solvers.solve(
-        model, x0, t1=1000.0, stop=solvers.FixedPointStop(atol=1e-3), max_steps=20000,
-        throw=False, **TIGHT,
+        model,
+        x0,
+        t1=1000.0,
+        stop=solvers.FixedPointStop(atol=1e-3),
+        max_steps=20000,
+        throw=False,
+        **TIGHT,
     )
     assert sol.stats["stop_reason"] == "not_converged"
     assert float(sol.t_final) == pytest.approx(1000.0)
@@ -63,16 +68,24 @@ def test_native_stop_waits_for_residual(model, x0):
     # at any rtol >= 2e-3 here, at a state that is not a fixed point.
     assert float(dx_rms) < 2e-3 * float(solvers.rms(x))
     with pytest.raises(solvers.SolveError, match="time cap") as info:
-        solvers.solve(model, x0, t1=1000.0, stop=solvers.FixedPointStop(atol=1e-3),
-                      max_steps=20000, **TIGHT)
+        solvers.solve(
+            model, x0, t1=1000.0, stop=solvers.FixedPointStop(atol=1e-3), max_steps=20000, **TIGHT
+        )
     assert info.value.reason == "not_converged"
 
 
 @pytest.fixture(scope="module")
 def projected_stop(model, x0):
     return solvers.solve(
-        model, x0, flow="projected", t1=1000.0, stop=solvers.FixedPointStop(atol=1e-7),
-        solver="tsit5", rtol=1e-10, atol=1e-12, max_steps=20000,
+        model,
+        x0,
+        flow="projected",
+        t1=1000.0,
+        stop=solvers.FixedPointStop(atol=1e-7),
+        solver="tsit5",
+        rtol=1e-10,
+        atol=1e-12,
+        max_steps=20000,
     )
 
 
@@ -106,8 +119,7 @@ def test_finder_gmres_matches_dense(model, projected_stop):
     assert float(jnp.abs(dense.x - gmres.x).max()) < 1e-8
 
 
-def test_lbfgs_reaches_the_flows_minimum_and_stalls_at_the_energy_floor(
-        model, x0, projected_stop):
+def test_lbfgs_reaches_the_flows_minimum_and_stalls_at_the_energy_floor(model, x0, projected_stop):
     """From x0 on this tiny model (one basin along both paths) L-BFGS on the manifold
     reaches the projected flow's minimum in far fewer gradients than the flow's NFE, at
     the same point, token scales kept. Its line search compares energies, so it stalls
@@ -128,8 +140,16 @@ def test_lbfgs_reaches_the_flows_minimum_and_stalls_at_the_energy_floor(
 # ---------------------------------------------------------------- conditions (test 8)
 # The gradients and losses below are jitted: one compiled program each, where an eager
 # `jax.grad` compiles every operation of the backward pass on its own.
-IMPLICIT = dict(solver="tsit5", rtol=1e-10, atol=1e-12, flow="projected", t1=1000.0,
-                stop=solvers.FixedPointStop(atol=1e-9), max_steps=20000, adjoint="implicit")
+IMPLICIT = dict(
+    solver="tsit5",
+    rtol=1e-10,
+    atol=1e-12,
+    flow="projected",
+    t1=1000.0,
+    stop=solvers.FixedPointStop(atol=1e-9),
+    max_steps=20000,
+    adjoint="implicit",
+)
 
 
 def _loss(model, sol):
@@ -138,8 +158,9 @@ def _loss(model, sol):
 
 
 def test_clamped_tokens_make_the_fixed_point_depend_on_them(model, x0):
-    grad = jax.jit(jax.grad(
-        lambda x, args: _loss(model, solvers.solve(model, x, args=args, **IMPLICIT))))
+    grad = jax.jit(
+        jax.grad(lambda x, args: _loss(model, solvers.solve(model, x, args=args, **IMPLICIT)))
+    )
     clamped = jnp.arange(N_TOKENS) < 3
     grad_x0 = grad(x0, et_ode.Conditions(clamped=clamped))
     grad_free = grad(x0, et_ode.Conditions(clamped=jnp.zeros(N_TOKENS, bool)))  # same compile

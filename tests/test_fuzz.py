@@ -40,9 +40,16 @@ from et_ode.tasks import (
 )
 
 EXAMPLES = int(os.environ.get("ET_ODE_FUZZ_EXAMPLES", "40"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES < 1000,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=EXAMPLES < 1000,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 
 REFUSED = object()
 # {entry point: Counter(accepted=..., refused=...)}, printed at the end of the session.
@@ -86,11 +93,16 @@ class _TallyReport:
             tried = counts["accepted"] + counts["refused"]
             write(f"{entry:<44} {tried:>7} {counts['accepted']:>9} {counts['refused']:>8}")
         failed = len(terminalreporter.stats.get("failed", []))
-        label = (f"all ({failed} properties FAILED)" if failed
-                 else "all (0 tracebacks, 0 silent acceptances)")
-        write(f"{label:<44} "
-              f"{total['accepted'] + total['refused']:>7} {total['accepted']:>9} "
-              f"{total['refused']:>8}")
+        label = (
+            f"all ({failed} properties FAILED)"
+            if failed
+            else "all (0 tracebacks, 0 silent acceptances)"
+        )
+        write(
+            f"{label:<44} "
+            f"{total['accepted'] + total['refused']:>7} {total['accepted']:>9} "
+            f"{total['refused']:>8}"
+        )
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -99,26 +111,62 @@ def _tally_report(request):
     under xdist workers, whose terminal output the controller does not show)."""
     plugin = _TallyReport()
     manager = request.config.pluginmanager
-    if (manager.get_plugin("terminalreporter") is not None
-            and not manager.has_plugin("et-ode-fuzz-tally")):
+    if manager.get_plugin("terminalreporter") is not None and not manager.has_plugin(
+        "et-ode-fuzz-tally"
+    ):
         manager.register(plugin, "et-ode-fuzz-tally")
     yield
 
 
 # ------------------------------------------------------------------ config documents
-EDGE_NUMBERS = [0, 1, -1, 2**63 - 1, -(2**63), 0.0, -0.0, 0.5, 1.5, -1e-300, 1e308,
-                math.inf, -math.inf, math.nan]
+EDGE_NUMBERS = [
+    0,
+    1,
+    -1,
+    2**63 - 1,
+    -(2**63),
+    0.0,
+    -0.0,
+    0.5,
+    1.5,
+    -1e-300,
+    1e308,
+    math.inf,
+    -math.inf,
+    math.nan,
+]
 SCALARS = st.one_of(
     st.integers(min_value=-(2**63), max_value=2**63 - 1),
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from(EDGE_NUMBERS),
     st.booleans(),
     st.text(max_size=12),
-    st.sampled_from(["", "0.9", "1", "true", "yes", "nan", "euler", "tsit5", "projected",
-                     "native", "relu", "et", "sbm", "csl", "laplacian", "photos"]),
+    st.sampled_from(
+        [
+            "",
+            "0.9",
+            "1",
+            "true",
+            "yes",
+            "nan",
+            "euler",
+            "tsit5",
+            "projected",
+            "native",
+            "relu",
+            "et",
+            "sbm",
+            "csl",
+            "laplacian",
+            "photos",
+        ]
+    ),
 )
-TOML_VALUES = st.one_of(SCALARS, st.lists(SCALARS, max_size=4),
-                        st.dictionaries(st.text(max_size=6), SCALARS, max_size=3))
+TOML_VALUES = st.one_of(
+    SCALARS,
+    st.lists(SCALARS, max_size=4),
+    st.dictionaries(st.text(max_size=6), SCALARS, max_size=3),
+)
 
 
 def _valid_values(spec: dict) -> list:
@@ -139,9 +187,12 @@ def documents(kind):
     sections = {}
     for name, spec in schema["properties"].items():
         section = schema["$defs"][(spec.get("$ref") or spec["allOf"][0]["$ref"]).split("/")[-1]]
-        fields = {field: st.one_of(TOML_VALUES, st.sampled_from(_valid_values(f)))
-                  if _valid_values(f) else TOML_VALUES
-                  for field, f in section["properties"].items()}
+        fields = {
+            field: st.one_of(TOML_VALUES, st.sampled_from(_valid_values(f)))
+            if _valid_values(f)
+            else TOML_VALUES
+            for field, f in section["properties"].items()
+        }
         fields["bogus"] = TOML_VALUES
         sections[name] = st.fixed_dictionaries({}, optional=fields)
     sections["bogus"] = st.dictionaries(st.text(max_size=4), SCALARS, max_size=2)
@@ -152,8 +203,11 @@ def _same_value(given, stored) -> bool:
     """Whether a stored field holds exactly the value given (an int may become the
     equal float; nothing else may change type)."""
     if isinstance(given, list):
-        return isinstance(stored, tuple) and len(given) == len(stored) and all(
-            _same_value(g, s) for g, s in zip(given, stored))
+        return (
+            isinstance(stored, tuple)
+            and len(given) == len(stored)
+            and all(_same_value(g, s) for g, s in zip(given, stored))
+        )
     if isinstance(given, bool) or isinstance(stored, bool):
         return given is stored
     if isinstance(given, int) and isinstance(stored, float):
@@ -162,8 +216,11 @@ def _same_value(given, stored) -> bool:
 
 
 def _check_document(kind, document):
-    config = outcome(lambda: kind.from_dict(document, source="fuzz.toml"), "fuzz.toml: ",
-                     entry=f"config documents ({kind.__name__})")
+    config = outcome(
+        lambda: kind.from_dict(document, source="fuzz.toml"),
+        "fuzz.toml: ",
+        entry=f"config documents ({kind.__name__})",
+    )
     if config is REFUSED:
         return
     assert isinstance(document, dict)
@@ -196,9 +253,18 @@ def checkpoint_bytes(tmp_path_factory):
     """A valid model checkpoint of a tiny `MaskedImageET`, as `et-ode train` writes it."""
     from et_ode.tasks.images._train import _header
 
-    config = TrainConfig.from_dict({"model": {"image_size": 8, "patch": 4, "dim": 8,
-                                              "n_heads": 1, "head_dim": 4,
-                                              "n_memories": 8}})
+    config = TrainConfig.from_dict(
+        {
+            "model": {
+                "image_size": 8,
+                "patch": 4,
+                "dim": 8,
+                "n_heads": 1,
+                "head_dim": 4,
+                "n_memories": 8,
+            }
+        }
+    )
     normalisation = et_ode.tasks.ChannelNormalisation.imagenet()
     model = et_ode.tasks.new_model(config, normalisation)
     path = tmp_path_factory.mktemp("fuzz") / "model.eqx"
@@ -241,8 +307,10 @@ def test_damaged_checkpoints_are_refused(checkpoint_bytes, data, no_runtime_type
                 continue
             with pytest.raises(ValueError, match=str(path)):
                 reader(path)
-        tally("checkpoint bytes (read_checkpoint, load)",
-              "accepted" if damaged_bytes == checkpoint_bytes else "refused")
+        tally(
+            "checkpoint bytes (read_checkpoint, load)",
+            "accepted" if damaged_bytes == checkpoint_bytes else "refused",
+        )
 
 
 # ------------------------------------------------------ the authors' checkpoint files
@@ -252,10 +320,20 @@ def _authors_arrays(dim=4, heads=1, head_dim=2, memories=3, patch=2, side=2) -> 
 
     rng = np.random.default_rng(0)
     p = 3 * patch * patch
-    shapes = dict(Wq=(heads, head_dim, dim), Wk=(heads, head_dim, dim), Xi=(dim, memories),
-                  Wenc=(p, dim), Benc=(dim,), Wdec=(dim, p), Bdec=(p,), LNORM_gamma=(),
-                  LNORM_bias=(dim,), CLS_token=(dim,), MASK_token=(dim,),
-                  POS_embed=(1 + side * side, dim))
+    shapes = dict(
+        Wq=(heads, head_dim, dim),
+        Wk=(heads, head_dim, dim),
+        Xi=(dim, memories),
+        Wenc=(p, dim),
+        Benc=(dim,),
+        Wdec=(dim, p),
+        Bdec=(p,),
+        LNORM_gamma=(),
+        LNORM_bias=(dim,),
+        CLS_token=(dim,),
+        MASK_token=(dim,),
+        POS_embed=(1 + side * side, dim),
+    )
     arrays = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
     arrays["LNORM_gamma"] = np.asarray(1.3, np.float32)
     return arrays
@@ -287,12 +365,14 @@ def authors_files(draw):
                 value = np.zeros(2)
             with warnings.catch_warnings():  # complex to real, NaN to int: on purpose
                 warnings.simplefilter("ignore")
-                arrays[key] = (np.array([{"a": 1}], dtype=object) if dtype == "object"
-                               else value.astype(dtype))
+                arrays[key] = (
+                    np.array([{"a": 1}], dtype=object) if dtype == "object" else value.astype(dtype)
+                )
         elif key in arrays and np.size(arrays[key]) and arrays[key].dtype.kind in "fiub":
             flat = np.array(arrays[key], np.float64).ravel()
             flat[draw(st.integers(0, flat.size - 1))] = draw(
-                st.sampled_from([np.nan, np.inf, -np.inf]))
+                st.sampled_from([np.nan, np.inf, -np.inf])
+            )
             arrays[key] = flat.reshape(np.shape(arrays[key]))
     return arrays
 
@@ -307,8 +387,9 @@ def test_authors_files_are_read_or_refused(arrays, no_runtime_types):
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "plaindict_ckpt.npz"
         np.savez(path, **arrays)
-        read = outcome(lambda: read_authors_checkpoint(path), str(path),
-                       entry="authors' .npz arrays")
+        read = outcome(
+            lambda: read_authors_checkpoint(path), str(path), entry="authors' .npz arrays"
+        )
     if read is REFUSED:
         return
     config, _, _, parameters, _ = read
@@ -323,20 +404,72 @@ class Reached(BaseException):
 
 # Where each command's work starts, stubbed so that an accepted vector costs nothing:
 # every check before it (options, files, checkpoints, configs) runs for real.
-JOBS = {"et_ode.cli._main": ("demo_job", "energy_video_job", "compare_solvers_job",
-                             "study_job", "train", "evaluate_model", "export_model"),
-        "et_ode.cli._graph": ("run_graph_benchmark", "evaluate_graph_model", "convergence",
-                              "energy_descent", "graph_overshoot", "long_horizon",
-                              "contributions")}
+JOBS = {
+    "et_ode.cli._main": (
+        "demo_job",
+        "energy_video_job",
+        "compare_solvers_job",
+        "study_job",
+        "train",
+        "evaluate_model",
+        "export_model",
+    ),
+    "et_ode.cli._graph": (
+        "run_graph_benchmark",
+        "evaluate_graph_model",
+        "convergence",
+        "energy_descent",
+        "graph_overshoot",
+        "long_horizon",
+        "contributions",
+    ),
+}
 # Values for options: valid and invalid ones; paths only relative (the tests run as
 # root in CI: never a system file as an output).
-OPTION_VALUES = ["-1", "0", "1", "2", "0.5", "nan", "inf", "-inf", "1e999", "abc", "",
-                 "paper", "ode", "graph_anomaly", "tsit5", "euler", "native", "projected",
-                 "1e-3,1e-5", "1e-3,abc", "float32", "float16", "missing.toml", "bad.toml",
-                 "folder", "missing/", "notes.txt", "latin1.toml", "tiny_dt.toml",
-                 # huge integers, seeds beyond int64, tiny and negative numbers
-                 "99999999999999999999", str(2**31), str(2**32), str(2**63), str(2**64),
-                 "9" * 5000, "1e-300", "5e-324", "-1e-300", "-5", "-0", "1e-300,1e-3"]
+OPTION_VALUES = [
+    "-1",
+    "0",
+    "1",
+    "2",
+    "0.5",
+    "nan",
+    "inf",
+    "-inf",
+    "1e999",
+    "abc",
+    "",
+    "paper",
+    "ode",
+    "graph_anomaly",
+    "tsit5",
+    "euler",
+    "native",
+    "projected",
+    "1e-3,1e-5",
+    "1e-3,abc",
+    "float32",
+    "float16",
+    "missing.toml",
+    "bad.toml",
+    "folder",
+    "missing/",
+    "notes.txt",
+    "latin1.toml",
+    "tiny_dt.toml",
+    # huge integers, seeds beyond int64, tiny and negative numbers
+    "99999999999999999999",
+    str(2**31),
+    str(2**32),
+    str(2**63),
+    str(2**64),
+    "9" * 5000,
+    "1e-300",
+    "5e-324",
+    "-1e-300",
+    "-5",
+    "-0",
+    "1e-300,1e-3",
+]
 INTEGERS = st.integers(min_value=-(2**70), max_value=2**70).map(str)
 FLOATS = st.floats(allow_nan=True, allow_infinity=True).map(repr)
 READ_ONLY_VALUES = ["/etc/passwd", "/dev/null", "/"]  # only for inputs, never --out
@@ -358,8 +491,11 @@ def _commands():
                     walk(sub, prefix + [name])
 
     walk(build_parser(), [])
-    return {name: spec for name, spec in found.items()
-            if not any(other.startswith(name + " ") for other in found)}
+    return {
+        name: spec
+        for name, spec in found.items()
+        if not any(other.startswith(name + " ") for other in found)
+    }
 
 
 COMMANDS = _commands()
@@ -384,8 +520,13 @@ def argument_vectors(draw):
         argv.append(action.option_strings[-1])
         if action.nargs != 0:
             values = OPTION_VALUES + ([] if "out" in action.dest else READ_ONLY_VALUES)
-            argv.append(draw(st.one_of(st.sampled_from(values + list(action.choices or [])),
-                                       INTEGERS, FLOATS)))
+            argv.append(
+                draw(
+                    st.one_of(
+                        st.sampled_from(values + list(action.choices or [])), INTEGERS, FLOATS
+                    )
+                )
+            )
     return argv
 
 
@@ -425,8 +566,9 @@ def test_command_lines_run_or_are_refused_in_one_line(argv, stubbed_jobs, capsys
         return
     except SystemExit as exit:  # the option parser: one line
         err = capsys.readouterr().err
-        command = "et-ode " + max((name for name in COMMANDS
-                                   if argv[:len(name.split())] == name.split()), key=len)
+        command = "et-ode " + max(
+            (name for name in COMMANDS if argv[: len(name.split())] == name.split()), key=len
+        )
         assert exit.code == 2 and err.count("\n") == 1, (argv, err)
         # the command's parser, or the top one (for arguments no parser took)
         prog = command if err.startswith(command + ":") else "et-ode"
@@ -448,11 +590,16 @@ def test_command_lines_run_or_are_refused_in_one_line(argv, stubbed_jobs, capsys
     tally("command lines (et_ode.cli.main)", "refused")
 
 
-
 # ------------------------------------------------------------------ solve's options
-NUMBERS = st.one_of(st.none(), st.sampled_from(EDGE_NUMBERS), st.floats(-10, 10),
-                    st.integers(-5, 5), st.booleans(), st.sampled_from(["1e-3", "x"]),
-                    st.sampled_from([1e-300, 5e-324, 1e-9, 2**31 - 1, 2**31, 2**62, 2**64]))
+NUMBERS = st.one_of(
+    st.none(),
+    st.sampled_from(EDGE_NUMBERS),
+    st.floats(-10, 10),
+    st.integers(-5, 5),
+    st.booleans(),
+    st.sampled_from(["1e-3", "x"]),
+    st.sampled_from([1e-300, 5e-324, 1e-9, 2**31 - 1, 2**31, 2**62, 2**64]),
+)
 
 
 @st.composite
@@ -461,21 +608,40 @@ def solve_options(draw):
 
     from et_ode import solvers
 
-    solver = draw(st.one_of(
-        st.sampled_from(list(solvers.SOLVER_NAMES) + ["rk45", "", "EULER"]),
-        st.sampled_from([diffrax.Tsit5(), diffrax.Euler(), diffrax.Kvaerno3(),
-                         diffrax.EulerHeun(), diffrax.Tsit5, 3])))
+    solver = draw(
+        st.one_of(
+            st.sampled_from(list(solvers.SOLVER_NAMES) + ["rk45", "", "EULER"]),
+            st.sampled_from(
+                [
+                    diffrax.Tsit5(),
+                    diffrax.Euler(),
+                    diffrax.Kvaerno3(),
+                    diffrax.EulerHeun(),
+                    diffrax.Tsit5,
+                    3,
+                ]
+            ),
+        )
+    )
     options = dict(solver=solver)
     for name in ("t0", "t1", "dt0", "rtol", "atol", "dtmin", "max_steps"):
         if draw(st.booleans()):
             options[name] = draw(NUMBERS)
-    for name, values in (("flow", ["native", "projected", "sideways", None, 1]),
-                         ("adjoint", ["checkpoint", "backsolve", "implicit", "magic", None]),
-                         ("save", ["final", "all", "steps", [0.1, 0.2], [0.2, 0.1], [],
-                                   [math.nan], 3, None]),
-                         ("stepsize_controller", [None, diffrax.ConstantStepSize(),
-                                                  diffrax.PIDController(rtol=1e-3, atol=1e-6),
-                                                  diffrax.PIDController, "pid"])):
+    for name, values in (
+        ("flow", ["native", "projected", "sideways", None, 1]),
+        ("adjoint", ["checkpoint", "backsolve", "implicit", "magic", None]),
+        ("save", ["final", "all", "steps", [0.1, 0.2], [0.2, 0.1], [], [math.nan], 3, None]),
+        (
+            "stepsize_controller",
+            [
+                None,
+                diffrax.ConstantStepSize(),
+                diffrax.PIDController(rtol=1e-3, atol=1e-6),
+                diffrax.PIDController,
+                "pid",
+            ],
+        ),
+    ):
         if draw(st.booleans()):
             options[name] = draw(st.sampled_from(values))
     if draw(st.booleans()):
@@ -514,13 +680,19 @@ def plausible_solve_options(draw):
     from et_ode import solvers
 
     solver = draw(st.sampled_from(solvers.SOLVER_NAMES))
-    options = dict(solver=solver, flow=draw(st.sampled_from(["native", "projected"])),
-                   t1=draw(st.sampled_from([0.3, 1.2, 1e-300, 1e300, 2.0])),
-                   save=draw(st.sampled_from(["final", "steps", [0.0, 0.1]])))
+    options = dict(
+        solver=solver,
+        flow=draw(st.sampled_from(["native", "projected"])),
+        t1=draw(st.sampled_from([0.3, 1.2, 1e-300, 1e300, 2.0])),
+        save=draw(st.sampled_from(["final", "steps", [0.0, 0.1]])),
+    )
     tolerance = st.sampled_from([1e-3, 1e-8, 1e-300, 1e300])
     if solvers.get_preset(solver).adaptive and draw(st.booleans()):
-        options.update(rtol=draw(tolerance), atol=draw(tolerance),
-                       dt0=draw(st.sampled_from([None, 0.1, 1e-300])))
+        options.update(
+            rtol=draw(tolerance),
+            atol=draw(tolerance),
+            dt0=draw(st.sampled_from([None, 0.1, 1e-300])),
+        )
     else:
         options["dt0"] = draw(st.sampled_from([0.1, 0.25, 1e-300, 1e-9, 1e300]))
     if draw(st.booleans()):
@@ -536,8 +708,7 @@ SOLVE_EXAMPLES = max(EXAMPLES // 20, 6)
 
 
 @settings(FUZZ, max_examples=SOLVE_EXAMPLES)
-@given(options=st.one_of(plausible_solve_options(), plausible_solve_options(),
-                         solve_options()))
+@given(options=st.one_of(plausible_solve_options(), plausible_solve_options(), solve_options()))
 def test_solve_runs_or_is_refused(options, tiny_system, no_runtime_types):
     """The options `check_options` accepts, given to `solvers.solve` itself (a tiny
     float64 model, at most 32 steps): it returns a finite solution, or stops with a
@@ -566,15 +737,49 @@ def test_solve_runs_or_is_refused(options, tiny_system, no_runtime_types):
 
 # ---------------------------------------------------------------- graph files (TU)
 TU_FILES = {  # three graphs: a path (an edge listed twice), a triangle, a self-loop
-    "A": ["1, 2", "2, 1", "2, 3", "3, 2", "3, 4", "4, 3", "1, 2", "5, 6", "6, 5", "6, 7",
-          "7, 6", "5, 7", "7, 5", "8, 9", "9, 8", "10, 10"],
+    "A": [
+        "1, 2",
+        "2, 1",
+        "2, 3",
+        "3, 2",
+        "3, 4",
+        "4, 3",
+        "1, 2",
+        "5, 6",
+        "6, 5",
+        "6, 7",
+        "7, 6",
+        "5, 7",
+        "7, 5",
+        "8, 9",
+        "9, 8",
+        "10, 10",
+    ],
     "graph_indicator": ["1", "1", "1", "1", "2", "2", "2", "3", "3", "3"],
     "graph_labels": ["-1", "1", "-1"],
     "node_labels": ["3", "5", "3", "7", "5", "5", "3", "7", "7", "3"],
     "node_attributes": [f"{i}.5, {-i}" for i in range(10)],
 }
-TU_TOKENS = ["0", "1", "-1", "11", "99999999999", "2.5", "nan", "inf", "x", "", " ", ",",
-             "1,", ", 2", "1, 2, 3", "\t", "1e3", "0x1"]
+TU_TOKENS = [
+    "0",
+    "1",
+    "-1",
+    "11",
+    "99999999999",
+    "2.5",
+    "nan",
+    "inf",
+    "x",
+    "",
+    " ",
+    ",",
+    "1,",
+    ", 2",
+    "1, 2, 3",
+    "\t",
+    "1e3",
+    "0x1",
+]
 
 
 @st.composite
@@ -585,8 +790,9 @@ def tu_folders(draw):
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(sorted(files)))
         lines = files[kind]
-        change = draw(st.sampled_from(["drop file", "drop line", "duplicate", "replace",
-                                       "append", "empty"]))
+        change = draw(
+            st.sampled_from(["drop file", "drop line", "duplicate", "replace", "append", "empty"])
+        )
         if change == "drop file" and kind not in ("A", "graph_indicator", "graph_labels"):
             files.pop(kind)
         elif change == "empty":
@@ -625,8 +831,15 @@ def test_tu_files_are_read_or_refused(files, no_runtime_types):
         assert s.size == 0 or (0 <= min(s.min(), r.min()) and max(s.max(), r.max()) < len(x))
 
 
-TEXT_DAMAGE = [b"\xff\xfe1\x00", "caf\u00e9, 1".encode("latin-1"), b"\x00\x00", b"\xc3",
-               "1, 2".encode("utf-16"), b"\r\n\r\n", b"1\r2"]
+TEXT_DAMAGE = [
+    b"\xff\xfe1\x00",
+    "caf\u00e9, 1".encode("latin-1"),
+    b"\x00\x00",
+    b"\xc3",
+    "1, 2".encode("utf-16"),
+    b"\r\n\r\n",
+    b"1\r2",
+]
 
 
 @FUZZ
@@ -650,8 +863,7 @@ def test_tu_file_bytes_are_read_or_refused(data, no_runtime_types):
             victim.write_bytes(data.draw(damaged(intact)))
         else:
             at = data.draw(st.integers(0, len(intact)))
-            victim.write_bytes(intact[:at] + data.draw(st.sampled_from(TEXT_DAMAGE))
-                               + intact[at:])
+            victim.write_bytes(intact[:at] + data.draw(st.sampled_from(TEXT_DAMAGE)) + intact[at:])
         try:
             graphs = load_tu(folder)
         except ValueError as error:
@@ -674,15 +886,13 @@ def graph_checkpoint_bytes(tmp_path_factory):
 
     model, _, header = load_graph_model("graph_anomaly")
     path = tmp_path_factory.mktemp("fuzz") / "graph.eqx"
-    save_checkpoint(path, {k: v for k, v in header.items() if k not in ("format", "blobs")},
-                    model)
+    save_checkpoint(path, {k: v for k, v in header.items() if k not in ("format", "blobs")}, model)
     return Intact(path.read_bytes())
 
 
 @FUZZ
 @given(data=st.data())
-def test_damaged_graph_checkpoints_are_refused(graph_checkpoint_bytes, data,
-                                               no_runtime_types):
+def test_damaged_graph_checkpoints_are_refused(graph_checkpoint_bytes, data, no_runtime_types):
     """`load_graph_model` on the shipped graph checkpoint truncated, with bits flipped
     or bytes inserted: refused with a `ValueError` naming the file (its SHA-256 covers
     every byte), the intact file loads."""
@@ -696,8 +906,14 @@ def test_damaged_graph_checkpoints_are_refused(graph_checkpoint_bytes, data,
             load_graph_model(path)
             tally("graph checkpoints (load_graph_model)", "accepted")
             return
-        assert outcome(lambda: load_graph_model(path), str(path),
-                       entry="graph checkpoints (load_graph_model)") is REFUSED
+        assert (
+            outcome(
+                lambda: load_graph_model(path),
+                str(path),
+                entry="graph checkpoints (load_graph_model)",
+            )
+            is REFUSED
+        )
 
 
 # ------------------------------------------------------------------ image arrays
@@ -705,15 +921,24 @@ def test_damaged_graph_checkpoints_are_refused(graph_checkpoint_bytes, data,
 def image_arrays(draw):
     import numpy as np
 
-    shape = draw(st.one_of(st.just((2, 8, 8, 3)), st.lists(st.integers(0, 9), max_size=5)
-                           .map(tuple)))
-    dtype = draw(st.sampled_from(["float32", "float64", "uint8", "int32", "int64", "bool",
-                                  "complex64", "float16"]))
+    shape = draw(
+        st.one_of(st.just((2, 8, 8, 3)), st.lists(st.integers(0, 9), max_size=5).map(tuple))
+    )
+    dtype = draw(
+        st.sampled_from(
+            ["float32", "float64", "uint8", "int32", "int64", "bool", "complex64", "float16"]
+        )
+    )
     values = draw(st.sampled_from(["unit", "0..255", "negative", "nan", "inf", "huge"]))
     rng = np.random.default_rng(draw(st.integers(0, 99)))
-    array = {"unit": rng.uniform(size=shape), "0..255": rng.integers(0, 256, size=shape),
-             "negative": -rng.uniform(size=shape), "huge": np.full(shape, 1e6),
-             "nan": np.full(shape, np.nan), "inf": np.full(shape, np.inf)}[values]
+    array = {
+        "unit": rng.uniform(size=shape),
+        "0..255": rng.integers(0, 256, size=shape),
+        "negative": -rng.uniform(size=shape),
+        "huge": np.full(shape, 1e6),
+        "nan": np.full(shape, np.nan),
+        "inf": np.full(shape, np.inf),
+    }[values]
     with warnings.catch_warnings():  # NaN to int, complex: on purpose
         warnings.simplefilter("ignore")
         return np.asarray(array).astype(dtype)
@@ -729,8 +954,13 @@ def test_image_arrays_are_checked_or_refused(images, no_runtime_types):
 
     from et_ode.tasks import check_images
 
-    if outcome(lambda: check_images(images, size=8, channels=3, unit_range=True),
-               entry="image arrays (check_images)") is REFUSED:
+    if (
+        outcome(
+            lambda: check_images(images, size=8, channels=3, unit_range=True),
+            entry="image arrays (check_images)",
+        )
+        is REFUSED
+    ):
         return
     assert images.ndim == 4 and images.shape[1:] == (8, 8, 3)
     assert np.all(np.isfinite(images)) and images.dtype.kind in "fiu"
@@ -748,28 +978,34 @@ def fraud_files(draw):
     import scipy.sparse
 
     n = 6
-    data = {"homo": scipy.sparse.csc_matrix(
-                (np.ones(6), ([0, 1, 2, 3, 4, 4], [1, 2, 3, 4, 5, 5])), shape=(n, n)),
-            "features": scipy.sparse.csc_matrix(np.arange(n * 3, dtype=float).reshape(n, 3)),
-            "label": np.array([[0, 1, 0, 0, 1, 0]])}
+    data = {
+        "homo": scipy.sparse.csc_matrix(
+            (np.ones(6), ([0, 1, 2, 3, 4, 4], [1, 2, 3, 4, 5, 5])), shape=(n, n)
+        ),
+        "features": scipy.sparse.csc_matrix(np.arange(n * 3, dtype=float).reshape(n, 3)),
+        "label": np.array([[0, 1, 0, 0, 1, 0]]),
+    }
     for _ in range(draw(st.integers(1, 3))):
         key = draw(st.sampled_from(["homo", "features", "label"]))
         change = draw(st.sampled_from(["drop", "shape", "nan", "labels", "text", "dense"]))
         if change == "drop":
             data.pop(key, None)
         elif change == "shape":
-            data[key] = np.ones(tuple(draw(st.lists(st.integers(1, 7), min_size=1,
-                                                    max_size=3))))
+            data[key] = np.ones(tuple(draw(st.lists(st.integers(1, 7), min_size=1, max_size=3))))
         elif change == "nan":
             data[key] = np.full((n, 3) if key == "features" else (n, n), np.nan)
         elif change == "labels":
-            data["label"] = np.array([draw(st.lists(st.sampled_from([0, 1, 2, -1]),
-                                                    min_size=n, max_size=n))])
+            data["label"] = np.array(
+                [draw(st.lists(st.sampled_from([0, 1, 2, -1]), min_size=n, max_size=n))]
+            )
         elif change == "text":
             data[key] = "not an array"
         else:
-            data[key] = np.asarray(data[key].todense()) if key in data and hasattr(
-                data[key], "todense") else np.zeros((n, n))
+            data[key] = (
+                np.asarray(data[key].todense())
+                if key in data and hasattr(data[key], "todense")
+                else np.zeros((n, n))
+            )
     return data
 
 
@@ -788,8 +1024,9 @@ def test_fraud_files_are_read_or_refused(data, no_runtime_types):
     if graph is REFUSED:
         return
     assert np.all(np.isfinite(graph.features)) and set(np.unique(graph.labels)) <= {0, 1}
-    assert graph.senders.size == 0 or max(graph.senders.max(), graph.receivers.max()) < \
-        graph.n_nodes
+    assert (
+        graph.senders.size == 0 or max(graph.senders.max(), graph.receivers.max()) < graph.n_nodes
+    )
 
 
 @FUZZ
@@ -806,8 +1043,9 @@ def test_damaged_npz_bytes_are_refused(data, no_runtime_types):
         np.savez(path, **_authors_arrays())
         want = read_authors_checkpoint(path)[3]
         path.write_bytes(data.draw(damaged(path.read_bytes())))
-        read = outcome(lambda: read_authors_checkpoint(path), str(path),
-                       entry="authors' .npz bytes")
+        read = outcome(
+            lambda: read_authors_checkpoint(path), str(path), entry="authors' .npz bytes"
+        )
     if read is not REFUSED:  # damage outside the arrays (zip metadata): values intact
         parameters = read[3]
         assert parameters.keys() == want.keys()

@@ -57,8 +57,12 @@ CONSTANT_STEP = dict(
 # token's scale by O(dt^2), which moves the fixed point through LayerNorm's eps: 2e-5
 # relative in log_gamma's gradient.)
 FIXED_POINT = dict(
-    solver="tsit5", flow="projected", stop=solvers.FixedPointStop(atol=1e-10), t1=500.0,
-    max_steps=20000, **TIGHT,
+    solver="tsit5",
+    flow="projected",
+    stop=solvers.FixedPointStop(atol=1e-10),
+    t1=500.0,
+    max_steps=20000,
+    **TIGHT,
 )
 # The unrolled reference: the same solve to a fixed time, about twice the converged times
 # (18 and 24 tau here), cheaper to compile than with the stop and converged further.
@@ -129,9 +133,7 @@ def constant_step_grad(smooth, constant_step):
 
 
 # --------------------------------------------------- 1. checkpoint = finite differences
-def test_checkpoint_gradient_matches_finite_differences(
-    smooth, constant_step, constant_step_grad
-):
+def test_checkpoint_gradient_matches_finite_differences(smooth, constant_step, constant_step_grad):
     """Along random directions in parameter space (all parameters at once, then Wq, Wk,
     xi, log_gamma and delta one at a time) and in x0."""
     model, x0, _ = smooth
@@ -145,9 +147,13 @@ def test_checkpoint_gradient_matches_finite_differences(
     normal = lambda like: jax.random.normal(next(keys), like.shape, like.dtype)  # noqa: E731
     zeros = jax.tree.map(jnp.zeros_like, params)
     directions = [jax.tree.map(normal, params)]
-    for where in (lambda p: p.attention.Wq, lambda p: p.attention.Wk,
-                  lambda p: p.hopfield.xi, lambda p: p.norm.log_gamma,
-                  lambda p: p.norm.delta):
+    for where in (
+        lambda p: p.attention.Wq,
+        lambda p: p.attention.Wk,
+        lambda p: p.hopfield.xi,
+        lambda p: p.norm.log_gamma,
+        lambda p: p.norm.delta,
+    ):
         directions.append(eqx.tree_at(where, zeros, normal(where(params))))
 
     h = 1e-6
@@ -189,9 +195,15 @@ def test_backsolve_warns_beyond_stable_horizon(smooth, flow):
     model, x0, _ = smooth
 
     def trace(t1):  # tracing is enough: the warning comes from the argument checks
-        jax.eval_shape(lambda m, x: solvers.solve(
-            m, x, solver="tsit5", flow=flow, t1=t1, adjoint="backsolve", **TIGHT
-        ).x_final, model, x0)
+        jax.eval_shape(
+            lambda m, x: (
+                solvers.solve(
+                    m, x, solver="tsit5", flow=flow, t1=t1, adjoint="backsolve", **TIGHT
+                ).x_final
+            ),
+            model,
+            x0,
+        )
 
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=BACKSOLVE_WARNING)
@@ -200,15 +212,19 @@ def test_backsolve_warns_beyond_stable_horizon(smooth, flow):
         trace(1.5 * BACKSOLVE_STABLE_HORIZON[flow])
 
 
-@pytest.mark.parametrize("bad", [
-    dict(stop=solvers.FixedPointStop(atol=1e-8)),
-    dict(save_energy=True),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(stop=solvers.FixedPointStop(atol=1e-8)),
+        dict(save_energy=True),
+    ],
+)
 def test_backsolve_refuses_events_and_energy_trace(smooth, bad):
     model, x0, _ = smooth
     with pytest.raises(ValueError, match="backsolve"):
-        solvers.solve(model, x0, solver="tsit5", flow="native", adjoint="backsolve",
-                      t1=1.0, **TIGHT, **bad)
+        solvers.solve(
+            model, x0, solver="tsit5", flow="native", adjoint="backsolve", t1=1.0, **TIGHT, **bad
+        )
 
 
 # ------------------------------------------- 3./4. implicit = unrolled, at a fixed point
@@ -233,14 +249,22 @@ def fixed_point_grads(smooth):
 
 def _conditions(x0, clamped, field_strength):
     field = 0.5 * jax.random.normal(jax.random.key(5), x0.shape, x0.dtype)
-    return et_ode.Conditions(clamped=jnp.asarray(clamped), field=field,
-                             field_strength=jnp.asarray(field_strength, x0.dtype))
+    return et_ode.Conditions(
+        clamped=jnp.asarray(clamped),
+        field=field,
+        field_strength=jnp.asarray(field_strength, x0.dtype),
+    )
 
 
 def _check_parameters(g_imp_model, g_ref_model, label):
     imp, ref = _named(g_imp_model), _named(g_ref_model)
-    assert set(imp) == {".norm.log_gamma", ".norm.delta", ".attention.Wq",
-                        ".attention.Wk", ".hopfield.xi"}
+    assert set(imp) == {
+        ".norm.log_gamma",
+        ".norm.delta",
+        ".attention.Wq",
+        ".attention.Wk",
+        ".hopfield.xi",
+    }
     for name in imp:
         err = _rel(imp[name], ref[name])
         print(f"implicit vs unrolled, {label}, {name}: {err:.1e}")
@@ -252,14 +276,18 @@ def test_implicit_matches_unrolled_at_fixed_point(smooth, fixed_point_grads):
     as `args=None`, in the pytree structure of the next test, to share its compilation)."""
     model, x0, _ = smooth
     args = _conditions(x0, [False] * x0.shape[0], 0.0)
-    np.testing.assert_array_equal(model.vector_field(0.0, x0, args, "projected"),
-                                  model.vector_field(0.0, x0, None, "projected"))
+    np.testing.assert_array_equal(
+        model.vector_field(0.0, x0, args, "projected"),
+        model.vector_field(0.0, x0, None, "projected"),
+    )
     (gi_model, gi_x0, _), (gr_model, gr_x0, _) = fixed_point_grads(model, x0, args)
     _check_parameters(gi_model, gr_model, "no condition")
     # A fixed point forgets its start (but for eps-sized effects of each token's scale).
     weights = np.linalg.norm(_flat(_params(gr_model)))
-    print(f"|dl/dx0| implicit {np.linalg.norm(gi_x0):.1e}, unrolled "
-          f"{np.linalg.norm(gr_x0):.1e}, |dl/dweights| {weights:.1e}")
+    print(
+        f"|dl/dx0| implicit {np.linalg.norm(gi_x0):.1e}, unrolled "
+        f"{np.linalg.norm(gr_x0):.1e}, |dl/dweights| {weights:.1e}"
+    )
     assert np.linalg.norm(gi_x0) < 1e-3 * weights
     assert np.linalg.norm(gr_x0) < 1e-3 * weights
 
@@ -271,21 +299,24 @@ def test_implicit_matches_unrolled_with_conditions(smooth, fixed_point_grads):
     model, x0, _ = smooth
     clamped = np.array([True, False, True, False, False, False])
     args = _conditions(x0, clamped, 0.7)
-    (gi_model, gi_x0, gi_args), (gr_model, gr_x0, gr_args) = fixed_point_grads(
-        model, x0, args)
+    (gi_model, gi_x0, gi_args), (gr_model, gr_x0, gr_args) = fixed_point_grads(model, x0, args)
     _check_parameters(gi_model, gr_model, "with conditions")
     errors = dict(
         clamped_x0=_rel(gi_x0[clamped], gr_x0[clamped]),
         field=_rel(gi_args.field, gr_args.field),
         field_strength=_rel(gi_args.field_strength, gr_args.field_strength),
     )
-    print("implicit vs unrolled, with conditions:",
-          ", ".join(f"{k} {v:.1e}" for k, v in errors.items()))
+    print(
+        "implicit vs unrolled, with conditions:",
+        ", ".join(f"{k} {v:.1e}" for k, v in errors.items()),
+    )
     assert max(errors.values()) < 1e-6, errors
     # The fixed point depends on the clamped tokens, not on the free tokens' start.
     clamped_size = np.linalg.norm(gr_x0[clamped])
-    print(f"|dl/dx0| clamped rows {clamped_size:.1e}, free rows implicit "
-          f"{np.linalg.norm(gi_x0[~clamped]):.1e}")
+    print(
+        f"|dl/dx0| clamped rows {clamped_size:.1e}, free rows implicit "
+        f"{np.linalg.norm(gi_x0[~clamped]):.1e}"
+    )
     assert clamped_size > 0.1
     assert np.linalg.norm(gi_x0[~clamped]) < 1e-3 * clamped_size
 
@@ -324,8 +355,9 @@ def test_default_cap_of_a_constant_step_solve(smooth):
     assert int(sol.stats["max_steps"]) == 13 and int(sol.stats["num_steps"]) == 12
 
     def grad(**cap):
-        return eqx.filter_jit(eqx.filter_grad(
-            lambda m: _loss(m, solvers.solve(m, x0, t1=1.2, **cap).x_final, w)))(model)
+        return eqx.filter_jit(
+            eqx.filter_grad(lambda m: _loss(m, solvers.solve(m, x0, t1=1.2, **cap).x_final, w))
+        )(model)
 
     assert _rel(_params(grad()), _params(grad(max_steps=40))) < 1e-12
     common = dict(t0=0.0, t1=1.2, adjoint="checkpoint", checkpoints=None)

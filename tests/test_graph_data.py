@@ -35,10 +35,19 @@ def test_canonical_edges_sorts_deduplicates_and_symmetrises():
     s, r = tasks.canonical_edges([2, 0, 0, 1, 3, 0], [1, 1, 1, 1, 0, 2], 4)
     assert s.dtype == r.dtype == np.int32
     assert list(zip(s.tolist(), r.tolist())) == [(0, 1), (0, 2), (1, 1), (2, 1), (3, 0)]
-    s, r = tasks.canonical_edges([2, 0, 0, 1, 3, 0], [1, 1, 1, 1, 0, 2], 4,
-                                 symmetrize=True, drop_self_loops=True)
+    s, r = tasks.canonical_edges(
+        [2, 0, 0, 1, 3, 0], [1, 1, 1, 1, 0, 2], 4, symmetrize=True, drop_self_loops=True
+    )
     assert list(zip(s.tolist(), r.tolist())) == [
-        (0, 1), (0, 2), (0, 3), (1, 0), (1, 2), (2, 0), (2, 1), (3, 0)]
+        (0, 1),
+        (0, 2),
+        (0, 3),
+        (1, 0),
+        (1, 2),
+        (2, 0),
+        (2, 1),
+        (3, 0),
+    ]
     s, r = tasks.canonical_edges(np.zeros(0, np.int64), np.zeros(0, np.int64), 3)
     assert s.shape == r.shape == (0,)
     with pytest.raises(ValueError, match=r"node ids must lie in 0 \.\. 3"):
@@ -52,9 +61,14 @@ def test_canonical_edges_sorts_deduplicates_and_symmetrises():
 
 def small_node_graph(**changes):
     s, r = tasks.canonical_edges([0, 1, 2], [1, 2, 3], 4, symmetrize=True)
-    fields = dict(features=np.ones((4, 3), np.float32), senders=s, receivers=r,
-                  labels=np.array([0, 1, 0, 0], np.int32), name="tiny",
-                  anomaly_kind=np.array([0, 2, 0, 0], np.int8))
+    fields = dict(
+        features=np.ones((4, 3), np.float32),
+        senders=s,
+        receivers=r,
+        labels=np.array([0, 1, 0, 0], np.int32),
+        name="tiny",
+        anomaly_kind=np.array([0, 2, 0, 0], np.int8),
+    )
     fields.update(changes)
     return tasks.NodeGraph(**fields)
 
@@ -68,17 +82,27 @@ def test_node_graph_properties_and_checks():
     cases = [
         (dict(features=np.ones((4, 3))), "features must be a 2-D float32 array"),
         (dict(features=np.full((4, 3), np.nan, np.float32)), "features holds 12 NaN"),
-        (dict(labels=np.array([0, 2, 0, 0], np.int32), anomaly_kind=None),
-         r"labels must be 0 \(normal\) or 1"),
+        (
+            dict(labels=np.array([0, 2, 0, 0], np.int32), anomaly_kind=None),
+            r"labels must be 0 \(normal\) or 1",
+        ),
         (dict(labels=np.zeros(3, np.int32)), r"labels must be an int32 array of shape \(4,\)"),
-        (dict(senders=np.array([1, 0], np.int32), receivers=np.array([0, 1], np.int32)),
-         "not canonical"),
-        (dict(senders=np.array([0], np.int32), receivers=np.array([4], np.int32)),
-         r"outside 0 \.\. 3"),
-        (dict(senders=np.array([0, 1], np.int32), receivers=np.array([1, 1], np.int32)),
-         r"hold 1 self-loop\(s\); a NodeGraph has none"),
-        (dict(senders=np.array([0], np.int64), receivers=np.array([1], np.int64)),
-         "senders must be a 1-D int32 array"),
+        (
+            dict(senders=np.array([1, 0], np.int32), receivers=np.array([0, 1], np.int32)),
+            "not canonical",
+        ),
+        (
+            dict(senders=np.array([0], np.int32), receivers=np.array([4], np.int32)),
+            r"outside 0 \.\. 3",
+        ),
+        (
+            dict(senders=np.array([0, 1], np.int32), receivers=np.array([1, 1], np.int32)),
+            r"hold 1 self-loop\(s\); a NodeGraph has none",
+        ),
+        (
+            dict(senders=np.array([0], np.int64), receivers=np.array([1], np.int64)),
+            "senders must be a 1-D int32 array",
+        ),
         (dict(anomaly_kind=np.array([0, 1, 1, 0], np.int8)), "anomaly_kind and labels disagree"),
         (dict(anomaly_kind=np.array([0, 3, 0, 0], np.int8)), "anomaly_kind must be 0"),
     ]
@@ -91,11 +115,15 @@ def test_graph_set_checks_and_subset():
     triangle = tasks.canonical_edges([0, 1, 2], [1, 2, 0], 3, symmetrize=True)
     edge = tasks.canonical_edges([0], [1], 2, symmetrize=True)
     graphs = tasks.GraphSet(
-        features=[np.ones((3, 2), np.float32), np.zeros((2, 2), np.float32),
-                  np.ones((3, 2), np.float32)],
+        features=[
+            np.ones((3, 2), np.float32),
+            np.zeros((2, 2), np.float32),
+            np.ones((3, 2), np.float32),
+        ],
         senders=[triangle[0], edge[0], triangle[0]],
         receivers=[triangle[1], edge[1], triangle[1]],
-        labels=np.array([0, 2, 1], np.int32), name="toy",
+        labels=np.array([0, 2, 1], np.int32),
+        name="toy",
     )
     assert isinstance(graphs.features, tuple)
     assert (graphs.n_graphs, graphs.n_classes, graphs.n_features, graphs.max_nodes) == (3, 3, 2, 3)
@@ -109,16 +137,30 @@ def test_graph_set_checks_and_subset():
     with pytest.raises(ValueError, match="at least one graph index"):
         graphs.subset([])
     with pytest.raises(ValueError, match="features\\[1\\] has 3 features per node"):
-        tasks.GraphSet((np.ones((3, 2), np.float32), np.ones((2, 3), np.float32)),
-                       (triangle[0], edge[0]), (triangle[1], edge[1]),
-                       np.array([0, 1], np.int32), "bad")
+        tasks.GraphSet(
+            (np.ones((3, 2), np.float32), np.ones((2, 3), np.float32)),
+            (triangle[0], edge[0]),
+            (triangle[1], edge[1]),
+            np.array([0, 1], np.int32),
+            "bad",
+        )
     with pytest.raises(ValueError, match=r"graph 1: senders/receivers hold node ids from 0 to 2"):
-        tasks.GraphSet((np.ones((3, 2), np.float32), np.ones((2, 2), np.float32)),
-                       (triangle[0], triangle[0]), (triangle[1], triangle[1]),
-                       np.array([0, 1], np.int32), "bad")
+        tasks.GraphSet(
+            (np.ones((3, 2), np.float32), np.ones((2, 2), np.float32)),
+            (triangle[0], triangle[0]),
+            (triangle[1], triangle[1]),
+            np.array([0, 1], np.int32),
+            "bad",
+        )
     with pytest.raises(ValueError, match="n_classes must be an integer above every label"):
-        tasks.GraphSet((np.ones((3, 2), np.float32),), (triangle[0],), (triangle[1],),
-                       np.array([2], np.int32), "bad", n_classes=2)
+        tasks.GraphSet(
+            (np.ones((3, 2), np.float32),),
+            (triangle[0],),
+            (triangle[1],),
+            np.array([2], np.int32),
+            "bad",
+            n_classes=2,
+        )
     with pytest.raises(ValueError, match="one entry per graph"):
         tasks.GraphSet((np.ones((3, 2), np.float32),), (), (), np.array([0], np.int32), "bad")
 
@@ -171,34 +213,37 @@ def test_contextual_anomalies_take_far_features_of_other_nodes(benchmark):
 
 def test_anomaly_benchmark_communities_and_reproducibility():
     n, k, ratio = 4000, 4, 8.0
-    g = tasks.anomaly_benchmark(n, n_cliques=0, n_contextual=0, seed=5, n_communities=k,
-                                p_in_ratio=ratio)
+    g = tasks.anomaly_benchmark(
+        n, n_cliques=0, n_contextual=0, seed=5, n_communities=k, p_in_ratio=ratio
+    )
     assert g.n_anomalies == 0 and g.name == "sbm_anomaly_n4000_seed5"
     community = np.repeat(np.arange(k), n // k)
     same = community[g.senders] == community[g.receivers]
     m = n / k
-    expected = (m - 1) / ((m - 1) + (n - m) / ratio)   # share of a degree inside
+    expected = (m - 1) / ((m - 1) + (n - m) / ratio)  # share of a degree inside
     assert abs(same.mean() - expected) < 0.03
     assert abs(g.n_edges / n - 10.0) < 1.5
     # Nodes of one community share a mean: class-dependent features.
     means = np.stack([g.features[community == c].mean(axis=0) for c in range(k)])
     spread = np.linalg.norm(means[:, None] - means[None], axis=-1)[np.triu_indices(k, 1)]
     assert spread.min() > 3.0
-    again = tasks.anomaly_benchmark(n, n_cliques=0, n_contextual=0, seed=5, n_communities=k,
-                                    p_in_ratio=ratio)
-    other = tasks.anomaly_benchmark(n, n_cliques=0, n_contextual=0, seed=6, n_communities=k,
-                                    p_in_ratio=ratio)
+    again = tasks.anomaly_benchmark(
+        n, n_cliques=0, n_contextual=0, seed=5, n_communities=k, p_in_ratio=ratio
+    )
+    other = tasks.anomaly_benchmark(
+        n, n_cliques=0, n_contextual=0, seed=6, n_communities=k, p_in_ratio=ratio
+    )
     for field in ("features", "senders", "receivers", "labels"):
         np.testing.assert_array_equal(getattr(g, field), getattr(again, field))
     assert not np.array_equal(g.features, other.features)
     assert edge_set(g.senders, g.receivers) != edge_set(other.senders, other.receivers)
 
 
-@pytest.mark.parametrize("n_nodes, degree", [(50, 6.0), (200, 30.0), (1000, 10.0),
-                                             (5000, 4.0)])
+@pytest.mark.parametrize("n_nodes, degree", [(50, 6.0), (200, 30.0), (1000, 10.0), (5000, 4.0)])
 def test_anomaly_benchmark_sizes_and_degree(n_nodes, degree):
-    g = tasks.anomaly_benchmark(n_nodes, mean_degree=degree, n_cliques=0, seed=1,
-                                n_contextual=n_nodes // 20)
+    g = tasks.anomaly_benchmark(
+        n_nodes, mean_degree=degree, n_cliques=0, seed=1, n_contextual=n_nodes // 20
+    )
     assert g.n_nodes == n_nodes and g.n_anomalies == n_nodes // 20
     assert abs(g.n_edges / n_nodes - degree) < 0.15 * degree
     assert_canonical(g.senders, g.receivers, n_nodes)
@@ -211,8 +256,9 @@ def test_distinct_sample(population, count):
     sample = _generate._distinct_sample(rng, population, count)
     assert sample.shape == (count,) and np.unique(sample).size == count
     assert sample.min() >= 0 and sample.max() < population
-    np.testing.assert_array_equal(sample, _generate._distinct_sample(np.random.default_rng(0),
-                                                                     population, count))
+    np.testing.assert_array_equal(
+        sample, _generate._distinct_sample(np.random.default_rng(0), population, count)
+    )
 
 
 def test_triangle_pairs_enumerate_every_pair_once():
@@ -236,8 +282,10 @@ def test_anomaly_benchmark_argument_errors():
     cases = [
         (dict(n_nodes=49), "n_nodes must be an integer >= 50"),
         (dict(n_nodes=100, n_communities=51), "n_communities=51 is too many for 100 nodes"),
-        (dict(n_nodes=100, n_cliques=5, clique_size=15, n_contextual=30),
-         "need 105 distinct nodes but the graph has 100"),
+        (
+            dict(n_nodes=100, n_cliques=5, clique_size=15, n_contextual=30),
+            "need 105 distinct nodes but the graph has 100",
+        ),
         (dict(n_nodes=60, mean_degree=80.0), "mean_degree=80.0 is not reachable"),
         (dict(clique_size=1), "clique_size must be an integer >= 2"),
         (dict(feature_noise=-1.0), r"feature_noise must be a number in \[0.0, inf\)"),
@@ -268,18 +316,28 @@ def adjacency(senders, receivers, n):
 def test_csl_graphs():
     csl = tasks.csl_graphs()
     assert (csl.n_graphs, csl.n_classes, csl.n_features, csl.max_nodes, csl.name) == (
-        150, 10, 1, 41, "CSL")
+        150,
+        10,
+        1,
+        41,
+        "CSL",
+    )
     assert np.bincount(csl.labels).tolist() == [15] * 10
-    base = [tasks.canonical_edges(np.tile(np.arange(41), 2),
-                                  np.concatenate([(np.arange(41) + 1) % 41,
-                                                  (np.arange(41) + s) % 41]),
-                                  41, symmetrize=True) for s in tasks.CSL_SKIPS]
+    base = [
+        tasks.canonical_edges(
+            np.tile(np.arange(41), 2),
+            np.concatenate([(np.arange(41) + 1) % 41, (np.arange(41) + s) % 41]),
+            41,
+            symmetrize=True,
+        )
+        for s in tasks.CSL_SKIPS
+    ]
     spectra = [np.linalg.eigvalsh(adjacency(*edges, 41)) for edges in base]
     # The classes are not isomorphic (distinct spectra), and every graph's spectrum is
     # its class's: a relabelling cannot change it.
     for a, b in itertools.combinations(spectra, 2):
         assert np.abs(a - b).max() > 0.1
-    rng = np.random.default_rng(0)        # the documented relabelling protocol
+    rng = np.random.default_rng(0)  # the documented relabelling protocol
     for g in range(150):
         s, r, x, label = csl.senders[g], csl.receivers[g], csl.features[g], csl.labels[g]
         assert x.shape == (41, 1) and np.all(x == 1.0)
@@ -288,8 +346,9 @@ def test_csl_graphs():
         assert_canonical(s, r, 41)
         assert_symmetric(s, r)
         assert label == g // 15
-        np.testing.assert_allclose(np.linalg.eigvalsh(adjacency(s, r, 41)), spectra[label],
-                                   atol=1e-9)
+        np.testing.assert_allclose(
+            np.linalg.eigvalsh(adjacency(s, r, 41)), spectra[label], atol=1e-9
+        )
         perm = rng.permutation(41)
         base_s, base_r = base[label]
         assert edge_set(s, r) == edge_set(perm[base_s], perm[base_r])
@@ -313,12 +372,16 @@ def write_fraud(path, n=6, **overrides):
     """A small file in the CARE-GNN layout: sparse csc relations, sparse features,
     label (1, N)."""
     rows = np.array([0, 1, 2, 3, 4, 4, 2])
-    cols = np.array([1, 2, 3, 4, 5, 5, 2])       # a duplicate and a self-loop
+    cols = np.array([1, 2, 3, 4, 5, 5, 2])  # a duplicate and a self-loop
     homo = scipy.sparse.csc_matrix((np.ones(7), (rows, cols)), shape=(n, n))
     net = scipy.sparse.csc_matrix((np.ones(1), ([0], [5])), shape=(n, n))
     features = scipy.sparse.csc_matrix(np.arange(n * 3, dtype=float).reshape(n, 3))
-    data = {"homo": homo, "net_rur": net, "features": features,
-            "label": np.array([[0, 1, 0, 0, 1, 0]])}
+    data = {
+        "homo": homo,
+        "net_rur": net,
+        "features": features,
+        "label": np.array([[0, 1, 0, 0, 1, 0]]),
+    }
     data.update(overrides)
     data = {key: value for key, value in data.items() if value is not None}
     scipy.io.savemat(path, data)
@@ -339,8 +402,11 @@ def test_load_fraud_mat_round_trip(tmp_path):
     other = tasks.load_fraud_mat(str(path), relation="net_rur")
     assert edge_set(other.senders, other.receivers) == {(0, 5), (5, 0)}
     # Dense features and an (N, 1) label read the same.
-    path = write_fraud(tmp_path / "Amazon.mat", features=np.arange(18.0).reshape(6, 3),
-                       label=np.array([[0], [1], [0], [0], [1], [0]]))
+    path = write_fraud(
+        tmp_path / "Amazon.mat",
+        features=np.arange(18.0).reshape(6, 3),
+        label=np.array([[0], [1], [0], [0], [1], [0]]),
+    )
     g2 = tasks.load_fraud_mat(path)
     np.testing.assert_array_equal(g2.features, g.features)
     assert g2.labels.tolist() == g.labels.tolist() and g2.name == "Amazon"
@@ -354,20 +420,26 @@ def test_load_fraud_mat_errors(tmp_path):
     with pytest.raises(ValueError, match="is not a MATLAB .mat file"):
         tasks.load_fraud_mat(junk)
     path = write_fraud(tmp_path / "a.mat")
-    with pytest.raises(ValueError, match=r"no key 'net_upu' \(relation= .*keys are "
-                                         r"\['features', 'homo', 'label', 'net_rur'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"no key 'net_upu' \(relation= .*keys are "
+        r"\['features', 'homo', 'label', 'net_rur'\]",
+    ):
         tasks.load_fraud_mat(path, relation="net_upu")
     with pytest.raises(ValueError, match="no key 'label'"):
         tasks.load_fraud_mat(write_fraud(tmp_path / "b.mat", label=None))
     cases = [
-        (dict(homo=scipy.sparse.csc_matrix((6, 5))),
-         r"must be square, N x N \(got shape \(6, 5\)\)"),
-        (dict(features=np.ones((5, 3))),
-         "'features' has 5 rows but adjacency 'homo' has 6 nodes"),
+        (
+            dict(homo=scipy.sparse.csc_matrix((6, 5))),
+            r"must be square, N x N \(got shape \(6, 5\)\)",
+        ),
+        (dict(features=np.ones((5, 3))), "'features' has 5 rows but adjacency 'homo' has 6 nodes"),
         (dict(label=np.zeros((1, 5))), "'label' has 5 entries but the adjacency has 6 nodes"),
         (dict(label=np.zeros((2, 3))), r"'label' has shape \(2, 3\)"),
-        (dict(label=np.array([[0, 1, 2, 0, 1, 0]])),
-         r"0 \(normal\) or 1 \(fraud\) only; found \[0, 1, 2\]"),
+        (
+            dict(label=np.array([[0, 1, 2, 0, 1, 0]])),
+            r"0 \(normal\) or 1 \(fraud\) only; found \[0, 1, 2\]",
+        ),
         (dict(features=np.where(np.eye(6, 3) > 0, np.nan, 1.0)), "3 NaN or infinite values"),
     ]
     for i, (overrides, message) in enumerate(cases):
@@ -380,9 +452,24 @@ def test_load_fraud_mat_errors(tmp_path):
 # Three graphs, ten nodes: a path 1-2-3-4 (one edge listed twice), a triangle 5-6-7 and
 # 8-9-10 with a self-loop on 10. Graph labels -1, 1, -1.
 TOY = {
-    "A": ["1, 2", "2, 1", "2, 3", "3, 2", "3, 4", "4, 3", "1, 2",
-          "5, 6", "6, 5", "6, 7", "7, 6", "5, 7", "7, 5",
-          "8, 9", "9, 8", "10, 10"],
+    "A": [
+        "1, 2",
+        "2, 1",
+        "2, 3",
+        "3, 2",
+        "3, 4",
+        "4, 3",
+        "1, 2",
+        "5, 6",
+        "6, 5",
+        "6, 7",
+        "7, 6",
+        "5, 7",
+        "7, 5",
+        "8, 9",
+        "9, 8",
+        "10, 10",
+    ],
     "graph_indicator": ["1", "1", "1", "1", "2", "2", "2", "3", "3", "3"],
     "graph_labels": ["-1", "1", "-1"],
     "node_labels": ["3", "5", "3", "7", "5", "5", "3", "7", "7", "3"],
@@ -408,48 +495,71 @@ def test_load_tu(tmp_path):
     edges = [edge_set(s, r) for s, r in zip(graphs.senders, graphs.receivers)]
     assert edges[0] == {(0, 1), (1, 0), (1, 2), (2, 1), (2, 3), (3, 2)}
     assert edges[1] == {(a, b) for a in range(3) for b in range(3) if a != b}
-    assert edges[2] == {(0, 1), (1, 0), (2, 2)}          # the self-loop is kept
+    assert edges[2] == {(0, 1), (1, 0), (2, 2)}  # the self-loop is kept
     for s, r, x in zip(graphs.senders, graphs.receivers, graphs.features):
         assert_canonical(s, r, x.shape[0])
     # Attributes first, then the one-hot node labels over the sorted labels 3, 5, 7.
-    np.testing.assert_array_equal(graphs.features[0], np.array(
-        [[0.5, 0, 1, 0, 0], [1.5, -1, 0, 1, 0], [2.5, -2, 1, 0, 0], [3.5, -3, 0, 0, 1]],
-        np.float32))
+    np.testing.assert_array_equal(
+        graphs.features[0],
+        np.array(
+            [[0.5, 0, 1, 0, 0], [1.5, -1, 0, 1, 0], [2.5, -2, 1, 0, 0], [3.5, -3, 0, 0, 1]],
+            np.float32,
+        ),
+    )
     np.testing.assert_array_equal(graphs.features[2][:, 2:], [[0, 0, 1], [0, 0, 1], [1, 0, 0]])
     # Without the optional files: the constant feature; an explicit name.
-    plain = tasks.load_tu(write_tu(tmp_path / "folder", name="DS", node_labels=None,
-                                   node_attributes=None), name="DS")
+    plain = tasks.load_tu(
+        write_tu(tmp_path / "folder", name="DS", node_labels=None, node_attributes=None), name="DS"
+    )
     assert plain.name == "DS" and plain.n_features == 1
     assert all(np.all(x == 1.0) for x in plain.features)
     only_labels = tasks.load_tu(write_tu(tmp_path / "L", name="L", node_attributes=None))
     assert only_labels.n_features == 3
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (dict(A=["1, 2", "2, x"]), r"TOY_A.txt, line 2: expected integers, got '2, x'"),
-    (dict(A=["1, 2", "2, 3, 4"]),
-     r"TOY_A.txt, line 2: expected 2 comma-separated value\(s\), got 3"),
-    (dict(A=["1, 2", "", "2, 1"]), r"TOY_A.txt, line 2: empty line"),
-    (dict(A=["1, 2", "2, 11"]),
-     r"TOY_A.txt, line 2: node id out of range 1 \.\. 10 \(2, 11\)"),
-    (dict(A=["1, 2", "0, 1"]), r"line 2: node id out of range"),
-    (dict(A=["1, 2", "4, 5"]), r"TOY_A.txt, line 2: edge \(4, 5\) joins graph 1 to graph 2"),
-    (dict(graph_indicator=["2"] * 4 + ["3"] * 6), "line 1: graph ids must start at 1"),
-    (dict(graph_indicator=["1"] * 4 + ["3"] * 6),
-     r"graph_indicator.txt, line 5: graph id 3 follows 1"),
-    (dict(graph_indicator=["1", "1", "2", "1", "2", "2", "2", "3", "3", "3"]),
-     r"line 4: graph id 1 follows 2; graph ids must be nondecreasing"),
-    (dict(graph_indicator=["1"] * 4 + ["2.0"] * 6),
-     r"graph_indicator.txt, line 5: expected integers"),
-    (dict(graph_labels=["-1", "1"]),
-     "TOY_graph_labels.txt has 2 lines but TOY_graph_indicator.txt numbers 3 graphs"),
-    (dict(node_labels=["1"] * 9),
-     "TOY_node_labels.txt has 9 lines but the graph indicator lists 10 nodes"),
-    (dict(node_attributes=["1.0, 2.0"] * 3 + ["nan, 1.0"] + ["1.0, 2.0"] * 6),
-     r"TOY_node_attributes.txt, line 4: NaN or infinite attribute"),
-    (dict(node_attributes=["1.0, 2.0"] * 3 + ["1.0"] + ["1.0, 2.0"] * 6),
-     r"TOY_node_attributes.txt, line 4: expected 2 comma-separated"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(A=["1, 2", "2, x"]), r"TOY_A.txt, line 2: expected integers, got '2, x'"),
+        (
+            dict(A=["1, 2", "2, 3, 4"]),
+            r"TOY_A.txt, line 2: expected 2 comma-separated value\(s\), got 3",
+        ),
+        (dict(A=["1, 2", "", "2, 1"]), r"TOY_A.txt, line 2: empty line"),
+        (dict(A=["1, 2", "2, 11"]), r"TOY_A.txt, line 2: node id out of range 1 \.\. 10 \(2, 11\)"),
+        (dict(A=["1, 2", "0, 1"]), r"line 2: node id out of range"),
+        (dict(A=["1, 2", "4, 5"]), r"TOY_A.txt, line 2: edge \(4, 5\) joins graph 1 to graph 2"),
+        (dict(graph_indicator=["2"] * 4 + ["3"] * 6), "line 1: graph ids must start at 1"),
+        (
+            dict(graph_indicator=["1"] * 4 + ["3"] * 6),
+            r"graph_indicator.txt, line 5: graph id 3 follows 1",
+        ),
+        (
+            dict(graph_indicator=["1", "1", "2", "1", "2", "2", "2", "3", "3", "3"]),
+            r"line 4: graph id 1 follows 2; graph ids must be nondecreasing",
+        ),
+        (
+            dict(graph_indicator=["1"] * 4 + ["2.0"] * 6),
+            r"graph_indicator.txt, line 5: expected integers",
+        ),
+        (
+            dict(graph_labels=["-1", "1"]),
+            "TOY_graph_labels.txt has 2 lines but TOY_graph_indicator.txt numbers 3 graphs",
+        ),
+        (
+            dict(node_labels=["1"] * 9),
+            "TOY_node_labels.txt has 9 lines but the graph indicator lists 10 nodes",
+        ),
+        (
+            dict(node_attributes=["1.0, 2.0"] * 3 + ["nan, 1.0"] + ["1.0, 2.0"] * 6),
+            r"TOY_node_attributes.txt, line 4: NaN or infinite attribute",
+        ),
+        (
+            dict(node_attributes=["1.0, 2.0"] * 3 + ["1.0"] + ["1.0, 2.0"] * 6),
+            r"TOY_node_attributes.txt, line 4: expected 2 comma-separated",
+        ),
+    ],
+)
 def test_load_tu_errors(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
         tasks.load_tu(write_tu(tmp_path / "TOY", **overrides))
@@ -457,8 +567,11 @@ def test_load_tu_errors(tmp_path, overrides, message):
 
 def test_load_tu_missing_files(tmp_path):
     folder = write_tu(tmp_path / "folder", name="MUTAG")
-    with pytest.raises(ValueError, match=r"folder_A.txt is missing.*"
-                                         r"data set\(s\) \['MUTAG'\]: pass name="):
+    with pytest.raises(
+        ValueError,
+        match=r"folder_A.txt is missing.*"
+        r"data set\(s\) \['MUTAG'\]: pass name=",
+    ):
         tasks.load_tu(folder)
     (folder / "MUTAG_graph_labels.txt").unlink()
     with pytest.raises(ValueError, match="MUTAG_graph_labels.txt is missing"):
@@ -486,7 +599,10 @@ def test_stratified_splits():
         np.testing.assert_array_equal(np.sort(np.concatenate(parts)), np.arange(2000))
         # Class 0: 1910 nodes -> 764 / 382 / 764; class 1: 90 nodes -> 36 / 18 / 36.
         assert [np.bincount(labels[p], minlength=2).tolist() for p in parts] == [
-            [764, 36], [382, 18], [764, 36]]
+            [764, 36],
+            [382, 18],
+            [764, 36],
+        ]
     assert not np.array_equal(splits[0]["train"], splits[1]["train"])
     again = tasks.stratified_splits(labels, 0.4, n_splits=3, seed=7)
     for a, b in zip(splits, again):
@@ -501,8 +617,11 @@ def test_stratified_splits():
 
 def test_stratified_split_errors():
     labels = anomaly_labels()
-    with pytest.raises(ValueError, match=r"train_ratio=0.001 is too small: class 1 has 90 "
-                                         r"nodes, so its training part would be empty"):
+    with pytest.raises(
+        ValueError,
+        match=r"train_ratio=0.001 is too small: class 1 has 90 "
+        r"nodes, so its training part would be empty",
+    ):
         tasks.stratified_splits(labels, 0.001)
     with pytest.raises(ValueError, match=r"validation share \(1 - train_ratio\) / 3 = 0.0033"):
         tasks.stratified_splits(labels, 0.99)
@@ -520,7 +639,7 @@ def test_cross_validation_folds():
     labels = np.repeat(np.arange(3), [30, 23, 17]).astype(np.int32)
     folds = tasks.cross_validation_folds(labels, n_folds=10, seed=2, val_fraction=0.1)
     tests = np.concatenate([f["test"] for f in folds])
-    np.testing.assert_array_equal(np.sort(tests), np.arange(70))       # a partition
+    np.testing.assert_array_equal(np.sort(tests), np.arange(70))  # a partition
     for fold in folds:
         train, val, test = fold["train"], fold["val"], fold["test"]
         np.testing.assert_array_equal(np.sort(np.concatenate([train, val, test])), np.arange(70))

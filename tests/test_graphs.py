@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("terms", [("attention",), ("hopfield",)])
 def test_ablation_keeps_one_term_and_matches_the_closed_form(terms):
     full = make_model()
-    ablated = et_ode.EnergyTransformer(DIM, 2, 8, 24, key=jax.random.key(0), init_std=0.3,
-                                       dtype=jnp.float64, terms=terms)  # make_model's
+    ablated = et_ode.EnergyTransformer(
+        DIM, 2, 8, 24, key=jax.random.key(0), init_std=0.3, dtype=jnp.float64, terms=terms
+    )  # make_model's
     x = make_state()
     parts = full.energy_parts(x)
     assert float(ablated.energy(x)) == pytest.approx(float(parts[terms[0]]), rel=1e-13)
@@ -65,8 +66,9 @@ def test_macro_f1_and_the_validation_threshold():
 
 
 # ---------------------------------------------------------------------- the models
-CONFIG = tasks.GraphModelConfig(dim=8, n_heads=1, head_dim=4, n_memories=8, init_std=0.3,
-                                self_attention=True, head_hidden=8)
+CONFIG = tasks.GraphModelConfig(
+    dim=8, n_heads=1, head_dim=4, n_memories=8, init_std=0.3, self_attention=True, head_hidden=8
+)
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +78,9 @@ def small_graph():
 
 def test_sparse_detector_equals_a_dense_key_mask(small_graph):
     g = small_graph
-    model = tasks.NodeAnomalyET(CONFIG, n_nodes=g.n_nodes, n_features=g.n_features,
-                                key=jax.random.key(2))
+    model = tasks.NodeAnomalyET(
+        CONFIG, n_nodes=g.n_nodes, n_features=g.n_features, key=jax.random.key(2)
+    )
     features = jnp.asarray(tasks.standardise(g.features))
     sparse = model.logits(features, jnp.asarray(g.senders), jnp.asarray(g.receivers))
     mask = np.eye(g.n_nodes, dtype=bool)  # self_attention: every node's own key
@@ -96,8 +99,9 @@ def test_every_detector_is_a_node_detector():
 
     config = tasks.GraphModelConfig(dim=8, n_heads=1, head_dim=4, n_memories=8)
     for kind in ("et", "gcn", "mlp"):
-        detector = tasks.new_detector(kind, config, et_ode.tasks.Dynamics(), n_nodes=5,
-                                      n_features=3, key=jax.random.key(0))
+        detector = tasks.new_detector(
+            kind, config, et_ode.tasks.Dynamics(), n_nodes=5, n_features=3, key=jax.random.key(0)
+        )
         assert isinstance(detector, tasks.NodeDetector)
     with pytest.raises(TypeError, match="abstract"):
         tasks.NodeDetector()
@@ -160,8 +164,9 @@ def test_stratified_batches_keep_the_label_mix():
         assert np.bincount(labels[batch], minlength=3).tolist() == [8, 4, 2]
 
 
-POSITIONLESS = tasks.GraphModelConfig(dim=8, n_heads=1, head_dim=4, n_memories=8,
-                                      init_std=0.3, positions="none", head_hidden=8)
+POSITIONLESS = tasks.GraphModelConfig(
+    dim=8, n_heads=1, head_dim=4, n_memories=8, init_std=0.3, positions="none", head_hidden=8
+)
 
 
 def test_classifier_ignores_node_order():
@@ -178,9 +183,10 @@ def test_classifier_ignores_node_order():
         features=(features, features[perm]),
         senders=(tasks.canonical_edges(senders, receivers, n)[0], copy_edges[0]),
         receivers=(tasks.canonical_edges(senders, receivers, n)[1], copy_edges[1]),
-        labels=np.array([0, 1], np.int32), name="relabelled")
-    model = tasks.GraphClassifierET(POSITIONLESS, n_features=3, n_classes=4,
-                                    key=jax.random.key(0))
+        labels=np.array([0, 1], np.int32),
+        name="relabelled",
+    )
+    model = tasks.GraphClassifierET(POSITIONLESS, n_features=3, n_classes=4, key=jax.random.key(0))
     logits = np.asarray(model.logits(tasks.graph_batch(graphs, [0, 1], 13, 4)))
     np.testing.assert_allclose(logits[0], logits[1], rtol=1e-5, atol=1e-6)
 
@@ -191,14 +197,23 @@ def test_csl_needs_positions():
     reason the paper gives the graph-classification ET Laplacian positions); with
     them, they differ."""
     graphs = tasks.csl_graphs(seed=0)
-    model = tasks.GraphClassifierET(POSITIONLESS, n_features=1, n_classes=10,
-                                    key=jax.random.key(0))
+    model = tasks.GraphClassifierET(POSITIONLESS, n_features=1, n_classes=10, key=jax.random.key(0))
     logits = np.asarray(model.logits(tasks.graph_batch(graphs, [0, 30], 41, 8)))
     np.testing.assert_allclose(logits[0], logits[1], rtol=1e-5, atol=1e-6)
     positioned = tasks.GraphClassifierET(
-        tasks.GraphModelConfig(dim=8, n_heads=1, head_dim=4, n_memories=8, init_std=0.3,
-                               positions="laplacian", head_hidden=8),
-        n_features=1, n_classes=10, key=jax.random.key(0))
+        tasks.GraphModelConfig(
+            dim=8,
+            n_heads=1,
+            head_dim=4,
+            n_memories=8,
+            init_std=0.3,
+            positions="laplacian",
+            head_hidden=8,
+        ),
+        n_features=1,
+        n_classes=10,
+        key=jax.random.key(0),
+    )
     logits = np.asarray(positioned.logits(tasks.graph_batch(graphs, [0, 30], 41, 8)))
     assert np.abs(logits[0] - logits[1]).max() > 1e-4
 
@@ -207,8 +222,14 @@ def test_csl_needs_positions():
 TINY = {
     "data": {"task": "anomaly", "source": "sbm", "n_nodes": 120, "seed": 1},
     "protocol": {"models": ["et", "gcn"], "train_ratios": [0.4], "n_splits": 2},
-    "model": {"dim": 8, "n_heads": 1, "head_dim": 4, "n_memories": 8, "head_hidden": 8,
-              "self_attention": True},
+    "model": {
+        "dim": 8,
+        "n_heads": 1,
+        "head_dim": 4,
+        "n_memories": 8,
+        "head_hidden": 8,
+        "self_attention": True,
+    },
     "training": {"steps": 6, "warmup_steps": 2, "eval_every": 3},
 }
 
@@ -229,8 +250,7 @@ def benchmark(tmp_path_factory):
     folder = tmp_path_factory.mktemp("graph")
     config_path, out = folder / "tiny.toml", folder / "bench"
     config_path.write_text(_toml(TINY))
-    command = ["graph", "train", "--config", str(config_path), "--out", str(out),
-               "--no-progress"]
+    command = ["graph", "train", "--config", str(config_path), "--out", str(out), "--no-progress"]
     assert main(command + ["--stop-after", "3"]) == 0
     first = json.loads((out / "results.json").read_text())
     assert not first["complete"] and len(first["runs"]) == 3
@@ -261,8 +281,9 @@ def test_a_run_is_the_same_wherever_it_runs(benchmark, tmp_path):
     """A run's result depends on its name, not on the runs before it: the split-1 ET
     run alone gives the numbers it gave inside the whole benchmark."""
     config, _, _, summary = benchmark
-    alone = tasks.GraphTrainConfig.from_dict({**TINY, "protocol": {**TINY["protocol"],
-                                                                    "models": ["et"]}})
+    alone = tasks.GraphTrainConfig.from_dict(
+        {**TINY, "protocol": {**TINY["protocol"], "models": ["et"]}}
+    )
     result = tasks.run_graph_benchmark(alone, tmp_path / "alone", progress=False)
     inside = {r["name"]: r["metrics"] for r in summary["runs"]}
     for run in result["runs"]:
@@ -293,10 +314,14 @@ def test_anomaly_loss_weights_anomalies_by_normal_over_anomalous():
     class Captured(Exception):
         pass
 
-    def capture(model, opt_state, optimizer, features, senders, receivers, labels, train,
-                pos_weight):
-        seen.update(model=model, args=(features, senders, receivers, labels, train),
-                    pos_weight=float(pos_weight))
+    def capture(
+        model, opt_state, optimizer, features, senders, receivers, labels, train, pos_weight
+    ):
+        seen.update(
+            model=model,
+            args=(features, senders, receivers, labels, train),
+            pos_weight=float(pos_weight),
+        )
         raise Captured
 
     with pytest.MonkeyPatch.context() as patch:
@@ -314,26 +339,42 @@ def test_anomaly_loss_weights_anomalies_by_normal_over_anomalous():
     z = np.asarray(seen["model"].logits(*seen["args"][:3]), np.float64)[split["train"]]
     softplus = lambda v: np.logaddexp(0.0, v)  # noqa: E731
     w = seen["pos_weight"]
-    expected = ((softplus(z[labels == 0]).sum() + w * softplus(-z[labels == 1]).sum())
-                / (n_normal + w * n_anomalies))
+    expected = (softplus(z[labels == 0]).sum() + w * softplus(-z[labels == 1]).sum()) / (
+        n_normal + w * n_anomalies
+    )
     assert loss == pytest.approx(expected, rel=1e-5)
     assert w * n_anomalies == pytest.approx(n_normal, rel=1e-6)  # classes balanced
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"protocol": {"models": ["et", "transformer"]}},
-     r"\[protocol\] models.1 = \"transformer\": input should be 'et', "),
-    ({"protocol": {"models": ["et", "et"]}}, r"\[protocol\] models must be distinct"),
-    ({"data": {"task": "anomaly", "source": "csl"}},
-     r"\[data\] source for task 'anomaly' must be one of sbm, fraud_mat"),
-    ({"data": {"n_nodes": 10}}, r"\[data\] n_nodes = 10: input should be greater than or equal to 50"),
-    ({"dynamics": {"clamp_visible": True}}, "image-model options"),
-    ({"data": {"task": "classification", "source": "csl"},
-      "protocol": {"models": ["gcn"]}}, "compares the ET models only"),
-    ({"data": {"source": "fraud_mat"}}, "needs path"),
-    ({"model": {"positions": "laplacian"}}, "'learned' or 'none'"),
-    ({"protocol": {"train_ratios": [1]}}, r"\[protocol\] train_ratios.0 = 1: input should be less than 1"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            {"protocol": {"models": ["et", "transformer"]}},
+            r"\[protocol\] models.1 = \"transformer\": input should be 'et', ",
+        ),
+        ({"protocol": {"models": ["et", "et"]}}, r"\[protocol\] models must be distinct"),
+        (
+            {"data": {"task": "anomaly", "source": "csl"}},
+            r"\[data\] source for task 'anomaly' must be one of sbm, fraud_mat",
+        ),
+        (
+            {"data": {"n_nodes": 10}},
+            r"\[data\] n_nodes = 10: input should be greater than or equal to 50",
+        ),
+        ({"dynamics": {"clamp_visible": True}}, "image-model options"),
+        (
+            {"data": {"task": "classification", "source": "csl"}, "protocol": {"models": ["gcn"]}},
+            "compares the ET models only",
+        ),
+        ({"data": {"source": "fraud_mat"}}, "needs path"),
+        ({"model": {"positions": "laplacian"}}, "'learned' or 'none'"),
+        (
+            {"protocol": {"train_ratios": [1]}},
+            r"\[protocol\] train_ratios.0 = 1: input should be less than 1",
+        ),
+    ],
+)
 def test_bad_graph_configs_are_refused_with_the_field(change, message):
     raw = {k: dict(v) for k, v in TINY.items()}
     for section, values in change.items():
@@ -356,8 +397,7 @@ def _write_tu_rings_and_paths(folder: Path, count: int = 18) -> Path:
         indicator += [str(graph + 1)] * n
         labels.append("1" if ring else "2")
         first += n
-    for kind, lines in (("A", edges), ("graph_indicator", indicator),
-                        ("graph_labels", labels)):
+    for kind, lines in (("A", edges), ("graph_indicator", indicator), ("graph_labels", labels)):
         (folder / f"RINGS_{kind}.txt").write_text("\n".join(lines) + "\n")
     return folder
 
@@ -366,8 +406,16 @@ def _classification_config(folder: Path) -> dict:
     return {
         "data": {"task": "classification", "source": "tu", "path": str(folder)},
         "protocol": {"models": ["et"], "n_folds": 3, "val_fraction": 0.25},
-        "model": {"dim": 8, "n_heads": 1, "head_dim": 4, "n_memories": 8, "head_hidden": 8,
-                  "positions": "laplacian", "n_eigenvectors": 3, "init_std": 0.3},
+        "model": {
+            "dim": 8,
+            "n_heads": 1,
+            "head_dim": 4,
+            "n_memories": 8,
+            "head_hidden": 8,
+            "positions": "laplacian",
+            "n_eigenvectors": 3,
+            "init_std": 0.3,
+        },
         "training": {"steps": 4, "batch_size": 4, "warmup_steps": 1, "eval_every": 2},
     }
 
@@ -382,8 +430,10 @@ def test_classification_cross_validation_end_to_end(tmp_path):
     raw = _classification_config(_write_tu_rings_and_paths(tmp_path / "RINGS"))
     config_path, out = tmp_path / "tu.toml", tmp_path / "bench"
     config_path.write_text(_toml(raw))
-    assert main(["graph", "train", "--config", str(config_path), "--out", str(out),
-                 "--no-progress"]) == 0
+    assert (
+        main(["graph", "train", "--config", str(config_path), "--out", str(out), "--no-progress"])
+        == 0
+    )
     summary = json.loads((out / "results.json").read_text())
     assert summary["complete"] and summary["data"] == "RINGS"
     runs = summary["runs"]
@@ -398,13 +448,14 @@ def test_classification_cross_validation_end_to_end(tmp_path):
         assert set(metrics) == {"accuracy", "val_accuracy"}
         # accuracies are counts of graphs: 6 test graphs, 4 validation graphs per fold
         assert metrics["accuracy"] * len(fold["test"]) == pytest.approx(
-            round(metrics["accuracy"] * len(fold["test"])), abs=1e-9)
+            round(metrics["accuracy"] * len(fold["test"])), abs=1e-9
+        )
         # selection: validation only (the log holds no test metric), the best value
         lines = [r for r in logged if r["run"] == run["name"]]
         assert [r["step"] for r in lines] == [2, 4]
         assert all(set(r) == {"run", "step", "loss", "val_accuracy"} for r in lines)
         assert metrics["val_accuracy"] == max(r["val_accuracy"] for r in lines)
-    row, = summary["table"]
+    (row,) = summary["table"]
     accuracies = [r["metrics"]["accuracy"] for r in runs]
     assert row["model"] == "et" and row["accuracy"]["n"] == 3
     assert row["accuracy"]["mean"] == pytest.approx(np.mean(accuracies), abs=1e-12)
@@ -429,7 +480,8 @@ def test_fit_and_select_keeps_the_latest_best_on_ties():
     from et_ode.tasks.graphs._train import _optimizer, fit_and_select
 
     config = tasks.GraphTrainConfig.from_dict(
-        {**TINY, "training": {"steps": 7, "warmup_steps": 1, "eval_every": 2}})
+        {**TINY, "training": {"steps": 7, "warmup_steps": 1, "eval_every": 2}}
+    )
     values = {2: 0.5, 4: 0.75, 6: 0.75, 7: 0.25}
     seen, logged = [], []
 
@@ -441,8 +493,9 @@ def test_fit_and_select_keeps_the_latest_best_on_ties():
         return values[model]
 
     optimizer = _optimizer(config)
-    best, value = fit_and_select(config, "r", 0, optimizer, take_step, validate, "val",
-                                 logged.append)
+    best, value = fit_and_select(
+        config, "r", 0, optimizer, take_step, validate, "val", logged.append
+    )
     assert seen == [2, 4, 6, 7] and (best, value) == (6, 0.75)
     assert [r["val"] for r in logged] == [0.5, 0.75, 0.75, 0.25]
 
@@ -453,15 +506,41 @@ def test_graph_commands(benchmark, tmp_path, capsys):
     checkpoint = out / "runs" / "ratio0.4-split0-et.eqx"
     assert main(["graph", "eval", "--checkpoint", str(checkpoint)]) == 0
     assert "auc" in capsys.readouterr().out
-    assert main(["graph", "study", "overshoot", "--checkpoint", str(checkpoint), "--quick",
-                 "--out", str(tmp_path / "o")]) == 0
+    assert (
+        main(
+            [
+                "graph",
+                "study",
+                "overshoot",
+                "--checkpoint",
+                str(checkpoint),
+                "--quick",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "o" / "overshoot.json").read_text())
     at_horizon = result["auc"][int(np.argmin(np.abs(np.asarray(result["times"]) - 1.2)))]
     stored = json.loads((out / "runs" / "ratio0.4-split0-et.json").read_text())
     assert at_horizon == pytest.approx(stored["metrics"]["auc"], abs=1e-4)
     assert (tmp_path / "o" / "overshoot.png").stat().st_size > 0
-    assert main(["graph", "study", "convergence", "--checkpoint", str(checkpoint), "--quick",
-                 "--out", str(tmp_path / "c")]) == 0
+    assert (
+        main(
+            [
+                "graph",
+                "study",
+                "convergence",
+                "--checkpoint",
+                str(checkpoint),
+                "--quick",
+                "--out",
+                str(tmp_path / "c"),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "c" / "convergence.json").exists()
     assert main(["graph", "study", "spectrum", "--checkpoint", str(checkpoint)]) == 2
     assert "unknown graph study" in capsys.readouterr().err
@@ -476,8 +555,22 @@ def test_graph_studies_energy_contributions_long_horizon(benchmark, tmp_path):
 
     def study(name, *extra):
         folder = tmp_path / name
-        assert main(["graph", "study", name, "--checkpoint", checkpoint, "--quick",
-                     "--out", str(folder), *extra]) == 0
+        assert (
+            main(
+                [
+                    "graph",
+                    "study",
+                    name,
+                    "--checkpoint",
+                    checkpoint,
+                    "--quick",
+                    "--out",
+                    str(folder),
+                    *extra,
+                ]
+            )
+            == 0
+        )
         return json.loads((folder / f"{name}.json").read_text())
 
     descent = study("energy-descent", "--horizon", "1.2")
@@ -516,8 +609,9 @@ def test_graph_studies_energy_contributions_long_horizon(benchmark, tmp_path):
 def test_shipped_graph_model_reproduces_its_numbers():
     model, config, header = tasks.load_graph_model("graph_anomaly")
     assert isinstance(model, tasks.NodeAnomalyET)
-    again = tasks.evaluate_graph_model(tasks.resolve_model_path("graph_anomaly",
-                                                                tasks.SHIPPED_GRAPH))
+    again = tasks.evaluate_graph_model(
+        tasks.resolve_model_path("graph_anomaly", tasks.SHIPPED_GRAPH)
+    )
     # float32 scores: a rounding change can swap two nearly tied nodes, nothing more
     assert again["auc"] == pytest.approx(header["metrics"]["auc"], abs=2e-3)
     assert again["val_auc"] == pytest.approx(header["metrics"]["val_auc"], abs=2e-3)

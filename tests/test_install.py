@@ -36,8 +36,9 @@ def test_wheel_holds_one_package_with_the_mapped_layers(installed_wheel):
     wheel, _, source = installed_wheel
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        entry_points = next(archive.read(n).decode() for n in names
-                            if n.endswith(".dist-info/entry_points.txt"))
+        entry_points = next(
+            archive.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt")
+        )
     dist_info = {n.split("/")[0] for n in names if n.split("/")[0].endswith(".dist-info")}
     assert len(dist_info) == 1
     top_level = {n.split("/")[0] for n in names} - dist_info
@@ -45,12 +46,18 @@ def test_wheel_holds_one_package_with_the_mapped_layers(installed_wheel):
     assert not any(n.startswith(("solvers/", "analysis/")) for n in names)
     # Every module of the three source folders, at its installed name.
     expected = set()
-    for folder, installed in (("et_ode", "et_ode"), ("solvers", "et_ode/solvers"),
-                              ("analysis", "et_ode/analysis")):
+    for folder, installed in (
+        ("et_ode", "et_ode"),
+        ("solvers", "et_ode/solvers"),
+        ("analysis", "et_ode/analysis"),
+    ):
         for path in (source / folder).rglob("*.py"):
             expected.add(f"{installed}/{path.relative_to(source / folder).as_posix()}")
-    assert {"et_ode/solvers/__init__.py", "et_ode/analysis/__init__.py",
-            "et_ode/cli/__main__.py"} <= expected
+    assert {
+        "et_ode/solvers/__init__.py",
+        "et_ode/analysis/__init__.py",
+        "et_ode/cli/__main__.py",
+    } <= expected
     missing = sorted(expected - names)
     assert missing == [], f"source modules missing from the wheel: {missing}"
     models = {f"et_ode/models/{p.name}" for p in (source / "et_ode" / "models").glob("*.eqx")}
@@ -61,15 +68,22 @@ def test_wheel_holds_one_package_with_the_mapped_layers(installed_wheel):
 def test_imports_resolve_inside_the_install(installed_wheel, shadowed_folder):
     """Not the checkout (the editable install) and not the working folder's modules."""
     wheel, target, _ = installed_wheel
-    code = ("import json, sys\n"
-            "import et_ode\n"
-            "from et_ode import solvers, analysis\n"
-            "print(json.dumps(dict(et_ode=et_ode.__file__, solvers=solvers.__file__,\n"
-            "    analysis=analysis.__file__, version=et_ode.__version__,\n"
-            f"    top_level=[n for n in {SHADOWS!r} if n in sys.modules])))\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=shadowed_folder,
-                          env=installed_env(target), capture_output=True, text=True,
-                          timeout=300)
+    code = (
+        "import json, sys\n"
+        "import et_ode\n"
+        "from et_ode import solvers, analysis\n"
+        "print(json.dumps(dict(et_ode=et_ode.__file__, solvers=solvers.__file__,\n"
+        "    analysis=analysis.__file__, version=et_ode.__version__,\n"
+        f"    top_level=[n for n in {SHADOWS!r} if n in sys.modules])))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=shadowed_folder,
+        env=installed_env(target),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     found = json.loads(done.stdout.splitlines()[-1])
     for name in ("et_ode", "solvers", "analysis"):

@@ -1,6 +1,7 @@
 """The architecture, enforced: layers import only downwards, no import cycles, no reaching
 into another package's private (underscore) modules, the rooms of `et_ode.tasks` apart,
-and imports inside functions only for heavy optional dependencies. Parses the source; imports nothing of the project."""
+and imports inside functions only for heavy optional dependencies. Parses the source; imports
+nothing of the project."""
 
 import ast
 from pathlib import Path
@@ -22,15 +23,15 @@ FOLDERS = {
 # below; `solvers` additionally imports nothing of the model. A module belongs to the
 # first prefix it matches (the rooms before their home package).
 LAYERS = [
-    ("et_ode.records", 0),   # atomic writes, package versions: used by every layer
-    ("et_ode.vocab", 0),     # the named choices (flows, adjoints, activations)
-    ("et_ode.core", 1),      # the model
-    ("et_ode.solvers", 1),   # generic, model-free
+    ("et_ode.records", 0),  # atomic writes, package versions: used by every layer
+    ("et_ode.vocab", 0),  # the named choices (flows, adjoints, activations)
+    ("et_ode.core", 1),  # the model
+    ("et_ode.solvers", 1),  # generic, model-free
     ("et_ode.tasks.images", 2),  # room: masked image completion
     ("et_ode.tasks.graphs", 2),  # room: node anomaly detection, graph classification
-    ("et_ode.tasks", 2),     # the shared pieces: checkpoints, dynamics, schema, shipped models
+    ("et_ode.tasks", 2),  # the shared pieces: checkpoints, dynamics, schema, shipped models
     ("et_ode.analysis", 3),  # studies
-    ("et_ode.cli", 4),       # applications
+    ("et_ode.cli", 4),  # applications
     ("benchmarks", 4),
     ("paper_figures", 4),
 ]
@@ -53,8 +54,12 @@ DEFERRED_OK = {
 }
 # The benchmark runner and the rows that run in fresh processes set up JAX (forced host
 # devices, the multi-process runtime) before anything imports it: their imports wait.
-DEFERRED_FILES = {"benchmarks/__init__.py", "benchmarks/_run.py", "benchmarks/_devices.py",
-                  "benchmarks/_distributed.py"}
+DEFERRED_FILES = {
+    "benchmarks/__init__.py",
+    "benchmarks/_run.py",
+    "benchmarks/_devices.py",
+    "benchmarks/_distributed.py",
+}
 
 
 def _module_name(path: Path) -> str:
@@ -115,8 +120,7 @@ def _imports(path: Path, module: str):
     return imports_in(path.read_text(), module, path.name == "__init__.py", str(path))
 
 
-def imports_in(source: str, module: str, is_package: bool = False, filename="<source>",
-               known=None):
+def imports_in(source: str, module: str, is_package: bool = False, filename="<source>", known=None):
     """`(target, lineno, deferred)` for every import in `source`, the text of `module`;
     `known`: the modules that exist (default: the project's)."""
     known = MODULES if known is None else known
@@ -145,8 +149,11 @@ def _project(target: str) -> bool:
 # Each check takes `{module: [(target, lineno, deferred), ...]}` and returns its problems,
 # one line each; the tests run them on the project's modules and on planted ones.
 def unlayered_modules(imports) -> list[str]:
-    return [f"{module} belongs to no layer: add it to LAYERS in tests/test_layout.py"
-            for module in imports if _layer(module) is None]
+    return [
+        f"{module} belongs to no layer: add it to LAYERS in tests/test_layout.py"
+        for module in imports
+        if _layer(module) is None
+    ]
 
 
 def layer_problems(imports) -> list[str]:
@@ -209,17 +216,23 @@ def room_problems(imports) -> list[str]:
             if theirs is None or theirs == own:
                 continue
             if own is not None:
-                problems.append(f"{module}:{line}: the room {own} imports the room {theirs} "
-                                f"({target}); move what both use to {ROOMS[own]}")
+                problems.append(
+                    f"{module}:{line}: the room {own} imports the room {theirs} "
+                    f"({target}); move what both use to {ROOMS[own]}"
+                )
             elif module.startswith(ROOMS[theirs] + ".") and module != ROOMS[theirs]:
-                problems.append(f"{module}:{line}: a shared module of {ROOMS[theirs]} "
-                                f"imports the room {theirs} ({target})")
+                problems.append(
+                    f"{module}:{line}: a shared module of {ROOMS[theirs]} "
+                    f"imports the room {theirs} ({target})"
+                )
     return problems
 
 
 def cycle_problems(imports) -> list[str]:
-    graph = {module: sorted({t for t, _, _ in found if t in imports and t != module})
-             for module, found in imports.items()}
+    graph = {
+        module: sorted({t for t, _, _ in found if t in imports and t != module})
+        for module, found in imports.items()
+    }
     state, stack, cycles = {}, [], []
 
     def visit(node):
@@ -227,7 +240,7 @@ def cycle_problems(imports) -> list[str]:
         stack.append(node)
         for nxt in graph.get(node, []):
             if state.get(nxt) == "open":
-                cycles.append(stack[stack.index(nxt):] + [nxt])
+                cycles.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt)
         stack.pop()
@@ -241,15 +254,21 @@ def cycle_problems(imports) -> list[str]:
 
 def deferred_problems(imports, exempt=()) -> list[str]:
     """`exempt`: modules whose imports may all wait (`DEFERRED_FILES`)."""
-    return [f"{module}:{line} imports {target} inside a function"
-            for module, found in imports.items() if module not in exempt
-            for target, line, deferred in found
-            if deferred and target.split(".")[0] not in DEFERRED_OK]
+    return [
+        f"{module}:{line} imports {target} inside a function"
+        for module, found in imports.items()
+        if module not in exempt
+        for target, line, deferred in found
+        if deferred and target.split(".")[0] not in DEFERRED_OK
+    ]
 
 
 PACKAGES = {module: path.name == "__init__.py" for module, path in MODULES.items()}
-EXEMPT = {module for module, path in MODULES.items()
-          if path.relative_to(ROOT).as_posix() in DEFERRED_FILES}
+EXEMPT = {
+    module
+    for module, path in MODULES.items()
+    if path.relative_to(ROOT).as_posix() in DEFERRED_FILES
+}
 
 
 def test_every_module_has_a_layer():
@@ -289,39 +308,45 @@ def test_the_checks_catch_planted_imports():
     are each reported by the check for that rule (and the project alone by none)."""
     planted = {
         "et_ode.solvers._planted": (
-            "import et_ode\n"                                # the lazy root: every layer
-            "from et_ode.analysis import _stability\n"       # higher layer, private
-            "from et_ode.core import EnergyTransformer\n"    # model code in solvers
-            "def f():\n    import optax\n"),                # light import deferred
+            "import et_ode\n"  # the lazy root: every layer
+            "from et_ode.analysis import _stability\n"  # higher layer, private
+            "from et_ode.core import EnergyTransformer\n"  # model code in solvers
+            "def f():\n    import optax\n"
+        ),  # light import deferred
         "et_ode.core._planted": "from et_ode.solvers import solve\n",
         "et_ode.tasks._cycle_a": "from et_ode.tasks import _cycle_b\n",
         "et_ode.tasks._cycle_b": "from et_ode.tasks import _cycle_a\n",
         "et_ode.tasks.graphs._planted": (
-            "from et_ode.tasks.images import _config\n"   # the other room, private
-            "from et_ode.tasks import _checkpoint\n"      # the home's shared module: fine
-            "from et_ode.tasks.images import MaskedImageET\n"),  # the other room
+            "from et_ode.tasks.images import _config\n"  # the other room, private
+            "from et_ode.tasks import _checkpoint\n"  # the home's shared module: fine
+            "from et_ode.tasks.images import MaskedImageET\n"
+        ),  # the other room
         "et_ode.tasks._planted_shared": "from et_ode.tasks import graphs\n",  # a room
         "et_ode.core._planted_private": "from et_ode.tasks import _checkpoint\n",
-        "et_ode.plugins": "import jax\n",                     # no layer
+        "et_ode.plugins": "import jax\n",  # no layer
     }
     imports = dict(ALL_IMPORTS)
     known = set(MODULES) | set(planted)
-    imports.update({name: imports_in(source, name, known=known)
-                    for name, source in planted.items()})
+    imports.update(
+        {name: imports_in(source, name, known=known) for name, source in planted.items()}
+    )
     packages = dict(PACKAGES, **{name: False for name in planted})
 
     assert unlayered_modules(imports) == [
-        "et_ode.plugins belongs to no layer: add it to LAYERS in tests/test_layout.py"]
+        "et_ode.plugins belongs to no layer: add it to LAYERS in tests/test_layout.py"
+    ]
     layers = layer_problems(imports)
     assert "et_ode.solvers._planted:1 imports et_ode from a higher layer" in layers
-    assert "et_ode.solvers._planted:2 imports et_ode.analysis._stability from a higher layer" \
-        in layers
+    assert (
+        "et_ode.solvers._planted:2 imports et_ode.analysis._stability from a higher layer" in layers
+    )
     assert any("solvers must import no model code (et_ode.core" in p for p in layers)
     assert any(p.startswith("et_ode.core._planted:1: the model does not depend") for p in layers)
     assert private_problems(imports, packages) == [
         "et_ode.solvers._planted:2 imports the private module et_ode.analysis._stability",
         "et_ode.tasks.graphs._planted:1 imports the private module et_ode.tasks.images._config",
-        "et_ode.core._planted_private:1 imports the private module et_ode.tasks._checkpoint"]
+        "et_ode.core._planted_private:1 imports the private module et_ode.tasks._checkpoint",
+    ]
     assert room_problems(imports) == [
         "et_ode.tasks.graphs._planted:1: the room et_ode.tasks.graphs imports the room "
         "et_ode.tasks.images (et_ode.tasks.images._config); move what both use to "
@@ -329,11 +354,14 @@ def test_the_checks_catch_planted_imports():
         "et_ode.tasks.graphs._planted:3: the room et_ode.tasks.graphs imports the room "
         "et_ode.tasks.images (et_ode.tasks.images); move what both use to et_ode.tasks",
         "et_ode.tasks._planted_shared:1: a shared module of et_ode.tasks imports the room "
-        "et_ode.tasks.graphs (et_ode.tasks.graphs)"]
+        "et_ode.tasks.graphs (et_ode.tasks.graphs)",
+    ]
     assert cycle_problems(imports) == [
-        "et_ode.tasks._cycle_a -> et_ode.tasks._cycle_b -> et_ode.tasks._cycle_a"]
+        "et_ode.tasks._cycle_a -> et_ode.tasks._cycle_b -> et_ode.tasks._cycle_a"
+    ]
     assert deferred_problems(imports, EXEMPT) == [
-        "et_ode.solvers._planted:5 imports optax inside a function"]
+        "et_ode.solvers._planted:5 imports optax inside a function"
+    ]
 
 
 @pytest.mark.parametrize("module", ["et_ode.solvers", "et_ode.core"])
@@ -344,14 +372,34 @@ def test_light_imports_load_no_training_or_data_code(module):
     import sys
 
     forbidden = {
-        "et_ode.solvers": ["et_ode.core", "et_ode.tasks", "et_ode.analysis", "optax", "tqdm",
-                           "tensorflow_datasets", "matplotlib"],
+        "et_ode.solvers": [
+            "et_ode.core",
+            "et_ode.tasks",
+            "et_ode.analysis",
+            "optax",
+            "tqdm",
+            "tensorflow_datasets",
+            "matplotlib",
+        ],
         "et_ode.core": ["et_ode.solvers", "et_ode.tasks", "et_ode.analysis", "optax", "tqdm"],
     }[module]
-    code = (f"import sys, {module}; "
-            f"print(','.join(m for m in sys.modules if m.split('.')[0] in {{'optax','tqdm','tensorflow_datasets','matplotlib'}} or m.startswith('et_ode.')))")
-    loaded = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                            text=True, cwd=ROOT / "tests").stdout.strip().split(",")
+    heavy = "{'optax', 'tqdm', 'tensorflow_datasets', 'matplotlib'}"
+    code = (
+        f"import sys, {module}; "
+        f"print(','.join(m for m in sys.modules "
+        f"if m.split('.')[0] in {heavy} or m.startswith('et_ode.')))"
+    )
+    loaded = (
+        subprocess.run(
+            [sys.executable, "-c", code],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=ROOT / "tests",
+        )
+        .stdout.strip()
+        .split(",")
+    )
     bad = [m for m in loaded for f in forbidden if m == f or m.startswith(f + ".")]
     assert not bad, f"import {module} loaded {sorted(set(bad))}"
 

@@ -26,9 +26,16 @@ def model():
 
 
 def _study(model, flows, **options):
-    return analysis.long_horizon(model, make_state(), flows=flows, t1=T1, n_times=N_TIMES,
-                                 error_fn=lambda x: float(np.mean(np.asarray(x) ** 2)),
-                                 error_name="mean square (x units^2)", **options)
+    return analysis.long_horizon(
+        model,
+        make_state(),
+        flows=flows,
+        t1=T1,
+        n_times=N_TIMES,
+        error_fn=lambda x: float(np.mean(np.asarray(x) ** 2)),
+        error_name="mean square (x units^2)",
+        **options,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +47,15 @@ def both(model):
 @pytest.fixture(scope="module")
 def projected(model):
     """The projected flow with an explicit solver, stopped and held at its fixed point."""
-    return _study(model, ("projected",), solver="tsit5", hold_tol="auto",
-                  lyapunov_horizons=(1.0, 8.0), lyapunov_directions=2, lyapunov_segment=4.0)
+    return _study(
+        model,
+        ("projected",),
+        solver="tsit5",
+        hold_tol="auto",
+        lyapunov_horizons=(1.0, 8.0),
+        lyapunov_directions=2,
+        lyapunov_segment=4.0,
+    )
 
 
 def test_native_scales_grow_linearly_and_G_decays_as_a_power(both):
@@ -61,8 +75,7 @@ def test_native_scales_grow_linearly_and_G_decays_as_a_power(both):
     decay = rec["decay"]
     assert decay["law"] == "power law" and 0.1 < decay["rate"] < 1.0
     assert decay["n_points"] >= 8 and decay["window"][1] == T1
-    assert decay["exponential"]["rms_log_residual"] > 2 * decay["power_law"][
-        "rms_log_residual"]
+    assert decay["exponential"]["rms_log_residual"] > 2 * decay["power_law"]["rms_log_residual"]
     assert rec["t_fixed_point"] is None and rec["t_fixed_point_bracket"] is None
     assert rec["residual_rms"].min() > 100 * both["metadata"]["fixed_point_tol"]
     # E falls along the exact flow (to the solver's tolerance)
@@ -98,8 +111,7 @@ def test_projected_decays_exponentially_to_a_fixed_point_with_stiffness_switches
     # against 0.79 for the best power law), its rate positive, its late rate positive
     decay = rec["decay"]
     assert decay["law"] == "exponential" and decay["rate"] > 0.5
-    assert decay["power_law"]["rms_log_residual"] > 1.5 * decay["exponential"][
-        "rms_log_residual"]
+    assert decay["power_law"]["rms_log_residual"] > 1.5 * decay["exponential"]["rms_log_residual"]
     assert decay["window"][1] <= rec["t_fixed_point"] and decay["late"]["rate"] > 0.5
 
 
@@ -112,8 +124,9 @@ def test_one_energy_reference_for_both_flows(both):
     assert reference["value"] == min(native["energy"].min(), projected["energy"].min())
     assert "projected flow's fixed point" in reference["label"]
     assert both["metadata"]["energy_reference"] == reference["label"]
-    np.testing.assert_allclose(native["energy_above_reference"],
-                               native["energy"] - reference["value"])
+    np.testing.assert_allclose(
+        native["energy_above_reference"], native["energy"] - reference["value"]
+    )
     assert np.all(native["energy_above_reference"] > 10)  # measured: 53.8 at t = 100
     assert abs(projected["energy_above_reference"][-1]) < 1e-10 * abs(reference["value"])
     text = " ".join(both["findings"])
@@ -169,8 +182,10 @@ def test_findings_plot_and_json(both, projected, tmp_path):
     assert projected["metadata"]["solver"] == {"projected": "tsit5"}
     path = analysis.save_json(tmp_path / "long.json", result)
     loaded = json.loads(open(path).read())
-    assert loaded["flows"]["projected"]["t_fixed_point"] == result["flows"]["projected"][
-        "t_fixed_point"]
+    assert (
+        loaded["flows"]["projected"]["t_fixed_point"]
+        == result["flows"]["projected"]["t_fixed_point"]
+    )
     assert loaded["flows"]["projected"]["decay"]["law"] == "exponential"
     fig = analysis.plot_long_horizon(result, path=tmp_path / "long.png")
     assert len(fig.axes) == 6 and (tmp_path / "long.png").stat().st_size > 0
@@ -188,8 +203,14 @@ def _check_caption(fig, result):
     """The caption names the model, horizon, dtype, solvers and tolerances."""
     meta = result["metadata"]
     header = fig._suptitle.get_text()
-    for part in (meta["model_type"], f"t1 = {meta['t1']:g} tau", "float64",
-                 f"rtol {meta['rtol']:g}", f"atol {meta['atol']:g}", "fixed point: RMS G <"):
+    for part in (
+        meta["model_type"],
+        f"t1 = {meta['t1']:g} tau",
+        "float64",
+        f"rtol {meta['rtol']:g}",
+        f"atol {meta['atol']:g}",
+        "fixed point: RMS G <",
+    ):
         assert part in header, part
 
 
@@ -204,8 +225,9 @@ class ModernHopfield(eqx.Module):
 
     def energy(self, x, args=None):
         scores = self.beta * x @ self.memories.T
-        return jnp.sum(-jax.nn.logsumexp(scores, axis=-1) / self.beta
-                       + 0.5 * jnp.sum(x**2, axis=-1))
+        return jnp.sum(
+            -jax.nn.logsumexp(scores, axis=-1) / self.beta + 0.5 * jnp.sum(x**2, axis=-1)
+        )
 
     def residual(self, x, args=None):
         return jax.grad(self.energy)(x, args)
@@ -223,8 +245,17 @@ def hopfield():
     model = ModernHopfield(memories, 1.0)
     x0 = jax.random.normal(jax.random.key(3), (2, 3), jnp.float64)
     result = analysis.long_horizon(
-        model, x0, flows=("native",), t1=60.0, n_times=N_TIMES, rtol=1e-6, atol=1e-8,
-        lyapunov_horizons=(10.0, 60.0), lyapunov_directions=3, lyapunov_segment=20.0)
+        model,
+        x0,
+        flows=("native",),
+        t1=60.0,
+        n_times=N_TIMES,
+        rtol=1e-6,
+        atol=1e-8,
+        lyapunov_horizons=(10.0, 60.0),
+        lyapunov_directions=3,
+        lyapunov_segment=20.0,
+    )
     return model, result
 
 

@@ -22,15 +22,20 @@ SIGMA, RHO, BETA = 10.0, 28.0, 8.0 / 3.0
 
 
 def lorenz(t, x, args):
-    return jnp.stack([SIGMA * (x[1] - x[0]), x[0] * (RHO - x[2]) - x[1],
-                      x[0] * x[1] - BETA * x[2]])
+    return jnp.stack([SIGMA * (x[1] - x[0]), x[0] * (RHO - x[2]) - x[1], x[0] * x[1] - BETA * x[2]])
 
 
 @pytest.fixture(scope="module")
 def lorenz_spectrum():
-    return analysis.lyapunov_spectrum(lorenz, jnp.array([1.0, 1.0, 1.0]), t1=100.0,
-                                      transient=10.0, renormalise=0.5, rtol=1e-7,
-                                      atol=1e-9)
+    return analysis.lyapunov_spectrum(
+        lorenz,
+        jnp.array([1.0, 1.0, 1.0]),
+        t1=100.0,
+        transient=10.0,
+        renormalise=0.5,
+        rtol=1e-7,
+        atol=1e-9,
+    )
 
 
 def test_lorenz_spectrum_is_the_published_one(lorenz_spectrum):
@@ -47,22 +52,32 @@ def test_linear_field_exponents_are_the_real_parts_of_its_eigenvalues():
     basis = rng.normal(size=(4, 4))
     a = basis @ np.diag([0.3, -0.2, -1.0, -2.5]) @ np.linalg.inv(basis)
     a = jnp.asarray(a)
-    out = analysis.lyapunov_spectrum(lambda t, x, args: a @ x, jnp.ones(4), k=2, t1=400.0,
-                                     renormalise=1.0)
+    out = analysis.lyapunov_spectrum(
+        lambda t, x, args: a @ x, jnp.ones(4), k=2, t1=400.0, renormalise=1.0
+    )
     # the estimate converges like 1/t (the basis's conditioning): 1e-2 at t = 400
     np.testing.assert_allclose(out["exponents"], [0.3, -0.2], atol=2e-2)
 
 
 def test_at_the_ets_fixed_point_the_spectrum_is_the_jacobians(model, x0):
-    near = solvers.solve(model, x0, flow="projected", solver="tsit5", rtol=1e-10, atol=1e-12,
-                         t1=1e4, max_steps=100_000, stop=solvers.FixedPointStop(atol=1e-8))
+    near = solvers.solve(
+        model,
+        x0,
+        flow="projected",
+        solver="tsit5",
+        rtol=1e-10,
+        atol=1e-12,
+        t1=1e4,
+        max_steps=100_000,
+        stop=solvers.FixedPointStop(atol=1e-8),
+    )
     fixed = solvers.find_fixed_point(model, near.x_final, tol=1e-12)  # Newton's polish
     assert bool(fixed.success)
     neutral = 2 * fixed.x.shape[0]  # each token's mean and scale
     out = analysis.lyapunov_spectrum(model, fixed.x, k=neutral + 4, t1=100.0, renormalise=5.0)
     jacobian = jax.jacfwd(lambda x: model.vector_field(0.0, x, None, "projected"))(fixed.x)
     rates = np.sort(np.linalg.eigvals(np.asarray(jacobian).reshape(fixed.x.size, -1)).real)
-    rates = rates[::-1][:neutral + 4]
+    rates = rates[::-1][: neutral + 4]
     assert out["neutral"] == neutral and np.all(np.abs(rates[:neutral]) < 1e-8)
     # the estimates converge like 1/t: measured -0.010 to -0.024 for the neutral ones at
     # t = 100 (half that at 200), and within 0.012 of the next four rates (-1.25 to -3.41)
@@ -71,11 +86,14 @@ def test_at_the_ets_fixed_point_the_spectrum_is_the_jacobians(model, x0):
     np.testing.assert_allclose(out["exponents"][neutral:], rates[neutral:], atol=4e-2)
 
 
-@pytest.mark.parametrize("options, words", [
-    (dict(t1=-1.0), ["t1 and renormalise must be positive"]),
-    (dict(t1=1.0, k=4), ["k must be between 1 and the state's size 3"]),
-    (dict(t1=1.0, solver="euler"), ["solver must be one of tsit5"]),
-])
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        (dict(t1=-1.0), ["t1 and renormalise must be positive"]),
+        (dict(t1=1.0, k=4), ["k must be between 1 and the state's size 3"]),
+        (dict(t1=1.0, solver="euler"), ["solver must be one of tsit5"]),
+    ],
+)
 def test_bad_settings_are_refused(options, words):
     with pytest.raises(ValueError) as error:
         analysis.lyapunov_spectrum(lorenz, jnp.ones(3), **options)

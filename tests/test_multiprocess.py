@@ -42,11 +42,17 @@ def test_two_processes_equal_one(tmp_path):
     def launch(*extra):
         return subprocess.Popen(
             [sys.executable, "-m", "benchmarks._distributed", "--out", str(tmp_path), *extra],
-            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
 
-    procs = [launch("--coordinator", f"localhost:{port}", "--num-processes", "2",
-                    "--process-id", str(i)) for i in range(2)]
+    procs = [
+        launch("--coordinator", f"localhost:{port}", "--num-processes", "2", "--process-id", str(i))
+        for i in range(2)
+    ]
     procs.append(launch("--single"))  # the reference: one process, no distributed runtime
     outputs = []
     try:

@@ -50,8 +50,12 @@ SLOW = pytest.mark.skipif(
 def _scipy_solve(model, x0, t1, tol, flow="native"):
     rhs = jax.jit(lambda y: model.vector_field(0.0, y.reshape(x0.shape), None, flow).reshape(-1))
     ref = solve_ivp(
-        lambda t, y: np.asarray(rhs(y)), (0.0, t1), np.asarray(x0).ravel(),
-        method="DOP853", rtol=tol, atol=tol,
+        lambda t, y: np.asarray(rhs(y)),
+        (0.0, t1),
+        np.asarray(x0).ravel(),
+        method="DOP853",
+        rtol=tol,
+        atol=tol,
     )
     assert ref.success, ref.message
     return ref
@@ -89,8 +93,10 @@ def test_observed_order_on_smooth_model(smooth_model, x0, smooth_reference, solv
     ns = GRIDS[solver]
     errors = _errors(smooth_model, x0, solver, ns, x_ref)
     slope = _slope(ns, errors)
-    print(f"\n{solver}: observed order {slope:.3f} (classical {ORDERS[solver]}); "
-          f"errors {', '.join(f'{e:.3g}' for e in errors)} at n = {ns}")
+    print(
+        f"\n{solver}: observed order {slope:.3f} (classical {ORDERS[solver]}); "
+        f"errors {', '.join(f'{e:.3g}' for e in errors)} at n = {ns}"
+    )
     assert solvers.get_preset(solver).order == ORDERS[solver]
     # The errors fall with every refinement and stay far above the reference's error, so
     # the slope measures the solver and not the reference or round-off.
@@ -123,10 +129,12 @@ def test_relu_switches_break_the_order_of_tsit5(model, smooth_model, x0, smooth_
     ns = GRIDS["tsit5"]
     smooth_errors = _errors(smooth_model, x0, "tsit5", ns, smooth_reference[0])
     smooth_slope = _slope(ns, smooth_errors)
-    print(f"\ntsit5 on the ReLU model over [0, {T1}] ({flips} hidden units change sign): "
-          f"observed order {relu_slope:.3f}; errors "
-          f"{', '.join(f'{e:.3g}' for e in relu_errors)} at n = {RELU_GRID}. "
-          f"Smooth model: {smooth_slope:.3f} at n = {ns}")
+    print(
+        f"\ntsit5 on the ReLU model over [0, {T1}] ({flips} hidden units change sign): "
+        f"observed order {relu_slope:.3f}; errors "
+        f"{', '.join(f'{e:.3g}' for e in relu_errors)} at n = {RELU_GRID}. "
+        f"Smooth model: {smooth_slope:.3f} at n = {ns}"
+    )
     # Far above the reference's own error (about 2e-9 for DOP853 across the switches) ...
     assert relu_errors.min() > 1e-7
     # ... errors at n = 256 thousands of times those of the smooth model ...

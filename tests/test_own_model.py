@@ -31,10 +31,19 @@ from scipy.special import logsumexp, softmax
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "how-to" / "own-model.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)
-MARKERS = ("class ModernHopfield", 'solver="auto"', "analysis.work_precision",
-           'adjoint="implicit"', "analysis.stability", "analysis.convergence",
-           "analysis.fixed_points", "analysis.lyapunov_exponent", "analysis.energy_descent",
-           "analysis.long_horizon", "analysis.contributions")
+MARKERS = (
+    "class ModernHopfield",
+    'solver="auto"',
+    "analysis.work_precision",
+    'adjoint="implicit"',
+    "analysis.stability",
+    "analysis.convergence",
+    "analysis.fixed_points",
+    "analysis.lyapunov_exponent",
+    "analysis.energy_descent",
+    "analysis.long_horizon",
+    "analysis.contributions",
+)
 BETA = 2.0
 
 
@@ -59,8 +68,9 @@ def _grad(patterns, x):
 
 
 def _energy(patterns, x):
-    return float(np.sum(-logsumexp(BETA * x @ patterns.T, axis=-1) / BETA
-                        + 0.5 * np.sum(x**2, axis=-1)))
+    return float(
+        np.sum(-logsumexp(BETA * x @ patterns.T, axis=-1) / BETA + 0.5 * np.sum(x**2, axis=-1))
+    )
 
 
 def _hessians(patterns, x):
@@ -68,8 +78,9 @@ def _hessians(patterns, x):
     out = []
     for row in x:
         p = softmax(BETA * patterns @ row)
-        out.append(np.eye(patterns.shape[1])
-                   - BETA * patterns.T @ (np.diag(p) - np.outer(p, p)) @ patterns)
+        out.append(
+            np.eye(patterns.shape[1]) - BETA * patterns.T @ (np.diag(p) - np.outer(p, p)) @ patterns
+        )
     return np.stack(out)
 
 
@@ -92,8 +103,14 @@ def _newton(patterns, x, steps=50):
 def _exact(patterns, x0, t1):
     """x(t1) of the gradient flow by scipy (DOP853, rtol 1e-12)."""
     shape = x0.shape
-    done = solve_ivp(lambda t, y: -_grad(patterns, y.reshape(shape)).ravel(), (0.0, t1),
-                     x0.ravel(), method="DOP853", rtol=1e-12, atol=1e-14)
+    done = solve_ivp(
+        lambda t, y: -_grad(patterns, y.reshape(shape)).ravel(),
+        (0.0, t1),
+        x0.ravel(),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-14,
+    )
     assert done.success
     return done.y[:, -1].reshape(shape)
 
@@ -144,14 +161,14 @@ def test_solves_against_scipy_and_numpy(page):
     x_star = _newton(patterns, exact)
     assert np.max(np.abs(_grad(patterns, x_star))) < 1e-14
     auto = ns["auto"]
-    bound = (np.sqrt(x0.size) * float(auto.stats["residual_rms"])
-             / _spectrum(patterns, x_star)[0])
+    bound = np.sqrt(x0.size) * float(auto.stats["residual_rms"]) / _spectrum(patterns, x_star)[0]
     assert float(auto.stats["residual_rms"]) <= 1e-10
     assert np.linalg.norm(np.asarray(auto.x_final) - x_star) <= 1.01 * bound + 1e-14
     # each query reached the pattern it was a noisy copy of (off it by the other
     # patterns' pull at finite beta)
-    assert np.all(np.argmin(np.linalg.norm(x_star[:, None] - patterns[None], axis=-1),
-                            axis=1) == [0, 1])
+    assert np.all(
+        np.argmin(np.linalg.norm(x_star[:, None] - patterns[None], axis=-1), axis=1) == [0, 1]
+    )
     lines = printed['solver="auto"']
     euler, tsit5_line, auto_line, ramsauer = (line.split() for line in lines)
     assert euler[:4] == ["euler", "100", "100", "t1"]  # constant steps: exact counts
@@ -213,8 +230,7 @@ def test_implicit_adjoint_against_finite_differences(page):
     assert float(ns["value"]) == pytest.approx(loss(patterns), rel=1e-9)
     # measured 1.7e-10 relative (central differences: h^2 truncation, 1e-10 round-off)
     assert np.max(np.abs(grad - fd)) < 1e-8 * np.max(np.abs(fd))
-    value, norm = re.fullmatch(r"(\S+) \(3, 6\) (\S+)",
-                               printed['adjoint="implicit"'][0]).groups()
+    value, norm = re.fullmatch(r"(\S+) \(3, 6\) (\S+)", printed['adjoint="implicit"'][0]).groups()
     assert float(value) == pytest.approx(loss(patterns), abs=1e-4)
     assert float(norm) == pytest.approx(np.linalg.norm(fd), abs=1e-4)
 
@@ -223,8 +239,9 @@ def test_stability_verdicts_against_the_analytic_hessian(page):
     ns, printed = page
     patterns, _ = _arrays(ns)
     for name, code, index, sentence in (
-            ("at_minimum", "stable_minimum", 0, "stable minimum"),
-            ("at_saddle", "saddle", 1, "saddle of index 1")):
+        ("at_minimum", "stable_minimum", 0, "stable minimum"),
+        ("at_saddle", "saddle", 1, "saddle of index 1"),
+    ):
         result = ns[name]
         x = np.asarray(result["x"])
         assert np.max(np.abs(_grad(patterns, x))) < 1e-13  # Newton-polished
@@ -302,8 +319,12 @@ def test_long_horizon(page):
     assert printed["analysis.long_horizon"][0].startswith("The projected flow")
 
 
-REFUSALS = (("contributions", "update_parts"), ("gradient_depth", "norm"),
-            ("overshoot", "patches"), ("graph_overshoot", "encode"))
+REFUSALS = (
+    ("contributions", "update_parts"),
+    ("gradient_depth", "norm"),
+    ("overshoot", "patches"),
+    ("graph_overshoot", "encode"),
+)
 
 
 def test_studies_that_do_not_apply_refuse_before_solving(page, monkeypatch):
@@ -325,11 +346,11 @@ def test_studies_that_do_not_apply_refuse_before_solving(page, monkeypatch):
         "contributions": lambda: analysis.contributions(model, x0),
         "gradient_depth": lambda: analysis.gradient_depth(model, x0),
         "overshoot": lambda: analysis.overshoot(model, x0[None], None),
-        "graph_overshoot": lambda: analysis.graph_overshoot(model, x0, None, None, None,
-                                                           None),
+        "graph_overshoot": lambda: analysis.graph_overshoot(model, x0, None, None, None, None),
     }
     for study, method in REFUSALS:
-        with pytest.raises(ValueError, match=rf"^analysis\.{study} needs model\.{method}\(")\
-                as refusal:
+        with pytest.raises(
+            ValueError, match=rf"^analysis\.{study} needs model\.{method}\("
+        ) as refusal:
             calls[study]()
         assert "\n" not in str(refusal.value)

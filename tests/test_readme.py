@@ -23,10 +23,10 @@ def test_readme_example_runs():
     # Robust facts only: the time at which the fixed-point stop fires is a step end and
     # moves by a whole step with CPU rounding (14.6 vs 14.72), so it is not printed.
     assert out.getvalue().splitlines() == [
-        "(6, 16) 12",                 # the paper's 12 Euler steps cost 12 evaluations
-        "True",                       # E never rises along the accurate solve
-        "fixed_point True",           # the stop fired, and RMS G at the stop < 1e-8
-        "(24, 16) (2, 8, 16)",        # implicit gradients of every parameter
+        "(6, 16) 12",  # the paper's 12 Euler steps cost 12 evaluations
+        "True",  # E never rises along the accurate solve
+        "fixed_point True",  # the stop fired, and RMS G at the stop < 1e-8
+        "(24, 16) (2, 8, 16)",  # implicit gradients of every parameter
     ]
     fp = namespace["fp"]
     assert float(fp.stats["residual_rms"]) < 1e-8 < float(fp.stats["residual_rms_initial"])

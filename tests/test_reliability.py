@@ -63,8 +63,11 @@ eval_every = {eval_every}
 checkpoint_every = 2
 learning_rate = 3e-3
 """
-GRAPH_CONFIG = {"data": {"n_nodes": 60}, "protocol": {"models": ["mlp"], "n_splits": 1},
-                "training": {"steps": 2, "warmup_steps": 0}}
+GRAPH_CONFIG = {
+    "data": {"n_nodes": 60},
+    "protocol": {"models": ["mlp"], "n_splits": 1},
+    "training": {"steps": 2, "warmup_steps": 0},
+}
 
 
 @pytest.fixture
@@ -90,12 +93,19 @@ KILLS = 2
 
 
 def _start(config_path, out, resume: bool):
-    command = [sys.executable, "-m", "et_ode.cli", "train", "--config", str(config_path),
-               "--out", str(out)] + (["--resume"] if resume else [])
+    command = [
+        sys.executable,
+        "-m",
+        "et_ode.cli",
+        "train",
+        "--config",
+        str(config_path),
+        "--out",
+        str(out),
+    ] + (["--resume"] if resume else [])
     # the test session's numerics (float64 enabled), no run-time type checks
     env = dict(os.environ, JAX_ENABLE_X64="1", JAX_PLATFORMS="cpu")
-    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def _kill_after_a_checkpoint(process, checkpoint, delay: float) -> bool:
@@ -178,8 +188,9 @@ with run_folder_lock(sys.argv[1]):
 
 def test_a_lock_left_by_a_killed_process_never_blocks(tmp_path):
     run = tmp_path / "run"
-    process = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE,
-                               text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert process.stdout.readline().strip() == "held"
         with pytest.raises(ValueError, match=f"PID {process.pid} on host"):
@@ -230,18 +241,26 @@ def _fail_on(monkeypatch, name: str, after: int, error: OSError, checkpoint) -> 
     return calls
 
 
-@pytest.mark.parametrize("name, after, last_step", [
-    ("checkpoint.eqx", 1, 2),   # the second checkpoint (step 4) cannot be written
-    ("metrics.jsonl", 2, 2),    # the third metrics line (step 3) cannot be appended
-    ("checkpoint.eqx", 0, None),  # not even the first checkpoint
-])
+@pytest.mark.parametrize(
+    "name, after, last_step",
+    [
+        ("checkpoint.eqx", 1, 2),  # the second checkpoint (step 4) cannot be written
+        ("metrics.jsonl", 2, 2),  # the third metrics line (step 3) cannot be appended
+        ("checkpoint.eqx", 0, None),  # not even the first checkpoint
+    ],
+)
 def test_a_failed_write_names_the_file_and_the_last_good_checkpoint(
-        config_file, tmp_path, monkeypatch, capsys, name, after, last_step):
+    config_file, tmp_path, monkeypatch, capsys, name, after, last_step
+):
     run = tmp_path / "run"
-    calls = _fail_on(monkeypatch, name, after,
-                     OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), run / "checkpoint.eqx")
-    assert main(["train", "--config", str(config_file), "--out", str(run),
-                 "--no-progress"]) == 1
+    calls = _fail_on(
+        monkeypatch,
+        name,
+        after,
+        OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+        run / "checkpoint.eqx",
+    )
+    assert main(["train", "--config", str(config_file), "--out", str(run), "--no-progress"]) == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1, lines
     assert f"could not write {run / name}: [Errno 28] No space left on device" in lines[0]
@@ -249,8 +268,9 @@ def test_a_failed_write_names_the_file_and_the_last_good_checkpoint(
         assert "no checkpoint was written yet" in lines[0]
         assert not (run / "checkpoint.eqx").exists()
     else:
-        assert f"the last good checkpoint is {run / 'checkpoint.eqx'} at step {last_step}" \
-            in lines[0]
+        assert (
+            f"the last good checkpoint is {run / 'checkpoint.eqx'} at step {last_step}" in lines[0]
+        )
         assert (run / "checkpoint.eqx").read_bytes() == calls["checkpoint"]
     assert not _temporaries(run)
 
@@ -272,7 +292,8 @@ def _read_only(folder, monkeypatch) -> None:
 
 
 def test_a_read_only_run_folder_names_the_last_good_checkpoint(
-        config_file, tmp_path, monkeypatch, capsys):
+    config_file, tmp_path, monkeypatch, capsys
+):
     run = tmp_path / "run"
     command = ["train", "--config", str(config_file), "--out", str(run), "--no-progress"]
     assert main(command + ["--stop-after", "2"]) == 0
@@ -285,27 +306,36 @@ def test_a_read_only_run_folder_names_the_last_good_checkpoint(
         run.chmod(0o700)
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1, lines
-    assert (f"could not write {run / 'metrics.jsonl'}: [Errno 13] Permission denied; the "
-            f"last good checkpoint is {run / 'checkpoint.eqx'} at step 2") in lines[0]
+    assert (
+        f"could not write {run / 'metrics.jsonl'}: [Errno 13] Permission denied; the "
+        f"last good checkpoint is {run / 'checkpoint.eqx'} at step 2"
+    ) in lines[0]
     after = {p.name: p.read_bytes() for p in run.iterdir()}
-    assert {k: v for k, v in after.items() if k != records.LOCK_NAME} == \
-        {k: v for k, v in before.items() if k != records.LOCK_NAME}
+    assert {k: v for k, v in after.items() if k != records.LOCK_NAME} == {
+        k: v for k, v in before.items() if k != records.LOCK_NAME
+    }
 
 
 def test_a_failed_graph_benchmark_write_keeps_the_finished_runs(tmp_path, monkeypatch, capsys):
     config_file, out = tmp_path / "graph.toml", tmp_path / "bench"
     config_file.write_text(_toml(GRAPH_CONFIG))
-    command = ["graph", "train", "--config", str(config_file), "--out", str(out),
-               "--no-progress"]
+    command = ["graph", "train", "--config", str(config_file), "--out", str(out), "--no-progress"]
     with monkeypatch.context() as patch:
-        _fail_on(patch, "results.json", 0, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
-                 out / "results.json")
+        _fail_on(
+            patch,
+            "results.json",
+            0,
+            OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+            out / "results.json",
+        )
         assert main(command) == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1, lines
-    assert lines[0] == (f"et-ode: error: could not write {out / 'results.json'}: [Errno 28] "
-                        f"No space left on device; 1 finished run(s) are kept in "
-                        f"{out / 'runs'} (resume with --resume)")
+    assert lines[0] == (
+        f"et-ode: error: could not write {out / 'results.json'}: [Errno 28] "
+        f"No space left on device; 1 finished run(s) are kept in "
+        f"{out / 'runs'} (resume with --resume)"
+    )
     assert not (out / "results.json").exists() and not _temporaries(out)
     kept = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
     assert main(command + ["--resume"]) == 0
@@ -334,14 +364,16 @@ def test_permission_denied_names_the_file(tmp_path, monkeypatch):
     if os.geteuid() != 0:
         folder.chmod(0o500)
     else:  # root ignores permissions: the OS's answer, injected where it comes
+
         def refuse(*args, **kwargs):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
 
         monkeypatch.setattr(records.tempfile, "mkstemp", refuse)
     try:
-        with pytest.raises(records.WriteError,
-                           match=f"could not write {folder / 'result.json'}: \\[Errno 13\\] "
-                           "Permission denied"):
+        with pytest.raises(
+            records.WriteError,
+            match=f"could not write {folder / 'result.json'}: \\[Errno 13\\] Permission denied",
+        ):
             records.atomic_write_text(folder / "result.json", "new")
     finally:
         folder.chmod(0o700)
@@ -363,8 +395,9 @@ except WriteError as error:
 def test_file_too_large_leaves_the_old_file_and_no_temporary(tmp_path):
     target = tmp_path / "figure.png"
     target.write_bytes(b"old")
-    out = subprocess.run([sys.executable, "-c", TOO_LARGE, str(target)], capture_output=True,
-                         text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", TOO_LARGE, str(target)], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == f"could not write {target}: [Errno 27] File too large"
     assert target.read_bytes() == b"old" and not _temporaries(tmp_path)
 
@@ -386,29 +419,37 @@ def _fail_matching(monkeypatch, match, error: OSError) -> list:
     return refused
 
 
-@pytest.mark.parametrize("pattern, kept", [
-    ("/runs/*.eqx", 0),     # a run's checkpoint
-    ("/runs/*.json", 0),    # a run's record (its checkpoint is then not a finished run)
-    ("/metrics.jsonl", 0),  # the first metrics line
-    ("/results.md", 1),     # the table, after results.json
-])
-def test_each_graph_benchmark_file_that_cannot_be_written(tmp_path, monkeypatch, capsys,
-                                                         pattern, kept):
+@pytest.mark.parametrize(
+    "pattern, kept",
+    [
+        ("/runs/*.eqx", 0),  # a run's checkpoint
+        ("/runs/*.json", 0),  # a run's record (its checkpoint is then not a finished run)
+        ("/metrics.jsonl", 0),  # the first metrics line
+        ("/results.md", 1),  # the table, after results.json
+    ],
+)
+def test_each_graph_benchmark_file_that_cannot_be_written(
+    tmp_path, monkeypatch, capsys, pattern, kept
+):
     import fnmatch
 
     config_file, out = tmp_path / "graph.toml", tmp_path / "bench"
     config_file.write_text(_toml(GRAPH_CONFIG))
-    command = ["graph", "train", "--config", str(config_file), "--out", str(out),
-               "--no-progress"]
+    command = ["graph", "train", "--config", str(config_file), "--out", str(out), "--no-progress"]
     with monkeypatch.context() as patch:
-        refused = _fail_matching(patch, lambda path: fnmatch.fnmatch(path, "*" + pattern),
-                                 OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        refused = _fail_matching(
+            patch,
+            lambda path: fnmatch.fnmatch(path, "*" + pattern),
+            OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+        )
         assert main(command) == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and refused, lines
-    assert lines[0] == (f"et-ode: error: could not write {refused[0]}: [Errno 28] No space "
-                        f"left on device; {kept} finished run(s) are kept in {out / 'runs'} "
-                        "(resume with --resume)")
+    assert lines[0] == (
+        f"et-ode: error: could not write {refused[0]}: [Errno 28] No space "
+        f"left on device; {kept} finished run(s) are kept in {out / 'runs'} "
+        "(resume with --resume)"
+    )
     assert not _temporaries(out)
     assert main(command + ["--resume"]) == 0  # and the benchmark goes on from there
     assert json.loads((out / "results.json").read_text())["complete"]
@@ -421,13 +462,32 @@ def test_a_job_whose_result_cannot_be_written(tmp_path, monkeypatch, capsys, nam
     line naming the file and the reason, exit code 1, no temporary file."""
     out = tmp_path / "frames"
     with monkeypatch.context() as patch:
-        refused = _fail_matching(patch, lambda path: path.endswith("/" + name),
-                                 OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
-        assert main(["frames", "--images", "1", "--frames", "2", "--horizon", "0.3",
-                     "--out", str(out), "--no-progress"]) == 1
+        refused = _fail_matching(
+            patch,
+            lambda path: path.endswith("/" + name),
+            OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+        )
+        assert (
+            main(
+                [
+                    "frames",
+                    "--images",
+                    "1",
+                    "--frames",
+                    "2",
+                    "--horizon",
+                    "0.3",
+                    "--out",
+                    str(out),
+                    "--no-progress",
+                ]
+            )
+            == 1
+        )
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == (f"et-ode: error: could not write {out / name}: [Errno 28] No space "
-                       "left on device"), err
+    assert err[-1] == (
+        f"et-ode: error: could not write {out / name}: [Errno 28] No space left on device"
+    ), err
     assert refused == [str(out / name)] and not (out / name).exists()
     assert not _temporaries(out)
 
@@ -451,17 +511,22 @@ def test_atomic_path_fsyncs_the_folder_after_the_rename(tmp_path, monkeypatch):
     monkeypatch.setattr(records.os, "replace", replace)
     monkeypatch.setattr(records.os, "fsync", fsync)
     records.atomic_write_text(tmp_path / "result.json", "{}")
-    assert happened == [("fsync", "file"), ("replace", str(tmp_path / "result.json")),
-                        ("fsync", "folder")]
+    assert happened == [
+        ("fsync", "file"),
+        ("replace", str(tmp_path / "result.json")),
+        ("fsync", "folder"),
+    ]
 
 
-@pytest.mark.parametrize("code, raises", [
-    (errno.EINVAL, False),   # a file system that cannot sync folders: nothing to do
-    (errno.ENOTSUP, False),
-    (errno.EIO, True),       # an I/O error: the rename may not be durable, say so
-])
-def test_a_folder_fsync_error_is_reported_unless_unsupported(tmp_path, monkeypatch, code,
-                                                            raises):
+@pytest.mark.parametrize(
+    "code, raises",
+    [
+        (errno.EINVAL, False),  # a file system that cannot sync folders: nothing to do
+        (errno.ENOTSUP, False),
+        (errno.EIO, True),  # an I/O error: the rename may not be durable, say so
+    ],
+)
+def test_a_folder_fsync_error_is_reported_unless_unsupported(tmp_path, monkeypatch, code, raises):
     import stat
 
     real_fsync = os.fsync
@@ -474,9 +539,10 @@ def test_a_folder_fsync_error_is_reported_unless_unsupported(tmp_path, monkeypat
     monkeypatch.setattr(records.os, "fsync", fsync)
     target = tmp_path / "result.json"
     if raises:  # the file is in place; the message says so, and what is uncertain
-        with pytest.raises(records.WriteError,
-                           match=f"wrote {target}, but could not fsync its folder "
-                                 f"\\(\\[Errno {code}\\]"):
+        with pytest.raises(
+            records.WriteError,
+            match=f"wrote {target}, but could not fsync its folder \\(\\[Errno {code}\\]",
+        ):
             records.atomic_write_text(target, "{}")
     else:
         records.atomic_write_text(target, "{}")
@@ -488,17 +554,27 @@ def test_a_folder_fsync_error_is_reported_unless_unsupported(tmp_path, monkeypat
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 def test_a_nan_loss_is_one_line_naming_the_step(tmp_path, capsys):
     config_file = tmp_path / "nan.toml"
-    config_file.write_text(TINY_CONFIG.format(steps=4, eval_every=2).replace(
-        "learning_rate = 3e-3", "learning_rate = 1e300"))
-    assert main(["train", "--config", str(config_file), "--out", str(tmp_path / "run"),
-                 "--no-progress"]) == 1
+    config_file.write_text(
+        TINY_CONFIG.format(steps=4, eval_every=2).replace(
+            "learning_rate = 3e-3", "learning_rate = 1e300"
+        )
+    )
+    assert (
+        main(
+            ["train", "--config", str(config_file), "--out", str(tmp_path / "run"), "--no-progress"]
+        )
+        == 1
+    )
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1, lines
     # the parameters after step 1 make the solve of step 2 non-finite (or its loss NaN)
-    assert re.match(r"et-ode: error: the (training loss became nan|solve of the training "
-                    r"step failed \(its state became non-finite\)) at step 2; lower "
-                    r"\[training\] learning_rate \(now 1e\+300\) .* \(no checkpoint was "
-                    r"written\)\.$", lines[0]), lines
+    assert re.match(
+        r"et-ode: error: the (training loss became nan|solve of the training "
+        r"step failed \(its state became non-finite\)) at step 2; lower "
+        r"\[training\] learning_rate \(now 1e\+300\) .* \(no checkpoint was "
+        r"written\)\.$",
+        lines[0],
+    ), lines
 
 
 def test_a_solve_failing_at_the_first_step_is_one_line(monkeypatch, tmp_path, capsys):
@@ -514,26 +590,47 @@ def test_a_solve_failing_at_the_first_step_is_one_line(monkeypatch, tmp_path, ca
     monkeypatch.setattr(_train, "train_step", failing_step)
     config_file = tmp_path / "tiny.toml"
     config_file.write_text(TINY_CONFIG.format(steps=4, eval_every=2))
-    assert main(["train", "--config", str(config_file), "--out", str(tmp_path / "run"),
-                 "--no-progress"]) == 1
+    assert (
+        main(
+            ["train", "--config", str(config_file), "--out", str(tmp_path / "run"), "--no-progress"]
+        )
+        == 1
+    )
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1, lines
-    assert re.match(r"et-ode: error: the solve of the training step failed \(its state "
-                    r"became non-finite\) at step 1; .* \(no checkpoint was written\)\.$",
-                    lines[0]), lines
+    assert re.match(
+        r"et-ode: error: the solve of the training step failed \(its state "
+        r"became non-finite\) at step 1; .* \(no checkpoint was written\)\.$",
+        lines[0],
+    ), lines
 
 
 def test_a_graph_nan_loss_is_one_line(tmp_path, capsys):
     config_file = tmp_path / "graph.toml"
     raw = {**GRAPH_CONFIG, "training": {**GRAPH_CONFIG["training"], "learning_rate": 1e300}}
     config_file.write_text(_toml(raw))
-    assert main(["graph", "train", "--config", str(config_file), "--out",
-                 str(tmp_path / "bench"), "--no-progress"]) == 1
+    assert (
+        main(
+            [
+                "graph",
+                "train",
+                "--config",
+                str(config_file),
+                "--out",
+                str(tmp_path / "bench"),
+                "--no-progress",
+            ]
+        )
+        == 1
+    )
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1, lines
-    assert re.match(r"et-ode: error: ratio0.4-split0-mlp: the (training loss became nan|solve of the "
-                    r"training step failed .*) at step \d; lower \[training\] learning_rate "
-                    r"\(now 1e\+300\)", lines[0]), lines
+    assert re.match(
+        r"et-ode: error: ratio0.4-split0-mlp: the (training loss became nan|solve of the "
+        r"training step failed .*) at step \d; lower \[training\] learning_rate "
+        r"\(now 1e\+300\)",
+        lines[0],
+    ), lines
 
 
 def test_out_of_memory_is_one_line(monkeypatch, config_file, tmp_path, capsys):
@@ -545,32 +642,37 @@ def test_out_of_memory_is_one_line(monkeypatch, config_file, tmp_path, capsys):
     monkeypatch.setattr(cli_main, "train", exhausted)
     assert main(["train", "--config", str(config_file), "--out", str(tmp_path / "r")]) == 1
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines == ["et-ode: error: out of memory: use fewer --images (or a smaller "
-                     "batch_size, model or max_steps in the config), or free memory and run "
-                     "it again."]
+    assert lines == [
+        "et-ode: error: out of memory: use fewer --images (or a smaller "
+        "batch_size, model or max_steps in the config), or free memory and run "
+        "it again."
+    ]
 
 
 def test_out_that_is_a_file_is_exit_2(config_file, tmp_path, capsys):
     afile = tmp_path / "afile"
     afile.write_text("mine")
     assert main(["train", "--config", str(config_file), "--out", str(afile)]) == 2
-    assert capsys.readouterr().err == (f"et-ode: error: {afile} is a file, not a folder: give "
-                                       "a folder for the run (created if missing).\n")
+    assert capsys.readouterr().err == (
+        f"et-ode: error: {afile} is a file, not a folder: give "
+        "a folder for the run (created if missing).\n"
+    )
     assert afile.read_text() == "mine"
 
 
 def test_a_damaged_benchmark_record_is_named(tmp_path, capsys):
     config_file, out = tmp_path / "graph.toml", tmp_path / "bench"
     config_file.write_text(_toml(GRAPH_CONFIG))
-    command = ["graph", "train", "--config", str(config_file), "--out", str(out),
-               "--no-progress"]
+    command = ["graph", "train", "--config", str(config_file), "--out", str(out), "--no-progress"]
     assert main(command) == 0
-    (out / "config.json").write_bytes(b"{\"data\": \xff")
+    (out / "config.json").write_bytes(b'{"data": \xff')
     capsys.readouterr()
     assert main(command + ["--resume"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"et-ode: error: {out / 'config.json'} is damaged (not JSON") and \
-        err.count("\n") == 1, err
+    assert (
+        err.startswith(f"et-ode: error: {out / 'config.json'} is damaged (not JSON")
+        and err.count("\n") == 1
+    ), err
 
 
 def test_graph_study_makes_no_folder_when_its_data_fail(tmp_path, monkeypatch, capsys):
@@ -586,24 +688,38 @@ def test_graph_study_makes_no_folder_when_its_data_fail(tmp_path, monkeypatch, c
     assert not out.exists()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["frames", "--seed", str(2**63)], "argument --seed: must be an integer >= 0 and "
-     "<= 4294967295 (got '9223372036854775808')"),
-    (["frames", "--max-steps", "99999999999999999999"], "argument --max-steps: must be an "
-     "integer >= 1 and <= 2147483647 (got '99999999999999999999')"),
-    (["train", "--config", "x.toml", "--stop-after", "0"], "argument --stop-after: must be "
-     "an integer >= 1 (got '0')"),
-    (["frames", "--frames", "10001"], "argument --frames: must be an integer >= 2 and <= 10000 "
-     "(got '10001')"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["frames", "--seed", str(2**63)],
+            "argument --seed: must be an integer >= 0 and "
+            "<= 4294967295 (got '9223372036854775808')",
+        ),
+        (
+            ["frames", "--max-steps", "99999999999999999999"],
+            "argument --max-steps: must be an "
+            "integer >= 1 and <= 2147483647 (got '99999999999999999999')",
+        ),
+        (
+            ["train", "--config", "x.toml", "--stop-after", "0"],
+            "argument --stop-after: must be an integer >= 1 (got '0')",
+        ),
+        (
+            ["frames", "--frames", "10001"],
+            "argument --frames: must be an integer >= 2 and <= 10000 (got '10001')",
+        ),
+    ],
+)
 def test_option_parser_refusals_are_one_line(tmp_path, monkeypatch, capsys, argv, message):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_:
         main(argv + ["--out", "o"])
     command = " ".join(["et-ode", argv[0]])
     assert exit_.value.code == 2
-    assert capsys.readouterr().err == (f"{command}: error: {message} ({command} --help lists "
-                                       "the options)\n")
+    assert capsys.readouterr().err == (
+        f"{command}: error: {message} ({command} --help lists the options)\n"
+    )
     assert not list(tmp_path.iterdir())
 
 
@@ -611,9 +727,13 @@ def test_a_tiny_step_is_refused_before_any_folder(tmp_path, capsys):
     out = tmp_path / "frames"
     assert main(["frames", "--dt0", "1e-300", "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("et-ode: error: dt0 = 1e-300 from t0 = 0 to t1 = 4.8 is 4.8e+300 "
-                          "constant steps, above the limit of 2147483647") and \
-        err.count("\n") == 1, err
+    assert (
+        err.startswith(
+            "et-ode: error: dt0 = 1e-300 from t0 = 0 to t1 = 4.8 is 4.8e+300 "
+            "constant steps, above the limit of 2147483647"
+        )
+        and err.count("\n") == 1
+    ), err
     assert not out.exists()
 
 

@@ -56,7 +56,9 @@ def tiny_numbers():
                 grad=jnp.concatenate([jnp.ravel(g) for g in grads]).tolist())
 """
 
-DEFAULT_COMPILER = TINY_NUMBERS + """
+DEFAULT_COMPILER = (
+    TINY_NUMBERS
+    + """
 import json
 from et_ode.tasks import (SHIPPED, eval_masks, evaluate_model, held_out_split,
                           load_model_and_config)
@@ -69,17 +71,24 @@ for name in sorted(SHIPPED):
     mse[name] = evaluate_model(model, images, eval_masks(config, len(images)))
 print("RESULT " + json.dumps(dict(mse=mse, tiny=tiny_numbers())))
 """
+)
 
 
 @pytest.fixture(scope="module")
 def default_compiler():
     """The numbers above, from a fresh process with XLA's default compiler settings."""
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=" ".join(given_xla_flags()))
-    done = subprocess.run([sys.executable, "-c", DEFAULT_COMPILER], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-c", DEFAULT_COMPILER],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(out for out in done.stdout.splitlines() if out.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))
@@ -110,7 +119,7 @@ def test_suite_compiler_settings_change_no_number(default_compiler):
     np.testing.assert_allclose(here["grad"], there["grad"], rtol=1e-11, atol=1e-12)
     np.testing.assert_allclose(here["tsit5"], there["tsit5"], rtol=1e-9, atol=1e-9)
     if not os.environ.get("ET_ODE_TEST_XLA_DEFAULTS"):  # else both are the defaults
-        assert os.environ["XLA_FLAGS"].split()[:len(SUITE_XLA_FLAGS)] == list(SUITE_XLA_FLAGS)
+        assert os.environ["XLA_FLAGS"].split()[: len(SUITE_XLA_FLAGS)] == list(SUITE_XLA_FLAGS)
 
 
 def test_format_1_checkpoints_still_load(tmp_path):
@@ -132,7 +141,9 @@ def test_format_1_checkpoints_still_load(tmp_path):
     old.write_bytes(MAGIC_V1 + struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs))
     old_header, old_blobs = read_checkpoint(old)
     assert old_blobs == blobs and old_header["format"] == 1
-    for a, b in zip(jax.tree.leaves(et_ode.MaskedImageET.load(old)),
-                    jax.tree.leaves(et_ode.MaskedImageET.load("paper"))):
+    for a, b in zip(
+        jax.tree.leaves(et_ode.MaskedImageET.load(old)),
+        jax.tree.leaves(et_ode.MaskedImageET.load("paper")),
+    ):
         np.testing.assert_array_equal(a, b)
     assert hashlib.sha256(blobs[0]).hexdigest() == header["blobs"][0]["sha256"]

@@ -44,9 +44,14 @@ TS = np.linspace(0.5, 4.0, 8)
 
 
 def _solve(model, x0, t1, rtol, fp_atol, fp_rtol=0.0, **kwargs):
-    return solvers.solve(model, x0, t1=t1, rtol=rtol,
-                         stop=solvers.FixedPointStop(atol=fp_atol, rtol=fp_rtol),
-                         **dict(SWEEP, **kwargs))
+    return solvers.solve(
+        model,
+        x0,
+        t1=t1,
+        rtol=rtol,
+        stop=solvers.FixedPointStop(atol=fp_atol, rtol=fp_rtol),
+        **dict(SWEEP, **kwargs),
+    )
 
 
 def _rel(a, b):
@@ -74,17 +79,22 @@ def test_every_name_is_a_diffrax_object(name):
     by_object = solvers.get_preset(obj)
     assert by_name.make() == obj and by_object.name == type(obj).__name__
     fields = ("stages", "fsal", "adaptive", "implicit", "order", "nfe_exact", "nfe_note")
-    assert ([getattr(by_object, f) for f in fields if f != "nfe_note"]
-            == [getattr(by_name, f) for f in fields if f != "nfe_note"])
+    assert [getattr(by_object, f) for f in fields if f != "nfe_note"] == [
+        getattr(by_name, f) for f in fields if f != "nfe_note"
+    ]
     assert by_object.nfe_note.replace(by_object.name, name) == by_name.nfe_note
 
 
-@pytest.mark.parametrize("name, sweep", [
-    ("euler", None),  # the paper's defaults
-    ("tsit5", (1.0, 1e-11, NEVER)),  # shares the SWEEP program
-])
+@pytest.mark.parametrize(
+    "name, sweep",
+    [
+        ("euler", None),  # the paper's defaults
+        ("tsit5", (1.0, 1e-11, NEVER)),  # shares the SWEEP program
+    ],
+)
 def test_named_solver_equals_its_object(model, x0, reference, name, sweep):
     """Numbers: the same program (the cache does not grow), bitwise equal, same stats."""
+
     def call(solver):
         if sweep is None:
             return solvers.solve(model, x0, solver=solver)
@@ -126,8 +136,9 @@ class RK4(diffrax.AbstractERK):
 def test_custom_tableau_is_the_hand_written_method(model, x0):
     """12 constant RK4 steps (ConstantStepSize as an object) equal the method written out,
     and `nfe` is exact: 4 evaluations per step."""
-    sol = solvers.solve(model, x0, solver=RK4(), stepsize_controller=diffrax.ConstantStepSize(),
-                        dt0=0.1, t1=1.2)
+    sol = solvers.solve(
+        model, x0, solver=RK4(), stepsize_controller=diffrax.ConstantStepSize(), dt0=0.1, t1=1.2
+    )
     field = lambda x: model.vector_field(0.0, x, None, "native")  # noqa: E731
 
     @jax.jit
@@ -145,12 +156,15 @@ def test_custom_tableau_is_the_hand_written_method(model, x0):
     stats = sol.stats
     assert stats["solver"] == "RK4" and stats["stepsize_controller"] == "ConstantStepSize"
     assert int(stats["num_steps"]) == 12 and int(stats["nfe"]) == 48
-    assert not stats["nfe_is_estimate"] and stats["nfe_note"] == "exact: 4 stages per attempted step"
+    assert (
+        not stats["nfe_is_estimate"] and stats["nfe_note"] == "exact: 4 stages per attempted step"
+    )
 
 
 def test_kvaerno3_with_tolerances(model, x0, reference):
-    sol = solvers.solve(model, x0, solver=diffrax.Kvaerno3(), flow="projected", rtol=1e-8,
-                        atol=1e-10, t1=1.0)
+    sol = solvers.solve(
+        model, x0, solver=diffrax.Kvaerno3(), flow="projected", rtol=1e-8, atol=1e-10, t1=1.0
+    )
     err = _rel(sol.x_final, reference)
     print(f"\nKvaerno3 rtol 1e-8: error {err:.2g}, {int(sol.stats['num_steps'])} steps")
     assert err < 1e-6
@@ -162,6 +176,7 @@ def test_kvaerno3_with_tolerances(model, x0, reference):
 def test_counts_that_cannot_be_derived_are_labelled():
     """ReversibleHeun, a wrapped solver and a custom `step` have no tableau to count from:
     `nfe` (one per step) is then an estimate, and says so."""
+
     class CustomStep(diffrax.Euler):
         def step(self, *args, **kwargs):
             return super().step(*args, **kwargs)
@@ -169,8 +184,9 @@ def test_counts_that_cannot_be_derived_are_labelled():
     for solver in (diffrax.ReversibleHeun(), diffrax.HalfSolver(diffrax.Tsit5()), CustomStep()):
         preset = solvers.get_preset(solver)
         assert not preset.nfe_exact and preset.stages == 1
-        assert preset.nfe_note.startswith(f"estimate: one evaluation per attempted step; "
-                                          f"the count of {type(solver).__name__}")
+        assert preset.nfe_note.startswith(
+            f"estimate: one evaluation per attempted step; the count of {type(solver).__name__}"
+        )
     assert solvers.get_preset(MyEuler()).nfe_exact  # a subclass that keeps Euler's step
 
 
@@ -178,13 +194,20 @@ def test_ralston_object_with_a_tuned_pid_and_a_jump(model, x0, reference):
     """Ralston as an object under `PIDController(pcoeff, icoeff, jump_ts)` (diffrax makes
     that a ClipStepSizeController): a step ends just before the jump, the tolerance is
     met, the controller is recorded."""
-    controller = diffrax.PIDController(rtol=1e-5, atol=1e-7, pcoeff=0.3, icoeff=0.4,
-                                       jump_ts=[0.5])
-    sol = solvers.solve(model, x0, solver=diffrax.Ralston(), stepsize_controller=controller,
-                        flow="projected", t1=1.0, save="steps")
+    controller = diffrax.PIDController(rtol=1e-5, atol=1e-7, pcoeff=0.3, icoeff=0.4, jump_ts=[0.5])
+    sol = solvers.solve(
+        model,
+        x0,
+        solver=diffrax.Ralston(),
+        stepsize_controller=controller,
+        flow="projected",
+        t1=1.0,
+        save="steps",
+    )
     err = _rel(sol.x_final, reference)
-    print(f"\nRalston PID(0.3, 0.4) rtol 1e-5: error {err:.2g}, "
-          f"{int(sol.stats['num_steps'])} steps")
+    print(
+        f"\nRalston PID(0.3, 0.4) rtol 1e-5: error {err:.2g}, {int(sol.stats['num_steps'])} steps"
+    )
     assert err < 1e-5
     assert np.min(np.abs(np.asarray(sol.ts) - 0.5)) < 1e-12
     stats = sol.stats
@@ -210,9 +233,13 @@ class _Decay:
 def test_jump_with_an_fsal_solver_labels_nfe_a_lower_bound():
     """After a jump an FSAL method evaluates its first stage again, which the tableau count
     misses: `nfe` is then labelled a lower bound. The jump costs no accuracy."""
-    sol = solvers.solve(_Decay(), jnp.ones((2, 3)), solver=diffrax.Tsit5(), t1=2.0,
-                        stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10,
-                                                                  jump_ts=[0.5, 1.0]))
+    sol = solvers.solve(
+        _Decay(),
+        jnp.ones((2, 3)),
+        solver=diffrax.Tsit5(),
+        t1=2.0,
+        stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10, jump_ts=[0.5, 1.0]),
+    )
     assert _rel(sol.x_final, np.full((2, 3), np.exp(-2.0))) < 1e-7
     assert sol.stats["nfe_is_estimate"]
     assert sol.stats["nfe_note"].startswith("lower bound: 7 stages per attempted step")
@@ -223,24 +250,41 @@ def test_jump_with_an_fsal_solver_labels_nfe_a_lower_bound():
 PID = diffrax.PIDController(rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(solver=diffrax.Sil3(), rtol=1e-6, atol=1e-8), "solver Sil3 is an IMEX solver"),
-    (dict(solver=diffrax.KenCarp4(), rtol=1e-6, atol=1e-8), "solver KenCarp4 is an IMEX solver"),
-    (dict(solver=diffrax.SRA1()), r"solver SRA1 is a stochastic \(SDE\) solver"),
-    (dict(solver=diffrax.EulerHeun()), r"solver EulerHeun is a stochastic \(SDE\) solver"),
-    (dict(solver=diffrax.SemiImplicitEuler()), "solver SemiImplicitEuler needs the terms"),
-    (dict(solver=diffrax.Euler(), stepsize_controller=PID),
-     r"solver Euler has no error estimate, so an adaptive step-size controller \(PIDController\)"),
-    (dict(solver=MyEuler(), rtol=1e-6, atol=1e-8),
-     r"solver MyEuler has no error estimate, so rtol/atol \(PID step control\)"),
-    (dict(solver="tsit5", stepsize_controller=PID, rtol=1e-6, atol=1e-8),
-     "stepsize_controller and rtol/atol both set the step control"),
-    (dict(solver="tsit5", stepsize_controller=PID, dtmin=1e-6), "dtmin belongs to the PID"),
-    (dict(solver=diffrax.Kvaerno3(), stepsize_controller=diffrax.ConstantStepSize()),
-     r"solver Kvaerno3 is implicit: .*root_finder=diffrax.VeryChord"),
-    (dict(solver=diffrax.Tsit5(), stepsize_controller=diffrax.ConstantStepSize(), dt0=None),
-     "Constant steps need dt0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(solver=diffrax.Sil3(), rtol=1e-6, atol=1e-8), "solver Sil3 is an IMEX solver"),
+        (
+            dict(solver=diffrax.KenCarp4(), rtol=1e-6, atol=1e-8),
+            "solver KenCarp4 is an IMEX solver",
+        ),
+        (dict(solver=diffrax.SRA1()), r"solver SRA1 is a stochastic \(SDE\) solver"),
+        (dict(solver=diffrax.EulerHeun()), r"solver EulerHeun is a stochastic \(SDE\) solver"),
+        (dict(solver=diffrax.SemiImplicitEuler()), "solver SemiImplicitEuler needs the terms"),
+        (
+            dict(solver=diffrax.Euler(), stepsize_controller=PID),
+            r"solver Euler has no error estimate, so an adaptive step-size controller "
+            r"\(PIDController\)",
+        ),
+        (
+            dict(solver=MyEuler(), rtol=1e-6, atol=1e-8),
+            r"solver MyEuler has no error estimate, so rtol/atol \(PID step control\)",
+        ),
+        (
+            dict(solver="tsit5", stepsize_controller=PID, rtol=1e-6, atol=1e-8),
+            "stepsize_controller and rtol/atol both set the step control",
+        ),
+        (dict(solver="tsit5", stepsize_controller=PID, dtmin=1e-6), "dtmin belongs to the PID"),
+        (
+            dict(solver=diffrax.Kvaerno3(), stepsize_controller=diffrax.ConstantStepSize()),
+            r"solver Kvaerno3 is implicit: .*root_finder=diffrax.VeryChord",
+        ),
+        (
+            dict(solver=diffrax.Tsit5(), stepsize_controller=diffrax.ConstantStepSize(), dt0=None),
+            "Constant steps need dt0",
+        ),
+    ],
+)
 def test_refusals(model, x0, kwargs, message):
     with pytest.raises(ValueError, match=message):
         solvers.solve(model, x0, **kwargs)
@@ -248,14 +292,21 @@ def test_refusals(model, x0, kwargs, message):
         solvers.check_options(**kwargs)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(solver=diffrax.Tsit5), r"is a class; pass an instance: solver=diffrax.Tsit5\(\)"),
-    (dict(solver=3), "solver must be a name"),
-    (dict(solver="tsit5", stepsize_controller=diffrax.PIDController),
-     "stepsize_controller=diffrax.PIDController is a class"),
-    (dict(solver="tsit5", stepsize_controller="pid"),
-     "stepsize_controller must be a diffrax step-size controller"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(solver=diffrax.Tsit5), r"is a class; pass an instance: solver=diffrax.Tsit5\(\)"),
+        (dict(solver=3), "solver must be a name"),
+        (
+            dict(solver="tsit5", stepsize_controller=diffrax.PIDController),
+            "stepsize_controller=diffrax.PIDController is a class",
+        ),
+        (
+            dict(solver="tsit5", stepsize_controller="pid"),
+            "stepsize_controller must be a diffrax step-size controller",
+        ),
+    ],
+)
 def test_refusals_of_wrong_types(model, x0, kwargs, message, no_runtime_types):
     # no_runtime_types: these values do not have the type of solve's annotations, which
     # the suite's run-time type checks would refuse before solve's own message, the one
@@ -300,9 +351,14 @@ _RUN_JIT = eqx.filter_jit(_run)
 @pytest.fixture(scope="module")
 def jitted(model, x0):
     """`_run` compiled, with all six numbers traced."""
+
     def f(t1, rtol, fp_atol, t0=0.0, atol=DEFAULTS["atol"], fp_rtol=0.0):
-        return _RUN_JIT(model, x0, *(jnp.asarray(v, jnp.float64)
-                                     for v in (t1, rtol, fp_atol, t0, atol, fp_rtol)))
+        return _RUN_JIT(
+            model,
+            x0,
+            *(jnp.asarray(v, jnp.float64) for v in (t1, rtol, fp_atol, t0, atol, fp_rtol)),
+        )
+
     f.compilations = _RUN_JIT._cached._cache_size
     return f
 
@@ -310,8 +366,10 @@ def jitted(model, x0):
 @pytest.fixture(scope="module")
 def separate(model, x0):
     """Concrete solves, one compiled program for all (the numbers are arrays)."""
+
     def f(t1, rtol, fp_atol, t0=0.0, atol=DEFAULTS["atol"], fp_rtol=0.0):
         return _solve(model, x0, t1, rtol, fp_atol, fp_rtol, t0=t0, atol=atol).x_final
+
     return f
 
 
@@ -325,8 +383,12 @@ def test_jit_sweep_over_t1_compiles_once(jitted, separate):
 
 
 def test_jit_over_rtol_and_fixed_point_tolerance(jitted, separate):
-    for rtol, fp_atol, t1 in [(1e-5, NEVER, 2.0), (1e-9, NEVER, 2.0), (1e-8, 1e-2, 50.0),
-                              (1e-8, 1e-4, 50.0)]:
+    for rtol, fp_atol, t1 in [
+        (1e-5, NEVER, 2.0),
+        (1e-9, NEVER, 2.0),
+        (1e-8, 1e-2, 50.0),
+        (1e-8, 1e-4, 50.0),
+    ]:
         assert _rel(jitted(t1, rtol, fp_atol), separate(t1, rtol, fp_atol)) < 1e-12
     assert jitted.compilations() == 1
 
@@ -345,16 +407,28 @@ def test_vmap_over_t1_rtol_and_fixed_point_tolerance(model, x0, separate):
 # t0, atol and the fixed-point rtol: t1 = 6, fixed-point atol NEVER; fixed-point rtol 0
 # runs to t1 (`not_converged`), 0.1 ... 0.01 stop early (0.01 from t0 2.5: at 5.9).
 # 8 points, as the t1 sweep: the vmapped program is the same only for the same batch size.
-T0_POINTS = [(6.0, 1e-8, NEVER, t0, atol, fp_rtol) for t0, atol, fp_rtol in
-             [(0.0, 1e-9, 0.0), (-1.5, 1e-7, 0.0), (1.0, 1e-10, 0.0), (3.0, 1e-8, 0.0),
-              (0.0, 1e-9, 1e-1), (2.5, 1e-8, 1e-2), (-1.0, 1e-7, 1e-1), (1.0, 1e-9, 3e-2)]]
+T0_POINTS = [
+    (6.0, 1e-8, NEVER, t0, atol, fp_rtol)
+    for t0, atol, fp_rtol in [
+        (0.0, 1e-9, 0.0),
+        (-1.5, 1e-7, 0.0),
+        (1.0, 1e-10, 0.0),
+        (3.0, 1e-8, 0.0),
+        (0.0, 1e-9, 1e-1),
+        (2.5, 1e-8, 1e-2),
+        (-1.0, 1e-7, 1e-1),
+        (1.0, 1e-9, 3e-2),
+    ]
+]
 
 
 @pytest.fixture(scope="module")
 def separate_t0(model, x0):
     """Concrete solves of the `T0_POINTS` (the program of `separate`), with their stops."""
-    sols = [_solve(model, x0, t1, rtol, fp_atol, fp_rtol, t0=t0, atol=atol)
-            for t1, rtol, fp_atol, t0, atol, fp_rtol in T0_POINTS]
+    sols = [
+        _solve(model, x0, t1, rtol, fp_atol, fp_rtol, t0=t0, atol=atol)
+        for t1, rtol, fp_atol, t0, atol, fp_rtol in T0_POINTS
+    ]
     assert [s.stats["stop_reason"] for s in sols] == ["not_converged"] * 4 + ["fixed_point"] * 4
     assert all(float(s.t_final) < 6.0 for s in sols[4:])
     return [s.x_final for s in sols]
@@ -379,7 +453,8 @@ F32_ADAPTIVE = dict(solver="tsit5", rtol=1e-5, atol=1e-7)
 @pytest.fixture(scope="module")
 def model32():
     to32 = lambda tree: jax.tree.map(  # noqa: E731  a cast: cheaper than a fresh model
-        lambda a: a.astype(jnp.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
+        lambda a: a.astype(jnp.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree
+    )
     return to32(make_model()), make_state(dtype=jnp.float32)
 
 
@@ -404,24 +479,36 @@ def test_float32_vmap_over_t1(model32):
     model, x0 = model32
     t1s = np.geomspace(0.5, 6.0, 8).astype(np.float32)
     outs = jax.vmap(lambda t1: solvers.solve(model, x0, t1=t1, **F32_ADAPTIVE).x_final)(
-        jnp.asarray(t1s))
+        jnp.asarray(t1s)
+    )
     assert outs.dtype == jnp.float32 and outs.shape == (8,) + x0.shape
-    errs = [_rel(outs[i], solvers.solve(model, x0, t1=float(t1), **F32_ADAPTIVE).x_final)
-            for i, t1 in enumerate(t1s)]
+    errs = [
+        _rel(outs[i], solvers.solve(model, x0, t1=float(t1), **F32_ADAPTIVE).x_final)
+        for i, t1 in enumerate(t1s)
+    ]
     print(f"\nfloat32 vmap over t1 (tsit5, rtol 1e-5): max rel diff {max(errs):.2g}")
     assert max(errs) < 1e-6
 
 
-@pytest.mark.parametrize("args, message", [
-    ((-1.0, 1e-8, NEVER), r"t1 must be finite and greater than t0=<traced> \(got t1=<traced>\)"),
-    ((jnp.inf, 1e-8, NEVER), "t1 must be finite and greater than t0"),
-    ((1.0, 1e-8, NEVER, 2.0), "t1 must be finite and greater than t0"),
-    ((1.0, 1e-8, NEVER, -jnp.inf), r"t0 must be finite \(got <traced>\)"),
-    ((1.0, -1e-8, NEVER), r"rtol and atol must be >= 0 and not both 0 \(got <traced>, <traced>\)"),
-    ((1.0, 1e-8, NEVER, 0.0, -1e-9), "rtol and atol must be >= 0 and not both 0"),
-    ((1.0, 1e-8, -1.0), "FixedPointStop needs atol >= 0 and rtol >= 0, not both zero"),
-    ((1.0, 1e-8, NEVER, 0.0, 1e-9, -0.1), "FixedPointStop needs atol >= 0 and rtol >= 0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            (-1.0, 1e-8, NEVER),
+            r"t1 must be finite and greater than t0=<traced> \(got t1=<traced>\)",
+        ),
+        ((jnp.inf, 1e-8, NEVER), "t1 must be finite and greater than t0"),
+        ((1.0, 1e-8, NEVER, 2.0), "t1 must be finite and greater than t0"),
+        ((1.0, 1e-8, NEVER, -jnp.inf), r"t0 must be finite \(got <traced>\)"),
+        (
+            (1.0, -1e-8, NEVER),
+            r"rtol and atol must be >= 0 and not both 0 \(got <traced>, <traced>\)",
+        ),
+        ((1.0, 1e-8, NEVER, 0.0, -1e-9), "rtol and atol must be >= 0 and not both 0"),
+        ((1.0, 1e-8, -1.0), "FixedPointStop needs atol >= 0 and rtol >= 0, not both zero"),
+        ((1.0, 1e-8, NEVER, 0.0, 1e-9, -0.1), "FixedPointStop needs atol >= 0 and rtol >= 0"),
+    ],
+)
 def test_traced_bad_values_fail_at_run_time(jitted, args, message):
     with pytest.raises(Exception, match=message):
         jax.block_until_ready(jitted(*args))

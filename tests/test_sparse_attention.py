@@ -72,8 +72,10 @@ def _everything(model, x, cond):
     return {
         "energy": model.energy(x, cond),
         "attention": model.energy_parts(x, cond)["attention"],
-        **{f"{flow} field": model.vector_field(0.0, x, cond, flow)
-           for flow in ("native", "projected")},
+        **{
+            f"{flow} field": model.vector_field(0.0, x, cond, flow)
+            for flow in ("native", "projected")
+        },
         **{f"{flow} dEdt": model.dEdt(x, cond, flow) for flow in ("native", "projected")},
         "residual": model.residual(x, cond),
         "closed form": et_ode.closed_form_update(model, x, cond),
@@ -105,8 +107,10 @@ def test_an_empty_edge_list_is_no_attention():
     cond = et_ode.Conditions(edges=(empty, empty))
     cond.check(N, DIM)
     assert float(model.energy_parts(x, cond)["attention"]) == 0.0
-    _close(model.vector_field(0.0, x, cond),
-           model.vector_field(0.0, x, et_ode.Conditions(key_mask=jnp.zeros((N, N), bool))))
+    _close(
+        model.vector_field(0.0, x, cond),
+        model.vector_field(0.0, x, et_ode.Conditions(key_mask=jnp.zeros((N, N), bool))),
+    )
 
 
 def test_duplicate_edges_are_refused():
@@ -169,8 +173,9 @@ def _avals(jaxpr):
 
 
 def _largest(fn, *args) -> int:
-    return max(int(np.prod(getattr(aval, "shape", ()))) for aval in
-               _avals(jax.make_jaxpr(fn)(*args).jaxpr))
+    return max(
+        int(np.prod(getattr(aval, "shape", ()))) for aval in _avals(jax.make_jaxpr(fn)(*args).jaxpr)
+    )
 
 
 def test_no_dense_array_anywhere_gradients_included():
@@ -235,12 +240,14 @@ def _solve_and_grad(model, x0, args, stop=None):
     flow integrated backwards, VJPs of the field along it); with a `FixedPointStop`,
     the projected flow to its fixed point with the implicit adjoint (a Krylov solve by
     JVPs of the residual there). tsit5 at tight tolerances either way."""
-    options = (dict(flow="native", t1=1.0, adjoint="backsolve") if stop is None else
-               dict(flow="projected", t1=500.0, stop=stop, max_steps=20000, adjoint="implicit"))
+    options = (
+        dict(flow="native", t1=1.0, adjoint="backsolve")
+        if stop is None
+        else dict(flow="projected", t1=500.0, stop=stop, max_steps=20000, adjoint="implicit")
+    )
 
     def loss(m):
-        sol = solvers.solve(m, x0, args=args, solver="tsit5", rtol=1e-10, atol=1e-12,
-                            **options)
+        sol = solvers.solve(m, x0, args=args, solver="tsit5", rtol=1e-10, atol=1e-12, **options)
         return jnp.sum(jnp.sin(m.norm(sol.x_final))), (sol.x_final, sol.stats["residual_rms"])
 
     (_, (x_final, residual)), grads = eqx.filter_value_and_grad(loss, has_aux=True)(model)
@@ -279,12 +286,17 @@ def test_batched_args_with_one_graph_per_sample():
     dense = et_ode.Conditions(key_mask=jnp.stack([_mask(q, k) for q, k in zip(graphs, keys)]))
     sparse.check(N, DIM, (2,))
     # as `solvers.solve(..., args_batched=True)` maps them: every array leaf on axis 0
-    field = eqx.filter_jit(lambda c: jax.vmap(
-        lambda x, c_: model.vector_field(0.0, x, c_),
-        in_axes=(0, jax.tree.map(lambda leaf: 0 if jnp.ndim(leaf) else None, c)))(x0, c))
+    field = eqx.filter_jit(
+        lambda c: jax.vmap(
+            lambda x, c_: model.vector_field(0.0, x, c_),
+            in_axes=(0, jax.tree.map(lambda leaf: 0 if jnp.ndim(leaf) else None, c)),
+        )(x0, c)
+    )
     _close(field(sparse), field(dense))
-    _close(field(sparse)[1], model.vector_field(0.0, x0[1], et_ode.Conditions(
-        edges=(graphs[1], keys[1]))))
+    _close(
+        field(sparse)[1],
+        model.vector_field(0.0, x0[1], et_ode.Conditions(edges=(graphs[1], keys[1]))),
+    )
 
 
 SHARDED = r"""
@@ -335,13 +347,22 @@ print("RESULT " + json.dumps(errors))
 
 
 def test_edges_sharded_over_devices_equal_one_device():
-    env = dict(os.environ, XLA_FLAGS=suite_xla_flags("--xla_force_host_platform_device_count=4"),
-               JAX_PLATFORMS="cpu")
-    done = subprocess.run([sys.executable, "-c", SHARDED], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ,
+        XLA_FLAGS=suite_xla_flags("--xla_force_host_platform_device_count=4"),
+        JAX_PLATFORMS="cpu",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", SHARDED],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(out for out in done.stdout.splitlines() if out.startswith("RESULT "))
-    errors = json.loads(line[len("RESULT "):])
+    errors = json.loads(line[len("RESULT ") :])
     assert len(errors) == 5
     for name, err in errors.items():
         assert err <= 1e-12, (name, err)

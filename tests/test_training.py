@@ -17,8 +17,9 @@ TINY = et_ode.TrainConfig(
     model=et_ode.ImageModelConfig(dim=16, n_heads=2, head_dim=8, n_memories=32),
     dynamics=et_ode.Dynamics(t1=0.3),
     data=et_ode.DataConfig(eval_images=8),
-    training=et_ode.TrainingConfig(steps=6, batch_size=4, warmup_steps=1, eval_every=3,
-                                   checkpoint_every=3, learning_rate=3e-3),
+    training=et_ode.TrainingConfig(
+        steps=6, batch_size=4, warmup_steps=1, eval_every=3, checkpoint_every=3, learning_rate=3e-3
+    ),
 )
 
 
@@ -59,9 +60,17 @@ def test_masked_mse_by_hand():
     rng = np.random.default_rng(0)
     prediction, target = rng.normal(size=(2, 5, 3)), rng.normal(size=(2, 5, 3))
     occluded = np.array([[1, 0, 1, 0, 0], [0, 0, 0, 1, 1]], bool)
-    expected = np.mean([np.mean((prediction[b, n] - target[b, n]) ** 2)
-                        for b in range(2) for n in range(5) if occluded[b, n]])
-    assert float(et_ode.masked_mse(prediction, target, occluded)) == pytest.approx(expected, rel=1e-12)
+    expected = np.mean(
+        [
+            np.mean((prediction[b, n] - target[b, n]) ** 2)
+            for b in range(2)
+            for n in range(5)
+            if occluded[b, n]
+        ]
+    )
+    assert float(et_ode.masked_mse(prediction, target, occluded)) == pytest.approx(
+        expected, rel=1e-12
+    )
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +91,9 @@ def test_training_lowers_the_loss(trained):
     from et_ode.tasks import eval_masks, held_out_split, new_model
 
     images = state.model.normalisation.apply(held_out_split(TINY, 8))
-    untrained = et_ode.evaluate_model(new_model(TINY, state.model.normalisation), images,
-                                      eval_masks(TINY, 8))
+    untrained = et_ode.evaluate_model(
+        new_model(TINY, state.model.normalisation), images, eval_masks(TINY, 8)
+    )
     assert evals[1] < evals[0] < untrained
 
 
@@ -97,12 +107,16 @@ def test_resume_is_bit_identical(trained, tmp_path):
         file.write(json.dumps({"step": 4, "loss": 123.0}) + "\n")
     resumed = et_ode.train(TINY, tmp_path, resume=True, progress=False)
     assert resumed.step == 6
-    for a, b in zip(jax.tree.leaves(eqx.filter(full.model, eqx.is_array)),
-                    jax.tree.leaves(eqx.filter(resumed.model, eqx.is_array))):
+    for a, b in zip(
+        jax.tree.leaves(eqx.filter(full.model, eqx.is_array)),
+        jax.tree.leaves(eqx.filter(resumed.model, eqx.is_array)),
+    ):
         np.testing.assert_array_equal(a, b)
     for a, b in zip(jax.tree.leaves(full.opt_state), jax.tree.leaves(resumed.opt_state)):
         np.testing.assert_array_equal(a, b)
-    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = [
+        json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
+    ]
     assert steps == [1, 2, 3, 4, 5, 6]
 
 
@@ -110,11 +124,20 @@ def test_fine_tune_starts_from_the_source_model(trained, tmp_path):
     out, state = trained
     fixed_point = dataclasses.replace(
         TINY,
-        dynamics=et_ode.Dynamics(solver="tsit5", dt0=None, rtol=1e-3, atol=1e-5, t1=20.0,
-                                 flow="projected", fixed_point_atol=1e-3,
-                                 clamp_visible=True, external_field=True),
-        training=dataclasses.replace(TINY.training, steps=1, warmup_steps=0,
-                                     init_from=str(out / "checkpoint.eqx")),
+        dynamics=et_ode.Dynamics(
+            solver="tsit5",
+            dt0=None,
+            rtol=1e-3,
+            atol=1e-5,
+            t1=20.0,
+            flow="projected",
+            fixed_point_atol=1e-3,
+            clamp_visible=True,
+            external_field=True,
+        ),
+        training=dataclasses.replace(
+            TINY.training, steps=1, warmup_steps=0, init_from=str(out / "checkpoint.eqx")
+        ),
     )
     from et_ode.tasks.images._train import initial_model
 
@@ -122,8 +145,10 @@ def test_fine_tune_starts_from_the_source_model(trained, tmp_path):
     assert normalisation == state.model.normalisation
     assert start.dynamics == fixed_point.dynamics and float(start.field_strength) == 1.0
     for name in ("positions", "mask_token", "core", "encoder", "decoder"):
-        for a, b in zip(jax.tree.leaves(eqx.filter(getattr(start, name), eqx.is_array)),
-                        jax.tree.leaves(eqx.filter(getattr(state.model, name), eqx.is_array))):
+        for a, b in zip(
+            jax.tree.leaves(eqx.filter(getattr(start, name), eqx.is_array)),
+            jax.tree.leaves(eqx.filter(getattr(state.model, name), eqx.is_array)),
+        ):
             np.testing.assert_array_equal(a, b)
     wider = dataclasses.replace(fixed_point, model=dataclasses.replace(TINY.model, dim=32))
     with pytest.raises(ValueError, match="different \\[model\\] section"):
@@ -155,8 +180,10 @@ def test_checkpoint_round_trip_holds_everything(trained):
     assert set(header["versions"]) >= {"et-ode", "jax", "diffrax", "equinox", "optax"}
     assert set(header["normalisation"]) == {"mean", "std"}
     model = et_ode.MaskedImageET.load(out / "checkpoint.eqx")
-    for a, b in zip(jax.tree.leaves(eqx.filter(model, eqx.is_array)),
-                    jax.tree.leaves(eqx.filter(state.model, eqx.is_array))):
+    for a, b in zip(
+        jax.tree.leaves(eqx.filter(model, eqx.is_array)),
+        jax.tree.leaves(eqx.filter(state.model, eqx.is_array)),
+    ):
         np.testing.assert_array_equal(a, b)
     assert model.normalisation == state.model.normalisation
     assert model.dynamics == TINY.dynamics
@@ -202,8 +229,11 @@ def test_corrupt_and_foreign_checkpoints(trained, tmp_path):
 
     from et_ode.tasks._checkpoint import MAGIC
 
-    for header in (b"[1]", b'{"format": 1, "blobs": [{}]}',
-                   b'{"format": 1, "kind": "masked_image_et", "blobs": []}'):
+    for header in (
+        b"[1]",
+        b'{"format": 1, "blobs": [{}]}',
+        b'{"format": 1, "kind": "masked_image_et", "blobs": []}',
+    ):
         bad = tmp_path / "bad_header.eqx"
         bad.write_bytes(MAGIC + struct.pack("<Q", len(header)) + header)
         with pytest.raises(ValueError, match="corrupt checkpoint|holds no model"):
@@ -232,58 +262,118 @@ def test_nothing_overwritten(trained, tmp_path):
     assert checkpoint.read_bytes() == before
 
 
-@pytest.mark.parametrize("text, message", [
-    ("[model]\ndimension = 8\n", r"\[model\] unknown field dimension; allowed: image_size, "),
-    ("[optimiser]\nlr = 1\n", r"unknown section \[optimiser\]; allowed: model, dynamics"),
-    ("[training]\nsteps = -3\n", r"\[training\] steps = -3: input should be greater than or "
-     "equal to 1"),
-    # strict types: no string for a number, no bool for a number or a number for a bool
-    ("[training]\nsteps = \"many\"\n", r'\[training\] steps = "many": input should be a '
-     "valid integer"),
-    ("[data]\nmask_fraction = \"0.9\"\n", r'mask_fraction = "0.9": input should be a valid '
-     "number"),
-    ("[data]\naugment = \"yes\"\n", r'\[data\] augment = "yes": input should be a valid '
-     "boolean"),
-    ("[model]\ntau = true\n", r"\[model\] tau = true: input should be a valid number"),
-    ("[training]\nsteps = 10.0\n", r"steps = 10.0: input should be a valid integer"),
-    ("[dynamics]\nt1 = inf\n", r"\[dynamics\] t1 = Infinity: input should be a finite number"),
-    ("[dynamics]\nt1 = nan\n", r"\[dynamics\] t1 = NaN: input should be a finite number"),
-    ("[data]\nmask_ratio = 1.5\n", r"mask_ratio = 1.5: input should be less than or equal to 1"),
-    ("[model]\npatch = 5\n", r"\[model\] patch size 5 does not divide image size 32"),
-    ("[model]\nchannels = 2\n", r"\[model\] channels = 2: input should be 1 or 3"),
-    ("[dynamics]\nflow = 'sideways'\n", r"flow = \"sideways\": input should be 'native' or "
-     "'projected'"),
-    ("[dynamics]\nsolver = 'rk45'\n", r"\[dynamics\] solver = \"rk45\": input should be 'euler', "
-     "'heun', .* or 'auto'"),
-    # limits beyond which a run could only crash or hang, with the value and the bound
-    ("[dynamics]\ndt0 = 1e-300\n", r"\[dynamics\] dt0 = 1e-300 from t0 = 0 to t1 = 1.2 is "
-     r"1.2e\+300 constant steps, above the limit of 2147483647 .* use dt0 >= 5.59e-10"),
-    ("[dynamics]\nmax_steps = 4611686018427387904\n", r"\[dynamics\] max_steps = "
-     "4611686018427387904: input should be less than or equal to 2147483647"),
-    ("[training]\nseed = 4294967296\n", r"\[training\] seed = 4294967296: input should be "
-     "less than or equal to 4294967295"),
-    ("[training]\nsteps = 2147483648\n", r"steps = 2147483648: input should be less than"),
-    ("[model]\nimage_size = 2048\npatch = 32\n", r"image_size = 2048: input should be less "
-     "than or equal to 1024"),
-    ("[model]\nimage_size = 512\npatch = 4\n", r"\[model\] image_size 512 with patch 4 makes "
-     "16384 patches, above the limit of 4096 .* patch of 8 pixels or more"),
-    ("[data]\nmask_ratio = 0.005\n", r"\[data\] mask_ratio = 0.005 masks round\(mask_ratio x "
-     r"64\) = 0 of the 64 patches .* use mask_ratio > 0.007812"),
-    # empty strings are not names
-    ("[training]\ninit_from = ''\n", r'\[training\] init_from = "": string should have at '
-     "least 1 character"),
-    ("[data]\ntfds_name = ''\n", r'tfds_name = "": string should have at least 1 character'),
-    ("[data]\ndata_dir = ''\n", r'data_dir = "": string should have at least 1 character'),
-    ("[dynamics]\nrtol = 1e-3\natol = 1e-5\n", r"\[dynamics\] solver 'euler' has no error estimate"),
-    ("[dynamics]\nadjoint = 'implicit'\n", r"\[dynamics\] adjoint='implicit' .* needs flow='projected'"),
-    ("[dynamics]\nsolver = 'kvaerno5'\n", r"\[dynamics\] solver 'kvaerno5' is implicit"),
-    ("[training]\nsteps = 10\nwarmup_steps = 10\n", r"\[training\] warmup_steps \(10\) must be "
-     r"below steps \(10\)"),
-    ("[training]\nout_dir = 1979-05-27\n", "is a TOML date or time, which no config field takes"),
-    ("[training]\nsteps = -3\n[data]\naugment = 1\n", r"\[data\] augment = 1: .*; \[training\] steps = -3: "),
-    ("model = 3\n", r"\[model\] must be a table of fields"),
-    ("[model\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[model]\ndimension = 8\n", r"\[model\] unknown field dimension; allowed: image_size, "),
+        ("[optimiser]\nlr = 1\n", r"unknown section \[optimiser\]; allowed: model, dynamics"),
+        (
+            "[training]\nsteps = -3\n",
+            r"\[training\] steps = -3: input should be greater than or "
+            "equal to 1",
+        ),
+        # strict types: no string for a number, no bool for a number or a number for a bool
+        (
+            '[training]\nsteps = "many"\n',
+            r'\[training\] steps = "many": input should be a '
+            "valid integer",
+        ),
+        (
+            '[data]\nmask_fraction = "0.9"\n',
+            r'mask_fraction = "0.9": input should be a valid '
+            "number",
+        ),
+        (
+            '[data]\naugment = "yes"\n',
+            r'\[data\] augment = "yes": input should be a valid '
+            "boolean",
+        ),
+        ("[model]\ntau = true\n", r"\[model\] tau = true: input should be a valid number"),
+        ("[training]\nsteps = 10.0\n", r"steps = 10.0: input should be a valid integer"),
+        ("[dynamics]\nt1 = inf\n", r"\[dynamics\] t1 = Infinity: input should be a finite number"),
+        ("[dynamics]\nt1 = nan\n", r"\[dynamics\] t1 = NaN: input should be a finite number"),
+        (
+            "[data]\nmask_ratio = 1.5\n",
+            r"mask_ratio = 1.5: input should be less than or equal to 1",
+        ),
+        ("[model]\npatch = 5\n", r"\[model\] patch size 5 does not divide image size 32"),
+        ("[model]\nchannels = 2\n", r"\[model\] channels = 2: input should be 1 or 3"),
+        (
+            "[dynamics]\nflow = 'sideways'\n",
+            r"flow = \"sideways\": input should be 'native' or "
+            "'projected'",
+        ),
+        (
+            "[dynamics]\nsolver = 'rk45'\n",
+            r"\[dynamics\] solver = \"rk45\": input should be 'euler', "
+            "'heun', .* or 'auto'",
+        ),
+        # limits beyond which a run could only crash or hang, with the value and the bound
+        (
+            "[dynamics]\ndt0 = 1e-300\n",
+            r"\[dynamics\] dt0 = 1e-300 from t0 = 0 to t1 = 1.2 is "
+            r"1.2e\+300 constant steps, above the limit of 2147483647 .* use dt0 >= 5.59e-10",
+        ),
+        (
+            "[dynamics]\nmax_steps = 4611686018427387904\n",
+            r"\[dynamics\] max_steps = "
+            "4611686018427387904: input should be less than or equal to 2147483647",
+        ),
+        (
+            "[training]\nseed = 4294967296\n",
+            r"\[training\] seed = 4294967296: input should be "
+            "less than or equal to 4294967295",
+        ),
+        ("[training]\nsteps = 2147483648\n", r"steps = 2147483648: input should be less than"),
+        (
+            "[model]\nimage_size = 2048\npatch = 32\n",
+            r"image_size = 2048: input should be less "
+            "than or equal to 1024",
+        ),
+        (
+            "[model]\nimage_size = 512\npatch = 4\n",
+            r"\[model\] image_size 512 with patch 4 makes "
+            "16384 patches, above the limit of 4096 .* patch of 8 pixels or more",
+        ),
+        (
+            "[data]\nmask_ratio = 0.005\n",
+            r"\[data\] mask_ratio = 0.005 masks round\(mask_ratio x "
+            r"64\) = 0 of the 64 patches .* use mask_ratio > 0.007812",
+        ),
+        # empty strings are not names
+        (
+            "[training]\ninit_from = ''\n",
+            r'\[training\] init_from = "": string should have at '
+            "least 1 character",
+        ),
+        ("[data]\ntfds_name = ''\n", r'tfds_name = "": string should have at least 1 character'),
+        ("[data]\ndata_dir = ''\n", r'data_dir = "": string should have at least 1 character'),
+        (
+            "[dynamics]\nrtol = 1e-3\natol = 1e-5\n",
+            r"\[dynamics\] solver 'euler' has no error estimate",
+        ),
+        (
+            "[dynamics]\nadjoint = 'implicit'\n",
+            r"\[dynamics\] adjoint='implicit' .* needs flow='projected'",
+        ),
+        ("[dynamics]\nsolver = 'kvaerno5'\n", r"\[dynamics\] solver 'kvaerno5' is implicit"),
+        (
+            "[training]\nsteps = 10\nwarmup_steps = 10\n",
+            r"\[training\] warmup_steps \(10\) must be "
+            r"below steps \(10\)",
+        ),
+        (
+            "[training]\nout_dir = 1979-05-27\n",
+            "is a TOML date or time, which no config field takes",
+        ),
+        (
+            "[training]\nsteps = -3\n[data]\naugment = 1\n",
+            r"\[data\] augment = 1: .*; \[training\] steps = -3: ",
+        ),
+        ("model = 3\n", r"\[model\] must be a table of fields"),
+        ("[model\n", "not valid TOML"),
+    ],
+)
 def test_bad_configs(tmp_path, text, message):
     """Each wrong value is refused with the section, the field, the value and what is
     allowed (every problem of the file at once)."""
@@ -360,8 +450,9 @@ def test_without_context_standardisation_the_model_sees_raw_units():
     from et_ode import solvers
 
     x0, conditions = jax.vmap(model.encode)(patches, masks)
-    sol = solvers.solve(model.core, x0, args=conditions, args_batched=True,
-                        **model.dynamics.solve_options())
+    sol = solvers.solve(
+        model.core, x0, args=conditions, args_batched=True, **model.dynamics.solve_options()
+    )
     expected = jax.vmap(model.decode)(sol.x_final)
     np.testing.assert_allclose(reconstruction, expected, rtol=1e-6, atol=1e-6)
     assert np.isfinite(float(model.loss(patches, masks)))

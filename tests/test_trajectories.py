@@ -6,7 +6,6 @@ Compilation dominates the run time, so the solves share a few static configurati
 (solver, flow, save mode, model, batching) and vary only numbers (t1, dt0, tolerances).
 """
 
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -68,8 +67,10 @@ def test_euler_solve_is_the_papers_update(smooth_model, x0, dtype, tol):
     assert int(sol.stats["num_steps"]) == 12 and float(sol.t_final) == pytest.approx(1.2)
     scale = float(jnp.max(jnp.abs(by_hand)))
     err = float(jnp.max(jnp.abs(sol.x_final - by_hand)))
-    print(f"\neuler vs the paper's 12 steps ({jnp.dtype(dtype).name}): max abs diff {err:.3g}, "
-          f"max |x| {scale:.3g}")
+    print(
+        f"\neuler vs the paper's 12 steps ({jnp.dtype(dtype).name}): max abs diff {err:.3g}, "
+        f"max |x| {scale:.3g}"
+    )
     assert err <= tol * scale
     # The comparison can fail: one step fewer is far outside the tolerance.
     assert float(jnp.max(jnp.abs(iterates[11] - by_hand))) > 1e3 * tol * scale
@@ -82,8 +83,14 @@ def smooth_runs(smooth_model, x0):
     Shared by Tests 3, 4 and 10 (one compiled program per flow)."""
     return {
         flow: solvers.solve(
-            smooth_model, x0, solver="tsit5", flow=flow, t1=T_LONG, save="steps",
-            save_energy=True, **TIGHT,
+            smooth_model,
+            x0,
+            solver="tsit5",
+            flow=flow,
+            t1=T_LONG,
+            save="steps",
+            save_energy=True,
+            **TIGHT,
         )
         for flow in solvers.FLOWS
     }
@@ -129,8 +136,10 @@ def test_energy_never_rises_and_matches_closed_form_rate(smooth_model, smooth_ru
 
     # Lyapunov: E never rises along the exact flow (here: a tight solve).
     rise = float(np.max(np.diff(energies)))
-    print(f"\n{flow}: {len(ts) - 1} steps, E {energies[0]:.6g} -> {energies[-1]:.6g}, "
-          f"largest step-to-step change {rise:.3g}")
+    print(
+        f"\n{flow}: {len(ts) - 1} steps, E {energies[0]:.6g} -> {energies[-1]:.6g}, "
+        f"largest step-to-step change {rise:.3g}"
+    )
     assert rise <= 1e-10 * scale
 
     # dE/dt in closed form equals the directional derivative of E along the field ...
@@ -141,16 +150,20 @@ def test_energy_never_rises_and_matches_closed_form_rate(smooth_model, smooth_ru
 
     # ... and the time derivative of E along the computed trajectory: a quartic through
     # five consecutive saved (t, E), differentiated at the middle one (error O(dt^4)).
-    errors = np.array([
-        np.polyfit(ts[i - 2:i + 3] - ts[i], energies[i - 2:i + 3], 4)[-2] - dedt[i]
-        for i in range(2, len(ts) - 2)
-    ])
+    errors = np.array(
+        [
+            np.polyfit(ts[i - 2 : i + 3] - ts[i], energies[i - 2 : i + 3], 4)[-2] - dedt[i]
+            for i in range(2, len(ts) - 2)
+        ]
+    )
     rates = np.abs(dedt[2:-2])
     # Relative to the local rate, where the rate is not tiny next to the round-off in E.
     big = rates > 1e-3 * rates.max()
     rel = np.abs(errors[big]) / rates[big]
-    print(f"  dE/dt closed form vs d/dt of E along the solve: max rel {rel.max():.3g} at "
-          f"{big.sum()} steps; closed form vs JVP: max rel {closed_vs_jvp:.3g}")
+    print(
+        f"  dE/dt closed form vs d/dt of E along the solve: max rel {rel.max():.3g} at "
+        f"{big.sum()} steps; closed form vs JVP: max rel {closed_vs_jvp:.3g}"
+    )
     assert big.sum() > 100
     assert rel.max() <= 1e-5
 
@@ -159,8 +172,13 @@ def test_energy_never_rises_and_matches_closed_form_rate(smooth_model, smooth_ru
 def _scipy_dense(model, x0, flow, t1):
     rhs = jax.jit(lambda y: model.vector_field(0.0, y.reshape(x0.shape), None, flow).reshape(-1))
     ref = solve_ivp(
-        lambda t, y: np.asarray(rhs(y)), (0.0, t1), np.asarray(x0).ravel(),
-        method="DOP853", rtol=1e-12, atol=1e-12, dense_output=True,
+        lambda t, y: np.asarray(rhs(y)),
+        (0.0, t1),
+        np.asarray(x0).ravel(),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-12,
+        dense_output=True,
     )
     assert ref.success, ref.message
     return lambda ts: ref.sol(np.asarray(ts)).T.reshape(-1, *x0.shape)
@@ -191,7 +209,12 @@ def test_adaptive_solvers_match_scipy(smooth_model, x0, scipy_refs, solver):
     times = T4_TIMES[solver]
     if solver == "dopri8":  # one solve saving at the times
         sol = solvers.solve(
-            smooth_model, x0, solver=solver, t1=times[-1], save=jnp.asarray(times), **TIGHT,
+            smooth_model,
+            x0,
+            solver=solver,
+            t1=times[-1],
+            save=jnp.asarray(times),
+            **TIGHT,
         )
         np.testing.assert_array_equal(np.asarray(sol.ts), times)
         assert float(sol.t_final) == times[-1]
@@ -202,8 +225,10 @@ def test_adaptive_solvers_match_scipy(smooth_model, x0, scipy_refs, solver):
         assert [float(s.t_final) for s in sols] == list(times)
         xs, steps = [s.x_final for s in sols], int(sols[-1].stats["num_steps"])
     err = _max_rel(xs, scipy_refs["native"](times))
-    print(f"\n{solver} native: max rel error vs DOP853 at t = {times.tolist()}: "
-          f"{', '.join(f'{e:.2g}' for e in err)} ({steps} steps to t = {times[-1]})")
+    print(
+        f"\n{solver} native: max rel error vs DOP853 at t = {times.tolist()}: "
+        f"{', '.join(f'{e:.2g}' for e in err)} ({steps} steps to t = {times[-1]})"
+    )
     assert err.max() <= 1e-8
 
 
@@ -213,8 +238,7 @@ def _assert_per_sample(batched, singles, rtol, t_rtol=None):
     to `t_rtol` (default `rtol`), the same step counts."""
     for i, single in enumerate(singles):
         np.testing.assert_allclose(batched.x_final[i], single.x_final, rtol=rtol, atol=rtol)
-        assert float(batched.t_final[i]) == pytest.approx(float(single.t_final),
-                                                          rel=t_rtol or rtol)
+        assert float(batched.t_final[i]) == pytest.approx(float(single.t_final), rel=t_rtol or rtol)
         for key in ("num_steps", "num_accepted_steps", "num_rejected_steps"):
             assert int(batched.stats[key][i]) == int(single.stats[key]), key
 
@@ -246,11 +270,20 @@ def test_batched_fixed_point_stop_with_batched_args(smooth_model, xb):
     and sample 0 has none (the plain fixed-point stop). The batch saves at given times
     (three, the last past every stop), the single solves save only the end."""
     clamped = jnp.zeros(xb.shape[:2], bool).at[1, :2].set(True).at[2, -1].set(True)
-    kw = dict(solver="tsit5", flow="projected", rtol=1e-8, atol=1e-10,
-              stop=solvers.FixedPointStop(atol=1e-6))
+    kw = dict(
+        solver="tsit5",
+        flow="projected",
+        rtol=1e-8,
+        atol=1e-10,
+        stop=solvers.FixedPointStop(atol=1e-6),
+    )
     batched = solvers.solve(
-        smooth_model, xb, args=et_ode.Conditions(clamped=clamped), args_batched=True,
-        save=jnp.array([0.5, 2.0, 40.0]), **kw,
+        smooth_model,
+        xb,
+        args=et_ode.Conditions(clamped=clamped),
+        args_batched=True,
+        save=jnp.array([0.5, 2.0, 40.0]),
+        **kw,
     )
     singles = [
         solvers.solve(smooth_model, xb[i], args=et_ode.Conditions(clamped=clamped[i]), **kw)

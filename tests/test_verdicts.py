@@ -54,14 +54,18 @@ class EnergyOnly(eqx.Module):
         return -2.0 * x
 
 
-@pytest.mark.parametrize("start, code, hessian, exponent", [
-    ([[0.97, 0.02]], "stable_minimum", [OMEGA, 8.0], -OMEGA),
-    ([[-1.02, -0.03]], "stable_minimum", [OMEGA, 8.0], -OMEGA),
-    ([[0.03, -0.02]], "saddle", [-4.0, OMEGA], 4.0),
-])
+@pytest.mark.parametrize(
+    "start, code, hessian, exponent",
+    [
+        ([[0.97, 0.02]], "stable_minimum", [OMEGA, 8.0], -OMEGA),
+        ([[-1.02, -0.03]], "stable_minimum", [OMEGA, 8.0], -OMEGA),
+        ([[0.03, -0.02]], "saddle", [-4.0, OMEGA], 4.0),
+    ],
+)
 def test_double_well_verdicts_are_analytic(start, code, hessian, exponent):
-    result = analysis.stability(DoubleWell(), jnp.array(start), lyapunov_time=20.0,
-                                lyapunov_segments=10)
+    result = analysis.stability(
+        DoubleWell(), jnp.array(start), lyapunov_time=20.0, lyapunov_segments=10
+    )
     verdict = result["verdict"]
     print(f"\n{start}: {verdict['sentence']}")
     assert verdict["code"] == code and verdict["called"]
@@ -69,8 +73,9 @@ def test_double_well_verdicts_are_analytic(start, code, hessian, exponent):
     assert verdict["sentence"].startswith(expected_words)
     assert result["geometry"] == "flat" and result["dimension"] == 2
     assert result["polish"]["converged"] and result["residual_rms"] < 1e-12
-    np.testing.assert_allclose(np.abs(result["x"][0]), [1.0 if code != "saddle" else 0.0, 0.0],
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        np.abs(result["x"][0]), [1.0 if code != "saddle" else 0.0, 0.0], atol=1e-12
+    )
     np.testing.assert_allclose(result["all"], hessian, rtol=1e-10)
     assert result["morse_index"] == (code == "saddle")
     # The exponent of a random perturbation over 20 tau: the slowest (or the unstable)
@@ -113,9 +118,17 @@ def relu_fixed_point():
     x0 = make_state()
     points = {}
     for name, tol in (("loose", 1e-3), ("tight", 1e-10)):
-        sol = solvers.solve(model, x0, t1=200.0, flow="projected", solver="tsit5",
-                            rtol=1e-10, atol=1e-12, max_steps=20000,
-                            stop=solvers.FixedPointStop(atol=tol))
+        sol = solvers.solve(
+            model,
+            x0,
+            t1=200.0,
+            flow="projected",
+            solver="tsit5",
+            rtol=1e-10,
+            atol=1e-12,
+            max_steps=20000,
+            stop=solvers.FixedPointStop(atol=tol),
+        )
         assert sol.stats["stop_reason"] == "fixed_point"
         points[name] = sol.x_final
     return model, points
@@ -138,8 +151,9 @@ def test_a_loosely_stopped_et_point_gets_the_polished_verdict(relu_fixed_point):
     assert loose["dimension"] == N_TOKENS * (DIM - 2)
     assert loose["kinks"]["declared"] and loose["kinks"]["nearest"] > loose["kinks"]["within"]
     # Unpolished, the loose point is refused, not judged.
-    raw = analysis.stability(model, points["loose"], polish=False, lyapunov_time=None,
-                             coordinates="x", k=3)
+    raw = analysis.stability(
+        model, points["loose"], polish=False, lyapunov_time=None, coordinates="x", k=3
+    )
     assert raw["verdict"]["code"] == "not_converged" and not raw["verdict"]["called"]
     assert raw["verdict"]["sentence"].startswith("not converged")
 
@@ -150,8 +164,9 @@ def test_where_newton_fails_the_flow_brings_the_point_closer(relu_fixed_point):
     point and verdict as from the tight start, Newton's last move within the distance
     its starting residual allows."""
     model, points = relu_fixed_point
-    result = analysis.stability(model, points["loose"], polish_max_steps=2, coordinates="x",
-                                k=3, lyapunov_time=None)
+    result = analysis.stability(
+        model, points["loose"], polish_max_steps=2, coordinates="x", k=3, lyapunov_time=None
+    )
     rounds = result["polish"]["rounds"]
     print("\n" + "\n".join(map(str, rounds)))
     assert rounds[0]["method"].startswith("newton") and rounds[0]["residual_rms"] > 1e-11
@@ -165,12 +180,19 @@ def test_where_newton_fails_the_flow_brings_the_point_closer(relu_fixed_point):
     assert result["polish"]["newton_displacement"] <= result["polish"]["newton_jump_bound"]
 
 
-@pytest.mark.parametrize("quick", [
-    True,
-    pytest.param(False, marks=pytest.mark.skipif(
-        not os.environ.get("ET_ODE_SLOW_TESTS"),
-        reason="the full study (k = 6, Lyapunov to 20 tau, 25 s): ET_ODE_SLOW_TESTS=1")),
-])
+@pytest.mark.parametrize(
+    "quick",
+    [
+        True,
+        pytest.param(
+            False,
+            marks=pytest.mark.skipif(
+                not os.environ.get("ET_ODE_SLOW_TESTS"),
+                reason="the full study (k = 6, Lyapunov to 20 tau, 25 s): ET_ODE_SLOW_TESTS=1",
+            ),
+        ),
+    ],
+)
 def test_the_shipped_paper_models_held_out_fixed_point_is_a_stable_minimum(tmp_path, quick):
     """`et-ode study stability --checkpoint paper --quick` used to stop the projected
     flow at RMS G 1e-4 and take the Hessian there: "saddle of index 2-3" (a point on the
@@ -179,8 +201,13 @@ def test_the_shipped_paper_models_held_out_fixed_point_is_a_stable_minimum(tmp_p
     from et_ode.cli import main
 
     out = tmp_path / "stability"
-    assert main(["study", "stability", "--checkpoint", "paper", "--out", str(out),
-                 "--no-progress"] + (["--quick"] if quick else [])) == 0
+    assert (
+        main(
+            ["study", "stability", "--checkpoint", "paper", "--out", str(out), "--no-progress"]
+            + (["--quick"] if quick else [])
+        )
+        == 0
+    )
     import json
 
     result = json.loads((out / "stability.json").read_text())
@@ -214,8 +241,9 @@ def test_one_sided_models_pin_the_kinks_near_the_point():
     bound = 0.5 * within**2 * np.sum(np.linalg.norm(xi, axis=-1) ** 2)
     for pinned in (lower, upper):
         assert abs(float(pinned.energy(x) - model.energy(x))) <= bound
-    hessian = [np.asarray(jax.hessian(m.hopfield)(g)).reshape(g.size, g.size)
-               for m in (lower, upper)]
+    hessian = [
+        np.asarray(jax.hessian(m.hopfield)(g)).reshape(g.size, g.size) for m in (lower, upper)
+    ]
     expected = np.zeros((g.size, g.size))
     dim = g.shape[1]
     for token, memory in zip(*np.nonzero(near)):
@@ -226,34 +254,66 @@ def test_one_sided_models_pin_the_kinks_near_the_point():
     assert float(same.energy(x)) == float(model.energy(x))
 
 
-BASE = dict(converged=True, residual_rms=1e-15, distance=1e-13, index_range=(0, 0),
-            index_is_lower_bound=False, n_near_zero=0, dimension=4, smallest=0.5,
-            kinks=dict(n_within=0), lyapunov=None, rates=[-4.0, -0.5],
-            clock_range=[1.0, 1.0], flow="projected")
+BASE = dict(
+    converged=True,
+    residual_rms=1e-15,
+    distance=1e-13,
+    index_range=(0, 0),
+    index_is_lower_bound=False,
+    n_near_zero=0,
+    dimension=4,
+    smallest=0.5,
+    kinks=dict(n_within=0),
+    lyapunov=None,
+    rates=[-4.0, -0.5],
+    clock_range=[1.0, 1.0],
+    flow="projected",
+)
 
 
-@pytest.mark.parametrize("changes, code, words", [
-    ({}, "stable_minimum", "stable minimum"),
-    (dict(index_range=(4, 4), smallest=-4.0, rates=[0.5, 4.0]), "maximum", "local maximum"),
-    (dict(index_range=(2, 2), smallest=-1.0, rates=[-4.0, 1.0]), "saddle", "saddle of index 2"),
-    (dict(index_range=(2, 2), index_is_lower_bound=True, smallest=-1.0, rates=[-4.0, 1.0]),
-     "saddle", "saddle of index >= 2"),
-    (dict(converged=False, residual_rms=1e-4), "not_converged", "not converged"),
-    (dict(jumped=True, newton_displacement=2.35, jump_bound=0.85), "jumped", "not called"),
-    (dict(n_near_zero=1), "degenerate", "degenerate"),
-    (dict(index_range=(0, 2), kinks=dict(n_within=3, nearest=1e-14, within=1e-12)),
-     "at_kink", "at a kink"),
-    (dict(kinks=dict(n_within=3, nearest=1e-14, within=1e-12)), "stable_minimum",
-     "every side agrees"),
-    # a stable minimum whose exponent grows: the two disagree, so it is not called
-    (dict(lyapunov=dict(exponent=0.3, t1=2.0, coordinates="metric")), "inconsistent",
-     "not called"),
-    (dict(lyapunov=dict(exponent=-0.6, t1=20.0, coordinates="metric")), "stable_minimum",
-     "perturbations decay"),
-    # measured in g, the range widens by log(c_max / c_min) / T
-    (dict(lyapunov=dict(exponent=0.1, t1=2.0, coordinates="g"), clock_range=[1.0, 4.0]),
-     "stable_minimum", "consistent"),
-])
+@pytest.mark.parametrize(
+    "changes, code, words",
+    [
+        ({}, "stable_minimum", "stable minimum"),
+        (dict(index_range=(4, 4), smallest=-4.0, rates=[0.5, 4.0]), "maximum", "local maximum"),
+        (dict(index_range=(2, 2), smallest=-1.0, rates=[-4.0, 1.0]), "saddle", "saddle of index 2"),
+        (
+            dict(index_range=(2, 2), index_is_lower_bound=True, smallest=-1.0, rates=[-4.0, 1.0]),
+            "saddle",
+            "saddle of index >= 2",
+        ),
+        (dict(converged=False, residual_rms=1e-4), "not_converged", "not converged"),
+        (dict(jumped=True, newton_displacement=2.35, jump_bound=0.85), "jumped", "not called"),
+        (dict(n_near_zero=1), "degenerate", "degenerate"),
+        (
+            dict(index_range=(0, 2), kinks=dict(n_within=3, nearest=1e-14, within=1e-12)),
+            "at_kink",
+            "at a kink",
+        ),
+        (
+            dict(kinks=dict(n_within=3, nearest=1e-14, within=1e-12)),
+            "stable_minimum",
+            "every side agrees",
+        ),
+        # a stable minimum whose exponent grows: the two disagree, so it is not called
+        (
+            dict(lyapunov=dict(exponent=0.3, t1=2.0, coordinates="metric")),
+            "inconsistent",
+            "not called",
+        ),
+        (
+            dict(lyapunov=dict(exponent=-0.6, t1=20.0, coordinates="metric")),
+            "stable_minimum",
+            "perturbations decay",
+        ),
+        # measured in g, the range widens by log(c_max / c_min) / T
+        (
+            dict(lyapunov=dict(exponent=0.1, t1=2.0, coordinates="g"), clock_range=[1.0, 4.0]),
+            "stable_minimum",
+            "consistent",
+        ),
+    ],
+)
 def test_verdict_rules(changes, code, words):
     from et_ode.analysis._verdict import verdict
 

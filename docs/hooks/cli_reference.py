@@ -21,22 +21,30 @@ def _argument(action) -> str:
     if action.nargs == 0:
         return flags
     value = action.metavar or (
-        "{" + ",".join(map(str, action.choices)) + "}" if action.choices
-        else action.dest.upper())
+        "{" + ",".join(map(str, action.choices)) + "}" if action.choices else action.dest.upper()
+    )
     return f"{flags} `{value}`"
 
 
 def _command(name: str, summary: str, parser: argparse.ArgumentParser) -> list[str]:
     parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=88)
-    lines = [f"## `et-ode {name}`", "", summary[:1].upper() + summary[1:] + ".", "",
-             "```text", parser.format_usage().strip(), "```", "",
-             "| argument | meaning | default |", "|---|---|---|"]
+    lines = [
+        f"## `et-ode {name}`",
+        "",
+        summary[:1].upper() + summary[1:] + ".",
+        "",
+        "```text",
+        parser.format_usage().strip(),
+        "```",
+        "",
+        "| argument | meaning | default |",
+        "|---|---|---|",
+    ]
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
             continue
         default = action.default
-        shown = ("" if action.nargs == 0 or default in (None, argparse.SUPPRESS)
-                 else f"`{default}`")
+        shown = "" if action.nargs == 0 or default in (None, argparse.SUPPRESS) else f"`{default}`"
         if action.required and action.option_strings:
             shown = "required"
         lines.append(f"| {_argument(action)} | {_cell(action.help or '')} | {shown} |")

@@ -10,9 +10,14 @@ import json
 import re
 
 MARKER = re.compile(r"<!-- et-ode-config (train|graph) -->")
-BOUNDS = (("minimum", ">= {}"), ("exclusiveMinimum", "> {}"), ("maximum", "<= {}"),
-          ("exclusiveMaximum", "< {}"), ("minLength", "at least {} long"),
-          ("minItems", "at least {} item(s)"))
+BOUNDS = (
+    ("minimum", ">= {}"),
+    ("exclusiveMinimum", "> {}"),
+    ("maximum", "<= {}"),
+    ("exclusiveMaximum", "< {}"),
+    ("minLength", "at least {} long"),
+    ("minItems", "at least {} item(s)"),
+)
 
 
 def _cell(text) -> str:
@@ -36,14 +41,22 @@ def _kind(spec: dict) -> tuple[str, list[str]]:
 
 
 def _section(name: str, schema: dict) -> list[str]:
-    lines = [f"### `[{name}]`", "", _cell(schema.get("description", "")), "",
-             "| field | type | default | allowed | meaning |", "|---|---|---|---|---|"]
+    lines = [
+        f"### `[{name}]`",
+        "",
+        _cell(schema.get("description", "")),
+        "",
+        "| field | type | default | allowed | meaning |",
+        "|---|---|---|---|---|",
+    ]
     for field, spec in schema["properties"].items():
         kind, rules = _kind(spec)
         default = spec.get("default")
         shown = "" if default is None else f"`{json.dumps(default)}`"
-        lines.append(f"| `{field}` | {kind} | {shown} | {_cell('; '.join(rules))} | "
-                     f"{_cell(spec.get('description', ''))} |")
+        lines.append(
+            f"| `{field}` | {kind} | {shown} | {_cell('; '.join(rules))} | "
+            f"{_cell(spec.get('description', ''))} |"
+        )
     return lines + [""]
 
 

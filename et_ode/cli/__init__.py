@@ -22,7 +22,20 @@ from ._runs import (
 )
 
 __all__ = [
-    "STUDIES", "Stages", "build_parser", "check_dtype", "compare_solvers_job", "demo_job",
-    "encoded", "energy_video_job", "fresh_run_folder", "held_out", "job_metadata",
-    "load_model_and_config", "main", "output_folder", "place", "study_job",
+    "STUDIES",
+    "Stages",
+    "build_parser",
+    "check_dtype",
+    "compare_solvers_job",
+    "demo_job",
+    "encoded",
+    "energy_video_job",
+    "fresh_run_folder",
+    "held_out",
+    "job_metadata",
+    "load_model_and_config",
+    "main",
+    "output_folder",
+    "place",
+    "study_job",
 ]

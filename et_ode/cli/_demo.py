@@ -17,18 +17,42 @@ MODELS = ("paper", "ode")
 
 # What the demo computes; `--quick` is for a first look and for tests.
 SIZES = {
-    False: dict(images=8, eval_images=64, video_images=4, frames=49, ode_frames=25,
-                solver_images=4, convergence_images=2, convergence_t1=100.0,
-                convergence_rtol=1e-6),
-    True: dict(images=2, eval_images=2, video_images=2, frames=5, ode_frames=0,
-               solver_images=2, convergence_images=1, convergence_t1=5.0,
-               convergence_rtol=1e-5),
+    False: dict(
+        images=8,
+        eval_images=64,
+        video_images=4,
+        frames=49,
+        ode_frames=25,
+        solver_images=4,
+        convergence_images=2,
+        convergence_t1=100.0,
+        convergence_rtol=1e-6,
+    ),
+    True: dict(
+        images=2,
+        eval_images=2,
+        video_images=2,
+        frames=5,
+        ode_frames=0,
+        solver_images=2,
+        convergence_images=1,
+        convergence_t1=5.0,
+        convergence_rtol=1e-5,
+    ),
 }
 
 
-def demo_job(out=None, *, images: int | None = None, eval_images: int | None = None,
-             quick: bool = False, force: bool = False, root="runs",
-             progress: bool = True, figure_format: str = "png") -> dict:
+def demo_job(
+    out=None,
+    *,
+    images: int | None = None,
+    eval_images: int | None = None,
+    quick: bool = False,
+    force: bool = False,
+    root="runs",
+    progress: bool = True,
+    figure_format: str = "png",
+) -> dict:
     """Run the demo and write into `out` (default: a fresh `root/demo-<time>` folder):
 
     - `energy_video_paper.mp4` (+ `_frames/`, the still `.png`, `.json`) and, unless `quick`,
@@ -56,14 +80,23 @@ def demo_job(out=None, *, images: int | None = None, eval_images: int | None = N
     try:
         with stages.stage("load the shipped models and held-out images"):
             loaded = {name: load_model_and_config(name) for name in MODELS}
-            data = {name: held_out(model, config, size["images"])
-                    for name, (model, config, _) in loaded.items()}
+            data = {
+                name: held_out(model, config, size["images"])
+                for name, (model, config, _) in loaded.items()
+            }
 
         def meta(study, name, **extra):
             model, config, header = loaded[name]
-            return job_metadata(study, name, config, header, indices=data[name][1],
-                                mask_seed=EVAL_KEY,
-                                options=dict(size, quick=quick), **extra)
+            return job_metadata(
+                study,
+                name,
+                config,
+                header,
+                indices=data[name][1],
+                mask_seed=EVAL_KEY,
+                options=dict(size, quick=quick),
+                **extra,
+            )
 
         def subset(name, count):
             images, indices, masks = data[name]
@@ -74,47 +107,86 @@ def demo_job(out=None, *, images: int | None = None, eval_images: int | None = N
                 with stages.stage(f"energy video ({name}, {frames} frames)"):
                     images, masks, indices = subset(name, size["video_images"])
                     results[f"video_{name}"] = energy_video_job(
-                        loaded[name][0], images, masks, folder, frames=frames,
-                        stem=f"energy_video_{name}", indices=indices,
-                        meta=meta("energy_video", name), figure_format=figure_format)
+                        loaded[name][0],
+                        images,
+                        masks,
+                        folder,
+                        frames=frames,
+                        stem=f"energy_video_{name}",
+                        indices=indices,
+                        meta=meta("energy_video", name),
+                        figure_format=figure_format,
+                    )
         with stages.stage("solver comparison (paper core)"):
             images, masks, _ = subset("paper", size["solver_images"])
             results["solvers"] = compare_solvers_job(
-                loaded["paper"][0], images, masks, folder, quick=quick,
-                meta=meta("work_precision", "paper"), figure_format=figure_format)
+                loaded["paper"][0],
+                images,
+                masks,
+                folder,
+                quick=quick,
+                meta=meta("work_precision", "paper"),
+                figure_format=figure_format,
+            )
         for name in MODELS:
             with stages.stage(f"overshoot ({name})"):
                 images, _, masks = data[name]
                 model = loaded[name][0]
                 # 100 x a fixed horizon; 10 x a fixed-point model's stop time (by then it
                 # sits at its fixed point, and its adaptive steps cost more).
-                factor = (10.0 if quick or model.dynamics.fixed_point_atol is not None
-                          else 100.0)
+                factor = 10.0 if quick or model.dynamics.fixed_point_atol is not None else 100.0
                 results[f"overshoot_{name}"] = study_job(
-                    "overshoot", model, images, masks, folder, stem=f"overshoot_{name}",
-                    factor=factor, quick=quick, meta=meta("overshoot", name),
-                    figure_format=figure_format)
+                    "overshoot",
+                    model,
+                    images,
+                    masks,
+                    folder,
+                    stem=f"overshoot_{name}",
+                    factor=factor,
+                    quick=quick,
+                    meta=meta("overshoot", name),
+                    figure_format=figure_format,
+                )
         with stages.stage("convergence (paper core, both flows)"):
             images, masks, _ = subset("paper", size["convergence_images"])
             results["convergence"] = study_job(
-                "convergence", loaded["paper"][0], images, masks, folder,
-                horizon=size["convergence_t1"], rtol=size["convergence_rtol"],
-                atol=size["convergence_rtol"] * 1e-2, quick=quick,
-                meta=meta("convergence", "paper"), figure_format=figure_format)
+                "convergence",
+                loaded["paper"][0],
+                images,
+                masks,
+                folder,
+                horizon=size["convergence_t1"],
+                rtol=size["convergence_rtol"],
+                atol=size["convergence_rtol"] * 1e-2,
+                quick=quick,
+                meta=meta("convergence", "paper"),
+                figure_format=figure_format,
+            )
         with stages.stage(f"held-out MSE ({size['eval_images']} crops) and baselines"):
             results["held_out"] = held_out_mse(loaded, size["eval_images"])
-            save_json(folder / "held_out_mse.json", dict(
-                results["held_out"], metadata=metadata(study="held_out_mse",
-                                                       seeds={"masks": EVAL_KEY})))
+            save_json(
+                folder / "held_out_mse.json",
+                dict(
+                    results["held_out"],
+                    metadata=metadata(study="held_out_mse", seeds={"masks": EVAL_KEY}),
+                ),
+            )
     finally:
         stages.close()
     seconds = time.perf_counter() - started
-    run = dict(folder=str(folder), seconds=seconds, quick=bool(quick), sizes=size,
-               cpu_seconds=time.process_time() - cpu_started,
-               stage_seconds=stages.seconds, stage_cpu_seconds=stages.cpu_seconds,
-               devices=_devices(), load_average=dict(start=load_start, end=_load()),
-               created=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-               models={name: _model_line(*loaded[name]) for name in MODELS})
+    run = dict(
+        folder=str(folder),
+        seconds=seconds,
+        quick=bool(quick),
+        sizes=size,
+        cpu_seconds=time.process_time() - cpu_started,
+        stage_seconds=stages.seconds,
+        stage_cpu_seconds=stages.cpu_seconds,
+        devices=_devices(),
+        load_average=dict(start=load_start, end=_load()),
+        created=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        models={name: _model_line(*loaded[name]) for name in MODELS},
+    )
     summary = summarise(run, results)
     summary["metadata"] = metadata(study="demo", seeds={"masks": EVAL_KEY})
     save_json(folder / "summary.json", summary)
@@ -133,8 +205,9 @@ def held_out_mse(loaded: dict, n_images: int) -> dict:
         masks = eval_masks(config, n_images)
         key = repr(model.normalisation.to_dict())  # the baselines depend on it only
         if key not in baselines:
-            baselines[key] = evaluate_baselines(images, masks, config.model.image_size,
-                                                config.model.patch, config.model.channels)
+            baselines[key] = evaluate_baselines(
+                images, masks, config.model.image_size, config.model.patch, config.model.channels
+            )
         out[name] = dict(model=evaluate_model(model, images, masks), **baselines[key])
     return out
 
@@ -149,13 +222,24 @@ def _load():
 
 def _devices() -> dict:
     devices = jax.devices()
-    return dict(platform=devices[0].platform, count=len(devices), cpu_cores=os.cpu_count(),
-                kind=devices[0].device_kind)
+    return dict(
+        platform=devices[0].platform,
+        count=len(devices),
+        cpu_cores=os.cpu_count(),
+        kind=devices[0].device_kind,
+    )
 
 
 def _model_line(model, config, header) -> dict:
     d = config.dynamics
-    return dict(step=header.get("step"), solver=d.solver, dt0=d.dt0, rtol=d.rtol, t1=d.t1,
-                flow=d.flow, fixed_point_atol=d.fixed_point_atol, clamp_visible=d.clamp_visible,
-                external_field=d.external_field)
-
+    return dict(
+        step=header.get("step"),
+        solver=d.solver,
+        dt0=d.dt0,
+        rtol=d.rtol,
+        t1=d.t1,
+        flow=d.flow,
+        fixed_point_atol=d.fixed_point_atol,
+        clamp_visible=d.clamp_visible,
+        external_field=d.external_field,
+    )

@@ -43,8 +43,13 @@ GRAPH_STUDIES = ("convergence", "energy-descent", "contributions", "long-horizon
 
 def graph_train(options) -> int:
     config = load_graph_config(options.config)
-    summary = run_graph_benchmark(config, options.out, resume=options.resume,
-                                  stop_after=options.stop_after, progress=options.progress)
+    summary = run_graph_benchmark(
+        config,
+        options.out,
+        resume=options.resume,
+        stop_after=options.stop_after,
+        progress=options.progress,
+    )
     out = options.out or config.training.out_dir
     if not summary["complete"]:
         print(f"stopped with {len(summary['runs'])} runs done (continue with --resume)")
@@ -72,8 +77,11 @@ def _graph_problem(model, config, header, n_graphs: int):
     if config.data.task == "anomaly":
         graph = load_node_graph(config)
         part = run_part(config, graph, header["run"])
-        arrays = (jnp.asarray(standardise(graph.features)), jnp.asarray(graph.senders),
-                  jnp.asarray(graph.receivers))
+        arrays = (
+            jnp.asarray(standardise(graph.features)),
+            jnp.asarray(graph.senders),
+            jnp.asarray(graph.receivers),
+        )
         x0 = model.encode(arrays[0])
         args = model.conditions(arrays[1], arrays[2], x0.shape[0])
         return x0, args, False, {"graph": graph, "arrays": arrays, "part": part}
@@ -86,13 +94,16 @@ def _graph_problem(model, config, header, n_graphs: int):
 
 def graph_study(options) -> int:
     if options.name not in GRAPH_STUDIES:
-        raise ValueError(f"unknown graph study {options.name!r}; choose one of "
-                         f"{', '.join(GRAPH_STUDIES)}.")
+        raise ValueError(
+            f"unknown graph study {options.name!r}; choose one of {', '.join(GRAPH_STUDIES)}."
+        )
     jax.config.update("jax_enable_x64", True)
     model, config, header = load_graph_model(options.checkpoint)
     if options.name == "overshoot" and config.data.task != "anomaly":
-        raise ValueError("the graph overshoot study scores nodes: it needs a node anomaly "
-                         "model (a classifier: use long-horizon).")
+        raise ValueError(
+            "the graph overshoot study scores nodes: it needs a node anomaly "
+            "model (a classifier: use long-horizon)."
+        )
     x0, args, batched, extra = _graph_problem(model, config, header, options.graphs)
     with job_folder(options.out, prefix=f"graph-{options.name}", force=options.force) as out:
         files = _graph_study(options, model, x0, args, batched, extra, out)
@@ -108,14 +119,22 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
     flow = options.flow
     if options.name == "overshoot":
         graph, (features, senders, receivers) = extra["graph"], extra["arrays"]
-        result = graph_overshoot(model, features, senders, receivers, graph.labels,
-                                 extra["part"]["test"],
-                                 t_max_factor=options.factor or (10.0 if quick else 100.0),
-                                 n_times=10 if quick else 24)
-        print(f"test AUC {result['auc_at_horizon']:.4f} at the training horizon "
-              f"t = {result['horizon']:g}, {result['auc_at_end']:.4f} at "
-              f"t = {result['t_max']:g}; best {result['best_auc']:.4f} at "
-              f"t = {result['best_time']:.3g}")
+        result = graph_overshoot(
+            model,
+            features,
+            senders,
+            receivers,
+            graph.labels,
+            extra["part"]["test"],
+            t_max_factor=options.factor or (10.0 if quick else 100.0),
+            n_times=10 if quick else 24,
+        )
+        print(
+            f"test AUC {result['auc_at_horizon']:.4f} at the training horizon "
+            f"t = {result['horizon']:g}, {result['auc_at_end']:.4f} at "
+            f"t = {result['t_max']:g}; best {result['best_auc']:.4f} at "
+            f"t = {result['best_time']:.3g}"
+        )
         result["metadata"]["checkpoint"] = str(options.checkpoint)
         files = write_result(out, "overshoot", result, plot_graph_overshoot, options.format)
     else:
@@ -123,31 +142,56 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
         x0 = jnp.asarray(x0, jnp.float64)
         rtol, atol = (1e-5, 1e-7) if quick else (1e-7, 1e-9)
         if options.name == "convergence":
-            result = convergence(core, x0, args, flows=(flow,) if flow else FLOWS,
-                                 t1=options.horizon or (20.0 if quick else 1000.0),
-                                 n_times=16 if quick else 60, rtol=rtol, atol=atol,
-                                 tolerance={"native": None, "projected": None if quick else 1e-6},
-                                 chunks=1 if quick else 4, args_batched=batched, hessian=False)
+            result = convergence(
+                core,
+                x0,
+                args,
+                flows=(flow,) if flow else FLOWS,
+                t1=options.horizon or (20.0 if quick else 1000.0),
+                n_times=16 if quick else 60,
+                rtol=rtol,
+                atol=atol,
+                tolerance={"native": None, "projected": None if quick else 1e-6},
+                chunks=1 if quick else 4,
+                args_batched=batched,
+                hessian=False,
+            )
             plot = plot_convergence
         elif options.name == "energy-descent":
-            result = energy_descent(core, x0, args, (("euler", 0.1), ("euler", 0.5),
-                                                     ("tsit5", rtol, atol)),
-                                    t1=options.horizon or (2.4 if quick else 12.0),
-                                    flow=flow or model.dynamics.flow, args_batched=batched)
+            result = energy_descent(
+                core,
+                x0,
+                args,
+                (("euler", 0.1), ("euler", 0.5), ("tsit5", rtol, atol)),
+                t1=options.horizon or (2.4 if quick else 12.0),
+                flow=flow or model.dynamics.flow,
+                args_batched=batched,
+            )
             plot = plot_energy_descent
         elif options.name == "contributions":
             horizon = options.horizon or (2.4 if quick else 12.0)
-            result = contributions(core, x0, args, ts=np.linspace(0, horizon, 13),
-                                   flow=flow or model.dynamics.flow, args_batched=batched)
+            result = contributions(
+                core,
+                x0,
+                args,
+                ts=np.linspace(0, horizon, 13),
+                flow=flow or model.dynamics.flow,
+                args_batched=batched,
+            )
             plot = plot_contributions
         else:  # long-horizon: one state
             x_one = x0[0] if batched else x0
             args_one = jax.tree.map(lambda a: a[0], args) if batched else args
-            result = long_horizon(core, x_one, args_one, flows=(flow,) if flow else FLOWS,
-                                  t1=options.horizon or (20.0 if quick else 1e4),
-                                  n_times=12 if quick else 41,
-                                  lyapunov_horizons=(1.0,) if quick else (1.0, 10.0, 100.0),
-                                  lyapunov_directions=2 if quick else 4)
+            result = long_horizon(
+                core,
+                x_one,
+                args_one,
+                flows=(flow,) if flow else FLOWS,
+                t1=options.horizon or (20.0 if quick else 1e4),
+                n_times=12 if quick else 41,
+                lyapunov_horizons=(1.0,) if quick else (1.0, 10.0, 100.0),
+                lyapunov_directions=2 if quick else 4,
+            )
             print("\n".join(f"- {s}" for s in long_horizon_findings(result)))
             plot = plot_long_horizon
         result["metadata"]["checkpoint"] = str(options.checkpoint)
@@ -158,53 +202,93 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
 def add_graph_commands(commands, positive_int, positive_float) -> None:
     """`et-ode graph ...` on the command parser `commands` (argparse sub-parsers)."""
     graph = commands.add_parser(
-        "graph", help="graphs: node anomaly detection and graph classification benchmarks "
-        "(train, eval) and studies of a graph model's dynamics")
+        "graph",
+        help="graphs: node anomaly detection and graph classification benchmarks "
+        "(train, eval) and studies of a graph model's dynamics",
+    )
     actions = graph.add_subparsers(dest="graph_command", metavar="ACTION", required=True)
 
     train = actions.add_parser(
-        "train", help="every model of a TOML config on every split or fold: the results "
-        "table (mean +- std), one checkpoint per run")
-    train.add_argument("--config", required=True,
-                       help="TOML config (configs/graph_anomaly.toml, configs/graph_csl.toml)")
-    train.add_argument("--out", default=None, help="benchmark folder (default: [training] "
-                       "out_dir)")
-    train.add_argument("--resume", action="store_true",
-                       help="continue the benchmark in --out: finished runs are kept")
-    train.add_argument("--stop-after", type=positive_int, default=None,
-                       help="end after this many new runs (resume later)")
-    train.add_argument("--no-progress", dest="progress", action="store_false",
-                       help="no progress bar")
+        "train",
+        help="every model of a TOML config on every split or fold: the results "
+        "table (mean +- std), one checkpoint per run",
+    )
+    train.add_argument(
+        "--config",
+        required=True,
+        help="TOML config (configs/graph_anomaly.toml, configs/graph_csl.toml)",
+    )
+    train.add_argument("--out", default=None, help="benchmark folder (default: [training] out_dir)")
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the benchmark in --out: finished runs are kept",
+    )
+    train.add_argument(
+        "--stop-after",
+        type=positive_int,
+        default=None,
+        help="end after this many new runs (resume later)",
+    )
+    train.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="no progress bar"
+    )
     train.set_defaults(handler=graph_train)
 
-    evaluate = actions.add_parser(
-        "eval", help="re-evaluate a graph model on its own split or fold")
-    evaluate.add_argument("--checkpoint", default="graph_anomaly",
-                          help="a run's checkpoint (OUT/runs/NAME.eqx) or a shipped graph "
-                          f"model ({', '.join(SHIPPED_GRAPH)}; the default)")
+    evaluate = actions.add_parser("eval", help="re-evaluate a graph model on its own split or fold")
+    evaluate.add_argument(
+        "--checkpoint",
+        default="graph_anomaly",
+        help="a run's checkpoint (OUT/runs/NAME.eqx) or a shipped graph "
+        f"model ({', '.join(SHIPPED_GRAPH)}; the default)",
+    )
     evaluate.set_defaults(handler=graph_eval)
 
     study = actions.add_parser(
-        "study", help="one study of a graph model's dynamics: " + ", ".join(GRAPH_STUDIES))
+        "study", help="one study of a graph model's dynamics: " + ", ".join(GRAPH_STUDIES)
+    )
     study.add_argument("name", metavar="NAME", help="one of " + ", ".join(GRAPH_STUDIES))
-    study.add_argument("--checkpoint", default="graph_anomaly",
-                       help="a run's checkpoint or a shipped graph model (default "
-                       "graph_anomaly)")
-    study.add_argument("--graphs", type=positive_int, default=4,
-                       help="classification models: test graphs of the model's fold "
-                       "(default 4)")
-    study.add_argument("--flow", choices=FLOWS, default=None,
-                       help="default: both for convergence and long-horizon, else the model's")
-    study.add_argument("--horizon", type=positive_float, default=None,
-                       help="end time in tau (default per study; shorter with --quick)")
-    study.add_argument("--factor", type=positive_float, default=None,
-                       help="overshoot: the end as a multiple of the training horizon "
-                       "(default 100, 10 with --quick)")
+    study.add_argument(
+        "--checkpoint",
+        default="graph_anomaly",
+        help="a run's checkpoint or a shipped graph model (default graph_anomaly)",
+    )
+    study.add_argument(
+        "--graphs",
+        type=positive_int,
+        default=4,
+        help="classification models: test graphs of the model's fold (default 4)",
+    )
+    study.add_argument(
+        "--flow",
+        choices=FLOWS,
+        default=None,
+        help="default: both for convergence and long-horizon, else the model's",
+    )
+    study.add_argument(
+        "--horizon",
+        type=positive_float,
+        default=None,
+        help="end time in tau (default per study; shorter with --quick)",
+    )
+    study.add_argument(
+        "--factor",
+        type=positive_float,
+        default=None,
+        help="overshoot: the end as a multiple of the training horizon "
+        "(default 100, 10 with --quick)",
+    )
     study.add_argument("--quick", action="store_true", help="short horizons, small grids")
-    study.add_argument("--out", default=None,
-                       help="output folder (default: a fresh runs/graph-NAME-YYYYmmdd-HHMMSS)")
-    study.add_argument("--force", action="store_true",
-                       help="write into a non-empty --out")
-    study.add_argument("--format", choices=FIGURE_FORMATS, default="png",
-                       help="the figure as png (default), or as vector graphics: pdf, svg")
+    study.add_argument(
+        "--out",
+        default=None,
+        help="output folder (default: a fresh runs/graph-NAME-YYYYmmdd-HHMMSS)",
+    )
+    study.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    study.add_argument(
+        "--format",
+        choices=FIGURE_FORMATS,
+        default="png",
+        help="the figure as png (default), or as vector graphics: pdf, svg",
+    )
     study.set_defaults(handler=graph_study)

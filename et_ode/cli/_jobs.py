@@ -59,16 +59,18 @@ def write_result(out, stem: str, result: dict, plot=None, figure_format: str = "
     paths = {}
     if plot is not None:
         paths[figure_format] = write_figure(figure_path(out, stem, figure_format), plot(result))
-    paths["json"] = Path(save_json(Path(out) / f"{stem}.json", _without_states(result),
-                                   indent=None))
+    paths["json"] = Path(
+        save_json(Path(out) / f"{stem}.json", _without_states(result), indent=None)
+    )
     return paths
 
 
 def figure_path(out, stem: str, figure_format: str) -> Path:
     """`out/<stem>.<figure_format>`, refusing a format that `write_figure` cannot write."""
     if figure_format not in FIGURE_FORMATS:
-        raise ValueError(f"unknown figure format {figure_format!r}; choose one of "
-                         f"{', '.join(FIGURE_FORMATS)}.")
+        raise ValueError(
+            f"unknown figure format {figure_format!r}; choose one of {', '.join(FIGURE_FORMATS)}."
+        )
     return Path(out) / f"{stem}.{figure_format}"
 
 
@@ -99,10 +101,22 @@ def _with_metadata(result: dict, meta: dict | None) -> dict:
 # ------------------------------------------------------------------ energy video
 
 
-def energy_video_job(model, images, masks, out, *, frames: int = 49, horizon=None,
-                     fps: float = 12.0, stem: str = "energy_video", frames_folder=None,
-                     meta: dict | None = None, indices=None, figure_format: str = "png",
-                     **solve) -> dict:
+def energy_video_job(
+    model,
+    images,
+    masks,
+    out,
+    *,
+    frames: int = 49,
+    horizon=None,
+    fps: float = 12.0,
+    stem: str = "energy_video",
+    frames_folder=None,
+    meta: dict | None = None,
+    indices=None,
+    figure_format: str = "png",
+    **solve,
+) -> dict:
     """The energy-trajectory video (paper figure 8): `frames` times from 0 to `horizon`
     (default 4 x the time the model was trained to reach, `reference_time`), one solve.
 
@@ -124,8 +138,15 @@ def energy_video_job(model, images, masks, out, *, frames: int = 49, horizon=Non
     times = frame_times(horizon, frames)
     name = (meta or {}).get("checkpoint")
     pictures, data, figure = energy_video_frames(
-        model, images, masks, times, reference=reference, still=True,
-        name=Path(name).name if name else None, **options)
+        model,
+        images,
+        masks,
+        times,
+        reference=reference,
+        still=True,
+        name=Path(name).name if name else None,
+        **options,
+    )
     out = Path(out)
     frame_paths = write_frames(pictures, out / (frames_folder or f"{stem}_frames"))
     video = write_video(pictures, out / f"{stem}.mp4", fps=fps)
@@ -133,15 +154,25 @@ def energy_video_job(model, images, masks, out, *, frames: int = 49, horizon=Non
         still = write_png(still_path, figure_to_frame(figure))
     else:  # vector graphics
         still = write_figure(still_path, figure)
-    data |= {"video": video.name, "still": still.name, "frames": len(pictures),
-             "frame_size": list(pictures[0].shape)}
+    data |= {
+        "video": video.name,
+        "still": still.name,
+        "frames": len(pictures),
+        "frame_size": list(pictures[0].shape),
+    }
     if indices is not None:
         data["image_indices"] = np.asarray(indices)
     meta = dict(meta or metadata(study="energy_video", dtype=model_dtype(model.core)))
     meta |= {"solve": data.pop("options"), "stats": data.pop("stats")}
     js = Path(save_json(out / f"{stem}.json", {"metadata": meta, "data": data}, indent=None))
-    result = {"frames": frame_paths, "video": video, "still": still, "json": js, "data": data,
-              "metadata": meta}
+    result = {
+        "frames": frame_paths,
+        "video": video,
+        "still": still,
+        "json": js,
+        "data": data,
+        "metadata": meta,
+    }
     if figure_format == "png":
         result["png"] = still  # the still's earlier name, kept for existing callers
     return result
@@ -150,18 +181,37 @@ def energy_video_job(model, images, masks, out, *, frames: int = 49, horizon=Non
 # --------------------------------------------------------------- solver comparison
 
 # Quick: one adaptive solver against the paper's Euler map (always computed), loose reference.
-QUICK_GRID = dict(solvers=("tsit5",), tolerances=(1e-3, 1e-5), fixed_solvers=(),
-                  step_sizes=(0.1, 0.05))
-DEFAULT_GRID = dict(solvers=("bosh3", "tsit5"), tolerances=(1e-3, 1e-4, 1e-5, 1e-6),
-                    fixed_solvers=("euler", "heun"), step_sizes=(0.2, 0.1, 0.05, 0.025))
+QUICK_GRID = dict(
+    solvers=("tsit5",), tolerances=(1e-3, 1e-5), fixed_solvers=(), step_sizes=(0.1, 0.05)
+)
+DEFAULT_GRID = dict(
+    solvers=("bosh3", "tsit5"),
+    tolerances=(1e-3, 1e-4, 1e-5, 1e-6),
+    fixed_solvers=("euler", "heun"),
+    step_sizes=(0.2, 0.1, 0.05, 0.025),
+)
 
 
-def compare_solvers_job(model, images, masks, out, *, flow=None, t1=None, solvers=None,
-                        tolerances=None, fixed_solvers=None, step_sizes=None,
-                        repeats: int = 1, dtype=None, quick: bool = False,
-                        reference_rtol: float | None = None,
-                        meta: dict | None = None, stem: str = "compare-solvers",
-                        figure_format: str = "png") -> dict:
+def compare_solvers_job(
+    model,
+    images,
+    masks,
+    out,
+    *,
+    flow=None,
+    t1=None,
+    solvers=None,
+    tolerances=None,
+    fixed_solvers=None,
+    step_sizes=None,
+    repeats: int = 1,
+    dtype=None,
+    quick: bool = False,
+    reference_rtol: float | None = None,
+    meta: dict | None = None,
+    stem: str = "compare-solvers",
+    figure_format: str = "png",
+) -> dict:
     """Work against precision (`analysis.work_precision`) of the model's core from the
     encoded masked `images`: adaptive `solvers` x `tolerances` and constant-step
     `fixed_solvers` x `step_sizes` (defaults `DEFAULT_GRID`, or `QUICK_GRID`), each
@@ -177,21 +227,34 @@ def compare_solvers_job(model, images, masks, out, *, flow=None, t1=None, solver
     """
     figure_path(out, stem, figure_format)  # a bad format refused before any solve
     grid = dict(QUICK_GRID if quick else DEFAULT_GRID)
-    given = dict(solvers=solvers, tolerances=tolerances, fixed_solvers=fixed_solvers,
-                 step_sizes=step_sizes)
+    given = dict(
+        solvers=solvers, tolerances=tolerances, fixed_solvers=fixed_solvers, step_sizes=step_sizes
+    )
     grid.update({k: tuple(v) for k, v in given.items() if v is not None})
     if not (grid["solvers"] and grid["tolerances"]) and not (
-            grid["fixed_solvers"] and grid["step_sizes"]):
-        raise ValueError("nothing to compare: give --solvers with --tolerances, or "
-                         "--fixed-solvers with --step-sizes.")
+        grid["fixed_solvers"] and grid["step_sizes"]
+    ):
+        raise ValueError(
+            "nothing to compare: give --solvers with --tolerances, or "
+            "--fixed-solvers with --step-sizes."
+        )
     t1 = t1 or reference_time(model, images, masks)[0]
     core, x0, args = encoded(model, images, masks, dtype)
     x0, args = place(x0, args)
-    reference_rtol = reference_rtol or (1e-6 if quick else 1e-10 if x0.dtype == jnp.float64
-                                        else 1e-8)
-    result = work_precision(core, x0, args, t1=float(t1), flow=flow or model.dynamics.flow,
-                            repeats=repeats, args_batched=True,
-                            reference_rtol=reference_rtol, **grid)
+    reference_rtol = reference_rtol or (
+        1e-6 if quick else 1e-10 if x0.dtype == jnp.float64 else 1e-8
+    )
+    result = work_precision(
+        core,
+        x0,
+        args,
+        t1=float(t1),
+        flow=flow or model.dynamics.flow,
+        repeats=repeats,
+        args_batched=True,
+        reference_rtol=reference_rtol,
+        **grid,
+    )
     result = _with_metadata(result, meta)
     result["files"] = write_result(out, stem, result, plot_work_precision, figure_format)
     return result
@@ -203,8 +266,18 @@ def compare_solvers_job(model, images, masks, out, *, flow=None, t1=None, solver
 STUDIES = tuple(RUNNERS) + ("work-precision",)
 
 
-def study_job(name: str, model, images, masks, out, *, meta: dict | None = None,
-              stem: str | None = None, figure_format: str = "png", **settings) -> dict:
+def study_job(
+    name: str,
+    model,
+    images,
+    masks,
+    out,
+    *,
+    meta: dict | None = None,
+    stem: str | None = None,
+    figure_format: str = "png",
+    **settings,
+) -> dict:
     """Run the study `name` (one of `STUDIES`) on a `MaskedImageET` and held-out `images`
     (`[B, S, S, C]` in [0, 1]) with `masks`, and write `out/<stem>.json` (default stem:
     `name`) and `out/<stem>.<figure_format>` (the study's plot: png, pdf or svg).
@@ -231,11 +304,24 @@ def study_job(name: str, model, images, masks, out, *, meta: dict | None = None,
         grid = {}
         if s.solver is not None:  # one solver: by tolerances if it can, else by steps
             adaptive = _solvers.get_preset(s.solver).adaptive
-            grid = dict(solvers=(s.solver,) if adaptive else (),
-                        fixed_solvers=() if adaptive else (s.solver,))
-        return compare_solvers_job(model, images, masks, out, flow=s.flow, t1=s.horizon,
-                                   dtype=s.dtype, quick=s.quick, meta=meta,
-                                   stem=stem or name, figure_format=figure_format, **grid)
+            grid = dict(
+                solvers=(s.solver,) if adaptive else (),
+                fixed_solvers=() if adaptive else (s.solver,),
+            )
+        return compare_solvers_job(
+            model,
+            images,
+            masks,
+            out,
+            flow=s.flow,
+            t1=s.horizon,
+            dtype=s.dtype,
+            quick=s.quick,
+            meta=meta,
+            stem=stem or name,
+            figure_format=figure_format,
+            **grid,
+        )
     result, plot = RUNNERS[name](model, images, masks, s)
     result = _with_metadata(result, meta)
     result["metadata"]["job"] = dataclasses.asdict(s)

@@ -30,8 +30,7 @@ from ._study_runners import (
 # What continuation follows by default, and over which range of the parameter, as
 # multiples of its trained value (`trained_value`): beta over a decade around it.
 DEFAULT_PARAMETER = "memory_scale"
-DEFAULT_P_SPANS = {"memory_scale": (0.5, 2.0), "field_strength": (0.5, 2.0),
-                   "beta": (0.3, 3.0)}
+DEFAULT_P_SPANS = {"memory_scale": (0.5, 2.0), "field_strength": (0.5, 2.0), "beta": (0.3, 3.0)}
 
 
 def trained_value(model, parameter: str) -> float:
@@ -50,16 +49,20 @@ def _start(model, images, masks, s):
     stability study's), its core problem and how it was found."""
     core, x0, args, dtype = _core_problem(model, images[:1], _first(masks), s)
     args0 = take(args, 0, True)
-    x_star, start = _fixed_point(model, core, x0[0], args0, s, dtype, tol=STABILITY_START,
-                                 steps=start_steps(model, s, dtype))
-    polished = _solvers.find_fixed_point(core, x_star, args=args0, method="newton",
-                                         linear="auto", tol=_newton_tol(dtype))
+    x_star, start = _fixed_point(
+        model, core, x0[0], args0, s, dtype, tol=STABILITY_START, steps=start_steps(model, s, dtype)
+    )
+    polished = _solvers.find_fixed_point(
+        core, x_star, args=args0, method="newton", linear="auto", tol=_newton_tol(dtype)
+    )
     start["polished_residual_rms"] = float(polished.residual_rms)
     if not bool(polished.success):
-        raise ValueError("continuation: Newton did not polish the start into a fixed point "
-                         f"(RMS G {float(polished.residual_rms):.3g} after "
-                         f"{int(polished.steps)} iterations); try --solver with tighter "
-                         "--rtol.")
+        raise ValueError(
+            "continuation: Newton did not polish the start into a fixed point "
+            f"(RMS G {float(polished.residual_rms):.3g} after "
+            f"{int(polished.steps)} iterations); try --solver with tighter "
+            "--rtol."
+        )
     return core, polished.x, args0, dtype, start
 
 
@@ -73,8 +76,9 @@ def _without_states(branch: dict) -> dict:
     """A branch without its states (4,096 numbers a point on the shipped models): the
     JSON keeps `p`, eigenvalues, stability and the bifurcations' parameters."""
     kept = {k: v for k, v in branch.items() if k not in ("x", "y")}
-    kept["bifurcations"] = [{k: v for k, v in b.items() if k not in ("x", "y")}
-                            for b in branch["bifurcations"]]
+    kept["bifurcations"] = [
+        {k: v for k, v in b.items() if k not in ("x", "y")} for b in branch["bifurcations"]
+    ]
     return kept
 
 
@@ -88,13 +92,22 @@ def _continuation(model, images, masks, s):
     p0 = trained_value(model, parameter)
     p_span = s.p_span or tuple(p0 * f for f in DEFAULT_P_SPANS[parameter])
     if not p_span[0] < p0 < p_span[1]:
-        raise ValueError(f"--p-span {p_span[0]:g},{p_span[1]:g} must contain the trained "
-                         f"value of {parameter}, {p0:g}.")
+        raise ValueError(
+            f"--p-span {p_span[0]:g},{p_span[1]:g} must contain the trained "
+            f"value of {parameter}, {p0:g}."
+        )
     core, x_star, args0, dtype, start = _start(model, images, masks, s)
     step = 0.05 * p0
-    options = dict(args=args0, p_span=tuple(p_span), parameter=parameter, ds=step,
-                   ds_max=4 * step, k=2 if s.quick else 6, max_points=8 if s.quick else 100,
-                   tol=_newton_tol(dtype))
+    options = dict(
+        args=args0,
+        p_span=tuple(p_span),
+        parameter=parameter,
+        ds=step,
+        ds_max=4 * step,
+        k=2 if s.quick else 6,
+        max_points=8 if s.quick else 100,
+        tol=_newton_tol(dtype),
+    )
     branches = [continuation(core, x_star, p0, direction=d, **options) for d in (1, -1)]
     for branch in branches:  # how far the fixed point moves (the states are not kept)
         moved = np.asarray(branch["x"]) - np.asarray(x_star)[None]
@@ -103,21 +116,35 @@ def _continuation(model, images, masks, s):
     result = dict(
         branches=[_without_states(b) for b in branches],
         labels=[f"p > {p0:.3g}", f"p < {p0:.3g}"],
-        parameter=parameter, trained_value=p0, p_span=list(p_span), p_reached=p_reached,
+        parameter=parameter,
+        trained_value=p0,
+        p_span=list(p_span),
+        p_reached=p_reached,
         start=start,
-        bifurcations=[dict(kind=b["kind"], p=b["p"], located=b["located"],
-                           eigenvalue_jump=b.get("eigenvalue_jump")) for branch in branches
-                      for b in branch["bifurcations"]],
-        largest_residual_rms=float(max(np.max(b["fixed_point_residual_rms"])
-                                       for b in branches)),
-        metadata=dict(branches[0]["metadata"], flow="projected"))
+        bifurcations=[
+            dict(
+                kind=b["kind"],
+                p=b["p"],
+                located=b["located"],
+                eigenvalue_jump=b.get("eigenvalue_jump"),
+            )
+            for branch in branches
+            for b in branch["bifurcations"]
+        ],
+        largest_residual_rms=float(max(np.max(b["fixed_point_residual_rms"]) for b in branches)),
+        metadata=dict(branches[0]["metadata"], flow="projected"),
+    )
     return result, _plot_branches
 
 
 def _plot_branches(result, path=None):
-    return plot_continuation(result["branches"], path, labels=result["labels"],
-                             observable="distance",
-                             observable_label="RMS distance from the trained fixed point")
+    return plot_continuation(
+        result["branches"],
+        path,
+        labels=result["labels"],
+        observable="distance",
+        observable_label="RMS distance from the trained fixed point",
+    )
 
 
 def _basins(model, images, masks, s):
@@ -130,20 +157,32 @@ def _basins(model, images, masks, s):
     (quick) or 16 most visited polished by Newton (the shipped models have about one
     minimum per start), each decoded as an image."""
     if len(images) < 2:
-        raise ValueError("study basins needs two held-out images (the plane goes through "
-                         "both): pass --images 2 or more.")
+        raise ValueError(
+            "study basins needs two held-out images (the plane goes through "
+            "both): pass --images 2 or more."
+        )
     if s.flow not in (None, "projected"):
-        raise ValueError("basins runs the projected flow (the native one has no fixed "
-                         "points); drop --flow.")
+        raise ValueError(
+            "basins runs the projected flow (the native one has no fixed points); drop --flow."
+        )
     # float64 unless --dtype, or the model's own dtype and steps at the authors' size
     dtype = s.dtype or (str(model_dtype(model.core)) if s.economical(model) else "float64")
     steps = s.steps(model, dtype)
     result = image_basins(
-        model, images[:2], jax.tree.map(lambda a: a[:2], masks),
-        resolution=8 if s.quick else 64, random_starts=16 if s.quick else 1000,
-        seed=s.seed, dtype=jnp.dtype(dtype), fixed_point_atol=s.fixed_point_tol(dtype),
-        match_tol=1e-2 if s.quick else 1e-3, polish_max=4 if s.quick else 16,
-        t1=s.horizon or 1000.0, k=2 if s.quick else 4, **steps)
+        model,
+        images[:2],
+        jax.tree.map(lambda a: a[:2], masks),
+        resolution=8 if s.quick else 64,
+        random_starts=16 if s.quick else 1000,
+        seed=s.seed,
+        dtype=jnp.dtype(dtype),
+        fixed_point_atol=s.fixed_point_tol(dtype),
+        match_tol=1e-2 if s.quick else 1e-3,
+        polish_max=4 if s.quick else 16,
+        t1=s.horizon or 1000.0,
+        k=2 if s.quick else 4,
+        **steps,
+    )
     return result, plot_image_basins
 
 
@@ -155,12 +194,26 @@ def _lyapunov_spectrum(model, images, masks, s):
     core, x0, args, dtype = _core_problem(model, images[:1], _first(masks), s)
     rtol, atol = s.tight(dtype)
     t1 = s.horizon or (20.0 if s.quick else 1000.0)
-    result = lyapunov_spectrum(core, x0[0], take(args, 0, True), k=4 if s.quick else 8,
-                               t1=t1, transient=0.1 * t1, renormalise=1.0,
-                               flow=s.flow or "native", solver=s.solver or "tsit5",
-                               rtol=rtol, atol=atol, seed=s.seed, dtype=jnp.dtype(dtype))
+    result = lyapunov_spectrum(
+        core,
+        x0[0],
+        take(args, 0, True),
+        k=4 if s.quick else 8,
+        t1=t1,
+        transient=0.1 * t1,
+        renormalise=1.0,
+        flow=s.flow or "native",
+        solver=s.solver or "tsit5",
+        rtol=rtol,
+        atol=atol,
+        seed=s.seed,
+        dtype=jnp.dtype(dtype),
+    )
     return result, plot_lyapunov_spectrum
 
 
-LANDSCAPE_RUNNERS = {"continuation": _continuation, "basins": _basins,
-                     "lyapunov-spectrum": _lyapunov_spectrum}
+LANDSCAPE_RUNNERS = {
+    "continuation": _continuation,
+    "basins": _basins,
+    "lyapunov-spectrum": _lyapunov_spectrum,
+}

@@ -64,11 +64,14 @@ def output_folder(out=None, *, prefix: str, root=RUN_ROOT, force: bool = False) 
         return fresh_run_folder(root, prefix)
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a folder; give a folder (created if "
-                         "missing).")
+        raise ValueError(
+            f"--out {out} is a file, not a folder; give a folder (created if missing)."
+        )
     if out.is_dir() and any(out.iterdir()) and not force:
-        raise ValueError(f"--out {out} is not empty; choose a new folder, leave --out out for "
-                         "a fresh run folder, or pass --force to write into it.")
+        raise ValueError(
+            f"--out {out} is not empty; choose a new folder, leave --out out for "
+            "a fresh run folder, or pass --force to write into it."
+        )
     out.mkdir(parents=True, exist_ok=True)
     return out
 
@@ -102,12 +105,14 @@ def held_out(model, config, n: int, seed: int = EVAL_KEY):
     keyed by `seed` (the default gives the masks of `et-ode eval`). `indices` index the
     test split (`None` for a TFDS source)."""
     if config.data.source == "photos":
-        images, indices = held_out_images(n, image_size=config.model.image_size,
-                                          crops_seed=config.training.seed)
+        images, indices = held_out_images(
+            n, image_size=config.model.image_size, crops_seed=config.training.seed
+        )
     else:
         images, indices = held_out_split(config, n), None
-    masks = held_out_masks(config.model.n_patches, n, seed, config.data.mask_ratio,
-                           config.data.mask_fraction)
+    masks = held_out_masks(
+        config.model.n_patches, n, seed, config.data.mask_ratio, config.data.mask_fraction
+    )
     return images, indices, masks
 
 
@@ -117,11 +122,13 @@ def folder_photos(config, folder, n: int | None = None, seed: int = EVAL_KEY):
     size (`et_ode.tasks.folder_images`), with the masks `held_out` would give `M`
     images (the model's masking, keyed by `seed`)."""
     if config.model.channels != 3:
-        raise ValueError(f"--images-dir reads RGB photos; this model takes "
-                         f"{config.model.channels} channel(s).")
+        raise ValueError(
+            f"--images-dir reads RGB photos; this model takes {config.model.channels} channel(s)."
+        )
     images, names = folder_images(folder, config.model.image_size, limit=n)
-    masks = held_out_masks(config.model.n_patches, len(images), seed, config.data.mask_ratio,
-                           config.data.mask_fraction)
+    masks = held_out_masks(
+        config.model.n_patches, len(images), seed, config.data.mask_ratio, config.data.mask_fraction
+    )
     return images, names, masks
 
 
@@ -129,11 +136,13 @@ def held_out_description(config, images_dir=None) -> str:
     """Where a job's images come from, in words (printed and recorded)."""
     size = config.model.image_size
     if images_dir is not None:
-        return (f"photos of {images_dir}, centre-cropped and resized to {size} x {size}")
+        return f"photos of {images_dir}, centre-cropped and resized to {size} x {size}"
     if config.data.source != "photos":
         return f"the test split of TFDS {config.data.tfds_name!r} at {size} x {size}"
-    return (f"crops {size} x {size} of the held-out photos ({', '.join(TEST_SCENES)}), "
-            f"each scaled to a shorter side of {default_scale(size)} pixels")
+    return (
+        f"crops {size} x {size} of the held-out photos ({', '.join(TEST_SCENES)}), "
+        f"each scaled to a shorter side of {default_scale(size)} pixels"
+    )
 
 
 @eqx.filter_jit
@@ -159,8 +168,9 @@ def check_dtype(dtype) -> None:
     if jnp.dtype(dtype) not in (jnp.float32, jnp.float64):
         raise ValueError(f"--dtype must be float32 or float64 (got {dtype}).")
     if jnp.dtype(dtype) == jnp.float64 and not float64_available():
-        raise ValueError("float64 needs jax_enable_x64: call "
-                         "jax.config.update('jax_enable_x64', True) first.")
+        raise ValueError(
+            "float64 needs jax_enable_x64: call jax.config.update('jax_enable_x64', True) first."
+        )
 
 
 def place(x0, args):
@@ -181,29 +191,45 @@ def model_record(name_or_path, config, header) -> dict:
     """A model in metadata: its training step, architecture, dynamics and the held-out
     metrics stored with it."""
     as_dict = config.to_dict()
-    record = {"step": header.get("step"), "config": as_dict["model"],
-              "dynamics": as_dict["dynamics"], "training_metrics": header.get("metrics", {}),
-              "name": str(name_or_path)}
+    record = {
+        "step": header.get("step"),
+        "config": as_dict["model"],
+        "dynamics": as_dict["dynamics"],
+        "training_metrics": header.get("metrics", {}),
+        "name": str(name_or_path),
+    }
     if header.get("kind") == "authors_npz":  # provenance of a file we did not write
-        record |= {"kind": "authors_npz", "source": header.get("source"),
-                   "sha256": header.get("sha256")}
+        record |= {
+            "kind": "authors_npz",
+            "source": header.get("source"),
+            "sha256": header.get("sha256"),
+        }
     return record
 
 
-def data_record(config, indices=None, mask_seed=None, *, images_dir=None,
-                files=None) -> dict:
+def data_record(config, indices=None, mask_seed=None, *, images_dir=None, files=None) -> dict:
     """The data in metadata: the held-out split, scenes, crop size and seed (or the
     photo folder and its files), the masking and its seed."""
-    masking = {"mask_ratio": config.data.mask_ratio,
-               "mask_fraction": config.data.mask_fraction,
-               "masked_patches": round(config.data.mask_ratio * config.model.n_patches)}
+    masking = {
+        "mask_ratio": config.data.mask_ratio,
+        "mask_fraction": config.data.mask_fraction,
+        "masked_patches": round(config.data.mask_ratio * config.model.n_patches),
+    }
     if images_dir is not None:
-        record = {"images_dir": str(images_dir), "files": list(files or []), **masking,
-                  "description": held_out_description(config, images_dir)}
+        record = {
+            "images_dir": str(images_dir),
+            "files": list(files or []),
+            **masking,
+            "description": held_out_description(config, images_dir),
+        }
     else:
-        record = {"split": "test", "scenes": list(TEST_SCENES),
-                  "crops_seed": config.training.seed, **masking,
-                  "description": held_out_description(config)}
+        record = {
+            "split": "test",
+            "scenes": list(TEST_SCENES),
+            "crops_seed": config.training.seed,
+            **masking,
+            "description": held_out_description(config),
+        }
     if indices is not None:
         record["image_indices"] = np.asarray(indices)
     if mask_seed is not None:
@@ -211,8 +237,20 @@ def data_record(config, indices=None, mask_seed=None, *, images_dir=None,
     return record
 
 
-def job_metadata(study: str, checkpoint, config, header, *, options=None, indices=None,
-                 mask_seed=None, dtype=None, images_dir=None, files=None, **extra) -> dict:
+def job_metadata(
+    study: str,
+    checkpoint,
+    config,
+    header,
+    *,
+    options=None,
+    indices=None,
+    mask_seed=None,
+    dtype=None,
+    images_dir=None,
+    files=None,
+    **extra,
+) -> dict:
     """`analysis.metadata` for a job on a trained model: `checkpoint`, `model` (see
     `model_record`), `data` (see `data_record`: the held-out crops, or the photos
     `files` of `images_dir`), the command-line `options` and `extra`; seeds are the
@@ -220,11 +258,16 @@ def job_metadata(study: str, checkpoint, config, header, *, options=None, indice
     seeds = {"crops": config.training.seed}
     if mask_seed is not None:
         seeds["masks"] = mask_seed
-    return metadata(study=study, dtype=dtype, seeds=seeds, checkpoint=str(checkpoint),
-                    model=model_record(checkpoint, config, header),
-                    data=data_record(config, indices, mask_seed, images_dir=images_dir,
-                                     files=files),
-                    options=dict(options or {}), **extra)
+    return metadata(
+        study=study,
+        dtype=dtype,
+        seeds=seeds,
+        checkpoint=str(checkpoint),
+        model=model_record(checkpoint, config, header),
+        data=data_record(config, indices, mask_seed, images_dir=images_dir, files=files),
+        options=dict(options or {}),
+        **extra,
+    )
 
 
 # ----------------------------------------------------------------------- progress
@@ -238,9 +281,15 @@ class Stages:
 
     def __init__(self, total: int, description: str, enabled: bool = True):
         self._tqdm = tqdm
-        self.bar = tqdm(total=total, desc=description, unit="stage", file=sys.stderr,
-                        disable=not enabled, dynamic_ncols=True,
-                        bar_format="{desc}: {n}/{total} stages [{elapsed}] {postfix}")
+        self.bar = tqdm(
+            total=total,
+            desc=description,
+            unit="stage",
+            file=sys.stderr,
+            disable=not enabled,
+            dynamic_ncols=True,
+            bar_format="{desc}: {n}/{total} stages [{elapsed}] {postfix}",
+        )
         self.enabled = enabled
         self.seconds, self.cpu_seconds = {}, {}
 
@@ -253,8 +302,10 @@ class Stages:
         self.seconds[label] = time.perf_counter() - start
         self.cpu_seconds[label] = time.process_time() - cpu
         if self.enabled:
-            self._tqdm.write(f"  {label}: {self.seconds[label]:.1f} s "
-                             f"(CPU {self.cpu_seconds[label]:.1f} s)", file=sys.stderr)
+            self._tqdm.write(
+                f"  {label}: {self.seconds[label]:.1f} s (CPU {self.cpu_seconds[label]:.1f} s)",
+                file=sys.stderr,
+            )
         self.bar.update(1)
 
     def close(self):

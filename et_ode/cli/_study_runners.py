@@ -91,8 +91,13 @@ class StudySettings:
         near 1e-3 tau, and tsit5 in float64 to t = 20 takes hours on a CPU (docs: the
         authors' model)."""
         size = model.config.n_tokens * model.config.dim
-        return (self.quick and self.solver is None and self.rtol is None
-                and self.dtype is None and size > QUICK_STATE_LIMIT)
+        return (
+            self.quick
+            and self.solver is None
+            and self.rtol is None
+            and self.dtype is None
+            and size > QUICK_STATE_LIMIT
+        )
 
     def steps(self, model, dtype) -> dict:
         """`solver`, `dt0`, `rtol`, `atol` of the convergence and fixed-point solves: the
@@ -105,10 +110,15 @@ class StudySettings:
             d = model.dynamics
             return dict(solver=d.solver, dt0=d.dt0, rtol=d.rtol, atol=d.atol)
         if self.rtol is None and self.atol is not None:
-            raise ValueError(f"--atol {self.atol:g} was given without --rtol: adaptive steps "
-                             "need both (or neither, for the study's own tolerances).")
-        if self.solver is not None and self.rtol is None and (
-                self.dt0 is not None or not _solvers.get_preset(self.solver).adaptive):
+            raise ValueError(
+                f"--atol {self.atol:g} was given without --rtol: adaptive steps "
+                "need both (or neither, for the study's own tolerances)."
+            )
+        if (
+            self.solver is not None
+            and self.rtol is None
+            and (self.dt0 is not None or not _solvers.get_preset(self.solver).adaptive)
+        ):
             return dict(solver=self.solver, dt0=self.dt0 or 0.1, rtol=None, atol=None)
         rtol, atol = self.tight(dtype)
         return dict(solver=self.solver or "tsit5", dt0=None, rtol=rtol, atol=atol)
@@ -116,8 +126,9 @@ class StudySettings:
     def dynamics(self, model, horizon) -> dict:
         """The model's dynamics to `horizon` with the given solver options (a given
         solver brings its own tolerances, none: constant steps) and flow."""
-        options = trajectory_options(model, horizon, solver=self.solver, dt0=self.dt0,
-                                     rtol=self.rtol, atol=self.atol)
+        options = trajectory_options(
+            model, horizon, solver=self.solver, dt0=self.dt0, rtol=self.rtol, atol=self.atol
+        )
         options.pop("adjoint")
         options.pop("stop")
         if self.flow is not None:
@@ -138,11 +149,18 @@ def _convergence(model, images, masks, s):
     # The native flow does not converge: no time-to-tolerance solve for it (nor in quick).
     tolerance = None if s.quick else 1e-6 if jnp.dtype(dtype) == jnp.float64 else 1e-4
     result = convergence(
-        core, x0, args, flows=(s.flow,) if s.flow else FLOWS,
-        t1=s.horizon or (20.0 if s.quick else 100.0), n_times=16 if s.quick else 60,
+        core,
+        x0,
+        args,
+        flows=(s.flow,) if s.flow else FLOWS,
+        t1=s.horizon or (20.0 if s.quick else 100.0),
+        n_times=16 if s.quick else 60,
         **s.steps(model, dtype),
-        tolerance={"native": None, "projected": tolerance}, chunks=2 if s.quick else 4,
-        args_batched=True, hessian=False)
+        tolerance={"native": None, "projected": tolerance},
+        chunks=2 if s.quick else 4,
+        args_batched=True,
+        hessian=False,
+    )
     return result, plot_convergence
 
 
@@ -155,16 +173,25 @@ def _energy_descent(model, images, masks, s):
     else:
         specs = [(s.solver, s.rtol, s.atol)]
     x0, args = place(x0, args)
-    result = energy_descent(core, x0, args, specs, t1=s.horizon or (2.4 if s.quick else 12.0),
-                            flow=s.flow or model.dynamics.flow, args_batched=True)
+    result = energy_descent(
+        core,
+        x0,
+        args,
+        specs,
+        t1=s.horizon or (2.4 if s.quick else 12.0),
+        flow=s.flow or model.dynamics.flow,
+        args_batched=True,
+    )
     return result, plot_energy_descent
 
 
 def _overshoot(model, images, masks, s):
     if s.horizon is not None and model.dynamics.fixed_point_atol is not None:
-        raise ValueError("a fixed-point model's horizon is its stop time, known only after "
-                         "the solve: give --factor (the end time as a multiple of it) "
-                         "instead of --horizon.")
+        raise ValueError(
+            "a fixed-point model's horizon is its stop time, known only after "
+            "the solve: give --factor (the end time as a multiple of it) "
+            "instead of --horizon."
+        )
     factor = s.factor or (s.horizon / model.dynamics.t1 if s.horizon else None)
     overrides = {k: v for k, v in dict(dt0=s.dt0, flow=s.flow).items() if v is not None}
     if s.solver is not None:
@@ -174,9 +201,14 @@ def _overshoot(model, images, masks, s):
     if s.dtype is not None:
         check_dtype(s.dtype)
         model = cast(model, jnp.dtype(s.dtype))
-    result = overshoot(model, model.normalisation.apply(np.asarray(images)), masks,
-                       t_max_factor=factor or (10.0 if s.quick else 100.0),
-                       n_times=12 if s.quick else 40, **overrides)
+    result = overshoot(
+        model,
+        model.normalisation.apply(np.asarray(images)),
+        masks,
+        t_max_factor=factor or (10.0 if s.quick else 100.0),
+        n_times=12 if s.quick else 40,
+        **overrides,
+    )
     return result, plot_overshoot
 
 
@@ -187,19 +219,33 @@ def _stability(model, images, masks, s):
     # polishes the point by Newton before any verdict, so --quick lowers resolution (k,
     # the Lyapunov time, Lanczos' tolerance), never correctness.
     economical = s.economical(model)
-    x_star, start = _fixed_point(model, core, x0[0], take(args, 0, True), s, dtype,
-                                 tol=None if economical else STABILITY_START,
-                                 steps=start_steps(model, s, dtype))
+    x_star, start = _fixed_point(
+        model,
+        core,
+        x0[0],
+        take(args, 0, True),
+        s,
+        dtype,
+        tol=None if economical else STABILITY_START,
+        steps=start_steps(model, s, dtype),
+    )
     # quick and economical: Lanczos to 1e-6 (the authors' size: 90 s for k = 2 in
     # float64, eigenvalues equal to 1e-4's to 9 digits); economical: the exponent at
     # quick tolerances too.
     rtol, atol = s.tight(dtype)
-    result = stability(core, x_star, take(args, 0, True), flow=s.flow or "projected",
-                       coordinates="x", k=2 if s.quick else 6,
-                       lanczos_tol=1e-6 if economical or s.quick else 1e-10,
-                       lyapunov_time=s.horizon or (2.0 if s.quick else 20.0),
-                       lyapunov_segments=4 if s.quick else 20, seed=s.seed,
-                       lyapunov_options=dict(rtol=rtol, atol=atol) if economical else None)
+    result = stability(
+        core,
+        x_star,
+        take(args, 0, True),
+        flow=s.flow or "projected",
+        coordinates="x",
+        k=2 if s.quick else 6,
+        lanczos_tol=1e-6 if economical or s.quick else 1e-10,
+        lyapunov_time=s.horizon or (2.0 if s.quick else 20.0),
+        lyapunov_segments=4 if s.quick else 20,
+        seed=s.seed,
+        lyapunov_options=dict(rtol=rtol, atol=atol) if economical else None,
+    )
     result["start"] = start
     return result, plot_stability
 
@@ -230,23 +276,39 @@ def _fixed_point(model, core, x, args, s, dtype, t1=1000.0, tol=None, steps=None
     if s.economical(model) and steps is None:
         found = _solvers.find_fixed_point(core, x, args=args, tol=tol, method="anderson")
         residual = float(found.residual_rms)
-        return found.x, dict(method=f"find_fixed_point ({found.method})",
-                             evaluations=int(found.steps), t_final=None,
-                             stop_reason="fixed_point" if residual <= tol else "not_converged",
-                             residual_rms=residual)
+        return found.x, dict(
+            method=f"find_fixed_point ({found.method})",
+            evaluations=int(found.steps),
+            t_final=None,
+            stop_reason="fixed_point" if residual <= tol else "not_converged",
+            residual_rms=residual,
+        )
     steps = {k: v for k, v in (steps or s.steps(model, dtype)).items() if v is not None}
-    sol = _solvers.solve(core, x, args=args, flow="projected", t1=t1, max_steps=100_000,
-                         throw=False, stop=_solvers.FixedPointStop(atol=tol), **steps)
-    return sol.x_final, dict(method=f"projected flow ({steps['solver']})",
-                             evaluations=int(sol.stats["nfe"]), t_final=float(sol.t_final),
-                             stop_reason=sol.stats["stop_reason"],
-                             residual_rms=float(sol.stats["residual_rms"]))
+    sol = _solvers.solve(
+        core,
+        x,
+        args=args,
+        flow="projected",
+        t1=t1,
+        max_steps=100_000,
+        throw=False,
+        stop=_solvers.FixedPointStop(atol=tol),
+        **steps,
+    )
+    return sol.x_final, dict(
+        method=f"projected flow ({steps['solver']})",
+        evaluations=int(sol.stats["nfe"]),
+        t_final=float(sol.t_final),
+        stop_reason=sol.stats["stop_reason"],
+        residual_rms=float(sol.stats["residual_rms"]),
+    )
 
 
 def _fixed_points(model, images, masks, s):
     if s.flow not in (None, "projected"):
-        raise ValueError("fixed-points runs the projected flow (it keeps every token's scale); "
-                         "drop --flow.")
+        raise ValueError(
+            "fixed-points runs the projected flow (it keeps every token's scale); drop --flow."
+        )
     core, x0, args, dtype = _core_problem(model, images, masks, s)
     args0 = take(args, 0, True)
     if len(x0) > 1:  # another image's fixed point, under its own conditions
@@ -258,10 +320,19 @@ def _fixed_points(model, images, masks, s):
     if clamped is not None:  # clamped tokens are the data's in every start
         starts = jnp.where(clamped[None, :, None], x0[0][None], starts)
     rtol, atol = s.tight(dtype)
-    result = fixed_points(core, starts, args0, labels=labels, polish=False,
-                          tolerance=s.fixed_point_tol(dtype), t1=s.horizon or 1000.0,
-                          solver=s.solver or "tsit5", rtol=rtol, atol=atol,
-                          seeds={"matched_noise": s.seed})
+    result = fixed_points(
+        core,
+        starts,
+        args0,
+        labels=labels,
+        polish=False,
+        tolerance=s.fixed_point_tol(dtype),
+        t1=s.horizon or 1000.0,
+        solver=s.solver or "tsit5",
+        rtol=rtol,
+        atol=atol,
+        seeds={"matched_noise": s.seed},
+    )
     return result, plot_fixed_points
 
 
@@ -273,12 +344,19 @@ def _gradient_depth(model, images, masks, s):
     options = s.dynamics(model, longest)
     fractions = (0.5, 1.0) if s.quick else (0.125, 0.25, 0.5, 1.0)
     result = gradient_depth(
-        model, images=model.normalisation.apply(np.asarray(images)), masking=masks,
+        model,
+        images=model.normalisation.apply(np.asarray(images)),
+        masking=masks,
         horizons=tuple(f * longest for f in fractions),
         adjoints=("checkpoint",) if s.quick else ADJOINTS,
-        solver=options["solver"], dt0=options["dt0"], rtol=options["rtol"],
-        atol=options["atol"], flow=options["flow"], max_steps=options["max_steps"],
-        n_splits=3 if s.quick else 7)
+        solver=options["solver"],
+        dt0=options["dt0"],
+        rtol=options["rtol"],
+        atol=options["atol"],
+        flow=options["flow"],
+        max_steps=options["max_steps"],
+        n_splits=3 if s.quick else 7,
+    )
     return result, plot_gradient_depth
 
 
@@ -288,9 +366,15 @@ def _contributions(model, images, masks, s):
     options = s.dynamics(model, horizon)
     options.pop("t1")
     x0, args = place(x0, args)
-    result = contributions(core, x0, args, ts=np.linspace(0.0, horizon, 7 if s.quick else 13),
-                           masked=np.asarray(model.token_mask(masks.replaced)),
-                           args_batched=True, **options)
+    result = contributions(
+        core,
+        x0,
+        args,
+        ts=np.linspace(0.0, horizon, 7 if s.quick else 13),
+        masked=np.asarray(model.token_mask(masks.replaced)),
+        args_batched=True,
+        **options,
+    )
     return result, plot_contributions
 
 
@@ -320,17 +404,27 @@ def _long_horizon(model, images, masks, s):
     patches = normalised_patches(model, images[:1])
     x0, conditions, mean, std = _encode_one(model, patches, first)
     core, x, args = cast((model.core, x0[0], take(conditions, 0, True)), dtype)
+
     def error(y):
         return float(_masked_error(model, y, patches, first.occluded, mean, std))
 
     rtol, atol = (s.rtol, s.atol) if s.rtol is not None else (1e-4, 1e-6)
     result = long_horizon(
-        core, x, args, flows=(s.flow,) if s.flow else FLOWS,
-        t1=s.horizon or (100.0 if s.quick else 1e4), n_times=41 if s.quick else 73,
-        solver=s.solver, rtol=rtol, atol=atol, error_fn=error,
+        core,
+        x,
+        args,
+        flows=(s.flow,) if s.flow else FLOWS,
+        t1=s.horizon or (100.0 if s.quick else 1e4),
+        n_times=41 if s.quick else 73,
+        solver=s.solver,
+        rtol=rtol,
+        atol=atol,
+        error_fn=error,
         error_name="masked MSE (normalised pixel units)",
         lyapunov_horizons=(1.0, 10.0) if s.quick else (1.0, 10.0, 100.0),
-        lyapunov_directions=2 if s.quick else 4, seed=s.seed)
+        lyapunov_directions=2 if s.quick else 4,
+        seed=s.seed,
+    )
     return result, plot_long_horizon
 
 
@@ -339,7 +433,12 @@ def _first(masks):
 
 
 RUNNERS = {  # work-precision: et_ode.cli.compare_solvers_job
-    "convergence": _convergence, "energy-descent": _energy_descent, "overshoot": _overshoot,
-    "stability": _stability, "fixed-points": _fixed_points, "gradient-depth": _gradient_depth,
-    "contributions": _contributions, "long-horizon": _long_horizon,
+    "convergence": _convergence,
+    "energy-descent": _energy_descent,
+    "overshoot": _overshoot,
+    "stability": _stability,
+    "fixed-points": _fixed_points,
+    "gradient-depth": _gradient_depth,
+    "contributions": _contributions,
+    "long-horizon": _long_horizon,
 }

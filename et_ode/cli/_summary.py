@@ -32,13 +32,18 @@ def summarise(run: dict, results: dict) -> dict:
         summary["findings"].append(found["sentence"])
     summary["files"] = _files(results)
     load = run.get("load_average", {})
-    busy = (f"; the machine's load average was {load['start']:.1f} at the start and "
-            f"{load['end']:.1f} at the end" if load.get("start") is not None else "")
+    busy = (
+        f"; the machine's load average was {load['start']:.1f} at the start and "
+        f"{load['end']:.1f} at the end"
+        if load.get("start") is not None
+        else ""
+    )
     summary["findings"].append(
         f"The whole demo took {run['seconds']:.0f} s ({run['cpu_seconds']:.0f} s of CPU "
         f"time) on {run['devices']['count']} {run['devices']['platform']} device(s), "
         f"{run['devices']['cpu_cores']} CPU cores{', quick mode' if run['quick'] else ''}"
-        f"{busy}.")
+        f"{busy}."
+    )
     return summary
 
 
@@ -50,20 +55,36 @@ def _held_out_sentence(found: dict) -> str:
     parts = []
     for name in (k for k in found if k != "images"):
         row = found[name]
-        verdict = ("beats the mean fill" if row["model"] < row["mean_fill"]
-                   else "does not beat the mean fill")
-        verdict += (" and interpolation" if row["model"] < row["interpolation"]
-                    else ", not interpolation") if row["model"] < row["mean_fill"] else ""
+        verdict = (
+            "beats the mean fill"
+            if row["model"] < row["mean_fill"]
+            else "does not beat the mean fill"
+        )
+        verdict += (
+            (" and interpolation" if row["model"] < row["interpolation"] else ", not interpolation")
+            if row["model"] < row["mean_fill"]
+            else ""
+        )
         parts.append(f"{name} {row['model']:.4f} ({verdict})")
     first = found[next(k for k in found if k != "images")]
-    return (f"Held-out masked-patch MSE on {found['images']} crops (normalised units): "
-            + "; ".join(parts) + f". Baselines: mean fill {first['mean_fill']:.4f}, "
-            f"interpolation {first['interpolation']:.4f}.")
+    return (
+        f"Held-out masked-patch MSE on {found['images']} crops (normalised units): "
+        + "; ".join(parts)
+        + f". Baselines: mean fill {first['mean_fill']:.4f}, "
+        f"interpolation {first['interpolation']:.4f}."
+    )
 
 
 def _overshoot(result: dict) -> dict:
-    keys = ("horizon", "horizon_kind", "t_max", "mse_at_horizon", "mse_at_end", "best_time",
-            "best_mse")
+    keys = (
+        "horizon",
+        "horizon_kind",
+        "t_max",
+        "mse_at_horizon",
+        "mse_at_end",
+        "best_time",
+        "best_mse",
+    )
     found = {k: result[k] for k in keys}
     found["images"] = int(np.shape(result["mse_per_image"])[0])
     energy = np.median(np.asarray(result["energy"], float), axis=0)
@@ -74,18 +95,29 @@ def _overshoot(result: dict) -> dict:
 def _overshoot_sentence(name: str, f: dict) -> str:
     kind = "its training horizon" if f["horizon_kind"] == "t1" else "its fixed-point stop (median)"
     change = f["mse_at_end"] / f["mse_at_horizon"] - 1
-    trend = (f"{abs(change):.0%} {'worse' if change > 0 else 'better'} than at the horizon"
-             if abs(change) >= 0.005 else "the same as at the horizon")
-    return (f"{name}: masked MSE {f['mse_at_horizon']:.4f} at {kind} t = {f['horizon']:.3g}, "
-            f"{f['mse_at_end']:.4f} at t = {f['t_max']:.4g} ({trend}; lowest "
-            f"{f['best_mse']:.4f} at t = {f['best_time']:.3g}) on {f['images']} images; "
-            f"median energy {f['median_energy_start']:.4g} -> {f['median_energy_end']:.4g}.")
+    trend = (
+        f"{abs(change):.0%} {'worse' if change > 0 else 'better'} than at the horizon"
+        if abs(change) >= 0.005
+        else "the same as at the horizon"
+    )
+    return (
+        f"{name}: masked MSE {f['mse_at_horizon']:.4f} at {kind} t = {f['horizon']:.3g}, "
+        f"{f['mse_at_end']:.4f} at t = {f['t_max']:.4g} ({trend}; lowest "
+        f"{f['best_mse']:.4f} at t = {f['best_time']:.3g}) on {f['images']} images; "
+        f"median energy {f['median_energy_start']:.4g} -> {f['median_energy_end']:.4g}."
+    )
 
 
 def _solvers(result: dict) -> dict:
     runs = result["runs"]
-    best = min((r["error_exact"] for r in runs if r["kind"] == "adaptive"
-                and np.isfinite(r["error_exact"])), default=float("nan"))
+    best = min(
+        (
+            r["error_exact"]
+            for r in runs
+            if r["kind"] == "adaptive" and np.isfinite(r["error_exact"])
+        ),
+        default=float("nan"),
+    )
     target = next((t for t in reversed(SOLVER_TARGETS) if best <= t), SOLVER_TARGETS[0])
     groups = {}
     for r in runs:
@@ -95,29 +127,45 @@ def _solvers(result: dict) -> dict:
         ok = [r for r in group if np.isfinite(r["error_exact"])]
         hit = [r for r in ok if r["error_exact"] <= target]
         low = min(ok, key=lambda r: r["error_exact"]) if ok else None
-        per_solver.append(dict(
-            solver=name, kind=kind,
-            nfe_to_target=min((r["nfe"] for r in hit), default=None),
-            best_error=low and low["error_exact"], best_nfe=low and low["nfe"],
-            best_setting=low and (f"rtol {low['rtol']:g}" if kind == "adaptive"
-                                  else f"dt {low['dt0']:g}")))
+        per_solver.append(
+            dict(
+                solver=name,
+                kind=kind,
+                nfe_to_target=min((r["nfe"] for r in hit), default=None),
+                best_error=low and low["error_exact"],
+                best_nfe=low and low["nfe"],
+                best_setting=low
+                and (f"rtol {low['rtol']:g}" if kind == "adaptive" else f"dt {low['dt0']:g}"),
+            )
+        )
     meta = result["metadata"]
     phrases = []
-    for s in sorted(per_solver, key=lambda s: (s["nfe_to_target"] is None,
-                                                s["nfe_to_target"] or 0)):
+    for s in sorted(
+        per_solver, key=lambda s: (s["nfe_to_target"] is None, s["nfe_to_target"] or 0)
+    ):
         name = f"{s['solver']} ({'tolerances' if s['kind'] == 'adaptive' else 'constant steps'})"
         if s["nfe_to_target"] is not None:
             phrases.append(f"{name} reached it with {s['nfe_to_target']} NFE")
         else:
-            phrases.append(f"{name} did not (best {_g(s['best_error'], 2)} with "
-                           f"{s['best_nfe']} NFE at {s['best_setting']})")
-    sentence = (f"Solvers on the paper model's core ({meta['flow']} flow, t1 = {meta['t1']:g}, "
-                f"{meta['dtype']} weights; error: max relative difference from a float64 "
-                f"{result['reference']['solver']} solve at rtol {result['reference']['rtol']:g}): "
-                f"the paper's Euler map (dt 0.1) is {_g(result['paper']['error_exact'], 2)} from "
-                f"the exact flow; to reach error {target:g}, " + "; ".join(phrases) + ".")
-    return dict(target_error=target, paper_error_exact=result["paper"]["error_exact"],
-                per_solver=per_solver, flow=meta["flow"], t1=meta["t1"], sentence=sentence)
+            phrases.append(
+                f"{name} did not (best {_g(s['best_error'], 2)} with "
+                f"{s['best_nfe']} NFE at {s['best_setting']})"
+            )
+    sentence = (
+        f"Solvers on the paper model's core ({meta['flow']} flow, t1 = {meta['t1']:g}, "
+        f"{meta['dtype']} weights; error: max relative difference from a float64 "
+        f"{result['reference']['solver']} solve at rtol {result['reference']['rtol']:g}): "
+        f"the paper's Euler map (dt 0.1) is {_g(result['paper']['error_exact'], 2)} from "
+        f"the exact flow; to reach error {target:g}, " + "; ".join(phrases) + "."
+    )
+    return dict(
+        target_error=target,
+        paper_error_exact=result["paper"]["error_exact"],
+        per_solver=per_solver,
+        flow=meta["flow"],
+        t1=meta["t1"],
+        sentence=sentence,
+    )
 
 
 def _convergence(result: dict) -> dict:
@@ -131,32 +179,49 @@ def _convergence(result: dict) -> dict:
         reached = np.atleast_1d(np.asarray(rec["time_to_tolerance"], float))
         rate = _median(rec["fit"]["rate"])
         power = _median(rec["power_law"]["exponent"])
-        f = dict(rms_g_start=float(np.median(g[:, 0])), rms_g_end=float(np.median(g[:, -1])),
-                 t_end=float(times[-1]), scale_growth=growth,
-                 time_to_tolerance=float(np.nanmedian(reached)) if np.isfinite(reached).any()
-                 else None, tolerance=_per_flow(result["metadata"]["tolerance"], flow),
-                 exponential_rate=rate, power_law_exponent=power)
+        f = dict(
+            rms_g_start=float(np.median(g[:, 0])),
+            rms_g_end=float(np.median(g[:, -1])),
+            t_end=float(times[-1]),
+            scale_growth=growth,
+            time_to_tolerance=float(np.nanmedian(reached)) if np.isfinite(reached).any() else None,
+            tolerance=_per_flow(result["metadata"]["tolerance"], flow),
+            exponential_rate=rate,
+            power_law_exponent=power,
+        )
         if f["tolerance"] is None:
             tol = "time to a tolerance not measured"
         elif f["time_to_tolerance"] is not None:
-            tol = (f"RMS G {f['tolerance']:g} reached at t = {_g(f['time_to_tolerance'])} "
-                   f"(median over the {np.isfinite(reached).sum()} of {reached.size} images "
-                   "that reached it)")
+            tol = (
+                f"RMS G {f['tolerance']:g} reached at t = {_g(f['time_to_tolerance'])} "
+                f"(median over the {np.isfinite(reached).sum()} of {reached.size} images "
+                "that reached it)"
+            )
         else:
             tol = f"RMS G {f['tolerance']:g} not reached by t = {f['t_end']:g}"
         if flow == "projected":
-            shape = (f"fitted exponential rate {_g(rate)}/tau" if math.isfinite(rate)
-                     else "no exponential tail to fit yet")
+            shape = (
+                f"fitted exponential rate {_g(rate)}/tau"
+                if math.isfinite(rate)
+                else "no exponential tail to fit yet"
+            )
         else:
-            shape = (f"over the last decade RMS G ~ t^{-power:+.2g}" if math.isfinite(power)
-                     else "no power law fitted")
-        scales = (f"token scales s_A grew {growth:.3g}-fold" if abs(growth - 1) > 1e-3
-                  else f"token scales s_A unchanged (x{growth:.4f})")
+            shape = (
+                f"over the last decade RMS G ~ t^{-power:+.2g}"
+                if math.isfinite(power)
+                else "no power law fitted"
+            )
+        scales = (
+            f"token scales s_A grew {growth:.3g}-fold"
+            if abs(growth - 1) > 1e-3
+            else f"token scales s_A unchanged (x{growth:.4f})"
+        )
         images = f"median of {g.shape[0]} images" if g.shape[0] > 1 else "one image"
         f["sentence"] = (
             f"{flow.capitalize()} flow (paper core in float64, {images}): RMS G went from "
             f"{_g(f['rms_g_start'])} to {_g(f['rms_g_end'])} by t = {f['t_end']:g} ({shape}); "
-            f"{tol}; {scales}.")
+            f"{tol}; {scales}."
+        )
         out[flow] = f
     return out
 
@@ -177,11 +242,19 @@ def _video(job: dict) -> dict:
     ref = float(data["reference_time"])
     at = int(np.argmin(np.abs(times - ref)))
     rises = int(np.sum(np.diff(energy) > 1e-6 * np.abs(energy[:-1])))
-    f = dict(video=str(job["video"].name), frames=len(times), horizon=float(times[-1]),
-             reference_time=ref, reference_label=data["reference_label"],
-             energy_start=float(energy[0]), energy_end=float(energy[-1]),
-             mse_start=float(mse[0]), mse_at_reference=float(mse[at]), mse_end=float(mse[-1]),
-             energy_rises=rises)
+    f = dict(
+        video=str(job["video"].name),
+        frames=len(times),
+        horizon=float(times[-1]),
+        reference_time=ref,
+        reference_label=data["reference_label"],
+        energy_start=float(energy[0]),
+        energy_end=float(energy[-1]),
+        mse_start=float(mse[0]),
+        mse_at_reference=float(mse[at]),
+        mse_end=float(mse[-1]),
+        energy_rises=rises,
+    )
     name = job["metadata"].get("checkpoint", "model")
     f["sentence"] = (
         f"Energy video ({name}, {len(np.asarray(data['energies']))} images, "
@@ -189,7 +262,8 @@ def _video(job: dict) -> dict:
         f"{job['video'].name}): mean E {f['energy_start']:.4g} -> {f['energy_end']:.4g} "
         f"({'never rose' if rises == 0 else f'rose between {rises} frames'}); masked MSE "
         f"{f['mse_start']:.4f} at t = 0, {f['mse_at_reference']:.4f} at the "
-        f"{f['reference_label']} t = {ref:.3g}, {f['mse_end']:.4f} at the end.")
+        f"{f['reference_label']} t = {ref:.3g}, {f['mse_end']:.4f} at the end."
+    )
     return f
 
 
@@ -199,38 +273,54 @@ def _files(results: dict) -> list[dict]:
         paths = result.get("files") if isinstance(result, dict) else None
         if key.startswith("video_"):
             still = result["still"]
-            paths = {"video": result["video"], still.suffix.lstrip("."): still,
-                     "json": result["json"], "frames": result["frames"][0].parent}
+            paths = {
+                "video": result["video"],
+                still.suffix.lstrip("."): still,
+                "json": result["json"],
+                "frames": result["frames"][0].parent,
+            }
         for kind, path in (paths or {}).items():
             files.append(dict(job=key, kind=kind, path=path.name))
     if "held_out" in results:
         files.append(dict(job="held_out", kind="json", path="held_out_mse.json"))
-    return files + [dict(job="summary", kind=kind, path=f"summary.{kind}")
-                    for kind in ("json", "md")]
+    return files + [
+        dict(job="summary", kind=kind, path=f"summary.{kind}") for kind in ("json", "md")
+    ]
 
 
 def summary_markdown(summary: dict) -> str:
     """The summary as Markdown: findings, stage times, files."""
     run = summary["run"]
     lines = [
-        "# et-ode demo", "",
+        "# et-ode demo",
+        "",
         f"Written by `et-ode demo{' --quick' if run['quick'] else ''}` on {run['created']} "
         f"into `{run['folder']}` in {run['seconds']:.0f} s ({run['devices']['count']} "
         f"{run['devices']['platform']} device(s), {run['devices']['cpu_cores']} CPU cores).",
-        "Models: the shipped " + ", ".join(
+        "Models: the shipped "
+        + ", ".join(
             f"`{name}` ({m['solver']}, {m['flow']} flow, t1 {m['t1']:g}"
             + (f", fixed-point stop {m['fixed_point_atol']:g}" if m["fixed_point_atol"] else "")
-            + f"; trained {m['step']} steps)" for name, m in run["models"].items())
+            + f"; trained {m['step']} steps)"
+            for name, m in run["models"].items()
+        )
         + f". Data: held-out crops of the test scenes, {run['sizes']['images']} for the "
         f"studies, {run['sizes']['eval_images']} for the MSE table, evaluation masks.",
-        "", "## What was found", "",
+        "",
+        "## What was found",
+        "",
     ]
     lines += [f"- {sentence}" for sentence in summary["findings"]]
     lines += ["", "## Stages", "", "| stage | wall s | CPU s |", "|---|---|---|"]
-    lines += [f"| {name} | {sec:.1f} | {run['stage_cpu_seconds'][name]:.1f} |"
-              for name, sec in run["stage_seconds"].items()]
+    lines += [
+        f"| {name} | {sec:.1f} | {run['stage_cpu_seconds'][name]:.1f} |"
+        for name, sec in run["stage_seconds"].items()
+    ]
     lines += ["", "## Files", "", "| job | kind | file |", "|---|---|---|"]
     lines += [f"| {f['job']} | {f['kind']} | `{f['path']}` |" for f in summary["files"]]
-    lines += ["", "`summary.json` holds every number above; each study's JSON holds its data "
-              "and what produced it (model, flow, solver, tolerances, dtype, seeds, versions)."]
+    lines += [
+        "",
+        "`summary.json` holds every number above; each study's JSON holds its data "
+        "and what produced it (model, flow, solver, tolerances, dtype, seeds, versions).",
+    ]
     return "\n".join(lines) + "\n"

@@ -16,6 +16,12 @@ from ._layernorm import EnergyLayerNorm
 from ._model import FLOWS, EnergyTransformer
 
 __all__ = [
-    "Conditions", "EnergyAttention", "EnergyLayerNorm", "EnergyTransformer", "FLOWS",
-    "HopfieldNetwork", "attention_logits_mask", "closed_form_update",
+    "Conditions",
+    "EnergyAttention",
+    "EnergyLayerNorm",
+    "EnergyTransformer",
+    "FLOWS",
+    "HopfieldNetwork",
+    "attention_logits_mask",
+    "closed_form_update",
 ]

@@ -9,8 +9,10 @@ from jax.sharding import Mesh, PartitionSpec
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 EDGE_AXIS = "edges"
-EXCLUSIVE = ("key_mask and edges are mutually exclusive: give the allowed pairs either "
-             "as a dense key_mask or as an edge list, not both.")
+EXCLUSIVE = (
+    "key_mask and edges are mutually exclusive: give the allowed pairs either "
+    "as a dense key_mask or as an edge list, not both."
+)
 
 
 def attention_logits_mask(
@@ -31,8 +33,11 @@ EDGE_CHUNK = 1 << 16
 
 
 def _gathered_dot(
-    q: Float[Array, "N H Y"], k: Float[Array, "N H Y"], queries: Int[Array, " E"],
-    keys: Int[Array, " E"], chunk: int | None = None,
+    q: Float[Array, "N H Y"],
+    k: Float[Array, "N H Y"],
+    queries: Int[Array, " E"],
+    keys: Int[Array, " E"],
+    chunk: int | None = None,
 ) -> Float[Array, "E H"]:
     """`out[e, h] = q[queries[e], h] . k[keys[e], h]`, chunk by chunk.
 
@@ -79,12 +84,14 @@ def _edge_lse(
     # The log-sum-exp does not depend on the shift: no gradient through it (none
     # through the max, whose derivative at ties is arbitrary, nor through `pmax`,
     # which has no differentiation rule).
-    peak = combine_max(jax.ops.segment_max(
-        jax.lax.stop_gradient(scores), queries, num_segments=n_tokens))
+    peak = combine_max(
+        jax.ops.segment_max(jax.lax.stop_gradient(scores), queries, num_segments=n_tokens)
+    )
     has_edge = jnp.isfinite(peak)  # segment_max of no (valid) edge is -inf
     peak = jnp.where(has_edge, peak, 0.0)
-    total = combine_sum(jax.ops.segment_sum(
-        jnp.exp(scores - peak[queries]), queries, num_segments=n_tokens))
+    total = combine_sum(
+        jax.ops.segment_sum(jnp.exp(scores - peak[queries]), queries, num_segments=n_tokens)
+    )
     return jnp.where(has_edge, jnp.log(jnp.where(has_edge, total, 1.0)) + peak, 0.0)
 
 
@@ -170,15 +177,15 @@ class EnergyAttention(eqx.Module):
         value = jnp.asarray(beta, self.Wq.dtype)
         if value.ndim != 0:
             raise ValueError(f"with_beta needs a scalar (got shape {value.shape}).")
-        return eqx.tree_at(lambda m: m.traced_beta, self, value,
-                           is_leaf=lambda leaf: leaf is None)
+        return eqx.tree_at(lambda m: m.traced_beta, self, value, is_leaf=lambda leaf: leaf is None)
 
     def __check_init__(self):
         if not (math.isfinite(self.beta) and self.beta > 0):
             raise ValueError(f"beta must be positive and finite (got {self.beta}).")
         if self.Wq.ndim != 3 or self.Wq.shape != self.Wk.shape:
-            raise ValueError(f"Wq and Wk must both be [H, Y, D] (got {self.Wq.shape} and "
-                             f"{self.Wk.shape}).")
+            raise ValueError(
+                f"Wq and Wk must both be [H, Y, D] (got {self.Wq.shape} and {self.Wk.shape})."
+            )
 
     def scores(self, g: Float[Array, "N D"]) -> Float[Array, "H N N"]:
         """`A[h, C, B] = Q[h,:,C] . K[h,:,B]` (query first)."""
@@ -225,14 +232,20 @@ class EnergyAttention(eqx.Module):
         def local(module, g_, queries_, keys_, present_):
             valid = present_ & module._valid_edges(queries_, keys_)
             lse = _edge_lse(
-                module.edge_scores(g_, queries_, keys_), queries_, valid, n_tokens,
-                lambda m: jax.lax.pmax(m, axis_name), lambda z: jax.lax.psum(z, axis_name),
+                module.edge_scores(g_, queries_, keys_),
+                queries_,
+                valid,
+                n_tokens,
+                lambda m: jax.lax.pmax(m, axis_name),
+                lambda z: jax.lax.psum(z, axis_name),
             )
             return -jnp.sum(lse) / module.inverse_temperature
 
         edge, replicated = PartitionSpec(axis_name), PartitionSpec()
         sharded = jax.shard_map(
-            local, mesh=mesh, in_specs=(replicated, replicated, edge, edge, edge),
+            local,
+            mesh=mesh,
+            in_specs=(replicated, replicated, edge, edge, edge),
             out_specs=replicated,
         )
         return sharded(self, g, queries, keys, present)

@@ -31,7 +31,9 @@ def closed_form_update(
         q = jnp.einsum("hyd,nd->hny", att.Wq, g)
         k = jnp.einsum("hyd,nd->hny", att.Wk, g)
         allowed = attention_logits_mask(g.shape[0], cond.key_mask, att.self_attention)
-        logits = jnp.where(allowed, att.inverse_temperature * jnp.einsum("hcy,hby->hcb", q, k), -jnp.inf)
+        logits = jnp.where(
+            allowed, att.inverse_temperature * jnp.einsum("hcy,hby->hcb", q, k), -jnp.inf
+        )
         has_key = jnp.any(allowed, axis=-1)
         weights = jax.nn.softmax(jnp.where(has_key[:, None], logits, 0.0), axis=-1)
         weights = jnp.where(allowed & has_key[:, None], weights, 0.0)  # [H, C(query), B(key)]
@@ -67,5 +69,6 @@ def _closed_form_edges(att, g, queries, keys):
     weights = jnp.where(valid[:, None], jnp.exp(scores - lse[queries]), 0.0)
     from_keys = jax.ops.segment_sum(weights[..., None] * q[queries], keys, num_segments=n)
     from_queries = jax.ops.segment_sum(weights[..., None] * k[keys], queries, num_segments=n)
-    return (jnp.einsum("nhy,hyd->nd", from_keys, att.Wk)
-            + jnp.einsum("nhy,hyd->nd", from_queries, att.Wq))
+    return jnp.einsum("nhy,hyd->nd", from_keys, att.Wk) + jnp.einsum(
+        "nhy,hyd->nd", from_queries, att.Wq
+    )

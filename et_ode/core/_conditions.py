@@ -13,7 +13,8 @@ class Conditions(eqx.Module):
 
     Every field is optional; `None` means absent.
 
-    - `key_mask`: `[N, N]` bool (`[B, N, N]` for a batch, and likewise below), `key_mask[C, B]` allows query token `C` to attend to
+    - `key_mask`: `[N, N]` bool (`[B, N, N]` for a batch, and likewise below), `key_mask[C, B]`
+      allows query token `C` to attend to
       key token `B`.
     - `clamped`: `[N]` bool, tokens that do not move (their `dx/dt = 0`); their values
       are those of the initial state. This makes a fixed point depend on them.
@@ -40,7 +41,8 @@ class Conditions(eqx.Module):
     # value, and no gradient).
     field_strength: Float[Array, ""] = eqx.field(default=1.0, converter=jnp.asarray)
     edges: tuple[Int[Array, "*batch E"], Int[Array, "*batch E"]] | None = eqx.field(
-        default=None, converter=lambda value: _edge_pair(value))
+        default=None, converter=lambda value: _edge_pair(value)
+    )
 
     def __check_init__(self):
         if self.key_mask is not None and self.edges is not None:
@@ -89,12 +91,14 @@ class Conditions(eqx.Module):
             if not jnp.issubdtype(jnp.asarray(value).dtype, jnp.integer):
                 raise ValueError(
                     f"Conditions.edges {name} must be an integer array (got "
-                    f"{jnp.asarray(value).dtype}).")
+                    f"{jnp.asarray(value).dtype})."
+                )
             shapes.append(shape)
         if shapes[0] != shapes[1]:
             raise ValueError(
                 f"Conditions.edges queries and keys must have the same length (got "
-                f"shapes {shapes[0]} and {shapes[1]}).")
+                f"shapes {shapes[0]} and {shapes[1]})."
+            )
         for name, value in zip(("queries", "keys"), self.edges):
             if _is_concrete(value) and np.size(value):
                 value = np.asarray(value)
@@ -102,20 +106,22 @@ class Conditions(eqx.Module):
                 if low < 0 or high >= n_tokens:
                     raise ValueError(
                         f"Conditions.edges {name} must lie in [0, {n_tokens}) for x of "
-                        f"{n_tokens} tokens (got values from {low} to {high}).")
+                        f"{n_tokens} tokens (got values from {low} to {high})."
+                    )
 
 
 def _edge_pair(value):
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:
-        raise ValueError(
-            "Conditions.edges must be a pair (queries, keys) of integer arrays [E].")
+        raise ValueError("Conditions.edges must be a pair (queries, keys) of integer arrays [E].")
     return tuple(jnp.asarray(v) for v in value)
 
 
-DEDUPLICATE = ("pairs = np.unique(np.stack([queries, keys], 1), axis=0); "
-               "queries, keys = pairs[:, 0], pairs[:, 1]")
+DEDUPLICATE = (
+    "pairs = np.unique(np.stack([queries, keys], 1), axis=0); "
+    "queries, keys = pairs[:, 0], pairs[:, 1]"
+)
 
 
 def _refuse_duplicates(queries, keys) -> None:
@@ -124,8 +130,12 @@ def _refuse_duplicates(queries, keys) -> None:
     if not (_is_concrete(queries) and _is_concrete(keys)):
         return
     q, k = np.asarray(queries), np.asarray(keys)
-    if q.shape != k.shape or q.ndim == 0 or q.shape[-1] < 2 or not (
-            np.issubdtype(q.dtype, np.integer) and np.issubdtype(k.dtype, np.integer)):
+    if (
+        q.shape != k.shape
+        or q.ndim == 0
+        or q.shape[-1] < 2
+        or not (np.issubdtype(q.dtype, np.integer) and np.issubdtype(k.dtype, np.integer))
+    ):
         return  # malformed: `check` names the problem
     if q.size == 0:
         return
@@ -138,12 +148,16 @@ def _refuse_duplicates(queries, keys) -> None:
     codes = np.sort((q - q.min()) * span + (k - k.min()), axis=-1)
     repeats = np.count_nonzero(codes[:, 1:] == codes[:, :-1], axis=-1)
     if repeats.any():
-        where = "" if len(repeats) == 1 else (
-            f" (in {np.count_nonzero(repeats)} of the {len(repeats)} samples of the batch)")
+        where = (
+            ""
+            if len(repeats) == 1
+            else (f" (in {np.count_nonzero(repeats)} of the {len(repeats)} samples of the batch)")
+        )
         raise ValueError(
             f"Conditions.edges lists {int(repeats.sum())} duplicate edge(s){where}: a pair "
             f"(query, key) given more than once. An edge list is a set of allowed pairs, "
-            f"as a key mask is; remove the repeats: {DEDUPLICATE}.")
+            f"as a key mask is; remove the repeats: {DEDUPLICATE}."
+        )
 
 
 def _is_concrete(array) -> bool:

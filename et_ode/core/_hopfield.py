@@ -87,8 +87,7 @@ class HopfieldNetwork(eqx.Module):
         `h`, and its Hessian is one side's of a kink where it is not."""
         if not self.has_kinks:
             raise ValueError(f"the {self.activation} activation has no kinks to pin.")
-        return eqx.tree_at(lambda m: m.pattern, self, pattern,
-                           is_leaf=lambda leaf: leaf is None)
+        return eqx.tree_at(lambda m: m.pattern, self, pattern, is_leaf=lambda leaf: leaf is None)
 
     def __call__(self, g: Float[Array, "N D"]) -> Float[Array, ""]:
         hidden = g @ self.xi.T

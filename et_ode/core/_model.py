@@ -18,9 +18,7 @@ def _conditions(args) -> Conditions:
     if args is None:
         return Conditions()
     if not isinstance(args, Conditions):
-        raise TypeError(
-            f"args must be an et_ode.Conditions or None, got {type(args).__name__}."
-        )
+        raise TypeError(f"args must be an et_ode.Conditions or None, got {type(args).__name__}.")
     return args
 
 
@@ -82,12 +80,23 @@ class EnergyTransformer(eqx.Module):
         k_att, k_hop = jax.random.split(key)
         self.norm = EnergyLayerNorm(dim, gamma=gamma, eps=eps, dtype=dtype)
         self.attention = EnergyAttention(
-            dim, n_heads, head_dim, key=k_att, beta=beta,
-            self_attention=self_attention, init_std=init_std, dtype=dtype,
+            dim,
+            n_heads,
+            head_dim,
+            key=k_att,
+            beta=beta,
+            self_attention=self_attention,
+            init_std=init_std,
+            dtype=dtype,
         )
         self.hopfield = HopfieldNetwork(
-            dim, n_memories, key=k_hop, activation=hopfield, init_std=init_std,
-            dtype=dtype, **(hopfield_options or {}),
+            dim,
+            n_memories,
+            key=k_hop,
+            activation=hopfield,
+            init_std=init_std,
+            dtype=dtype,
+            **(hopfield_options or {}),
         )
         self.tau = float(tau)
         self.terms = tuple(terms)
@@ -99,8 +108,11 @@ class EnergyTransformer(eqx.Module):
             check_choice("an energy term", term, ENERGY_TERMS)
         if not (math.isfinite(self.tau) and self.tau > 0):
             raise ValueError(f"tau must be positive and finite (got {self.tau}).")
-        dims = {"norm": self.norm.dim, "attention": self.attention.Wq.shape[-1],
-                "hopfield": self.hopfield.xi.shape[-1]}
+        dims = {
+            "norm": self.norm.dim,
+            "attention": self.attention.Wq.shape[-1],
+            "hopfield": self.hopfield.xi.shape[-1],
+        }
         if len(set(dims.values())) != 1:
             raise ValueError(f"the modules disagree on the token dimension D: {dims}.")
 
@@ -114,8 +126,9 @@ class EnergyTransformer(eqx.Module):
         cond = _conditions(args)
         zero = jnp.zeros((), g.dtype)
         parts = {
-            "attention": (self.attention(g, cond.key_mask, cond.edges)
-                          if "attention" in self.terms else zero),
+            "attention": (
+                self.attention(g, cond.key_mask, cond.edges) if "attention" in self.terms else zero
+            ),
             "hopfield": self.hopfield(g) if "hopfield" in self.terms else zero,
             "external": zero,
         }

@@ -35,12 +35,20 @@ def save_checkpoint(path, header: dict, model, opt_state=None) -> None:
     """Write a checkpoint: `header` (JSON-serialisable) plus the model and, optionally,
     the optimiser state."""
     blobs = [_blob(model)] + ([_blob(opt_state)] if opt_state is not None else [])
-    header = dict(header, format=FORMAT_VERSION, blobs=[
-        {"bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()} for b in blobs
-    ])
+    header = dict(
+        header,
+        format=FORMAT_VERSION,
+        blobs=[{"bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()} for b in blobs],
+    )
     encoded = json.dumps(header, sort_keys=True).encode()
-    atomic_write_bytes(path, MAGIC + struct.pack("<Q", len(encoded)) + encoded
-                       + hashlib.sha256(encoded).digest() + b"".join(blobs))
+    atomic_write_bytes(
+        path,
+        MAGIC
+        + struct.pack("<Q", len(encoded))
+        + encoded
+        + hashlib.sha256(encoded).digest()
+        + b"".join(blobs),
+    )
 
 
 def read_checkpoint(path) -> tuple[dict, list[bytes]]:
@@ -54,19 +62,27 @@ def read_checkpoint(path) -> tuple[dict, list[bytes]]:
         raise ValueError(f"{path} is not an et-ode checkpoint (wrong magic bytes).")
     start = len(MAGIC) + 8
     try:
-        (length,) = struct.unpack("<Q", data[len(MAGIC): start])
-        encoded = data[start: start + length]
+        (length,) = struct.unpack("<Q", data[len(MAGIC) : start])
+        encoded = data[start : start + length]
         if len(encoded) != length:
             raise ValueError
-        if version == 2 and hashlib.sha256(encoded).digest() != data[
-                start + length: start + length + DIGEST]:
+        if (
+            version == 2
+            and hashlib.sha256(encoded).digest() != data[start + length : start + length + DIGEST]
+        ):
             raise ValueError
         header = json.loads(encoded)
     except (struct.error, ValueError, UnicodeDecodeError):
         raise ValueError(f"{path}: corrupt checkpoint header (truncated or altered).") from None
-    if not isinstance(header, dict) or not isinstance(header.get("blobs"), list) or not all(
-        isinstance(spec, dict) and isinstance(spec.get("bytes"), int)
-        and isinstance(spec.get("sha256"), str) for spec in header["blobs"]
+    if (
+        not isinstance(header, dict)
+        or not isinstance(header.get("blobs"), list)
+        or not all(
+            isinstance(spec, dict)
+            and isinstance(spec.get("bytes"), int)
+            and isinstance(spec.get("sha256"), str)
+            for spec in header["blobs"]
+        )
     ):
         raise ValueError(f"{path}: corrupt checkpoint header.")
     if header.get("format") != version:
@@ -78,7 +94,7 @@ def read_checkpoint(path) -> tuple[dict, list[bytes]]:
         start += DIGEST
     blobs, offset = [], start + length
     for spec in header.get("blobs", []):
-        blob = data[offset: offset + spec["bytes"]]
+        blob = data[offset : offset + spec["bytes"]]
         if len(blob) != spec["bytes"] or hashlib.sha256(blob).hexdigest() != spec["sha256"]:
             raise ValueError(f"{path}: corrupt checkpoint (truncated or altered data).")
         blobs.append(blob)
@@ -86,8 +102,9 @@ def read_checkpoint(path) -> tuple[dict, list[bytes]]:
     if not blobs:
         raise ValueError(f"{path}: checkpoint holds no model.")
     if offset != len(data):
-        raise ValueError(f"{path}: corrupt checkpoint ({len(data) - offset} bytes after "
-                         "its last part).")
+        raise ValueError(
+            f"{path}: corrupt checkpoint ({len(data) - offset} bytes after its last part)."
+        )
     return header, blobs
 
 

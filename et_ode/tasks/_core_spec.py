@@ -12,10 +12,15 @@ TokenDim = Annotated[int, Field(ge=1, description="token dimension D")]
 Heads = Annotated[int, Field(ge=1, description="attention heads H")]
 HeadDim = Annotated[int, Field(ge=1, description="query/key dimension Y per head")]
 Memories = Annotated[int, Field(ge=1, description="Hopfield memories K")]
-Beta = Annotated[float | None, Field(gt=0, description=(
-    "attention inverse temperature (none: 1/sqrt(head_dim))"))]
-HopfieldActivation = Annotated[Activation, Field(description=(
-    "the Hopfield energy's activation: relu (the paper's), softmax or power"))]
+Beta = Annotated[
+    float | None,
+    Field(gt=0, description=("attention inverse temperature (none: 1/sqrt(head_dim))")),
+]
+HopfieldActivation = Annotated[
+    Activation,
+    Field(description=("the Hopfield energy's activation: relu (the paper's), softmax or power")),
+]
 Tau = Annotated[float, Field(gt=0, description="time constant (tau dx/dt = -dE/dg)")]
-InitStd = Annotated[float, Field(gt=0, description=(
-    "standard deviation of the random initial weights"))]
+InitStd = Annotated[
+    float, Field(gt=0, description=("standard deviation of the random initial weights"))
+]

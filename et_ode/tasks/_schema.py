@@ -41,8 +41,9 @@ def config_section(cls):
                 _field_adapter(field.type).validate_python(value)
             except ValidationError as error:
                 first = error.errors(include_url=False)[0]
-                raise ValueError(f"{field.name} = {value!r}: {first['msg'][0].lower()}"
-                                 f"{first['msg'][1:]}") from None
+                raise ValueError(
+                    f"{field.name} = {value!r}: {first['msg'][0].lower()}{first['msg'][1:]}"
+                ) from None
         if own_rules is not None:
             own_rules(self)
 
@@ -143,14 +144,17 @@ def read_toml(path) -> dict:
     naming the file."""
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"config file {path} is a folder; give a TOML file (configs/ "
-                         "holds examples).")
+        raise ValueError(
+            f"config file {path} is a folder; give a TOML file (configs/ holds examples)."
+        )
     if not path.is_file():
         raise ValueError(f"config file {path} does not exist.")
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text (TOML files are UTF-8): byte "
-                         f"{error.object[error.start]:#04x} at offset {error.start}.") from None
+        raise ValueError(
+            f"{path}: not UTF-8 text (TOML files are UTF-8): byte "
+            f"{error.object[error.start]:#04x} at offset {error.start}."
+        ) from None
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"{path}: not valid TOML: {error}") from None

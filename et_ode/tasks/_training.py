@@ -16,10 +16,10 @@ def check_warmup(warmup_steps: int, steps: int) -> None:
 def check_stop_after(stop_after, unit: str) -> None:
     """`stop_after` of a trainer: None, or a positive integer counted in `unit` (the
     steps of a run, the runs of a benchmark call)."""
-    if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(
-            stop_after, int) or stop_after < 1):
-        raise ValueError(f"stop_after must be a positive integer, the {unit} "
-                         f"(got {stop_after!r}).")
+    if stop_after is not None and (
+        isinstance(stop_after, bool) or not isinstance(stop_after, int) or stop_after < 1
+    ):
+        raise ValueError(f"stop_after must be a positive integer, the {unit} (got {stop_after!r}).")
 
 
 def diverged(what: str, step: int, learning_rate: float, kept: str) -> FloatingPointError:
@@ -29,11 +29,15 @@ def diverged(what: str, step: int, learning_rate: float, kept: str) -> FloatingP
     return FloatingPointError(
         f"{what} at step {step}; lower [training] learning_rate (now {learning_rate:g}) or "
         "[dynamics] dt0, or use adaptive steps (rtol, atol), and start again in a new "
-        f"--out ({kept}).")
+        f"--out ({kept})."
+    )
 
 
 def what_failed(loss) -> str:
     """What went wrong in a training step: its solve failed (`loss` None) or its loss
     became `loss` (NaN or inf); the start of the message of `diverged`."""
-    return ("the solve of the training step failed (its state became non-finite)"
-            if loss is None else f"the training loss became {loss}")
+    return (
+        "the solve of the training step failed (its state became non-finite)"
+        if loss is None
+        else f"the training loss became {loss}"
+    )

@@ -5,13 +5,13 @@ from pathlib import Path
 
 SHIPPED = {
     "paper": "the paper's setting: euler dt 0.1, 12 steps (t1 = 1.2), native flow, "
-             "checkpoint adjoint",
+    "checkpoint adjoint",
     "ode": "a fixed-point model: projected flow to RMS G < tol with the data in the energy "
-           "(docs: how-to/train-evaluate, for how it was trained)",
+    "(docs: how-to/train-evaluate, for how it was trained)",
 }
 SHIPPED_GRAPH = {
     "graph_anomaly": "node anomaly detection on the generated benchmark (configs/"
-                     "graph_anomaly.toml: 1,000 nodes, training ratio 0.4, split 0)",
+    "graph_anomaly.toml: 1,000 nodes, training ratio 0.4, split 0)",
 }
 
 
@@ -34,6 +34,5 @@ def resolve_model_path(name_or_path, names: dict = SHIPPED) -> Path:
             f"({path}); reinstall et-ode or pass a checkpoint path."
         )
     raise ValueError(
-        f"no shipped model or file named {str(name_or_path)!r}; shipped models: "
-        f"{', '.join(names)}."
+        f"no shipped model or file named {str(name_or_path)!r}; shipped models: {', '.join(names)}."
     )

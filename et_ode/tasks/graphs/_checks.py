@@ -22,18 +22,26 @@ def integer(name: str, value, minimum: int) -> int:
     return int(value)
 
 
-def real(name: str, value, *, low: float, high: float = math.inf,
-         low_open: bool = True, high_open: bool = True) -> float:
+def real(
+    name: str,
+    value,
+    *,
+    low: float,
+    high: float = math.inf,
+    low_open: bool = True,
+    high_open: bool = True,
+) -> float:
     """`value` as a finite `float` in the interval from `low` to `high`, each end open
     or closed."""
     ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
     if ok:
         value = float(value)
-        ok = (math.isfinite(value) and (value > low if low_open else value >= low)
-              and (value < high if high_open else value <= high))
+        ok = (
+            math.isfinite(value)
+            and (value > low if low_open else value >= low)
+            and (value < high if high_open else value <= high)
+        )
     if not ok:
-        bounds = (f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}")
+        bounds = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
         raise ValueError(f"{name} must be a number in {bounds} (got {value!r}).")
     return value
-
-

@@ -30,8 +30,9 @@ __all__ = ["GraphSet", "NodeGraph", "canonical_edges"]
 # ------------------------------------------------------------------------ edge lists
 
 
-def canonical_edges(senders, receivers, n_nodes: int, *, symmetrize: bool = False,
-                    drop_self_loops: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def canonical_edges(
+    senders, receivers, n_nodes: int, *, symmetrize: bool = False, drop_self_loops: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """The canonical form of an edge list: sorted by `(sender, receiver)`, duplicates
     removed, optionally with both directions of every edge (`symmetrize`) and without
     self-loops (`drop_self_loops`).
@@ -42,15 +43,19 @@ def canonical_edges(senders, receivers, n_nodes: int, *, symmetrize: bool = Fals
     s = np.asarray(senders)
     r = np.asarray(receivers)
     if s.ndim != 1 or r.shape != s.shape:
-        raise ValueError(f"senders and receivers must be 1-D arrays of one length "
-                         f"(got shapes {s.shape} and {r.shape}).")
+        raise ValueError(
+            f"senders and receivers must be 1-D arrays of one length "
+            f"(got shapes {s.shape} and {r.shape})."
+        )
     if s.size and not (np.issubdtype(s.dtype, np.integer) and np.issubdtype(r.dtype, np.integer)):
         raise ValueError(f"node ids must be integers (got {s.dtype} and {r.dtype}).")
     s = s.astype(np.int64, copy=False)
     r = r.astype(np.int64, copy=False)
     if s.size and (min(s.min(), r.min()) < 0 or max(s.max(), r.max()) >= n_nodes):
-        raise ValueError(f"node ids must lie in 0 .. {n_nodes - 1} (got ids from "
-                         f"{min(s.min(), r.min())} to {max(s.max(), r.max())}).")
+        raise ValueError(
+            f"node ids must lie in 0 .. {n_nodes - 1} (got ids from "
+            f"{min(s.min(), r.min())} to {max(s.max(), r.max())})."
+        )
     if symmetrize:
         s, r = np.concatenate([s, r]), np.concatenate([r, s])
     if drop_self_loops:
@@ -74,31 +79,37 @@ def _check_edges(field: str, senders, receivers, n_nodes: int) -> None:
     `n_nodes` nodes (`field` names the graph in the message)."""
     for which, array in (("senders", senders), ("receivers", receivers)):
         if not isinstance(array, np.ndarray) or array.ndim != 1 or array.dtype != np.int32:
-            raise ValueError(f"{field}{which} must be a 1-D int32 array (got "
-                             f"{describe(array)}).")
+            raise ValueError(f"{field}{which} must be a 1-D int32 array (got {describe(array)}).")
     if senders.shape != receivers.shape:
-        raise ValueError(f"{field}senders and receivers have different lengths "
-                         f"({senders.size} and {receivers.size}).")
+        raise ValueError(
+            f"{field}senders and receivers have different lengths "
+            f"({senders.size} and {receivers.size})."
+        )
     if not senders.size:
         return
     low = min(int(senders.min()), int(receivers.min()))
     high = max(int(senders.max()), int(receivers.max()))
     if low < 0 or high >= n_nodes:
-        raise ValueError(f"{field}senders/receivers hold node ids from {low} to {high}, "
-                         f"outside 0 .. {n_nodes - 1}.")
+        raise ValueError(
+            f"{field}senders/receivers hold node ids from {low} to {high}, "
+            f"outside 0 .. {n_nodes - 1}."
+        )
     keys = senders.astype(np.int64) * n_nodes + receivers
     if np.any(np.diff(keys) <= 0):
-        raise ValueError(f"{field}senders/receivers are not canonical (sorted by "
-                         f"(sender, receiver), without duplicates): build them with "
-                         f"canonical_edges().")
+        raise ValueError(
+            f"{field}senders/receivers are not canonical (sorted by "
+            f"(sender, receiver), without duplicates): build them with "
+            f"canonical_edges()."
+        )
 
 
 def _check_features(field: str, features) -> None:
     if not isinstance(features, np.ndarray) or features.ndim != 2 or features.dtype != np.float32:
         raise ValueError(f"{field} must be a 2-D float32 array (got {describe(features)}).")
     if not np.all(np.isfinite(features)):
-        raise ValueError(f"{field} holds {int(np.sum(~np.isfinite(features)))} NaN or "
-                         f"infinite values.")
+        raise ValueError(
+            f"{field} holds {int(np.sum(~np.isfinite(features)))} NaN or infinite values."
+        )
 
 
 # ------------------------------------------------------------------------ containers
@@ -134,29 +145,40 @@ class NodeGraph:
         _check_edges("", self.senders, self.receivers, n)
         loops = int(np.count_nonzero(self.senders == self.receivers))
         if loops:
-            raise ValueError(f"senders/receivers hold {loops} self-loop(s); a NodeGraph has "
-                             f"none (the detectors add their own): drop them with "
-                             f"canonical_edges(..., drop_self_loops=True).")
+            raise ValueError(
+                f"senders/receivers hold {loops} self-loop(s); a NodeGraph has "
+                f"none (the detectors add their own): drop them with "
+                f"canonical_edges(..., drop_self_loops=True)."
+            )
         labels = self.labels
         if not isinstance(labels, np.ndarray) or labels.dtype != np.int32 or labels.shape != (n,):
-            raise ValueError(f"labels must be an int32 array of shape ({n},), one per node "
-                             f"(got {describe(labels)}).")
+            raise ValueError(
+                f"labels must be an int32 array of shape ({n},), one per node "
+                f"(got {describe(labels)})."
+            )
         if n and not np.all((labels == 0) | (labels == 1)):
-            raise ValueError(f"labels must be 0 (normal) or 1 (anomaly); found "
-                             f"{np.unique(labels)[:10].tolist()}.")
+            raise ValueError(
+                f"labels must be 0 (normal) or 1 (anomaly); found "
+                f"{np.unique(labels)[:10].tolist()}."
+            )
         if not isinstance(self.name, str):
             raise ValueError(f"name must be a string (got {type(self.name).__name__}).")
         kind = self.anomaly_kind
         if kind is not None:
             if not isinstance(kind, np.ndarray) or kind.dtype != np.int8 or kind.shape != (n,):
-                raise ValueError(f"anomaly_kind must be None or an int8 array of shape "
-                                 f"({n},) (got {describe(kind)}).")
+                raise ValueError(
+                    f"anomaly_kind must be None or an int8 array of shape "
+                    f"({n},) (got {describe(kind)})."
+                )
             if not np.all((kind >= 0) & (kind <= 2)):
-                raise ValueError("anomaly_kind must be 0 (normal), 1 (structural) or "
-                                 "2 (contextual).")
+                raise ValueError(
+                    "anomaly_kind must be 0 (normal), 1 (structural) or 2 (contextual)."
+                )
             if not np.array_equal(kind > 0, labels == 1):
-                raise ValueError("anomaly_kind and labels disagree: labels must be 1 "
-                                 "exactly where anomaly_kind > 0.")
+                raise ValueError(
+                    "anomaly_kind and labels disagree: labels must be 1 "
+                    "exactly where anomaly_kind > 0."
+                )
 
     @property
     def n_nodes(self) -> int:
@@ -176,9 +198,11 @@ class NodeGraph:
         return int(np.sum(self.labels))
 
     def __repr__(self) -> str:
-        return (f"NodeGraph(name={self.name!r}, n_nodes={self.n_nodes}, "
-                f"n_edges={self.n_edges}, n_features={self.n_features}, "
-                f"n_anomalies={self.n_anomalies})")
+        return (
+            f"NodeGraph(name={self.name!r}, n_nodes={self.n_nodes}, "
+            f"n_edges={self.n_edges}, n_features={self.n_features}, "
+            f"n_anomalies={self.n_anomalies})"
+        )
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -208,26 +232,36 @@ class GraphSet:
         for field in ("features", "senders", "receivers"):
             value = getattr(self, field)
             if isinstance(value, np.ndarray) or not isinstance(value, Sequence):
-                raise ValueError(f"{field} must be a tuple with one array per graph "
-                                 f"(got {describe(value)}).")
+                raise ValueError(
+                    f"{field} must be a tuple with one array per graph (got {describe(value)})."
+                )
             object.__setattr__(self, field, tuple(value))
         g = len(self.features)
         if g == 0:
             raise ValueError("a GraphSet needs at least one graph.")
         if len(self.senders) != g or len(self.receivers) != g:
-            raise ValueError(f"features, senders and receivers must hold one entry per "
-                             f"graph (got {g}, {len(self.senders)} and {len(self.receivers)}).")
+            raise ValueError(
+                f"features, senders and receivers must hold one entry per "
+                f"graph (got {g}, {len(self.senders)} and {len(self.receivers)})."
+            )
         labels = self.labels
         if not isinstance(labels, np.ndarray) or labels.dtype != np.int32 or labels.shape != (g,):
-            raise ValueError(f"labels must be an int32 array of shape ({g},), one per graph "
-                             f"(got {describe(labels)}).")
+            raise ValueError(
+                f"labels must be an int32 array of shape ({g},), one per graph "
+                f"(got {describe(labels)})."
+            )
         if labels.min() < 0:
             raise ValueError(f"labels must be class indices >= 0 (found {labels.min()}).")
         n_classes = int(labels.max()) + 1 if self.n_classes is None else self.n_classes
-        if (not isinstance(n_classes, (int, np.integer)) or isinstance(n_classes, bool)
-                or n_classes <= labels.max()):
-            raise ValueError(f"n_classes must be an integer above every label (got "
-                             f"{n_classes!r}, largest label {labels.max()}).")
+        if (
+            not isinstance(n_classes, (int, np.integer))
+            or isinstance(n_classes, bool)
+            or n_classes <= labels.max()
+        ):
+            raise ValueError(
+                f"n_classes must be an integer above every label (got "
+                f"{n_classes!r}, largest label {labels.max()})."
+            )
         object.__setattr__(self, "n_classes", int(n_classes))
         n_features = None
         for i, (x, s, r) in enumerate(zip(self.features, self.senders, self.receivers)):
@@ -237,8 +271,10 @@ class GraphSet:
             if n_features is None:
                 n_features = x.shape[1]
             elif x.shape[1] != n_features:
-                raise ValueError(f"features[{i}] has {x.shape[1]} features per node, "
-                                 f"graph 0 has {n_features}: all graphs need the same.")
+                raise ValueError(
+                    f"features[{i}] has {x.shape[1]} features per node, "
+                    f"graph 0 has {n_features}: all graphs need the same."
+                )
             _check_edges(f"graph {i}: ", s, r, x.shape[0])
         if not isinstance(self.name, str):
             raise ValueError(f"name must be a string (got {type(self.name).__name__}).")
@@ -266,26 +302,32 @@ class GraphSet:
         idx = np.asarray(indices)
         if idx.dtype == bool:
             if idx.shape != (self.n_graphs,):
-                raise ValueError(f"a boolean mask must have shape ({self.n_graphs},) "
-                                 f"(got {idx.shape}).")
+                raise ValueError(
+                    f"a boolean mask must have shape ({self.n_graphs},) (got {idx.shape})."
+                )
             idx = np.flatnonzero(idx)
         if idx.ndim != 1 or not (idx.size == 0 or np.issubdtype(idx.dtype, np.integer)):
-            raise ValueError(f"indices must be a 1-D array of graph indices (got "
-                             f"{describe(idx)}).")
+            raise ValueError(f"indices must be a 1-D array of graph indices (got {describe(idx)}).")
         if idx.size == 0:
             raise ValueError("subset needs at least one graph index.")
         if idx.min() < 0 or idx.max() >= self.n_graphs:
-            raise ValueError(f"graph indices must lie in 0 .. {self.n_graphs - 1} (got "
-                             f"{idx.min()} .. {idx.max()}).")
+            raise ValueError(
+                f"graph indices must lie in 0 .. {self.n_graphs - 1} (got "
+                f"{idx.min()} .. {idx.max()})."
+            )
         pick = idx.tolist()
         return GraphSet(
             features=tuple(self.features[i] for i in pick),
             senders=tuple(self.senders[i] for i in pick),
             receivers=tuple(self.receivers[i] for i in pick),
-            labels=self.labels[idx], name=self.name, n_classes=self.n_classes,
+            labels=self.labels[idx],
+            name=self.name,
+            n_classes=self.n_classes,
         )
 
     def __repr__(self) -> str:
-        return (f"GraphSet(name={self.name!r}, n_graphs={self.n_graphs}, "
-                f"n_classes={self.n_classes}, n_features={self.n_features}, "
-                f"max_nodes={self.max_nodes})")
+        return (
+            f"GraphSet(name={self.name!r}, n_graphs={self.n_graphs}, "
+            f"n_classes={self.n_classes}, n_features={self.n_features}, "
+            f"max_nodes={self.max_nodes})"
+        )

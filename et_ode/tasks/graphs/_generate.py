@@ -28,7 +28,7 @@ def _triangle_pairs(index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decode indices `k` in 0 .. m(m-1)/2 - 1 into the pairs `(i, j)`, `j < i`, with
     `k = i(i-1)/2 + j` (every unordered pair of m nodes exactly once)."""
     i = np.floor((1.0 + np.sqrt(1.0 + 8.0 * index)) / 2.0).astype(np.int64)
-    i -= i * (i - 1) // 2 > index          # correct float rounding either way
+    i -= i * (i - 1) // 2 > index  # correct float rounding either way
     i += (i + 1) * i // 2 <= index
     return i, index - i * (i - 1) // 2
 
@@ -82,17 +82,26 @@ def _contextual_swap(rng, base: np.ndarray, nodes: np.ndarray, k: int) -> np.nda
     out = np.empty((len(nodes), base.shape[1]), base.dtype)
     for row, node in enumerate(nodes):
         candidates = rng.choice(n - 1, size=k, replace=False)
-        candidates += candidates >= node                    # skip the node itself
+        candidates += candidates >= node  # skip the node itself
         distances = np.sum((base[candidates] - base[node]) ** 2, axis=1)
         out[row] = base[candidates[np.argmax(distances)]]
     return out
 
 
-def anomaly_benchmark(n_nodes: int = 2000, *, seed: int = 0, n_communities: int = 4,
-                      n_features: int = 32, mean_degree: float = 10.0,
-                      p_in_ratio: float = 8.0, clique_size: int = 15,
-                      n_cliques: int | None = None, n_contextual: int | None = None,
-                      k_candidates: int = 50, feature_noise: float = 1.0) -> NodeGraph:
+def anomaly_benchmark(
+    n_nodes: int = 2000,
+    *,
+    seed: int = 0,
+    n_communities: int = 4,
+    n_features: int = 32,
+    mean_degree: float = 10.0,
+    p_in_ratio: float = 8.0,
+    clique_size: int = 15,
+    n_cliques: int | None = None,
+    n_contextual: int | None = None,
+    k_candidates: int = 50,
+    feature_noise: float = 1.0,
+) -> NodeGraph:
     """A seeded node anomaly-detection graph: an attributed stochastic block model with
     structural and contextual anomalies injected by the protocol of the graph anomaly-
     detection literature (Ding et al. 2019, "Deep anomaly detection on attributed
@@ -125,8 +134,10 @@ def anomaly_benchmark(n_nodes: int = 2000, *, seed: int = 0, n_communities: int 
     seed = integer("seed", seed, 0)
     k_blocks = integer("n_communities", n_communities, 1)
     if k_blocks > n // 2:
-        raise ValueError(f"n_communities={k_blocks} is too many for {n} nodes: every "
-                         f"community needs at least 2 nodes (use at most {n // 2}).")
+        raise ValueError(
+            f"n_communities={k_blocks} is too many for {n} nodes: every "
+            f"community needs at least 2 nodes (use at most {n // 2})."
+        )
     f = integer("n_features", n_features, 1)
     degree = real("mean_degree", mean_degree, low=0.0)
     ratio = real("p_in_ratio", p_in_ratio, low=0.0)
@@ -138,18 +149,22 @@ def anomaly_benchmark(n_nodes: int = 2000, *, seed: int = 0, n_communities: int 
     q = integer("n_cliques", n_cliques, 0)
     n_ctx = integer("n_contextual", q * size if n_contextual is None else n_contextual, 0)
     if q * size + n_ctx > n:
-        raise ValueError(f"{q} cliques of {size} nodes plus {n_ctx} contextual anomalies "
-                         f"need {q * size + n_ctx} distinct nodes but the graph has {n}: "
-                         f"lower n_cliques, clique_size or n_contextual.")
+        raise ValueError(
+            f"{q} cliques of {size} nodes plus {n_ctx} contextual anomalies "
+            f"need {q * size + n_ctx} distinct nodes but the graph has {n}: "
+            f"lower n_cliques, clique_size or n_contextual."
+        )
 
     # Edge probabilities from the expected degree of a node of a community of mean size.
     m = n / k_blocks
     p_in = degree / ((m - 1) + (n - m) / ratio)
     p_out = p_in / ratio
     if max(p_in, p_out) > 1:
-        raise ValueError(f"mean_degree={degree} is not reachable with {n} nodes in "
-                         f"{k_blocks} communities and p_in_ratio={ratio} (it needs edge "
-                         f"probability {max(p_in, p_out):.3g} > 1): lower mean_degree.")
+        raise ValueError(
+            f"mean_degree={degree} is not reachable with {n} nodes in "
+            f"{k_blocks} communities and p_in_ratio={ratio} (it needs edge "
+            f"probability {max(p_in, p_out):.3g} > 1): lower mean_degree."
+        )
 
     rng = np.random.default_rng(seed)
     bounds = (np.arange(k_blocks + 1) * n) // k_blocks
@@ -173,12 +188,18 @@ def anomaly_benchmark(n_nodes: int = 2000, *, seed: int = 0, n_communities: int 
     # (`features` is read before it is written: the swap sees the original features.)
 
     senders, receivers = canonical_edges(
-        np.concatenate([sbm_s, clique_s]), np.concatenate([sbm_r, clique_r]), n,
-        symmetrize=True, drop_self_loops=True,
+        np.concatenate([sbm_s, clique_s]),
+        np.concatenate([sbm_r, clique_r]),
+        n,
+        symmetrize=True,
+        drop_self_loops=True,
     )
     return NodeGraph(
-        features=features.astype(np.float32), senders=senders, receivers=receivers,
-        labels=(kind > 0).astype(np.int32), name=f"sbm_anomaly_n{n}_seed{seed}",
+        features=features.astype(np.float32),
+        senders=senders,
+        receivers=receivers,
+        labels=(kind > 0).astype(np.int32),
+        name=f"sbm_anomaly_n{n}_seed{seed}",
         anomaly_kind=kind,
     )
 
@@ -216,5 +237,11 @@ def csl_graphs(*, seed: int = 0) -> GraphSet:
             senders.append(s)
             receivers.append(r)
             labels.append(label)
-    return GraphSet(tuple(features), tuple(senders), tuple(receivers),
-                    np.array(labels, np.int32), name="CSL", n_classes=len(CSL_SKIPS))
+    return GraphSet(
+        tuple(features),
+        tuple(senders),
+        tuple(receivers),
+        np.array(labels, np.int32),
+        name="CSL",
+        n_classes=len(CSL_SKIPS),
+    )

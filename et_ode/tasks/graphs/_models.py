@@ -32,14 +32,31 @@ from ._spec import ET_TERMS, GRAPH_MODELS, GraphModelConfig
 
 def _core(config: GraphModelConfig, terms, key) -> EnergyTransformer:
     return EnergyTransformer(
-        config.dim, config.n_heads, config.head_dim, config.n_memories, key=key,
-        beta=config.beta, self_attention=config.self_attention, hopfield=config.hopfield,
-        tau=config.tau, init_std=config.init_std, dtype=jnp.float32, terms=terms)
+        config.dim,
+        config.n_heads,
+        config.head_dim,
+        config.n_memories,
+        key=key,
+        beta=config.beta,
+        self_attention=config.self_attention,
+        hopfield=config.hopfield,
+        tau=config.tau,
+        init_std=config.init_std,
+        dtype=jnp.float32,
+        terms=terms,
+    )
 
 
 def _head(in_size: int, out_size, config: GraphModelConfig, key) -> eqx.nn.MLP:
-    return eqx.nn.MLP(in_size, out_size, config.head_hidden, depth=1,
-                      activation=jax.nn.relu, key=key, dtype=jnp.float32)
+    return eqx.nn.MLP(
+        in_size,
+        out_size,
+        config.head_hidden,
+        depth=1,
+        activation=jax.nn.relu,
+        key=key,
+        dtype=jnp.float32,
+    )
 
 
 def _solve_options(dynamics: Dynamics, overrides: dict) -> dict:
@@ -57,8 +74,9 @@ class NodeDetector(eqx.Module):
     head: eqx.AbstractVar[eqx.nn.MLP]
 
     @abc.abstractmethod
-    def logits(self, features: Float[Array, "N F"], senders: Int[Array, " E"],
-               receivers: Int[Array, " E"]) -> Float[Array, " N"]:
+    def logits(
+        self, features: Float[Array, "N F"], senders: Int[Array, " E"], receivers: Int[Array, " E"]
+    ) -> Float[Array, " N"]:
         """One anomaly logit per node (`sigmoid` of it: the probability); node
         `receivers[e]` receives from node `senders[e]`."""
 
@@ -83,17 +101,30 @@ class NodeAnomalyET(NodeDetector):
     config: GraphModelConfig = eqx.field(static=True)
     dynamics: Dynamics = eqx.field(static=True)
 
-    def __init__(self, config: GraphModelConfig, dynamics: Dynamics = Dynamics(), *,
-                 n_nodes: int, n_features: int, terms=ENERGY_TERMS, key: PRNGKeyArray):
+    def __init__(
+        self,
+        config: GraphModelConfig,
+        dynamics: Dynamics = Dynamics(),
+        *,
+        n_nodes: int,
+        n_features: int,
+        terms=ENERGY_TERMS,
+        key: PRNGKeyArray,
+    ):
         if config.positions == "laplacian":
-            raise ValueError("NodeAnomalyET takes positions 'learned' or 'none' (one graph: "
-                             "its nodes have identities); 'laplacian' is for graph "
-                             "classification.")
+            raise ValueError(
+                "NodeAnomalyET takes positions 'learned' or 'none' (one graph: "
+                "its nodes have identities); 'laplacian' is for graph "
+                "classification."
+            )
         k_enc, k_pos, k_core, k_head = jax.random.split(key, 4)
         dim = config.dim
         self.encoder = eqx.nn.Linear(n_features, dim, key=k_enc, dtype=jnp.float32)
-        self.positions = (config.init_std * jax.random.normal(k_pos, (n_nodes, dim), jnp.float32)
-                          if config.positions == "learned" else None)
+        self.positions = (
+            config.init_std * jax.random.normal(k_pos, (n_nodes, dim), jnp.float32)
+            if config.positions == "learned"
+            else None
+        )
         self.core = _core(config, terms, k_core)
         self.head = _head(2 * dim, "scalar", config, k_head)
         self.config = config
@@ -104,8 +135,9 @@ class NodeAnomalyET(NodeDetector):
         tokens = jax.vmap(self.encoder)(features)
         return tokens if self.positions is None else tokens + self.positions
 
-    def conditions(self, senders: Int[Array, " E"], receivers: Int[Array, " E"],
-                   n_nodes: int) -> Conditions:
+    def conditions(
+        self, senders: Int[Array, " E"], receivers: Int[Array, " E"], n_nodes: int
+    ) -> Conditions:
         """The core's `Conditions`: an edge list (`receivers` attend to `senders`), with a
         self-loop per node when `config.self_attention`. The edges must hold no
         self-loop and no duplicate (a `NodeGraph`'s hold neither): inside `jit` they
@@ -115,17 +147,27 @@ class NodeAnomalyET(NodeDetector):
             senders, receivers = (jnp.concatenate([e, loops]) for e in (senders, receivers))
         return Conditions(edges=(receivers, senders))
 
-    def run(self, features: Float[Array, "N F"], senders: Int[Array, " E"],
-            receivers: Int[Array, " E"], **overrides):
+    def run(
+        self,
+        features: Float[Array, "N F"],
+        senders: Int[Array, " E"],
+        receivers: Int[Array, " E"],
+        **overrides,
+    ):
         """`(x0 [N, D], solution)`: the dynamics of `self.dynamics` (overridden by any
         `solvers.solve` option) on the whole graph."""
         x0 = self.encode(features)
-        sol = solvers.solve(self.core, x0, args=self.conditions(senders, receivers, x0.shape[0]),
-                            **_solve_options(self.dynamics, overrides))
+        sol = solvers.solve(
+            self.core,
+            x0,
+            args=self.conditions(senders, receivers, x0.shape[0]),
+            **_solve_options(self.dynamics, overrides),
+        )
         return x0, sol
 
-    def scores_of_states(self, x0: Float[Array, "N D"],
-                         x: Float[Array, "N D"]) -> Float[Array, " N"]:
+    def scores_of_states(
+        self, x0: Float[Array, "N D"], x: Float[Array, "N D"]
+    ) -> Float[Array, " N"]:
         """Anomaly logits `[N]` read out from the start `x0` and any later state `x` (the
         trained readout is of `x(T)`; other times show what the readout would say
         there)."""
@@ -142,8 +184,7 @@ class NodeAnomalyET(NodeDetector):
 def _gcn_propagate(h: Float[Array, "N D"], senders, receivers) -> Float[Array, "N D"]:
     """`D^-1/2 (A + I) D^-1/2 h`, by segment sums over the edges plus self-loops."""
     n = h.shape[0]
-    degree = 1.0 + jax.ops.segment_sum(jnp.ones_like(receivers, h.dtype), receivers,
-                                       num_segments=n)
+    degree = 1.0 + jax.ops.segment_sum(jnp.ones_like(receivers, h.dtype), receivers, num_segments=n)
     scale = jax.lax.rsqrt(degree)
     messages = (scale[:, None] * h)[senders]
     summed = jax.ops.segment_sum(messages, receivers, num_segments=n) + scale[:, None] * h
@@ -195,13 +236,21 @@ class MLPDetector(NodeDetector):
         return jax.vmap(self.head)(jnp.concatenate([h0, h1], axis=-1))
 
 
-def new_detector(kind: str, config: GraphModelConfig, dynamics: Dynamics, *, n_nodes: int,
-                 n_features: int, key: PRNGKeyArray) -> NodeDetector:
+def new_detector(
+    kind: str,
+    config: GraphModelConfig,
+    dynamics: Dynamics,
+    *,
+    n_nodes: int,
+    n_features: int,
+    key: PRNGKeyArray,
+) -> NodeDetector:
     """A fresh node anomaly detector of `kind`, one of `GRAPH_MODELS`: `"et"`, its
     ablations `"et_attention_only"` / `"et_hopfield_only"`, `"mlp"`, `"gcn"`."""
     if kind in ET_TERMS:
-        return NodeAnomalyET(config, dynamics, n_nodes=n_nodes, n_features=n_features,
-                             terms=ET_TERMS[kind], key=key)
+        return NodeAnomalyET(
+            config, dynamics, n_nodes=n_nodes, n_features=n_features, terms=ET_TERMS[kind], key=key
+        )
     if kind == "gcn":
         return GCNDetector(config, n_features=n_features, key=key)
     if kind == "mlp":
@@ -222,8 +271,9 @@ class GraphBatch(eqx.Module):
     labels: Int[Array, " B"]
 
 
-def laplacian_eigenvectors(senders: np.ndarray, receivers: np.ndarray, n_nodes: int,
-                           k: int) -> np.ndarray:
+def laplacian_eigenvectors(
+    senders: np.ndarray, receivers: np.ndarray, n_nodes: int, k: int
+) -> np.ndarray:
     """`[n_nodes + 1, k]` float32: the eigenvectors of the `k` smallest eigenvalues of
     the normalised Laplacian `I - D^-1/2 A D^-1/2` of the graph with a CLS node (index
     0) joined to every node, columns in increasing order of eigenvalue (zero columns
@@ -265,12 +315,17 @@ def graph_batch(graphs, indices, max_nodes: int, k: int, eigenvectors=None) -> G
         if n > max_nodes:
             raise ValueError(f"graph {index} has {n} nodes, more than max_nodes={max_nodes}.")
         features[row, :n] = x
-        eigen[row, : n + 1] = (laplacian_eigenvectors(s, r, n, k) if eigenvectors is None
-                               else eigenvectors[index])
+        eigen[row, : n + 1] = (
+            laplacian_eigenvectors(s, r, n, k) if eigenvectors is None else eigenvectors[index]
+        )
         mask[row, r + 1, s + 1] = True
-        mask[row, 0, 1: n + 1] = mask[row, 1: n + 1, 0] = True
-    return GraphBatch(jnp.asarray(features), jnp.asarray(eigen), jnp.asarray(mask),
-                      jnp.asarray(graphs.labels[indices], jnp.int32))
+        mask[row, 0, 1 : n + 1] = mask[row, 1 : n + 1, 0] = True
+    return GraphBatch(
+        jnp.asarray(features),
+        jnp.asarray(eigen),
+        jnp.asarray(mask),
+        jnp.asarray(graphs.labels[indices], jnp.int32),
+    )
 
 
 class GraphClassifierET(eqx.Module):
@@ -288,17 +343,29 @@ class GraphClassifierET(eqx.Module):
     config: GraphModelConfig = eqx.field(static=True)
     dynamics: Dynamics = eqx.field(static=True)
 
-    def __init__(self, config: GraphModelConfig, dynamics: Dynamics = Dynamics(), *,
-                 n_features: int, n_classes: int, terms=ENERGY_TERMS, key: PRNGKeyArray):
+    def __init__(
+        self,
+        config: GraphModelConfig,
+        dynamics: Dynamics = Dynamics(),
+        *,
+        n_features: int,
+        n_classes: int,
+        terms=ENERGY_TERMS,
+        key: PRNGKeyArray,
+    ):
         if config.positions == "learned":
-            raise ValueError("GraphClassifierET takes positions 'laplacian' or 'none' "
-                             "(graphs differ: a node has no identity to learn).")
+            raise ValueError(
+                "GraphClassifierET takes positions 'laplacian' or 'none' "
+                "(graphs differ: a node has no identity to learn)."
+            )
         k_enc, k_pos, k_cls, k_core, k_head = jax.random.split(key, 5)
         dim = config.dim
         self.encoder = eqx.nn.Linear(n_features, dim, key=k_enc, dtype=jnp.float32)
-        self.position_map = (eqx.nn.Linear(config.n_eigenvectors, dim, key=k_pos,
-                                           dtype=jnp.float32)
-                             if config.positions == "laplacian" else None)
+        self.position_map = (
+            eqx.nn.Linear(config.n_eigenvectors, dim, key=k_pos, dtype=jnp.float32)
+            if config.positions == "laplacian"
+            else None
+        )
         self.cls_token = config.init_std * jax.random.normal(k_cls, (dim,), jnp.float32)
         self.core = _core(config, terms, k_core)
         self.head = _head(dim, n_classes, config, k_head)
@@ -316,7 +383,12 @@ class GraphClassifierET(eqx.Module):
     def logits(self, batch: GraphBatch, **overrides) -> Float[Array, "B C"]:
         """Class logits per graph, from the CLS token's `g(T)`."""
         x0 = jax.vmap(self.encode)(batch.features, batch.eigenvectors)
-        sol = solvers.solve(self.core, x0, args=Conditions(key_mask=batch.key_mask),
-                            args_batched=True, **_solve_options(self.dynamics, overrides))
+        sol = solvers.solve(
+            self.core,
+            x0,
+            args=Conditions(key_mask=batch.key_mask),
+            args_batched=True,
+            **_solve_options(self.dynamics, overrides),
+        )
         cls = jax.vmap(self.core.norm)(sol.x_final)[:, 0]
         return jax.vmap(self.head)(cls)

@@ -16,8 +16,10 @@ __all__ = ["load_fraud_mat", "load_tu"]
 
 # --------------------------------------------------------------------- fraud .mat files
 
-_FRAUD_HINT = ("YelpChi.mat and Amazon.mat are distributed by the CARE-GNN authors "
-               "(github.com/YingtongDou/CARE-GNN, data/YelpChi.zip and data/Amazon.zip)")
+_FRAUD_HINT = (
+    "YelpChi.mat and Amazon.mat are distributed by the CARE-GNN authors "
+    "(github.com/YingtongDou/CARE-GNN, data/YelpChi.zip and data/Amazon.zip)"
+)
 
 
 def _dense_labels(path: Path, raw, n: int) -> np.ndarray:
@@ -25,15 +27,16 @@ def _dense_labels(path: Path, raw, n: int) -> np.ndarray:
     if y.ndim == 2 and 1 in y.shape:
         y = y.reshape(-1)
     if y.ndim != 1:
-        raise ValueError(f"{path}: 'label' has shape {np.shape(raw)}; expected (1, N), "
-                         f"(N, 1) or (N,).")
+        raise ValueError(
+            f"{path}: 'label' has shape {np.shape(raw)}; expected (1, N), (N, 1) or (N,)."
+        )
     if y.shape[0] != n:
-        raise ValueError(f"{path}: 'label' has {y.shape[0]} entries but the adjacency has "
-                         f"{n} nodes.")
+        raise ValueError(
+            f"{path}: 'label' has {y.shape[0]} entries but the adjacency has {n} nodes."
+        )
     if not np.issubdtype(y.dtype, np.number) or not np.all((y == 0) | (y == 1)):
         found = np.unique(y)[:10].tolist() if np.issubdtype(y.dtype, np.number) else y.dtype
-        raise ValueError(f"{path}: 'label' must hold 0 (normal) or 1 (fraud) only; "
-                         f"found {found}.")
+        raise ValueError(f"{path}: 'label' must hold 0 (normal) or 1 (fraud) only; found {found}.")
     return y.astype(np.int32)
 
 
@@ -57,46 +60,57 @@ def load_fraud_mat(path, *, relation: str = "homo") -> NodeGraph:
     try:
         data = scipy.io.loadmat(path)
     except NotImplementedError as exc:  # scipy's answer to MATLAB v7.3 (HDF5) files
-        raise ValueError(f"{path} is a MATLAB v7.3 (HDF5) file, which scipy.io cannot "
-                         f"read: save it again as v7 (MATLAB: save(file, '-v7')).") from exc
+        raise ValueError(
+            f"{path} is a MATLAB v7.3 (HDF5) file, which scipy.io cannot "
+            f"read: save it again as v7 (MATLAB: save(file, '-v7'))."
+        ) from exc
     except Exception as exc:  # MatReadError, ValueError, ... all mean "not a .mat file"
         raise ValueError(f"{path} is not a MATLAB .mat file ({exc}); {_FRAUD_HINT}.") from exc
     present = sorted(key for key in data if not key.startswith("__"))
     for key in (relation, "features", "label"):
         if key not in data:
-            hint = (" (relation= names the adjacency matrix to read)" if key == relation
-                    else "")
+            hint = " (relation= names the adjacency matrix to read)" if key == relation else ""
             raise ValueError(f"{path} has no key {key!r}{hint}; its keys are {present}.")
 
     adjacency = data[relation]
-    if not (scipy.sparse.issparse(adjacency)
-            or (isinstance(adjacency, np.ndarray) and np.issubdtype(adjacency.dtype, np.number))):
+    if not (
+        scipy.sparse.issparse(adjacency)
+        or (isinstance(adjacency, np.ndarray) and np.issubdtype(adjacency.dtype, np.number))
+    ):
         raise ValueError(f"{path}: {relation!r} is not a matrix (got {describe(adjacency)}).")
     if adjacency.ndim != 2 or adjacency.shape[0] != adjacency.shape[1]:
-        raise ValueError(f"{path}: adjacency {relation!r} must be square, N x N (got shape "
-                         f"{adjacency.shape}).")
+        raise ValueError(
+            f"{path}: adjacency {relation!r} must be square, N x N (got shape {adjacency.shape})."
+        )
     n = adjacency.shape[0]
     coo = scipy.sparse.coo_matrix(adjacency)
     nonzero = coo.data != 0
-    senders, receivers = canonical_edges(coo.row[nonzero], coo.col[nonzero], n,
-                                         symmetrize=True, drop_self_loops=True)
+    senders, receivers = canonical_edges(
+        coo.row[nonzero], coo.col[nonzero], n, symmetrize=True, drop_self_loops=True
+    )
 
     raw = data["features"]
     features = raw.toarray() if scipy.sparse.issparse(raw) else np.asarray(raw)
     if features.ndim != 2 or not np.issubdtype(features.dtype, np.number):
-        raise ValueError(f"{path}: 'features' must be an N x F numeric matrix (got "
-                         f"{describe(features)}).")
+        raise ValueError(
+            f"{path}: 'features' must be an N x F numeric matrix (got {describe(features)})."
+        )
     if features.shape[0] != n:
-        raise ValueError(f"{path}: 'features' has {features.shape[0]} rows but adjacency "
-                         f"{relation!r} has {n} nodes.")
+        raise ValueError(
+            f"{path}: 'features' has {features.shape[0]} rows but adjacency "
+            f"{relation!r} has {n} nodes."
+        )
     features = features.astype(np.float32)
     bad = ~np.isfinite(features)
     if bad.any():
-        raise ValueError(f"{path}: 'features' holds {int(bad.sum())} NaN or infinite "
-                         f"values (first in row {int(np.argwhere(bad)[0, 0])}).")
+        raise ValueError(
+            f"{path}: 'features' holds {int(bad.sum())} NaN or infinite "
+            f"values (first in row {int(np.argwhere(bad)[0, 0])})."
+        )
     labels = _dense_labels(path, data["label"], n)
-    return NodeGraph(features=features, senders=senders, receivers=receivers,
-                     labels=labels, name=path.stem)
+    return NodeGraph(
+        features=features, senders=senders, receivers=receivers, labels=labels, name=path.stem
+    )
 
 
 # ------------------------------------------------------------------------ TU data sets
@@ -124,8 +138,10 @@ def _parse_table(path: Path, lines: list[str], width: int | None, kind: type) ->
         width = len(rows[0]) if rows else 0
     for number, row in enumerate(rows, 1):
         if len(row) != width:
-            raise ValueError(f"{path}, line {number}: expected {width} comma-separated "
-                             f"value(s), got {len(row)} ({lines[number - 1].strip()!r}).")
+            raise ValueError(
+                f"{path}, line {number}: expected {width} comma-separated "
+                f"value(s), got {len(row)} ({lines[number - 1].strip()!r})."
+            )
     dtype = np.int64 if kind is int else np.float64
     if not rows:
         return np.zeros((0, width), dtype)
@@ -137,8 +153,9 @@ def _parse_table(path: Path, lines: list[str], width: int | None, kind: type) ->
                 np.array(row, dtype=dtype)
             except (ValueError, OverflowError):
                 what = "integers" if kind is int else "numbers"
-                raise ValueError(f"{path}, line {number}: expected {what}, got "
-                                 f"{lines[number - 1].strip()!r}.") from None
+                raise ValueError(
+                    f"{path}, line {number}: expected {what}, got {lines[number - 1].strip()!r}."
+                ) from None
         raise
 
 
@@ -167,17 +184,21 @@ def load_tu(folder, name: str | None = None) -> GraphSet:
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise ValueError(f"{folder} is not a folder; pass the folder of a TU data set "
-                         f"(holding DS_A.txt, DS_graph_indicator.txt, DS_graph_labels.txt).")
+        raise ValueError(
+            f"{folder} is not a folder; pass the folder of a TU data set "
+            f"(holding DS_A.txt, DS_graph_indicator.txt, DS_graph_labels.txt)."
+        )
     name = folder.name if name is None else name
     for kind in ("A", "graph_indicator", "graph_labels"):
         path = _tu_file(folder, name, kind)
         if not path.is_file():
-            found = sorted(p.name[:-len("_A.txt")] for p in folder.glob("*_A.txt"))
+            found = sorted(p.name[: -len("_A.txt")] for p in folder.glob("*_A.txt"))
             hint = f"; the folder holds data set(s) {found}: pass name=" if found else ""
-            raise ValueError(f"{path} is missing: a TU data set needs {name}_A.txt, "
-                             f"{name}_graph_indicator.txt and {name}_graph_labels.txt"
-                             f"{hint}.")
+            raise ValueError(
+                f"{path} is missing: a TU data set needs {name}_A.txt, "
+                f"{name}_graph_indicator.txt and {name}_graph_labels.txt"
+                f"{hint}."
+            )
 
     indicator_path = _tu_file(folder, name, "graph_indicator")
     indicator = _parse_table(indicator_path, _read_lines(indicator_path), 1, int)[:, 0]
@@ -185,25 +206,30 @@ def load_tu(folder, name: str | None = None) -> GraphSet:
     if n == 0:
         raise ValueError(f"{indicator_path} is empty: a data set needs at least one node.")
     if indicator[0] != 1:
-        raise ValueError(f"{indicator_path}, line 1: graph ids must start at 1 (got "
-                         f"{indicator[0]}).")
+        raise ValueError(
+            f"{indicator_path}, line 1: graph ids must start at 1 (got {indicator[0]})."
+        )
     steps = np.diff(indicator)
     bad = np.flatnonzero((steps != 0) & (steps != 1))
     if bad.size:
         line = int(bad[0]) + 2
-        raise ValueError(f"{indicator_path}, line {line}: graph id {indicator[line - 1]} "
-                         f"follows {indicator[line - 2]}; graph ids must be nondecreasing "
-                         f"without gaps (the nodes of each graph consecutive).")
+        raise ValueError(
+            f"{indicator_path}, line {line}: graph id {indicator[line - 1]} "
+            f"follows {indicator[line - 2]}; graph ids must be nondecreasing "
+            f"without gaps (the nodes of each graph consecutive)."
+        )
     n_graphs = int(indicator[-1])
-    graph_of = indicator - 1                                          # [N] 0-based
-    starts = np.searchsorted(graph_of, np.arange(n_graphs + 1))      # [G + 1]
+    graph_of = indicator - 1  # [N] 0-based
+    starts = np.searchsorted(graph_of, np.arange(n_graphs + 1))  # [G + 1]
 
     labels_path = _tu_file(folder, name, "graph_labels")
     raw_labels = _parse_table(labels_path, _read_lines(labels_path), 1, int)[:, 0]
     if raw_labels.shape[0] != n_graphs:
-        raise ValueError(f"{labels_path} has {raw_labels.shape[0]} lines but "
-                         f"{indicator_path.name} numbers {n_graphs} graphs (one label "
-                         f"per graph).")
+        raise ValueError(
+            f"{labels_path} has {raw_labels.shape[0]} lines but "
+            f"{indicator_path.name} numbers {n_graphs} graphs (one label "
+            f"per graph)."
+        )
     _, labels = np.unique(raw_labels, return_inverse=True)
 
     edges_path = _tu_file(folder, name, "A")
@@ -211,28 +237,35 @@ def load_tu(folder, name: str | None = None) -> GraphSet:
     outside = np.flatnonzero(np.any((edges < 1) | (edges > n), axis=1))
     if outside.size:
         line = int(outside[0]) + 1
-        raise ValueError(f"{edges_path}, line {line}: node id out of range 1 .. {n} "
-                         f"({edges[line - 1, 0]}, {edges[line - 1, 1]}).")
+        raise ValueError(
+            f"{edges_path}, line {line}: node id out of range 1 .. {n} "
+            f"({edges[line - 1, 0]}, {edges[line - 1, 1]})."
+        )
     edges = edges - 1
     crossing = np.flatnonzero(graph_of[edges[:, 0]] != graph_of[edges[:, 1]])
     if crossing.size:
         line = int(crossing[0]) + 1
         a, b = edges[line - 1] + 1
-        raise ValueError(f"{edges_path}, line {line}: edge ({a}, {b}) joins graph "
-                         f"{graph_of[a - 1] + 1} to graph {graph_of[b - 1] + 1}; edges "
-                         f"must stay inside one graph.")
+        raise ValueError(
+            f"{edges_path}, line {line}: edge ({a}, {b}) joins graph "
+            f"{graph_of[a - 1] + 1} to graph {graph_of[b - 1] + 1}; edges "
+            f"must stay inside one graph."
+        )
     senders, receivers = canonical_edges(edges[:, 0], edges[:, 1], n)
     edge_bounds = np.searchsorted(graph_of[senders], np.arange(n_graphs + 1))
 
     features = _tu_features(folder, name, n)
     per_graph = range(n_graphs)
     return GraphSet(
-        features=tuple(features[starts[g]:starts[g + 1]] for g in per_graph),
-        senders=tuple(senders[edge_bounds[g]:edge_bounds[g + 1]] - np.int32(starts[g])
-                      for g in per_graph),
-        receivers=tuple(receivers[edge_bounds[g]:edge_bounds[g + 1]] - np.int32(starts[g])
-                        for g in per_graph),
-        labels=labels.astype(np.int32), name=name,
+        features=tuple(features[starts[g] : starts[g + 1]] for g in per_graph),
+        senders=tuple(
+            senders[edge_bounds[g] : edge_bounds[g + 1]] - np.int32(starts[g]) for g in per_graph
+        ),
+        receivers=tuple(
+            receivers[edge_bounds[g] : edge_bounds[g + 1]] - np.int32(starts[g]) for g in per_graph
+        ),
+        labels=labels.astype(np.int32),
+        name=name,
     )
 
 
@@ -244,20 +277,24 @@ def _tu_features(folder: Path, name: str, n: int) -> np.ndarray:
     if attributes_path.is_file():
         attributes = _parse_table(attributes_path, _read_lines(attributes_path), None, float)
         if attributes.shape[0] != n:
-            raise ValueError(f"{attributes_path} has {attributes.shape[0]} lines but the "
-                             f"graph indicator lists {n} nodes (one line per node).")
+            raise ValueError(
+                f"{attributes_path} has {attributes.shape[0]} lines but the "
+                f"graph indicator lists {n} nodes (one line per node)."
+            )
         bad = np.flatnonzero(~np.all(np.isfinite(attributes), axis=1))
         if bad.size:
-            raise ValueError(f"{attributes_path}, line {int(bad[0]) + 1}: NaN or infinite "
-                             f"attribute.")
+            raise ValueError(
+                f"{attributes_path}, line {int(bad[0]) + 1}: NaN or infinite attribute."
+            )
         parts.append(attributes)
     node_labels_path = _tu_file(folder, name, "node_labels")
     if node_labels_path.is_file():
-        node_labels = _parse_table(node_labels_path, _read_lines(node_labels_path), 1,
-                                   int)[:, 0]
+        node_labels = _parse_table(node_labels_path, _read_lines(node_labels_path), 1, int)[:, 0]
         if node_labels.shape[0] != n:
-            raise ValueError(f"{node_labels_path} has {node_labels.shape[0]} lines but the "
-                             f"graph indicator lists {n} nodes (one line per node).")
+            raise ValueError(
+                f"{node_labels_path} has {node_labels.shape[0]} lines but the "
+                f"graph indicator lists {n} nodes (one line per node)."
+            )
         values, index = np.unique(node_labels, return_inverse=True)
         one_hot = np.zeros((n, values.size))
         one_hot[np.arange(n), index] = 1.0

@@ -24,8 +24,11 @@ POSITIONS = get_args(Positions)
 # each), and two baselines of the same width on the same splits.
 GraphModelName = Literal["et", "et_attention_only", "et_hopfield_only", "mlp", "gcn"]
 GRAPH_MODELS = get_args(GraphModelName)
-ET_TERMS = {"et": ENERGY_TERMS, "et_attention_only": ("attention",),
-            "et_hopfield_only": ("hopfield",)}
+ET_TERMS = {
+    "et": ENERGY_TERMS,
+    "et_attention_only": ("attention",),
+    "et_hopfield_only": ("hopfield",),
+}
 
 
 @config_section
@@ -39,19 +42,32 @@ class GraphModelConfig:
     head_dim: HeadDim = 16
     n_memories: Memories = 64
     beta: Beta = None
-    self_attention: Annotated[bool, Field(description=(
-        "each node also attends to itself (the paper's sum runs over the neighbours "
-        "only)"))] = False
+    self_attention: Annotated[
+        bool,
+        Field(
+            description=(
+                "each node also attends to itself (the paper's sum runs over the neighbours only)"
+            )
+        ),
+    ] = False
     hopfield: HopfieldActivation = "relu"
     tau: Tau = 1.0
     init_std: InitStd = 0.02
-    positions: Annotated[Positions, Field(description=(
-        "learned (a learnable vector per node, the paper's for node anomalies: the graph "
-        "is fixed, so nodes have identities), laplacian (the n_eigenvectors "
-        "eigenvectors of the smallest eigenvalues of the normalised Laplacian of the "
-        "CLS-padded graph, mapped by a learnable linear layer: the paper's for graph "
-        "classification) or none"))] = "learned"
-    n_eigenvectors: Annotated[int, Field(ge=1, description=(
-        "laplacian: eigenvectors per node"))] = 8
-    head_hidden: Annotated[int, Field(ge=1, description=(
-        "width of the readout MLP's hidden layer"))] = 64
+    positions: Annotated[
+        Positions,
+        Field(
+            description=(
+                "learned (a learnable vector per node, the paper's for node anomalies: the graph "
+                "is fixed, so nodes have identities), laplacian (the n_eigenvectors "
+                "eigenvectors of the smallest eigenvalues of the normalised Laplacian of the "
+                "CLS-padded graph, mapped by a learnable linear layer: the paper's for graph "
+                "classification) or none"
+            )
+        ),
+    ] = "learned"
+    n_eigenvectors: Annotated[
+        int, Field(ge=1, description=("laplacian: eigenvectors per node"))
+    ] = 8
+    head_hidden: Annotated[
+        int, Field(ge=1, description=("width of the readout MLP's hidden layer"))
+    ] = 64

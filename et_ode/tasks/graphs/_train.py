@@ -78,8 +78,7 @@ def standardise(features: np.ndarray) -> np.ndarray:
 
 def _optimizer(config: GraphTrainConfig) -> optax.GradientTransformation:
     t = config.training
-    return _optimizer_of(t.learning_rate, t.warmup_steps, t.steps, t.clip_norm,
-                         t.weight_decay)
+    return _optimizer_of(t.learning_rate, t.warmup_steps, t.steps, t.clip_norm, t.weight_decay)
 
 
 @functools.lru_cache(maxsize=16)
@@ -88,9 +87,11 @@ def _optimizer_of(learning_rate, warmup_steps, steps, clip_norm, weight_decay):
     (its functions, compared by identity), so a new object per run would compile every
     run's step again."""
     schedule = optax.warmup_cosine_decay_schedule(
-        0.0, learning_rate, warmup_steps, steps, end_value=0.01 * learning_rate)
-    return optax.chain(optax.clip_by_global_norm(clip_norm),
-                       optax.adamw(schedule, weight_decay=weight_decay))
+        0.0, learning_rate, warmup_steps, steps, end_value=0.01 * learning_rate
+    )
+    return optax.chain(
+        optax.clip_by_global_norm(clip_norm), optax.adamw(schedule, weight_decay=weight_decay)
+    )
 
 
 def _run_key(config: GraphTrainConfig, run: str):
@@ -100,12 +101,20 @@ def _run_key(config: GraphTrainConfig, run: str):
 
 
 def _header(config: GraphTrainConfig, run: str, kind: str, shape: dict, metrics: dict) -> dict:
-    return {"kind": "graph_et", "config": config.to_dict(), "run": run, "model": kind,
-            "shape": shape, "metrics": metrics, "versions": versions()}
+    return {
+        "kind": "graph_et",
+        "config": config.to_dict(),
+        "run": run,
+        "model": kind,
+        "shape": shape,
+        "metrics": metrics,
+        "versions": versions(),
+    }
 
 
-def fit_and_select(config: GraphTrainConfig, run: str, model, optimizer, take_step,
-                   validate, metric: str, log=None):
+def fit_and_select(
+    config: GraphTrainConfig, run: str, model, optimizer, take_step, validate, metric: str, log=None
+):
     """`training.steps` optimiser steps (`take_step(model, opt_state, step) -> (model,
     opt_state, loss)`), the validation metric `validate(model)` measured every
     `eval_every` steps and at the end (logged as `metric`); returns the model of the
@@ -124,8 +133,12 @@ def fit_and_select(config: GraphTrainConfig, run: str, model, optimizer, take_st
             loss = None
         if step % t.eval_every == 0 or step == t.steps or loss is None:
             if loss is None or not np.isfinite(loss):
-                raise diverged(f"{run}: {what_failed(loss)}", step,
-                               t.learning_rate, "the finished runs are kept in runs/")
+                raise diverged(
+                    f"{run}: {what_failed(loss)}",
+                    step,
+                    t.learning_rate,
+                    "the finished runs are kept in runs/",
+                )
             value = validate(model)
             if value >= best_value:
                 best, best_value = model, value
@@ -146,11 +159,13 @@ def _anomaly_loss(model, features, senders, receivers, labels, train, pos_weight
 
 
 @eqx.filter_jit
-def anomaly_step(model, opt_state, optimizer, features, senders, receivers, labels, train,
-                 pos_weight):
+def anomaly_step(
+    model, opt_state, optimizer, features, senders, receivers, labels, train, pos_weight
+):
     """One full-graph optimiser step; returns `(model, opt_state, loss)`."""
     loss, grads = eqx.filter_value_and_grad(_anomaly_loss)(
-        model, features, senders, receivers, labels, train, pos_weight)
+        model, features, senders, receivers, labels, train, pos_weight
+    )
     updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_array))
     return eqx.apply_updates(model, updates), opt_state, loss
 
@@ -162,8 +177,12 @@ def anomaly_scores(model, features, senders, receivers):
 
 
 def _graph_arrays(graph):
-    return (jnp.asarray(standardise(graph.features)), jnp.asarray(graph.senders, jnp.int32),
-            jnp.asarray(graph.receivers, jnp.int32), jnp.asarray(graph.labels, jnp.int32))
+    return (
+        jnp.asarray(standardise(graph.features)),
+        jnp.asarray(graph.senders, jnp.int32),
+        jnp.asarray(graph.receivers, jnp.int32),
+        jnp.asarray(graph.labels, jnp.int32),
+    )
 
 
 def anomaly_metrics(labels, scores, split: dict) -> dict:
@@ -172,13 +191,17 @@ def anomaly_metrics(labels, scores, split: dict) -> dict:
     labels, scores = np.asarray(labels), np.asarray(scores, np.float64)
     val, test = split["val"], split["test"]
     threshold = best_threshold(labels[val], scores[val])
-    return {"auc": roc_auc(labels[test], scores[test]),
-            "macro_f1": macro_f1(labels[test], scores[test] > threshold),
-            "val_auc": roc_auc(labels[val], scores[val]), "threshold": threshold}
+    return {
+        "auc": roc_auc(labels[test], scores[test]),
+        "macro_f1": macro_f1(labels[test], scores[test] > threshold),
+        "val_auc": roc_auc(labels[val], scores[val]),
+        "threshold": threshold,
+    }
 
 
-def train_detector(config: GraphTrainConfig, kind: str, graph, split: dict, run: str,
-                   log=None, arrays=None):
+def train_detector(
+    config: GraphTrainConfig, kind: str, graph, split: dict, run: str, log=None, arrays=None
+):
     """Train one anomaly detector of `kind` on `split` (`{"train", "val", "test"}` node
     indices); the parameters with the best validation AUC (measured every `eval_every`
     steps) are kept. Returns `(model, metrics)`."""
@@ -187,29 +210,36 @@ def train_detector(config: GraphTrainConfig, kind: str, graph, split: dict, run:
     train[split["train"]] = True
     n_anomalies = int(np.sum(graph.labels[split["train"]]))
     pos_weight = jnp.float32((train.sum() - n_anomalies) / max(n_anomalies, 1))
-    model = new_detector(kind, config.model, config.dynamics, n_nodes=graph.n_nodes,
-                         n_features=graph.features.shape[1], key=_run_key(config, run))
+    model = new_detector(
+        kind,
+        config.model,
+        config.dynamics,
+        n_nodes=graph.n_nodes,
+        n_features=graph.features.shape[1],
+        key=_run_key(config, run),
+    )
     optimizer = _optimizer(config)
     train, val = jnp.asarray(train), split["val"]
 
     def take_step(model, opt_state, step):
-        return anomaly_step(model, opt_state, optimizer, features, senders, receivers,
-                            labels, train, pos_weight)
+        return anomaly_step(
+            model, opt_state, optimizer, features, senders, receivers, labels, train, pos_weight
+        )
 
     def validate(model):
         scores = np.asarray(anomaly_scores(model, features, senders, receivers))
         return roc_auc(graph.labels[val], scores[val])
 
-    best, _ = fit_and_select(config, run, model, optimizer, take_step, validate, "val_auc",
-                             log)
+    best, _ = fit_and_select(config, run, model, optimizer, take_step, validate, "val_auc", log)
     scores = np.asarray(anomaly_scores(best, features, senders, receivers))
     return best, anomaly_metrics(graph.labels, scores, split)
 
 
 # ----------------------------------------------------------- graph classification
 def _classification_loss(model, batch, key):
-    signs = jax.random.rademacher(key, (batch.eigenvectors.shape[0], 1,
-                                        batch.eigenvectors.shape[-1]), jnp.float32)
+    signs = jax.random.rademacher(
+        key, (batch.eigenvectors.shape[0], 1, batch.eigenvectors.shape[-1]), jnp.float32
+    )
     signs = signs.at[..., 0].set(1.0)  # column 0, D^1/2 1, has a canonical sign
     batch = eqx.tree_at(lambda b: b.eigenvectors, batch, batch.eigenvectors * signs)
     logits = model.logits(batch)
@@ -234,8 +264,10 @@ def classification_logits(model, everything, index):
 
 def padded_graph_set(graphs, k: int):
     """All graphs of a `GraphSet` as one `GraphBatch` (padded to the largest)."""
-    eigen = [laplacian_eigenvectors(s, r, len(x), k)
-             for x, s, r in zip(graphs.features, graphs.senders, graphs.receivers)]
+    eigen = [
+        laplacian_eigenvectors(s, r, len(x), k)
+        for x, s, r in zip(graphs.features, graphs.senders, graphs.receivers)
+    ]
     return graph_batch(graphs, np.arange(graphs.n_graphs), graphs.max_nodes, k, eigen)
 
 
@@ -254,12 +286,12 @@ def stratified_batches(labels, train, batch_size: int, rng):
     per_class = np.clip(np.round(batch_size * counts / counts.sum()).astype(int), 1, counts)
     members = [train[labels[train] == c] for c in classes]
     while True:
-        yield np.concatenate([rng.choice(m, n, replace=False)
-                              for m, n in zip(members, per_class)])
+        yield np.concatenate([rng.choice(m, n, replace=False) for m, n in zip(members, per_class)])
 
 
-def train_classifier(config: GraphTrainConfig, kind: str, graphs, fold: dict, run: str,
-                     log=None, everything=None):
+def train_classifier(
+    config: GraphTrainConfig, kind: str, graphs, fold: dict, run: str, log=None, everything=None
+):
     """Train one `GraphClassifierET` of `kind` on a fold (`{"train", "val", "test"}`
     graph indices), keeping the parameters of best validation accuracy (the latest best
     on ties, as `fit_and_select`); the test fold is used once, to score the kept model.
@@ -267,9 +299,14 @@ def train_classifier(config: GraphTrainConfig, kind: str, graphs, fold: dict, ru
     t = config.training
     everything = everything or padded_graph_set(graphs, config.model.n_eigenvectors)
     key = _run_key(config, run)
-    model = GraphClassifierET(config.model, config.dynamics, n_features=graphs.n_features,
-                              n_classes=graphs.n_classes, terms=ET_TERMS[kind],
-                              key=jax.random.fold_in(key, 0))
+    model = GraphClassifierET(
+        config.model,
+        config.dynamics,
+        n_features=graphs.n_features,
+        n_classes=graphs.n_classes,
+        terms=ET_TERMS[kind],
+        key=jax.random.fold_in(key, 0),
+    )
     optimizer = _optimizer(config)
     train, val, test = (np.asarray(fold[p]) for p in ("train", "val", "test"))
     rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel()[-1])
@@ -277,17 +314,21 @@ def train_classifier(config: GraphTrainConfig, kind: str, graphs, fold: dict, ru
 
     def take_step(model, opt_state, step):
         index = jnp.asarray(next(batches))
-        return classification_step(model, opt_state, optimizer, everything, index,
-                                   jax.random.fold_in(key, step))
+        return classification_step(
+            model, opt_state, optimizer, everything, index, jax.random.fold_in(key, step)
+        )
 
     def validate(model):
-        return accuracy(graphs.labels[val],
-                        classification_logits(model, everything, jnp.asarray(val)))
+        return accuracy(
+            graphs.labels[val], classification_logits(model, everything, jnp.asarray(val))
+        )
 
-    best, best_acc = fit_and_select(config, run, model, optimizer, take_step, validate,
-                                    "val_accuracy", log)
-    test_acc = accuracy(graphs.labels[test], classification_logits(best, everything,
-                                                                   jnp.asarray(test)))
+    best, best_acc = fit_and_select(
+        config, run, model, optimizer, take_step, validate, "val_accuracy", log
+    )
+    test_acc = accuracy(
+        graphs.labels[test], classification_logits(best, everything, jnp.asarray(test))
+    )
     return best, {"accuracy": test_acc, "val_accuracy": best_acc}
 
 
@@ -301,49 +342,85 @@ def _runs(config: GraphTrainConfig, labels) -> list[dict]:
             parts = stratified_splits(labels, ratio, n_splits=p.n_splits, seed=d.seed)
             for index, part in enumerate(parts):
                 for kind in p.models:
-                    runs.append({"name": f"ratio{ratio:g}-split{index}-{kind}", "model": kind,
-                                 "ratio": ratio, "split": index, "part": part})
+                    runs.append(
+                        {
+                            "name": f"ratio{ratio:g}-split{index}-{kind}",
+                            "model": kind,
+                            "ratio": ratio,
+                            "split": index,
+                            "part": part,
+                        }
+                    )
     else:
-        parts = cross_validation_folds(labels, n_folds=p.n_folds, seed=d.seed,
-                                            val_fraction=p.val_fraction)
+        parts = cross_validation_folds(
+            labels, n_folds=p.n_folds, seed=d.seed, val_fraction=p.val_fraction
+        )
         for index, part in enumerate(parts):
             for kind in p.models:
-                runs.append({"name": f"fold{index}-{kind}", "model": kind, "ratio": None,
-                             "split": index, "part": part})
+                runs.append(
+                    {
+                        "name": f"fold{index}-{kind}",
+                        "model": kind,
+                        "ratio": None,
+                        "split": index,
+                        "part": part,
+                    }
+                )
     return runs
 
 
 def summarise(config: GraphTrainConfig, results: list[dict]) -> list[dict]:
     """The results table: one row per (model, training ratio) with the mean and std
     of each metric over its splits or folds."""
-    metrics = (("auc", "macro_f1") if config.data.task == "anomaly" else ("accuracy",))
+    metrics = ("auc", "macro_f1") if config.data.task == "anomaly" else ("accuracy",)
     rows = []
-    for ratio in (config.protocol.train_ratios if config.data.task == "anomaly" else (None,)):
+    for ratio in config.protocol.train_ratios if config.data.task == "anomaly" else (None,):
         for kind in config.protocol.models:
             chosen = [r for r in results if r["model"] == kind and r["ratio"] == ratio]
             if chosen:
-                rows.append({"model": kind, "ratio": ratio, **{
-                    m: mean_std([r["metrics"][m] for r in chosen]) for m in metrics}})
+                rows.append(
+                    {
+                        "model": kind,
+                        "ratio": ratio,
+                        **{m: mean_std([r["metrics"][m] for r in chosen]) for m in metrics},
+                    }
+                )
     return rows
 
 
 def table_markdown(config: GraphTrainConfig, rows: list[dict]) -> str:
     """The results table as Markdown (percentages, mean +- std)."""
     anomaly = config.data.task == "anomaly"
-    head = ("| model | train ratio | AUC (%) | macro-F1 (%) | runs |\n|---|---|---|---|---|"
-            if anomaly else "| model | accuracy (%) | folds |\n|---|---|---|")
+    head = (
+        "| model | train ratio | AUC (%) | macro-F1 (%) | runs |\n|---|---|---|---|---|"
+        if anomaly
+        else "| model | accuracy (%) | folds |\n|---|---|---|"
+    )
     lines = [head]
     for row in rows:
-        cells = [f"{100 * row[m]['mean']:.2f} +- {100 * row[m]['std']:.2f}"
-                 for m in (("auc", "macro_f1") if anomaly else ("accuracy",))]
+        cells = [
+            f"{100 * row[m]['mean']:.2f} +- {100 * row[m]['std']:.2f}"
+            for m in (("auc", "macro_f1") if anomaly else ("accuracy",))
+        ]
         n = row["auc" if anomaly else "accuracy"]["n"]
-        lines.append("| " + " | ".join([row["model"]] + ([f"{row['ratio']:g}"] if anomaly else [])
-                                        + cells + [str(n)]) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [row["model"]] + ([f"{row['ratio']:g}"] if anomaly else []) + cells + [str(n)]
+            )
+            + " |"
+        )
     return "\n".join(lines) + "\n"
 
 
-def run_graph_benchmark(config: GraphTrainConfig, out_dir=None, *, resume: bool = False,
-                        stop_after: int | None = None, progress: bool = True) -> dict:
+def run_graph_benchmark(
+    config: GraphTrainConfig,
+    out_dir=None,
+    *,
+    resume: bool = False,
+    stop_after: int | None = None,
+    progress: bool = True,
+) -> dict:
     """Train and evaluate every run of `config` (see the module docstring); returns the
     contents of `results.json` (`config`, `runs`, `table`, `complete`). `stop_after`
     ends this call after that many new runs (resume later).
@@ -360,8 +437,11 @@ def run_graph_benchmark(config: GraphTrainConfig, out_dir=None, *, resume: bool 
             return _run_graph_benchmark(config, out, resume, stop_after, progress)
         except WriteError as error:
             kept = len(list((out / "runs").glob("*.json")))
-            raise write_error(None, error, f"{kept} finished run(s) are kept in "
-                              f"{out / 'runs'} (resume with --resume)") from None
+            raise write_error(
+                None,
+                error,
+                f"{kept} finished run(s) are kept in {out / 'runs'} (resume with --resume)",
+            ) from None
 
 
 def _read_json(path: Path):
@@ -370,8 +450,10 @@ def _read_json(path: Path):
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path} is damaged (not JSON: {error}); remove it to redo that "
-                         "part, or choose another --out.") from None
+        raise ValueError(
+            f"{path} is damaged (not JSON: {error}); remove it to redo that "
+            "part, or choose another --out."
+        ) from None
 
 
 def _keep_finished_metrics(path: Path, runs_dir: Path) -> None:
@@ -381,25 +463,32 @@ def _keep_finished_metrics(path: Path, runs_dir: Path) -> None:
     filter_json_lines(path, lambda record: record.get("run") in finished)
 
 
-def _run_graph_benchmark(config: GraphTrainConfig, out: Path, resume: bool,
-                         stop_after: int | None, progress: bool) -> dict:
+def _run_graph_benchmark(
+    config: GraphTrainConfig, out: Path, resume: bool, stop_after: int | None, progress: bool
+) -> dict:
     """`run_graph_benchmark` inside its lock."""
     runs_dir = out / "runs"
     stored_config = out / "config.json"
     if stored_config.exists():
         if not resume:
-            raise ValueError(f"{out} holds a benchmark: pass --resume to continue it, or "
-                             "choose another --out.")
+            raise ValueError(
+                f"{out} holds a benchmark: pass --resume to continue it, or choose another --out."
+            )
         if _read_json(stored_config) != json.loads(json.dumps(config.to_dict())):
-            raise ValueError(f"{out} was started with a different config; resume with the "
-                             "same config, or choose another --out.")
+            raise ValueError(
+                f"{out} was started with a different config; resume with the "
+                "same config, or choose another --out."
+            )
     # The data first: data that cannot be read leave no benchmark (config.json) behind.
     anomaly = config.data.task == "anomaly"
     dataset = load_node_graph(config) if anomaly else load_graph_set(config)
     runs_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(stored_config, json.dumps(config.to_dict(), indent=1))
-    prepared = (_graph_arrays(dataset) if anomaly
-                else padded_graph_set(dataset, config.model.n_eigenvectors))
+    prepared = (
+        _graph_arrays(dataset)
+        if anomaly
+        else padded_graph_set(dataset, config.model.n_eigenvectors)
+    )
     metrics_path = out / GRAPH_METRICS_NAME
     _keep_finished_metrics(metrics_path, runs_dir)
 
@@ -423,25 +512,34 @@ def _run_graph_benchmark(config: GraphTrainConfig, out: Path, resume: bool,
         bar.set_postfix(run=run["name"])
         started = time.perf_counter()
         if anomaly:
-            model, metrics = train_detector(config, run["model"], dataset, run["part"],
-                                            run["name"], log, prepared)
+            model, metrics = train_detector(
+                config, run["model"], dataset, run["part"], run["name"], log, prepared
+            )
             shape = {"n_nodes": dataset.n_nodes, "n_features": int(dataset.features.shape[1])}
         else:
-            model, metrics = train_classifier(config, run["model"], dataset, run["part"],
-                                              run["name"], log, prepared)
+            model, metrics = train_classifier(
+                config, run["model"], dataset, run["part"], run["name"], log, prepared
+            )
             shape = {"n_features": dataset.n_features, "n_classes": dataset.n_classes}
         record = {key: run[key] for key in ("name", "model", "ratio", "split")}
-        record.update(metrics=metrics, seconds=time.perf_counter() - started,
-                      data=dataset.name)
-        save_checkpoint(runs_dir / f"{run['name']}.eqx",
-                        _header(config, run["name"], run["model"], shape, metrics), model)
+        record.update(metrics=metrics, seconds=time.perf_counter() - started, data=dataset.name)
+        save_checkpoint(
+            runs_dir / f"{run['name']}.eqx",
+            _header(config, run["name"], run["model"], shape, metrics),
+            model,
+        )
         atomic_write_text(record_path, json.dumps(record, indent=1))
         results.append(record)
         new_runs += 1
     bar.close()
-    summary = {"config": config.to_dict(), "data": dataset.name, "runs": results,
-               "table": summarise(config, results), "complete": len(results) == len(planned),
-               "versions": versions()}
+    summary = {
+        "config": config.to_dict(),
+        "data": dataset.name,
+        "runs": results,
+        "table": summarise(config, results),
+        "complete": len(results) == len(planned),
+        "versions": versions(),
+    }
     atomic_write_text(out / RESULTS_NAME, json.dumps(summary, indent=1))
     atomic_write_text(out / "results.md", table_markdown(config, summary["table"]))
     return summary
@@ -459,13 +557,23 @@ def load_graph_model(name_or_path):
     try:
         if config.data.task == "anomaly":
             skeleton = eqx.filter_eval_shape(
-                new_detector, kind, config.model, config.dynamics, n_nodes=shape["n_nodes"],
-                n_features=shape["n_features"], key=key)
+                new_detector,
+                kind,
+                config.model,
+                config.dynamics,
+                n_nodes=shape["n_nodes"],
+                n_features=shape["n_features"],
+                key=key,
+            )
         else:
             skeleton = eqx.filter_eval_shape(
-                functools.partial(GraphClassifierET, terms=ET_TERMS[kind]), config.model,
-                config.dynamics, n_features=shape["n_features"], n_classes=shape["n_classes"],
-                key=key)
+                functools.partial(GraphClassifierET, terms=ET_TERMS[kind]),
+                config.model,
+                config.dynamics,
+                n_features=shape["n_features"],
+                n_classes=shape["n_classes"],
+                key=key,
+            )
     except (KeyError, TypeError) as error:
         raise ValueError(f"{path}: corrupt graph checkpoint header ({error!r}).") from None
     return fill(skeleton, blobs[0], path), config, header
@@ -493,7 +601,11 @@ def evaluate_graph_model(path) -> dict:
         return anomaly_metrics(dataset.labels, scores, part)
     everything = padded_graph_set(dataset, config.model.n_eigenvectors)
     val, test = (part[p] for p in ("val", "test"))
-    return {"accuracy": accuracy(dataset.labels[test],
-                                 classification_logits(model, everything, jnp.asarray(test))),
-            "val_accuracy": accuracy(dataset.labels[val],
-                                     classification_logits(model, everything, jnp.asarray(val)))}
+    return {
+        "accuracy": accuracy(
+            dataset.labels[test], classification_logits(model, everything, jnp.asarray(test))
+        ),
+        "val_accuracy": accuracy(
+            dataset.labels[val], classification_logits(model, everything, jnp.asarray(val))
+        ),
+    }

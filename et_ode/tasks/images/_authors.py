@@ -50,8 +50,19 @@ from ._spec import ImageModelConfig
 
 REPOSITORY = "bhoov/energy-transformer-jax"
 FILE_NAME = "plaindict_ckpt.npz"
-REQUIRED_KEYS = ("Wq", "Wk", "Xi", "Wenc", "Benc", "Wdec", "Bdec", "LNORM_gamma",
-                 "LNORM_bias", "MASK_token", "POS_embed")
+REQUIRED_KEYS = (
+    "Wq",
+    "Wk",
+    "Xi",
+    "Wenc",
+    "Benc",
+    "Wdec",
+    "Bdec",
+    "LNORM_gamma",
+    "LNORM_bias",
+    "MASK_token",
+    "POS_embed",
+)
 OPTIONAL_KEYS = ("CLS_token",)
 KEYS = REQUIRED_KEYS + OPTIONAL_KEYS
 MASKED, PATCHES = 100, 196
@@ -63,8 +74,7 @@ EVAL_IMAGES = 32  # held-out images of `et-ode eval` (each costs ~36 GFLOP at fu
 
 # What reading a damaged zip archive raises (zipfile: a bad CRC, an unknown compression
 # method, a flag saying "encrypted"; zlib: bad deflate data).
-ZIP_ERRORS = (OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError,
-              RuntimeError)
+ZIP_ERRORS = (OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError)
 
 
 def is_npz(path) -> bool:
@@ -99,10 +109,16 @@ def read_arrays(path) -> tuple[dict[str, np.ndarray], list[str]]:
         missing = [key for key in REQUIRED_KEYS if key not in names]
         if missing:
             if not names & set(KEYS):
-                _refuse(path, f"an .npz without the keys of the authors' {FILE_NAME} "
-                        f"({', '.join(KEYS)}); its keys are {sorted(names)}.")
-            _refuse(path, f"missing key(s) {', '.join(missing)} of the authors' "
-                    f"{FILE_NAME} (from {REPOSITORY}).")
+                _refuse(
+                    path,
+                    f"an .npz without the keys of the authors' {FILE_NAME} "
+                    f"({', '.join(KEYS)}); its keys are {sorted(names)}.",
+                )
+            _refuse(
+                path,
+                f"missing key(s) {', '.join(missing)} of the authors' "
+                f"{FILE_NAME} (from {REPOSITORY}).",
+            )
         arrays = {}
         for key in KEYS:
             if key not in names:
@@ -111,13 +127,17 @@ def read_arrays(path) -> tuple[dict[str, np.ndarray], list[str]]:
                 value = archive[key]
             except ValueError as error:
                 if "allow_pickle" in str(error):  # object arrays need pickle: never loaded
-                    _refuse(path, f"key {key!r} holds a pickled object array, which is "
-                            f"never unpickled ({error}).")
+                    _refuse(
+                        path,
+                        f"key {key!r} holds a pickled object array, which is "
+                        f"never unpickled ({error}).",
+                    )
                 _refuse(path, f"key {key!r} cannot be read: the file is damaged ({error}).")
             except ZIP_ERRORS as error:
                 _refuse(path, f"key {key!r} cannot be read: the file is damaged ({error}).")
-            if not (np.issubdtype(value.dtype, np.floating)
-                    or np.issubdtype(value.dtype, np.integer)):
+            if not (
+                np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)
+            ):
                 _refuse(path, f"key {key!r} has dtype {value.dtype}; expected real numbers.")
             if not np.all(np.isfinite(value)):
                 bad = int(np.size(value) - np.count_nonzero(np.isfinite(value)))
@@ -129,47 +149,82 @@ def read_arrays(path) -> tuple[dict[str, np.ndarray], list[str]]:
 def _shapes(path, a: dict) -> dict:
     """The sizes `H, Y, D, K, P, p, N, side` implied by the arrays, every key checked
     against them."""
+
     def need(key, condition, expected):
         if not condition:
-            _refuse(path, f"key {key!r} has shape {tuple(np.shape(a[key]))}; expected "
-                    f"{expected}.")
+            _refuse(path, f"key {key!r} has shape {tuple(np.shape(a[key]))}; expected {expected}.")
 
     need("Wq", a["Wq"].ndim == 3 and min(a["Wq"].shape) >= 1, "[H, Y, D]")
     heads, head_dim, dim = a["Wq"].shape
     need("Wq", dim >= 2, "[H, Y, D] with D >= 2")
     need("Wk", a["Wk"].shape == a["Wq"].shape, f"[H, Y, D] = {a['Wq'].shape}, as Wq")
-    need("Xi", a["Xi"].ndim == 2 and a["Xi"].shape[0] == dim and a["Xi"].shape[1] >= 1,
-         f"[D, M] with Wq's D = {dim}")
-    need("Wenc", a["Wenc"].ndim == 2 and a["Wenc"].shape[1] == dim,
-         f"[P, D] with Wq's D = {dim}")
+    need(
+        "Xi",
+        a["Xi"].ndim == 2 and a["Xi"].shape[0] == dim and a["Xi"].shape[1] >= 1,
+        f"[D, M] with Wq's D = {dim}",
+    )
+    need("Wenc", a["Wenc"].ndim == 2 and a["Wenc"].shape[1] == dim, f"[P, D] with Wq's D = {dim}")
     patch_dim = a["Wenc"].shape[0]
     patch = math.isqrt(patch_dim // CHANNELS)
-    need("Wenc", patch_dim == CHANNELS * patch * patch and patch >= 1,
-         "[P, D] with P = 3 p^2 (RGB patches of side p)")
-    for key, shape, text in (("Benc", (dim,), "[D]"), ("Wdec", (dim, patch_dim), "[D, P]"),
-                             ("Bdec", (patch_dim,), "[P]"), ("LNORM_bias", (dim,), "[D]"),
-                             ("MASK_token", (dim,), "[D]"), ("CLS_token", (dim,), "[D]")):
+    need(
+        "Wenc",
+        patch_dim == CHANNELS * patch * patch and patch >= 1,
+        "[P, D] with P = 3 p^2 (RGB patches of side p)",
+    )
+    for key, shape, text in (
+        ("Benc", (dim,), "[D]"),
+        ("Wdec", (dim, patch_dim), "[D, P]"),
+        ("Bdec", (patch_dim,), "[P]"),
+        ("LNORM_bias", (dim,), "[D]"),
+        ("MASK_token", (dim,), "[D]"),
+        ("CLS_token", (dim,), "[D]"),
+    ):
         if key in a:
             need(key, a[key].shape == shape, f"{text} = {shape} (D from Wq, P from Wenc)")
     need("LNORM_gamma", np.size(a["LNORM_gamma"]) == 1, "a scalar")
     if not float(np.ravel(a["LNORM_gamma"])[0]) > 0:
-        _refuse(path, f"key 'LNORM_gamma' is {float(np.ravel(a['LNORM_gamma'])[0])}; the "
-                "energy LayerNorm needs a positive gamma.")
+        _refuse(
+            path,
+            f"key 'LNORM_gamma' is {float(np.ravel(a['LNORM_gamma'])[0])}; the "
+            "energy LayerNorm needs a positive gamma.",
+        )
     cls = int("CLS_token" in a)
-    need("POS_embed", a["POS_embed"].ndim == 2 and a["POS_embed"].shape[1] == dim,
-         f"[{'1 + ' if cls else ''}N, D] with Wq's D = {dim}")
+    need(
+        "POS_embed",
+        a["POS_embed"].ndim == 2 and a["POS_embed"].shape[1] == dim,
+        f"[{'1 + ' if cls else ''}N, D] with Wq's D = {dim}",
+    )
     n_patches = a["POS_embed"].shape[0] - cls
     side = math.isqrt(max(n_patches, 0))
-    need("POS_embed", n_patches >= 1 and side * side == n_patches,
-         f"{'1 (CLS) + ' if cls else ''}N rows, N = (image side / patch side)^2 a square "
-         f"number of patches")
-    return dict(heads=heads, head_dim=head_dim, dim=dim, memories=a["Xi"].shape[1],
-                patch_dim=patch_dim, patch=patch, n_patches=n_patches, side=side, cls=cls)
+    need(
+        "POS_embed",
+        n_patches >= 1 and side * side == n_patches,
+        f"{'1 (CLS) + ' if cls else ''}N rows, N = (image side / patch side)^2 a square "
+        f"number of patches",
+    )
+    return dict(
+        heads=heads,
+        head_dim=head_dim,
+        dim=dim,
+        memories=a["Xi"].shape[1],
+        patch_dim=patch_dim,
+        patch=patch,
+        n_patches=n_patches,
+        side=side,
+        cls=cls,
+    )
 
 
-def authors_config(*, image_size: int = 224, patch: int = 16, dim: int = 768,
-                   n_heads: int = 12, head_dim: int = 64, n_memories: int = 3072,
-                   cls_token: bool = True) -> TrainConfig:
+def authors_config(
+    *,
+    image_size: int = 224,
+    patch: int = 16,
+    dim: int = 768,
+    n_heads: int = 12,
+    head_dim: int = 64,
+    n_memories: int = 3072,
+    cls_token: bool = True,
+) -> TrainConfig:
     """The `TrainConfig` of an authors' model (defaults: the released ImageNet sizes,
     197 tokens): their architecture and pipeline (self-attention, beta = 1/sqrt(Y), ReLU
     memories, no context standardisation, channel-first patches, the double-LayerNorm
@@ -177,14 +232,33 @@ def authors_config(*, image_size: int = 224, patch: int = 16, dim: int = 768,
     adjoint), their masking (`round(100/196 N)` patches replaced by MASK, none left
     visible), and our held-out photos as evaluation data (`EVAL_IMAGES` of them)."""
     model = ImageModelConfig(
-        image_size=image_size, patch=patch, channels=CHANNELS, dim=dim, n_heads=n_heads,
-        head_dim=head_dim, n_memories=n_memories, beta=None, self_attention=True,
-        hopfield="relu", tau=1.0, standardise_context=False, position_init="normal",
-        cls_token=cls_token, patch_order="chw", decoder="layernorm_twice")
-    data = DataConfig(source="photos", mask_ratio=MASK_RATIO, mask_fraction=1.0,
-                      eval_images=EVAL_IMAGES, augment=False)
-    config = TrainConfig(model=model, dynamics=Dynamics(), data=data,
-                         training=TrainingConfig(seed=0))
+        image_size=image_size,
+        patch=patch,
+        channels=CHANNELS,
+        dim=dim,
+        n_heads=n_heads,
+        head_dim=head_dim,
+        n_memories=n_memories,
+        beta=None,
+        self_attention=True,
+        hopfield="relu",
+        tau=1.0,
+        standardise_context=False,
+        position_init="normal",
+        cls_token=cls_token,
+        patch_order="chw",
+        decoder="layernorm_twice",
+    )
+    data = DataConfig(
+        source="photos",
+        mask_ratio=MASK_RATIO,
+        mask_fraction=1.0,
+        eval_images=EVAL_IMAGES,
+        augment=False,
+    )
+    config = TrainConfig(
+        model=model, dynamics=Dynamics(), data=data, training=TrainingConfig(seed=0)
+    )
     return TrainConfig.from_dict(config.to_dict(), source="the authors' checkpoint")
 
 
@@ -207,32 +281,47 @@ def read_authors_checkpoint(path):
     arrays, ignored = read_arrays(path)
     sizes = _shapes(path, arrays)
     config = authors_config(
-        image_size=sizes["side"] * sizes["patch"], patch=sizes["patch"], dim=sizes["dim"],
-        n_heads=sizes["heads"], head_dim=sizes["head_dim"], n_memories=sizes["memories"],
-        cls_token=bool(sizes["cls"]))
+        image_size=sizes["side"] * sizes["patch"],
+        patch=sizes["patch"],
+        dim=sizes["dim"],
+        n_heads=sizes["heads"],
+        head_dim=sizes["head_dim"],
+        n_memories=sizes["memories"],
+        cls_token=bool(sizes["cls"]),
+    )
     dtype = _dtype(arrays)
     a = {k: np.asarray(v, dtype) for k, v in arrays.items()}
     gamma = float(np.ravel(arrays["LNORM_gamma"])[0])
     cls = sizes["cls"]
     parameters = {
-        "encoder.weight": a["Wenc"].T, "encoder.bias": a["Benc"],
-        "positions": a["POS_embed"][cls:], "mask_token": a["MASK_token"],
+        "encoder.weight": a["Wenc"].T,
+        "encoder.bias": a["Benc"],
+        "positions": a["POS_embed"][cls:],
+        "mask_token": a["MASK_token"],
         "core.norm.log_gamma": np.asarray(np.log(np.float64(gamma)), dtype),
         "core.norm.delta": a["LNORM_bias"],
-        "core.attention.Wq": a["Wq"], "core.attention.Wk": a["Wk"],
+        "core.attention.Wq": a["Wq"],
+        "core.attention.Wk": a["Wk"],
         "core.hopfield.xi": a["Xi"].T,
         "decoder_norm.weight": np.full(sizes["dim"], gamma, dtype),
         "decoder_norm.bias": a["LNORM_bias"],
-        "decoder.weight": a["Wdec"].T, "decoder.bias": a["Bdec"],
+        "decoder.weight": a["Wdec"].T,
+        "decoder.bias": a["Bdec"],
         "field_strength": np.zeros((), dtype),
     }
     if cls:  # the CLS token's start: its embedding plus its position (row 0)
         parameters["cls_token"] = a["CLS_token"] + a["POS_embed"][0]
     normalisation = ChannelNormalisation.imagenet()
     header = {
-        "kind": "authors_npz", "source": f"{REPOSITORY}: {FILE_NAME} format",
-        "path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-        "dtype": str(dtype), "ignored_keys": ignored, "step": None, "metrics": {},
-        "config": config.to_dict(), "normalisation": normalisation.to_dict(),
+        "kind": "authors_npz",
+        "source": f"{REPOSITORY}: {FILE_NAME} format",
+        "path": str(path),
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "dtype": str(dtype),
+        "ignored_keys": ignored,
+        "step": None,
+        "metrics": {},
+        "config": config.to_dict(),
+        "normalisation": normalisation.to_dict(),
     }
     return config, header, normalisation, parameters, dtype

@@ -62,9 +62,20 @@ from typing import Any, Literal
 import numpy as np
 
 __all__ = [
-    "IMAGENET_MEAN", "IMAGENET_STD", "SCENES", "TEST_SCENES", "TRAIN_SCENES",
-    "ChannelNormalisation", "check_images", "default_scale", "folder_images",
-    "load_scene_images", "photo_crops", "scene_crops", "split_scenes", "tfds_images",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "SCENES",
+    "TEST_SCENES",
+    "TRAIN_SCENES",
+    "ChannelNormalisation",
+    "check_images",
+    "default_scale",
+    "folder_images",
+    "load_scene_images",
+    "photo_crops",
+    "scene_crops",
+    "split_scenes",
+    "tfds_images",
 ]
 
 Split = Literal["train", "test", "all"]
@@ -243,7 +254,7 @@ def scene_crops(
             rng = np.random.default_rng([int(seed), zlib.crc32(name.encode())])
             ys = rng.integers(0, h - size + 1, crops_per_image)
             xs = rng.integers(0, w - size + 1, crops_per_image)
-            out.append(np.stack([image[y:y + size, x:x + size] for y, x in zip(ys, xs)]))
+            out.append(np.stack([image[y : y + size, x : x + size] for y, x in zip(ys, xs)]))
     if not out:
         return np.zeros((0, size, size, 3), np.float32)
     return np.concatenate(out).astype(np.float32, copy=False)
@@ -263,7 +274,10 @@ def photo_crops(
     train has 3200 crops and test 800. Deterministic per `seed`. See `scene_crops`.
     """
     return scene_crops(
-        split_scenes(split), size=size, crops_per_image=crops_per_image, seed=seed,
+        split_scenes(split),
+        size=size,
+        crops_per_image=crops_per_image,
+        seed=seed,
         scale=scale,
     )
 
@@ -358,8 +372,7 @@ class ChannelNormalisation:
         keys = set(data)
         if keys != {"mean", "std"}:
             raise ValueError(
-                f"normalisation must have exactly the fields 'mean' and 'std' (got "
-                f"{sorted(keys)})."
+                f"normalisation must have exactly the fields 'mean' and 'std' (got {sorted(keys)})."
             )
         try:
             return cls(tuple(data["mean"]), tuple(data["std"]))
@@ -370,8 +383,9 @@ class ChannelNormalisation:
 # ------------------------------------------------------------------- validation
 
 
-def check_images(images, *, size: int | None = None, channels: int | None = 3,
-                 unit_range: bool = False):
+def check_images(
+    images, *, size: int | None = None, channels: int | None = 3, unit_range: bool = False
+):
     """Raise `ValueError` naming the problem and the fix unless `images` is a batch
     `[B, H, W, C]` of square images with `channels` channels (`None`: any), of side `size`
     (when given), with finite values and, for integer dtypes, values in 0..255.
@@ -481,9 +495,11 @@ def folder_images(folder, size: int, *, limit: int | None = None):
     folder = os.fspath(folder)
     if not os.path.isdir(folder):
         raise ValueError(f"--images-dir {folder} is not a folder.")
-    names = sorted(name for name in os.listdir(folder)
-                   if name.lower().endswith(PHOTO_SUFFIXES)
-                   and os.path.isfile(os.path.join(folder, name)))
+    names = sorted(
+        name
+        for name in os.listdir(folder)
+        if name.lower().endswith(PHOTO_SUFFIXES) and os.path.isfile(os.path.join(folder, name))
+    )
     if not names:
         raise ValueError(f"{folder} holds no photos ({', '.join(PHOTO_SUFFIXES)}).")
     names = names[:limit]
@@ -493,8 +509,9 @@ def folder_images(folder, size: int, *, limit: int | None = None):
             with Image.open(os.path.join(folder, name)) as opened:
                 image = ImageOps.exif_transpose(opened).convert("RGB")
         except (OSError, ValueError) as exc:  # PIL's UnidentifiedImageError is an OSError
-            raise ValueError(f"{os.path.join(folder, name)} is not a readable image "
-                             f"({exc}).") from None
+            raise ValueError(
+                f"{os.path.join(folder, name)} is not a readable image ({exc})."
+            ) from None
         width, height = image.size
         side = min(width, height)
         left, top = (width - side) // 2, (height - side) // 2
@@ -512,7 +529,7 @@ def _prepare_help(name: str, data_dir: str) -> str:
     return (
         f"To prepare it, on a machine with internet access run\n"
         f"    pip install tensorflow tensorflow-datasets\n"
-        f"    python -c \"import tensorflow_datasets as tfds; tfds.builder({name!r}, "
+        f'    python -c "import tensorflow_datasets as tfds; tfds.builder({name!r}, '
         f"data_dir='DIR', file_format='array_record').download_and_prepare()\"\n"
         f"(or: tfds build {name} --data_dir DIR --file_format array_record), copy DIR here "
         f"if needed, and pass --data-dir DIR (data_dir=DIR in Python). It is looked for in "
@@ -548,7 +565,7 @@ def _to_square_rgb(image: np.ndarray, size: int) -> np.ndarray:
     h, w = image.shape[:2]
     side = min(h, w)
     top, left = (h - side) // 2, (w - side) // 2
-    image = image[top:top + side, left:left + side]
+    image = image[top : top + side, left : left + side]
     if side != size:
         image = resize(image, (size, size), order=1, anti_aliasing=side > size)
     return np.clip(image, 0.0, 1.0).astype(np.float32, copy=False)
@@ -619,8 +636,7 @@ def tfds_images(
             "which only TensorFlow can read. Prepare it again with "
             "file_format='array_record' (below), or convert it where TensorFlow is "
             f"installed: tfds convert_format --dataset_version_dir {builder.data_dir} "
-            "--out_file_format array_record.\n"
-            + _prepare_help(name, data_dir)
+            "--out_file_format array_record.\n" + _prepare_help(name, data_dir)
         ) from exc
     if isinstance(source, Mapping):
         raise ValueError(f"split must name one split, got {split!r}.")

@@ -14,8 +14,9 @@ from ._patches import Masking, patchify, random_masking, unpatchify
 EVAL_KEY = 20230213  # fixed: every model and baseline sees the same masks
 
 
-def evaluation_masks(n_patches: int, n_images: int, seed: int = EVAL_KEY, ratio: float = 0.5,
-                     fraction: float = 0.9) -> Masking:
+def evaluation_masks(
+    n_patches: int, n_images: int, seed: int = EVAL_KEY, ratio: float = 0.5, fraction: float = 0.9
+) -> Masking:
     """The paper's exact-count masking for `n_images` images of `n_patches` patches,
     with keys `jax.random.split(jax.random.key(seed), n_images)`: `[n_images, N]` fields.
     With the default seed, these are the masks every evaluation uses."""
@@ -31,8 +32,13 @@ def _masks(seed, n_images, n_patches, ratio, fraction):
 def eval_masks(config, n_images: int) -> Masking:
     """The evaluation masks `[n_images, N]` of a training config (its image and patch
     size, mask ratio and fraction; seed `EVAL_KEY`)."""
-    return evaluation_masks(config.model.n_patches, n_images, EVAL_KEY,
-                            config.data.mask_ratio, config.data.mask_fraction)
+    return evaluation_masks(
+        config.model.n_patches,
+        n_images,
+        EVAL_KEY,
+        config.data.mask_ratio,
+        config.data.mask_fraction,
+    )
 
 
 def evaluate_fill(fill, images, masks: Masking, patch: int, batch_size: int = 64) -> float:
@@ -40,9 +46,9 @@ def evaluate_fill(fill, images, masks: Masking, patch: int, batch_size: int = 64
     `images [M, H, W, C]` (normalised units), averaged over all occluded patches."""
     total, count = 0.0, 0
     for start in range(0, len(images), batch_size):
-        chunk = jnp.asarray(images[start: start + batch_size])
+        chunk = jnp.asarray(images[start : start + batch_size])
         patches = jax.vmap(lambda im: patchify(im, patch))(chunk)
-        mask = jax.tree.map(lambda a: a[start: start + batch_size], masks)
+        mask = jax.tree.map(lambda a: a[start : start + batch_size], masks)
         prediction = fill(patches, mask)
         n = int(jnp.sum(mask.occluded))
         total += float(masked_mse(prediction, patches, mask.occluded)) * n
@@ -61,8 +67,9 @@ def evaluate_model(model, images, masks, batch_size=64, **overrides) -> float:
         # Images whose fixed-point solve reaches the time cap count with their end state.
         overrides = dict(throw=False) | overrides
     frozen = tuple(sorted(overrides.items()))
-    return evaluate_fill(lambda p, m: _model_fill(model, p, m, frozen), images, masks,
-                         model.config.patch, batch_size)
+    return evaluate_fill(
+        lambda p, m: _model_fill(model, p, m, frozen), images, masks, model.config.patch, batch_size
+    )
 
 
 def mean_fill(patches, masking: Masking):
@@ -70,7 +77,8 @@ def mean_fill(patches, masking: Masking):
     would see (those not replaced), per image; shown patches are copied."""
     seen = ~masking.replaced[..., None]
     mean = jnp.sum(jnp.where(seen, patches, 0.0), axis=1, keepdims=True) / jnp.maximum(
-        jnp.sum(seen, axis=1, keepdims=True), 1)
+        jnp.sum(seen, axis=1, keepdims=True), 1
+    )
     return jnp.where(seen, patches, mean)
 
 
@@ -84,9 +92,17 @@ def interpolation_fill(patches, masking: Masking, image_size: int, patch: int, c
     grid = np.stack(np.meshgrid(np.arange(image_size), np.arange(image_size), indexing="ij"), -1)
     for b in range(patches.shape[0]):
         replaced = np.asarray(masking.replaced[b])
-        pixel_mask = np.asarray(unpatchify(
-            jnp.asarray(np.repeat(replaced[:, None], patches.shape[-1], axis=1), float),
-            image_size, patch, channels))[..., 0] > 0.5
+        pixel_mask = (
+            np.asarray(
+                unpatchify(
+                    jnp.asarray(np.repeat(replaced[:, None], patches.shape[-1], axis=1), float),
+                    image_size,
+                    patch,
+                    channels,
+                )
+            )[..., 0]
+            > 0.5
+        )
         image = np.asarray(unpatchify(jnp.asarray(patches[b]), image_size, patch, channels))
         known, unknown = grid[~pixel_mask], grid[pixel_mask]
         filled = image.copy()
@@ -103,6 +119,6 @@ def evaluate_baselines(images, masks, image_size, patch, channels=3) -> dict:
     return {
         "mean_fill": evaluate_fill(mean_fill, images, masks, patch),
         "interpolation": evaluate_fill(
-            lambda p, m: interpolation_fill(p, m, image_size, patch, channels),
-            images, masks, patch),
+            lambda p, m: interpolation_fill(p, m, image_size, patch, channels), images, masks, patch
+        ),
     }

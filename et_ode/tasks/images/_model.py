@@ -57,8 +57,14 @@ class MaskedImageET(eqx.Module):
     dynamics: Dynamics = eqx.field(static=True)
     normalisation: object = eqx.field(static=True)
 
-    def __init__(self, config: ImageModelConfig, dynamics: Dynamics = Dynamics(), *,
-                 key: PRNGKeyArray, normalisation=None):
+    def __init__(
+        self,
+        config: ImageModelConfig,
+        dynamics: Dynamics = Dynamics(),
+        *,
+        key: PRNGKeyArray,
+        normalisation=None,
+    ):
         k_enc, k_pos, k_mask, k_core, k_dec = jax.random.split(key, 5)
         dim, std = config.dim, config.init_std
         dtype = jnp.float32  # also under jax_enable_x64, so that checkpoints always fit
@@ -69,18 +75,30 @@ class MaskedImageET(eqx.Module):
         else:
             self.positions = std * jax.random.normal(k_pos, (config.n_patches, dim), dtype)
         self.mask_token = std * jax.random.normal(k_mask, (dim,), dtype)
-        self.cls_token = (std * jax.random.normal(jax.random.fold_in(k_mask, 1), (dim,), dtype)
-                          if config.cls_token else None)
+        self.cls_token = (
+            std * jax.random.normal(jax.random.fold_in(k_mask, 1), (dim,), dtype)
+            if config.cls_token
+            else None
+        )
         self.core = EnergyTransformer(
-            dim, config.n_heads, config.head_dim, config.n_memories, key=k_core,
-            beta=config.beta, self_attention=config.self_attention,
-            hopfield=config.hopfield, tau=config.tau, init_std=std, dtype=dtype,
+            dim,
+            config.n_heads,
+            config.head_dim,
+            config.n_memories,
+            key=k_core,
+            beta=config.beta,
+            self_attention=config.self_attention,
+            hopfield=config.hopfield,
+            tau=config.tau,
+            init_std=std,
+            dtype=dtype,
         )
         self.decoder_norm = eqx.nn.LayerNorm(dim, dtype=dtype)
         self.decoder = eqx.nn.Linear(dim, config.patch_dim, key=k_dec, dtype=dtype)
         if config.standardise_context:  # untrained, the model is exactly the mean fill
             self.decoder = eqx.tree_at(
-                lambda d: (d.weight, d.bias), self.decoder,
+                lambda d: (d.weight, d.bias),
+                self.decoder,
                 (jnp.zeros_like(self.decoder.weight), jnp.zeros_like(self.decoder.bias)),
             )
         self.field_strength = jnp.asarray(1.0 if dynamics.external_field else 0.0, jnp.float32)
@@ -137,8 +155,7 @@ class MaskedImageET(eqx.Module):
             tokens = jnp.concatenate([self.cls_token[None], tokens])
         field = tokens if self.dynamics.external_field else None
         clamped = self.token_mask(~masking.replaced) if self.dynamics.clamp_visible else None
-        return tokens, Conditions(clamped=clamped, field=field,
-                                  field_strength=self.field_strength)
+        return tokens, Conditions(clamped=clamped, field=field, field_strength=self.field_strength)
 
     def decode_token(self, token: Float[Array, " D"]) -> Float[Array, " P"]:
         """One core state `[D]` -> a patch `[P]` (`(h, w, c)` flattening): the decoder's
@@ -164,8 +181,10 @@ class MaskedImageET(eqx.Module):
         if not self.config.standardise_context:
             # in the patches' dtype: a float64 default under x64 would make a float32
             # model's loss float64 and break the backsolve and implicit adjoints' VJPs
-            return (jnp.zeros(patches.shape[1:], patches.dtype),
-                    jnp.ones(patches.shape[1:], patches.dtype))
+            return (
+                jnp.zeros(patches.shape[1:], patches.dtype),
+                jnp.ones(patches.shape[1:], patches.dtype),
+            )
         channels = self.config.channels
         pixels = patches.reshape(patches.shape[0], -1, channels)
         seen = ~masking.replaced[:, None, None]
@@ -211,8 +230,12 @@ class MaskedImageET(eqx.Module):
         options = self.dynamics.solve_options() | overrides
         if "max_steps" not in overrides and options["max_steps"] is not None:
             needed = solvers.constant_step_count(
-                options.get("t0", 0.0), options["t1"], options["dt0"], options["rtol"],
-                options["atol"])
+                options.get("t0", 0.0),
+                options["t1"],
+                options["dt0"],
+                options["rtol"],
+                options["atol"],
+            )
             options["max_steps"] = max(int(options["max_steps"]), needed or 0)
         sol = solvers.solve(self.core, x0, args=conditions, args_batched=True, **options)
         return self.decode_batch(sol.x_final, mean, std), sol
@@ -233,14 +256,17 @@ class MaskedImageET(eqx.Module):
             images = np.asarray(images)
         dtype = np.dtype(images.dtype)
         if np.issubdtype(dtype, np.integer) and dtype != np.uint8:
-            raise ValueError(f"integer images must be uint8 (0..255), got {dtype}; convert "
-                             "them, or pass floats in [0, 1].")
+            raise ValueError(
+                f"integer images must be uint8 (0..255), got {dtype}; convert "
+                "them, or pass floats in [0, 1]."
+            )
         if dtype == np.uint8:
             check_images(images, size=self.config.image_size, channels=self.config.channels)
             images = jnp.asarray(images, self.positions.dtype) / 255.0
         else:
-            check_images(images, size=self.config.image_size, channels=self.config.channels,
-                         unit_range=True)
+            check_images(
+                images, size=self.config.image_size, channels=self.config.channels, unit_range=True
+            )
         if self.normalisation is None:
             raise ValueError("this model has no data normalisation: load a trained model.")
         normalised = jnp.asarray(self.normalisation.apply(images))
@@ -276,15 +302,23 @@ def load_model_and_config(name_or_path) -> tuple[MaskedImageET, TrainConfig, dic
     if is_npz(path):
         config, header, normalisation, parameters, dtype = read_authors_checkpoint(path)
         skeleton = eqx.filter_eval_shape(
-            MaskedImageET, config.model, config.dynamics, key=jax.random.key(0),
-            normalisation=normalisation)
+            MaskedImageET,
+            config.model,
+            config.dynamics,
+            key=jax.random.key(0),
+            normalisation=normalisation,
+        )
         return _with_parameters(skeleton, parameters, dtype, path), config, header
     header, blobs = read_checkpoint(path)
     config = config_from_header(header, path)
     normalisation = ChannelNormalisation.from_dict(header["normalisation"])
     skeleton = eqx.filter_eval_shape(
-        MaskedImageET, config.model, config.dynamics, key=jax.random.key(0),
-        normalisation=normalisation)
+        MaskedImageET,
+        config.model,
+        config.dynamics,
+        key=jax.random.key(0),
+        normalisation=normalisation,
+    )
     return fill(skeleton, blobs[0], path), config, header
 
 
@@ -295,13 +329,16 @@ def _with_parameters(skeleton, parameters: dict, dtype, path):
     leaves, treedef = jax.tree_util.tree_flatten_with_path(skeleton)
     names = [".".join(getattr(k, "name", str(k)) for k in key_path) for key_path, _ in leaves]
     if sorted(names) != sorted(parameters):
-        raise ValueError(f"{path}: the model's parameters {sorted(names)} and those read "
-                         f"{sorted(parameters)} differ.")
+        raise ValueError(
+            f"{path}: the model's parameters {sorted(names)} and those read "
+            f"{sorted(parameters)} differ."
+        )
     values = []
     for name, (_, leaf) in zip(names, leaves):
         value = np.asarray(parameters[name])
         if value.shape != leaf.shape:
-            raise ValueError(f"{path}: {name} has shape {value.shape}, the model needs "
-                             f"{leaf.shape}.")
+            raise ValueError(
+                f"{path}: {name} has shape {value.shape}, the model needs {leaf.shape}."
+            )
         values.append(jnp.asarray(value, dtype))
     return jax.tree_util.tree_unflatten(treedef, values)

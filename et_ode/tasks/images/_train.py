@@ -40,8 +40,11 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     config share one compiled training step."""
     t = config.training
     schedule = optax.warmup_cosine_decay_schedule(
-        init_value=0.0, peak_value=t.learning_rate, warmup_steps=t.warmup_steps,
-        decay_steps=t.steps, end_value=0.01 * t.learning_rate,
+        init_value=0.0,
+        peak_value=t.learning_rate,
+        warmup_steps=t.warmup_steps,
+        decay_steps=t.steps,
+        end_value=0.01 * t.learning_rate,
     )
     return optax.chain(
         optax.clip_by_global_norm(t.clip_norm),
@@ -54,8 +57,9 @@ def load_split(config: TrainConfig, split: str) -> np.ndarray:
     size = config.model.image_size
     if config.data.source == "photos":
         return _data.photo_crops(split, size=size, seed=config.training.seed)
-    return _data.tfds_images(config.data.tfds_name, split=split,
-                             data_dir=config.data.data_dir, size=size)
+    return _data.tfds_images(
+        config.data.tfds_name, split=split, data_dir=config.data.data_dir, size=size
+    )
 
 
 def held_out_indices(total: int, count: int) -> np.ndarray:
@@ -114,8 +118,18 @@ def augment(key, image):
 
 
 @eqx.filter_jit
-def train_step(model, opt_state, images, step, base_key, optimizer, batch_size,
-               mask_ratio, mask_fraction, augment_images=False):
+def train_step(
+    model,
+    opt_state,
+    images,
+    step,
+    base_key,
+    optimizer,
+    batch_size,
+    mask_ratio,
+    mask_fraction,
+    augment_images=False,
+):
     """One optimiser step on a batch drawn (with replacement) from `images [M, H, W, C]`
     (normalised). The batch and its masks depend only on `(base_key, step)`, so a resumed
     run sees exactly the data an uninterrupted one would."""
@@ -145,8 +159,11 @@ class TrainState:
 
 def _header(config: TrainConfig, step: int, normalisation, metrics: dict | None) -> dict:
     return {
-        "kind": "masked_image_et", "config": config.to_dict(), "step": step,
-        "normalisation": normalisation.to_dict(), "versions": versions(),
+        "kind": "masked_image_et",
+        "config": config.to_dict(),
+        "step": step,
+        "normalisation": normalisation.to_dict(),
+        "versions": versions(),
         "metrics": metrics or {},
     }
 
@@ -172,8 +189,14 @@ def _truncate_metrics(path: Path, step: int) -> None:
     filter_json_lines(path, lambda record: record.get("step", step + 1) <= step)
 
 
-def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
-          stop_after: int | None = None, progress: bool = True) -> TrainState:
+def train(
+    config: TrainConfig,
+    out_dir=None,
+    *,
+    resume: bool = False,
+    stop_after: int | None = None,
+    progress: bool = True,
+) -> TrainState:
     """Train (or resume) a `MaskedImageET`; returns the final state.
 
     Writes `out_dir/checkpoint.eqx` every `checkpoint_every` steps, at the end and when
@@ -194,8 +217,9 @@ def train(config: TrainConfig, out_dir=None, *, resume: bool = False,
         return _train(config, out, resume, stop_after, progress)
 
 
-def _train(config: TrainConfig, out: Path, resume: bool, stop_after: int | None,
-           progress: bool) -> TrainState:
+def _train(
+    config: TrainConfig, out: Path, resume: bool, stop_after: int | None, progress: bool
+) -> TrainState:
     """`train` inside its lock."""
     checkpoint, metrics_path = out / CHECKPOINT_NAME, out / METRICS_NAME
     t = config.training
@@ -208,9 +232,11 @@ def _train(config: TrainConfig, out: Path, resume: bool, stop_after: int | None,
         try:
             write()
         except OSError as error:
-            advice = (f"the last good checkpoint is {checkpoint} at step {saved} (resume "
-                      "with --resume)" if saved is not None else "no checkpoint was written "
-                      "yet (start again)")
+            advice = (
+                f"the last good checkpoint is {checkpoint} at step {saved} (resume with --resume)"
+                if saved is not None
+                else "no checkpoint was written yet (start again)"
+            )
             raise write_error(path, error, advice) from None
 
     if resume:
@@ -235,39 +261,62 @@ def _train(config: TrainConfig, out: Path, resume: bool, stop_after: int | None,
         def append():
             with metrics_path.open("a") as file:
                 file.write(json.dumps(record) + "\n")
+
         written(metrics_path, append)
 
     def save(state, last_eval):
         nonlocal saved
-        written(checkpoint, lambda: save_checkpoint(
-            checkpoint, _header(config, state.step, normalisation,
-                                {"eval_masked_mse": last_eval}),
-            state.model, state.opt_state))
+        written(
+            checkpoint,
+            lambda: save_checkpoint(
+                checkpoint,
+                _header(config, state.step, normalisation, {"eval_masked_mse": last_eval}),
+                state.model,
+                state.opt_state,
+            ),
+        )
         saved = state.step
 
     last_eval = None
     end = t.steps if stop_after is None else min(t.steps, state.step + stop_after)
-    bar = tqdm(total=t.steps, initial=state.step, disable=not progress, desc="train",
-               unit="step", dynamic_ncols=True)
+    bar = tqdm(
+        total=t.steps,
+        initial=state.step,
+        disable=not progress,
+        desc="train",
+        unit="step",
+        dynamic_ncols=True,
+    )
     started, first_step = time.perf_counter(), state.step
     try:
         while state.step < end:
             try:  # a solve that fails inside the step (its state became NaN) raises here
                 model, opt_state, loss = train_step(
-                    state.model, state.opt_state, images, jnp.asarray(state.step), base_key,
-                    optimizer, t.batch_size, config.data.mask_ratio, config.data.mask_fraction,
+                    state.model,
+                    state.opt_state,
+                    images,
+                    jnp.asarray(state.step),
+                    base_key,
+                    optimizer,
+                    t.batch_size,
+                    config.data.mask_ratio,
+                    config.data.mask_fraction,
                     config.data.augment,
                 )
                 loss = float(loss)
             except eqx.EquinoxRuntimeError:
                 loss = None  # nothing of this step is kept: `state` stays the last good one
             if loss is None or not np.isfinite(loss):
-                raise diverged(what_failed(loss), state.step + 1, t.learning_rate,
-                               f"the last good checkpoint is {checkpoint} at step {saved}"
-                               if saved is not None else "no checkpoint was written")
+                raise diverged(
+                    what_failed(loss),
+                    state.step + 1,
+                    t.learning_rate,
+                    f"the last good checkpoint is {checkpoint} at step {saved}"
+                    if saved is not None
+                    else "no checkpoint was written",
+                )
             state = TrainState(model, opt_state, state.step + 1)
-            record = {"step": state.step, "loss": loss,
-                      "seconds": time.perf_counter() - started}
+            record = {"step": state.step, "loss": loss, "seconds": time.perf_counter() - started}
             if state.step % t.eval_every == 0 or state.step == t.steps:
                 last_eval = evaluate_model(state.model, test_images, masks, t.batch_size)
                 record["eval_masked_mse"] = last_eval
@@ -301,8 +350,10 @@ def export_model(checkpoint, destination, force: bool = False) -> None:
     images = model.normalisation.apply(held_out_split(config))
     masks = eval_masks(config, len(images))
     header["metrics"] = {
-        "eval_masked_mse": evaluate_model(model, images, masks), "eval_images": len(images),
-        **evaluate_baselines(images, masks, config.model.image_size, config.model.patch,
-                             config.model.channels),
+        "eval_masked_mse": evaluate_model(model, images, masks),
+        "eval_images": len(images),
+        **evaluate_baselines(
+            images, masks, config.model.image_size, config.model.patch, config.model.channels
+        ),
     }
     save_checkpoint(destination, header, model)
