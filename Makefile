@@ -32,6 +32,19 @@ test: $(STAMP) lint
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(MAKE) --no-print-directory typecheck
+
+# mypy on `et_ode` as it installs: solvers/ and analysis/ sit at the root of the
+# repository but install as et_ode.solvers and et_ode.analysis (pyproject.toml's
+# package-dir), which mypy cannot follow, so a tree of links in .venv lays them out as
+# the installed package.
+TYPECHECK_TREE := $(VENV)/typecheck
+.PHONY: typecheck
+typecheck: $(STAMP)
+	rm -rf $(TYPECHECK_TREE)/et_ode && mkdir -p $(TYPECHECK_TREE)/et_ode
+	ln -s $(CURDIR)/et_ode/* $(TYPECHECK_TREE)/et_ode/
+	ln -s $(CURDIR)/solvers $(CURDIR)/analysis $(TYPECHECK_TREE)/et_ode/
+	cd $(TYPECHECK_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p et_ode
 
 # The fuzz suite with a large budget (tests/test_fuzz.py; make test runs 40 examples per
 # property): Hypothesis's statistics, then a table of the inputs tried, accepted and

@@ -37,15 +37,12 @@ the geometry module (`et_ode.analysis._geometry`).
 """
 
 from ._basins import basin_entropy, basins, grid_starts
-from ._common import cast, float64_available, log_times, take
+from ._common import cast, float64_available, take
 from ._continuation import continuation, switch_branch
 from ._contributions import contributions, plot_contributions
 from ._convergence import (
     convergence,
-    fit_exponential_rate,
-    fit_power_law,
     plot_convergence,
-    trace_quantities,
 )
 from ._deflation import steady_states
 from ._energy_descent import energy_descent, energy_rises, plot_energy_descent
@@ -64,8 +61,6 @@ from ._image_figures import (
 from ._image_trajectory import (
     frame_times,
     held_out_images,
-    held_out_masks,
-    image_trajectory,
     normalised_patches,
     reference_time,
     trajectory_options,
@@ -80,16 +75,15 @@ from ._long_horizon import (
 from ._lyapunov_spectrum import lyapunov_spectrum
 from ._overshoot import overshoot, plot_overshoot
 from ._plotting import FIGURE_FORMATS, layout_problems, write_figure
-from ._records import metadata, model_dtype, save_json, to_json, versions
+from ._records import metadata, model_dtype, save_json, to_json
 from ._stability import (
     hessian_eigenvalues,
     lyapunov_exponent,
     plot_stability,
     stability,
-    tangent_basis,
 )
 from ._video import figure_to_frame, write_frames, write_png, write_video
-from ._work_precision import plot_work_precision, relative_error, work_precision
+from ._work_precision import plot_work_precision, work_precision
 
 __all__ = [
     "attention_weights_figure",
@@ -105,8 +99,6 @@ __all__ = [
     "FIGURE_FORMATS",
     "figure_to_frame",
     "finite_time_lyapunov",
-    "fit_exponential_rate",
-    "fit_power_law",
     "fixed_points",
     "float64_available",
     "frame_times",
@@ -114,12 +106,9 @@ __all__ = [
     "graph_overshoot",
     "grid_starts",
     "held_out_images",
-    "held_out_masks",
     "hessian_eigenvalues",
     "image_basins",
-    "image_trajectory",
     "layout_problems",
-    "log_times",
     "long_horizon",
     "long_horizon_findings",
     "lyapunov_exponent",
@@ -147,19 +136,15 @@ __all__ = [
     "position_similarity_figure",
     "reconstruction_figure",
     "reference_time",
-    "relative_error",
     "save_json",
     "stability",
     "standard_starts",
     "steady_states",
     "switch_branch",
     "take",
-    "tangent_basis",
     "to_json",
     "tokens_over_time_figure",
-    "trace_quantities",
     "trajectory_options",
-    "versions",
     "work_precision",
     "write_figure",
     "write_frames",

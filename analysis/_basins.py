@@ -19,13 +19,17 @@ more than one basin (0 where there is none): `S_bb > log 2` shows fractal bounda
 """
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float, Integer, Real
 
 from et_ode import solvers
+from et_ode.vocab import Flow
 
 from ._fixed_points import polish_near
 from ._geometry import energy_coordinates, require
@@ -33,7 +37,7 @@ from ._records import metadata
 from ._stability import hessian_eigenvalues
 
 
-def basin_entropy(labels, box: int = 5) -> dict:
+def basin_entropy(labels: Integer[ArrayLike, "G1 G2"], box: int = 5) -> dict:
     """`S_b` and `S_bb` (module docstring) of `labels [G1, G2]` (integer basin labels on
     a grid; `-1`, no basin, counts as a basin of its own), with boxes of `box x box`
     starts (a remainder at the grid's edge is left out). Returns a dict with `S_b`,
@@ -45,8 +49,12 @@ def basin_entropy(labels, box: int = 5) -> dict:
             f"{box} (got shape {labels.shape})."
         )
     g1, g2 = (size // box for size in labels.shape)
-    tiles = labels[: g1 * box, : g2 * box].reshape(g1, box, g2, box).swapaxes(1, 2)
-    tiles = tiles.reshape(g1 * g2, box * box)
+    tiles = (
+        labels[: g1 * box, : g2 * box]
+        .reshape(g1, box, g2, box)
+        .swapaxes(1, 2)
+        .reshape(g1 * g2, box * box)
+    )
     entropies, boundary = [], 0
     for tile in tiles:
         _, counts = np.unique(tile, return_counts=True)
@@ -63,7 +71,14 @@ def basin_entropy(labels, box: int = 5) -> dict:
     )
 
 
-def grid_starts(center, u, v, *, extent=(-1.0, 1.0), resolution: int = 32):
+def grid_starts(
+    center: Real[ArrayLike, "*shape"],
+    u: Real[ArrayLike, "*shape"],
+    v: Real[ArrayLike, "*shape"],
+    *,
+    extent: tuple[float, float] = (-1.0, 1.0),
+    resolution: int = 32,
+) -> tuple[Float[np.ndarray, " S *shape"], Float[np.ndarray, " R"], Float[np.ndarray, " R"]]:
     """Starts on the plane `center + a u + b v`, `a` and `b` on `resolution` points of
     `extent` each. Returns `(starts [resolution^2, *center.shape], a [R], b [R])`, the
     starts in row-major order (`b` fastest), so that a result's `labels` reshape to
@@ -162,7 +177,8 @@ def token_structure(points, tol: float = 1e-3) -> dict:
     """
     from scipy.optimize import linear_sum_assignment
 
-    states, count = [], 0
+    states: list[np.ndarray] = []
+    count = 0
     for point in points.values():
         for token in np.asarray(point).reshape(len(point), -1):
             count += 1
@@ -181,25 +197,25 @@ def token_structure(points, tol: float = 1e-3) -> dict:
 
 
 def basins(
-    model,
-    starts,
-    args=None,
+    model: solvers.EnergySystem,
+    starts: Float[ArrayLike, "B N D"],
+    args: Any = None,
     *,
-    flow="projected",
-    solver="tsit5",
-    rtol=1e-6,
-    atol=1e-8,
-    dt0=None,
-    fixed_point_atol=1e-5,
-    t1=1e4,
-    max_steps=100_000,
-    match_tol=1e-3,
-    polish_tol=1e-10,
-    polish_max=None,
-    polish_first=(),
-    k=4,
-    grid_shape=None,
-    box=5,
+    flow: Flow = "projected",
+    solver: str = "tsit5",
+    rtol: float | None = 1e-6,
+    atol: float | None = 1e-8,
+    dt0: float | None = None,
+    fixed_point_atol: float = 1e-5,
+    t1: float = 1e4,
+    max_steps: int = 100_000,
+    match_tol: float = 1e-3,
+    polish_tol: float = 1e-10,
+    polish_max: int | None = None,
+    polish_first: Sequence[int] = (),
+    k: int = 4,
+    grid_shape: tuple[int, int] | None = None,
+    box: int = 5,
 ) -> dict:
     """Integrate every start to a fixed point and group the end states into attractors
     (module docstring).

@@ -1,14 +1,21 @@
 """Small helpers shared by the studies: dtype casts, batches, sharding, time grids."""
 
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike
+from jaxtyping import ArrayLike
 
 from et_ode import solvers
 
+PyTree = TypeVar("PyTree")
 
-def cast(tree, dtype):
+
+def cast(tree: PyTree, dtype: DTypeLike) -> PyTree:
     """`tree` with every floating array cast to `dtype` (integer and boolean arrays and
     non-arrays unchanged). Used to run a float32 model in float64 for references."""
 
@@ -22,7 +29,7 @@ def cast(tree, dtype):
 
 def float64_available() -> bool:
     """Whether `jax_enable_x64` is on (without it float64 arrays silently become float32)."""
-    return bool(jax.config.jax_enable_x64)
+    return bool(jax.config.read("jax_enable_x64"))
 
 
 def as_batch(x):
@@ -35,7 +42,7 @@ def as_batch(x):
     raise ValueError(f"x must have shape [N, D] or [B, N, D]; got {tuple(x.shape)}.")
 
 
-def take(args, index, args_batched):
+def take(args: Any, index: int, args_batched: bool) -> Any:
     """The conditions of sample `index` (all of `args` when they are shared)."""
     if not args_batched or args is None:
         return args
@@ -55,7 +62,14 @@ def shard(xb, args, args_batched):
     return xb, args, batch
 
 
-def log_times(t_first: float, t_last: float, n: int, *, include=(), start=None) -> np.ndarray:
+def log_times(
+    t_first: float,
+    t_last: float,
+    n: int,
+    *,
+    include: ArrayLike | Sequence[float] = (),
+    start: float | None = None,
+) -> np.ndarray:
     """`n` log-spaced times from `t_first` to `t_last`, merged with `include` (and with
     `start` prepended when given), sorted and unique."""
     times = np.geomspace(t_first, t_last, n)

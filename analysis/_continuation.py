@@ -39,11 +39,17 @@ bracket in `s` is below `locate_tol`; near a fold `p` varies quadratically in `s
 """
 
 import math
+from collections.abc import Callable
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse.linalg as spla
+from jax.typing import DTypeLike
+from jaxtyping import Array, ArrayLike, Real
+
+from et_ode import solvers
 
 from ._branch_kernels import (
     DENSE_MAX,
@@ -60,6 +66,13 @@ from ._records import metadata
 from ._system_branch import state_and_residual, system_field
 
 STOP_REASONS = ("p_span", "max_points", "ds_min", "closed")
+
+# A field `f(x, p, args) -> dx/dt`: `x` a state of any shape, `p` the (traced) scalar
+# parameter, `args` its conditions; returns an array of the state's shape.
+Field = Callable[[Array, Array, Any], Array]
+# What `p` is for an energy model: a name of `_system_branch.PARAMETERS`, or a function
+# `(model, args, p) -> (model, args)`.
+Parameter = Literal["beta", "memory_scale", "field_strength"] | Callable[..., tuple[Any, Any]]
 
 
 def _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points):
@@ -309,27 +322,27 @@ def _trust(record, locate_tol):
 
 
 def continuation(
-    system,
-    x0,
-    p0,
+    system: solvers.EnergySystem | Field,
+    x0: Real[ArrayLike, "..."],
+    p0: float,
     *,
-    p_span,
-    args=None,
-    parameter=None,
-    ds=0.01,
-    ds_min=1e-8,
-    ds_max=0.1,
-    direction=1,
-    max_points=1000,
-    k=6,
-    tol=None,
-    max_newton=10,
-    max_turn=0.5,
-    locate_tol=1e-10,
-    tangent_start=None,
-    matrix_free=None,
-    state_weight=1.0,
-    dtype=None,
+    p_span: tuple[float, float],
+    args: Any = None,
+    parameter: Parameter | None = None,
+    ds: float = 0.01,
+    ds_min: float = 1e-8,
+    ds_max: float = 0.1,
+    direction: Literal[1, -1] = 1,
+    max_points: int = 1000,
+    k: int = 6,
+    tol: float | None = None,
+    max_newton: int = 10,
+    max_turn: float = 0.5,
+    locate_tol: float = 1e-10,
+    tangent_start: Real[ArrayLike, " n_plus_1"] | None = None,
+    matrix_free: bool | None = None,
+    state_weight: float = 1.0,
+    dtype: DTypeLike | None = None,
 ) -> dict:
     """Follow the branch of steady states of `system` through `(x0, p0)` in `p`, with
     the `k` leading eigenvalues at every point and the bifurcations located (module
@@ -396,7 +409,8 @@ def continuation(
         system, args = jax.tree.map(
             lambda v: jnp.asarray(v, dtype) if is_float(v) else v, (system, args)
         )
-        field, x0, args = system_field(system, x0, p0, args, parameter)
+        field, y_start, args = system_field(system, x0, p0, args, parameter)
+        x0 = jnp.asarray(y_start)  # the manifold coordinates that are followed
     else:
         if parameter is not None:
             raise ValueError("parameter= is for energy models; a field takes p itself.")
@@ -574,7 +588,14 @@ def _result(points, bifurcations, stop_reason, F, dense, dtype, settings):
 
 
 def switch_branch(
-    field, bifurcation: dict, *, p_span, args=None, direction=1, ds=0.01, **options
+    field: solvers.EnergySystem | Field,
+    bifurcation: dict,
+    *,
+    p_span: tuple[float, float],
+    args: Any = None,
+    direction: Literal[1, -1] = 1,
+    ds: float = 0.01,
+    **options: Any,
 ) -> dict:
     """Follow the other branch through a branch point found by `continuation`
     (`bifurcation["kind"] == "branch_point"`): `continuation` from that point along its

@@ -6,12 +6,18 @@ projected flow its tangent projection does (each part projected separately, so t
 parts still sum to the applied update). Clamped tokens do not move.
 """
 
+from pathlib import Path
+from typing import Any
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Bool, Float, Real
+from matplotlib.figure import Figure
 
 from et_ode import solvers
+from et_ode.vocab import Flow
 
 from ._common import as_batch, shard
 from ._geometry import require
@@ -53,17 +59,17 @@ def _parts_trace(model, xs, args, flow, masked, args_batched):
 
 
 def contributions(
-    model,
-    x0,
-    args=None,
-    ts=None,
-    masked=None,
+    model: solvers.EnergySystem,
+    x0: Float[ArrayLike, "*batch N D"],
+    args: Any = None,
+    ts: Real[ArrayLike, " T"] | None = None,
+    masked: Bool[ArrayLike, "*mask_batch N"] | None = None,
     *,
-    flow: str = "native",
+    flow: Flow = "native",
     solver: str = "euler",
     dt0: float | None = 0.1,
-    rtol=None,
-    atol=None,
+    rtol: float | None = None,
+    atol: float | None = None,
     max_steps: int = 100_000,
     args_batched: bool = False,
 ) -> dict:
@@ -96,7 +102,9 @@ def contributions(
     masked = np.zeros((n_tokens,), bool) if masked is None else np.asarray(masked, bool)
     masked = np.broadcast_to(masked, (batch, n_tokens))
     t1 = float(ts[-1]) if ts[-1] > 0 else 1.0
-    options = dict(solver=solver, dt0=dt0, rtol=rtol, atol=atol, flow=flow, max_steps=max_steps)
+    options: dict[str, Any] = dict(
+        solver=solver, dt0=dt0, rtol=rtol, atol=atol, flow=flow, max_steps=max_steps
+    )
     if ts[-1] > 0:
         x_in, args_in, _ = shard(xb, args, args_batched)
         sol = solvers.solve(
@@ -109,7 +117,7 @@ def contributions(
         np.asarray, _parts_trace(model, xs, args, flow, jnp.asarray(masked), args_batched)
     )
     strip = (lambda a: a) if batched else (lambda a: a[0])
-    out = dict(times=ts)
+    out: dict[str, Any] = dict(times=ts)
     for name in PARTS + ("total",):
         out[name] = {k: strip(v) for k, v in trace[name].items()}
     out["attention_fraction"] = {
@@ -135,7 +143,7 @@ def contributions(
     return out
 
 
-def plot_contributions(result: dict, path=None):
+def plot_contributions(result: dict, path: Path | str | None = None) -> Figure:
     """Mean per-token norm of the attention and Hopfield parts of the update against
     time, on masked (solid) and visible (dashed) tokens; batched results show the
     median over samples. The caption gives the model, sample count, flow, times, dtype

@@ -8,13 +8,19 @@ smallest decay rate of the linearised flow, `lambda_min(C^(1/2) H C^(1/2)) / tau
 measures both and reports the rate fitted to `log |G|` beside that prediction.
 """
 
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float, Real
+from matplotlib.figure import Figure
 
 from et_ode import solvers
-from et_ode.vocab import FLOWS
+from et_ode.vocab import FLOWS, Flow
 
 from ._common import (
     as_batch,
@@ -36,6 +42,7 @@ from ._plotting import (
     title,
 )
 from ._records import metadata, model_dtype
+from ._stability import Method as HessianMethod
 from ._stability import hessian_eigenvalues
 
 
@@ -75,7 +82,12 @@ def trace_quantities(model, xs, args, flow, args_batched=False):
     return jax.vmap(over_t, in_axes=(None, 0, axes, None))(model, xs, args, flow)
 
 
-def fit_exponential_rate(ts, values, lower, upper) -> dict:
+def fit_exponential_rate(
+    ts: Real[ArrayLike, " T"],
+    values: Real[ArrayLike, " T"],
+    lower: float | np.floating,
+    upper: float | np.floating,
+) -> dict:
     """Least-squares fit of `log(values) = a - rate * t` over the points with `lower <
     values < upper`. Returns `rate` (1/time units; `nan` with fewer than 3 points),
     `r2`, `n_points`, `t_window`."""
@@ -100,7 +112,13 @@ def fit_exponential_rate(ts, values, lower, upper) -> dict:
     )
 
 
-def fit_power_law(ts, values, t_lower, t_upper, floor=0.0) -> dict:
+def fit_power_law(
+    ts: Real[ArrayLike, " T"],
+    values: Real[ArrayLike, " T"],
+    t_lower: float | np.floating,
+    t_upper: float | np.floating,
+    floor: float | np.floating = 0.0,
+) -> dict:
     """Fit `log(values) = a - exponent * log(t)` over `t_lower <= t <= t_upper` (points
     above `floor`). Returns `exponent`, `r2`, `n_points`."""
     ts, values = np.asarray(ts, float), np.asarray(values, float)
@@ -118,13 +136,13 @@ def fit_power_law(ts, values, t_lower, t_upper, floor=0.0) -> dict:
 
 
 def convergence(
-    model,
-    x0,
-    args=None,
-    flows=FLOWS,
+    model: solvers.EnergySystem,
+    x0: Float[ArrayLike, "*batch N D"],
+    args: Any = None,
+    flows: Sequence[Flow] = FLOWS,
     t1: float = 1e4,
     *,
-    times=None,
+    times: Real[ArrayLike, " T"] | None = None,
     n_times: int = 160,
     t_first: float = 1e-2,
     solver: str = "tsit5",
@@ -138,7 +156,7 @@ def convergence(
     fit_upper: float = 1e-2,
     fit_floor: float | None = None,
     hessian: bool = True,
-    hessian_method: str = "auto",
+    hessian_method: HessianMethod = "auto",
 ) -> dict:
     """Traces over time of the residual, `|dg/dt|`, `|dE/dt|` and each token's scale on
     each flow, the time and NFE to reach a residual tolerance, and the observed decay
@@ -197,7 +215,7 @@ def convergence(
     if times[-1] > t1 or times[0] < 0:
         raise ValueError("times must lie in [0, t1].")
     xs_sharded, args_sharded, batch = shard(xb, args, args_batched)
-    options = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps)
+    options: dict[str, Any] = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps)
     if dt0 is not None:
         options["dt0"] = dt0
     tau = float(getattr(model, "tau", 1.0))
@@ -210,7 +228,7 @@ def convergence(
         else 100.0
         * ((rtol or float(jnp.finfo(dtype).eps)) * float(solvers.rms(xb)) + (atol or 0.0))
     )
-    out = dict(times=times, flows={})
+    out: dict[str, Any] = dict(times=times, flows={})
     for flow in flows:
         xs, chunk_stats = solve_in_chunks(
             model,
@@ -349,7 +367,7 @@ def _unbatch(record):
     return out
 
 
-def plot_convergence(result: dict, path=None, sample: int = 0):
+def plot_convergence(result: dict, path: Path | str | None = None, sample: int = 0) -> Figure:
     """Four panels against time (log axes): RMS residual `|G|`, RMS `|dg/dt|`,
     `|dE/dt|`, and each token's scale `s_A`, one colour per flow; the fitted
     exponential rate is drawn on the residual panel. Batched results show `sample`.

@@ -12,31 +12,35 @@ on the undeflated `f` and kept once. A degenerate (multiple) zero is accepted wh
 `|f| <= tol`, which may lie some way from it in `x`, so it can be reported twice.
 """
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike
+from jaxtyping import ArrayLike, Real
 
 from ._branch_kernels import DENSE_MAX, FlatField, deflated_newton, leading_eigen
-from ._continuation import check_field_shape, dtype_of, is_float
+from ._continuation import Field, check_field_shape, dtype_of, is_float
 from ._records import metadata
 
 
 def steady_states(
-    field,
-    starts,
-    p,
+    field: Field,
+    starts: Real[ArrayLike, " S *shape"],
+    p: float,
     *,
-    args=None,
-    known=None,
-    max_states=16,
-    power=2.0,
-    shift=1.0,
-    tol=1e-10,
-    max_newton=50,
-    min_distance=1e-6,
-    k=6,
-    matrix_free=None,
-    dtype=None,
+    args: Any = None,
+    known: Real[ArrayLike, " K *shape"] | None = None,
+    max_states: int = 16,
+    power: float = 2.0,
+    shift: float = 1.0,
+    tol: float = 1e-10,
+    max_newton: int = 50,
+    min_distance: float = 1e-6,
+    k: int = 6,
+    matrix_free: bool | None = None,
+    dtype: DTypeLike | None = None,
 ) -> dict:
     """The distinct steady states of `field` at parameter `p` that deflated Newton
     reaches from `starts` (module docstring).
@@ -96,7 +100,10 @@ def steady_states(
     roots = np.zeros((capacity, n))
     roots[: known.shape[0]] = known
     count = known.shape[0]
-    found, residuals, origin, tries = [], [], [], 0
+    found: list[np.ndarray] = []
+    residuals: list[float] = []
+    origin: list[int] = []
+    tries = 0
     p_entry = np.full((1,), float(p))
     settings = (
         jnp.asarray(tol, dtype),

@@ -1,16 +1,23 @@
 """Energy descent along a trajectory: where did E rise, and was it real?"""
 
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
 import numpy as np
+from jaxtyping import ArrayLike, Float
+from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from et_ode import solvers
+from et_ode.vocab import Flow
 
 from ._common import as_batch, shard
 from ._plotting import caption, figure, finish, positive, samples_text, title
 from ._records import metadata, model_dtype
 
 
-def energy_rises(energies, *, roundoff_ulps: float = 64.0) -> dict:
+def energy_rises(energies: Float[ArrayLike, " S"], *, roundoff_ulps: float = 64.0) -> dict:
     """Count the steps along an energy trace where `E` rose.
 
     The exact flow cannot raise `E` (`dE/dt <= 0`); a discrete step can, and so can
@@ -78,13 +85,17 @@ def _label(spec: dict) -> str:
 
 
 def energy_descent(
-    model,
-    x0,
-    args=None,
-    solvers_and_steps=(("euler", 0.1), ("euler", 0.5), ("tsit5", 1e-10, 1e-12)),
+    model: solvers.EnergySystem,
+    x0: Float[ArrayLike, "*batch N D"],
+    args: Any = None,
+    solvers_and_steps: Sequence[tuple[str, float] | tuple[str, float, float] | dict[str, Any]] = (
+        ("euler", 0.1),
+        ("euler", 0.5),
+        ("tsit5", 1e-10, 1e-12),
+    ),
     *,
     t1: float = 12.0,
-    flow: str = "native",
+    flow: Flow = "native",
     roundoff_ulps: float = 64.0,
     max_steps: int = 20000,
     args_batched: bool = False,
@@ -159,7 +170,7 @@ def energy_descent(
     )
 
 
-def plot_energy_descent(result: dict, path=None, sample: int = 0):
+def plot_energy_descent(result: dict, path: Path | str | None = None, sample: int = 0) -> Figure:
     """Left: `E - min E` against time for each run (log scale), real rises marked with
     red crosses. Right: the number of real and round-off rises per run. Batched results
     show `sample` on the left and totals on the right. The caption gives the model,

@@ -8,9 +8,15 @@ the coordinates in which a fixed point is a critical point of `E` on the manifol
 its projected flow is its own, the same as its only flow for a flat model).
 """
 
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+from matplotlib.figure import Figure
 
 from et_ode import solvers
 
@@ -21,7 +27,9 @@ from ._records import metadata, model_dtype
 from ._stability import hessian_eigenvalues
 
 
-def matched_noise(x, key):
+def matched_noise(
+    x: Float[ArrayLike, "*batch N D"], key: PRNGKeyArray
+) -> Float[Array, "*batch N D"]:
     """Gaussian noise with each token's mean and standard deviation taken from `x`
     (`[N, D]` or `[B, N, D]`): a start at the data's scale that carries none of its
     content."""
@@ -31,7 +39,9 @@ def matched_noise(x, key):
     return x.mean(-1, keepdims=True) + x.std(-1, keepdims=True) * noise
 
 
-def standard_starts(x, other_end_state, key):
+def standard_starts(
+    x: Float[ArrayLike, "N D"], other_end_state: Float[ArrayLike, "N D"], key: PRNGKeyArray
+) -> tuple[Float[Array, "3 N D"], list[str]]:
     """The three starts of the path-independence question for one sample `x: [N, D]`:
     the data itself, another sample's end state (`other_end_state: [N, D]`), and
     `matched_noise(x, key)`. Returns `(starts [3, N, D], labels)`."""
@@ -77,11 +87,11 @@ def polish_near(model, x, args, *, tol=1e-10, within=1e-3):
 
 
 def fixed_points(
-    model,
-    starts,
-    args=None,
+    model: solvers.EnergySystem,
+    starts: Float[ArrayLike, "S N D"],
+    args: Any = None,
     *,
-    labels=None,
+    labels: Sequence[str] | None = None,
     distance_tol: float = 1e-6,
     tolerance: float = 1e-9,
     polish: bool = True,
@@ -92,7 +102,7 @@ def fixed_points(
     max_steps: int = 100_000,
     args_batched: bool = False,
     morse_index: bool = False,
-    seeds=None,
+    seeds: Mapping[str, Any] | None = None,
 ) -> dict:
     """Run every start to a fixed point and say whether they coincide.
 
@@ -168,8 +178,9 @@ def fixed_points(
     cluster = _components(close)
     pairs = np.triu_indices(count, 1)
     score = float(np.mean(close[pairs])) if count > 1 else 1.0
-    energy, residual = [], []
-    morse = [] if morse_index else None
+    energy: list[float] = []
+    residual: list[float] = []
+    morse: list[int] = []
     for i in range(count):
         args_i = take(args, i, args_batched)
         x_i = jnp.asarray(x_star[i])
@@ -179,7 +190,7 @@ def fixed_points(
             morse.append(
                 hessian_eigenvalues(model, x_i, args_i, k=1)["morse_index"] if newton_ok[i] else -1
             )
-    residual = np.asarray(residual)
+    residual_rms = np.asarray(residual)
     return dict(
         labels=labels,
         x_star=x_star,
@@ -189,12 +200,12 @@ def fixed_points(
         n_distinct=int(cluster.max() + 1),
         path_independence=score,
         energy=np.asarray(energy),
-        residual_rms=residual,
+        residual_rms=residual_rms,
         t_final=np.asarray(sol.t_final)[:count],
         stop_reason=reasons,
-        converged=residual <= tolerance,
+        converged=residual_rms <= tolerance,
         newton_polished=newton_ok,
-        morse_index=None if morse is None else np.asarray(morse),
+        morse_index=np.asarray(morse) if morse_index else None,
         metadata=metadata(
             study="fixed_points",
             dtype=model_dtype(model),
@@ -212,7 +223,7 @@ def fixed_points(
     )
 
 
-def plot_fixed_points(result: dict, path=None):
+def plot_fixed_points(result: dict, path: Path | str | None = None) -> Figure:
     """Left: the matrix of distances between fixed points (log colour scale, entries
     below `distance_tol` marked as the same point). Right: the energy of each fixed
     point, coloured by cluster. Returns the `Figure`."""

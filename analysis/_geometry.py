@@ -196,10 +196,10 @@ class TangentOperator:
         """A scipy `LinearOperator` on flat float64 vectors: `A v + shift (v - P v)`
         (`A A v + ...` with `squared`), the normal directions (eigenvalue 0 of `A`)
         moved to `shift`."""
-        shift = jnp.asarray(shift, self.x.dtype)
+        shift_array = jnp.asarray(shift, self.x.dtype)
 
         def matvec(v):
-            out = _shifted_apply(self._dynamic, self._static, np.ravel(v), shift, squared)
+            out = _shifted_apply(self._dynamic, self._static, np.ravel(v), shift_array, squared)
             return np.asarray(out, np.float64).reshape(np.shape(v))
 
         return spla.LinearOperator((self.size, self.size), matvec=matvec, dtype=np.float64)

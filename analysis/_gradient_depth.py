@@ -22,15 +22,20 @@ with respect to the input.
 import dataclasses
 import math
 import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float, Real
+from matplotlib.figure import Figure
 
 from et_ode import solvers
-from et_ode.tasks import masked_mse
-from et_ode.vocab import ADJOINTS
+from et_ode.tasks import MaskedImageET, Masking, masked_mse
+from et_ode.vocab import ADJOINTS, Adjoint, Flow
 
 from ._common import as_batch
 from ._geometry import require
@@ -145,21 +150,21 @@ def _gradients(problem, model, options):
 
 
 def gradient_depth(
-    model,
-    x0=None,
-    args=None,
+    model: solvers.EnergySystem | MaskedImageET,
+    x0: Float[ArrayLike, "*batch N D"] | None = None,
+    args: Any = None,
     *,
-    images=None,
-    masking=None,
-    horizons=(1.2, 2.4, 4.8, 9.6),
-    adjoints=ADJOINTS,
+    images: Float[ArrayLike, "B H W C"] | None = None,
+    masking: Masking | None = None,
+    horizons: Sequence[float] | Real[ArrayLike, " horizons"] = (1.2, 2.4, 4.8, 9.6),
+    adjoints: Sequence[Adjoint] = ADJOINTS,
     solver: str = "euler",
     dt0: float | None = 0.1,
-    rtol=None,
-    atol=None,
-    flow: str = "native",
+    rtol: float | None = None,
+    atol: float | None = None,
+    flow: Flow = "native",
     max_steps: int = 20000,
-    split_times=None,
+    split_times: Sequence[float] | Real[ArrayLike, " splits"] | None = None,
     n_splits: int = 7,
     implicit_options: dict | None = None,
     check_implicit: bool = False,
@@ -218,14 +223,14 @@ def gradient_depth(
     base = dict(
         solver=solver, dt0=dt0, rtol=rtol, atol=atol, flow=flow, max_steps=max_steps, throw=False
     )
-    out = dict(
+    out: dict[str, Any] = dict(
         horizons=horizons,
         steps=np.round(horizons / dt0).astype(int) if constant and dt0 else None,
         adjoints={},
     )
     tau = float(getattr(core, "tau", 1.0))
     for adjoint in [a for a in adjoints if a != "implicit"]:
-        rec = dict(grad_norm=[], x0_grad_norm=[], loss=[], skipped=[])
+        rec: dict[str, Any] = dict(grad_norm=[], x0_grad_norm=[], loss=[], skipped=[])
         last = None
         for horizon in horizons:
             reason = None
@@ -281,11 +286,11 @@ def gradient_depth(
             problem, model, dict(options, adjoint="implicit")
         )
         imp_flat = _flat(g_model)
-        extra = {}
+        extra: dict[str, Any] = {}
         ref = out["adjoints"].get("checkpoint", {}).get("last_grad")
         if ref is not None:
             extra["relative_difference_to_checkpoint"] = float(
-                np.linalg.norm(imp_flat - ref) / max(np.linalg.norm(ref), 1e-300)
+                np.linalg.norm(imp_flat - ref) / max(float(np.linalg.norm(ref)), 1e-300)
             )
         if check_implicit:
             # Checkpoint (exact discrete) gradients through the same solve run to twice
@@ -299,7 +304,7 @@ def gradient_depth(
                 checkpoint_grad_norm=_norm(g_check),
                 checkpoint_t1=t_check,
                 relative_difference=float(
-                    np.linalg.norm(imp_flat - ref) / max(np.linalg.norm(ref), 1e-300)
+                    np.linalg.norm(imp_flat - ref) / max(float(np.linalg.norm(ref)), 1e-300)
                 ),
             )
         out["implicit"] = dict(
@@ -403,7 +408,7 @@ def _adjoint_state(problem, model, base, horizon, split_times, n_splits, dt0):
     )
 
 
-def plot_gradient_depth(result: dict, path=None):
+def plot_gradient_depth(result: dict, path: Path | str | None = None) -> Figure:
     """Left: parameter-gradient norm against horizon for each adjoint (the implicit
     gradient as a horizontal line), log-log. Right: `|dL/dx(s)|` along the longest
     trajectory. The caption gives the model, sample count, flow, horizons, dtype and

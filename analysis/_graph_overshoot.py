@@ -1,12 +1,17 @@
 """Overshoot of a node anomaly detector: its test AUC and the energy against time, from
 the start to far past the horizon it was trained at."""
 
+from pathlib import Path
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Int, Integer
+from matplotlib.figure import Figure
 
 from et_ode import solvers
-from et_ode.tasks import roc_auc
+from et_ode.tasks import NodeAnomalyET, roc_auc
 
 from ._common import log_times
 from ._geometry import require
@@ -15,17 +20,17 @@ from ._records import metadata, model_dtype
 
 
 def graph_overshoot(
-    model,
-    features,
-    senders,
-    receivers,
-    labels,
-    nodes,
+    model: NodeAnomalyET,
+    features: Float[Array, "N F"],
+    senders: Int[Array, " E"],
+    receivers: Int[Array, " E"],
+    labels: Integer[ArrayLike, " N"],
+    nodes: Integer[ArrayLike, " M"],
     *,
     t_max_factor: float = 100.0,
     n_times: int = 24,
     t_first: float | None = None,
-    **overrides,
+    **overrides: Any,
 ) -> dict:
     """The readout of a `NodeAnomalyET` applied to its state at times past its
     training horizon: does the AUC on `nodes` (the test nodes) hold, fall or rise?
@@ -87,7 +92,7 @@ def graph_overshoot(
     }
 
 
-def plot_graph_overshoot(result: dict, path=None):
+def plot_graph_overshoot(result: dict, path: Path | str | None = None) -> Figure:
     """Test AUC (left) and energy (right) against time on a log axis, the training
     horizon marked; the caption gives the scored node count, the solve and the dtype.
     Returns the `Figure`."""

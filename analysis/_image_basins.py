@@ -14,11 +14,17 @@ start is a state of one dynamical system. Decoding uses the first image's contex
 statistics.
 """
 
+from pathlib import Path
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike
+from jaxtyping import ArrayLike, Float
+from matplotlib.figure import Figure
 
-from et_ode.tasks import Masking
+from et_ode.tasks import MaskedImageET, Masking
 
 from ._basins import basin_entropy, basins, grid_starts
 from ._common import cast, take
@@ -37,16 +43,16 @@ def _plane(x_a, x_b, key):
 
 
 def image_basins(
-    model,
-    images,
+    model: MaskedImageET,
+    images: Float[ArrayLike, "2 H W C"],
     masking: Masking,
     *,
     resolution: int = 64,
     random_starts: int = 1000,
-    extent=(-1.5, 1.5),
+    extent: tuple[float, float] = (-1.5, 1.5),
     seed: int = 0,
-    dtype=jnp.float64,
-    **options,
+    dtype: DTypeLike = jnp.float64,
+    **options: Any,
 ) -> dict:
     """The basins of the core of `model` (a `MaskedImageET`) on the plane through two
     images and on random starts (module docstring), in one batched solve.
@@ -94,8 +100,8 @@ def image_basins(
     args = take(conditions, 0, True)
     plane_key, random_key = jax.random.split(jax.random.key(seed))
     center, u, v = _plane(x0[0], x0[1], plane_key)
-    grid, a, b = grid_starts(center, u, v, extent=extent, resolution=resolution)
-    grid = jnp.asarray(grid, x0.dtype)
+    plane_starts, a, b = grid_starts(center, u, v, extent=extent, resolution=resolution)
+    grid = jnp.asarray(plane_starts, x0.dtype)
     size = jnp.sqrt(jnp.mean(x0[0] ** 2))
     noise = size * jax.random.normal(random_key, (random_starts,) + center.shape, x0.dtype)
     starts = jnp.concatenate([grid, noise])
@@ -203,23 +209,22 @@ def _shown_order(result, shown):
     return order[:shown], first
 
 
-def plot_image_basins(result, path=None, *, shown: int = 8):
+def plot_image_basins(result: dict, path: Path | str | None = None, *, shown: int = 8) -> Figure:
     """`image_basins`' result: the basin map of the plane (the two images marked; with
     more than ten attractors each start is coloured by the energy of the attractor it
     reached), each attractor's energy against its share of the plane's and of the random
     starts, and `shown` attractors decoded as images (those reached from the two images
     first). Returns the `Figure`."""
     from matplotlib.colors import ListedColormap
-    from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
     attractors = result["attractors"]
     plane, random = result["plane"], result["random"]
     energies = np.array([att["energy"] for att in attractors])
     categorical = len(attractors) <= 10
-    colours = ["0.75"] + [f"C{i}" for i in range(len(attractors))] if categorical else None
+    colours = ["0.75"] + [f"C{i}" for i in range(len(attractors))]  # used when categorical
     fig = Figure(figsize=(9.0, 6.2), layout="constrained")
-    top, bottom = fig.subfigures(2, 1, height_ratios=[2.0, 1.0])
+    top, bottom = fig.subfigures(2, 1, squeeze=False, height_ratios=[2.0, 1.0])[:, 0]
     map_ax, energy_ax = top.subplots(1, 2, width_ratios=[1.2, 1.0])
     labels = np.asarray(plane["labels_grid"])
     a, b = np.asarray(plane["a"]), np.asarray(plane["b"])

@@ -11,14 +11,16 @@ model's `tau`.
 """
 
 import math
+from typing import Any, Literal, Protocol, overload, runtime_checkable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float, Real, UInt8
 from matplotlib.figure import Figure
 
-from et_ode.tasks import Masking, masked_mse, mean_fill
+from et_ode.tasks import MaskedImageET, Masking, masked_mse, mean_fill
 
 from ._image_trajectory import (
     completed_patches,
@@ -42,6 +44,29 @@ from ._video import figure_to_frame
 
 MASK_GREY = 0.5  # display value of a MASK-replaced patch in a masked input
 GAP = np.nan  # separator pixels in mosaics (drawn white)
+
+# The energy video's frames: `uint8 [H, W, 3]` pixels each (`figure_to_frame`).
+Frames = list[UInt8[np.ndarray, "height width 3"]]
+
+
+@runtime_checkable
+class ParameterModel(Protocol):
+    """What the parameter figures (2, 5 and 6) read of a model: a `MaskedImageET`'s
+    position embeddings `positions [N, D]`, its `core` (the Hopfield memories
+    `core.hopfield.xi`, the attention weights `core.attention.Wq` and `Wk`, and the
+    parameters' dtype), its patch `config` (`patch`, `channels`) and `decode_token`.
+    Anything that has them serves."""
+
+    @property
+    def positions(self) -> Any: ...
+
+    @property
+    def core(self) -> Any: ...
+
+    @property
+    def config(self) -> Any: ...
+
+    def decode_token(self, token: Any) -> Any: ...
 
 
 # ----------------------------------------------------------------------------- data
@@ -114,7 +139,9 @@ def position_similarity(positions) -> np.ndarray:
     return unit @ unit.T
 
 
-def position_similarity_figure(model, *, name: str | None = None):
+def position_similarity_figure(
+    model: ParameterModel, *, name: str | None = None
+) -> tuple[Figure, dict]:
     """Figure 2: for each patch position A (an `s x s` grid, `s = sqrt(N)`), the map of
     the cosine similarity of its position embedding with every other position, drawn
     in A's place: an `s x s` grid of `s x s` maps (8 x 8 of 8 x 8 for 32 x 32 images
@@ -179,7 +206,13 @@ def _cmap(name):
 # ------------------------------------------------------------------------ figure 3
 
 
-def reconstruction_figure(model, images, masking: Masking, *, name: str | None = None):
+def reconstruction_figure(
+    model: MaskedImageET,
+    images: Float[ArrayLike, "B H W C"],
+    masking: Masking,
+    *,
+    name: str | None = None,
+) -> tuple[Figure, dict]:
     """Figure 3: for each image (a column), the masked input (MASK patches grey), the
     completion by `model.complete` (its own dynamics; occluded patches predicted, the
     rest as given) and the original; each completion's masked MSE above it. The caption
@@ -262,8 +295,15 @@ def _decoded_parts(model, xs, conditions, std):
 
 
 def tokens_over_time_figure(
-    model, images, masking: Masking, times, index: int = 0, *, name: str | None = None, **options
-):
+    model: MaskedImageET,
+    images: Float[ArrayLike, "B H W C"],
+    masking: Masking,
+    times: Real[ArrayLike, " T"],
+    index: int = 0,
+    *,
+    name: str | None = None,
+    **options: Any,
+) -> tuple[Figure, dict]:
     """Figure 4: one image's tokens decoded at each of `times` (top row: every patch
     decoded, context standardisation and normalisation undone, the visible ones
     included), and the attention and Hopfield parts of the update `-dE/dg` decoded at
@@ -355,7 +395,9 @@ def _tokens_drawing(data: dict, names, caption_text: str) -> Figure:
 # ------------------------------------------------------------------------ figures 5, 6
 
 
-def memories_figure(model, count: int = 64, *, name: str | None = None):
+def memories_figure(
+    model: ParameterModel, count: int = 64, *, name: str | None = None
+) -> tuple[Figure, dict]:
     """Figure 5: the `count` Hopfield memories `xi [K, D]` of largest norm, each decoded
     as a patch by the model's decoder (`model.decode`: its LayerNorm, then its affine
     map), shown in decreasing order of norm, row by row, each patch rescaled to [0, 1]
@@ -389,7 +431,9 @@ def memories_figure(model, count: int = 64, *, name: str | None = None):
     return fig, {"indices": order, "norms": norms[order], "decoded": decoded, "ranges": ranges}
 
 
-def attention_weights_figure(model, *, name: str | None = None):
+def attention_weights_figure(
+    model: ParameterModel, *, name: str | None = None
+) -> tuple[Figure, dict]:
     """Figure 6: every row of `Wq` and `Wk` (`[H, Y, D]`: `H x Y` vectors of dimension
     D each) decoded as a patch like the memories (`model.decode_token`, each patch rescaled
     to its own min-max, see `patch_display`): one panel per matrix, a row of `Y`
@@ -541,17 +585,45 @@ def _video_figure(masked, completed, originals, times, energies, mse, reference,
     return fig, show
 
 
+@overload
 def energy_video_frames(
-    model,
-    images,
+    model: MaskedImageET,
+    images: Float[ArrayLike, "B H W C"],
     masking: Masking,
-    times,
+    times: Real[ArrayLike, " T"],
     *,
-    reference=None,
+    reference: tuple[float, str] | None = None,
+    name: str | None = None,
+    still: Literal[False] = False,
+    **options: Any,
+) -> tuple[Frames, dict]: ...
+
+
+@overload
+def energy_video_frames(
+    model: MaskedImageET,
+    images: Float[ArrayLike, "B H W C"],
+    masking: Masking,
+    times: Real[ArrayLike, " T"],
+    *,
+    reference: tuple[float, str] | None = None,
+    name: str | None = None,
+    still: Literal[True],
+    **options: Any,
+) -> tuple[Frames, dict, Figure]: ...
+
+
+def energy_video_frames(
+    model: MaskedImageET,
+    images: Float[ArrayLike, "B H W C"],
+    masking: Masking,
+    times: Real[ArrayLike, " T"],
+    *,
+    reference: tuple[float, str] | None = None,
     name: str | None = None,
     still: bool = False,
-    **options,
-):
+    **options: Any,
+) -> tuple[Frames, dict] | tuple[Frames, dict, Figure]:
     """Figure 8, the energy-trajectory video: one frame per time in `times`, each showing,
     per image (a row), the masked input, the completion at time t (the decoded tokens
     on the occluded patches, the original elsewhere) and the original, beside the
@@ -588,7 +660,7 @@ def energy_video_frames(
     steps = frame_steps(traj["options"], ts)
     text = caption(
         None,
-        samples=samples_text(None, len(images), "images"),
+        samples=samples_text(None, np.shape(images)[0], "images"),
         horizon=f"frames from t = {ts[0]:.3g} to {ts[-1]:.3g} tau",
         flow=traj["options"].get("flow"),
         dtype=str(model_dtype(model.core)),

@@ -7,19 +7,25 @@ Units: images in [0, 1]; "normalised" means the model's per-channel data normali
 (`model.normalisation`), the units of its loss; time in units of the model's `tau`.
 """
 
+from collections.abc import Sequence
+from typing import Any
+
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Int, Real
 
 from et_ode import solvers
-from et_ode.tasks import Masking, held_out_indices, masked_mse, photo_crops
-from et_ode.tasks import evaluation_masks as held_out_masks  # noqa: F401  (re-exported)
+from et_ode.tasks import MaskedImageET, Masking, held_out_indices, masked_mse, photo_crops
 
 # ----------------------------------------------------------------------------- data
 
 
-def held_out_images(n_images: int, *, image_size: int = 32, crops_seed: int = 0):
+def held_out_images(
+    n_images: int, *, image_size: int = 32, crops_seed: int = 0
+) -> tuple[Float[np.ndarray, "n S S 3"], Int[np.ndarray, " n"]]:
     """`n_images` held-out crops spread evenly over the test crops (all of
     `et_ode.TEST_SCENES`, in the order of `photo_crops("test")`, the crops the evaluation
     uses for `crops_seed` = the training seed), so that every held-out scene appears.
@@ -32,15 +38,23 @@ def held_out_images(n_images: int, *, image_size: int = 32, crops_seed: int = 0)
     return crops[indices], indices
 
 
-def normalised_patches(model, images) -> jnp.ndarray:
+def normalised_patches(
+    model: MaskedImageET, images: Float[ArrayLike, "B H W C"]
+) -> Float[Array, "B N P"]:
     """`images [B, S, S, C]` in [0, 1] -> patches `[B, N, P]` in normalised units."""
+    if model.normalisation is None:  # as `MaskedImageET.complete` refuses it
+        raise ValueError("this model has no data normalisation: load a trained model.")
     return jax.vmap(model.patches)(jnp.asarray(model.normalisation.apply(images)))
 
 
 # ----------------------------------------------------- trajectories (figures 4 and 8)
 
 
-def reference_time(model, images=None, masking: Masking | None = None) -> tuple[float, str]:
+def reference_time(
+    model: MaskedImageET,
+    images: Float[ArrayLike, "B H W C"] | None = None,
+    masking: Masking | None = None,
+) -> tuple[float, str]:
     """The time the model was trained to reach, in tau, and its label: `dynamics.t1`
     ("training horizon") for a fixed-horizon model; for a model with a fixed-point stop
     (`t1` is then only a cap), the mean stop time of its own solve on `images`
@@ -58,8 +72,15 @@ def reference_time(model, images=None, masking: Masking | None = None) -> tuple[
 
 
 def trajectory_options(
-    model, horizon: float, *, solver=None, dt0=None, rtol=None, atol=None, max_steps=None
-) -> dict:
+    model: MaskedImageET,
+    horizon: float,
+    *,
+    solver: str | diffrax.AbstractSolver | None = None,
+    dt0: float | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    max_steps: int | None = None,
+) -> dict[str, Any]:
     """The `solvers.solve` options of a trajectory to `horizon` (in tau) with the
     model's dynamics, or `solver`/`dt0`/`rtol`/`atol` when given (a given `solver`
     replaces the model's tolerances by the given ones, None: constant steps). The
@@ -94,7 +115,13 @@ def _decode_and_energy(model, xs, conditions, mean, std):
     return decode(xs) * std[:, None, None] + mean[:, None, None], energy(xs, conditions)
 
 
-def image_trajectory(model, images, masking: Masking, times, **options) -> dict:
+def image_trajectory(
+    model: MaskedImageET,
+    images: Float[ArrayLike, "B H W C"],
+    masking: Masking,
+    times: Real[ArrayLike, " T"] | Sequence[float],
+    **options: Any,
+) -> dict[str, Any]:
     """Run the model's dynamics on `images` once, saving the state at every one of
     `times`, and decode every saved state.
 

@@ -2,9 +2,20 @@
 `switch_branch`), the basin map of `basins`, the running Lyapunov exponents of
 `lyapunov_spectrum`."""
 
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
 import numpy as np
+from jaxtyping import Array, Float
+from matplotlib.figure import Figure
 
 from ._plotting import caption, figure, finish, number, title
+
+# A branch of `continuation` (or `switch_branch`), or several.
+Branches = dict[str, Any] | list[dict[str, Any]] | tuple[dict[str, Any], ...]
+# Grid coordinates as `grid_starts` returns them.
+GridAxis = Float[Array | np.ndarray, " R"] | Sequence[float]
 
 KIND_MARKERS = {
     "fold": ("s", "tab:red"),
@@ -69,7 +80,14 @@ def _observable(result, reference):
     )
 
 
-def plot_continuation(result, path=None, *, labels=None, observable=None, observable_label=None):
+def plot_continuation(
+    result: Branches,
+    path: Path | str | None = None,
+    *,
+    labels: Sequence[str] | None = None,
+    observable: str | None = None,
+    observable_label: str | None = None,
+) -> Figure:
     """The bifurcation diagram of one branch or a list of branches (`continuation`,
     `switch_branch`): left, the steady state (or its RMS distance from the first branch's
     first point; or the per-point entry `observable` of each branch, named
@@ -136,7 +154,14 @@ def plot_continuation(result, path=None, *, labels=None, observable=None, observ
     return finish(fig, path)
 
 
-def plot_basins(result, path=None, *, a=None, b=None, axis_labels=("a", "b")):
+def plot_basins(
+    result: dict[str, Any],
+    path: Path | str | None = None,
+    *,
+    a: GridAxis | None = None,
+    b: GridAxis | None = None,
+    axis_labels: Sequence[str] = ("a", "b"),
+) -> Figure:
     """The basin map of `basins` run on a grid (`grid_shape`): each start coloured by the
     attractor it reached (grey: not converged), with each attractor's fraction, energy and
     Morse index in the legend, and the basin entropy. `a`, `b`: the grid's coordinates
@@ -203,7 +228,7 @@ def plot_basins(result, path=None, *, a=None, b=None, axis_labels=("a", "b")):
     return finish(fig, path)
 
 
-def plot_lyapunov_spectrum(result, path=None):
+def plot_lyapunov_spectrum(result: dict[str, Any], path: Path | str | None = None) -> Figure:
     """The running estimates of each Lyapunov exponent of `lyapunov_spectrum` against the
     averaging time (how far they have converged), with the final values in the legend
     and zero marked. Returns the `Figure`."""

@@ -23,13 +23,20 @@ Any `solvers.EnergySystem` (`energy`, `vector_field`, `residual`) runs: see
 `long_horizon` for what is read from the model beyond that.
 """
 
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+from matplotlib.figure import Figure
 
 from et_ode import solvers
-from et_ode.vocab import FLOWS
+from et_ode.vocab import FLOWS, Flow
 
 from ._common import cast, log_times
 from ._geometry import has, require, tangent_normalise, token_scales
@@ -218,7 +225,7 @@ def fit_decay_laws(
     mode's, where `rate` averages over the transient too), `window` (`[t_first,
     t_last]`), `n_points`, `floor`, `start`, `decide`, `reason`."""
     t, g = np.asarray(times, float), np.asarray(values, float)
-    out = dict(
+    out: dict[str, Any] = dict(
         law=None,
         rate=None,
         exponential=None,
@@ -356,20 +363,20 @@ def energy_reference(flows: dict) -> dict:
 
 
 def finite_time_lyapunov(
-    model,
-    x,
-    args=None,
+    model: solvers.EnergySystem,
+    x: Float[ArrayLike, "N D"],
+    args: Any = None,
     *,
-    flow="projected",
-    horizons=(1.0, 10.0, 100.0),
-    directions=4,
-    segment=2.0,
-    seed=0,
-    solver="tsit5",
-    rtol=1e-10,
-    atol=1e-12,
-    max_steps=100_000,
-) -> dict:
+    flow: Flow = "projected",
+    horizons: Sequence[float] = (1.0, 10.0, 100.0),
+    directions: int = 4,
+    segment: float = 2.0,
+    seed: int = 0,
+    solver: str | diffrax.AbstractSolver = "tsit5",
+    rtol: float | None = 1e-10,
+    atol: float | None = 1e-12,
+    max_steps: int | None = 100_000,
+) -> dict[str, Any]:
     """Growth of small perturbations of `x: [N, D]` over several horizons, in float64.
 
     `model`: any `solvers.EnergySystem` (`energy`, `vector_field`, `residual`; refused
@@ -393,16 +400,16 @@ def finite_time_lyapunov(
     model64, x64, args64 = cast((model, jnp.asarray(x), args), jnp.float64)
     n_tokens = x64.shape[0]
     system = _Variational(model64, n_tokens)
-    horizons = np.sort(np.asarray(horizons, float))
+    ends = np.sort(np.asarray(horizons, float))
     edges = [0.0]
-    for h in horizons:
+    for h in ends:
         pieces = max(1, int(np.ceil((h - edges[-1]) / segment)))
         edges += list(np.linspace(edges[-1], h, pieces + 1)[1:])
     normalise = jax.vmap(tangent_normalise, in_axes=(None, 0, 0, None))
     dx = jax.random.normal(jax.random.key(seed), (directions,) + x64.shape, x64.dtype)
     xs = jnp.broadcast_to(x64, dx.shape)
     dx, _ = normalise(model64, xs, dx, args64)
-    total, exponents = np.zeros(directions), []
+    total, per_horizon = np.zeros(directions), []
     for start, end in zip(edges[:-1], edges[1:]):
         y = jnp.concatenate([xs, dx], axis=1)
         sol = solvers.solve(
@@ -420,11 +427,11 @@ def finite_time_lyapunov(
         xs, dx = sol.x_final[:, :n_tokens], sol.x_final[:, n_tokens:]
         dx, growth = normalise(model64, xs, dx, args64)
         total += np.log(np.asarray(growth))
-        if np.any(np.isclose(end, horizons)):
-            exponents.append(total / end)
-    exponents = np.stack(exponents, axis=1)
+        if np.any(np.isclose(end, ends)):
+            per_horizon.append(total / end)
+    exponents = np.stack(per_horizon, axis=1)
     return dict(
-        horizons=horizons,
+        horizons=ends,
         exponents=exponents,
         median=np.median(exponents, axis=0),
         max=exponents.max(axis=0),
@@ -440,11 +447,11 @@ def finite_time_lyapunov(
 
 
 def long_horizon(
-    model,
-    x0,
-    args=None,
+    model: solvers.EnergySystem,
+    x0: Float[ArrayLike, "N D"],
+    args: Any = None,
     *,
-    flows=FLOWS,
+    flows: Sequence[Flow] = ("native", "projected"),  # FLOWS, as `Flow` literals
     t1: float = 1e4,
     n_times: int = 41,
     t_first: float = 1e-2,
@@ -456,13 +463,13 @@ def long_horizon(
     fixed_point_tol: float | str = "auto",
     fit_start: float = 0.8,
     fit_floor: float | None = None,
-    error_fn=None,
+    error_fn: Callable[[Array], float] | None = None,
     error_name: str = "masked MSE",
-    lyapunov_horizons=(1.0, 10.0, 100.0),
+    lyapunov_horizons: Sequence[float] = (1.0, 10.0, 100.0),
     lyapunov_directions: int = 4,
     lyapunov_segment: float = 2.0,
     seed: int = 0,
-) -> dict:
+) -> dict[str, Any]:
     """Each flow from `x0: [N, D]` to `t1`, recorded at `n_times` log-spaced times, and
     finite-time Lyapunov exponents of its end state.
 
@@ -551,7 +558,7 @@ def long_horizon(
     tol = 10.0 * rtol if hold_tol == "auto" else hold_tol
     fp_tol = 10.0 * rtol if fixed_point_tol == "auto" else float(fixed_point_tol)
     floor = fp_tol if fit_floor is None else float(fit_floor)
-    out = dict(times=times, flows={})
+    out: dict[str, Any] = dict(times=times, flows={})
     for flow in flows:
         options = dict(solver=per_flow[flow], rtol=rtol, atol=atol, max_steps=max_steps)
         rec = _trajectory(
@@ -649,9 +656,10 @@ def _slope(ts, values, lower, upper):
 
 def _law_text(decay: dict) -> str:
     """The decay law of RMS G in words, with both fits' residuals."""
-    law, window = decay.get("law"), decay.get("window")
+    law = decay.get("law")
     if law is None:
         return f"no decay law was fitted to RMS G: {decay.get('reason', '')}"
+    window = decay["window"]  # set wherever a law is
     exp, power = decay["exponential"], decay["power_law"]
     span = f" over t = {_g(window[0])} to {_g(window[1])}, {decay['n_points']} records"
     exp_text = f"exponential at rate {_g(exp['rate'])}/tau"
@@ -779,7 +787,7 @@ def _figure_caption(result: dict) -> str:
     return caption(meta, solver=solver_part, extra=extra)
 
 
-def plot_long_horizon(result: dict, path=None):
+def plot_long_horizon(result: dict, path: Path | str | None = None) -> Figure:
     """Six panels against time (log axes), one colour per flow, under a title and a
     caption line (model, horizon, dtype, flows and solvers, tolerances): E(t) - E_ref
     with the one reference named, RMS G with the chosen decay law dashed and the
@@ -815,7 +823,8 @@ def plot_long_horizon(result: dict, path=None):
             line(ax_energy, np.where(above > noise, above, np.nan), label=flow)
         line(ax_g, positive(rec["residual_rms"]), label=flow)
         decay = rec["decay"]
-        span = np.geomspace(*decay["window"], 40) if decay.get("window") else None
+        window = decay.get("window")
+        span = np.geomspace(window[0], window[1], 40) if window else None
         curve = None if span is None else decay_curve(decay, span)
         if curve is not None:  # the chosen law, over the window it was fitted on
             what = (

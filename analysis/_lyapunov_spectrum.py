@@ -16,6 +16,8 @@ Jacobian's eigenvalues.
 """
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import diffrax
 import equinox as eqx
@@ -23,8 +25,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.typing import DTypeLike
+from jaxtyping import Array, ArrayLike, Float
 
-from ._common import cast
+from et_ode import solvers
+from et_ode.vocab import Flow
+
+from ._common import cast, float64_available
 from ._records import metadata
 
 SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
@@ -88,22 +95,22 @@ def _spectrum(
 
 
 def lyapunov_spectrum(
-    system,
-    x0,
-    args=None,
+    system: solvers.EnergySystem | Callable[[Any, Array, Any], Array],
+    x0: Float[ArrayLike, "..."],
+    args: Any = None,
     *,
-    k=None,
-    t1,
-    transient=0.0,
-    renormalise=1.0,
-    flow="projected",
-    solver="tsit5",
-    rtol=1e-8,
-    atol=1e-10,
-    max_steps=100_000,
-    seed=0,
-    dtype=jnp.float64,
-) -> dict:
+    k: int | None = None,
+    t1: float,
+    transient: float = 0.0,
+    renormalise: float = 1.0,
+    flow: Flow = "projected",
+    solver: str = "tsit5",
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    max_steps: int = 100_000,
+    seed: int = 0,
+    dtype: DTypeLike = jnp.float64,
+) -> dict[str, Any]:
     """The `k` largest Lyapunov exponents of the flow through `x0` (all when `k` is None)
     by the QR method (module docstring), in units of 1/time (1/tau on the ET).
 
@@ -143,7 +150,7 @@ def lyapunov_spectrum(
         )
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {', '.join(SOLVERS)} (got {solver!r}).")
-    if jnp.dtype(dtype) == jnp.float64 and not jax.config.jax_enable_x64:
+    if jnp.dtype(dtype) == jnp.float64 and not float64_available():
         raise ValueError(
             "float64 needs jax_enable_x64: call "
             "jax.config.update('jax_enable_x64', True) first, or pass "
@@ -187,8 +194,9 @@ def lyapunov_spectrum(
     exponents = history[-1]
     order = np.argsort(-exponents)
     neutral = None
-    if callable(getattr(system, "tangent_dimension", None)):
-        neutral = int(n - system.tangent_dimension(x0, args)) if flow == "projected" else 0
+    tangent_dimension = getattr(system, "tangent_dimension", None)
+    if callable(tangent_dimension):
+        neutral = int(n - tangent_dimension(x0, args)) if flow == "projected" else 0
     return {
         "exponents": exponents[order],
         "history": history[:, order],

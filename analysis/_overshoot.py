@@ -8,12 +8,18 @@ from the start to `t_max_factor` times the training horizon, using the pieces of
 `save=times`, `decode`).
 """
 
+from pathlib import Path
+from typing import Any
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float
+from matplotlib.figure import Figure
 
 from et_ode import solvers
+from et_ode.tasks import MaskedImageET, Masking
 
 from ._common import log_times, shard, solve_in_chunks
 from ._geometry import require
@@ -45,9 +51,9 @@ def _errors_and_energies(image_model, xs, conditions, patches, occluded, mean, s
 
 
 def overshoot(
-    image_model,
-    images,
-    masking,
+    image_model: MaskedImageET,
+    images: Float[ArrayLike, "B H W C"],
+    masking: Masking,
     *,
     t_max_factor: float = 100.0,
     n_times: int = 40,
@@ -55,8 +61,8 @@ def overshoot(
     batch_size: int = 64,
     chunks: int = 1,
     normalised: bool = True,
-    **overrides,
-) -> dict:
+    **overrides: Any,
+) -> dict[str, Any]:
     """Masked-patch MSE and energy against time, from the start to `t_max_factor` times
     the training horizon.
 
@@ -121,7 +127,7 @@ def overshoot(
     options.pop("t1")
     first = horizon / 100 if t_first is None else t_first
     times = log_times(first, t_max, n_times, include=[horizon], start=0.0)
-    sq_err, energy = [], []
+    sq_err_parts, energy_parts = [], []
     for start in range(0, n_images, batch_size):
         sl = slice(start, start + batch_size)
         part = jax.tree.map(lambda a: a[sl], (x0, conditions))
@@ -132,9 +138,9 @@ def overshoot(
         err, e = _errors_and_energies(
             image_model, xs[:count], part[1], patches[sl], masking.occluded[sl], mean[sl], std[sl]
         )
-        sq_err.append(np.asarray(err))
-        energy.append(np.asarray(e))
-    sq_err, energy = np.concatenate(sq_err), np.concatenate(energy)
+        sq_err_parts.append(np.asarray(err))
+        energy_parts.append(np.asarray(e))
+    sq_err, energy = np.concatenate(sq_err_parts), np.concatenate(energy_parts)
     occluded = np.asarray(masking.occluded).sum(axis=-1)  # [B]
     mse = sq_err.sum(axis=0) / max(int(occluded.sum()), 1)
     per_image = sq_err / np.maximum(occluded, 1)[:, None]
@@ -167,7 +173,7 @@ def overshoot(
     )
 
 
-def plot_overshoot(result: dict, path=None):
+def plot_overshoot(result: dict, path: Path | str | None = None) -> Figure:
     """Masked-patch MSE (left) and the energy, median over images with the
     interquartile range (right), against time on a log axis, the training horizon
     marked. The caption gives the model, image count, solve, t_max and dtype. Returns

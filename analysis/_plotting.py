@@ -36,7 +36,7 @@ def figure(ncols: int = 1, nrows: int = 1, *, width: float = 4.2, height: float 
     return fig, axes
 
 
-def finish(fig: Figure, path=None, *, dpi: int = 120) -> Figure:
+def finish(fig: Figure, path: Path | str | None = None, *, dpi: int = 120) -> Figure:
     """Give every log axis of `fig` readable ticks (`tidy_log_axes`), then save it to
     `path` when given, atomically (never a half-written figure under its name), in the
     format of the suffix (`.png`, `.pdf`, `.svg`: `write_figure`); return the figure."""
@@ -46,7 +46,7 @@ def finish(fig: Figure, path=None, *, dpi: int = 120) -> Figure:
     return fig
 
 
-def write_figure(path, fig: Figure, *, dpi: float | None = None) -> Path:
+def write_figure(path: Path | str, fig: Figure, *, dpi: float | None = None) -> Path:
     """Write the matplotlib figure `fig` to `path` atomically (folder created), in the
     format its suffix names: `.png` (pixels at `dpi`, default the figure's own), `.pdf` or
     `.svg` (vector graphics; the PDF's fonts embedded as TrueType, Type 42, which journals
@@ -235,8 +235,8 @@ def _log_ticks(low: float, high: float) -> list[float]:
         inside = [v for v in values if low * (1 - 1e-9) <= v <= high * (1 + 1e-9)]
         if len(inside) >= 2:
             return inside
-    values = ticker.MaxNLocator(nbins=3, steps=[1, 2, 2.5, 5, 10]).tick_values(low, high)
-    return [float(v) for v in values if low <= v <= high]
+    linear = ticker.MaxNLocator(nbins=3, steps=[1, 2, 2.5, 5, 10]).tick_values(low, high)
+    return [float(v) for v in linear if low <= v <= high]
 
 
 def tidy_log_axes(fig: Figure) -> None:
@@ -337,10 +337,11 @@ def label_points(ax, xs, ys, labels, *, fontsize: float = 6.5, color=None, rende
 def renderer_of(fig: Figure):
     """Draw `fig` (giving it an Agg canvas if it has none) and return the renderer, with
     which every artist's extent in pixels is final."""
-    if not hasattr(fig.canvas, "get_renderer"):
-        FigureCanvasAgg(fig)
-    fig.canvas.draw()
-    return fig.canvas.get_renderer()
+    canvas = fig.canvas
+    if not hasattr(canvas, "get_renderer"):
+        canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
 
 
 def _axes_name(ax, index: int) -> str:
@@ -384,13 +385,15 @@ def _texts(fig: Figure):
             for letter, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
                 if not axis.get_visible():
                     continue
-                for tick in axis._update_ticks():  # the ticks in view: those drawn
+                # the ticks in view, those drawn (private: matplotlib's stubs omit it)
+                for tick in axis._update_ticks():  # type: ignore[union-attr]
                     if tick.get_visible():
                         add(owner, f"{letter} tick label", tick.label1, ax)
                         add(owner, f"{letter} tick label", tick.label2, ax)
                 add(owner, f"{letter} axis label", axis.label, ax)
                 add(owner, f"{letter} offset text", axis.get_offset_text(), ax)
-        for text in (ax.title, ax._left_title, ax._right_title):
+        # the left and right titles have no public accessor (nor a place in the stubs)
+        for text in (ax.title, ax._left_title, ax._right_title):  # type: ignore[attr-defined]
             add(owner, "title", text, ax)
         for text in ax.texts:
             add(owner, "text", text, ax)

@@ -9,15 +9,30 @@ import datetime
 import json
 import math
 import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 import equinox as eqx
 import jax
 import numpy as np
+import numpy.typing as npt
 
 from et_ode.records import atomic_write_text, versions
 
+from ._common import float64_available
 
-def metadata(*, study: str, dtype=None, seeds=None, **extra) -> dict:
+# What `to_json` returns: a JSON value (containers hold JSON values in turn).
+JSONValue = dict[str, Any] | list[Any] | str | int | float | bool | None
+
+
+def metadata(
+    *,
+    study: str,
+    dtype: npt.DTypeLike | None = None,
+    seeds: Mapping[str, int] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """The record of what produced a result.
 
     **Arguments:**
@@ -39,7 +54,7 @@ def metadata(*, study: str, dtype=None, seeds=None, **extra) -> dict:
         dtype=None if dtype is None else str(np.dtype(dtype)),
         seeds=dict(seeds or {}),
         versions=versions(),
-        x64=bool(jax.config.jax_enable_x64),
+        x64=float64_available(),
         devices=dict(platform=devices[0].platform, count=len(devices)),
         xla_flags=os.environ.get("XLA_FLAGS", ""),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -48,13 +63,13 @@ def metadata(*, study: str, dtype=None, seeds=None, **extra) -> dict:
     return record
 
 
-def model_dtype(model):
+def model_dtype(model: object) -> np.dtype:
     """The floating dtype of a model's parameters (float32 if it has none)."""
     leaves = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
     return np.dtype(leaves[0].dtype) if leaves else np.dtype(np.float32)
 
 
-def to_json(result):
+def to_json(result: object) -> JSONValue:
     """A copy of `result` made of JSON types only.
 
     numpy and JAX arrays become (nested) lists, numpy scalars Python numbers, tuples lists,
@@ -82,7 +97,7 @@ def to_json(result):
     return str(result)
 
 
-def save_json(path, result, *, indent: int | None = 1) -> str:
+def save_json(path: Path | str, result: object, *, indent: int | None = 1) -> str:
     """Write `to_json(result)` to `path` atomically (`et_ode.records.atomic_path`),
     creating the folder if needed. `indent=None` writes compactly (no spaces or newlines: for
     results holding large arrays;

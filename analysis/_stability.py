@@ -32,14 +32,22 @@ critical point can be, which kinks of `E` (ReLU memories) lie that close, and th
 one-sided answer there (`analysis._verdict`).
 """
 
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse.linalg as spla
+from jaxtyping import Array, ArrayLike, Bool, Float
+from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from et_ode import solvers
+from et_ode.vocab import Flow
 
 from ._common import cast, float64_available
 from ._geometry import (
@@ -57,8 +65,35 @@ from ._verdict import linear_rate_range, verdict
 
 DENSE_MAX = 2000  # state entries (N D) up to which the dense Jacobian is the default
 
+State = Float[Array, "N D"]  # one state, as in `solvers.EnergySystem`
 
-def tangent_basis(x, free=None) -> np.ndarray:
+# The coordinates of a spectrum (module docstring) and the methods that compute it.
+Coordinates = Literal["g", "x"]
+Method = Literal["auto", "dense", "lanczos"]
+
+
+@runtime_checkable
+class ResidualSystem(Protocol):
+    """All that `hessian_eigenvalues` needs of a model: its residual `G` (the optional
+    geometry and metric of `analysis._geometry` are used where it has them)."""
+
+    def residual(self, x: State, args: Any) -> State: ...
+
+
+@runtime_checkable
+class KinkedSystem(solvers.EnergySystem, Protocol):
+    """An energy system whose `E` has kinks (`analysis._geometry`): their distances from
+    `x` (`None` where `E` is twice differentiable), and the model with those within
+    `within` pinned to one `side` (`"lower"` or `"upper"`)."""
+
+    def kink_distances(self, x: State, args: Any) -> Any: ...
+
+    def one_sided(self, x: State, args: Any, within: float, side: str) -> solvers.EnergySystem: ...
+
+
+def tangent_basis(
+    x: Float[ArrayLike, "N D"], free: Bool[ArrayLike, " N"] | None = None
+) -> Float[np.ndarray, "F D D-2"]:
     """An orthonormal basis of the ET's tangent space (LayerNorm manifold) at `x: [N, D]`
     per free token: `[F, D, D - 2]` (`F` free tokens), each token's columns orthogonal
     to the constant vector and to `x_A - mean_A` (by a complete QR factorisation). The
@@ -101,7 +136,7 @@ def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> d
     `hessian_eigenvalues`' entries that depend on the method."""
     if method == "dense":
         matrix, basis = op.dense()
-        antisym = np.linalg.norm(matrix - matrix.T) / max(np.linalg.norm(matrix), 1e-300)
+        antisym = np.linalg.norm(matrix - matrix.T) / max(float(np.linalg.norm(matrix)), 1e-300)
         values = np.linalg.eigvalsh(0.5 * (matrix + matrix.T))
         k = min(k, values.size)
         return dict(
@@ -168,17 +203,17 @@ def _smallest_magnitude(model, x, args, coordinates, seed, tol=1e-6) -> float:
 
 
 def hessian_eigenvalues(
-    model,
-    x,
-    args=None,
+    model: ResidualSystem,
+    x: Float[ArrayLike, "N D"],
+    args: Any = None,
     *,
-    coordinates="g",
-    k=6,
-    method="auto",
-    dense_max=DENSE_MAX,
-    lanczos_tol=1e-10,
-    seed=0,
-) -> dict:
+    coordinates: Coordinates = "g",
+    k: int = 6,
+    method: Method = "auto",
+    dense_max: int = DENSE_MAX,
+    lanczos_tol: float = 1e-10,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Leading eigenvalues of the tangent-restricted Riemannian Hessian at `x`.
 
     **Arguments:**
@@ -269,21 +304,21 @@ LYAPUNOV_MEASURES = {"g": 1.0, "metric": 0.5}
 
 
 def lyapunov_exponent(
-    model,
-    x,
-    args=None,
+    model: solvers.EnergySystem,
+    x: Float[ArrayLike, "N D"],
+    args: Any = None,
     *,
-    flow="projected",
-    t1=20.0,
-    segments=20,
-    seed=0,
-    solver="tsit5",
-    rtol=1e-10,
-    atol=1e-12,
-    dt0=None,
-    max_steps=20000,
-    measure="g",
-) -> dict:
+    flow: Flow = "projected",
+    t1: float = 20.0,
+    segments: int = 20,
+    seed: int = 0,
+    solver: str | diffrax.AbstractSolver = "tsit5",
+    rtol: float | None = 1e-10,
+    atol: float | None = 1e-12,
+    dt0: float | None = None,
+    max_steps: int | None = 20000,
+    measure: Literal["g", "metric"] = "g",
+) -> dict[str, Any]:
     """Finite-time Lyapunov exponent of the flow from `x`, in float64, on any
     `solvers.EnergySystem` with states `[N, D]`.
 
@@ -318,7 +353,7 @@ def lyapunov_exponent(
     dx = jax.random.normal(jax.random.key(seed), x64.shape, x64.dtype)
     dx, _ = tangent_normalise(model64, x64, dx, args64, power)
     edges = np.linspace(0.0, float(t1), int(segments) + 1)
-    steps = {} if dt0 is None else dict(dt0=dt0)
+    steps: dict[str, Any] = {} if dt0 is None else dict(dt0=dt0)
     logs = []
     for start, end in zip(edges[:-1], edges[1:]):
         y = jnp.concatenate([x64, dx])
@@ -338,10 +373,10 @@ def lyapunov_exponent(
         x64, dx = sol.x_final[:n_tokens], sol.x_final[n_tokens:]
         dx, growth = tangent_normalise(model64, x64, dx, args64, power)
         logs.append(float(jnp.log(growth)))
-    logs = np.asarray(logs)
+    growths = np.asarray(logs)
     return dict(
-        exponent=float(logs.sum() / float(t1)),
-        local=logs / np.diff(edges),
+        exponent=float(growths.sum() / float(t1)),
+        local=growths / np.diff(edges),
         times=edges[1:],
         flow=flow,
         t1=float(t1),
@@ -485,24 +520,24 @@ def _kinks(model64, x64, args64, within) -> dict:
 
 
 def stability(
-    model,
-    x_star,
-    args=None,
-    flow="projected",
+    model: solvers.EnergySystem,
+    x_star: Float[ArrayLike, "N D"],
+    args: Any = None,
+    flow: Flow = "projected",
     *,
-    coordinates="g",
-    k=6,
-    method="auto",
-    dense_max=DENSE_MAX,
-    lyapunov_time=20.0,
-    lyapunov_segments=20,
-    seed=0,
-    lanczos_tol=1e-10,
-    lyapunov_options=None,
-    polish=True,
-    polish_tol=POLISH_TOL,
-    polish_max_steps=20,
-) -> dict:
+    coordinates: Coordinates = "g",
+    k: int = 6,
+    method: Method = "auto",
+    dense_max: int = DENSE_MAX,
+    lyapunov_time: float | None = 20.0,
+    lyapunov_segments: int = 20,
+    seed: int = 0,
+    lanczos_tol: float = 1e-10,
+    lyapunov_options: Mapping[str, Any] | None = None,
+    polish: bool = True,
+    polish_tol: float = POLISH_TOL,
+    polish_max_steps: int = 20,
+) -> dict[str, Any]:
     """Stability of a fixed point near `x_star` (one state, `[N, D]` on the ET) of any
     `solvers.EnergySystem`, with a verdict.
 
@@ -557,7 +592,7 @@ def stability(
     if x_star.ndim != 2:
         raise ValueError(f"stability takes one state [N, D]; got shape {tuple(x_star.shape)}.")
     model64, x_given, args64 = cast((model, x_star, args), jnp.float64)
-    spectrum = dict(
+    spectrum: dict[str, Any] = dict(
         coordinates=coordinates,
         k=k,
         method=method,
@@ -608,6 +643,7 @@ def stability(
     sides, index_range = None, (result["morse_index"], result["morse_index"])
     extremes = (float(result["smallest"][0]), float(result["largest"][-1]))
     if kinks["n_within"]:
+        assert isinstance(model64, KinkedSystem)  # `require`: no kink_distances without one_sided
         sides = {}
         for side in ("lower", "upper"):
             pinned = model64.one_sided(x64, args64, kinks["within"], side)
@@ -695,7 +731,7 @@ def stability(
     return result
 
 
-def plot_stability(result: dict, path=None):
+def plot_stability(result: dict, path: Path | str | None = None) -> Figure:
     """Eigenvalues of the tangent Hessian at the polished point (all of them when dense,
     else the `k` smallest and largest), sorted, negative ones marked, with the one-sided
     extremes where kinks are in reach; and the Lyapunov exponent's local rates over

@@ -19,6 +19,8 @@ Inputs are the pieces `stability` measures at a Newton-polished point:
   the state would start to leave it.
 """
 
+from typing import Any
+
 import numpy as np
 
 # Slack on each end of the Lyapunov range: relative to that end's size, and absolute
@@ -108,7 +110,7 @@ def verdict(
     `lyapunov_exponent` dict or `None`; `rates`: `linear_rate_range` over the sides;
     `flow`: the flow the exponent was measured on.
     """
-    out = dict(lyapunov_range=None, lyapunov_consistent=None)
+    out: dict[str, Any] = dict(lyapunov_range=None, lyapunov_consistent=None)
 
     def refuse(code, sentence):
         return dict(out, code=code, called=False, sentence=sentence)

@@ -6,9 +6,12 @@ folder, then `os.replace`, so a reader sees the old file or the complete new one
 import errno
 import os
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
+from jaxtyping import ArrayLike, UInt8
+from matplotlib.figure import Figure
 
 from et_ode.records import atomic_path
 
@@ -16,23 +19,24 @@ from et_ode.records import atomic_path
 REFUSED = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS}
 
 
-def figure_to_frame(fig) -> np.ndarray:
+def figure_to_frame(fig: Figure) -> UInt8[np.ndarray, "H W 3"]:
     """Render a matplotlib figure and return its pixels, `uint8 [H, W, 3]` (RGB, the
     alpha channel dropped; H, W in pixels = figure inches x dpi)."""
-    if not hasattr(fig.canvas, "buffer_rgba"):  # a bare Figure(): give it an Agg canvas
+    canvas = fig.canvas
+    if not hasattr(canvas, "buffer_rgba"):  # a bare Figure(): give it an Agg canvas
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-        FigureCanvasAgg(fig)
-    fig.canvas.draw()
-    return np.array(fig.canvas.buffer_rgba(), dtype=np.uint8)[..., :3]
+        canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return np.array(canvas.buffer_rgba(), dtype=np.uint8)[..., :3]
 
 
-def _check_frames(frames) -> list[np.ndarray]:
-    frames = [np.asarray(f) for f in frames]
-    if not frames:
+def _check_frames(frames: Iterable[ArrayLike]) -> list[np.ndarray]:
+    arrays = [np.asarray(f) for f in frames]
+    if not arrays:
         raise ValueError("no frames to write; pass at least one uint8 [H, W, 3] array.")
-    shape = frames[0].shape
-    for i, frame in enumerate(frames):
+    shape = arrays[0].shape
+    for i, frame in enumerate(arrays):
         if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[-1] != 3:
             raise ValueError(
                 f"frame {i} must be uint8 [H, W, 3] (got {frame.dtype} {list(frame.shape)}); "
@@ -43,7 +47,7 @@ def _check_frames(frames) -> list[np.ndarray]:
                 f"frame {i} has shape {list(frame.shape)}, frame 0 {list(shape)}: "
                 "all frames of a video must have one size."
             )
-    return frames
+    return arrays
 
 
 def pad_even(frame: np.ndarray) -> np.ndarray:
@@ -53,7 +57,7 @@ def pad_even(frame: np.ndarray) -> np.ndarray:
     return np.pad(frame, ((0, h % 2), (0, w % 2), (0, 0)), constant_values=255)
 
 
-def write_png(path, image) -> Path:
+def write_png(path: Path | str, image: Figure | ArrayLike) -> Path:
     """Write a `uint8 [H, W, 3]` frame, or a matplotlib figure, as a PNG at `path`
     atomically (folder created). Returns the path."""
     path = Path(path)
@@ -67,7 +71,9 @@ def write_png(path, image) -> Path:
     return path
 
 
-def write_frames(frames, folder, prefix: str = "frame") -> list[Path]:
+def write_frames(
+    frames: Iterable[ArrayLike], folder: Path | str, prefix: str = "frame"
+) -> list[Path]:
     """Write `frames` (each `uint8 [H, W, 3]`) as `folder/{prefix}_0000.png`, ... (folder
     created). Returns the paths, in order."""
     frames = _check_frames(frames)
@@ -119,7 +125,7 @@ def _write_gif(frames, path: Path, fps: float) -> None:
         )
 
 
-def write_video(frames, path, fps: float = 12.0) -> Path:
+def write_video(frames: Iterable[ArrayLike], path: Path | str, fps: float = 12.0) -> Path:
     """Write `frames` (each `uint8 [H, W, 3]`, all one size) as an H.264 mp4 at `path`
     (yuv420p; odd sides padded with one white row/column), `fps` frames per second.
 

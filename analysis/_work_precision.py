@@ -7,12 +7,18 @@ float64 ODE solution at a tight tolerance (the exact flow), and the paper's Eule
 
 import statistics
 import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float
+from matplotlib.figure import Figure
 
 from et_ode import solvers as _solvers
+from et_ode.vocab import Flow
 
 from ._common import as_batch, cast, float64_available, shard
 from ._plotting import (
@@ -30,7 +36,7 @@ from ._plotting import (
 from ._records import metadata, model_dtype
 
 
-def relative_error(x, reference) -> float:
+def relative_error(x: Float[ArrayLike, "*shape"], reference: Float[ArrayLike, "*shape"]) -> float:
     """`max |x - reference| / max |reference|` over every entry (a batch included)."""
     x, reference = np.asarray(x, np.float64), np.asarray(reference, np.float64)
     return float(np.max(np.abs(x - reference)) / np.max(np.abs(reference)))
@@ -51,23 +57,23 @@ def timed(fn, repeats: int = 3):
 
 
 def work_precision(
-    model,
-    x0,
-    args=None,
+    model: _solvers.EnergySystem,
+    x0: Float[ArrayLike, "*batch N D"],
+    args: Any = None,
     *,
-    solvers=("bosh3", "tsit5", "dopri8"),
-    tolerances=(1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8),
-    fixed_solvers=("euler", "heun", "tsit5"),
-    step_sizes=(0.2, 0.1, 0.05, 0.025, 0.0125),
+    solvers: Sequence[str] = ("bosh3", "tsit5", "dopri8"),
+    tolerances: Sequence[float] = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8),
+    fixed_solvers: Sequence[str] = ("euler", "heun", "tsit5"),
+    step_sizes: Sequence[float] = (0.2, 0.1, 0.05, 0.025, 0.0125),
     t1: float = 1.2,
-    flow: str = "native",
+    flow: Flow = "native",
     atol_factor: float = 1e-2,
     reference_solver: str = "dopri8",
     reference_rtol: float = 1e-12,
     repeats: int = 3,
     max_steps: int = 100_000,
     args_batched: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """Error of `x(t1)` against NFE and wall time for a grid of tolerances (adaptive
     solvers, `atol = atol_factor * rtol`) and constant step sizes (any explicit solver).
 
@@ -196,7 +202,9 @@ def work_precision(
     )
 
 
-def plot_work_precision(result: dict, path=None, against: str = "exact"):
+def plot_work_precision(
+    result: dict, path: Path | str | None = None, against: str = "exact"
+) -> Figure:
     """Error (against the float64 reference, or `against="paper"`: the paper's Euler
     map) versus NFE (left) and versus wall time (right), one line per solver and kind,
     log-log, each point labelled with its tolerance (`rtol`; `atol` is `atol_factor`
@@ -206,10 +214,10 @@ def plot_work_precision(result: dict, path=None, against: str = "exact"):
     fig, axes = figure(2, 1, width=4.0, height=3.4)
     key = "error_exact" if against == "exact" else "error_paper"
     meta = result.get("metadata", {})
-    groups = {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for run in result["runs"]:
         groups.setdefault((run["solver"], run["kind"]), []).append(run)
-    colours = {}
+    colours: dict[str, str] = {}
     for (name, kind), runs in groups.items():
         style = "-o" if kind == "adaptive" else "--s"
         label = f"{name}, {'tolerances' if kind == 'adaptive' else 'constant steps'}"

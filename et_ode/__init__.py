@@ -23,7 +23,6 @@ _CORE = (
     "EnergyAttention",
     "EnergyLayerNorm",
     "EnergyTransformer",
-    "FLOWS",
     "HopfieldNetwork",
     "closed_form_update",
 )

@@ -24,8 +24,22 @@ import os
 import platform
 import socket
 import tempfile
+from collections.abc import Callable, Iterator
 from importlib import metadata as _metadata
 from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "WriteError",
+    "atomic_path",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "filter_json_lines",
+    "remove_temporaries",
+    "run_folder_lock",
+    "versions",
+    "write_error",
+]
 
 TEMPORARY = ".tmp"  # in the name of atomic_path's temporary files
 LOCK_NAME = ".lock"  # the lock file of a run folder (run_folder_lock)
@@ -43,10 +57,10 @@ PACKAGES = (
 )
 
 
-def versions() -> dict:
+def versions() -> dict[str, str | None]:
     """Installed versions of the packages a result depends on (`None` if absent), and
     the Python version, keyed by distribution name (`"et-ode"`, `"jax"`, ...)."""
-    found = {}
+    found: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
             found[name] = _metadata.version(name)
@@ -92,12 +106,14 @@ class WriteError(OSError):
     and exits with code 1."""
 
     def __str__(self) -> str:
-        return self.strerror
+        # `write_error` always gives a message; OSError's own text otherwise (never None)
+        return self.strerror if self.strerror is not None else super().__str__()
 
 
-def write_error(path, error: OSError, advice: str = "") -> WriteError:
+def write_error(path: Path | str | None, error: OSError, advice: str = "") -> WriteError:
     """A `WriteError` for `path` from the `OSError` that stopped the write, with
-    `advice` (what is still good, how to go on) appended."""
+    `advice` (what is still good, how to go on) appended (`path` may be `None` when
+    `error` is a `WriteError`: its message already names the file)."""
     if isinstance(error, WriteError):
         message = error.strerror
     else:
@@ -111,7 +127,7 @@ def write_error(path, error: OSError, advice: str = "") -> WriteError:
 
 
 @contextlib.contextmanager
-def atomic_path(path, suffix: str | None = None):
+def atomic_path(path: Path | str, suffix: str | None = None) -> Iterator[Path]:
     """Yield a temporary path in the folder of `path` (created if needed), with the same
     suffix (or `suffix`, for writers that choose a format by it); when the block
     succeeds the temporary file is fsynced and renamed onto `path`, and the folder is
@@ -154,7 +170,7 @@ def atomic_path(path, suffix: str | None = None):
         ) from None
 
 
-def remove_temporaries(folder) -> list[Path]:
+def remove_temporaries(folder: Path | str) -> list[Path]:
     """Remove the temporary files that `atomic_path` left in `folder` when its process
     was killed mid-write (call it only while holding `run_folder_lock`: then no other
     writer is using them). Returns the paths removed."""
@@ -164,7 +180,7 @@ def remove_temporaries(folder) -> list[Path]:
     return found
 
 
-def atomic_write_bytes(path, data: bytes) -> Path:
+def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
     """Write `data` to `path` atomically (see `atomic_path`). **Returns:** the path."""
     path = Path(path)
     with atomic_path(path) as temporary:
@@ -172,12 +188,12 @@ def atomic_write_bytes(path, data: bytes) -> Path:
     return path
 
 
-def atomic_write_text(path, text: str) -> Path:
+def atomic_write_text(path: Path | str, text: str) -> Path:
     """Write `text` (UTF-8) to `path` atomically (see `atomic_path`). **Returns:** the path."""
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def filter_json_lines(path, keep) -> None:
+def filter_json_lines(path: Path | str, keep: Callable[[dict[str, Any]], object]) -> None:
     """Rewrite the JSON-lines log `path` (if it exists), atomically, with only the
     records `r` (dicts) for which `keep(r)` is true; a line cut short by an interruption
     is dropped. What a resumed run does to the lines of the work it redoes."""
@@ -205,7 +221,7 @@ def _holder(descriptor) -> str:
 
 
 @contextlib.contextmanager
-def run_folder_lock(folder):
+def run_folder_lock(folder: Path | str) -> Iterator[Path]:
     """Hold an exclusive OS lock (`fcntl.flock`) on the run folder `folder` (created if
     needed) for the duration of the block, so that one process at a time writes a run:
     a second `et-ode train` (or `graph train`) on the same folder is refused at once with

@@ -17,18 +17,30 @@ Imports nothing of the project: the model and the solvers both build on it.
 
 from typing import Literal, get_args
 
+__all__ = [
+    "ACTIVATIONS",
+    "ADJOINTS",
+    "ENERGY_TERMS",
+    "FLOWS",
+    "Activation",
+    "Adjoint",
+    "EnergyTerm",
+    "Flow",
+    "check_choice",
+]
+
 Flow = Literal["native", "projected"]
 Adjoint = Literal["checkpoint", "backsolve", "implicit"]
 Activation = Literal["relu", "softmax", "power"]
 EnergyTerm = Literal["attention", "hopfield"]
 
-FLOWS: tuple[str, ...] = get_args(Flow)
-ADJOINTS: tuple[str, ...] = get_args(Adjoint)
-ACTIVATIONS: tuple[str, ...] = get_args(Activation)
-ENERGY_TERMS: tuple[str, ...] = get_args(EnergyTerm)
+FLOWS: tuple[Flow, ...] = get_args(Flow)
+ADJOINTS: tuple[Adjoint, ...] = get_args(Adjoint)
+ACTIVATIONS: tuple[Activation, ...] = get_args(Activation)
+ENERGY_TERMS: tuple[EnergyTerm, ...] = get_args(EnergyTerm)
 
 
-def check_choice(kind: str, value, choices: tuple[str, ...]) -> None:
+def check_choice(kind: str, value: object, choices: tuple[str, ...]) -> None:
     """Raise `ValueError` naming `kind`, the value given and the choices when `value`
     is not one of `choices`."""
     if not (isinstance(value, str) and value in choices):

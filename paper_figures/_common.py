@@ -9,8 +9,8 @@ from pathlib import Path
 
 from et_ode.analysis import FIGURE_FORMATS, save_json, write_figure
 from et_ode.cli import held_out as _held_out
-from et_ode.cli import job_metadata, load_model_and_config
-from et_ode.tasks import EVAL_KEY
+from et_ode.cli import job_metadata
+from et_ode.tasks import EVAL_KEY, load_model_and_config
 
 DEFAULT_SEED = EVAL_KEY  # by default the evaluation's masks
 

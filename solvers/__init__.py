@@ -10,19 +10,16 @@ from ._crawl import SlowSolveWarning
 from ._errors import SolveError
 from ._fixed_point import NEWTON_DENSE_MAX, FixedPointResult, find_fixed_point
 from ._options import (
-    ADJOINTS,
     BACKSOLVE_STABLE_HORIZON,
     DENSE_JACOBIAN_MAX_STATE,
-    FLOWS,
     MAX_STEPS_LIMIT,
     check_options,
     constant_step_count,
 )
-from ._presets import PRESETS, SOLVER_NAMES, SolverPreset, get_preset
+from ._presets import SOLVER_NAMES, SolverPreset, get_preset
 from ._protocol import (
     MANIFOLD_METHODS,
     EnergySystem,
-    FlatManifold,
     ManifoldEnergySystem,
     batched_args_axes,
 )
@@ -35,20 +32,16 @@ from ._solve import solve
 from ._stop import FixedPointStop, rms
 
 __all__ = [
-    "ADJOINTS",
     "AutoSwitch",
     "BACKSOLVE_STABLE_HORIZON",
     "DENSE_JACOBIAN_MAX_STATE",
     "EnergySolution",
     "EnergySystem",
-    "FLOWS",
-    "FlatManifold",
     "FixedPointResult",
     "FixedPointStop",
     "MAX_STEPS_LIMIT",
     "ManifoldEnergySystem",
     "NEWTON_DENSE_MAX",
-    "PRESETS",
     "SOLVER_NAMES",
     "STOP_REASONS",
     "SlowSolveWarning",

@@ -22,16 +22,17 @@
 
 import dataclasses
 import functools
-from typing import Literal
+from typing import Any, Literal
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import lineax as lx
 import optimistix as optx
+from jaxtyping import ArrayLike, Float
 
 from ._anderson import anderson
-from ._protocol import as_manifold_system
+from ._protocol import EnergySystem, RealScalar, as_manifold_system
 from ._stop import rms
 
 
@@ -103,21 +104,21 @@ NEWTON_DENSE_MAX = 1024
 
 
 def find_fixed_point(
-    model,
-    x_init,
+    model: EnergySystem,
+    x_init: Float[ArrayLike, "N D"],
     *,
-    args=None,
-    tol=1e-10,
-    max_steps=None,
+    args: Any = None,
+    tol: RealScalar = 1e-10,
+    max_steps: int | None = None,
     linear: Literal["auto", "dense", "gmres"] = "dense",
     method: Literal["auto", "newton", "lbfgs", "anderson"] = "auto",
-    dt=0.1,
-    memory=10,
-    warm_steps=50,
-):
+    dt: float = 0.1,
+    memory: int = 10,
+    warm_steps: int = 50,
+) -> FixedPointResult:
     """A critical point of `E` on the manifold through `x_init` (`x_init: [N, D]`, one
     sample). `model` is a `solvers.ManifoldEnergySystem`, or any `solvers.EnergySystem`,
-    then flat (`solvers.FlatManifold`: its `residual` is zero exactly at fixed points).
+    then flat (`solvers._protocol.FlatManifold`: its `residual` is zero exactly at fixed points).
 
     - `method="auto"` (default): `"newton"` up to `NEWTON_DENSE_MAX` state entries (with
       `linear` as given), `"anderson"` above, where a Newton step needs a Krylov solve:

@@ -5,18 +5,25 @@ numbers in the state's dtype."""
 import math
 import numbers
 import warnings
+from collections.abc import Sequence
+from typing import Literal
 
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Real
 
-from et_ode.vocab import ADJOINTS, FLOWS
+from et_ode.vocab import ADJOINTS, FLOWS, Adjoint, Flow
 
 from ._presets import _label, get_preset
-from ._protocol import MANIFOLD_METHODS
+from ._protocol import MANIFOLD_METHODS, RealScalar
 from ._stop import FixedPointStop, stop_message, stop_tolerances_ok
+
+# What `solve`'s `save` takes: "final", "steps", or the times to save at (a 1-D array, or
+# a sequence of numbers).
+Save = Literal["final", "steps"] | Real[ArrayLike, " T"] | Sequence[RealScalar]
 
 # Measured (tests/test_gradients.py, float64, tsit5, softmax test model): backsolve's
 # error against exact gradients is ~1e2 rtol at 1.2 tau on the projected flow and then
@@ -89,7 +96,13 @@ DENSE_JACOBIAN_MAX_STATE = 1024
 EVERY_STEP_CHECKPOINTS_UP_TO = 64
 
 
-def constant_step_count(t0, t1, dt0, rtol=None, atol=None) -> int | None:
+def constant_step_count(
+    t0: RealScalar,
+    t1: RealScalar,
+    dt0: RealScalar | None,
+    rtol: RealScalar | None = None,
+    atol: RealScalar | None = None,
+) -> int | None:
     """The number of steps a constant-step solve from `t0` to `t1` takes (the last one
     may be shorter), plus one for diffrax's final bookkeeping step: the exact `max_steps`
     it needs. `None` when the steps are adaptive (`rtol` or `atol` given), `dt0` is
@@ -121,20 +134,20 @@ def default_cap(t0, t1, dt0, rtol, atol, stop, adjoint, checkpoints, controller=
 
 def check_options(
     *,
-    solver="euler",
-    flow="native",
-    adjoint="checkpoint",
-    t0=0.0,
-    t1=1.2,
-    dt0=0.1,
-    rtol=None,
-    atol=None,
-    stop=None,
-    save="final",
-    save_energy=False,
-    max_steps=None,
-    stepsize_controller=None,
-    dtmin=None,
+    solver: str | diffrax.AbstractSolver = "euler",
+    flow: Flow = "native",
+    adjoint: Adjoint = "checkpoint",
+    t0: RealScalar = 0.0,
+    t1: RealScalar = 1.2,
+    dt0: RealScalar | None = 0.1,
+    rtol: RealScalar | None = None,
+    atol: RealScalar | None = None,
+    stop: FixedPointStop | None = None,
+    save: Save = "final",
+    save_energy: bool = False,
+    max_steps: int | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    dtmin: float | None = None,
 ) -> bool:
     """Raise `ValueError` naming the problem and the fix for any invalid combination of
     `solve` options that does not depend on the model or the state (solvers and

@@ -14,7 +14,7 @@ from et_ode.vocab import Adjoint, Flow
 from ._auto import AutoSwitch
 from ._counting import counted_call, read_counts
 from ._protocol import batched_args_axes
-from ._solution import StopReason
+from ._solution import StopReason, reason_item
 from ._stop import residual_event, rms
 
 
@@ -79,7 +79,7 @@ class _CountedFlowTerm(eqx.Module):
 def _saveat(cfg: SolveConfig, ts_save, model, solver_state=False):
     # With steps=True diffrax saves the last step in the steps block, not in a t1 slot.
     # solver_state: the final solver state (a self-counting solver's counters).
-    main = dict(t1=True)
+    main: dict[str, Any] = dict(t1=True)
     if cfg.save == "steps":
         main = dict(t0=True, steps=True)
     elif cfg.save == "ts":
@@ -115,6 +115,7 @@ def solve_one(
             (numbers["rtol"], numbers["atol"]),
             is_leaf=lambda x: x is None,
         )
+    adjoint: diffrax.AbstractAdjoint
     if cfg.adjoint == "backsolve":
         # throw=True: the backward solve has no stop code to report, so running out of
         # steps there must raise rather than return silently wrong gradients.
@@ -160,18 +161,18 @@ def solve_one(
         xs = jnp.where(unreached[:, None, None], jnp.inf, xs)[:-1]
     g_final = rms(model.residual(jax.lax.stop_gradient(x_final), args))
     finite = jnp.all(jnp.isfinite(x_final))
-    reason = StopReason.t1
+    reason = reason_item("t1")
     if cfg.fixed_point:
         reason = StopReason.where(
-            g_final <= threshold, StopReason.fixed_point, StopReason.not_converged
+            g_final <= threshold, reason_item("fixed_point"), reason_item("not_converged")
         )
     reason = StopReason.where(
-        sol.result == diffrax.RESULTS.max_steps_reached, StopReason.max_steps, reason
+        sol.result == diffrax.RESULTS.max_steps_reached, reason_item("max_steps"), reason
     )
     reason = StopReason.where(
-        sol.result == diffrax.RESULTS.dt_min_reached, StopReason.dt_underflow, reason
+        sol.result == diffrax.RESULTS.dt_min_reached, reason_item("dt_underflow"), reason
     )
-    reason = StopReason.where(finite, reason, StopReason.nonfinite)
+    reason = StopReason.where(finite, reason, reason_item("nonfinite"))
     return dict(
         ts=ts,
         xs=xs,

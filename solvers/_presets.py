@@ -7,6 +7,7 @@ import typing
 import diffrax
 import jax
 import numpy as np
+from jaxtyping import ArrayLike, Int
 
 from ._auto import EXPLICIT_EVALS, AutoSwitch
 
@@ -58,7 +59,7 @@ class SolverPreset:
     def make(self) -> diffrax.AbstractSolver:
         return self.instance if self.instance is not None else _SOLVERS[self.name]()
 
-    def nfe(self, num_steps):
+    def nfe(self, num_steps: Int[ArrayLike, "*B"]) -> Int[ArrayLike, "*B"]:
         """Vector-field evaluations for `num_steps` attempted steps (array or int).
         For a `self_counting` solver ("auto") this is only the count of its explicit
         mode; `solvers.solve` reports the solver's own counts instead."""
@@ -197,7 +198,7 @@ def _describe(solver: diffrax.AbstractSolver, name: str | None = None) -> Solver
 PRESETS = {name: _describe(cls(), name) for name, cls in _SOLVERS.items()}
 
 
-def get_preset(solver) -> SolverPreset:
+def get_preset(solver: str | diffrax.AbstractSolver) -> SolverPreset:
     """The `SolverPreset` of a solver name or of a `diffrax.AbstractSolver` instance.
     Raises `ValueError` for unknown names and for solvers that cannot integrate one ODE
     term (IMEX solvers needing a `MultiTerm`, SDE-only solvers)."""

@@ -5,18 +5,26 @@
 untouched. All methods act on one sample `x: [N, D]`; batches are `jax.vmap`-ed.
 """
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
 
+from et_ode.vocab import Flow
+
 State = Float[Array, "N D"]
+# What `solve` takes as its initial state: one sample `[N, D]` or a batch `[B, N, D]`.
+# Real, not only floating: an integer array reaches solve's own check, whose message
+# asks for a floating-point one.
+InitialState = Real[ArrayLike, "N D"] | Real[ArrayLike, "B N D"]
 # A real number that may be traced: a Python or NumPy number, or a 0-d array (a tracer
 # when `solve` runs under `jax.jit` or `jax.vmap`: a horizon or a tolerance swept by one
-# compiled program).
-RealScalar = Real[ArrayLike, ""]
+# compiled program). `ArrayLike` without its complex and NumPy bool scalars, which `Real`
+# refuses at run time anyway: so that a type checker knows `float(value)` is defined.
+RealScalar = Real[Array | np.ndarray | np.integer | np.floating | int | float, ""]
 
 
 @runtime_checkable
@@ -40,7 +48,7 @@ class EnergySystem(Protocol):
 
     def energy(self, x: State, args: Any) -> Float[Array, ""]: ...
 
-    def vector_field(self, t, x: State, args: Any, flow: str) -> State: ...
+    def vector_field(self, t, x: State, args: Any, flow: Flow) -> State: ...
 
     def residual(self, x: State, args: Any) -> State: ...
 
@@ -70,7 +78,7 @@ class ManifoldEnergySystem(EnergySystem, Protocol):
 MANIFOLD_METHODS = ("to_manifold", "from_manifold", "tangent_projection")
 
 
-def has_manifold(model) -> bool:
+def has_manifold(model: object) -> TypeGuard[ManifoldEnergySystem]:
     """Whether `model` declares a constraint manifold (all of `MANIFOLD_METHODS`)."""
     return all(callable(getattr(model, m, None)) for m in MANIFOLD_METHODS)
 
@@ -108,13 +116,13 @@ class FlatManifold(eqx.Module):
         return getattr(self.model, "tau", 1.0)
 
 
-def as_manifold_system(model):
+def as_manifold_system(model: EnergySystem) -> ManifoldEnergySystem:
     """`model` itself when it declares a manifold (`has_manifold`), else
     `FlatManifold(model)`: a model without one is flat."""
     return model if has_manifold(model) else FlatManifold(model)
 
 
-def batched_args_axes(args):
+def batched_args_axes(args: Any) -> Any:
     """`vmap` axes for batched args: array leaves carry the batch axis; scalar leaves
     (such as `Conditions.field_strength`, a Python float by default) are shared."""
     return jax.tree.map(lambda leaf: 0 if jnp.ndim(leaf) > 0 else None, args)

@@ -6,6 +6,9 @@ jitted solve is partitioned by XLA, so the same code runs on one CPU, several fo
 devices, or several GPUs, and gives the same numbers.
 """
 
+from collections.abc import Iterable
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,7 +17,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 BATCH_AXIS = "batch"
 
 
-def batch_mesh(devices=None) -> Mesh:
+def batch_mesh(devices: Iterable[jax.Device] | None = None) -> Mesh:
     """A 1-D mesh named `"batch"` over `devices` (default: `jax.devices()`)."""
     devices = jax.devices() if devices is None else list(devices)
     if not devices:
@@ -22,7 +25,7 @@ def batch_mesh(devices=None) -> Mesh:
     return Mesh(np.asarray(devices), (BATCH_AXIS,))
 
 
-def shard_batch(tree, mesh: Mesh | None = None):
+def shard_batch(tree: Any, mesh: Mesh | None = None) -> tuple[Any, int]:
     """Split the leading (batch) axis of every array in `tree` over `mesh`.
 
     A batch that the device count does not divide is padded with copies of its last
@@ -41,7 +44,7 @@ def shard_batch(tree, mesh: Mesh | None = None):
             f"shard_batch needs arrays that share a leading batch axis; got leading sizes "
             f"{sorted(map(str, sizes))}."
         )
-    (batch,) = sizes
+    batch = np.shape(leaves[0])[0]  # the one size
     n_devices = mesh.devices.size
     padded = -(-batch // n_devices) * n_devices
 

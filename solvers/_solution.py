@@ -1,7 +1,7 @@
 """The result of `solvers.solve`."""
 
 import equinox as eqx
-from jaxtyping import Array, Float
+from jaxtyping import Array, Bool, Float
 
 
 class StopReason(eqx.Enumeration):
@@ -36,8 +36,20 @@ class StopReason(eqx.Enumeration):
 # from the enumeration itself (equinox 0.13 keeps its items, in the order they are
 # defined, in `_name_to_item`; `equinox<0.14` is pinned), so the two cannot disagree.
 STOP_REASONS = tuple(StopReason._name_to_item)
+
+
+def reason_item(name: str) -> StopReason:
+    """The item `name` of `StopReason`: `reason_item("t1")` is `StopReason.t1`, typed as
+    the item it is. equinox types `Enumeration` for pyright, as an `enum.Enum` with a
+    metaclass of its own, which mypy cannot combine with `Enum`'s: mypy then reads
+    `StopReason.t1` as the `str` written in the class body, and `StopReason[item]` as
+    not indexable."""
+    return getattr(StopReason, name)
+
+
 FAILURES = {
-    name: StopReason[getattr(StopReason, name)]
+    # the message of each failure; mypy cannot index StopReason: equinox's stub (reason_item)
+    name: StopReason[reason_item(name)]  # type: ignore[misc]
     for name in ("max_steps", "dt_underflow", "nonfinite", "not_converged")
 }
 
@@ -89,6 +101,6 @@ class EnergySolution(eqx.Module):
     stats: dict
 
     @property
-    def converged(self):
+    def converged(self) -> Bool[Array, "*B"]:
         """Whether each sample stopped at a fixed point (fixed-point stop only)."""
         return self.stats["stop"] == StopReason.fixed_point

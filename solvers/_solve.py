@@ -2,6 +2,7 @@
 statistics live in `._plumbing`, `._options` and `._statistics`)."""
 
 import dataclasses
+from typing import Any
 
 import diffrax
 import equinox as eqx
@@ -14,6 +15,7 @@ from ._counting import new_counters
 from ._crawl import PROBE_MIN_STATE, PROBE_STEPS, warn_if_crawling
 from ._implicit import implicit_fixed_point
 from ._options import (
+    Save,
     controller_in_dtype,
     controller_name,
     default_cap,
@@ -22,7 +24,13 @@ from ._options import (
     validate,
 )
 from ._plumbing import SolveConfig, solve_core
-from ._protocol import RealScalar, as_manifold_system, batched_args_axes
+from ._protocol import (
+    EnergySystem,
+    InitialState,
+    RealScalar,
+    as_manifold_system,
+    batched_args_axes,
+)
 from ._solution import EnergySolution
 from ._statistics import finish_solution
 from ._stop import FixedPointStop
@@ -63,10 +71,10 @@ def _probe(model, x0, args, numbers, solver, controller, cfg, t0, t1, max_steps,
 
 
 def solve(
-    model,
-    x0,
+    model: EnergySystem,
+    x0: InitialState,
     *,
-    args=None,
+    args: Any = None,
     t0: RealScalar = 0.0,
     t1: RealScalar | None = None,
     solver: str | diffrax.AbstractSolver = "euler",
@@ -76,7 +84,7 @@ def solve(
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     flow: Flow = "native",
     stop: FixedPointStop | None = None,
-    save="final",
+    save: Save = "final",
     save_energy: bool = False,
     adjoint: Adjoint = "checkpoint",
     checkpoints: int | None = None,
@@ -169,7 +177,7 @@ def solve(
     traced = is_traced((model, x0, args))
     if t1 is None:
         t1 = 1000.0 if stop is not None else 1.2
-    deferred = []  # checks of traced values, run inside the program
+    deferred: list[tuple[Any, str]] = []  # checks of traced values, run inside the program
     adaptive, preset = validate(
         model,
         x0,

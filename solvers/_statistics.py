@@ -87,10 +87,10 @@ def finish_solution(
     energy_ts, energies = out["energy_ts"], out["energies"]
     if traced and throw:  # no Python-side check possible: fail inside the program
         failure_codes = jnp.asarray([STOP_REASONS.index(r) for r in FAILURES])
-        failed = jnp.any(jnp.isin(stats["stop_code"], failure_codes))
+        any_failed = jnp.any(jnp.isin(stats["stop_code"], failure_codes))
         out["x_final"] = eqx.error_if(
             out["x_final"],
-            failed,
+            any_failed,
             "solvers.solve failed inside jax.jit/grad (max steps, step size underflow, "
             "non-finite state, or a fixed-point stop that reached its cap); run it outside "
             "jit for the reason and statistics, or pass throw=False and read "

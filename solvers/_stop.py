@@ -6,11 +6,12 @@ import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Real
 
 from ._protocol import RealScalar
 
 
-def rms(tree_leaf):
+def rms(tree_leaf: Real[ArrayLike, "..."]) -> Float[Array, ""]:
     """Root mean square of one array."""
     return jnp.sqrt(jnp.mean(tree_leaf**2))
 

@@ -34,6 +34,7 @@ from scipy.integrate import solve_ivp
 import et_ode
 from conftest import DIM, N_TOKENS, make_model, make_state
 from et_ode import analysis, solvers
+from et_ode.analysis._work_precision import relative_error
 
 # Eigenvalues of S: 12 memory pairs (24 memories, conftest's K) in the 15-dimensional
 # mean-zero space; the other 3 directions have a = 0.
@@ -324,7 +325,7 @@ def test_work_precision_and_the_float64_reference(model, x0):
         atol=1e-14,
     )
     reference = result["reference"]["x_final"][0].ravel()
-    err = analysis.relative_error(reference, scipy_sol.y[:, -1])
+    err = relative_error(reference, scipy_sol.y[:, -1])
     print(f"tsit5 float64 reference vs scipy DOP853: {err:.3g}")
     assert err < 1e-9
     assert not analysis.layout_problems(

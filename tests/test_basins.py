@@ -86,7 +86,7 @@ def test_basin_entropy_of_known_grids():
     assert flat["S_b"] == 0.0 and flat["S_bb"] == 0.0 and flat["boundary_boxes"] == 0
 
 
-def test_refusals():
+def test_refusals(no_runtime_types):
     with pytest.raises(ValueError, match=r"needs model\.residual"):
         analysis.basins(EnergyOnly(), np.zeros((2, 1, 2)))
     with pytest.raises(ValueError, match=r"starts must be \[B, N, D\]"):

@@ -158,7 +158,7 @@ def test_bratu_fold(matrix_free):
     assert np.all(branch["residual_rms"] <= 1e-10)
 
 
-def test_bad_settings_are_refused():
+def test_bad_settings_are_refused(no_runtime_types):
     x0 = jnp.array([-1.0])
     with pytest.raises(ValueError, match="p_span must be"):
         analysis.continuation(fold_form, x0, -1.0, p_span=(1.0, -2.0))

@@ -91,7 +91,7 @@ def test_float_key_mask_refused(model, x0, no_runtime_types):
         solvers.solve(model, x0, args=et_ode.Conditions(key_mask=jnp.ones((6, 6))))
 
 
-def test_not_an_energy_system(x0):
+def test_not_an_energy_system(x0, no_runtime_types):
     with pytest.raises(ValueError, match="satisfying solvers.EnergySystem"):
         solvers.solve(object(), x0)
 

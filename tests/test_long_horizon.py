@@ -300,7 +300,7 @@ def test_flat_energy_system_decays_at_the_smallest_hessian_eigenvalue(hopfield, 
     assert analysis._plotting.layout_problems(fig) == []
 
 
-def test_a_model_without_a_needed_method_is_refused_before_solving():
+def test_a_model_without_a_needed_method_is_refused_before_solving(no_runtime_types):
     class NoResidual(eqx.Module):
         def energy(self, x, args=None):
             return jnp.sum(x**2)

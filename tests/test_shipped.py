@@ -20,11 +20,11 @@ import et_ode
 from conftest import ROOT, SUITE_XLA_FLAGS, given_xla_flags
 from et_ode.tasks import (
     SHIPPED,
-    config_from_header,
     held_out_split,
     read_checkpoint,
     shipped_path,
 )
+from et_ode.tasks.images._config import config_from_header
 
 # Run in both processes: a tiny float64 model (the shapes of conftest.make_model), a
 # constant-step solve and a gradient through it, and an adaptive solve of the smooth

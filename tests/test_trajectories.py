@@ -16,6 +16,7 @@ from scipy.integrate import solve_ivp
 import et_ode
 from conftest import make_state
 from et_ode import solvers
+from et_ode.vocab import FLOWS
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)
 T_LONG = 5.0  # horizon of the tight step-saving solves
@@ -92,7 +93,7 @@ def smooth_runs(smooth_model, x0):
             save_energy=True,
             **TIGHT,
         )
-        for flow in solvers.FLOWS
+        for flow in FLOWS
     }
 
 
@@ -106,7 +107,7 @@ def _along(model, xs):
 
     def one(x):
         out = dict(energy=model.energy(x))
-        for flow in solvers.FLOWS:
+        for flow in FLOWS:
             out[f"dEdt_{flow}"] = model.dEdt(x, flow=flow)
             field = model.vector_field(0.0, x, None, flow)
             out[f"jvp_{flow}"] = jax.jvp(model.energy, (x,), (field,))[1]
@@ -123,7 +124,7 @@ def _along_trajectory(model, xs):
 
 
 # ------------------------------------------------------------ Test 3: energy and dE/dt
-@pytest.mark.parametrize("flow", solvers.FLOWS)
+@pytest.mark.parametrize("flow", FLOWS)
 def test_energy_never_rises_and_matches_closed_form_rate(smooth_model, smooth_runs, flow):
     sol = smooth_runs[flow]
     ts, energies = np.asarray(sol.ts), np.asarray(sol.energies)
@@ -187,10 +188,10 @@ def _scipy_dense(model, x0, flow, t1):
 @pytest.fixture(scope="module")
 def scipy_refs(smooth_model, x0):
     """DOP853 at rtol = atol = 1e-12 with its dense output, per flow, over [0, T_LONG]."""
-    return {flow: _scipy_dense(smooth_model, x0, flow, T_LONG) for flow in solvers.FLOWS}
+    return {flow: _scipy_dense(smooth_model, x0, flow, T_LONG) for flow in FLOWS}
 
 
-@pytest.mark.parametrize("flow", solvers.FLOWS)
+@pytest.mark.parametrize("flow", FLOWS)
 def test_tsit5_steps_match_scipy(smooth_runs, scipy_refs, flow):
     sol = smooth_runs[flow]
     err = _max_rel(sol.xs, scipy_refs[flow](sol.ts))

@@ -89,7 +89,7 @@ def test_double_well_verdicts_are_analytic(start, code, hessian, exponent):
     assert result["kinks"]["twice_differentiable"] and not result["kinks"]["declared"]
 
 
-def test_a_model_without_a_needed_method_is_refused_before_solving(monkeypatch):
+def test_a_model_without_a_needed_method_is_refused_before_solving(monkeypatch, no_runtime_types):
     def no_solve(*args, **kwargs):
         raise AssertionError("solved before refusing")
 

@@ -10,32 +10,22 @@ from ._demo import demo_job
 from ._jobs import STUDIES, compare_solvers_job, energy_video_job, study_job
 from ._main import build_parser, main
 from ._runs import (
-    Stages,
-    check_dtype,
     encoded,
-    fresh_run_folder,
     held_out,
     job_metadata,
-    load_model_and_config,
-    output_folder,
     place,
 )
 
 __all__ = [
     "STUDIES",
-    "Stages",
     "build_parser",
-    "check_dtype",
     "compare_solvers_job",
     "demo_job",
     "encoded",
     "energy_video_job",
-    "fresh_run_folder",
     "held_out",
     "job_metadata",
-    "load_model_and_config",
     "main",
-    "output_folder",
     "place",
     "study_job",
 ]

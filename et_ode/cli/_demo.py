@@ -3,21 +3,45 @@ with a summary (Markdown and JSON) that says what was found, with the numbers.""
 
 import os
 import time
+from typing import Any, TypedDict
 
 import jax
 
 from ..analysis import metadata, save_json
 from ..records import atomic_path
-from ..tasks import EVAL_KEY, eval_masks, evaluate_baselines, evaluate_model, held_out_split
+from ..tasks import (
+    EVAL_KEY,
+    eval_masks,
+    evaluate_baselines,
+    evaluate_model,
+    held_out_split,
+    load_model_and_config,
+)
 from ._jobs import compare_solvers_job, energy_video_job, study_job
-from ._runs import Stages, held_out, job_metadata, load_model_and_config, output_folder
+from ._runs import Stages, held_out, job_metadata, output_folder
 from ._summary import summarise, summary_markdown
 
 MODELS = ("paper", "ode")
 
+
+class DemoSizes(TypedDict):
+    """How much the demo computes (`SIZES`): held-out crops per study and for the MSE
+    table, video crops and frames, and the convergence study's crops, end time and rtol."""
+
+    images: int
+    eval_images: int
+    video_images: int
+    frames: int
+    ode_frames: int
+    solver_images: int
+    convergence_images: int
+    convergence_t1: float
+    convergence_rtol: float
+
+
 # What the demo computes; `--quick` is for a first look and for tests.
 SIZES = {
-    False: dict(
+    False: DemoSizes(
         images=8,
         eval_images=64,
         video_images=4,
@@ -28,7 +52,7 @@ SIZES = {
         convergence_t1=100.0,
         convergence_rtol=1e-6,
     ),
-    True: dict(
+    True: DemoSizes(
         images=2,
         eval_images=2,
         video_images=2,
@@ -71,7 +95,7 @@ def demo_job(
     """
     started, cpu_started, load_start = time.perf_counter(), time.process_time(), _load()
     jax.config.update("jax_enable_x64", True)  # float64 references; the models stay float32
-    size = dict(SIZES[bool(quick)])
+    size = SIZES[bool(quick)].copy()
     size["images"] = images or size["images"]
     size["eval_images"] = eval_images or size["eval_images"]
     folder = output_folder(out, prefix="demo", root=root, force=force)
@@ -199,7 +223,8 @@ def held_out_mse(loaded: dict, n_images: int) -> dict:
     """Masked-patch MSE of each model and of the two baselines on the first `n_images`
     evaluation crops with the evaluation masks (what `et-ode eval` computes)."""
 
-    out, baselines = {"images": n_images}, {}
+    out: dict[str, Any] = {"images": n_images}
+    baselines: dict[str, dict] = {}
     for name, (model, config, _) in loaded.items():
         images = model.normalisation.apply(held_out_split(config, n_images))
         masks = eval_masks(config, n_images)

@@ -1,9 +1,12 @@
 """`et-ode graph train|eval|study`: the graph benchmarks and the studies of a graph
 model's dynamics."""
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+from matplotlib.figure import Figure
 
 from ..analysis import (
     FIGURE_FORMATS,
@@ -30,7 +33,7 @@ from ..tasks import (
     load_graph_set,
     load_node_graph,
     run_graph_benchmark,
-    run_part,
+    run_split,
     standardise,
     table_markdown,
 )
@@ -76,7 +79,7 @@ def _graph_problem(model, config, header, n_graphs: int):
     (a batch `[B, M + 1, D]`)."""
     if config.data.task == "anomaly":
         graph = load_node_graph(config)
-        part = run_part(config, graph, header["run"])
+        part = run_split(config, graph, header["run"])
         arrays = (
             jnp.asarray(standardise(graph.features)),
             jnp.asarray(graph.senders),
@@ -86,7 +89,7 @@ def _graph_problem(model, config, header, n_graphs: int):
         args = model.conditions(arrays[1], arrays[2], x0.shape[0])
         return x0, args, False, {"graph": graph, "arrays": arrays, "part": part}
     graphs = load_graph_set(config)
-    test = run_part(config, graphs, header["run"])["test"][:n_graphs]
+    test = run_split(config, graphs, header["run"])["test"][:n_graphs]
     batch = graph_batch(graphs, test, graphs.max_nodes, config.model.n_eigenvectors)
     x0 = jax.vmap(model.encode)(batch.features, batch.eigenvectors)
     return x0, Conditions(key_mask=batch.key_mask), True, {"graphs": test}
@@ -141,6 +144,7 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
         core = cast(model.core, jnp.float64)
         x0 = jnp.asarray(x0, jnp.float64)
         rtol, atol = (1e-5, 1e-7) if quick else (1e-7, 1e-9)
+        plot: Callable[[dict], Figure]  # the study's figure of its result
         if options.name == "convergence":
             result = convergence(
                 core,

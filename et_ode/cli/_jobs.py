@@ -1,8 +1,8 @@
 """The jobs behind `et-ode frames`, `et-ode compare-solvers` and `et-ode study NAME`: each
 runs on a trained `MaskedImageET` and held-out images, writes its files into a folder,
-and returns what it computed. Their inputs come from `et_ode.cli._runs` (re-exported
-here): `load_model_and_config`, `held_out`, `output_folder` / `fresh_run_folder`,
-`job_metadata`; `et-ode demo` is `et_ode.cli.demo_job`.
+and returns what it computed. Their inputs come from `et_ode.cli._runs` (`held_out`,
+`output_folder` / `fresh_run_folder`, `job_metadata`) and
+`et_ode.tasks.load_model_and_config`; `et-ode demo` is `et_ode.cli.demo_job`.
 
 Every JSON file is written by `save_json` with a `metadata` entry (model, data, flow,
 solver, tolerances, dtype, seeds, versions); states (`x_final`, `x_star`, ...) are left
@@ -11,6 +11,7 @@ out of the files to keep them small.
 
 import dataclasses
 from pathlib import Path
+from typing import TypedDict
 
 import jax.numpy as jnp
 import numpy as np
@@ -35,13 +36,8 @@ from ..analysis import (
     write_video,
 )
 from ._landscape_runners import LANDSCAPE_RUNNERS
-from ._runs import (  # noqa: F401  the jobs' inputs, re-exported
+from ._runs import (
     encoded,
-    fresh_run_folder,
-    held_out,
-    job_metadata,
-    load_model_and_config,
-    output_folder,
     place,
 )
 from ._study_runners import RUNNERS as STUDY_RUNNERS
@@ -180,11 +176,22 @@ def energy_video_job(
 
 # --------------------------------------------------------------- solver comparison
 
+
+class SolverGrid(TypedDict):
+    """What `compare_solvers_job` compares: adaptive `solvers` x `tolerances` and
+    constant-step `fixed_solvers` x `step_sizes`."""
+
+    solvers: tuple[str, ...]
+    tolerances: tuple[float, ...]
+    fixed_solvers: tuple[str, ...]
+    step_sizes: tuple[float, ...]
+
+
 # Quick: one adaptive solver against the paper's Euler map (always computed), loose reference.
-QUICK_GRID = dict(
+QUICK_GRID = SolverGrid(
     solvers=("tsit5",), tolerances=(1e-3, 1e-5), fixed_solvers=(), step_sizes=(0.1, 0.05)
 )
-DEFAULT_GRID = dict(
+DEFAULT_GRID = SolverGrid(
     solvers=("bosh3", "tsit5"),
     tolerances=(1e-3, 1e-4, 1e-5, 1e-6),
     fixed_solvers=("euler", "heun"),
@@ -226,11 +233,13 @@ def compare_solvers_job(
     **Returns:** the `work_precision` result, with `files`.
     """
     figure_path(out, stem, figure_format)  # a bad format refused before any solve
-    grid = dict(QUICK_GRID if quick else DEFAULT_GRID)
-    given = dict(
-        solvers=solvers, tolerances=tolerances, fixed_solvers=fixed_solvers, step_sizes=step_sizes
+    default = QUICK_GRID if quick else DEFAULT_GRID
+    grid = SolverGrid(
+        solvers=default["solvers"] if solvers is None else tuple(solvers),
+        tolerances=default["tolerances"] if tolerances is None else tuple(tolerances),
+        fixed_solvers=default["fixed_solvers"] if fixed_solvers is None else tuple(fixed_solvers),
+        step_sizes=default["step_sizes"] if step_sizes is None else tuple(step_sizes),
     )
-    grid.update({k: tuple(v) for k, v in given.items() if v is not None})
     if not (grid["solvers"] and grid["tolerances"]) and not (
         grid["fixed_solvers"] and grid["step_sizes"]
     ):
@@ -301,13 +310,12 @@ def study_job(
     figure_path(out, stem or name, figure_format)  # a bad format refused before any solve
     s = StudySettings(**settings)
     if name == "work-precision":
-        grid = {}
+        only: tuple[str, ...] | None = None  # a grid's solvers (None: the default)
+        fixed_only: tuple[str, ...] | None = None  # and its constant-step solvers
         if s.solver is not None:  # one solver: by tolerances if it can, else by steps
             adaptive = _solvers.get_preset(s.solver).adaptive
-            grid = dict(
-                solvers=(s.solver,) if adaptive else (),
-                fixed_solvers=() if adaptive else (s.solver,),
-            )
+            only = (s.solver,) if adaptive else ()
+            fixed_only = () if adaptive else (s.solver,)
         return compare_solvers_job(
             model,
             images,
@@ -320,7 +328,8 @@ def study_job(
             meta=meta,
             stem=stem or name,
             figure_format=figure_format,
-            **grid,
+            solvers=only,
+            fixed_solvers=fixed_only,
         )
     result, plot = RUNNERS[name](model, images, masks, s)
     result = _with_metadata(result, meta)

@@ -264,6 +264,7 @@ def _eval(options) -> int:
                 "--images-dir DIR for your own photos)",
                 file=sys.stderr,
             )
+    assert model.normalisation is not None  # a loaded model carries its data normalisation
     images = model.normalisation.apply(images)
     masks = eval_masks(config, len(images))
     result = {

@@ -6,7 +6,6 @@ The command line (`et-ode demo|frames|compare-solvers|study`) and the figure scr
 """
 
 import contextlib
-import itertools
 import sys
 import time
 from pathlib import Path
@@ -22,17 +21,16 @@ from ..analysis import (
     cast,
     float64_available,
     held_out_images,
-    held_out_masks,
     metadata,
     normalised_patches,
 )
-from ..tasks import (  # noqa: F401
+from ..tasks import (
     EVAL_KEY,
     TEST_SCENES,
     default_scale,
+    evaluation_masks,
     folder_images,
     held_out_split,
-    load_model_and_config,
 )
 
 RUN_ROOT = "runs"
@@ -47,13 +45,14 @@ def fresh_run_folder(root=RUN_ROOT, prefix: str = "run") -> Path:
     in the same second get different folders)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     Path(root).mkdir(parents=True, exist_ok=True)
-    for n in itertools.count():
+    n = 0
+    while True:
         path = Path(root) / (f"{prefix}-{stamp}" + (f"-{n}" if n else ""))
         try:
             path.mkdir()
             return path
         except FileExistsError:
-            continue
+            n += 1
 
 
 def output_folder(out=None, *, prefix: str, root=RUN_ROOT, force: bool = False) -> Path:
@@ -110,7 +109,7 @@ def held_out(model, config, n: int, seed: int = EVAL_KEY):
         )
     else:
         images, indices = held_out_split(config, n), None
-    masks = held_out_masks(
+    masks = evaluation_masks(
         config.model.n_patches, n, seed, config.data.mask_ratio, config.data.mask_fraction
     )
     return images, indices, masks
@@ -126,7 +125,7 @@ def folder_photos(config, folder, n: int | None = None, seed: int = EVAL_KEY):
             f"--images-dir reads RGB photos; this model takes {config.model.channels} channel(s)."
         )
     images, names = folder_images(folder, config.model.image_size, limit=n)
-    masks = held_out_masks(
+    masks = evaluation_masks(
         config.model.n_patches, len(images), seed, config.data.mask_ratio, config.data.mask_fraction
     )
     return images, names, masks
@@ -291,7 +290,8 @@ class Stages:
             bar_format="{desc}: {n}/{total} stages [{elapsed}] {postfix}",
         )
         self.enabled = enabled
-        self.seconds, self.cpu_seconds = {}, {}
+        self.seconds: dict[str, float] = {}
+        self.cpu_seconds: dict[str, float] = {}
 
     @contextlib.contextmanager
     def stage(self, label: str):

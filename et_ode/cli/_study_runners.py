@@ -68,10 +68,11 @@ class StudySettings:
     parameter: str | None = None  # continuation: what p is
     p_span: tuple[float, float] | None = None  # continuation: its range
 
-    def tight(self, dtype) -> tuple[float, float]:
-        """`(rtol, atol)`: the given ones, else tight for `dtype`: 1e-7/1e-9 in float64
-        (tighter costs many steps: with ReLU memories the field has kinks), 1e-5/1e-7 in
-        float32 and in quick mode."""
+    def tight(self, dtype) -> tuple[float, float | None]:
+        """`(rtol, atol)`: the given ones (an `rtol` given without `atol` comes back with
+        `atol` `None`, which `solvers.solve` refuses), else tight for `dtype`: 1e-7/1e-9 in
+        float64 (tighter costs many steps: with ReLU memories the field has kinks),
+        1e-5/1e-7 in float32 and in quick mode."""
         if self.rtol is not None:
             return self.rtol, self.atol
         tight = jnp.dtype(dtype) == jnp.float64 and not self.quick

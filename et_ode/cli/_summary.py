@@ -1,6 +1,7 @@
 """The demo's summary: the numbers each job found, in sentences, as JSON and Markdown."""
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -10,7 +11,7 @@ SOLVER_TARGETS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7)
 def summarise(run: dict, results: dict) -> dict:
     """`{"run", "held_out", "overshoot", "solvers", "convergence", "energy_video",
     "findings", "files"}` from the demo's results; `findings` are sentences."""
-    summary = dict(run=run, findings=[])
+    summary: dict[str, Any] = dict(run=run, findings=[])
     if "held_out" in results:
         summary["held_out"] = results["held_out"]
         summary["findings"].append(_held_out_sentence(results["held_out"]))
@@ -119,7 +120,7 @@ def _solvers(result: dict) -> dict:
         default=float("nan"),
     )
     target = next((t for t in reversed(SOLVER_TARGETS) if best <= t), SOLVER_TARGETS[0])
-    groups = {}
+    groups: dict[tuple[str, str], list[dict]] = {}
     for r in runs:
         groups.setdefault((r["solver"], r["kind"]), []).append(r)
     per_solver = []
@@ -179,7 +180,7 @@ def _convergence(result: dict) -> dict:
         reached = np.atleast_1d(np.asarray(rec["time_to_tolerance"], float))
         rate = _median(rec["fit"]["rate"])
         power = _median(rec["power_law"]["exponent"])
-        f = dict(
+        f: dict[str, Any] = dict(
             rms_g_start=float(np.median(g[:, 0])),
             rms_g_end=float(np.median(g[:, -1])),
             t_end=float(times[-1]),
@@ -211,7 +212,7 @@ def _convergence(result: dict) -> dict:
                 if math.isfinite(power)
                 else "no power law fitted"
             )
-        scales = (
+        scale_change = (
             f"token scales s_A grew {growth:.3g}-fold"
             if abs(growth - 1) > 1e-3
             else f"token scales s_A unchanged (x{growth:.4f})"
@@ -220,7 +221,7 @@ def _convergence(result: dict) -> dict:
         f["sentence"] = (
             f"{flow.capitalize()} flow (paper core in float64, {images}): RMS G went from "
             f"{_g(f['rms_g_start'])} to {_g(f['rms_g_end'])} by t = {f['t_end']:g} ({shape}); "
-            f"{tol}; {scales}."
+            f"{tol}; {scale_change}."
         )
         out[flow] = f
     return out

@@ -8,20 +8,18 @@ dynamics (key mask or edge list, clamped tokens, external field). Imports nothin
 the solvers, tasks or studies.
 """
 
-from ._attention import EnergyAttention, attention_logits_mask
+from ._attention import EnergyAttention
 from ._closed_form import closed_form_update
 from ._conditions import Conditions
 from ._hopfield import HopfieldNetwork
 from ._layernorm import EnergyLayerNorm
-from ._model import FLOWS, EnergyTransformer
+from ._model import EnergyTransformer
 
 __all__ = [
     "Conditions",
     "EnergyAttention",
     "EnergyLayerNorm",
     "EnergyTransformer",
-    "FLOWS",
     "HopfieldNetwork",
-    "attention_logits_mask",
     "closed_form_update",
 ]

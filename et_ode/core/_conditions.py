@@ -3,7 +3,7 @@
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from ._attention import EXCLUSIVE
 
@@ -74,13 +74,15 @@ class Conditions(eqx.Module):
         if field is not None and _is_concrete(field) and not np.all(np.isfinite(np.asarray(field))):
             raise ValueError("Conditions.field contains NaN or inf values.")
         if self.edges is not None:
-            self._check_edges(n_tokens, batch)
+            self._check_edges(self.edges, n_tokens, batch)
 
-    def _check_edges(self, n_tokens: int, batch: tuple[int, ...]) -> None:
+    def _check_edges(
+        self, edges: tuple[ArrayLike, ArrayLike], n_tokens: int, batch: tuple[int, ...]
+    ) -> None:
         if self.key_mask is not None:
             raise ValueError(EXCLUSIVE)
         shapes = []
-        for name, value in zip(("queries", "keys"), self.edges):
+        for name, value in zip(("queries", "keys"), edges):
             shape = tuple(jnp.shape(value))
             if len(shape) != len(batch) + 1 or shape[:-1] != batch:
                 raise ValueError(
@@ -99,10 +101,10 @@ class Conditions(eqx.Module):
                 f"Conditions.edges queries and keys must have the same length (got "
                 f"shapes {shapes[0]} and {shapes[1]})."
             )
-        for name, value in zip(("queries", "keys"), self.edges):
+        for name, value in zip(("queries", "keys"), edges):
             if _is_concrete(value) and np.size(value):
-                value = np.asarray(value)
-                low, high = int(value.min()), int(value.max())
+                concrete = np.asarray(value)
+                low, high = int(concrete.min()), int(concrete.max())
                 if low < 0 or high >= n_tokens:
                     raise ValueError(
                         f"Conditions.edges {name} must lie in [0, {n_tokens}) for x of "

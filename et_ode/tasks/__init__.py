@@ -18,10 +18,9 @@ them the pieces both use: the checkpoint format (`_checkpoint`), the dynamics
 shipped models (`_zoo`). Every public name is exported here.
 """
 
-from ._checkpoint import fill, read_checkpoint, save_checkpoint
+from ._checkpoint import read_checkpoint, save_checkpoint
 from ._dynamics import Dynamics
 from ._schema import json_schema as config_json_schema
-from ._schema import validate_config
 from ._zoo import SHIPPED, SHIPPED_GRAPH, resolve_model_path, shipped_path
 from .graphs._config import (
     GraphDataConfig,
@@ -31,8 +30,8 @@ from .graphs._config import (
     load_graph_config,
 )
 from .graphs._containers import GraphSet, NodeGraph, canonical_edges
-from .graphs._generate import CSL_SKIPS, anomaly_benchmark, csl_graphs
-from .graphs._metrics import accuracy, best_threshold, macro_f1, mean_std, roc_auc
+from .graphs._generate import anomaly_benchmark, csl_graphs
+from .graphs._metrics import accuracy, best_threshold, macro_f1, roc_auc
 from .graphs._models import (
     GCNDetector,
     GraphBatch,
@@ -45,7 +44,7 @@ from .graphs._models import (
     new_detector,
 )
 from .graphs._read import load_fraud_mat, load_tu
-from .graphs._spec import GRAPH_MODELS, GraphModelConfig
+from .graphs._spec import GraphModelConfig
 from .graphs._splits import cross_validation_folds, stratified_splits
 from .graphs._train import (
     evaluate_graph_model,
@@ -53,24 +52,16 @@ from .graphs._train import (
     load_graph_set,
     load_node_graph,
     run_graph_benchmark,
-    run_part,
+    run_split,
     standardise,
     table_markdown,
-)
-from .images._authors import (
-    FILE_NAME as AUTHORS_FILE_NAME,
-)
-from .images._authors import (
-    REPOSITORY as AUTHORS_REPOSITORY,
 )
 from .images._authors import (
     authors_config,
     read_authors_checkpoint,
 )
-from .images._config import DataConfig, TrainConfig, TrainingConfig, config_from_header, load_config
+from .images._config import DataConfig, TrainConfig, TrainingConfig, load_config
 from .images._data import (
-    IMAGENET_MEAN,
-    IMAGENET_STD,
     SCENES,
     TEST_SCENES,
     TRAIN_SCENES,
@@ -86,7 +77,6 @@ from .images._evaluate import (
     EVAL_KEY,
     eval_masks,
     evaluate_baselines,
-    evaluate_fill,
     evaluate_model,
     evaluation_masks,
     interpolation_fill,
@@ -94,10 +84,8 @@ from .images._evaluate import (
 )
 from .images._model import MaskedImageET, load_model_and_config, masked_mse, sincos_positions
 from .images._patches import Masking, patchify, random_masking, unpatchify
-from .images._spec import DECODERS, PATCH_ORDERS, POSITION_INITS, ImageModelConfig
+from .images._spec import ImageModelConfig
 from .images._train import (
-    CHECKPOINT_NAME,
-    METRICS_NAME,
     export_model,
     held_out_indices,
     held_out_split,
@@ -110,10 +98,7 @@ from .images._train import (
 
 __all__ = [
     "config_json_schema",
-    "validate_config",
-    "CSL_SKIPS",
     "GCNDetector",
-    "GRAPH_MODELS",
     "GraphBatch",
     "GraphClassifierET",
     "GraphDataConfig",
@@ -142,30 +127,20 @@ __all__ = [
     "load_node_graph",
     "load_tu",
     "macro_f1",
-    "mean_std",
     "new_detector",
     "roc_auc",
     "run_graph_benchmark",
-    "run_part",
+    "run_split",
     "standardise",
     "stratified_splits",
     "table_markdown",
-    "AUTHORS_FILE_NAME",
-    "AUTHORS_REPOSITORY",
-    "CHECKPOINT_NAME",
     "ChannelNormalisation",
-    "DECODERS",
     "DataConfig",
     "Dynamics",
     "EVAL_KEY",
-    "IMAGENET_MEAN",
-    "IMAGENET_STD",
     "ImageModelConfig",
-    "METRICS_NAME",
     "MaskedImageET",
     "Masking",
-    "PATCH_ORDERS",
-    "POSITION_INITS",
     "SCENES",
     "SHIPPED",
     "SHIPPED_GRAPH",
@@ -175,15 +150,12 @@ __all__ = [
     "TrainingConfig",
     "authors_config",
     "check_images",
-    "config_from_header",
     "default_scale",
     "eval_masks",
     "evaluate_baselines",
-    "evaluate_fill",
     "evaluate_model",
     "evaluation_masks",
     "export_model",
-    "fill",
     "folder_images",
     "held_out_indices",
     "held_out_split",

@@ -1,7 +1,7 @@
 """How an Energy Transformer core is run inside a task model: `Dynamics`, the frozen
 dataclass that configs and checkpoint headers hold (images and graphs alike)."""
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -10,7 +10,11 @@ from ..vocab import Adjoint, Flow
 from ._schema import config_section
 
 # The solver names `solvers.solve` accepts (a Literal: the JSON Schema and the docs list them).
-SolverName = Literal[solvers.SOLVER_NAMES]
+# Built from the names at run time, which a type checker cannot evaluate: for it, a str.
+if TYPE_CHECKING:
+    SolverName = str
+else:
+    SolverName = Literal[solvers.SOLVER_NAMES]
 
 
 @config_section
@@ -100,7 +104,7 @@ class Dynamics:
 
     def solve_options(self) -> dict:
         """The keyword arguments of `solvers.solve` for these dynamics."""
-        options = dict(
+        options: dict[str, Any] = dict(
             solver=self.solver,
             dt0=self.dt0,
             t1=self.t1,

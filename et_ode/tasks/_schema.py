@@ -20,15 +20,22 @@ import functools
 import json
 import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
+from pydantic_core import ErrorDetails
 
 # strict: no coercion (the TOML value must already have the field's type; JSON mode lets
 # a table be a section and an array a tuple); forbid: unknown names are errors.
 STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
+_Section = TypeVar("_Section")
 
-def config_section(cls):
+
+# dataclass_transform: type checkers then see the class as the frozen dataclass it becomes
+# (its generated __init__ takes the fields as keyword arguments).
+@dataclass_transform(frozen_default=True)
+def config_section(cls: type[_Section]) -> type[_Section]:
     """Class decorator: a frozen dataclass validated strictly (see the module docs),
     also when built in Python: `__post_init__` checks every field against its
     annotation (strict, as a config file is) before the class's own rules run."""
@@ -47,7 +54,8 @@ def config_section(cls):
         if own_rules is not None:
             own_rules(self)
 
-    cls.__post_init__ = __post_init__  # before the dataclass: its __init__ then calls it
+    # before the dataclass: its __init__ then calls it (setattr: the class need not declare it)
+    setattr(cls, "__post_init__", __post_init__)  # noqa: B010
     return with_config(STRICT)(dataclasses.dataclass(frozen=True)(cls))
 
 
@@ -55,6 +63,9 @@ class ConfigDocument:
     """What a whole config file (a `config_section` of sections: the image training
     config, the graph benchmark config) adds: `to_dict` (plain dicts, as written into
     checkpoints) and `from_dict` (validated, with messages naming the source)."""
+
+    if TYPE_CHECKING:  # what `config_section` gives every subclass (for dataclasses.asdict)
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -117,7 +128,7 @@ def _section_class(cls, name):
     return fields.get(name)
 
 
-def _describe(cls, error: dict) -> str:
+def _describe(cls, error: ErrorDetails) -> str:
     """One problem as `[section] field = value: rule`."""
     loc = [str(part) for part in error["loc"]]
     kind, message = error["type"], error["msg"]

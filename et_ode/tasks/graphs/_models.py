@@ -204,7 +204,10 @@ class GCNDetector(NodeDetector):
         k_enc, k1, k2, k_head = jax.random.split(key, 4)
         dim = config.dim
         self.encoder = eqx.nn.Linear(n_features, dim, key=k_enc, dtype=jnp.float32)
-        self.layers = tuple(eqx.nn.Linear(dim, dim, key=k, dtype=jnp.float32) for k in (k1, k2))
+        self.layers = (
+            eqx.nn.Linear(dim, dim, key=k1, dtype=jnp.float32),
+            eqx.nn.Linear(dim, dim, key=k2, dtype=jnp.float32),
+        )
         self.head = _head(2 * dim, "scalar", config, k_head)
 
     def logits(self, features, senders, receivers) -> Float[Array, " N"]:

@@ -81,7 +81,7 @@ def stratified_splits(
     splits = []
     for split in range(n_splits):
         rng = np.random.default_rng([seed, split])
-        parts = {"train": [], "val": [], "test": []}
+        parts: dict[str, list[np.ndarray]] = {"train": [], "val": [], "test": []}
         for member, (n_train, n_val) in zip(members, counts):
             shuffled = rng.permutation(member)
             parts["train"].append(shuffled[:n_train])
@@ -125,7 +125,7 @@ def cross_validation_folds(
     folds = []
     for fold in range(n_folds):
         fold_rng = np.random.default_rng([seed, fold])
-        val = []
+        val_parts = []
         for value, member in zip(classes, members):
             rest = member[fold_of[member] != fold]
             n_val = _rounded(val_fraction, rest.size)
@@ -141,8 +141,8 @@ def cross_validation_folds(
                     f"{rest.size} training graphs of class {value} in fold "
                     f"{fold}."
                 )
-            val.append(fold_rng.permutation(rest)[:n_val])
-        val = np.sort(np.concatenate(val)).astype(np.int64)
+            val_parts.append(fold_rng.permutation(rest)[:n_val])
+        val = np.sort(np.concatenate(val_parts)).astype(np.int64)
         test = np.flatnonzero(fold_of == fold).astype(np.int64)
         in_train = fold_of != fold
         in_train[val] = False

@@ -206,10 +206,10 @@ def train_detector(
     indices); the parameters with the best validation AUC (measured every `eval_every`
     steps) are kept. Returns `(model, metrics)`."""
     features, senders, receivers, labels = arrays or _graph_arrays(graph)
-    train = np.zeros(graph.n_nodes, bool)
-    train[split["train"]] = True
+    in_train = np.zeros(graph.n_nodes, bool)
+    in_train[split["train"]] = True
     n_anomalies = int(np.sum(graph.labels[split["train"]]))
-    pos_weight = jnp.float32((train.sum() - n_anomalies) / max(n_anomalies, 1))
+    pos_weight = jnp.float32((in_train.sum() - n_anomalies) / max(n_anomalies, 1))
     model = new_detector(
         kind,
         config.model,
@@ -219,7 +219,7 @@ def train_detector(
         key=_run_key(config, run),
     )
     optimizer = _optimizer(config)
-    train, val = jnp.asarray(train), split["val"]
+    train, val = jnp.asarray(in_train), split["val"]
 
     def take_step(model, opt_state, step):
         return anomaly_step(
@@ -579,7 +579,7 @@ def load_graph_model(name_or_path):
     return fill(skeleton, blobs[0], path), config, header
 
 
-def run_part(config: GraphTrainConfig, dataset, run: str, path="checkpoint") -> dict:
+def run_split(config: GraphTrainConfig, dataset, run: str, path="checkpoint") -> dict:
     """The split or fold (`{"train", "val", "test"}` indices) of the run named `run`
     of `config`'s protocol on `dataset` (its `NodeGraph` or `GraphSet`)."""
     found = next((r for r in _runs(config, dataset.labels) if r["name"] == run), None)
@@ -594,7 +594,7 @@ def evaluate_graph_model(path) -> dict:
     model, config, header = load_graph_model(path)
     anomaly = config.data.task == "anomaly"
     dataset = load_node_graph(config) if anomaly else load_graph_set(config)
-    part = run_part(config, dataset, header["run"], path)
+    part = run_split(config, dataset, header["run"], path)
     if anomaly:
         features, senders, receivers, _ = _graph_arrays(dataset)
         scores = np.asarray(anomaly_scores(model, features, senders, receivers))

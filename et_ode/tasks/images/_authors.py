@@ -39,6 +39,7 @@ import math
 import zipfile
 import zlib
 from pathlib import Path
+from typing import Final
 
 import jax
 import numpy as np
@@ -68,7 +69,7 @@ KEYS = REQUIRED_KEYS + OPTIONAL_KEYS
 MASKED, PATCHES = 100, 196
 MASK_RATIO = MASKED / PATCHES
 """Their masking: 100 of 196 patches replaced by MASK (`round(MASK_RATIO N)` of `N`)."""
-CHANNELS = 3
+CHANNELS: Final = 3
 EVAL_IMAGES = 32  # held-out images of `et-ode eval` (each costs ~36 GFLOP at full size)
 
 
@@ -266,7 +267,7 @@ def _dtype(arrays) -> np.dtype:
     """float64 when the file holds float64 arrays and JAX has x64 on; else float32 (the
     released file's)."""
     wide = np.result_type(*arrays.values()) == np.float64
-    return np.dtype(np.float64 if wide and jax.config.jax_enable_x64 else np.float32)
+    return np.dtype(np.float64 if wide and jax.config.read("jax_enable_x64") else np.float32)
 
 
 def read_authors_checkpoint(path):

@@ -55,7 +55,7 @@ class MaskedImageET(eqx.Module):
     field_strength: Float[Array, ""]
     config: ImageModelConfig = eqx.field(static=True)
     dynamics: Dynamics = eqx.field(static=True)
-    normalisation: object = eqx.field(static=True)
+    normalisation: ChannelNormalisation | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -63,7 +63,7 @@ class MaskedImageET(eqx.Module):
         dynamics: Dynamics = Dynamics(),
         *,
         key: PRNGKeyArray,
-        normalisation=None,
+        normalisation: ChannelNormalisation | None = None,
     ):
         k_enc, k_pos, k_mask, k_core, k_dec = jax.random.split(key, 5)
         dim, std = config.dim, config.init_std
@@ -97,9 +97,7 @@ class MaskedImageET(eqx.Module):
         self.decoder = eqx.nn.Linear(dim, config.patch_dim, key=k_dec, dtype=dtype)
         if config.standardise_context:  # untrained, the model is exactly the mean fill
             self.decoder = eqx.tree_at(
-                lambda d: (d.weight, d.bias),
-                self.decoder,
-                (jnp.zeros_like(self.decoder.weight), jnp.zeros_like(self.decoder.bias)),
+                lambda d: (d.weight, d.bias), self.decoder, replace_fn=jnp.zeros_like
             )
         self.field_strength = jnp.asarray(1.0 if dynamics.external_field else 0.0, jnp.float32)
         self.config = config

@@ -6,6 +6,7 @@ import functools
 import json
 import time
 from pathlib import Path
+from typing import TypeVar
 
 import equinox as eqx
 import jax
@@ -32,6 +33,8 @@ from ._patches import random_masking
 
 CHECKPOINT_NAME = "checkpoint.eqx"
 METRICS_NAME = "metrics.jsonl"
+# what `initial_model` is given: a fitted normalisation, or None (then one comes with init_from)
+_Normalisation = TypeVar("_Normalisation", ChannelNormalisation, None)
 
 
 @functools.lru_cache(maxsize=16)
@@ -52,7 +55,7 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     )
 
 
-def load_split(config: TrainConfig, split: str) -> np.ndarray:
+def load_split(config: TrainConfig, split: _data.Split) -> np.ndarray:
     """Images `[M, H, W, C]` in [0, 1] for `split` ("train" or "test")."""
     size = config.model.image_size
     if config.data.source == "photos":
@@ -78,13 +81,15 @@ def held_out_split(config: TrainConfig, count: int | None = None) -> np.ndarray:
     return images[held_out_indices(len(images), count)]
 
 
-def new_model(config: TrainConfig, normalisation) -> MaskedImageET:
+def new_model(config: TrainConfig, normalisation: ChannelNormalisation | None) -> MaskedImageET:
     """A freshly initialised model of `config` (key from `training.seed`)."""
     key = jax.random.fold_in(jax.random.key(config.training.seed), 0)
     return MaskedImageET(config.model, config.dynamics, key=key, normalisation=normalisation)
 
 
-def initial_model(config: TrainConfig, normalisation) -> tuple[MaskedImageET, object]:
+def initial_model(
+    config: TrainConfig, normalisation: _Normalisation
+) -> tuple[MaskedImageET, _Normalisation | ChannelNormalisation]:
     """The model a new run starts from, and its data normalisation: a random one, or the
     parameters and normalisation of `config.training.init_from` under this config's
     dynamics (a learnable field strength the source did not use starts at 1)."""
@@ -92,19 +97,21 @@ def initial_model(config: TrainConfig, normalisation) -> tuple[MaskedImageET, ob
     if source is None:
         return new_model(config, normalisation), normalisation
     base = MaskedImageET.load(source)
+    base_normalisation = base.normalisation
+    assert base_normalisation is not None  # a loaded model carries its data normalisation
     if base.config != config.model:
         raise ValueError(
             f"init_from={source!r} has a different [model] section ({base.config}); "
             "a fine-tune needs the same architecture."
         )
-    model = new_model(config, base.normalisation)
+    model = new_model(config, base_normalisation)
     if not base.dynamics.external_field:
         base = eqx.tree_at(lambda m: m.field_strength, base, model.field_strength)
     arrays, rest = eqx.partition(model, eqx.is_array)
     arrays = jax.tree.unflatten(
         jax.tree.structure(arrays), jax.tree.leaves(eqx.filter(base, eqx.is_array))
     )
-    return eqx.combine(arrays, rest), base.normalisation
+    return eqx.combine(arrays, rest), base_normalisation
 
 
 def augment(key, image):
@@ -168,7 +175,7 @@ def _header(config: TrainConfig, step: int, normalisation, metrics: dict | None)
     }
 
 
-def _restore(path, config: TrainConfig, optimizer) -> tuple[TrainState, object, dict]:
+def _restore(path, config: TrainConfig, optimizer) -> tuple[TrainState, ChannelNormalisation, dict]:
     header, blobs = read_checkpoint(path)
     stored = config_from_header(header, path)
     if stored != config:
@@ -347,6 +354,7 @@ def export_model(checkpoint, destination, force: bool = False) -> None:
     header, _ = read_checkpoint(checkpoint)
     header = {k: v for k, v in header.items() if k not in ("blobs", "format")}
     config = config_from_header(header, checkpoint)
+    assert model.normalisation is not None  # a loaded model carries its data normalisation
     images = model.normalisation.apply(held_out_split(config))
     masks = eval_masks(config, len(images))
     header["metrics"] = {
