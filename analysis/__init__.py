@@ -66,12 +66,8 @@ from ._image_trajectory import (
     trajectory_options,
 )
 from ._landscape_figures import plot_basins, plot_continuation, plot_lyapunov_spectrum
-from ._long_horizon import (
-    finite_time_lyapunov,
-    long_horizon,
-    long_horizon_findings,
-    plot_long_horizon,
-)
+from ._long_horizon import finite_time_lyapunov, long_horizon
+from ._long_horizon_report import long_horizon_findings, plot_long_horizon
 from ._lyapunov_spectrum import lyapunov_spectrum
 from ._overshoot import overshoot, plot_overshoot
 from ._plotting import FIGURE_FORMATS, layout_problems, write_figure

@@ -55,7 +55,12 @@ def anderson(model, x_init, args, tol, max_steps, dt, memory: int, warm_steps: i
     (`[N, D]`), stopped at RMS G `tol`, at a non-finite G, or when `max_steps`
     evaluations of G (warm steps included) are spent. `dt`: the Euler step in units of
     `tau`. Returns `(x, evaluations, rms_g, fallbacks)`: the best iterate, the evaluations
-    spent, its RMS G, and how many mixed iterates were replaced by Euler steps."""
+    spent, its RMS G, and how many mixed iterates were replaced by Euler steps; and
+    `x_warm`, the point after the warm steps, on whose manifold the iteration runs.
+
+    Only `x_warm` carries derivatives (through the warm Euler steps, with respect to
+    `model`, `x_init` and `args`): the iteration runs on values with the gradient
+    stopped, and `find_fixed_point` attaches the fixed point's implicit gradient."""
     shape, dtype = x_init.shape, x_init.dtype
     step = jnp.asarray(dt, dtype) / jnp.asarray(getattr(model, "tau", 1.0), dtype)
 
@@ -72,7 +77,11 @@ def anderson(model, x_init, args, tol, max_steps, dt, memory: int, warm_steps: i
     def warm(_, x):
         return x + euler_step(x)[0]
 
-    x = x_warm = lax.fori_loop(0, warm_steps, warm, x_init)
+    x_warm_traced = lax.fori_loop(0, warm_steps, warm, x_init)
+    # From here on the closures above see the stopped values (a while loop cannot be
+    # differentiated in reverse mode, and the fixed point's gradient is implicit).
+    model, args, step, x_warm = lax.stop_gradient((model, args, step, x_warm_traced))
+    x = x_warm
     f, g = euler_step(x)
     empty = jnp.zeros((memory, x.size), dtype)
     start = dict(
@@ -137,4 +146,10 @@ def anderson(model, x_init, args, tol, max_steps, dt, memory: int, warm_steps: i
         )
 
     out = lax.while_loop(cond, body, start)
-    return out["best_x"].reshape(shape), out["evaluations"], out["best_g"], out["fallbacks"]
+    return (
+        out["best_x"].reshape(shape),
+        out["evaluations"],
+        out["best_g"],
+        out["fallbacks"],
+        x_warm_traced,
+    )

@@ -47,7 +47,8 @@ def warn_if_crawling(probe, *, t0, t1, max_steps, entries, solver, rtol) -> floa
         f"that rate max_steps={max_steps:,} reaches t = {reach:.3g}, short of t1 = "
         f"{float(t1):g}. On a large ReLU model adaptive steps stay small while the token "
         f"scales are small (docs: benchmarks, 'Non-smooth dynamics'): for a fixed point "
-        f"use solvers.find_fixed_point (Anderson steps at this size), for the paper's map "
+        f"use solvers.find_fixed_point (Anderson steps at this size; its x carries the "
+        f"implicit gradient, as adjoint='implicit' does), for the paper's map "
         f"solver='euler' with dt0=0.1.",
         SlowSolveWarning,
         stacklevel=4,

@@ -20,7 +20,6 @@
   the flow, which never evaluates E, goes on.
 """
 
-import dataclasses
 import functools
 from typing import Any, Literal
 
@@ -32,24 +31,25 @@ import optimistix as optx
 from jaxtyping import ArrayLike, Float
 
 from ._anderson import anderson
+from ._implicit import implicit_fixed_point
 from ._protocol import EnergySystem, RealScalar, as_manifold_system
 from ._stop import rms
 
 
-@dataclasses.dataclass(frozen=True)
-class FixedPointResult:
+class FixedPointResult(eqx.Module):
     """`x: [N, D]` the fixed point; `residual_rms`: RMS of G there; `energy`: E there;
     `steps`: iterations (Newton or L-BFGS), evaluations of G (Anderson: the warm
     Euler steps included); `success`: optimistix reported convergence
     (for L-BFGS and Anderson: and RMS G at most `tol`); `method`: the method that ran
-    (`"auto"` resolved)."""
+    (`"auto"` resolved). A PyTree (an equinox Module, `method` static), so that
+    `find_fixed_point` can run under `jax.jit` and `jax.vmap` and return it."""
 
     x: jax.Array
     residual_rms: jax.Array
     energy: jax.Array
     steps: jax.Array
     success: jax.Array
-    method: str = "newton"
+    method: str = eqx.field(default="newton", static=True)
 
 
 @eqx.filter_jit
@@ -115,6 +115,7 @@ def find_fixed_point(
     dt: float = 0.1,
     memory: int = 10,
     warm_steps: int = 50,
+    implicit_tol: float | None = None,
 ) -> FixedPointResult:
     """A critical point of `E` on the manifold through `x_init` (`x_init: [N, D]`, one
     sample). `model` is a `solvers.ManifoldEnergySystem`, or any `solvers.EnergySystem`,
@@ -134,13 +135,25 @@ def find_fixed_point(
     - `method="anderson"`: `warm_steps` Euler steps of size `dt` (units of `tau`) on
       the flow `dx/dt = -G/tau`, then Anderson acceleration of that Euler map with the
       last `memory` steps (`solvers._anderson`), on the manifold of the point the warm
-      steps reach; `max_steps` counts evaluations of G (default 3000), warm steps
-      included. For large piecewise-smooth energies, where
+      steps reach (plain Euler steps drift each token's scale a little: unlike Newton's
+      and L-BFGS's, its `x` is not on the manifold through `x_init`, though its
+      `g = LayerNorm(x)` is); `max_steps` counts evaluations of G (default 3000), warm
+      steps included. For large piecewise-smooth energies, where
       it needs a fraction of Euler's evaluations (docs: benchmarks, "Non-smooth
       dynamics"). In float32 the tolerance must stay above the state's resolution
       (about 1e-6 times the field's scale).
 
     `max_steps` defaults to 100 for Newton and L-BFGS (iterations).
+
+    **Gradients.** `x` (and `energy`, `residual_rms`) can be differentiated with respect
+    to the model's parameters, `args` and `x_init` (through the manifold it fixes: each
+    token's mean and scale for the ET; Anderson: the manifold of its warm point,
+    differentiated through the warm steps), whatever the method: by the implicit function
+    theorem at the fixed point, as `solve(..., adjoint="implicit")` does after
+    integrating; the search itself is never differentiated. With Anderson, this is the
+    implicit adjoint's forward solve at the authors' shapes, where integrating to the
+    fixed point crawls (docs: benchmarks, "Non-smooth dynamics"). `implicit_tol`: the
+    GMRES tolerance of the backward solve (default 1e-10 in float64, 1e-5 otherwise).
 
     **Returns:** a `FixedPointResult`.
     """
@@ -162,13 +175,26 @@ def find_fixed_point(
         linear = "dense" if x_init.size <= NEWTON_DENSE_MAX else "gmres"
     tol_ = jnp.asarray(tol, x_init.dtype)
     if method == "anderson":
-        x, steps, _, _ = anderson(
-            model, x_init, args, tol_, int(max_steps), float(dt), int(memory), int(warm_steps)
-        )
+        options = (int(max_steps), float(dt), int(memory), int(warm_steps))
+        x_star, steps, _, _, x_ref = anderson(model, x_init, args, tol_, *options)
         ok = jnp.asarray(True)
     else:
         find = _lbfgs if method == "lbfgs" else functools.partial(_newton, linear=linear)
-        x, steps, ok = find(model, x_init, args, tol_, max_steps)
+        x_star, steps, ok = find(*jax.lax.stop_gradient((model, x_init, args)), tol_, max_steps)
+        x_ref = x_init
+    if implicit_tol is None:
+        implicit_tol = 1e-10 if x_init.dtype == jnp.float64 else 1e-5
+    # The same point, with the implicit function theorem's derivatives on the manifold
+    # through `x_ref` (`solvers._implicit`); the search itself is never differentiated.
+    x = implicit_fixed_point(
+        model,
+        x_ref,
+        args,
+        jax.lax.stop_gradient(x_star),
+        tol=implicit_tol,
+        batched=False,
+        args_batched=False,
+    )
     residual_rms = rms(model.residual(x, args))
     if method != "newton":  # L-BFGS: optimistix's own stop is on the step, not on G
         ok = ok & (residual_rms <= tol_)

@@ -648,7 +648,8 @@ def long_horizon_result():
     """`analysis.long_horizon`'s entries (its docstring): per flow the traces, the step
     segments, the decay law of RMS G (fitted by its own `fit_decay_laws`), the Lyapunov
     exponents; one energy reference."""
-    from et_ode.analysis._long_horizon import energy_reference, fit_decay_laws
+    from et_ode.analysis._decay_laws import fit_decay_laws
+    from et_ode.analysis._long_horizon import energy_reference
 
     times = np.concatenate([[0.0], np.geomspace(0.01, 100.0, 16)])
     flows = {}

@@ -229,11 +229,19 @@ def test_backsolve_refuses_events_and_energy_trace(smooth, bad):
 
 # ------------------------------------------- 3./4. implicit = unrolled, at a fixed point
 @pytest.fixture(scope="module")
-def fixed_point_grads(smooth):
+def implicit_grad(smooth):
+    """The implicit adjoint's gradient after a converged projected solve (compiled once
+    for conditions of one structure: a clamped mask, a field and its strength)."""
+    _, _, w = smooth
+    return _grad(w, adjoint="implicit", **FIXED_POINT)
+
+
+@pytest.fixture(scope="module")
+def fixed_point_grads(smooth, implicit_grad):
     """Implicit and unrolled (checkpoint) gradients, compiled once for conditions of one
     structure (a clamped mask, a field and its strength)."""
     _, _, w = smooth
-    implicit = _grad(w, adjoint="implicit", **FIXED_POINT)
+    implicit = implicit_grad
     unrolled = _grad(w, adjoint="checkpoint", **UNROLLED)
 
     def both(model, x0, args):
@@ -319,6 +327,47 @@ def test_implicit_matches_unrolled_with_conditions(smooth, fixed_point_grads):
     )
     assert clamped_size > 0.1
     assert np.linalg.norm(gi_x0[~clamped]) < 1e-3 * clamped_size
+
+
+def test_find_fixed_point_gives_the_implicit_adjoints_gradient(smooth, implicit_grad):
+    """`find_fixed_point(method="anderson")`, the forward solve at the authors' shapes:
+    its `x` carries the implicit gradient with respect to the parameters, `x0` (through
+    the warm Euler steps, whose end fixes each token's scale) and the conditions. It
+    equals central finite differences of the whole search (direction `v`, step 1e-6:
+    measured 8e-9 relative), and `solve(adjoint="implicit")`'s gradient of the same loss
+    in `g = LayerNorm(x)` to within the LayerNorm eps's effect of the warm steps' larger
+    token scales (measured 1e-5)."""
+    model, x0, w = smooth
+    clamped = np.array([True, False, True, False, False, False])
+    args = _conditions(x0, clamped, 0.7)
+    params, static = eqx.partition((model, x0, args), eqx.is_inexact_array)
+
+    @eqx.filter_jit
+    def loss(p):
+        m, x, a = eqx.combine(p, static)
+        found = solvers.find_fixed_point(m, x, args=a, method="anderson", tol=1e-12)
+        return _loss(m, found.x, w), found.residual_rms
+
+    grads, residual = eqx.filter_jit(jax.grad(loss, has_aux=True))(params)
+    assert float(residual) < 1e-12
+    v = jax.tree.map(lambda p: jax.random.normal(jax.random.key(11), p.shape, p.dtype), params)
+    h = 1e-6
+    shifted = [loss(jax.tree.map(lambda p, q: p + e * q, params, v))[0] for e in (h, -h)]
+    fd = (float(shifted[0]) - float(shifted[1])) / (2 * h)
+    ad = float(sum(jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(v))))
+    print(f"find_fixed_point gradient: AD {ad:.10f}, central differences {fd:.10f}")
+    assert abs(ad - fd) < 1e-6 * abs(fd)
+
+    g_model, g_x0, g_args = eqx.combine(grads, static)
+    (i_model, i_x0, i_args), _ = implicit_grad(model, x0, args)
+    errors = dict(
+        parameters=_rel(_params(g_model), _params(i_model)),
+        clamped_x0=_rel(g_x0[clamped], i_x0[clamped]),
+        field=_rel(g_args.field, i_args.field),
+        field_strength=_rel(g_args.field_strength, i_args.field_strength),
+    )
+    print("find_fixed_point vs solve, implicit:", errors)
+    assert max(errors.values()) < 1e-4, errors
 
 
 def test_unconverged_gmres_raises_unless_lenient(smooth, fixed_point_grads):

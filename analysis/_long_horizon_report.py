@@ -1,0 +1,322 @@
+"""What a `long_horizon` result says: its findings in sentences
+(`long_horizon_findings`) and its figure (`plot_long_horizon`). Reads the result's
+dict only; computes nothing new."""
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ._decay_laws import decay_curve
+from ._plotting import FLOW_COLOURS, caption, figure, finish, model_name, positive, title
+
+
+def _law_text(decay: dict) -> str:
+    """The decay law of RMS G in words, with both fits' residuals."""
+    law = decay.get("law")
+    if law is None:
+        return f"no decay law was fitted to RMS G: {decay.get('reason', '')}"
+    window = decay["window"]  # set wherever a law is
+    exp, power = decay["exponential"], decay["power_law"]
+    span = f" over t = {_g(window[0])} to {_g(window[1])}, {decay['n_points']} records"
+    exp_text = f"exponential at rate {_g(exp['rate'])}/tau"
+    power_text = f"power law t^-{_g(power['exponent'])}"
+    res_e, res_p = _g(exp["rms_log_residual"], 2), _g(power["rms_log_residual"], 2)
+    late = decay.get("late") or {}
+    if law == "exponential":
+        return (
+            f"RMS G decayed exponentially at rate {_g(exp['rate'])}/tau (RMS log "
+            f"residual {res_e}; {power_text}: {res_p}){span}; over the last "
+            f"{late['n_points']} (from t = {_g(late['window'][0])}) at "
+            f"{_g(late['rate'])}/tau"
+        )
+    if law == "power law":
+        return (
+            f"RMS G decayed like a power of t, t^-{_g(power['exponent'])} (RMS log "
+            f"residual {res_p}; {exp_text}: {res_e}){span}; over the last "
+            f"{late['n_points']} (from t = {_g(late['window'][0])}) like "
+            f"t^-{_g(late['rate'])}"
+        )
+    if law == "undecided":
+        return (
+            f"RMS G's decay law is undecided{span}: {exp_text} and {power_text} fit "
+            f"about equally (RMS log residuals {res_e} and {res_p})"
+        )
+    return (
+        f"RMS G did not decay{span} (the better fit rises: {exp_text}, residual "
+        f"{res_e}; {power_text}, residual {res_p})"
+    )
+
+
+def long_horizon_findings(result: dict) -> list[str]:
+    """A few sentences per flow of a `long_horizon` result: how far it ran, at what
+    cost, whether and when it reached a fixed point, the decay law of RMS G, the energy
+    against the one reference, the scales, the error and the perturbations."""
+    t1 = float(result["times"][-1])
+    meta = result["metadata"]
+    error_name = meta.get("error") or "error"
+    fp_tol = meta.get("fixed_point_tol")
+    reference = result.get("energy_reference") or {}
+    out = []
+    for flow, rec in result["flows"].items():
+        g = np.asarray(rec["residual_rms"], float)
+        reached = rec["segments"]["t1"][-1] if len(rec["segments"]["t1"]) else 0.0
+        if rec.get("t_hold") is not None:
+            end = (
+                f"stopped at a fixed point (RMS G {_g(g[-1])}, hold_tol "
+                f"{_g(meta.get('hold_tol'))}) at t = {_g(rec['t_hold'])} and was held "
+                f"from there to {_g(t1)}"
+            )
+        else:
+            end = f"ran to t = {_g(reached)}"
+        switches = (
+            "" if rec["total_switches"] is None else f", {rec['total_switches']} stiffness switches"
+        )
+        text = (
+            f"The {flow} flow ({rec['solver']}) {end} in {rec['total_steps']} steps "
+            f"({rec['total_nfe']} evaluations{switches}); RMS G went {_g(g[0])} -> "
+            f"{_g(g[-1])}"
+        )
+        if rec.get("t_fixed_point") is not None:
+            lo, hi = rec["t_fixed_point_bracket"]
+            text += (
+                f" and reached a fixed point (RMS G < {_g(fp_tol)}) at t = "
+                f"{_g(rec['t_fixed_point'])} (interpolated between the records at "
+                f"{_g(lo)} and {_g(hi)})"
+            )
+            if rec.get("fixed_point_stays") is False:
+                text += ", but rose above that tolerance again later"
+        else:
+            text += f" and reached no fixed point (RMS G stayed above {_g(fp_tol)})"
+        law = _law_text(rec["decay"])
+        text += ". " + law[0].upper() + law[1:] + "."
+        if reference.get("value") is not None:
+            above = np.asarray(rec["energy_above_reference"], float)[-1]
+            where = f"{_g(above)} above" if above > _energy_noise(reference["value"]) else "at"
+            text += (
+                f" Its energy ended {where} E_ref = {_g(reference['value'], 6)} "
+                f"({reference['label']})."
+            )
+        if rec.get("scales_median") is not None:
+            s = np.asarray(rec["scales_median"], float)
+            text += f" The median token scale went {_g(s[0])} -> {_g(s[-1])}."
+        err = np.asarray(rec["error"], float)
+        if np.isfinite(err).any():
+            text += (
+                f" The {error_name} went {_g(err[0])} -> {_g(np.nanmin(err))} (min) -> "
+                f"{_g(err[-1])}."
+            )
+        lyap = rec["lyapunov"]
+        if lyap is not None:
+            parts = ", ".join(
+                f"{_g(m, 2)}/tau over {_g(h)}" for h, m in zip(lyap["horizons"], lyap["median"])
+            )
+            text += (
+                f" Perturbations of its end state grew at {parts} (median of "
+                f"{lyap['directions']} directions; negative: they shrink)."
+            )
+        out.append(text)
+    return out
+
+
+def _energy_noise(value) -> float:
+    """Differences of energies near `value` below this are float64 round-off."""
+    return 100 * float(np.finfo(np.float64).eps) * max(1.0, abs(float(value)))
+
+
+def _g(value, digits=3) -> str:
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    return f"{value:.{digits}g}"
+
+
+def _figure_caption(result: dict) -> str:
+    meta = dict(result.get("metadata", {}))
+    if model_name(meta) is None:
+        meta["model"] = meta.get("model_type")
+    solvers_used = meta.get("solver") or {}
+    if isinstance(solvers_used, dict):
+        solvers_used = ", ".join(f"{f} {s}" for f, s in solvers_used.items())
+    solver_part = f"{solvers_used}; rtol {_g(meta.get('rtol'))}, atol {_g(meta.get('atol'))}"
+    extra = [f"fixed point: RMS G < {_g(meta.get('fixed_point_tol'))}"]
+    if meta.get("hold_tol") is not None:
+        extra.append(f"projected flow held below RMS G {_g(meta['hold_tol'])}")
+    return caption(meta, solver=solver_part, extra=extra)
+
+
+def plot_long_horizon(result: dict, path: Path | str | None = None) -> Figure:
+    """Six panels against time (log axes), one colour per flow, under a title and a
+    caption line (model, horizon, dtype, flows and solvers, tolerances): E(t) - E_ref
+    with the one reference named, RMS G with the chosen decay law dashed and the
+    fixed-point tolerance dotted, token scales (median, min-max band; absent for a model
+    without them), the error named after `metadata["error"]` (if recorded), the mean
+    accepted step size per interval (rejected steps marked), and the finite-time
+    Lyapunov exponents against the horizon. Held (not integrated) times are dashed.
+    Returns the `Figure`."""
+    fig, axes = figure(3, 2, height=3.0)
+    meta = result.get("metadata", {})
+    times = np.asarray(result["times"], float)
+    link = max(times[times > 0].min(), 1e-6)
+    reference = result.get("energy_reference") or {}
+    ax_energy, ax_g, ax_scales = axes[0]
+    ax_error, ax_step, ax_lyap = axes[1]
+    has_scales = has_error = False
+    for flow, rec in result["flows"].items():
+        colour = FLOW_COLOURS.get(flow)
+        held = np.asarray(rec["held"], bool)
+        live = ~held
+        live[1:] |= ~held[:-1]  # draw the live line up to the first held point
+
+        def line(ax, values, **kw):
+            values = np.asarray(values, float)
+            ax.plot(times[live], values[live], color=colour, **kw)
+            if held.any():
+                first = max(int(np.argmax(held)) - 1, 0)
+                ax.plot(times[first:], values[first:], color=colour, ls="--", lw=0.8)
+
+        above = np.asarray(rec.get("energy_above_reference"), float)
+        if reference.get("value") is not None:  # differences below round-off: not shown
+            noise = _energy_noise(reference["value"])
+            line(ax_energy, np.where(above > noise, above, np.nan), label=flow)
+        line(ax_g, positive(rec["residual_rms"]), label=flow)
+        decay = rec["decay"]
+        window = decay.get("window")
+        span = np.geomspace(window[0], window[1], 40) if window else None
+        curve = None if span is None else decay_curve(decay, span)
+        if curve is not None:  # the chosen law, over the window it was fitted on
+            what = (
+                f"exp., rate {_g(decay['rate'])}/tau (late {_g(decay['late']['rate'])})"
+                if decay["law"] == "exponential"
+                else f"t^-{_g(decay['rate'])} (late t^-{_g(decay['late']['rate'])})"
+            )
+            ax_g.plot(
+                span,
+                curve,
+                ls=(0, (4, 2)),
+                lw=1.2,
+                color="k" if flow == "projected" else "0.45",
+                label=f"{flow} fit: {what}",
+            )
+        if rec.get("t_fixed_point") is not None:
+            ax_g.plot(
+                [rec["t_fixed_point"]],
+                [meta.get("fixed_point_tol")],
+                "o",
+                ms=4,
+                mfc="none",
+                color=colour,
+            )
+        if rec.get("scales_median") is not None:
+            has_scales = True
+            line(ax_scales, rec["scales_median"], label=flow)
+            ax_scales.fill_between(
+                times, rec["scales_min"], rec["scales_max"], color=colour, alpha=0.2, lw=0
+            )
+        if np.isfinite(np.asarray(rec["error"], float)).any():
+            has_error = True
+            line(ax_error, positive(rec["error"]), label=flow)
+        seg = rec["segments"]
+        if len(seg["t1"]):
+            ax_step.step(
+                seg["t1"], positive(seg["mean_step"]), where="pre", color=colour, label=flow
+            )
+            mark = np.asarray(seg["rejected"], float) > 0
+            ax_step.plot(
+                np.asarray(seg["t1"])[mark],
+                positive(seg["mean_step"])[mark],
+                "x",
+                color=colour,
+                ms=4,
+            )
+        lyap = rec["lyapunov"]
+        if lyap is not None:
+            ax_lyap.plot(lyap["horizons"], lyap["median"], "-o", color=colour, ms=3, label=flow)
+    if meta.get("fixed_point_tol") is not None:
+        ax_g.axhline(
+            meta["fixed_point_tol"],
+            color="0.5",
+            lw=0.8,
+            ls=":",
+            label="fixed-point tol (o: reached)",
+        )
+    value = reference.get("value")
+    ax_energy.set_title(
+        "energy above one reference\nE_ref = "
+        + (f"{_g(value, 6)}: {_short_reference(reference)}" if value is not None else "n/a"),
+        fontsize=8,
+    )
+    ax_g.set_title("RMS residual G, decay law (dashed)", fontsize=8)
+    ax_scales.set_title("token scales s_A", fontsize=8)
+    ax_error.set_title("error of the state", fontsize=8)
+    ax_step.set_title("solver: mean accepted step", fontsize=8)
+    ax_lyap.set_title("perturbations: finite-time Lyapunov exp.", fontsize=8)
+    panels = [
+        (ax_energy, "E(t) - E_ref"),
+        (ax_g, "RMS G"),
+        (ax_scales, "s_A (median, min-max)"),
+        (ax_error, meta.get("error") or "error"),
+        (ax_step, "step (tau; x: rejections)"),
+    ]
+    for ax, label in panels:
+        ax.set_xscale("symlog", linthresh=link)
+        ax.set_xlim(0, times[-1])
+        ax.set_yscale("log")
+        ax.set_xlabel("time t (tau)")
+        ax.set_ylabel(label)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6.5)
+    for ax, present, why in (
+        (ax_scales, has_scales, "the model has no token scales"),
+        (ax_error, has_error, "no error recorded (error_fn=None)"),
+    ):
+        if not present:
+            ax.set_yscale("linear")
+            ax.set_yticks([])
+            ax.text(
+                0.5,
+                0.5,
+                why,
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="0.4",
+            )
+    letter = next(
+        (
+            rec["lyapunov"]["coordinates"]
+            for rec in result["flows"].values()
+            if rec["lyapunov"] is not None
+        ),
+        "x",
+    )
+    ax_lyap.set_xscale("log")
+    ax_lyap.axhline(0.0, color="0.5", lw=0.8)
+    ax_lyap.set_xlabel("horizon T (tau)")
+    ax_lyap.set_ylabel(f"log(|d{letter}(T)| / |d{letter}(0)|) / T  (1/tau)")
+    if ax_lyap.get_legend_handles_labels()[0]:
+        ax_lyap.legend(fontsize=6.5)
+    else:
+        ax_lyap.text(
+            0.5,
+            0.5,
+            "not computed",
+            transform=ax_lyap.transAxes,
+            ha="center",
+            va="center",
+            fontsize=7,
+            color="0.4",
+        )
+    title(
+        fig,
+        "Long horizons: energy, residual, scales, error, steps and perturbation "
+        "growth of each flow",
+        _figure_caption(result),
+    )
+    return finish(fig, path)
+
+
+def _short_reference(reference: dict) -> str:
+    if reference.get("at_fixed_point"):
+        return f"{reference['flow']} fixed point"
+    return f"lowest recorded ({reference['flow']}, t = {_g(reference['time'])})"
