@@ -21,8 +21,8 @@ import pytest
 from PIL import Image
 
 from conftest import suite_xla_flags
+from et_ode.cli import STUDIES
 from et_ode.cli import _main as cli
-from et_ode.cli._jobs import STUDIES
 from et_ode.cli._runs import fresh_run_folder, output_folder
 
 IMAGES = 2  # what --quick uses in the demo

@@ -21,8 +21,7 @@ import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import et_ode  # noqa: E402
-from et_ode.analysis import layout_problems  # noqa: E402
-from et_ode.analysis._video import write_frames, write_video  # noqa: E402
+from et_ode.analysis import layout_problems, write_frames, write_video  # noqa: E402
 from et_ode.tasks import eval_masks, new_model, save_checkpoint  # noqa: E402
 from et_ode.tasks.images._train import _header  # noqa: E402
 
