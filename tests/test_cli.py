@@ -104,6 +104,13 @@ def test_demo_quick_summary(demo, held_out_mse):
     assert summary["convergence"]["projected"]["scale_growth"] == pytest.approx(1, abs=1e-3)
     assert set(summary["energy_video"]) == {"paper"}
     assert summary["solvers"]["paper_error_exact"] > 0
+    # The landscape studies it names but does not run are commands the parser takes.
+    from et_ode.cli._summary import LANDSCAPE_COMMANDS
+
+    for command, _ in LANDSCAPE_COMMANDS:
+        line = f"et-ode study {command} --checkpoint paper --quick"
+        assert f"`{line}`" in md
+        cli.build_parser().parse_args(line.split()[1:])
     for item in summary["files"]:
         path = out / item["path"]
         assert path.exists(), path

@@ -8,6 +8,18 @@ import numpy as np
 SOLVER_TARGETS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7)
 
 
+# The landscape studies, named in the summary but not run by the demo: none is quick.
+LANDSCAPE_COMMANDS = (
+    (
+        "continuation --parameter beta",
+        "the held-out image's fixed point followed in the attention's inverse temperature, "
+        "with its bifurcations",
+    ),
+    ("basins --images 2", "the basin map of the plane through two held-out images"),
+    ("lyapunov-spectrum", "the top Lyapunov exponents along the native flow"),
+)
+
+
 def summarise(run: dict, results: dict) -> dict:
     """`{"run", "held_out", "overshoot", "solvers", "convergence", "energy_video",
     "findings", "files"}` from the demo's results; `findings` are sentences."""
@@ -312,6 +324,16 @@ def summary_markdown(summary: dict) -> str:
         "",
     ]
     lines += [f"- {sentence}" for sentence in summary["findings"]]
+    lines += ["", "## The landscape (not run here)", ""]
+    lines += [
+        f"- `et-ode study {command} --checkpoint paper --quick`: {what}"
+        for command, what in LANDSCAPE_COMMANDS
+    ]
+    lines += [
+        "",
+        "Each takes minutes even with `--quick` on a 2-core CPU (the docs' benchmarks page, "
+        "'Run times of the commands'); the landscape how-to page shows their figures.",
+    ]
     lines += ["", "## Stages", "", "| stage | wall s | CPU s |", "|---|---|---|"]
     lines += [
         f"| {name} | {sec:.1f} | {run['stage_cpu_seconds'][name]:.1f} |"
