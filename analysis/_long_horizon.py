@@ -274,11 +274,11 @@ def long_horizon(
     x0: Float[ArrayLike, "N D"],
     args: Any = None,
     *,
-    flows: Sequence[Flow] = ("native", "projected"),  # FLOWS, as `Flow` literals
+    flows: Sequence[Flow] = FLOWS,
     t1: float = 1e4,
     n_times: int = 41,
     t_first: float = 1e-2,
-    solver: str | dict | None = None,
+    solver: str | diffrax.AbstractSolver | dict | None = None,
     rtol: float = 1e-4,
     atol: float = 1e-6,
     max_steps: int = 200_000,

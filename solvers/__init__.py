@@ -2,7 +2,8 @@
 
 `solve` integrates any `EnergySystem` (energy, vector_field, residual); the implicit
 adjoint and `find_fixed_point` work on the manifold a `ManifoldEnergySystem` declares and
-treat any other model as flat (`FlatManifold`). This package imports no model code.
+treat any other model as flat (the state itself is the manifold). This package imports no
+model code.
 """
 
 from ._auto import AutoSwitch

@@ -39,6 +39,7 @@ adaptive tolerance also can; trajectory studies integrate the flow instead.
 """
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -80,7 +81,10 @@ def anderson(model, x_init, args, tol, max_steps, dt, memory: int, warm_steps: i
     x_warm_traced = lax.fori_loop(0, warm_steps, warm, x_init)
     # From here on the closures above see the stopped values (a while loop cannot be
     # differentiated in reverse mode, and the fixed point's gradient is implicit).
-    model, args, step, x_warm = lax.stop_gradient((model, args, step, x_warm_traced))
+    model, args, step, x_warm = jax.tree.map(
+        lambda leaf: lax.stop_gradient(leaf) if eqx.is_inexact_array(leaf) else leaf,
+        (model, args, step, x_warm_traced),
+    )
     x = x_warm
     f, g = euler_step(x)
     empty = jnp.zeros((memory, x.size), dtype)

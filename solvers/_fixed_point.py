@@ -31,7 +31,7 @@ import optimistix as optx
 from jaxtyping import ArrayLike, Float
 
 from ._anderson import anderson
-from ._implicit import implicit_fixed_point
+from ._implicit import default_implicit_tol, implicit_fixed_point
 from ._protocol import EnergySystem, RealScalar, as_manifold_system
 from ._stop import rms
 
@@ -119,7 +119,8 @@ def find_fixed_point(
 ) -> FixedPointResult:
     """A critical point of `E` on the manifold through `x_init` (`x_init: [N, D]`, one
     sample). `model` is a `solvers.ManifoldEnergySystem`, or any `solvers.EnergySystem`,
-    then flat (`solvers._protocol.FlatManifold`: its `residual` is zero exactly at fixed points).
+    then flat (the state itself is the manifold: its `residual` is zero exactly at fixed
+    points).
 
     - `method="auto"` (default): `"newton"` up to `NEWTON_DENSE_MAX` state entries (with
       `linear` as given), `"anderson"` above, where a Newton step needs a Krylov solve:
@@ -135,11 +136,12 @@ def find_fixed_point(
     - `method="anderson"`: `warm_steps` Euler steps of size `dt` (units of `tau`) on
       the flow `dx/dt = -G/tau`, then Anderson acceleration of that Euler map with the
       last `memory` steps (`solvers._anderson`), on the manifold of the point the warm
-      steps reach (plain Euler steps drift each token's scale a little: unlike Newton's
-      and L-BFGS's, its `x` is not on the manifold through `x_init`, though its
-      `g = LayerNorm(x)` is); `max_steps` counts evaluations of G (default 3000), warm
-      steps included. For large piecewise-smooth energies, where
-      it needs a fraction of Euler's evaluations (docs: benchmarks, "Non-smooth
+      steps reach (a plain Euler step grows each token's scale at second order, at the
+      authors' shapes up to 100-fold over the warm steps: unlike Newton's and L-BFGS's,
+      its `x` is not on the manifold through `x_init`, though its `g = LayerNorm(x)`
+      is); `max_steps` counts evaluations of G (default 3000), warm steps included.
+      For large piecewise-smooth energies, where it needs a fraction of Euler's
+      evaluations (docs: benchmarks, "Non-smooth
       dynamics"). In float32 the tolerance must stay above the state's resolution
       (about 1e-6 times the field's scale).
 
@@ -147,13 +149,14 @@ def find_fixed_point(
 
     **Gradients.** `x` (and `energy`, `residual_rms`) can be differentiated with respect
     to the model's parameters, `args` and `x_init` (through the manifold it fixes: each
-    token's mean and scale for the ET; Anderson: the manifold of its warm point,
-    differentiated through the warm steps), whatever the method: by the implicit function
-    theorem at the fixed point, as `solve(..., adjoint="implicit")` does after
-    integrating; the search itself is never differentiated. With Anderson, this is the
+    token's mean and scale for the ET), by the implicit function theorem at the fixed
+    point; the search itself is never differentiated. Newton and L-BFGS: optimistix's
+    implicit adjoint (forward and reverse mode). Anderson: reverse mode only, as
+    `solve(..., adjoint="implicit")` after integrating (`solvers._implicit`), on the
+    manifold of the warm point, differentiated through the warm steps; this is the
     implicit adjoint's forward solve at the authors' shapes, where integrating to the
     fixed point crawls (docs: benchmarks, "Non-smooth dynamics"). `implicit_tol`: the
-    GMRES tolerance of the backward solve (default 1e-10 in float64, 1e-5 otherwise).
+    GMRES tolerance of that backward solve (default 1e-10 in float64, 1e-5 otherwise).
 
     **Returns:** a `FixedPointResult`.
     """
@@ -174,30 +177,31 @@ def find_fixed_point(
     if linear == "auto":
         linear = "dense" if x_init.size <= NEWTON_DENSE_MAX else "gmres"
     tol_ = jnp.asarray(tol, x_init.dtype)
-    if method == "anderson":
-        options = (int(max_steps), float(dt), int(memory), int(warm_steps))
-        x_star, steps, _, _, x_ref = anderson(model, x_init, args, tol_, *options)
-        ok = jnp.asarray(True)
-    else:
+    if method != "anderson":
+        # Differentiable as optimistix differentiates a root or a minimum (its implicit
+        # adjoint: forward and reverse mode).
         find = _lbfgs if method == "lbfgs" else functools.partial(_newton, linear=linear)
-        x_star, steps, ok = find(*jax.lax.stop_gradient((model, x_init, args)), tol_, max_steps)
-        x_ref = x_init
-    if implicit_tol is None:
-        implicit_tol = 1e-10 if x_init.dtype == jnp.float64 else 1e-5
-    # The same point, with the implicit function theorem's derivatives on the manifold
-    # through `x_ref` (`solvers._implicit`); the search itself is never differentiated.
-    x = implicit_fixed_point(
-        model,
-        x_ref,
-        args,
-        jax.lax.stop_gradient(x_star),
-        tol=implicit_tol,
-        batched=False,
-        args_batched=False,
-    )
-    residual_rms = rms(model.residual(x, args))
-    if method != "newton":  # L-BFGS: optimistix's own stop is on the step, not on G
-        ok = ok & (residual_rms <= tol_)
+        x, steps, ok = find(model, x_init, args, tol_, max_steps)
+        residual_rms = rms(model.residual(x, args))
+        if method != "newton":  # L-BFGS: optimistix's own stop is on the step, not on G
+            ok = ok & (residual_rms <= tol_)
+    else:
+        options = (int(max_steps), float(dt), int(memory), int(warm_steps))
+        x_star, steps, best_rms, _, x_warm = anderson(model, x_init, args, tol_, *options)
+        ok = best_rms <= tol_
+        # The same point, with the implicit function theorem's derivatives on the manifold
+        # of the warm point (`solvers._implicit`, reverse mode): the iteration itself is
+        # not differentiated.
+        x = implicit_fixed_point(
+            model,
+            x_warm,
+            args,
+            jax.lax.stop_gradient(x_star),
+            tol=default_implicit_tol(x_init.dtype) if implicit_tol is None else implicit_tol,
+            batched=False,
+            args_batched=False,
+        )
+        residual_rms = rms(model.residual(x, args))
     return FixedPointResult(
         x=x,
         residual_rms=residual_rms,

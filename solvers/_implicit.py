@@ -66,6 +66,12 @@ def _fixed_point_bwd(residuals, v_bar, perturbed, diff_args, v_star, tol, lenien
     return grads
 
 
+def default_implicit_tol(dtype) -> float:
+    """The GMRES tolerance of the implicit gradient unless one is given: 1e-10 in
+    float64, 1e-5 otherwise."""
+    return 1e-10 if jnp.dtype(dtype) == jnp.float64 else 1e-5
+
+
 def implicit_fixed_point(model, x0, args, x_star, *, tol, batched, args_batched, lenient=False):
     """`x_star` (a converged fixed point, computed without gradients) with gradients
     attached by the implicit function theorem. Shapes as `x0`. `lenient`: an

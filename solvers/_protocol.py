@@ -43,7 +43,8 @@ class EnergySystem(Protocol):
     its kinks, token scales: see `et_ode.analysis`'s geometry module).
 
     A model without the `ManifoldEnergySystem` methods is flat: `find_fixed_point` and
-    the implicit adjoint then see it through `FlatManifold`.
+    the implicit adjoint then see it through `_protocol.FlatManifold` (the state
+    itself is the manifold).
     """
 
     def energy(self, x: State, args: Any) -> Float[Array, ""]: ...

@@ -13,7 +13,7 @@ from et_ode.vocab import Adjoint, Flow
 
 from ._counting import new_counters
 from ._crawl import PROBE_MIN_STATE, PROBE_STEPS, warn_if_crawling
-from ._implicit import implicit_fixed_point
+from ._implicit import default_implicit_tol, implicit_fixed_point
 from ._options import (
     Save,
     controller_in_dtype,
@@ -270,7 +270,7 @@ def solve(
             counters,
         )
         if implicit_tol is None:
-            implicit_tol = 1e-10 if dtype == jnp.float64 else 1e-5
+            implicit_tol = default_implicit_tol(dtype)
         out["x_final"] = implicit_fixed_point(
             as_manifold_system(model),
             x0,

@@ -68,12 +68,17 @@ class StudySettings:
     parameter: str | None = None  # continuation: what p is
     p_span: tuple[float, float] | None = None  # continuation: its range
 
-    def tight(self, dtype) -> tuple[float, float | None]:
-        """`(rtol, atol)`: the given ones (an `rtol` given without `atol` comes back with
-        `atol` `None`, which `solvers.solve` refuses), else tight for `dtype`: 1e-7/1e-9 in
-        float64 (tighter costs many steps: with ReLU memories the field has kinks),
-        1e-5/1e-7 in float32 and in quick mode."""
-        if self.rtol is not None:
+    def tight(self, dtype) -> tuple[float, float]:
+        """`(rtol, atol)`: the given ones (both, or refused in one line), else tight for
+        `dtype`: 1e-7/1e-9 in float64 (tighter costs many steps: with ReLU memories the
+        field has kinks), 1e-5/1e-7 in float32 and in quick mode."""
+        if self.rtol is not None or self.atol is not None:
+            if self.rtol is None or self.atol is None:
+                given, missing = ("rtol", "atol") if self.atol is None else ("atol", "rtol")
+                raise ValueError(
+                    f"--{given} was given without --{missing}: adaptive steps need both "
+                    "(or neither, for the study's own tolerances)."
+                )
             return self.rtol, self.atol
         tight = jnp.dtype(dtype) == jnp.float64 and not self.quick
         return (1e-7, 1e-9) if tight else (1e-5, 1e-7)

@@ -331,7 +331,7 @@ def summary_markdown(summary: dict) -> str:
     ]
     lines += [
         "",
-        "Each takes minutes even with `--quick` on a 2-core CPU (the docs' benchmarks page, "
+        "Each takes minutes on a 2-core CPU (the docs' benchmarks page, "
         "'Run times of the commands'); the landscape how-to page shows their figures.",
     ]
     lines += ["", "## Stages", "", "| stage | wall s | CPU s |", "|---|---|---|"]
