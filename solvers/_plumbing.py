@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 from et_ode.vocab import Adjoint, Flow
 
+from . import _traced_once as traced_once
 from ._auto import AutoSwitch
 from ._counting import counted_call, read_counts
 from ._protocol import batched_args_axes
@@ -50,7 +51,7 @@ class _FlowTerm(eqx.Module):
     flow: Flow = eqx.field(static=True)
 
     def __call__(self, t, y, args):
-        return self.model.vector_field(t, y, args[0], self.flow)
+        return traced_once.vector_field(self.model, t, y, args[0], self.flow)
 
 
 def _native_field(model, t, y, args):
@@ -86,7 +87,9 @@ def _saveat(cfg: SolveConfig, ts_save, model, solver_state=False):
         main.update(ts=ts_save)
     if not cfg.save_energy:
         return diffrax.SaveAt(**main, solver_state=solver_state)
-    energy = diffrax.SubSaveAt(t0=True, steps=True, fn=lambda t, y, args: model.energy(y, args[0]))
+    energy = diffrax.SubSaveAt(
+        t0=True, steps=True, fn=lambda t, y, args: traced_once.energy(model, y, args[0])
+    )
     return diffrax.SaveAt(subs=[diffrax.SubSaveAt(**main), energy], solver_state=solver_state)
 
 
@@ -125,7 +128,7 @@ def solve_one(
     else:
         adjoint = diffrax.RecursiveCheckpointAdjoint(checkpoints=cfg.checkpoints)
 
-    g0 = rms(model.residual(x0, args))
+    g0 = rms(traced_once.residual(model, x0, args))
     threshold = jnp.maximum(numbers["fp_atol"], numbers["fp_rtol"] * g0)
     field = (
         _CountedFlowTerm(model, counter, cfg.flow) if cfg.counted else _FlowTerm(model, cfg.flow)
@@ -159,7 +162,7 @@ def solve_one(
         unreached = jnp.arange(ts.shape[0]) >= last
         ts = jnp.where(unreached, jnp.inf, ts)[:-1]
         xs = jnp.where(unreached[:, None, None], jnp.inf, xs)[:-1]
-    g_final = rms(model.residual(jax.lax.stop_gradient(x_final), args))
+    g_final = rms(traced_once.residual(model, jax.lax.stop_gradient(x_final), args))
     finite = jnp.all(jnp.isfinite(x_final))
     reason = reason_item("t1")
     if cfg.fixed_point:

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
 
+from . import _traced_once as traced_once
 from ._protocol import RealScalar
 
 
@@ -121,6 +122,6 @@ def residual_event(model) -> diffrax.Event:
 
     def converged(t, y, args, **kwargs):
         model_args, threshold = args
-        return rms(model.residual(y, model_args)) <= threshold
+        return rms(traced_once.residual(model, y, model_args)) <= threshold
 
     return diffrax.Event(converged)

@@ -121,6 +121,10 @@ class EnergyTransformer(eqx.Module):
         return self.norm.dim
 
     # ------------------------------------------------------------------ energy
+    # The methods that compute run behind `eqx.filter_jit`: called outside `jax.jit`, a
+    # method is one compiled program rather than one per operation (`jax.grad` of the
+    # energy alone is dozens); inside a program, JAX traces it once however often it is
+    # called (solvers/_traced_once.py). XLA inlines nested programs: same numbers.
     def energy_parts_of_g(self, g: Float[Array, "N D"], args=None) -> dict:
         """`{"attention", "hopfield", "external"}` energies at normalised tokens `g`."""
         cond = _conditions(args)
@@ -136,22 +140,27 @@ class EnergyTransformer(eqx.Module):
             parts["external"] = -cond.field_strength * jnp.sum(cond.field * g)
         return parts
 
+    @eqx.filter_jit
     def energy_of_g(self, g: Float[Array, "N D"], args=None) -> Float[Array, ""]:
         """`E(g)`, the total energy as a function of the normalised tokens."""
         return sum(self.energy_parts_of_g(g, args).values())
 
+    @eqx.filter_jit
     def energy(self, x: Float[Array, "N D"], args=None) -> Float[Array, ""]:
         """`E(LayerNorm(x))`, a scalar."""
         return self.energy_of_g(self.norm(x), args)
 
+    @eqx.filter_jit
     def energy_parts(self, x: Float[Array, "N D"], args=None) -> dict:
         """The energy's attention, Hopfield and external-field terms at state `x`."""
         return self.energy_parts_of_g(self.norm(x), args)
 
+    @eqx.filter_jit
     def energy_gradient(self, x: Float[Array, "N D"], args=None) -> Float[Array, "N D"]:
         """`dE/dg` at `g = LayerNorm(x)`, by autodiff of `energy_of_g`."""
         return jax.grad(self.energy_of_g)(self.norm(x), args)
 
+    @eqx.filter_jit
     def update_parts(self, x: Float[Array, "N D"], args=None) -> dict:
         """`-dE/dg` split into its attention, Hopfield and external-field parts."""
         g = self.norm(x)
@@ -171,6 +180,7 @@ class EnergyTransformer(eqx.Module):
         """`P_T(g) w` on free tokens, zero on clamped ones."""
         return self._free(args, self.norm.tangent_projection(x, w))
 
+    @eqx.filter_jit
     def residual(self, x: Float[Array, "N D"], args=None) -> Float[Array, "N D"]:
         """`G = P_T(g) dE/dg`: zero exactly at fixed points (critical points of E on
         the LayerNorm manifold). Clamped tokens have `G = 0`."""
@@ -181,12 +191,17 @@ class EnergyTransformer(eqx.Module):
     ) -> Float[Array, "N D"]:
         """`dx/dt`: `-(1/tau) dE/dg` (native, the paper's) or `-(1/tau) P_T dE/dg`
         (projected: keeps each token's mean and scale). Clamped tokens do not move."""
+        return self._flow_field(x, args, flow)  # the time `t` does not enter
+
+    @eqx.filter_jit
+    def _flow_field(self, x: Float[Array, "N D"], args, flow: Flow) -> Float[Array, "N D"]:
         if flow == "native":
             return self._free(args, -self.energy_gradient(x, args) / self.tau)
         if flow == "projected":
             return -self.residual(x, args) / self.tau
         check_choice("flow", flow, FLOWS)
 
+    @eqx.filter_jit
     def dEdt(self, x: Float[Array, "N D"], args=None, flow: Flow = "native"):
         """`dE/dt` along the flow from the closed form, not by differentiating E in time:
         native `-(1/tau) sum_A (dE/dg_A)^T M_A (dE/dg_A)`; projected

@@ -115,11 +115,16 @@ class MaskedImageET(eqx.Module):
         return load_model_and_config(name_or_path)[0]
 
     # ------------------------------------------------------------ pieces
+    # Behind `eqx.filter_jit`, as the core's methods: one compiled program per method and
+    # shape when called outside `jax.jit` (the command line, the studies), not one per
+    # operation.
+    @eqx.filter_jit
     def patches(self, image: Float[Array, "H W C"]) -> Float[Array, "N P"]:
         """`image [H, W, C]` -> its patches `[N, P]` (row-major, each flattened `(h, w, c)`
         whatever the encoder's own `patch_order`)."""
         return patchify(image, self.config.patch)
 
+    @eqx.filter_jit
     def image(self, patches: Float[Array, "N P"]) -> Float[Array, "H W C"]:
         """Patches `[N, P]` -> the image `[H, W, C]` (inverse of `patches`)."""
         return unpatchify(patches, self.config.image_size, self.config.patch, self.config.channels)
@@ -142,6 +147,7 @@ class MaskedImageET(eqx.Module):
             return mask
         return jnp.concatenate([jnp.zeros(mask.shape[:-1] + (1,), bool), mask], axis=-1)
 
+    @eqx.filter_jit
     def encode(self, patches: Float[Array, "N P"], masking: Masking):
         """Initial tokens `x0: [T, D]` and the `Conditions` of the dynamics: a patch's
         token is its encoded content, or MASK where `masking.replaced`, plus its
@@ -164,6 +170,7 @@ class MaskedImageET(eqx.Module):
             normed = self.decoder_norm(normed)
         return self._patch_order(self.decoder(normed), to_model=False)
 
+    @eqx.filter_jit
     def decode(self, tokens: Float[Array, "T D"]) -> Float[Array, "N P"]:
         """Core states `[T, D]` -> patches `[N, P]`: the CLS token, if any, dropped;
         each patch token through `decode_token`."""
@@ -193,6 +200,7 @@ class MaskedImageET(eqx.Module):
         tile = patches.shape[1] // channels
         return jnp.tile(mean, tile), jnp.tile(std, tile)
 
+    @eqx.filter_jit
     def encode_batch(self, patches: Float[Array, "B N P"], masking: Masking):
         """The core's initial state for a batch, as `reconstruct` builds it: each image
         standardised by the statistics of the patches it shows, then encoded.
@@ -209,6 +217,7 @@ class MaskedImageET(eqx.Module):
         x0, conditions = jax.vmap(self.encode)((patches - mean) / std, masking)
         return x0, conditions, mean, std
 
+    @eqx.filter_jit
     def decode_batch(self, x: Float[Array, "B T D"], mean, std) -> Float[Array, "B N P"]:
         """Patches `[B, N, P]` (normalised units) from core states `x: [B, T, D]` (with a
         CLS token, `T = N + 1`) and the context statistics `encode_batch` returned."""

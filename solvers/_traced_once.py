@@ -1,0 +1,33 @@
+"""The model's methods as a solve program calls them: each behind its own `jit`, so that
+JAX traces it once per program, however many times diffrax calls it.
+
+diffrax calls the vector field from several places of one solve (the step, the initial
+step size, the first-same-as-last stage, the implicit solvers' Jacobian products, each
+retrace of the loop's body), the residual from the fixed-point stop and the statistics,
+the energy from what is saved. Each call would trace the model again, `jax.grad` of its
+energy included. A nested `jit` is traced at its first call and found in JAX's cache at
+the others (same model structure, shapes and dtypes); XLA inlines it when it compiles, so
+the compiled program is the same. `EnergyTransformer`'s own methods are jitted already;
+these wrappers give any `EnergySystem` a researcher brings the same. Measured:
+docs/benchmarks.md#compile-time-and-xlas-cpu-settings.
+"""
+
+import equinox as eqx
+
+
+@eqx.filter_jit
+def vector_field(model, t, x, args, flow):
+    """`model.vector_field(t, x, args, flow)`."""
+    return model.vector_field(t, x, args, flow)
+
+
+@eqx.filter_jit
+def residual(model, x, args):
+    """`model.residual(x, args)`."""
+    return model.residual(x, args)
+
+
+@eqx.filter_jit
+def energy(model, x, args):
+    """`model.energy(x, args)`."""
+    return model.energy(x, args)
