@@ -77,16 +77,20 @@ def correct(F, y_pred, direction, args, tol, max_newton: int, dense: bool):
     Returns `(y, iterations, rms F(y))`: converged where that RMS is at most `tol`."""
 
     def cond(state):
-        _, it, res = state
-        return (res > tol) & (it < max_newton) & jnp.isfinite(res)
+        _, it, res, previous = state
+        # A step that did not lower the residual: outside Newton's region of convergence
+        # (the caller shortens the arclength step) rather than more iterations.
+        return (res > tol) & (it < max_newton) & jnp.isfinite(res) & (res < previous)
 
     def body(state):
-        y, it, _ = state
+        y, it, res, _ = state
         rhs = -jnp.concatenate([F(y, args), (direction @ (y - y_pred))[None]])
         y = y + bordered_solve(F, y, direction, args, rhs, dense, tol)
-        return y, it + 1, solvers.rms(F(y, args))
+        return y, it + 1, solvers.rms(F(y, args)), res
 
-    return jax.lax.while_loop(cond, body, (y_pred, jnp.asarray(0), solvers.rms(F(y_pred, args))))
+    start = solvers.rms(F(y_pred, args))
+    y, it, res, _ = jax.lax.while_loop(cond, body, (y_pred, jnp.asarray(0), start, 2 * start))
+    return y, it, res
 
 
 @eqx.filter_jit

@@ -251,13 +251,16 @@ def plot_lyapunov_spectrum(result: dict[str, Any], path: Path | str | None = Non
     ax.set_ylabel("running exponent (1/time)")
     ax.legend(fontsize=7, loc="best")
     meta = result.get("metadata", {})
+    measure = result.get("measure", "x")
+    whole = measure == "x" and result.get("k") == result.get("size")
     what = (
         f"Lyapunov spectrum, top {history.shape[1]} by the QR method: sum "
-        f"{result['volume_rate']:.4g} (the mean divergence)"
+        f"{result['volume_rate']:.4g}" + (" (the mean divergence)" if whole else "")
     )
     if result.get("neutral"):
         what += f", {result['neutral']} neutral directions by construction"
     extra = [
+        f"measured in {measure}",
         f"renormalised every {number(result['renormalise'])}",
         f"transient {number(result['transient'])}",
     ]

@@ -9,15 +9,25 @@ tangent vectors move by one diffrax solve per interval, all intervals inside one
 loop (`lax.scan`). (Benettin, Galgani, Giorgilli and Strelcyn, Meccanica 15, 1980;
 Shimada and Nagashima, Prog. Theor. Phys. 61, 1979.)
 
+Where the tangent vectors are measured (`measure`): in the state's own coordinates
+(`"x"`), or, on an energy system, in the energy's coordinates (`"g"`: each vector
+projected onto the tangent space `P` and scaled by the model's clock `C`, so that its
+length is `|dg|` on the ET) or in the metric of the linearised projected flow
+(`"metric"`, `C^(1/2) P`). The QR step then factorises the measured vectors `M W = Q R`
+and carries on from `W = M^-1 Q` (`M` is a per-token scale on the tangent space, so it
+inverts there); `log |R_ii|` are the growth rates in that measure. In `g`, the token
+scales and means that the native flow carries (and inflates) are not measured: these are
+the exponents `analysis.lyapunov_exponent` estimates one at a time.
+
 Checks that need no reference: the exponents sum to the time average of the field's
 divergence `trace J` (the volume growth rate), which the QR method reproduces exactly up
-to the integration error; at a stable fixed point they are the real parts of the
-Jacobian's eigenvalues.
+to the integration error (in `x`, with all exponents); at a stable fixed point they are
+the real parts of the Jacobian's eigenvalues, in any measure.
 """
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import diffrax
 import equinox as eqx
@@ -32,15 +42,48 @@ from et_ode import solvers
 from et_ode.vocab import Flow
 
 from ._common import cast, float64_available
+from ._geometry import clock, project
 from ._records import metadata
 
 SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
+# Measures of the tangent vectors: the power of the clock (None: the state's coordinates).
+MEASURES = {"x": None, "g": 1.0, "metric": 0.5}
+
+
+class _Measure(eqx.Module):
+    """The map `M` from tangent vectors at `x` to the measured ones, and its inverse on
+    the tangent space: `M w = C^power P w` (`C` the clock, `P` the tangent projection;
+    each the identity where the system has none), or the identity (`power=None`)."""
+
+    system: Any
+    power: float | None = eqx.field(static=True)
+
+    def apply(self, x, w, args):
+        if self.power is None:
+            return w
+        return clock(self.system, x, args) ** self.power * project(self.system, x, w, args)
+
+    def invert(self, x, w, args):
+        if self.power is None:
+            return w
+        return w / clock(self.system, x, args) ** self.power
+
+
+class _EnergyField(eqx.Module):
+    """An energy system's `vector_field` with its flow, as a PyTree (its arrays are
+    arguments of the compiled loop, not constants: one compilation per model structure)."""
+
+    system: Any
+    flow: Flow = eqx.field(static=True)
+
+    def __call__(self, t, x, args):
+        return self.system.vector_field(t, x, args, self.flow)
 
 
 def _field_of(system, flow):
     """`field(t, x, args) -> dx/dt` of an energy system (with `flow`) or a callable."""
     if callable(getattr(system, "vector_field", None)):
-        return lambda t, x, args: system.vector_field(t, x, args, flow)
+        return _EnergyField(system, flow)
     if callable(system):
         return system
     raise TypeError(
@@ -49,18 +92,53 @@ def _field_of(system, flow):
     )
 
 
+def _orthonormalise(measure, x, q, args):
+    """Tangent vectors `q [k, *x.shape]` -> `(W, diag R)`: `M W` orthonormal, `M q = Q R`
+    with `R`'s diagonal positive (the columns keep their order)."""
+    shape = x.shape
+    measured = jax.vmap(lambda w: measure.apply(x, w, args))(q)
+    basis, r = jnp.linalg.qr(measured.reshape(q.shape[0], -1).T)  # [n, k], [k, k]
+    diag = jnp.diagonal(r)
+    sign = jnp.where(diag < 0, -1.0, 1.0).astype(basis.dtype)
+    basis = (basis * sign).T.reshape((-1,) + shape)
+    return jax.vmap(lambda w: measure.invert(x, w, args))(basis), jnp.abs(diag)
+
+
+_orthonormalise_compiled = eqx.filter_jit(_orthonormalise)
+
+# Up to this many tangent vectors, each one's JVP is written out in the program rather
+# than batched by `vmap`: on a CPU XLA runs the batched products slower than the same
+# products one by one (the shipped core, 8 vectors: 2.6 ms against 1.9 ms per evaluation
+# with the field; docs/benchmarks.md#the-landscape). Above it, `vmap` keeps the program
+# small.
+UNROLLED_TANGENTS = 16
+
+
 @eqx.filter_jit
 def _spectrum(
-    field, x0, q0, args, t_start, interval, n_intervals: int, solver, rtol, atol, max_steps: int
+    field,
+    measure,
+    x0,
+    q0,
+    args,
+    t_start,
+    interval,
+    n_intervals: int,
+    solver,
+    rtol,
+    atol,
+    max_steps: int,
 ):
-    """From `x0` and orthonormal tangent vectors `q0 [k, *x.shape]`: `n_intervals` solves
-    of length `interval`, each followed by a QR step. Returns the final state, the
-    per-interval `log |R_ii|` (`[n_intervals, k]`) and the solves' step counts."""
-    shape = x0.shape
+    """From `x0` and tangent vectors `q0 [k, *x.shape]` (orthonormal in `measure`):
+    `n_intervals` solves of length `interval`, each followed by a QR step. Returns the
+    final state and vectors, the per-interval `log |R_ii|` (`[n_intervals, k]`) and the
+    solves' step counts and success."""
 
     def augmented(t, y, a):
         x, q = y
         dx, tangent = jax.linearize(lambda s: field(t, s, a), x)
+        if q.shape[0] <= UNROLLED_TANGENTS:
+            return dx, jnp.stack([tangent(w) for w in q])
         return dx, jax.vmap(tangent)(q)
 
     term = diffrax.ODETerm(augmented)
@@ -82,13 +160,9 @@ def _spectrum(
             throw=False,
         )
         x, q = jax.tree.map(lambda leaf: leaf[-1], sol.ys)
-        flat = q.reshape(q.shape[0], -1).T  # [n, k]
-        basis, r = jnp.linalg.qr(flat)
-        diag = jnp.diagonal(r)
-        sign = jnp.where(diag < 0, -1.0, 1.0).astype(flat.dtype)  # keep the columns' order
-        q = (basis * sign).T.reshape((-1,) + shape)
+        q, growth = _orthonormalise(measure, x, q, args)
         ok = sol.result == diffrax.RESULTS.successful
-        return (x, q), (jnp.log(jnp.abs(diag)), sol.stats["num_steps"], ok)
+        return (x, q), (jnp.log(growth), sol.stats["num_steps"], ok)
 
     (x, q), (logs, steps, ok) = lax.scan(step, (x0, q0), jnp.arange(n_intervals))
     return x, q, logs, steps, ok
@@ -104,6 +178,7 @@ def lyapunov_spectrum(
     transient: float = 0.0,
     renormalise: float = 1.0,
     flow: Flow = "projected",
+    measure: Literal["x", "g", "metric"] = "x",
     solver: str = "tsit5",
     rtol: float = 1e-8,
     atol: float = 1e-10,
@@ -119,7 +194,13 @@ def lyapunov_spectrum(
     - `system`: a `solvers.EnergySystem` (its `vector_field` with `flow`) or any
       callable `field(t, x, args) -> dx/dt` with `x` of any shape.
     - `x0`: the start; `args`: the system's conditions.
-    - `k`: how many exponents (at most `x0.size`).
+    - `k`: how many exponents (at most `x0.size`; in `g` or `metric`, at most the
+      tangent space's dimension).
+    - `flow`: an energy system's flow (`"native"` or `"projected"`).
+    - `measure`: where the tangent vectors are measured (module docstring): `"x"` the
+      state's coordinates (any system); on an energy system `"g"`, the energy's
+      coordinates (`|dg|` on the ET: token means and scales dropped, as
+      `lyapunov_exponent` measures), or `"metric"` (`|C^(1/2) P dx|`).
     - `t1`: averaging time after the transient; `transient`: time run first (state
       and tangent vectors, no averaging) so that the tangent vectors align.
     - `renormalise`: time between QR steps (each one diffrax solve; `t1` and
@@ -130,12 +211,22 @@ def lyapunov_spectrum(
 
     **Returns:** a dict: `exponents [k]` (descending), `history [M, k]` (the running
     estimates after each of the `M` averaging intervals) and `times [M]` (the averaging
-    time at each), `volume_rate` (their sum: the mean divergence of the field);
-    `neutral` (the number of directions the system keeps by construction, e.g. two per
-    free token for the ET's projected flow, whose exponents are 0; `None` for a plain
-    field), `steps` (the solver's steps), and the settings.
+    time at each), `volume_rate` (their sum; with all of them, in `x`, the mean
+    divergence of the field), `neutral` (how many of the measured directions the system
+    carries without change by construction, exponent 0: in `x`, two per free token of
+    the ET, its mean and scale, on either flow (on the native flow the scale up to
+    LayerNorm's `eps`); 0 in `g` and `metric`, which do not measure them; `None` for a
+    plain field), `measure`, `steps` (the solver's steps), and the settings.
     """
     _field_of(system, flow)  # refuses anything else before any work
+    energy_system = callable(getattr(system, "vector_field", None))
+    if measure not in MEASURES:
+        raise ValueError(f"measure must be one of {', '.join(MEASURES)} (got {measure!r}).")
+    if measure != "x" and not energy_system:
+        raise ValueError(
+            f"measure={measure!r} needs an energy system (its clock and tangent "
+            "projection); a plain field is measured in its own coordinates: measure='x'."
+        )
     if not (
         math.isfinite(t1)
         and t1 > 0
@@ -159,50 +250,63 @@ def lyapunov_spectrum(
     system, x0, args = cast((system, jnp.asarray(x0), args), dtype)
     field = _field_of(system, flow)
     n = x0.size
-    k = n if k is None else int(k)
-    if not 1 <= k <= n:
-        raise ValueError(f"k must be between 1 and the state's size {n} (got {k}).")
-    basis = jnp.linalg.qr(jax.random.normal(jax.random.key(seed), (n, k), dtype))[0]
-    q0 = basis.T.reshape((k,) + x0.shape)
+    tangent_dimension = getattr(system, "tangent_dimension", None)
+    manifold = n - int(tangent_dimension(x0, args)) if callable(tangent_dimension) else 0
+    measured = n if measure == "x" else n - manifold
+    k = measured if k is None else int(k)
+    if not 1 <= k <= measured:
+        where = "the state's size" if measure == "x" else "the tangent space's dimension"
+        raise ValueError(f"k must be between 1 and {where} {measured} (got {k}).")
+    gauge = _Measure(system, MEASURES[measure])
+    start_vectors = jax.random.normal(jax.random.key(seed), (n, k), dtype).T.reshape(
+        (k,) + x0.shape
+    )
+    q0, _ = _orthonormalise_compiled(gauge, x0, start_vectors, args)
     make = SOLVERS[solver]()
     r, a = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)
     interval = jnp.asarray(renormalise, dtype)
     warm = int(round(transient / renormalise))
     averaged = max(1, int(round(t1 / renormalise)))
-    x, q, steps_total, failed = x0, q0, 0, 0
-    if warm:
-        x, q, _, steps, ok = _spectrum(
-            field, x, q, args, jnp.asarray(0.0, dtype), interval, warm, make, r, a, int(max_steps)
-        )
-        steps_total += int(np.sum(steps))
-        failed += int(np.sum(~np.asarray(ok)))
-    start = jnp.asarray(warm * renormalise, dtype)
+    # the transient and the averaging in one loop (one compilation); the transient's
+    # growth rates are dropped
     x, q, logs, steps, ok = _spectrum(
-        field, x, q, args, start, interval, averaged, make, r, a, int(max_steps)
+        field,
+        gauge,
+        x0,
+        q0,
+        args,
+        jnp.asarray(0.0, dtype),
+        interval,
+        warm + averaged,
+        make,
+        r,
+        a,
+        int(max_steps),
     )
-    steps_total += int(np.sum(steps))
-    failed += int(np.sum(~np.asarray(ok)))
+    steps_total = int(np.sum(steps))
+    failed = int(np.sum(~np.asarray(ok)))
     if failed:
         raise ValueError(
             f"lyapunov_spectrum: {failed} of {warm + averaged} interval solves "
             f"failed (max_steps={max_steps} per interval of {renormalise:g}): "
             "raise max_steps, shorten renormalise or loosen rtol/atol."
         )
+    logs = logs[warm:]
     logs = np.asarray(logs, np.float64)
     times = renormalise * np.arange(1, averaged + 1)
     history = np.cumsum(logs, axis=0) / times[:, None]
     exponents = history[-1]
     order = np.argsort(-exponents)
     neutral = None
-    tangent_dimension = getattr(system, "tangent_dimension", None)
-    if callable(tangent_dimension):
-        neutral = int(n - tangent_dimension(x0, args)) if flow == "projected" else 0
+    if energy_system:
+        neutral = manifold if measure == "x" else 0
     return {
         "exponents": exponents[order],
         "history": history[:, order],
         "times": times,
         "volume_rate": float(np.sum(exponents)),
         "neutral": neutral,
+        "measure": measure,
         "k": k,
         "size": n,
         "t1": float(averaged * renormalise),
@@ -212,7 +316,7 @@ def lyapunov_spectrum(
         "rtol": rtol,
         "atol": atol,
         "steps": steps_total,
-        "flow": flow if callable(getattr(system, "vector_field", None)) else None,
+        "flow": flow if energy_system else None,
         "dtype": str(jnp.dtype(dtype)),
         "x_final": np.asarray(x),
         "metadata": metadata(
@@ -225,6 +329,7 @@ def lyapunov_spectrum(
             renormalise=renormalise,
             transient=float(warm * renormalise),
             seeds={"tangent_vectors": seed},
-            flow=flow if callable(getattr(system, "vector_field", None)) else None,
+            flow=flow if energy_system else None,
+            measure=measure,
         ),
     }

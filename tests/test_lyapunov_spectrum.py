@@ -8,7 +8,8 @@
   real parts of its eigenvalues;
 - the tiny ET at its fixed point (projected flow): the exponents are the real parts of the
   Jacobian's eigenvalues there (`numpy.linalg.eigvals` of the dense Jacobian), with two
-  neutral directions per token (its mean and scale, kept by the flow) at 0.
+  neutral directions per token (its mean and scale, kept by the flow) at 0; measured in
+  `g` (those directions dropped) the same rates without the neutral ones.
 """
 
 import jax
@@ -84,6 +85,12 @@ def test_at_the_ets_fixed_point_the_spectrum_is_the_jacobians(model, x0):
     np.testing.assert_allclose(out["exponents"][:neutral], 0.0, atol=4e-2)
     assert np.all(rates[neutral:] < -0.5)
     np.testing.assert_allclose(out["exponents"][neutral:], rates[neutral:], atol=4e-2)
+    # measured in g (each vector projected onto the tangent space and scaled by the
+    # clock, as lyapunov_exponent measures): the neutral directions are not measured, and
+    # a fixed linear change of measure leaves the rates: the same four
+    in_g = analysis.lyapunov_spectrum(model, fixed.x, k=4, t1=100.0, renormalise=5.0, measure="g")
+    assert in_g["neutral"] == 0 and in_g["measure"] == "g"
+    np.testing.assert_allclose(in_g["exponents"], rates[neutral:], atol=4e-2)
 
 
 @pytest.mark.parametrize(
@@ -92,9 +99,11 @@ def test_at_the_ets_fixed_point_the_spectrum_is_the_jacobians(model, x0):
         (dict(t1=-1.0), ["t1 and renormalise must be positive"]),
         (dict(t1=1.0, k=4), ["k must be between 1 and the state's size 3"]),
         (dict(t1=1.0, solver="euler"), ["solver must be one of tsit5"]),
+        (dict(t1=1.0, measure="y"), ["measure must be one of x, g, metric"]),
+        (dict(t1=1.0, measure="g"), ["needs an energy system", "measure='x'"]),
     ],
 )
-def test_bad_settings_are_refused(options, words):
+def test_bad_settings_are_refused(options, words, no_runtime_types):
     with pytest.raises(ValueError) as error:
         analysis.lyapunov_spectrum(lorenz, jnp.ones(3), **options)
     assert all(w in str(error.value) for w in words), str(error.value)

@@ -300,8 +300,10 @@ def study_job(
     `atol`, `dtype` (studies of the core run in float64 by default, the model's weights
     cast; overshoot, gradient-depth, contributions and work-precision in the model's
     own dtype), `quick` (small grids and horizons, for a first look and for tests),
-    `seed`, and for `continuation` `parameter` (`"memory_scale"`, `"field_strength"` or
-    `"beta"`) and `p_span` (`(low, high)` around the trained value).
+    `seed`, for `continuation` `parameter` (`"memory_scale"`, `"field_strength"` or
+    `"beta"`) and `p_span` (`(low, high)` around the trained value), and for
+    `lyapunov-spectrum` `measure` (`"g"`, the default, `"metric"` or `"x"`: see
+    `analysis.lyapunov_spectrum`).
 
     **Returns:** the study's result with `files`.
     """

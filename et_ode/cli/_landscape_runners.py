@@ -189,8 +189,9 @@ def _basins(model, images, masks, s):
 def _lyapunov_spectrum(model, images, masks, s):
     """The top `k` Lyapunov exponents (quick: 4, else 8) of the first image's core along
     `--flow` (default native) for `--horizon` (quick: 20, else 1000) after a transient
-    of a tenth of it, renormalised every unit of time, tsit5 at `tight` tolerances
-    unless given."""
+    of a tenth of it, renormalised every unit of time, measured in `--measure` (default
+    `g`: the energy's coordinates, as the stability study's exponent), tsit5 at `tight`
+    tolerances unless given."""
     core, x0, args, dtype = _core_problem(model, images[:1], _first(masks), s)
     rtol, atol = s.tight(dtype)
     t1 = s.horizon or (20.0 if s.quick else 1000.0)
@@ -203,6 +204,7 @@ def _lyapunov_spectrum(model, images, masks, s):
         transient=0.1 * t1,
         renormalise=1.0,
         flow=s.flow or "native",
+        measure=s.measure or "g",
         solver=s.solver or "tsit5",
         rtol=rtol,
         atol=atol,

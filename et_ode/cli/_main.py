@@ -196,6 +196,10 @@ def _study(options) -> int:
             "--parameter and --p-span are options of `et-ode study "
             f"continuation`, not of {options.name}."
         )
+    if options.name != "lyapunov-spectrum" and options.measure:
+        raise ValueError(
+            f"--measure is an option of `et-ode study lyapunov-spectrum`, not of {options.name}."
+        )
 
     def job(model, images, indices, masks, out, meta):
         return study_job(
@@ -217,6 +221,7 @@ def _study(options) -> int:
             figure_format=options.format,
             parameter=options.parameter,
             p_span=options.p_span,
+            measure=options.measure,
         )
 
     result = _run_job(options, options.name, options.name, job)
@@ -486,6 +491,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LOW,HIGH",
         help="continuation: the range of p, around its trained value "
         "(default 0.5 to 2 times it; for beta 0.3 to 3 times)",
+    )
+    study.add_argument(
+        "--measure",
+        choices=("g", "metric", "x"),
+        default=None,
+        help="lyapunov-spectrum: where the tangent vectors are measured (default g: "
+        "the energy's coordinates, token scales and means dropped, as the stability "
+        "study's exponent; x: the state's own, where the native flow's scales grow)",
     )
     _output_options(study, "NAME")
     study.set_defaults(handler=_study)

@@ -67,6 +67,7 @@ class StudySettings:
     seed: int = 0
     parameter: str | None = None  # continuation: what p is
     p_span: tuple[float, float] | None = None  # continuation: its range
+    measure: str | None = None  # lyapunov-spectrum: where tangent vectors are measured
 
     def tight(self, dtype) -> tuple[float, float]:
         """`(rtol, atol)`: the given ones (both, or refused in one line), else tight for
