@@ -103,10 +103,46 @@ import jax.numpy as jnp  # noqa: E402
 import jaxtyping  # noqa: E402
 import pytest  # noqa: E402
 
+
+# ------------------------------------------------------------------- import order
+# jaxtyping's import hook (pyproject.toml: --jaxtyping-packages) gives every module imported
+# while an et_ode module executes its own bytecode tag, third-party ones included: in a
+# fresh .venv the two workers would compile diffrax, equinox, scipy, matplotlib, optax and
+# more from source under that tag, and the subprocesses (which run without the hook) again
+# under the plain one. Imported here first, outside the hook, they are compiled once for
+# every process. (The hook does not change them: it instruments et_ode only.)
+def import_et_odes_dependencies_first() -> None:
+    """Import every module that a module of et_ode imports at its top level (read from
+    the sources; submodules named in `from X import Y` included), except et_ode's own."""
+    import ast
+    import importlib
+
+    modules: dict[str, set[str]] = {}  # module -> the names taken from it
+    for folder in ("et_ode", "solvers", "analysis"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, ast.Import):
+                    for alias in node.names:
+                        modules.setdefault(alias.name, set())
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    modules.setdefault(node.module, set()).update(a.name for a in node.names)
+    for name, taken in sorted(modules.items()):
+        if name.split(".")[0] == "et_ode":
+            continue
+        module = importlib.import_module(name)
+        for attribute in sorted(taken):
+            try:  # a submodule, or an attribute that its package loads lazily (pydantic)
+                getattr(module, attribute)
+            except AttributeError:
+                importlib.import_module(f"{name}.{attribute}")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+import_et_odes_dependencies_first()
+
 import et_ode  # noqa: E402
 
 N_TOKENS, DIM = 6, 16
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_model(hopfield="relu", self_attention=False, init_std=0.3, dtype=jnp.float64, seed=0):
