@@ -16,7 +16,6 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import lineax as lx
 import numpy as np
 import scipy.sparse.linalg as spla
 
@@ -30,6 +29,9 @@ DENSE_MAX = 1024
 # step; a Newton step that GMRES cannot solve within the cap fails, and the step halves.
 GMRES_RESTART = 150
 GMRES_MAX_STEPS = 3000
+# Krylov vectors ARPACK keeps (scipy's default is 20): with 40, the shipped core's six
+# leading eigenvalues near a fold took 1,221 products instead of 2,496.
+ARNOLDI_VECTORS = 40
 
 
 class FlatField(eqx.Module):
@@ -47,27 +49,38 @@ class FlatField(eqx.Module):
         return y[:-1].reshape(self.shape)
 
 
-def _gmres(size: int, dtype, tol):
-    return lx.GMRES(
-        rtol=1e-10 if dtype == jnp.float64 else 1e-5,
-        atol=tol * 1e-3,
-        restart=min(GMRES_RESTART, size),
-        max_steps=min(GMRES_MAX_STEPS, 10 * size),
-    )
+def rounding_rtol(dtype) -> float:
+    """The relative residual of a linear solve "to rounding" in `dtype`."""
+    return 1e-10 if dtype == jnp.float64 else 1e-5
 
 
-def bordered_solve(F, y, border, args, rhs, dense: bool, tol):
-    """Solve `[dF/dy; border^T] dy = rhs` (`n + 1` equations) at `y`."""
+def bordered_solve(F, y, border, args, rhs, dense: bool, guess=None):
+    """Solve `[dF/dy; border^T] dy = rhs` (`n + 1` equations) at `y`.
+
+    Matrix-free: restarted GMRES on JVPs of one linearisation, from `guess` (else zero),
+    to a residual `rounding_rtol |rhs|`. GMRES is `jax.scipy`'s, which tests its residual
+    after every product (lineax's tests it once per restart, every 150 products here,
+    entry by entry: on the shipped core a branch's correctors took half the time with
+    `jax.scipy`'s, docs/benchmarks.md). Newton's steps are solved to rounding too: an
+    inexact Newton step (GMRES stopped at 1e-3 of the right-hand side) lost the
+    discretised Bratu branch, whose bordered system weighs the arclength row far below
+    the field's rows."""
     f = lambda z: F(z, args)  # noqa: E731
     if dense:
         matrix = jnp.concatenate([jax.jacfwd(f)(y), border[None]], axis=0)
         return jnp.linalg.solve(matrix, rhs)
     _, linear = jax.linearize(f, y)
-    operator = lx.FunctionLinearOperator(
+    restart = min(GMRES_RESTART, y.size)
+    solution, _ = jax.scipy.sparse.linalg.gmres(
         lambda d: jnp.concatenate([linear(d), (border @ d)[None]]),
-        jax.ShapeDtypeStruct(y.shape, y.dtype),
+        rhs,
+        x0=guess,
+        tol=rounding_rtol(y.dtype),
+        restart=restart,
+        maxiter=max(1, min(GMRES_MAX_STEPS, 10 * y.size) // restart),
+        solve_method="incremental",
     )
-    return lx.linear_solve(operator, rhs, _gmres(y.size, y.dtype, tol), throw=False).value
+    return solution
 
 
 @eqx.filter_jit
@@ -85,7 +98,7 @@ def correct(F, y_pred, direction, args, tol, max_newton: int, dense: bool):
     def body(state):
         y, it, res, _ = state
         rhs = -jnp.concatenate([F(y, args), (direction @ (y - y_pred))[None]])
-        y = y + bordered_solve(F, y, direction, args, rhs, dense, tol)
+        y = y + bordered_solve(F, y, direction, args, rhs, dense)
         return y, it + 1, solvers.rms(F(y, args)), res
 
     start = solvers.rms(F(y_pred, args))
@@ -94,11 +107,12 @@ def correct(F, y_pred, direction, args, tol, max_newton: int, dense: bool):
 
 
 @eqx.filter_jit
-def tangent(F, y, border, weights, args, tol, dense: bool):
+def tangent(F, y, border, weights, args, dense: bool, guess=None):
     """The tangent `t` of the branch at `y` (`dF/dy t = 0`), of unit length in the norm
-    `sqrt(sum(weights t^2))`, oriented so that `border . t > 0`."""
+    `sqrt(sum(weights t^2))`, oriented so that `border . t > 0`; `guess` (the previous
+    point's tangent) starts GMRES."""
     rhs = jnp.zeros_like(y).at[-1].set(1.0)
-    t = bordered_solve(F, y, border, args, rhs, dense, tol)
+    t = bordered_solve(F, y, border, args, rhs, dense, guess=guess)
     return t / jnp.sqrt(jnp.sum(weights * t * t))
 
 
@@ -140,7 +154,7 @@ def deflated_newton(F, y0, roots, active, args, tol, max_newton: int, power, shi
         y, it, _ = state
         fixed_p = jnp.zeros_like(y).at[-1].set(1.0)
         rhs = -jnp.concatenate([F(y, args), jnp.zeros((1,), y.dtype)])
-        dy = bordered_solve(F, y, fixed_p, args, rhs, dense, tol)
+        dy = bordered_solve(F, y, fixed_p, args, rhs, dense)
         y = y + step_scale(y[:n], dy[:n]) * dy
         return y, it + 1, solvers.rms(F(y, args))
 
@@ -158,21 +172,43 @@ def leading_eigen(F, y, args, k: int, dense: bool):
     their eigenvectors (`[n, k]`), and the numbers of real and of complex eigenvalues with
     a positive real part (all eigenvalues in the dense case; among the `k` otherwise).
     Dense: numpy's `eig` of the formed Jacobian. Matrix-free: ARPACK
-    (`scipy.sparse.linalg.eigs`, implicitly restarted Arnoldi, `which="LR"`, a fixed
-    start vector) on `jvp_x`; its errors propagate (`ArpackError`)."""
+    (`scipy.sparse.linalg.eigs`, implicitly restarted Arnoldi, `which="LR"`, `ARNOLDI_VECTORS`
+    Krylov vectors, a fixed start vector) on `jvp_x`; its errors propagate
+    (`ArpackError`).
+
+    ARPACK accepts a Ritz pair when its residual is below `tol |lambda|`: relative to the
+    eigenvalue, a bound that shrinks to nothing as the eigenvalue nears 0, exactly where
+    a fold or branch point is being located (it took ever more restarts there). Arnoldi
+    therefore runs on `df/dx + c I`, `c` the operator's scale `|J v0| / |v0|` at the
+    start vector: the same Krylov spaces and the same order of real parts, each Ritz
+    pair accepted at a residual below `tol (|lambda| + c)`, a tolerance relative to the
+    operator (backward stable) rather than to each eigenvalue; `c` is subtracted after.
+    """
     n = y.size - 1
     if dense:
         values, vectors = np.linalg.eig(np.asarray(jacobian(F, y, args))[:, :-1])
     else:
+        start = 1.0 + np.random.default_rng(0).random(n)
 
-        def matvec(v):
+        def jvp(v):
             return np.asarray(jvp_x(F, y, args, jnp.asarray(v, y.dtype)))
 
+        shift = float(np.linalg.norm(jvp(start)) / np.linalg.norm(start))
+
+        def matvec(v):
+            return jvp(v) + shift * v
+
         operator = spla.LinearOperator((n, n), matvec=matvec, dtype=np.float64)
-        start = 1.0 + np.random.default_rng(0).random(n)
         values, vectors = spla.eigs(
-            operator, k=min(k, n - 2), which="LR", tol=1e-10, maxiter=100 * n, v0=start
+            operator,
+            k=min(k, n - 2),
+            which="LR",
+            tol=1e-10,
+            maxiter=100 * n,
+            v0=start,
+            ncv=min(n, max(2 * k + 1, ARNOLDI_VECTORS)),
         )
+        values = values - shift
     order = np.argsort(-values.real, kind="stable")
     values, vectors = values[order].astype(complex), vectors[:, order]
     real = real_eigenvalues(values)
@@ -188,24 +224,28 @@ def second_derivative(F, y, args, u, v):
 
 
 @eqx.filter_jit
-def left_null_vector(F, y, args, guess, tol):
+def left_null_vector(F, y, args, guess):
     """The left null vector of `df/dx` at a point `y` next to a branch point: two steps
     of inverse iteration on `(df/dx)^T` from `guess`, each a GMRES solve on
     vector-Jacobian products (matrix-free case)."""
     x, p = y[:-1], y[-1:]
     _, pullback = jax.vjp(lambda u: F(jnp.concatenate([u, p]), args), x)
-    operator = lx.FunctionLinearOperator(
-        lambda w: pullback(w)[0], jax.ShapeDtypeStruct(x.shape, x.dtype)
-    )
-    solver = lx.GMRES(rtol=1e-6, atol=0.0, restart=min(GMRES_RESTART, x.size), max_steps=5 * x.size)
+    restart = min(GMRES_RESTART, x.size)
     psi = guess / jnp.linalg.norm(guess)
     for _ in range(2):
-        psi = lx.linear_solve(operator, psi, solver, throw=False).value
+        psi, _ = jax.scipy.sparse.linalg.gmres(
+            lambda w: pullback(w)[0],
+            psi,
+            tol=1e-6,
+            restart=restart,
+            maxiter=max(1, min(GMRES_MAX_STEPS, 10 * x.size) // restart),
+            solve_method="incremental",
+        )
         psi = psi / jnp.linalg.norm(psi)
     return psi
 
 
-def switch_tangent(F, y, t, phi, args, dense: bool, tol):
+def switch_tangent(F, y, t, phi, args, dense: bool):
     """The tangent of the other branch through a simple branch point at `y`, where the
     branch has tangent `t` and `df/dx` the null vector `phi`.
 
@@ -227,7 +267,7 @@ def switch_tangent(F, y, t, phi, args, dense: bool, tol):
         u, _, _ = np.linalg.svd(np.asarray(jacobian(F, y, args))[:, :-1])
         psi = u[:, -1]
     else:
-        psi = np.asarray(left_null_vector(F, y, args, jnp.asarray(phi, y.dtype), tol))
+        psi = np.asarray(left_null_vector(F, y, args, jnp.asarray(phi, y.dtype)))
     a_tw = float(
         psi
         @ np.asarray(

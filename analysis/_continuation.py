@@ -149,7 +149,13 @@ class _Branch:
 
     def tangent(self, y, previous):
         return tangent(
-            self.F, y, self.weights * previous, self.weights, self.args, self.tol, self.dense
+            self.F,
+            y,
+            self.weights * previous,
+            self.weights,
+            self.args,
+            self.dense,
+            guess=previous,
         )
 
     def along(self, a, step, spectrum=True):
@@ -259,7 +265,6 @@ def _branch_point(branch, point, bracket, index):
             point["vectors"][:, e],
             branch.args,
             branch.dense,
-            branch.tol,
         )
     return record
 

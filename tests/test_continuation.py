@@ -198,6 +198,35 @@ def test_transcritical_switch_follows_the_oblique_branch():
         np.testing.assert_array_equal(other["stable"][1:], p > 0)  # eigenvalue -p
 
 
+def transcritical_among_stable(x, p, args):
+    """The transcritical form in `x[0]` beside three stable directions (rates -1, -2, -3)."""
+    return jnp.concatenate([p * x[:1] - x[:1] ** 2, -jnp.arange(1.0, 4.0) * x[1:]])
+
+
+def test_matrix_free_branch_point_and_switch():
+    """The matrix-free path (ARPACK's eigenvalues, GMRES for Newton, tangents and the left
+    null vector) locates the transcritical point and the other branch's tangent, as the
+    dense path does in one dimension: `(x0, p) = (1, 1) / sqrt(2)`, zero elsewhere."""
+    trivial = analysis.continuation(
+        transcritical_among_stable,
+        jnp.zeros(4),
+        -1.0,
+        p_span=(-1.0, 1.0),
+        ds=0.05,
+        ds_max=0.2,
+        k=2,
+        matrix_free=True,
+    )
+    assert not trivial["dense"]
+    (point,) = trivial["bifurcations"]
+    assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
+    np.testing.assert_allclose(point["switch_tangent"], [2**-0.5, 0, 0, 0, 2**-0.5], atol=1e-6)
+    # the trivial branch's two leading eigenvalues: p (from x0) and -1 (from x1), in order
+    p = trivial["p"]
+    want = np.stack([np.maximum(p, -1.0), np.minimum(p, -1.0)], axis=1)
+    np.testing.assert_allclose(trivial["eigenvalues"], want, atol=1e-8)
+
+
 def test_an_eigenvalue_that_jumps_across_zero_is_flagged():
     """`x' = sign(p) x - x^3` in two dimensions: on the branch x = 0 both eigenvalues
     jump from -1 to +1 at p = 0 (a kink of the field, as where a ReLU memory switches):
