@@ -40,17 +40,24 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
 
-# mypy on `et_ode` as it installs: solvers/ and analysis/ sit at the root of the
-# repository but install as et_ode.solvers and et_ode.analysis (pyproject.toml's
-# package-dir), which mypy cannot follow, so a tree of links in .venv lays them out as
-# the installed package.
+# mypy on the whole tree: `et_ode` as it installs, the benchmarks, the paper's figure
+# scripts and the tests. solvers/ and analysis/ sit at the root of the repository but
+# install as et_ode.solvers and et_ode.analysis (pyproject.toml's package-dir), which
+# mypy cannot follow, so a tree of links in .venv lays them out as the installed package,
+# beside links to benchmarks/ and paper_figures/. The tests import each other as
+# top-level modules (`from conftest import ...`): a second run checks them as files, on
+# the first run's cache.
 TYPECHECK_TREE := $(VENV)/typecheck
+MYPY := $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml
 .PHONY: typecheck
 typecheck: $(STAMP)
-	rm -rf $(TYPECHECK_TREE)/et_ode && mkdir -p $(TYPECHECK_TREE)/et_ode
+	rm -rf $(TYPECHECK_TREE)/et_ode $(TYPECHECK_TREE)/benchmarks $(TYPECHECK_TREE)/paper_figures
+	mkdir -p $(TYPECHECK_TREE)/et_ode
 	ln -s $(CURDIR)/et_ode/* $(TYPECHECK_TREE)/et_ode/
 	ln -s $(CURDIR)/solvers $(CURDIR)/analysis $(TYPECHECK_TREE)/et_ode/
-	cd $(TYPECHECK_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p et_ode
+	ln -s $(CURDIR)/benchmarks $(CURDIR)/paper_figures $(TYPECHECK_TREE)/
+	cd $(TYPECHECK_TREE) && $(MYPY) -p et_ode -p benchmarks -p paper_figures
+	cd $(TYPECHECK_TREE) && MYPYPATH=$(CURDIR)/tests $(MYPY) $(CURDIR)/tests/*.py
 
 # The fuzz suite with a large budget (tests/test_fuzz.py; make test runs 40 examples per
 # property): Hypothesis's statistics, then a table of the inputs tried, accepted and

@@ -14,8 +14,8 @@ import platform
 import statistics
 import subprocess
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, TypeVar
 
 import equinox as eqx
 import jax
@@ -26,6 +26,8 @@ import et_ode
 from et_ode import solvers
 from et_ode.records import versions
 from et_ode.tasks import scene_crops
+
+Key = TypeVar("Key", bound=Hashable)  # the names of the functions `time_interleaved` times
 
 # ----------------------------------------------------------------------------- problem
 
@@ -204,6 +206,7 @@ def cpu_model() -> str:
 
 def machine() -> dict:
     device = jax.devices()[0]
+    cores: int | None
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:
@@ -219,7 +222,7 @@ def machine() -> dict:
         "devices": jax.device_count(),
         "local_devices": jax.local_device_count(),
         "processes": jax.process_count(),
-        "x64": bool(jax.config.jax_enable_x64),
+        "x64": bool(jax.config.read("jax_enable_x64")),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "git_commit": _git_commit(),
     }
@@ -267,15 +270,18 @@ MIN_ROUNDS = 3
 
 
 def time_interleaved(
-    fns: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1, budget: float | None = None
-):
+    fns: Mapping[Key, Callable[..., Any]],
+    repeats: int,
+    warmup: int = 1,
+    budget: float | None = None,
+) -> dict[Key, list[float]]:
     """Call every function `warmup` times, then `repeats` rounds of one call each, in
     alternation. With `budget` (seconds), stop after the first round past it, but not
     before `MIN_ROUNDS` rounds. Returns `{name: [seconds per round]}`."""
     for _ in range(warmup):
         for fn in fns.values():
             block(fn())
-    times = {name: [] for name in fns}
+    times: dict[Key, list[float]] = {name: [] for name in fns}
     start = time.perf_counter()
     for done in range(1, repeats + 1):
         for name, fn in fns.items():

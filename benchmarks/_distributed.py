@@ -63,7 +63,7 @@ def gloo_available() -> tuple[bool, str]:
         from jax._src.lib import _jax
     except ImportError:  # older jaxlib layouts
         try:
-            from jax._src.lib import xla_extension as _jax
+            from jax._src.lib import xla_extension as _jax  # type: ignore[attr-defined]
         except ImportError as error:
             return False, f"jaxlib internals not found: {error}"
     if not hasattr(_jax, "make_gloo_tcp_collectives"):

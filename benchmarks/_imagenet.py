@@ -37,6 +37,7 @@ patches, 17 tokens, D 16).
 """
 
 import time
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -63,8 +64,12 @@ from ._memory import FAST_COMPILE
 FAMILY = "imagenet"
 GOAL = 0.7
 BATCH = 8  # images per batched measurement (quick: 4)
-SIZES = dict(image_size=224, patch=16, dim=768, n_heads=12, head_dim=64, n_memories=3072)
-TINY_SIZES = dict(image_size=8, patch=2, dim=16, n_heads=2, head_dim=8, n_memories=32)
+SIZES: dict[str, Any] = dict(
+    image_size=224, patch=16, dim=768, n_heads=12, head_dim=64, n_memories=3072
+)
+TINY_SIZES: dict[str, Any] = dict(
+    image_size=8, patch=2, dim=16, n_heads=2, head_dim=8, n_memories=32
+)
 FIXED_POINT = {  # name -> solve options (projected flow, fixed-point stop)
     "euler dt 0.1": dict(solver="euler", dt0=0.1, t1=300.0, max_steps=3000),
     "anderson (50 euler warm steps, memory 10)": dict(
@@ -82,15 +87,13 @@ def imagenet_problem(batch: int, tiny: bool = False, seed: int = 0):
     """`(model, patches [B, N, P], masks, x0 [B, T, D])`: a random model of the released
     shapes (or tiny ones), `batch` noise images, the authors' masking."""
     config = authors_config(**(TINY_SIZES if tiny else SIZES))
+    normalisation = ChannelNormalisation.imagenet()
     model = MaskedImageET(
-        config.model,
-        config.dynamics,
-        key=jax.random.key(seed),
-        normalisation=ChannelNormalisation.imagenet(),
+        config.model, config.dynamics, key=jax.random.key(seed), normalisation=normalisation
     )
     size = config.model.image_size
-    images = np.random.default_rng(seed).uniform(size=(batch, size, size, 3))
-    images = jnp.asarray(model.normalisation.apply(images.astype(np.float32)))
+    noise = np.random.default_rng(seed).uniform(size=(batch, size, size, 3))
+    images = jnp.asarray(normalisation.apply(noise.astype(np.float32)))
     patches = jax.vmap(model.patches)(images)
     masks = eval_masks(config, batch)
     x0 = eqx.filter_jit(lambda m, p, k: m.encode_batch(p, k)[0])(model, patches, masks)
@@ -361,7 +364,7 @@ def run(problem, opts) -> list[dict]:
 
     # the fixed-point solves, one sample, each compiled ahead of time and timed once; in
     # float64 too when x64 is on
-    dtypes = [jnp.float32] + ([jnp.float64] if jax.config.jax_enable_x64 else [])
+    dtypes = [jnp.float32] + ([jnp.float64] if jax.config.read("jax_enable_x64") else [])
     for dtype in dtypes:
         core_d, x_d = cast((core, x0[0]), dtype)
         euler_nfe = None

@@ -42,7 +42,7 @@ GRID = (64, 8)  # basin grid points per side (full, quick)
 
 def _precision():
     """`(dtype, fixed-point RMS G, Newton tol, rtol, atol)` for this process."""
-    if jax.config.jax_enable_x64:
+    if jax.config.read("jax_enable_x64"):
         return jnp.float64, 1e-6, 1e-9, 1e-7, 1e-9
     return jnp.float32, 1e-4, 1e-4, 1e-5, 1e-7
 

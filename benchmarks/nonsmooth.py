@@ -50,7 +50,15 @@ PARTS = next(
     ["euler", "order", "adaptive", "anderson", "newton"],
 )
 G_TOL = 1e-5
-ANDERSON = ((10, 0.1, 0), (10, 0.2, 0), (20, 0.2, 0), (10, 0.1, 50), (10, 0.2, 50), (20, 0.3, 50))
+# (memory, dt, warm steps) of each Anderson setting tried
+ANDERSON: tuple[tuple[int, float, int], ...] = (
+    (10, 0.1, 0),
+    (10, 0.2, 0),
+    (20, 0.2, 0),
+    (10, 0.1, 50),
+    (10, 0.2, 50),
+    (20, 0.3, 50),
+)
 if "--few" in sys.argv:
     ANDERSON = ((10, 0.1, 20), (10, 0.1, 50), (10, 0.2, 50))
 

@@ -7,7 +7,7 @@ python paper_figures/fig2_positions.py [--checkpoint paper] [--out figures]
 try:
     from . import _common
 except ImportError:  # run as a script
-    import _common
+    import _common  # type: ignore[no-redef, import-not-found]
 
 from et_ode.analysis import position_similarity_figure
 

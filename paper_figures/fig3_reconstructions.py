@@ -7,7 +7,7 @@ python paper_figures/fig3_reconstructions.py [--checkpoint paper] [--out figures
 try:
     from . import _common
 except ImportError:  # run as a script
-    import _common
+    import _common  # type: ignore[no-redef, import-not-found]
 
 from et_ode.analysis import reconstruction_figure
 

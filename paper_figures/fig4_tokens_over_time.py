@@ -14,7 +14,7 @@ trained to reach: its training horizon `dynamics.t1`, or for a fixed-point model
 try:
     from . import _common
 except ImportError:  # run as a script
-    import _common
+    import _common  # type: ignore[no-redef, import-not-found]
 
 from et_ode.analysis import (
     frame_times,

@@ -7,7 +7,7 @@ python paper_figures/fig5_memories.py [--checkpoint paper] [--out figures] [--co
 try:
     from . import _common
 except ImportError:  # run as a script
-    import _common
+    import _common  # type: ignore[no-redef, import-not-found]
 
 from et_ode.analysis import memories_figure
 

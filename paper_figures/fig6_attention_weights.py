@@ -7,7 +7,7 @@ python paper_figures/fig6_attention_weights.py [--checkpoint paper] [--out figur
 try:
     from . import _common
 except ImportError:  # run as a script
-    import _common
+    import _common  # type: ignore[no-redef, import-not-found]
 
 from et_ode.analysis import attention_weights_figure
 

@@ -20,7 +20,7 @@ with `--format`) and
 try:
     from . import _common
 except ImportError:  # run as a script
-    import _common
+    import _common  # type: ignore[no-redef, import-not-found]
 
 from et_ode.cli import energy_video_job
 

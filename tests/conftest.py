@@ -279,7 +279,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_xdist_make_scheduler(config, log):
     if config.getoption("dist") != "loadfile":
         return None
-    from xdist.scheduler import LoadFileScheduling
+    from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
 
     class JoinedLoadFile(LoadFileScheduling):
         def _split_scope(self, nodeid):

@@ -64,7 +64,7 @@ class TalliedModel(eqx.Module):
 
 
 ADAPTIVE = dict(rtol=1e-5, atol=1e-7)
-CASES = [
+CASES: list[tuple[str | diffrax.AbstractSolver, dict[str, float]]] = [
     (name, ADAPTIVE if solvers.get_preset(name).adaptive else dict(dt0=0.1))
     for name in solvers.SOLVER_NAMES
 ]

@@ -323,7 +323,7 @@ def test_check_options_accepts_objects():
 
 
 # ------------------------------------------------------ 2. traced horizons and tolerances
-TRACES = []
+TRACES: list[int] = []
 # `_run` traces all six numbers of SWEEP: (t1, rtol, fixed-point atol) vary in the first
 # tests, (t0, atol, fixed-point rtol) in the later ones, so that one jitted program and one
 # vmapped program (every number batched) serve all of them.

@@ -138,8 +138,20 @@ def train_step(
     augment_images=False,
 ):
     """One optimiser step on a batch drawn (with replacement) from `images [M, H, W, C]`
-    (normalised). The batch and its masks depend only on `(base_key, step)`, so a resumed
-    run sees exactly the data an uninterrupted one would."""
+    (normalised): the step `et_ode.train` repeats, public for a training loop of your own
+    (your schedule, logging or stopping rule) and for the FLOP benchmark.
+
+    - `model`: a `MaskedImageET`; `opt_state`: `optimizer.init` of its arrays;
+      `optimizer`: an optax transformation (`make_optimizer` builds the configured one).
+    - `step`: the step number (an int); `base_key`: a JAX key. The batch, its masks and
+      its augmentation depend only on `(base_key, step)`, so a resumed run sees exactly
+      the data an uninterrupted one would.
+    - `batch_size` (`TrainingConfig`), `mask_ratio` and `mask_fraction` (`DataConfig`:
+      the paper's masking, `random_masking`); `augment_images` (`DataConfig.augment`):
+      random flips, quarter turns and channel permutations.
+
+    Returns `(model, opt_state, loss)`: the model after the step, and the loss before
+    it (the MSE over the occluded patches, normalised pixel units)."""
     key_batch, key_mask, key_augment = jax.random.split(jax.random.fold_in(base_key, step), 3)
     index = jax.random.randint(key_batch, (batch_size,), 0, images.shape[0])
     batch = images[index]
