@@ -484,6 +484,31 @@ def test_imagenet_benchmark_row_tiny():
     assert fixed["method"] == "euler dt 0.1" and fixed["nfe"] == fixed["steps"] > 0
     anderson = next(r for name, r in rows.items() if "anderson" in name)
     assert anderson["nfe"] > 50 and anderson["dtype"] == "float32"  # 50 warm steps
+    default = next(r for r in record["rows"] if r.get("method", "").startswith("auto"))
+    assert default["nfe"] > 0 and default["dtype"] == "float32"
+    json.dumps(record["rows"])
+
+    # the goals, on rows whose evaluations are known: the best (fewest evaluations among
+    # those that reached) at <= 0.5x Euler's, the default within 1.2x of the best
+    from benchmarks._imagenet import _fixed_point_goals
+
+    def rows_of(euler, anderson, auto, auto_reached=True):
+        return [
+            dict(method="euler dt 0.1", nfe=euler, reached=True, note=""),
+            dict(method="anderson", nfe=anderson, reached=True, note=""),
+            dict(method="auto", nfe=auto, reached=auto_reached, note=""),
+        ]
+
+    found = rows_of(841, 145, 150)
+    _fixed_point_goals(found)
+    assert found[1]["met"] and "best" in found[1]["goal"] and found[2]["met"]
+    assert "met" not in found[0]
+    found = rows_of(841, 500, 700)  # best at 0.59x Euler; default 1.4x the best
+    _fixed_point_goals(found)
+    assert found[1]["met"] is False and found[2]["met"] is False
+    found = rows_of(841, 145, 100, auto_reached=False)  # an unreached default fails
+    _fixed_point_goals(found)
+    assert found[1]["met"] and found[2]["met"] is False
     memory = [r for r in record["rows"] if r["name"].startswith("memory")]
     assert {r["adjoint"] for r in memory} == {
         "checkpoint (diffrax default)",
@@ -491,7 +516,6 @@ def test_imagenet_benchmark_row_tiny():
         "backsolve (native)",
     }
     assert all(r["bytes"]["total"] > 0 for r in memory)
-    json.dumps(record["rows"])
 
 
 def test_cli_landscape_studies(tiny, tmp_path):
