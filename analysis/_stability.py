@@ -814,7 +814,8 @@ def plot_stability(result: dict, path: Path | str | None = None) -> Figure:
         ax.set_ylim(low - pad, high + pad)  # the data; the range may extend past it
         ax.set_xlim(0.0, float(lyap["t1"]))
         ax.set_xlabel("time t (tau)")
-        ax.set_ylabel("growth rate of |dg| (1/tau)")
+        measured = {"g": "|dg|", "metric": "|C^1/2 dx|"}.get(lyap.get("coordinates"), "|dg|")
+        ax.set_ylabel(f"growth rate of {measured} (1/tau)")
         ax.set_title(
             f"Lyapunov, {lyap['flow']} flow, {lyap['solver']} rtol {lyap['rtol']}", fontsize=9
         )
