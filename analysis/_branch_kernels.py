@@ -54,6 +54,15 @@ def rounding_rtol(dtype) -> float:
     return 1e-10 if dtype == jnp.float64 else 1e-5
 
 
+def _gmres_limits(size: int) -> dict:
+    """`jax.scipy.sparse.linalg.gmres`'s restart length, cap (in restart cycles: at most
+    `GMRES_MAX_STEPS` products) and convergence test after every product, for a system of
+    `size` unknowns."""
+    restart = min(GMRES_RESTART, size)
+    cycles = max(1, min(GMRES_MAX_STEPS, 10 * size) // restart)
+    return dict(restart=restart, maxiter=cycles, solve_method="incremental")
+
+
 def bordered_solve(F, y, border, args, rhs, dense: bool, guess=None):
     """Solve `[dF/dy; border^T] dy = rhs` (`n + 1` equations) at `y`.
 
@@ -70,15 +79,12 @@ def bordered_solve(F, y, border, args, rhs, dense: bool, guess=None):
         matrix = jnp.concatenate([jax.jacfwd(f)(y), border[None]], axis=0)
         return jnp.linalg.solve(matrix, rhs)
     _, linear = jax.linearize(f, y)
-    restart = min(GMRES_RESTART, y.size)
     solution, _ = jax.scipy.sparse.linalg.gmres(
         lambda d: jnp.concatenate([linear(d), (border @ d)[None]]),
         rhs,
         x0=guess,
         tol=rounding_rtol(y.dtype),
-        restart=restart,
-        maxiter=max(1, min(GMRES_MAX_STEPS, 10 * y.size) // restart),
-        solve_method="incremental",
+        **_gmres_limits(y.size),
     )
     return solution
 
@@ -230,16 +236,10 @@ def left_null_vector(F, y, args, guess):
     vector-Jacobian products (matrix-free case)."""
     x, p = y[:-1], y[-1:]
     _, pullback = jax.vjp(lambda u: F(jnp.concatenate([u, p]), args), x)
-    restart = min(GMRES_RESTART, x.size)
     psi = guess / jnp.linalg.norm(guess)
     for _ in range(2):
         psi, _ = jax.scipy.sparse.linalg.gmres(
-            lambda w: pullback(w)[0],
-            psi,
-            tol=1e-6,
-            restart=restart,
-            maxiter=max(1, min(GMRES_MAX_STEPS, 10 * x.size) // restart),
-            solve_method="incremental",
+            lambda w: pullback(w)[0], psi, tol=1e-6, **_gmres_limits(x.size)
         )
         psi = psi / jnp.linalg.norm(psi)
     return psi
