@@ -17,9 +17,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.sparse.linalg as spla
 
 from et_ode import solvers
+
+from . import _krylov_schur as krylov_schur
 
 # Unknowns (`n + 1`) up to which the Jacobian is formed; above, JVPs and GMRES only.
 DENSE_MAX = 1024
@@ -29,9 +30,9 @@ DENSE_MAX = 1024
 # step; a Newton step that GMRES cannot solve within the cap fails, and the step halves.
 GMRES_RESTART = 150
 GMRES_MAX_STEPS = 3000
-# Krylov vectors ARPACK keeps (scipy's default is 20): with 40, the shipped core's six
-# leading eigenvalues near a fold took 1,221 products instead of 2,496.
-ARNOLDI_VECTORS = 40
+# Krylov vectors the eigen-solver keeps (half of them kept at each restart); ARPACK with
+# 40 took half the products of scipy's default 20 near a fold of the shipped core.
+KRYLOV_VECTORS = 40
 
 
 class FlatField(eqx.Module):
@@ -173,48 +174,38 @@ def real_eigenvalues(values) -> np.ndarray:
     return np.abs(values.imag) <= 1e-7 * scale
 
 
+@eqx.filter_jit
+def arnoldi_steps(F, y, args, basis, projected, first):
+    """`_krylov_schur.arnoldi_steps` on `df/dx` at `y`: one linearisation, then the
+    products of the Arnoldi steps in one compiled loop."""
+    _, linear = jax.linearize(lambda u: F(jnp.concatenate([u, y[-1:]]), args), y[:-1])
+    return krylov_schur.arnoldi_steps(linear, basis, projected, first)
+
+
 def leading_eigen(F, y, args, k: int, dense: bool):
     """The `k` eigenvalues of `df/dx` at `y` with the largest real parts (descending),
     their eigenvectors (`[n, k]`), and the numbers of real and of complex eigenvalues with
     a positive real part (all eigenvalues in the dense case; among the `k` otherwise).
-    Dense: numpy's `eig` of the formed Jacobian. Matrix-free: ARPACK
-    (`scipy.sparse.linalg.eigs`, implicitly restarted Arnoldi, `which="LR"`, `ARNOLDI_VECTORS`
-    Krylov vectors, a fixed start vector) on `jvp_x`; its errors propagate
-    (`ArpackError`).
 
-    ARPACK accepts a Ritz pair when its residual is below `tol |lambda|`: relative to the
-    eigenvalue, a bound that shrinks to nothing as the eigenvalue nears 0, exactly where
-    a fold or branch point is being located (it took ever more restarts there). Arnoldi
-    therefore runs on `df/dx + c I`, `c` the operator's scale `|J v0| / |v0|` at the
-    start vector: the same Krylov spaces and the same order of real parts, each Ritz
-    pair accepted at a residual below `tol (|lambda| + c)`, a tolerance relative to the
-    operator (backward stable) rather than to each eigenvalue; `c` is subtracted after.
-    """
+    Dense: numpy's `eig` of the formed Jacobian. Matrix-free: Krylov-Schur
+    (`_krylov_schur.leading_eigenpairs`, `KRYLOV_VECTORS` Krylov vectors, a fixed start
+    vector) on JVPs of one linearisation, each Ritz pair accepted at a residual below
+    `1e-10` (float64) times the operator's norm on its Krylov space: a tolerance relative
+    to the operator, not to the eigenvalue (which nears 0 at a fold or branch point,
+    where a relative test takes ever more restarts); `EigenNotConvergedError` where it
+    fails."""
     n = y.size - 1
     if dense:
         values, vectors = np.linalg.eig(np.asarray(jacobian(F, y, args))[:, :-1])
     else:
-        start = 1.0 + np.random.default_rng(0).random(n)
-
-        def jvp(v):
-            return np.asarray(jvp_x(F, y, args, jnp.asarray(v, y.dtype)))
-
-        shift = float(np.linalg.norm(jvp(start)) / np.linalg.norm(start))
-
-        def matvec(v):
-            return jvp(v) + shift * v
-
-        operator = spla.LinearOperator((n, n), matvec=matvec, dtype=np.float64)
-        values, vectors = spla.eigs(
-            operator,
-            k=min(k, n - 2),
-            which="LR",
-            tol=1e-10,
-            maxiter=100 * n,
-            v0=start,
-            ncv=min(n, max(2 * k + 1, ARNOLDI_VECTORS)),
+        start = jnp.asarray(1.0 + np.random.default_rng(0).random(n), y.dtype)
+        values, vectors, _ = krylov_schur.leading_eigenpairs(
+            lambda basis, projected, first: arnoldi_steps(F, y, args, basis, projected, first),
+            start,
+            min(k, n - 2),
+            krylov=min(n - 1, max(2 * k + 1, KRYLOV_VECTORS)),
+            tol=1e-10 if y.dtype == jnp.float64 else 1e-5,
         )
-        values = values - shift
     order = np.argsort(-values.real, kind="stable")
     values, vectors = values[order].astype(complex), vectors[:, order]
     real = real_eigenvalues(values)

@@ -18,7 +18,7 @@ be followed through a fold, where `p` turns back (Keller, 1977; Allgower and Geo
    corrector that needed few iterations lengthens the next step (up to `ds_max`).
 
 At every accepted point the `k` eigenvalues of `df/dx` with the largest real parts are
-kept (dense `eig`, or ARPACK's Arnoldi on JVPs). Between two points:
+kept (dense `eig`, or Krylov-Schur Arnoldi on JVPs, `_krylov_schur`). Between two points:
 
 - a **fold** where the tangent's `p` component changes sign (`p` turns; an eigenvalue
   passes through 0); located by bisection on that component;
@@ -45,12 +45,12 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.sparse.linalg as spla
 from jax.typing import DTypeLike
 from jaxtyping import Array, ArrayLike, Real
 
 from et_ode import solvers
 
+from . import _krylov_schur as krylov_schur
 from ._branch_kernels import (
     DENSE_MAX,
     FlatField,
@@ -182,13 +182,13 @@ class _Branch:
         return self.finish(point) if spectrum else point
 
     def finish(self, point):
-        """`point` with its eigenvalues, or None where ARPACK fails there (e.g. `df/dx`
+        """`point` with its eigenvalues, or None where the eigen-solver fails there (e.g. `df/dx`
         exactly zero)."""
         try:
             values, vectors, unstable = leading_eigen(
                 self.F, point["y"], self.args, self.k, self.dense
             )
-        except spla.ArpackError:
+        except krylov_schur.EigenNotConvergedError:
             return None
         return dict(point, eigenvalues=values, vectors=vectors, unstable=unstable)
 
@@ -423,7 +423,7 @@ def continuation(
     n = x0.size
     dense = (n + 1 <= DENSE_MAX) if matrix_free is None else not matrix_free
     if not dense and n < 4:
-        raise ValueError("matrix_free needs a state of at least 4 entries (ARPACK).")
+        raise ValueError("matrix_free needs a state of at least 4 entries (Arnoldi).")
     F = FlatField(field, tuple(x0.shape))
     if not energy_model:
         args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
@@ -464,7 +464,7 @@ def continuation(
     points = [branch.finish(dict(y=y, t=t, iterations=it, residual=res, s=0.0, displacement=0.0))]
     if points[0] is None:
         raise ValueError(
-            "ARPACK failed at the start: df/dx is singular there; start next "
+            "the eigen-solver failed at the start: df/dx is singular there; start next "
             "to the bifurcation, or pass tangent_start."
         )
     bifurcations, stop_reason, step = [], "max_points", float(ds)

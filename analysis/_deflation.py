@@ -90,7 +90,7 @@ def steady_states(
     n = int(np.prod(shape, dtype=int))
     dense = (n + 1 <= DENSE_MAX) if matrix_free is None else not matrix_free
     if not dense and n < 4:
-        raise ValueError("matrix_free needs a state of at least 4 entries (ARPACK).")
+        raise ValueError("matrix_free needs a state of at least 4 entries (Arnoldi).")
     F = FlatField(field, tuple(shape))
     args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
     check_field_shape(field, jnp.asarray(starts[0], dtype), p, args)

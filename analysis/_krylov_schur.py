@@ -1,0 +1,175 @@
+"""The eigenvalues with the largest real parts of a real, nonsymmetric, matrix-free
+operator, by the Krylov-Schur method (G. W. Stewart, "A Krylov-Schur algorithm for large
+eigenproblems", SIAM J. Matrix Anal. Appl. 23, 2001).
+
+The Arnoldi steps (one operator product and two passes of classical Gram-Schmidt each)
+run inside one compiled loop, so on an accelerator no vector leaves the device between
+two products; only the small projected matrix (`[m + 1, m]`) and the basis' restart
+combination are handled on the host, once per restart. That is what ARPACK called from
+Python cannot do: it asks for each product through the host.
+
+A Krylov decomposition of order `m` is `A V_m = V_m B + v_{m+1} b^T`, `V` orthonormal
+(`[n, m + 1]`), `H = [B; b^T]` (`[m + 1, m]`). A restart takes the real Schur form
+`B = Z T Z^T`, ordered so that the `p` wanted Ritz values (largest real parts) come first,
+and keeps `V_m Z_p`, `T_pp` and `b^T Z_p`: a decomposition of order `p` from which the
+Arnoldi steps continue. A Ritz pair `(lambda, V_m y)` (`B y = lambda y`, `|y| = 1`) has the
+residual `|b^T y|`; it is accepted when that is at most `tol` times the projected
+matrix's norm (a tolerance relative to the operator, so it does not shrink with an
+eigenvalue passing through zero, as at a fold).
+"""
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.linalg
+
+
+class EigenNotConvergedError(RuntimeError):
+    """The Krylov-Schur iteration did not converge within its restarts, or the operator
+    is zero."""
+
+
+def arnoldi_steps(linear: Callable, basis, projected, first):
+    """Arnoldi steps `first .. m - 1` of a Krylov decomposition (traceable).
+
+    `linear(v)`: the operator's product (`[n] -> [n]`); `basis`: `[n, m + 1]`, its first
+    `first + 1` columns orthonormal; `projected`: `[m + 1, m]`, its first `first` columns
+    set. Where a step breaks down (the next vector lies in the span of the basis: an
+    invariant subspace was found) a random vector orthogonal to the basis continues it,
+    with a zero subdiagonal entry, so the decomposition stays exact. Returns `(basis,
+    projected)` with all `m` columns set."""
+    size, columns = basis.shape
+    dtype = basis.dtype
+    breakdown = 1e3 * jnp.finfo(dtype).eps
+    key = jax.random.key(0)
+    rows = jnp.arange(columns)
+
+    def step(j, state):
+        basis, projected = state
+        mask = (rows <= j).astype(dtype)
+        w = linear(basis[:, j])
+        scale = jnp.linalg.norm(w)
+        # two passes of classical Gram-Schmidt: orthogonal to rounding
+        h = (basis.T @ w) * mask
+        w = w - basis @ h
+        h2 = (basis.T @ w) * mask
+        w = w - basis @ h2
+        h = h + h2
+        beta = jnp.linalg.norm(w)
+        broke = beta <= breakdown * scale
+        r = jax.random.normal(jax.random.fold_in(key, j), (size,), dtype)
+        for _ in range(2):
+            r = r - basis @ ((basis.T @ r) * mask)
+        fresh = jnp.where(broke, r / jnp.linalg.norm(r), w / jnp.where(broke, 1.0, beta))
+        h = h.at[j + 1].set(jnp.where(broke, 0.0, beta))
+        return basis.at[:, j + 1].set(fresh), projected.at[:, j].set(h)
+
+    return jax.lax.fori_loop(first, columns - 1, step, (basis, projected))
+
+
+def _ordered_schur(matrix, values, keep: int, k: int):
+    """The real Schur form `(T, Z, kept)` of `matrix` (`[m, m]`) with its `kept`
+    eigenvalues (of `values`) with the largest real parts first, `kept` as close to
+    `keep` as the spectrum allows and between `k` and `m - 1` (a complex pair or a tie
+    on the edge is kept whole: the cut lies halfway to the next lower real part; where
+    reordering's rounding moves an eigenvalue across a cut, the next cut is tried)."""
+    real = np.sort(values.real)[::-1]
+    for edge in [*range(keep, real.size), *range(keep - 1, k - 1, -1)]:
+        threshold = 0.5 * (real[edge - 1] + real[edge])
+        if real[edge] == real[edge - 1]:
+            continue
+        try:
+            return scipy.linalg.schur(matrix, output="real", sort=lambda re, im: re > threshold)
+        except np.linalg.LinAlgError:  # "leading eigenvalues do not satisfy sort condition"
+            continue
+    return None
+
+
+def leading_eigenpairs(
+    steps: Callable,
+    start,
+    k: int,
+    *,
+    krylov: int = 40,
+    tol: float = 1e-10,
+    max_restarts: int = 1000,
+):
+    """The `k` eigenvalues with the largest real parts of the operator behind `steps`,
+    and their unit eigenvectors.
+
+    - `steps(basis, projected, first)`: `arnoldi_steps` with the operator bound (usually
+      a compiled function, so one compilation serves every restart and every operator
+      of the same shapes).
+    - `start`: `[n]`, the first Krylov vector (not zero).
+    - `krylov`: the Krylov vectors kept between restarts, `m` (at most `n - 1`); half
+      of them are kept at a restart.
+    - `tol`: a Ritz pair is accepted at a residual of `tol` times the norm of the
+      projected matrix.
+
+    Returns `(values [k] complex, descending real parts; vectors [n, k] complex;
+    products)`; raises `EigenNotConvergedError` with the residuals where `max_restarts`
+    restarts do not converge."""
+    start = jnp.asarray(start)
+    n = start.size
+    m = min(krylov, n - 1)
+    if not 1 <= k < m:
+        raise ValueError(f"k must be between 1 and {m - 1} (Krylov vectors {m}); got {k}.")
+    dtype = start.dtype
+    basis = jnp.zeros((n, m + 1), dtype).at[:, 0].set(start / jnp.linalg.norm(start))
+    projected = jnp.zeros((m + 1, m), dtype)
+    first, products = 0, 0
+    keep = min(max(k + 2, m // 2), m - 1)
+    previous = None  # the wanted Ritz values of the last restart after a breakdown
+    for _ in range(max_restarts):
+        basis, projected = steps(basis, projected, jnp.asarray(first))
+        h = np.asarray(projected, np.float64)
+        # an exactly zero subdiagonal entry: an invariant subspace was found there
+        broke = bool(np.any(h[np.arange(first + 1, m + 1), np.arange(first, m)] == 0.0))
+        products += m - first
+        b_matrix, b_row = h[:m], h[m]
+        scale = np.linalg.norm(h, 2)
+        if not np.isfinite(scale) or scale == 0.0:
+            raise EigenNotConvergedError(
+                f"the operator is {'zero' if scale == 0.0 else 'not finite'} on its "
+                f"Krylov space (after {products} products)."
+            )
+        values, vectors = np.linalg.eig(b_matrix)
+        order = np.argsort(-values.real, kind="stable")
+        values, vectors = values[order], vectors[:, order]
+        residuals = np.abs(b_row @ vectors[:, :k])
+        converged = bool(np.all(residuals <= tol * scale))
+        # A Krylov space from one start vector holds one copy of a repeated eigenvalue:
+        # after a breakdown, accept only when a restart that explores the fresh random
+        # direction reproduces the wanted values (else a double one could hide).
+        settled = not broke or (
+            previous is not None and np.allclose(values[:k], previous, rtol=0, atol=tol * scale)
+        )
+        previous = values[:k] if broke else None
+        if converged and settled:
+            ritz = np.asarray(basis[:, :m], np.float64) @ vectors[:, :k]
+            ritz = ritz / np.linalg.norm(ritz, axis=0)
+            return values[:k], ritz, products
+        ordered = _ordered_schur(b_matrix, values, keep, k)
+        if ordered is None:
+            raise EigenNotConvergedError(
+                f"no restart: the Ritz values' real parts tie across every cut between "
+                f"{k} and {m - 1} kept (after {products} products)."
+            )
+        schur, z, kept = ordered
+        # fixed shapes (the dropped columns zero), so the device's products compile once
+        combination = np.zeros((m + 1, m + 1))
+        combination[:m, :kept] = z[:, :kept]
+        combination[m, kept] = 1.0
+        basis = basis @ jnp.asarray(combination, dtype)
+        new_projected = np.zeros((m + 1, m))
+        new_projected[:kept, :kept] = schur[:kept, :kept]
+        new_projected[kept, :kept] = b_row @ z[:, :kept]
+        projected = jnp.asarray(new_projected, dtype)
+        first = kept
+    raise EigenNotConvergedError(
+        f"Krylov-Schur did not converge in {max_restarts} restarts ({products} "
+        f"products): Ritz residuals {np.array2string(residuals, precision=2)} against "
+        f"{tol * scale:.2g}."
+    )
