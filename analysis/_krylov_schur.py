@@ -9,7 +9,7 @@ combination are handled on the host, once per restart. That is what ARPACK calle
 Python cannot do: it asks for each product through the host.
 
 A Krylov decomposition of order `m` is `A V_m = V_m B + v_{m+1} b^T`, `V` orthonormal
-(`[n, m + 1]`), `H = [B; b^T]` (`[m + 1, m]`). A restart takes the real Schur form
+(`[n, m + 1]`, stored as rows), `H = [B; b^T]` (`[m + 1, m]`). A restart takes the real Schur form
 `B = Z T Z^T`, ordered so that the `p` wanted Ritz values (largest real parts) come first,
 and keeps `V_m Z_p`, `T_pp` and `b^T Z_p`: a decomposition of order `p` from which the
 Arnoldi steps continue. A Ritz pair `(lambda, V_m y)` (`B y = lambda y`, `|y| = 1`) has the
@@ -34,39 +34,43 @@ class EigenNotConvergedError(RuntimeError):
 def arnoldi_steps(linear: Callable, basis, projected, first):
     """Arnoldi steps `first .. m - 1` of a Krylov decomposition (traceable).
 
-    `linear(v)`: the operator's product (`[n] -> [n]`); `basis`: `[n, m + 1]`, its first
-    `first + 1` columns orthonormal; `projected`: `[m + 1, m]`, its first `first` columns
+    `linear(v)`: the operator's product (`[n] -> [n]`); `basis`: `[m + 1, n]`, the
+    Krylov vectors as rows (contiguous: on the CPU twice as fast as columns), its first
+    `first + 1` rows orthonormal; `projected`: `[m + 1, m]`, its first `first` columns
     set. Where a step breaks down (the next vector lies in the span of the basis: an
     invariant subspace was found) a random vector orthogonal to the basis continues it,
     with a zero subdiagonal entry, so the decomposition stays exact. Returns `(basis,
     projected)` with all `m` columns set."""
-    size, columns = basis.shape
+    rows, size = basis.shape
     dtype = basis.dtype
     breakdown = 1e3 * jnp.finfo(dtype).eps
-    key = jax.random.key(0)
-    rows = jnp.arange(columns)
+    index = jnp.arange(rows)
 
     def step(j, state):
         basis, projected = state
-        mask = (rows <= j).astype(dtype)
-        w = linear(basis[:, j])
+        mask = (index <= j).astype(dtype)
+        w = linear(basis[j])
         scale = jnp.linalg.norm(w)
         # two passes of classical Gram-Schmidt: orthogonal to rounding
-        h = (basis.T @ w) * mask
-        w = w - basis @ h
-        h2 = (basis.T @ w) * mask
-        w = w - basis @ h2
+        h = (basis @ w) * mask
+        w = w - h @ basis
+        h2 = (basis @ w) * mask
+        w = w - h2 @ basis
         h = h + h2
         beta = jnp.linalg.norm(w)
         broke = beta <= breakdown * scale
-        r = jax.random.normal(jax.random.fold_in(key, j), (size,), dtype)
-        for _ in range(2):
-            r = r - basis @ ((basis.T @ r) * mask)
-        fresh = jnp.where(broke, r / jnp.linalg.norm(r), w / jnp.where(broke, 1.0, beta))
-        h = h.at[j + 1].set(jnp.where(broke, 0.0, beta))
-        return basis.at[:, j + 1].set(fresh), projected.at[:, j].set(h)
 
-    return jax.lax.fori_loop(first, columns - 1, step, (basis, projected))
+        def random_direction(_):
+            r = jax.random.normal(jax.random.fold_in(jax.random.key(0), j), (size,), dtype)
+            for _ in range(2):
+                r = r - ((basis @ r) * mask) @ basis
+            return r / jnp.linalg.norm(r)
+
+        fresh = jax.lax.cond(broke, random_direction, lambda _: w / beta, None)
+        h = h.at[j + 1].set(jnp.where(broke, 0.0, beta))
+        return basis.at[j + 1].set(fresh), projected.at[:, j].set(h)
+
+    return jax.lax.fori_loop(first, rows - 1, step, (basis, projected))
 
 
 def _ordered_schur(matrix, values, keep: int, k: int):
@@ -117,7 +121,7 @@ def leading_eigenpairs(
     if not 1 <= k < m:
         raise ValueError(f"k must be between 1 and {m - 1} (Krylov vectors {m}); got {k}.")
     dtype = start.dtype
-    basis = jnp.zeros((n, m + 1), dtype).at[:, 0].set(start / jnp.linalg.norm(start))
+    basis = jnp.zeros((m + 1, n), dtype).at[0].set(start / jnp.linalg.norm(start))
     projected = jnp.zeros((m + 1, m), dtype)
     first, products = 0, 0
     keep = min(max(k + 2, m // 2), m - 1)
@@ -148,7 +152,7 @@ def leading_eigenpairs(
         )
         previous = values[:k] if broke else None
         if converged and settled:
-            ritz = np.asarray(basis[:, :m], np.float64) @ vectors[:, :k]
+            ritz = np.asarray(basis[:m], np.float64).T @ vectors[:, :k]
             ritz = ritz / np.linalg.norm(ritz, axis=0)
             return values[:k], ritz, products
         ordered = _ordered_schur(b_matrix, values, keep, k)
@@ -162,7 +166,7 @@ def leading_eigenpairs(
         combination = np.zeros((m + 1, m + 1))
         combination[:m, :kept] = z[:, :kept]
         combination[m, kept] = 1.0
-        basis = basis @ jnp.asarray(combination, dtype)
+        basis = jnp.asarray(combination.T, dtype) @ basis
         new_projected = np.zeros((m + 1, m))
         new_projected[:kept, :kept] = schur[:kept, :kept]
         new_projected[kept, :kept] = b_row @ z[:, :kept]

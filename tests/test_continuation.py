@@ -22,6 +22,7 @@ import scipy.optimize
 import et_ode
 from conftest import DIM
 from et_ode import analysis, solvers
+from et_ode.analysis import _continuation as continuation_module
 
 LAMBDA_STAR = 3.513830719125162  # continuous Bratu fold (Bratu 1914; e.g. Boyd 1986)
 THETA_STAR = 4.798714560451168  # theta at that fold: theta = sqrt(2 lambda) cosh(theta/4)
@@ -41,13 +42,33 @@ def bratu(u, lam, h):
     return (padded[:-2] - 2 * u + padded[2:]) / h**2 + lam * jnp.exp(u)
 
 
-def test_fold_normal_form():
+def test_fold_normal_form(monkeypatch):
+    # count the corrector runs that locate the fold (Illinois' false position on the
+    # tangent's p component): bisection from the step's bracket (0.2 at most) to 1e-10
+    # would take 31 of them; measured 4
+    located = {"runs": 0, "locating": False}
+    along, bisect = continuation_module._Branch.along, continuation_module._bisect
+
+    def counted_along(self, *args, **kwargs):
+        located["runs"] += located["locating"]
+        return along(self, *args, **kwargs)
+
+    def counted_bisect(*args, **kwargs):
+        located["locating"] = True
+        try:
+            return bisect(*args, **kwargs)
+        finally:
+            located["locating"] = False
+
+    monkeypatch.setattr(continuation_module._Branch, "along", counted_along)
+    monkeypatch.setattr(continuation_module, "_bisect", counted_bisect)
     branch = analysis.continuation(
         fold_form, jnp.array([-1.0]), -1.0, p_span=(-2.0, 1.0), ds=0.05, ds_max=0.2
     )
     (fold,) = branch["bifurcations"]
-    assert fold["kind"] == "fold"
+    assert fold["kind"] == "fold" and fold["located"] and fold["s_bracket"] <= 1e-10
     assert abs(fold["p"]) < 1e-6 and abs(fold["x"][0]) < 1e-4
+    assert 1 <= located["runs"] <= 10
     x, p = branch["x"][:, 0], branch["p"]
     assert branch["stop_reason"] == "p_span" and x[-1] > 1.0  # round the fold and back
     np.testing.assert_allclose(p, -(x**2), atol=2e-10)  # every point a steady state
