@@ -1,5 +1,5 @@
 """Steady states followed in a parameter: pseudo-arclength continuation, the leading
-eigenvalues at every point, and the bifurcations between points located by bisection.
+eigenvalues at every point, and the bifurcations between points located to a tolerance.
 
 The system is any field `f(x, p, args) -> dx/dt` of a state `x` (any shape) and a scalar
 parameter `p`; its steady states are the zeros of `f`. The branch is a curve
@@ -21,7 +21,8 @@ At every accepted point the `k` eigenvalues of `df/dx` with the largest real par
 kept (dense `eig`, or Krylov-Schur Arnoldi on JVPs, `_krylov_schur`). Between two points:
 
 - a **fold** where the tangent's `p` component changes sign (`p` turns; an eigenvalue
-  passes through 0); located by bisection on that component;
+  passes through 0); located on that component by the Illinois false position (a
+  smooth function of `s` with a simple zero there), with bisection as its safeguard;
 - a **branch point** where a real eigenvalue passes through 0 and `p` does not turn (the
   number of eigenvalues with a positive real part changes by one); located by bisection
   on the number of real ones. Its record carries the tangent of the other branch, from
@@ -33,9 +34,14 @@ kept (dense `eig`, or Krylov-Schur Arnoldi on JVPs, `_krylov_schur`). Between tw
   metric). A complex pair that splits into two real eigenvalues changes neither total
   and is not reported.
 
-Bisection runs the corrector from the earlier point with a shorter step until the
+Each location runs the corrector from the earlier point with a shorter step until the
 bracket in `s` is below `locate_tol`; near a fold `p` varies quadratically in `s`, so its
 `p` is located far more precisely still.
+
+The branch stops (`stop_reason`, one of `STOP_REASONS`) at its first point outside
+`p_span`, after `max_points` points, where the step falls below `ds_min`, or `closed`:
+back within half a step of its start and going the same way (a loop; the other side of
+a fold passing near the start, going the other way, does not count).
 """
 
 import math
@@ -528,8 +534,15 @@ def continuation(
         if not lo <= p <= hi:
             stop_reason = "p_span"
             break
+        # Closed: back at the start, going the same way. Near in the metric alone is not
+        # enough: past a fold the other side of a hairpin can pass within half a step of
+        # the start, going the other way (the shipped core's beta branch does).
         back = b["y"] - points[0]["y"]
-        if len(points) > 3 and math.sqrt(branch.inner(back, back)) < 0.5 * step:
+        if (
+            len(points) > 3
+            and math.sqrt(branch.inner(back, back)) < 0.5 * step
+            and branch.inner(b["t"], points[0]["t"]) > math.cos(max_turn)
+        ):
             stop_reason = "closed"
             break
     result = _result(

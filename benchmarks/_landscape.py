@@ -81,7 +81,7 @@ def _continuation(core, x0, quick):
         core,
         found.x,
         beta0,
-        p_span=(beta0, 3 * beta0),
+        p_span=(0.1 * beta0, 10 * beta0),  # a decade each way: room for the points
         parameter="beta",
         ds=0.05 * beta0,
         ds_max=0.2 * beta0,

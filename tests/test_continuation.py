@@ -77,6 +77,36 @@ def test_fold_normal_form(monkeypatch):
     assert np.array_equal(branch["stable"][away], x[away] < 0)
 
 
+def circle(x, p, args):
+    """Steady states on the unit circle `x^2 + p^2 = 1`: one closed branch."""
+    return 1.0 - x**2 - p**2
+
+
+def hairpin(x, p, args):
+    """Steady states `p = 1 - (x / 0.01)^2`: a fold at `p = 1` whose two sides lie
+    `0.02 sqrt(1 - p)` apart in `x`, far closer than a step."""
+    return p - 1.0 + (x / 0.01) ** 2
+
+
+def test_a_closed_branch_stops_where_it_began_and_a_hairpin_does_not():
+    loop = analysis.continuation(circle, jnp.array([-1.0]), 0.0, p_span=(-2.0, 2.0), ds=0.05)
+    assert loop["stop_reason"] == "closed"
+    folds = sorted(b["p"] for b in loop["bifurcations"] if b["kind"] == "fold")
+    np.testing.assert_allclose(folds, [-1.0, 1.0], atol=1e-6)
+    np.testing.assert_allclose(loop["x"][:, 0] ** 2 + loop["p"] ** 2, 1.0, atol=1e-9)
+    # round once: the arclength travelled is the circle's 2 pi, to within a step
+    assert abs(loop["s"][-1] - 2 * np.pi) <= 0.3
+    # the hairpin's far side passes the start within half a step, going the other way:
+    # not closed, it goes on to the end of p_span
+    pin = analysis.continuation(
+        hairpin, jnp.array([-0.01]), 0.0, p_span=(-1.0, 2.0), ds=0.05, ds_max=0.2
+    )
+    assert pin["stop_reason"] == "p_span" and pin["p"][-1] < -1.0
+    ((fold,),) = [[b for b in pin["bifurcations"] if b["kind"] == "fold"]]
+    assert abs(fold["p"] - 1.0) < 1e-6
+    assert np.all(pin["x"][pin["p"] < 0.99][-3:, 0] > 0)  # on the far side
+
+
 PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "how-to" / "landscape.md"
 
 
