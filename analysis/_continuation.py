@@ -72,6 +72,8 @@ from ._records import metadata
 from ._system_branch import state_and_residual, system_field
 
 STOP_REASONS = ("p_span", "max_points", "ds_min", "closed")
+# A corrector that ends within this factor of `tol` stalled near a steady state (`_stall`).
+STALL_FACTOR = 100.0
 
 # A field `f(x, p, args) -> dx/dt`: `x` a state of any shape, `p` the (traced) scalar
 # parameter, `args` its conditions; returns an array of the state's shape.
@@ -136,6 +138,7 @@ class _Branch:
         self.tol = jnp.asarray(tol, dtype)
         self.max_newton = int(max_newton)
         self.weights = weights  # [n + 1]: the arclength's metric
+        self.failure = None  # why the last step was refused (`stall` in the result)
 
     def inner(self, a, b) -> float:
         """`a . b` in the arclength's metric."""
@@ -171,10 +174,13 @@ class _Branch:
         far Newton moved it from the prediction (`displacement`, in the metric)."""
         y_pred = a["y"] + step * a["t"]
         y, it, res = self.correct(y_pred, a["t"])
+        failed = dict(p=float(y[-1]), residual_rms=res, newton_iterations=it, step=step)
         if not (res <= float(self.tol)):
+            self.failure = dict(failed, cause="newton")
             return None
         t = self.tangent(y, a["t"])
         if not bool(jnp.all(jnp.isfinite(t))):  # landed on a singular point: step again
+            self.failure = dict(failed, cause="singular")
             return None
         moved = y - y_pred
         point = dict(
@@ -194,7 +200,14 @@ class _Branch:
             values, vectors, unstable = leading_eigen(
                 self.F, point["y"], self.args, self.k, self.dense
             )
-        except krylov_schur.EigenNotConvergedError:
+        except krylov_schur.EigenNotConvergedError as error:
+            self.failure = dict(
+                p=float(point["y"][-1]),
+                residual_rms=point["residual"],
+                newton_iterations=point["iterations"],
+                cause="eigenvalues",
+                message=str(error),
+            )
             return None
         return dict(point, eigenvalues=values, vectors=vectors, unstable=unstable)
 
@@ -428,7 +441,13 @@ def continuation(
     one crossing), `eigenvalue_jump` (branch and Hopf points: it jumped across zero, as
     at a kink of a piecewise-smooth field; see `_trust`), `residual_rms`, and
     `switch_tangent` (branch points) or `frequency` (Hopf points); `stop_reason` (one of
-    `STOP_REASONS`), `dense`, `metadata`. For an energy model `x` holds its own states
+    `STOP_REASONS`); `stall` (with `stop_reason="ds_min"`, the last refused step: `p`
+    where it ended, `residual_rms`, `newton_iterations`, `step`, `cause` (`"newton"`:
+    not converged; `"turn"`: the tangent turned past `max_turn` with a large correction;
+    `"singular"`: no tangent; `"eigenvalues"`: the eigen-solver failed, with its
+    `message`) and `near_tol` (Newton ended within `STALL_FACTOR` of `tol` and could not
+    go lower: a kink of a piecewise-smooth field, or `tol` at the field's rounding
+    floor: loosen `tol`); else None), `dense`, `metadata`. For an energy model `x` holds its own states
     (`[m, N, D]`), `y` the manifold coordinates that were followed, and
     `fixed_point_residual_rms [m]` the model's RMS residual at each point (each
     bifurcation has its `y` and `fixed_point_residual_rms` too); the eigenvalues are the
@@ -511,7 +530,14 @@ def continuation(
         turned = b is not None and branch.inner(a["t"], b["t"]) < math.cos(max_turn)
         if b is not None and (not turned or b["displacement"] <= 0.5 * step):
             b = branch.finish(b)
-        else:
+        elif b is not None:
+            branch.failure = dict(
+                p=float(b["y"][-1]),
+                residual_rms=b["residual"],
+                newton_iterations=b["iterations"],
+                step=step,
+                cause="turn",
+            )
             b = None
         if b is None:
             step *= 0.5
@@ -549,6 +575,7 @@ def continuation(
         points,
         bifurcations,
         stop_reason,
+        _stall(branch.failure, tol) if stop_reason == "ds_min" else None,
         F,
         dense,
         dtype,
@@ -611,7 +638,19 @@ def is_float(leaf) -> bool:
     return hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating)
 
 
-def _result(points, bifurcations, stop_reason, F, dense, dtype, settings):
+def _stall(failure, tol):
+    """The last refused step before the step fell below `ds_min`, with `near_tol`:
+    Newton ended within `STALL_FACTOR` of `tol` and could not lower its residual
+    further (a kink of a piecewise-smooth field, such as ReLU memories make, where the
+    Jacobian jumps under Newton's iterates, or `tol` at the field's rounding floor)
+    rather than far from any steady state."""
+    if failure is None:
+        return None
+    near = failure["cause"] == "newton" and failure["residual_rms"] <= STALL_FACTOR * tol
+    return dict(failure, near_tol=bool(near))
+
+
+def _result(points, bifurcations, stop_reason, stall, F, dense, dtype, settings):
     ys = np.stack([np.asarray(q["y"]) for q in points])
     values = np.stack([np.asarray(q["eigenvalues"]) for q in points])
     unstable = np.array([sum(q["unstable"]) for q in points])
@@ -627,6 +666,7 @@ def _result(points, bifurcations, stop_reason, F, dense, dtype, settings):
         residual_rms=np.array([q["residual"] for q in points]),
         bifurcations=bifurcations,
         stop_reason=stop_reason,
+        stall=stall,
         dense=dense,
         metadata=metadata(study="continuation", dtype=dtype, dense_max=DENSE_MAX, **settings),
     )

@@ -105,6 +105,31 @@ def test_a_closed_branch_stops_where_it_began_and_a_hairpin_does_not():
     ((fold,),) = [[b for b in pin["bifurcations"] if b["kind"] == "fold"]]
     assert abs(fold["p"] - 1.0) < 1e-6
     assert np.all(pin["x"][pin["p"] < 0.99][-3:, 0] > 0)  # on the far side
+    assert loop["stall"] is None and pin["stall"] is None
+
+
+@pytest.mark.parametrize("floor, near", [(5.0, True), (1e6, False)])
+def test_a_branch_that_stalls_says_why(monkeypatch, floor, near):
+    """Where every corrector after the start ends at `floor` times `tol` (a stand-in
+    for Newton stuck at a kink, or at a rounding floor, whose exact place moves with the
+    CPU's rounding), the step halves below `ds_min` and `stall` says where, why, and
+    whether Newton got near `tol` (`near_tol`: within `STALL_FACTOR`)."""
+    correct = continuation_module._Branch.correct
+    tol = 1e-10
+
+    def stuck(self, y_pred, direction):
+        y, it, res = correct(self, y_pred, direction)
+        return (y, it, res) if float(direction[-1]) == 1.0 else (y, it, floor * tol)
+
+    monkeypatch.setattr(continuation_module._Branch, "correct", stuck)
+    branch = analysis.continuation(
+        fold_form, jnp.array([-1.0]), -1.0, p_span=(-2.0, 1.0), ds=0.05, tol=tol
+    )
+    assert branch["stop_reason"] == "ds_min" and len(branch["p"]) == 1
+    stall = branch["stall"]
+    assert stall["cause"] == "newton" and stall["near_tol"] is near
+    assert stall["residual_rms"] == pytest.approx(floor * tol) and stall["step"] < 2e-8
+    assert abs(stall["p"] + 1.0) < 1e-7  # one tiny step past the start
 
 
 PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "how-to" / "landscape.md"
