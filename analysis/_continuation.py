@@ -447,8 +447,8 @@ def continuation(
     `"singular"`: no tangent; `"eigenvalues"`: the eigen-solver failed, with its
     `message`) and `near_tol` (Newton ended within `STALL_FACTOR` of `tol` and could not
     go lower: a kink of a piecewise-smooth field, or `tol` at the field's rounding
-    floor: loosen `tol`); else None), `dense`, `metadata`. For an energy model `x` holds its own states
-    (`[m, N, D]`), `y` the manifold coordinates that were followed, and
+    floor: loosen `tol`); else None), `dense`, `metadata`. For an energy model `x`
+    holds its own states (`[m, N, D]`), `y` the manifold coordinates that were followed, and
     `fixed_point_residual_rms [m]` the model's RMS residual at each point (each
     bifurcation has its `y` and `fixed_point_residual_rms` too); the eigenvalues are the
     linearised projected flow's on the manifold (rates in 1/time: on the ET minus the
