@@ -213,10 +213,10 @@ class _Branch:
 
 
 def _bisect(branch, a, b, side, locate_tol, spectrum=True, value=None):
-    """Bisection in arclength between points `a` and `b` (`b` one step past `a`) to where
-    `side(point)` changes from its value at `a` (`spectrum`: `side` needs the points'
-    eigenvalues; else only the last point gets them). Returns the last point computed
-    and the final bracket.
+    """Locate in arclength, between points `a` and `b` (`b` one step past `a`), where
+    `side(point)` changes from its value at `a`, by bisection (`spectrum`: `side` needs
+    the points' eigenvalues; else only the last point gets them). Returns the last point
+    computed and the final bracket.
 
     With `value` (a smooth function of the point whose sign is `side`, such as the
     tangent's `p` component at a fold) the next point is the Illinois variant of the
@@ -436,7 +436,7 @@ def continuation(
     with a positive real part: all of them when dense, among the `k` when matrix-free),
     `stable [m]`, `tangent_p [m]`, `newton_iterations [m]`, `residual_rms [m]`;
     `bifurcations`: a list of dicts with `kind` (`"fold"`, `"branch_point"`, `"hopf"`),
-    `p`, `x`, `s`, `index` (the point before it), `s_bracket` (the final bisection
+    `p`, `x`, `s`, `index` (the point before it), `s_bracket` (the final location
     bracket), `located` (whether that bracket reached `locate_tol`), `eigenvalue` (the
     one crossing), `eigenvalue_jump` (branch and Hopf points: it jumped across zero, as
     at a kink of a piecewise-smooth field; see `_trust`), `residual_rms`, and
@@ -560,14 +560,15 @@ def continuation(
         if not lo <= p <= hi:
             stop_reason = "p_span"
             break
-        # Closed: back at the start, going the same way. Near in the metric alone is not
-        # enough: past a fold the other side of a hairpin can pass within half a step of
-        # the start, going the other way (the shipped core's beta branch does).
+        # Closed: back at the start, going the same way (tangents in the same half-space).
+        # Near in the metric alone is not enough: past a fold the other side of a
+        # hairpin can pass within half a step of the start, going the other way (the
+        # shipped core's beta branch does).
         back = b["y"] - points[0]["y"]
         if (
             len(points) > 3
             and math.sqrt(branch.inner(back, back)) < 0.5 * step
-            and branch.inner(b["t"], points[0]["t"]) > math.cos(max_turn)
+            and branch.inner(b["t"], points[0]["t"]) > 0
         ):
             stop_reason = "closed"
             break

@@ -39,11 +39,14 @@ def arnoldi_steps(linear: Callable, basis, projected, first):
     `first + 1` rows orthonormal; `projected`: `[m + 1, m]`, its first `first` columns
     set. Where a step breaks down (the next vector lies in the span of the basis: an
     invariant subspace was found) a random vector orthogonal to the basis continues it,
-    with a zero subdiagonal entry, so the decomposition stays exact. Returns `(basis,
-    projected)` with all `m` columns set."""
+    with a zero subdiagonal entry (the decomposition stays exact up to the dropped
+    remainder, below `10 eps |A v|`). Returns `(basis, projected)` with all `m` columns
+    set."""
     rows, size = basis.shape
     dtype = basis.dtype
-    breakdown = 1e3 * jnp.finfo(dtype).eps
+    # well below any acceptance tolerance (1e-5 in float32): what is dropped at a
+    # breakdown stays below the residuals the caller accepts
+    breakdown = 10 * jnp.finfo(dtype).eps
     index = jnp.arange(rows)
 
     def step(j, state):
@@ -73,21 +76,28 @@ def arnoldi_steps(linear: Callable, basis, projected, first):
     return jax.lax.fori_loop(first, rows - 1, step, (basis, projected))
 
 
-def _ordered_schur(matrix, values, keep: int, k: int):
+def _ordered_schur(matrix, values, keep: int):
     """The real Schur form `(T, Z, kept)` of `matrix` (`[m, m]`) with its `kept`
     eigenvalues (of `values`) with the largest real parts first, `kept` as close to
-    `keep` as the spectrum allows and between `k` and `m - 1` (a complex pair or a tie
-    on the edge is kept whole: the cut lies halfway to the next lower real part; where
-    reordering's rounding moves an eigenvalue across a cut, the next cut is tried)."""
+    `keep` as the spectrum allows, between 1 and `m - 1` (a complex pair or a tie on the
+    edge is kept whole: the cut lies halfway to the next lower real part; where
+    reordering's rounding moves an eigenvalue across a cut, the next cut is tried).
+    Fewer than the wanted eigenvalues may be kept: a Krylov-Schur restart stays valid,
+    it only keeps less of what it has found."""
     real = np.sort(values.real)[::-1]
-    for edge in [*range(keep, real.size), *range(keep - 1, k - 1, -1)]:
+    size = real.size
+    for edge in [*range(keep, size), *range(keep - 1, 0, -1)]:
         threshold = 0.5 * (real[edge - 1] + real[edge])
         if real[edge] == real[edge - 1]:
             continue
         try:
-            return scipy.linalg.schur(matrix, output="real", sort=lambda re, im: re > threshold)
+            schur, z, kept = scipy.linalg.schur(
+                matrix, output="real", sort=lambda re, im: re > threshold
+            )
         except np.linalg.LinAlgError:  # "leading eigenvalues do not satisfy sort condition"
             continue
+        if 1 <= kept <= size - 1:  # (scipy re-tests the sort on its own eigenvalues)
+            return schur, z, kept
     return None
 
 
@@ -120,6 +130,10 @@ def leading_eigenpairs(
     m = min(krylov, n - 1)
     if not 1 <= k < m:
         raise ValueError(f"k must be between 1 and {m - 1} (Krylov vectors {m}); got {k}.")
+    if max_restarts < 1:
+        raise ValueError(f"max_restarts must be at least 1 (got {max_restarts}).")
+    if not float(jnp.linalg.norm(start)) > 0:
+        raise ValueError("start must be a finite vector, not zero.")
     dtype = start.dtype
     basis = jnp.zeros((m + 1, n), dtype).at[0].set(start / jnp.linalg.norm(start))
     projected = jnp.zeros((m + 1, m), dtype)
@@ -144,9 +158,11 @@ def leading_eigenpairs(
         values, vectors = values[order], vectors[:, order]
         residuals = np.abs(b_row @ vectors[:, :k])
         converged = bool(np.all(residuals <= tol * scale))
-        # A Krylov space from one start vector holds one copy of a repeated eigenvalue:
-        # after a breakdown, accept only when a restart that explores the fresh random
-        # direction reproduces the wanted values (else a double one could hide).
+        # A Krylov space from one start vector holds one copy of a repeated eigenvalue,
+        # so a cycle with a breakdown is not accepted on its own: the next cycle
+        # explores the fresh random direction and is accepted on convergence if it has
+        # no breakdown, or if it reproduces these wanted values where it breaks down
+        # again (the space is exhausted); else a double eigenvalue could hide.
         settled = not broke or (
             previous is not None and np.allclose(values[:k], previous, rtol=0, atol=tol * scale)
         )
@@ -155,11 +171,11 @@ def leading_eigenpairs(
             ritz = np.asarray(basis[:m], np.float64).T @ vectors[:, :k]
             ritz = ritz / np.linalg.norm(ritz, axis=0)
             return values[:k], ritz, products
-        ordered = _ordered_schur(b_matrix, values, keep, k)
+        ordered = _ordered_schur(b_matrix, values, keep)
         if ordered is None:
             raise EigenNotConvergedError(
                 f"no restart: the Ritz values' real parts tie across every cut between "
-                f"{k} and {m - 1} kept (after {products} products)."
+                f"1 and {m - 1} kept (after {products} products)."
             )
         schur, z, kept = ordered
         # fixed shapes (the dropped columns zero), so the device's products compile once

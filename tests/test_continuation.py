@@ -102,6 +102,12 @@ def test_a_closed_branch_stops_where_it_began_and_a_hairpin_does_not():
         hairpin, jnp.array([-0.01]), 0.0, p_span=(-1.0, 2.0), ds=0.05, ds_max=0.2
     )
     assert pin["stop_reason"] == "p_span" and pin["p"][-1] < -1.0
+    # (the premise: a point of the far side within half a step of the start, where
+    # "near in the metric" alone would have stopped the branch)
+    far = np.flatnonzero(pin["x"][:, 0] > 0)
+    near = np.hypot(pin["x"][far, 0] - pin["x"][0, 0], pin["p"][far] - pin["p"][0])
+    steps = np.diff(pin["s"])[far - 1]
+    assert np.any(near[far > 3] < 0.5 * steps[far > 3]), near
     ((fold,),) = [[b for b in pin["bifurcations"] if b["kind"] == "fold"]]
     assert abs(fold["p"] - 1.0) < 1e-6
     assert np.all(pin["x"][pin["p"] < 0.99][-3:, 0] > 0)  # on the far side

@@ -76,7 +76,7 @@ def test_stiff_spectrum_with_the_leading_eigenvalue_near_zero():
 
 def test_a_repeated_leading_eigenvalue_is_found_twice():
     """A diagonal operator with a double leading eigenvalue: its Krylov space from one
-    start vector is invariant after four products and holds one copy of 0.3; the random
+    start vector is invariant after three products and holds one copy of 0.3; the random
     vector that continues the decomposition after that breakdown finds the second."""
     matrix = np.diag(np.r_[0.3, 0.3, -0.5, -np.ones(N - 3)])
     check(matrix, 3)
@@ -90,6 +90,11 @@ def test_a_state_smaller_than_the_krylov_space():
     # looks converged with one copy of -1: only the restart that explores the fresh
     # direction finds the second.
     check(np.diag([-1.0, -1.0, -2.0, -3.0]), 2)
+    # a complex pair where the restart would cut (eigenvalues 1, -1 +- 2i, -4; three
+    # Krylov vectors): the restart keeps fewer vectors than wanted rather than split it
+    q, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+    block = np.array([[1.0, 0, 0, 0], [0, -1.0, 2.0, 0], [0, -2.0, -1.0, 0], [0, 0, 0, -4.0]])
+    check(q @ block @ q.T, 2)
 
 
 def test_float32():
@@ -109,3 +114,5 @@ def test_a_zero_operator_and_bad_k_are_refused():
         leading(np.zeros((N, N)), 2)
     with pytest.raises(ValueError, match="k must be between 1 and 19"):
         leading(np.eye(N), 20)
+    with pytest.raises(ValueError, match="start must be a finite vector"):
+        krylov_schur.leading_eigenpairs(lambda *a: a[:2], jnp.zeros(N), 2)
