@@ -119,6 +119,7 @@ def _continuation(core, x0, quick):
         beta_trained=beta0,
         beta_reached=float(betas[-1]) if len(betas) else None,
         stop_reason=branch["stop_reason"],
+        stall=branch["stall"],  # why a branch stopped by ds_min stopped
         largest_distance_rms=distance,
         bifurcations=[b["kind"] for b in branch["bifurcations"]],
         unknowns=int(x0.size),
