@@ -174,13 +174,12 @@ class _Branch:
         far Newton moved it from the prediction (`displacement`, in the metric)."""
         y_pred = a["y"] + step * a["t"]
         y, it, res = self.correct(y_pred, a["t"])
-        failed = dict(p=float(y[-1]), residual_rms=res, newton_iterations=it, step=step)
         if not (res <= float(self.tol)):
-            self.failure = dict(failed, cause="newton")
+            self.refuse("newton", y, res, it, step=step)
             return None
         t = self.tangent(y, a["t"])
         if not bool(jnp.all(jnp.isfinite(t))):  # landed on a singular point: step again
-            self.failure = dict(failed, cause="singular")
+            self.refuse("singular", y, res, it, step=step)
             return None
         moved = y - y_pred
         point = dict(
@@ -201,15 +200,26 @@ class _Branch:
                 self.F, point["y"], self.args, self.k, self.dense
             )
         except krylov_schur.EigenNotConvergedError as error:
-            self.failure = dict(
-                p=float(point["y"][-1]),
-                residual_rms=point["residual"],
-                newton_iterations=point["iterations"],
-                cause="eigenvalues",
+            self.refuse(
+                "eigenvalues",
+                point["y"],
+                point["residual"],
+                point["iterations"],
                 message=str(error),
             )
             return None
         return dict(point, eigenvalues=values, vectors=vectors, unstable=unstable)
+
+    def refuse(self, cause, y, residual, iterations, **details):
+        """Record why a step was refused (`stall` in the result): `cause`, where Newton
+        ended (`p`), its residual and iterations, and `details`."""
+        self.failure = dict(
+            p=float(y[-1]),
+            residual_rms=float(residual),
+            newton_iterations=int(iterations),
+            cause=cause,
+            **details,
+        )
 
 
 def _bisect(branch, a, b, side, locate_tol, spectrum=True, value=None):
@@ -531,13 +541,7 @@ def continuation(
         if b is not None and (not turned or b["displacement"] <= 0.5 * step):
             b = branch.finish(b)
         elif b is not None:
-            branch.failure = dict(
-                p=float(b["y"][-1]),
-                residual_rms=b["residual"],
-                newton_iterations=b["iterations"],
-                step=step,
-                cause="turn",
-            )
+            branch.refuse("turn", b["y"], b["residual"], b["iterations"], step=step)
             b = None
         if b is None:
             step *= 0.5
