@@ -131,12 +131,6 @@ def jacobian(F, y, args):
 
 
 @eqx.filter_jit
-def jvp_x(F, y, args, dx):
-    """`df/dx dx` at `y` (`dx`: `[n]`)."""
-    return jax.jvp(lambda u: F(jnp.concatenate([u, y[-1:]]), args), (y[:-1],), (dx,))[1]
-
-
-@eqx.filter_jit
 def deflated_newton(F, y0, roots, active, args, tol, max_newton: int, power, shift, dense: bool):
     """Newton on `f(x, p) = 0` at fixed `p` from `y0`, deflated at the `active` rows of
     `roots` (`[m, n]`): the step is the plain Newton step scaled by
