@@ -26,13 +26,18 @@ from . import _krylov_schur as krylov_schur
 DENSE_MAX = 1024
 # GMRES's Krylov space between restarts, and its cap on matrix-vector products. The ET's
 # bordered Jacobians are stiff (rates from 0.005 to 32 on the shipped core): restarted
-# every 50 vectors GMRES stagnates there, and an uncapped run costs minutes per Newton
-# step; a Newton step that GMRES cannot solve within the cap fails, and the step halves.
-GMRES_RESTART = 150
+# every 30 vectors GMRES stagnates near the fold (a 20-point branch's correctors took
+# 3.3x as long as with 100), and an uncapped run costs minutes per Newton step; a Newton
+# step that GMRES cannot solve within the cap fails, and the step halves.
+GMRES_RESTART = 100
 GMRES_MAX_STEPS = 3000
 # Krylov vectors the eigen-solver keeps (half of them kept at each restart); ARPACK with
 # 40 took half the products of scipy's default 20 near a fold of the shipped core.
 KRYLOV_VECTORS = 40
+# Inexact Newton (`correct`): each step's GMRES aims at `FORCING tol` for the next
+# residual, its relative tolerance never looser than `FORCING_MAX`.
+FORCING = 0.5
+FORCING_MAX = 0.1
 
 
 class FlatField(eqx.Module):
@@ -56,25 +61,24 @@ def rounding_rtol(dtype) -> float:
 
 
 def _gmres_limits(size: int) -> dict:
-    """`jax.scipy.sparse.linalg.gmres`'s restart length, cap (in restart cycles: at most
-    `GMRES_MAX_STEPS` products) and convergence test after every product, for a system of
-    `size` unknowns."""
+    """`jax.scipy.sparse.linalg.gmres`'s restart length and cap (in restart cycles: at
+    most `GMRES_MAX_STEPS` products) for a system of `size` unknowns, and its "batched"
+    method, which tests the true residual at the end of each restart cycle. The
+    "incremental" method tests the Givens-rotated estimate after every product, but on
+    the shipped core's bordered systems that estimate ran ~12x below the true residual
+    (asked 1e-10, got 1.5e-9 in 196 products, where "batched" with 100 vectors got 1e-13
+    in 153): an inexact Newton step stopped on it does not lower `F` as planned."""
     restart = min(GMRES_RESTART, size)
     cycles = max(1, min(GMRES_MAX_STEPS, 10 * size) // restart)
-    return dict(restart=restart, maxiter=cycles, solve_method="incremental")
+    return dict(restart=restart, maxiter=cycles, solve_method="batched")
 
 
-def bordered_solve(F, y, border, args, rhs, dense: bool, guess=None):
+def bordered_solve(F, y, border, args, rhs, dense: bool, guess=None, rtol=None):
     """Solve `[dF/dy; border^T] dy = rhs` (`n + 1` equations) at `y`.
 
-    Matrix-free: restarted GMRES on JVPs of one linearisation, from `guess` (else zero),
-    to a residual `rounding_rtol |rhs|`. GMRES is `jax.scipy`'s, which tests its residual
-    after every product (lineax's tests it once per restart, every 150 products here,
-    entry by entry: on the shipped core a branch's correctors took half the time with
-    `jax.scipy`'s, docs/benchmarks.md). Newton's steps are solved to rounding too: an
-    inexact Newton step (GMRES stopped at 1e-3 of the right-hand side) lost the
-    discretised Bratu branch, whose bordered system weighs the arclength row far below
-    the field's rows."""
+    Matrix-free: restarted GMRES (`jax.scipy`'s, `_gmres_limits`) on JVPs of one
+    linearisation, from `guess` (else zero), to a residual `rtol |rhs|` (default
+    `rounding_rtol`: to rounding). Dense: an LU solve, exact whatever `rtol`."""
     f = lambda z: F(z, args)  # noqa: E731
     if dense:
         matrix = jnp.concatenate([jax.jacfwd(f)(y), border[None]], axis=0)
@@ -84,17 +88,29 @@ def bordered_solve(F, y, border, args, rhs, dense: bool, guess=None):
         lambda d: jnp.concatenate([linear(d), (border @ d)[None]]),
         rhs,
         x0=guess,
-        tol=rounding_rtol(y.dtype),
+        tol=rounding_rtol(y.dtype) if rtol is None else rtol,
         **_gmres_limits(y.size),
     )
     return solution
 
 
 @eqx.filter_jit
-def correct(F, y_pred, direction, args, tol, max_newton: int, dense: bool):
-    """Newton on `F(y) = 0, direction . (y - y_pred) = 0` from `y_pred` (the
-    pseudo-arclength corrector; with `direction = e_p` it solves at fixed `p`).
-    Returns `(y, iterations, rms F(y))`: converged where that RMS is at most `tol`."""
+def correct(F, y_pred, t, weights, args, tol, max_newton: int, dense: bool):
+    """Newton on `F(y) = 0, (weights t) . (y - y_pred) = 0` from `y_pred` (the
+    pseudo-arclength corrector along the unit tangent `t`; with `t = e_p` it solves at
+    fixed `p`). Returns `(y, iterations, rms F(y))`: converged where that RMS is at most
+    `tol`.
+
+    Matrix-free, each Newton step is solved inexactly (Eisenstat & Walker 1996): GMRES
+    stops at the relative residual `FORCING tol / rms F` (between `rounding_rtol` and
+    `FORCING_MAX`), the linear error that would leave `rms F` at `FORCING tol` if
+    Newton's own error were nil, rather than at rounding every time. That tolerance is
+    relative to `F`, and so is absolute in effect: a fixed relative one (1e-3) lost the
+    discretised Bratu branch, whose rows are `O(1/h^2)`, because GMRES's error along the
+    branch (the null direction of `dF/dy`, which only the arclength row sees) grew with
+    `|F|` and slid the point along the branch; here it stays below `FORCING tol
+    sqrt(n + 1)`."""
+    border = weights * t
 
     def cond(state):
         _, it, res, previous = state
@@ -104,8 +120,9 @@ def correct(F, y_pred, direction, args, tol, max_newton: int, dense: bool):
 
     def body(state):
         y, it, res, _ = state
-        rhs = -jnp.concatenate([F(y, args), (direction @ (y - y_pred))[None]])
-        y = y + bordered_solve(F, y, direction, args, rhs, dense)
+        rhs = -jnp.concatenate([F(y, args), (border @ (y - y_pred))[None]])
+        rtol = jnp.clip(FORCING * tol / res, rounding_rtol(y.dtype), FORCING_MAX)
+        y = y + bordered_solve(F, y, border, args, rhs, dense, rtol=rtol)
         return y, it + 1, solvers.rms(F(y, args)), res
 
     start = solvers.rms(F(y_pred, args))

@@ -148,7 +148,8 @@ class _Branch:
         y, it, res = correct(
             self.F,
             y_pred,
-            self.weights * direction,
+            direction,
+            self.weights,
             self.args,
             self.tol,
             self.max_newton,
