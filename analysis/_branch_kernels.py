@@ -30,14 +30,21 @@ DENSE_MAX = 1024
 # 3.3x as long as with 100), and an uncapped run costs minutes per Newton step; a Newton
 # step that GMRES cannot solve within the cap fails, and the step halves.
 GMRES_RESTART = 100
-GMRES_MAX_STEPS = 3000
+GMRES_MAX_STEPS = 1000
 # Krylov vectors the eigen-solver keeps (half of them kept at each restart); ARPACK with
 # 40 took half the products of scipy's default 20 near a fold of the shipped core.
 KRYLOV_VECTORS = 40
+# How much of the fixed start vector a warm start from the previous eigenvectors keeps.
+WARM_START_MIX = 1e-3
 # Inexact Newton (`correct`): each step's GMRES aims at `FORCING tol` for the next
 # residual, its relative tolerance never looser than `FORCING_MAX`.
 FORCING = 0.5
 FORCING_MAX = 0.1
+# The relative residual of a tangent solve between the points of a branch (never below
+# rounding): a tangent steers the next prediction and gives the sign of its `p`
+# component. Where a fold is being located, from that component's value, tangents are
+# solved to rounding.
+TANGENT_RTOL = 1e-7
 
 
 class FlatField(eqx.Module):
@@ -131,12 +138,12 @@ def correct(F, y_pred, t, weights, args, tol, max_newton: int, dense: bool):
 
 
 @eqx.filter_jit
-def tangent(F, y, border, weights, args, dense: bool, guess=None):
+def tangent(F, y, border, weights, args, dense: bool, guess=None, rtol=None):
     """The tangent `t` of the branch at `y` (`dF/dy t = 0`), of unit length in the norm
     `sqrt(sum(weights t^2))`, oriented so that `border . t > 0`; `guess` (the previous
-    point's tangent) starts GMRES."""
+    point's tangent) starts GMRES, which stops at `rtol` (default: rounding)."""
     rhs = jnp.zeros_like(y).at[-1].set(1.0)
-    t = bordered_solve(F, y, border, args, rhs, dense, guess=guess)
+    t = bordered_solve(F, y, border, args, rhs, dense, guess=guess, rtol=rtol)
     return t / jnp.sqrt(jnp.sum(weights * t * t))
 
 
@@ -193,7 +200,7 @@ def arnoldi_steps(F, y, args, basis, projected, first):
     return krylov_schur.arnoldi_steps(linear, basis, projected, first)
 
 
-def leading_eigen(F, y, args, k: int, dense: bool):
+def leading_eigen(F, y, args, k: int, dense: bool, previous=None):
     """The `k` eigenvalues of `df/dx` at `y` with the largest real parts (descending),
     their eigenvectors (`[n, k]`), and the numbers of real and of complex eigenvalues with
     a positive real part (all eigenvalues in the dense case; among the `k` otherwise).
@@ -204,12 +211,21 @@ def leading_eigen(F, y, args, k: int, dense: bool):
     `1e-10` (float64) times the operator's norm on its Krylov space: a tolerance relative
     to the operator, not to the eigenvalue (which nears 0 at a fold or branch point,
     where a relative test takes ever more restarts); `EigenNotConvergedError` where it
-    fails."""
+    fails. `previous` (`[n, j]`, the eigenvectors at a nearby point) starts the Krylov
+    space from their sum, with a little of the fixed start so that no direction is
+    missing from it."""
     n = y.size - 1
     if dense:
         values, vectors = np.linalg.eig(np.asarray(jacobian(F, y, args))[:, :-1])
     else:
-        start = jnp.asarray(1.0 + np.random.default_rng(0).random(n), y.dtype)
+        start = 1.0 + np.random.default_rng(0).random(n)
+        if previous is not None:
+            previous = np.asarray(previous)
+            near = np.sum(previous.real + previous.imag, axis=1)
+            size = np.linalg.norm(near)
+            if np.isfinite(size) and size > 0:
+                start = near / size + WARM_START_MIX * start / np.linalg.norm(start)
+        start = jnp.asarray(start, y.dtype)
         values, vectors, _ = krylov_schur.leading_eigenpairs(
             lambda basis, projected, first: arnoldi_steps(F, y, args, basis, projected, first),
             start,

@@ -59,11 +59,13 @@ from et_ode import solvers
 from . import _krylov_schur as krylov_schur
 from ._branch_kernels import (
     DENSE_MAX,
+    TANGENT_RTOL,
     FlatField,
     correct,
     jacobian,
     leading_eigen,
     real_eigenvalues,
+    rounding_rtol,
     switch_tangent,
     tangent,
 )
@@ -139,6 +141,7 @@ class _Branch:
         self.max_newton = int(max_newton)
         self.weights = weights  # [n + 1]: the arclength's metric
         self.failure = None  # why the last step was refused (`stall` in the result)
+        self.vectors = None  # the last eigenvectors found: the next eigen-solve's start
 
     def inner(self, a, b) -> float:
         """`a . b` in the arclength's metric."""
@@ -157,7 +160,11 @@ class _Branch:
         )
         return y, int(it), float(res)
 
-    def tangent(self, y, previous):
+    def tangent(self, y, previous, exact=True):
+        """The unit tangent at `y`, oriented along `previous`; solved to rounding if
+        `exact`, else to `TANGENT_RTOL`."""
+        # an array, not a float: a float is static to the compiled solve (two programs)
+        rtol = rounding_rtol(y.dtype) if exact else max(TANGENT_RTOL, rounding_rtol(y.dtype))
         return tangent(
             self.F,
             y,
@@ -166,19 +173,22 @@ class _Branch:
             self.args,
             self.dense,
             guess=previous,
+            rtol=jnp.asarray(rtol, y.dtype),
         )
 
-    def along(self, a, step, spectrum=True):
+    def along(self, a, step, spectrum=True, exact_tangent=False):
         """The corrected point at arclength `step` past point `a` (its tangent as the
         border), or None where Newton fails there; with `spectrum`, its eigenvalues
-        (else `point`'s entries without them: `finish` adds them). The point records how
-        far Newton moved it from the prediction (`displacement`, in the metric)."""
+        (else `point`'s entries without them: `finish` adds them); its tangent solved to
+        rounding if `exact_tangent` (where a fold is located from it), else to
+        `TANGENT_RTOL`. The point records how far Newton moved it from the prediction
+        (`displacement`, in the metric)."""
         y_pred = a["y"] + step * a["t"]
         y, it, res = self.correct(y_pred, a["t"])
         if not (res <= float(self.tol)):
             self.refuse("newton", y, res, it, step=step)
             return None
-        t = self.tangent(y, a["t"])
+        t = self.tangent(y, a["t"], exact=exact_tangent)
         if not bool(jnp.all(jnp.isfinite(t))):  # landed on a singular point: step again
             self.refuse("singular", y, res, it, step=step)
             return None
@@ -198,7 +208,7 @@ class _Branch:
         exactly zero)."""
         try:
             values, vectors, unstable = leading_eigen(
-                self.F, point["y"], self.args, self.k, self.dense
+                self.F, point["y"], self.args, self.k, self.dense, previous=self.vectors
             )
         except krylov_schur.EigenNotConvergedError as error:
             self.refuse(
@@ -209,6 +219,7 @@ class _Branch:
                 message=str(error),
             )
             return None
+        self.vectors = vectors
         return dict(point, eigenvalues=values, vectors=vectors, unstable=unstable)
 
     def refuse(self, cause, y, residual, iterations, **details):
@@ -247,7 +258,7 @@ def _bisect(branch, a, b, side, locate_tol, spectrum=True, value=None):
             mid = hi - f_hi * (hi - lo) / (f_hi - f_lo)
             if not lo < mid < hi:
                 mid = 0.5 * (lo + hi)
-        point = branch.along(a, mid, spectrum=spectrum)
+        point = branch.along(a, mid, spectrum=spectrum, exact_tangent=True)
         if point is None:
             break
         best = point

@@ -7,7 +7,9 @@ what a user would run without them, measured in the same run, in float64 where
   value, `POINTS` points with `K` eigenvalues each (one compiled field for the branch:
   `beta` is traced), against an independent fixed point at each `beta` the branch
   reached (the same flow and Newton polish from the sample's encoding, the model at that
-  `beta` by `with_beta`, so no solve recompiles either). Goal: <= 0.5x their time.
+  `beta` by `with_beta`, so the solve compiles once). Both are timed from cold, each
+  paying its own compilations (JAX's caches are cleared in between). Goal: <= 0.5x
+  their time.
 - **Lyapunov spectrum**: the top 8 exponents of the native flow by QR over `T` (one
   tangent solve for the 8 directions per interval), measured in `g` as the single runs
   are, against 8 single-exponent runs (`lyapunov_exponent`, seeds 0..7) over the same
@@ -75,6 +77,7 @@ def _continuation(core, x0, quick):
     dtype, tol, newton_tol, _, _ = _precision()
     points, k = POINTS[quick], K[quick]
     beta0 = float(core.attention.beta)
+    jax.clear_caches()  # cold, whichever rows ran before
     start = time.perf_counter()
     found = _fixed_point(core, x0, tol, newton_tol)
     branch = analysis.continuation(
@@ -91,6 +94,9 @@ def _continuation(core, x0, quick):
     )
     branch_s = time.perf_counter() - start
     betas = np.asarray(branch["p"])[1:]
+    # Both sides from cold: the branch's start compiled the fixed-point solve, which the
+    # independent solves would otherwise reuse (docs/benchmarks.md, "The landscape").
+    jax.clear_caches()
     start = time.perf_counter()
     independent = [
         _fixed_point(_at_beta(core, jnp.asarray(b, dtype)), x0, tol, newton_tol) for b in betas
