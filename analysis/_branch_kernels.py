@@ -258,24 +258,40 @@ def second_derivative(F, y, args, u, v):
 
 
 @eqx.filter_jit
-def left_null_vector(F, y, args, guess):
-    """The left null vector of `df/dx` at a point `y` next to a branch point: two steps
-    of inverse iteration on `(df/dx)^T` from `guess`, each a GMRES solve on
-    vector-Jacobian products (matrix-free case)."""
-    x, p = y[:-1], y[-1:]
-    _, pullback = jax.vjp(lambda u: F(jnp.concatenate([u, p]), args), x)
-    psi = guess / jnp.linalg.norm(guess)
-    for _ in range(2):
-        psi, _ = jax.scipy.sparse.linalg.gmres(
-            lambda w: pullback(w)[0], psi, tol=1e-6, **_gmres_limits(x.size)
-        )
-        psi = psi / jnp.linalg.norm(psi)
-    return psi
+def transposed_arnoldi_steps(F, y, args, basis, projected, first):
+    """`arnoldi_steps` on `(df/dx)^T` at `y` (vector-Jacobian products)."""
+    _, pullback = jax.vjp(lambda u: F(jnp.concatenate([u, y[-1:]]), args), y[:-1])
+    return krylov_schur.arnoldi_steps(lambda w: pullback(w)[0], basis, projected, first)
 
 
-def switch_tangent(F, y, t, phi, args, dense: bool):
+def left_null_vector(F, y, args, value, guess, k: int):
+    """The left eigenvector of `df/dx` at `y` for its real eigenvalue `value` (the one
+    through zero at a branch point), matrix-free: Krylov-Schur on `(df/dx)^T`, whose `k`
+    leading eigenvalues are those of `df/dx`, started from `guess` (the right
+    eigenvector: the left one where `df/dx` is symmetric), the eigenvalue nearest
+    `value` picked. Returns a real unit vector `[n]`."""
+    n = y.size - 1
+    start = np.asarray(np.real(guess), np.float64)
+    start = start / np.linalg.norm(start)
+    start = start + WARM_START_MIX * (1.0 + np.random.default_rng(0).random(n)) / np.sqrt(n)
+    values, vectors, _ = krylov_schur.leading_eigenpairs(
+        lambda basis, projected, first: transposed_arnoldi_steps(
+            F, y, args, basis, projected, first
+        ),
+        jnp.asarray(start, y.dtype),
+        min(k, n - 2),
+        krylov=min(n - 1, max(2 * k + 1, KRYLOV_VECTORS)),
+        tol=1e-10 if y.dtype == jnp.float64 else 1e-5,
+    )
+    psi = np.asarray(vectors[:, int(np.argmin(np.abs(values - value)))])
+    psi = psi * np.exp(-1j * np.angle(psi[np.argmax(np.abs(psi))]))  # real up to a phase
+    return np.real(psi) / np.linalg.norm(np.real(psi))
+
+
+def switch_tangent(F, y, t, phi, value, args, dense: bool, k: int = 1):
     """The tangent of the other branch through a simple branch point at `y`, where the
-    branch has tangent `t` and `df/dx` the null vector `phi`.
+    branch has tangent `t` and `df/dx` the null vector `phi` (eigenvalue `value`, near
+    zero; `k`: how many leading eigenvalues the branch computes, for the left one).
 
     The null space of `df/dy` is spanned by `t` and `w = (phi, 0)` less its Euclidean
     projection on `t` (any second direction of that space serves); a branch's tangent `c1 t + c2 w`
@@ -295,7 +311,7 @@ def switch_tangent(F, y, t, phi, args, dense: bool):
         u, _, _ = np.linalg.svd(np.asarray(jacobian(F, y, args))[:, :-1])
         psi = u[:, -1]
     else:
-        psi = np.asarray(left_null_vector(F, y, args, jnp.asarray(phi, y.dtype)))
+        psi = left_null_vector(F, y, args, value, phi, k)
     a_tw = float(
         psi
         @ np.asarray(

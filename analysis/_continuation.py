@@ -320,14 +320,19 @@ def _branch_point(branch, point, bracket, index):
         "branch_point", point, bracket, index, branch.F, None if e is None else values[e]
     )
     if e is not None:
-        record["switch_tangent"] = switch_tangent(
-            branch.F,
-            point["y"],
-            point["t"],
-            point["vectors"][:, e],
-            branch.args,
-            branch.dense,
-        )
+        try:
+            record["switch_tangent"] = switch_tangent(
+                branch.F,
+                point["y"],
+                point["t"],
+                point["vectors"][:, e],
+                values[e],
+                branch.args,
+                branch.dense,
+                k=branch.k,
+            )
+        except krylov_schur.EigenNotConvergedError as error:  # the left null vector's
+            record["switch_error"] = str(error)
     return record
 
 
@@ -462,7 +467,8 @@ def continuation(
     bracket), `located` (whether that bracket reached `locate_tol`), `eigenvalue` (the
     one crossing), `eigenvalue_jump` (branch and Hopf points: it jumped across zero, as
     at a kink of a piecewise-smooth field; see `_trust`), `residual_rms`, and
-    `switch_tangent` (branch points) or `frequency` (Hopf points); `stop_reason` (one of
+    `switch_tangent` (branch points; `switch_error` instead where the left null vector
+    was not found) or `frequency` (Hopf points); `stop_reason` (one of
     `STOP_REASONS`); `stall` (with `stop_reason="ds_min"`, the last refused step: `p`
     where it ended, `residual_rms`, `newton_iterations`, `step`, `cause` (`"newton"`:
     not converged; `"turn"`: the tangent turned past `max_turn` with a large correction;
@@ -703,6 +709,11 @@ def switch_branch(
     (`bifurcation["kind"] == "branch_point"`): `continuation` from that point along its
     `switch_tangent`, towards `direction` (`+1` or `-1`) along it. `options`: as for
     `continuation`."""
+    if "switch_error" in bifurcation:
+        raise ValueError(
+            "this branch point has no switch tangent: its left null vector was not "
+            f"found ({bifurcation['switch_error']})."
+        )
     if bifurcation.get("kind") != "branch_point" or "switch_tangent" not in bifurcation:
         raise ValueError(
             "switch_branch needs a branch point of continuation's "

@@ -444,3 +444,39 @@ def test_matrix_free_solve_meets_its_tolerance_on_the_true_residual(rtol):
     matrix = np.vstack([np.column_stack([a, b]), np.asarray(border)[None]])
     residual = np.linalg.norm(matrix @ np.asarray(dy) - np.asarray(rhs))
     assert residual <= 1.01 * rtol * np.linalg.norm(rhs)
+
+
+def nonsymmetric_transcritical(x, p, args):
+    """A transcritical point at `p = 0` whose Jacobian is not symmetric: `x0' = p x0 -
+    x0^2`, and three stable directions fed by `x0` and `x1`, with quadratic terms of
+    their own. At `p = 0` the null vector is `phi = (1, 1, 1/4, 1/10)` and the left one
+    `psi = e0`, so only `x0'`'s quadratic term enters the bifurcation equation: the other
+    branch leaves with `p = x0`, along `(phi, 1)`."""
+    x0, x1, x2, x3 = x
+    return jnp.stack(
+        [
+            p * x0 - x0**2,
+            x0 - x1 + x0**2,
+            0.5 * x0 - 2.0 * x2 + x0 * x1,
+            0.3 * x1 - 3.0 * x3 + x1**2,
+        ]
+    )
+
+
+@pytest.mark.parametrize("matrix_free", [False, True])
+def test_switch_tangent_uses_the_left_null_vector(matrix_free):
+    branch = analysis.continuation(
+        nonsymmetric_transcritical,
+        jnp.zeros(4),
+        -1.0,
+        p_span=(-1.0, 1.0),
+        ds=0.05,
+        ds_max=0.2,
+        k=2,
+        matrix_free=matrix_free,
+    )
+    assert branch["dense"] is not matrix_free
+    (point,) = branch["bifurcations"]
+    assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
+    want = np.array([1.0, 1.0, 0.25, 0.1, 1.0])
+    np.testing.assert_allclose(point["switch_tangent"], want / np.linalg.norm(want), atol=1e-6)
