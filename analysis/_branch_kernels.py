@@ -210,6 +210,22 @@ def arnoldi_steps(F, y, args, basis, projected, first):
     return krylov_schur.arnoldi_steps(linear, basis, projected, first)
 
 
+def _leading_pairs(steps, F, y, args, start, k: int):
+    """`_krylov_schur.leading_eigenpairs` of the operator whose Arnoldi steps at `y` are
+    `steps(F, y, args, ...)`: `KRYLOV_VECTORS` Krylov vectors (at least `2 k + 1`), the
+    `k` leading pairs accepted at `1e-10` (float64; 1e-5 in float32) of the operator's
+    norm."""
+    n = y.size - 1
+    values, vectors, _ = krylov_schur.leading_eigenpairs(
+        lambda basis, projected, first: steps(F, y, args, basis, projected, first),
+        start,
+        min(k, n - 2),
+        krylov=min(n - 1, max(2 * k + 1, KRYLOV_VECTORS)),
+        tol=1e-10 if y.dtype == jnp.float64 else 1e-5,
+    )
+    return values, vectors
+
+
 def leading_eigen(F, y, args, k: int, dense: bool, previous=None):
     """The `k` eigenvalues of `df/dx` at `y` with the largest real parts (descending),
     their eigenvectors (`[n, k]`), and the numbers of real and of complex eigenvalues with
@@ -236,13 +252,7 @@ def leading_eigen(F, y, args, k: int, dense: bool, previous=None):
             if np.isfinite(size) and size > 0:
                 start = near / size + WARM_START_MIX * start / np.linalg.norm(start)
         start = jnp.asarray(start, y.dtype)
-        values, vectors, _ = krylov_schur.leading_eigenpairs(
-            lambda basis, projected, first: arnoldi_steps(F, y, args, basis, projected, first),
-            start,
-            min(k, n - 2),
-            krylov=min(n - 1, max(2 * k + 1, KRYLOV_VECTORS)),
-            tol=1e-10 if y.dtype == jnp.float64 else 1e-5,
-        )
+        values, vectors = _leading_pairs(arnoldi_steps, F, y, args, start, k)
     order = np.argsort(-values.real, kind="stable")
     values, vectors = values[order].astype(complex), vectors[:, order]
     real = real_eigenvalues(values)
@@ -274,14 +284,8 @@ def left_null_vector(F, y, args, value, guess, k: int):
     start = np.asarray(np.real(guess), np.float64)
     start = start / np.linalg.norm(start)
     start = start + WARM_START_MIX * (1.0 + np.random.default_rng(0).random(n)) / np.sqrt(n)
-    values, vectors, _ = krylov_schur.leading_eigenpairs(
-        lambda basis, projected, first: transposed_arnoldi_steps(
-            F, y, args, basis, projected, first
-        ),
-        jnp.asarray(start, y.dtype),
-        min(k, n - 2),
-        krylov=min(n - 1, max(2 * k + 1, KRYLOV_VECTORS)),
-        tol=1e-10 if y.dtype == jnp.float64 else 1e-5,
+    values, vectors = _leading_pairs(
+        transposed_arnoldi_steps, F, y, args, jnp.asarray(start, y.dtype), k
     )
     psi = np.asarray(vectors[:, int(np.argmin(np.abs(values - value)))])
     psi = psi * np.exp(-1j * np.angle(psi[np.argmax(np.abs(psi))]))  # real up to a phase
