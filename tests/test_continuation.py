@@ -286,8 +286,8 @@ def transcritical_among_stable(x, p, args):
 
 
 def test_matrix_free_branch_point_and_switch():
-    """The matrix-free path (Krylov-Schur eigenvalues, GMRES for Newton, tangents and the left
-    null vector) locates the transcritical point and the other branch's tangent, as the
+    """The matrix-free path (Krylov-Schur eigenvalues and left null vector, GMRES for
+    Newton and tangents) locates the transcritical point and the other branch's tangent, as the
     dense path does in one dimension: `(x0, p) = (1, 1) / sqrt(2)`, zero elsewhere."""
     trivial = analysis.continuation(
         transcritical_among_stable,
