@@ -5,7 +5,7 @@ matrix-free case.
 The state is flattened: `y = (x.ravel(), p)`, a vector of `n + 1` entries, and
 `F(y, args) = f(x, p, args).ravel()` (`n` entries). Up to `DENSE_MAX` unknowns the
 Jacobian `dF/dy` is formed (`n + 1` JVPs, `jax.jacfwd`) and factorised; above, every
-linear solve is GMRES (lineax) on Jacobian-vector products, and no `[n, n]` array is
+linear solve is GMRES (`jax.scipy`'s) on Jacobian-vector products, and no `[n, n]` array is
 formed. `FlatField` is an equinox module whose static fields are the user's function and
 the state's shape, so two calls with the same field share one compilation, and a new
 value of `p` or of the arrays in `args` never recompiles.
@@ -48,6 +48,11 @@ FIRST_FORCING = 1e-2
 # component. Where a fold is being located, from that component's value, tangents are
 # solved to rounding.
 TANGENT_RTOL = 1e-6
+# Where such a tangent's `p` component is below this in size, the tangent is solved
+# again to rounding: its sign decides whether a fold lies between two points, and
+# GMRES's error in it can reach `TANGENT_RTOL` over the bordered system's smallest
+# singular value (about 2e-4 on the shipped core, whose slowest rate is 0.005).
+EXACT_TANGENT_BELOW = 1e-2
 
 
 class FlatField(eqx.Module):
@@ -116,7 +121,9 @@ def correct(F, y_pred, t, weights, args, tol, max_newton: int, dense: bool):
     `FORCING_MAX`), the linear error that would leave `rms F` at `FORCING tol` if
     Newton's own error were nil, rather than at rounding every time; the first step at
     no less than `FIRST_FORCING`, since Newton's own error after it is rarely smaller
-    (and a prediction that fails costs less).
+    (and a prediction that fails costs less). GMRES ("batched") tests its residual once
+    per restart cycle (`GMRES_RESTART` products), so a looser tolerance saves whole
+    cycles: at least one cycle is paid per step.
 
     A fixed fraction of `|F|` at every step (1e-3) lost the discretised Bratu branch, whose
     rows are `O(1/h^2)`: GMRES's error along the branch (the null direction of `dF/dy`,
@@ -233,8 +240,9 @@ def leading_eigen(F, y, args, k: int, dense: bool, previous=None):
 
     Dense: numpy's `eig` of the formed Jacobian. Matrix-free: Krylov-Schur
     (`_krylov_schur.leading_eigenpairs`, `KRYLOV_VECTORS` Krylov vectors, a fixed start
-    vector) on JVPs of one linearisation, each Ritz pair accepted at a residual below
-    `1e-10` (float64) times the operator's norm on its Krylov space: a tolerance relative
+    vector or `previous`, below) on JVPs of one linearisation, each Ritz pair accepted
+    at a residual below `1e-10` (float64) times the operator's norm on its Krylov
+    space: a tolerance relative
     to the operator, not to the eigenvalue (which nears 0 at a fold or branch point,
     where a relative test takes ever more restarts); `EigenNotConvergedError` where it
     fails. `previous` (`[n, j]`, the eigenvectors at a nearby point) starts the Krylov
@@ -287,15 +295,24 @@ def left_null_vector(F, y, args, value, guess, k: int):
     values, vectors = _leading_pairs(
         transposed_arnoldi_steps, F, y, args, jnp.asarray(start, y.dtype), k
     )
-    psi = np.asarray(vectors[:, int(np.argmin(np.abs(values - value)))])
+    distance = np.abs(values - value)
+    pick = int(np.argmin(distance))
+    others = np.delete(distance, pick)
+    if not real_eigenvalues(values)[pick] or (others.size and others.min() <= 2 * distance[pick]):
+        raise krylov_schur.EigenNotConvergedError(
+            f"the transposed Jacobian's eigenvalues {np.round(values, 8)} hold no real one "
+            f"clearly nearest {complex(value):.8g}: no left null vector."
+        )
+    psi = np.asarray(vectors[:, pick])
     psi = psi * np.exp(-1j * np.angle(psi[np.argmax(np.abs(psi))]))  # real up to a phase
     return np.real(psi) / np.linalg.norm(np.real(psi))
 
 
-def switch_tangent(F, y, t, phi, value, args, dense: bool, k: int = 1):
+def switch_tangent(F, y, t, phi, value, args, dense: bool, k: int):
     """The tangent of the other branch through a simple branch point at `y`, where the
     branch has tangent `t` and `df/dx` the null vector `phi` (eigenvalue `value`, near
-    zero; `k`: how many leading eigenvalues the branch computes, for the left one).
+    zero; the `k`-th largest in real part: the left one is the `k`-th of the transposed
+    Jacobian).
 
     The null space of `df/dy` is spanned by `t` and `w = (phi, 0)` less its Euclidean
     projection on `t` (any second direction of that space serves); a branch's tangent `c1 t + c2 w`

@@ -59,6 +59,7 @@ from et_ode import solvers
 from . import _krylov_schur as krylov_schur
 from ._branch_kernels import (
     DENSE_MAX,
+    EXACT_TANGENT_BELOW,
     TANGENT_RTOL,
     FlatField,
     correct,
@@ -180,15 +181,18 @@ class _Branch:
         """The corrected point at arclength `step` past point `a` (its tangent as the
         border), or None where Newton fails there; with `spectrum`, its eigenvalues
         (else `point`'s entries without them: `finish` adds them); its tangent solved to
-        rounding if `exact_tangent` (where a fold is located from it), else to
-        `TANGENT_RTOL`. The point records how far Newton moved it from the prediction
-        (`displacement`, in the metric)."""
+        rounding if `exact_tangent` (where a fold is located from it) or where its `p`
+        component is below `EXACT_TANGENT_BELOW`, else to `TANGENT_RTOL`. The point
+        records how far Newton moved it from the prediction (`displacement`, in the
+        metric)."""
         y_pred = a["y"] + step * a["t"]
         y, it, res = self.correct(y_pred, a["t"])
         if not (res <= float(self.tol)):
             self.refuse("newton", y, res, it, step=step)
             return None
         t = self.tangent(y, a["t"], exact=exact_tangent)
+        if not exact_tangent and abs(float(t[-1])) < EXACT_TANGENT_BELOW:
+            t = self.tangent(y, t, exact=True)  # near a fold: its sign must be right
         if not bool(jnp.all(jnp.isfinite(t))):  # landed on a singular point: step again
             self.refuse("singular", y, res, it, step=step)
             return None
@@ -329,7 +333,7 @@ def _branch_point(branch, point, bracket, index):
                 values[e],
                 branch.args,
                 branch.dense,
-                k=branch.k,
+                k=e + 1,
             )
         except krylov_schur.EigenNotConvergedError as error:  # the left null vector's
             record["switch_error"] = str(error)

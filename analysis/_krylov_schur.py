@@ -28,7 +28,8 @@ import scipy.linalg
 
 class EigenNotConvergedError(RuntimeError):
     """The Krylov-Schur iteration did not converge within its restarts, or the operator
-    is zero."""
+    is zero (or, for a left null vector, no eigenvalue found matches the crossing
+    one)."""
 
 
 def arnoldi_steps(linear: Callable, basis, projected, first):

@@ -447,36 +447,62 @@ def test_matrix_free_solve_meets_its_tolerance_on_the_true_residual(rtol):
 
 
 def nonsymmetric_transcritical(x, p, args):
-    """A transcritical point at `p = 0` whose Jacobian is not symmetric: `x0' = p x0 -
-    x0^2`, and three stable directions fed by `x0` and `x1`, with quadratic terms of
-    their own. At `p = 0` the null vector is `phi = (1, 1, 1/4, 1/10)` and the left one
-    `psi = e0`, so only `x0'`'s quadratic term enters the bifurcation equation: the other
-    branch leaves with `p = x0`, along `(phi, 1)`."""
-    x0, x1, x2, x3 = x
+    """A transcritical point at `p = 0` whose Jacobian is not symmetric and whose crossing
+    eigenvalue is not the leading one: `x0' = p x0 - x0^2`; three stable directions and
+    one unstable (rate 0.5, above the crossing) fed by `x0` and `x1`, with quadratic terms
+    of their own. On `x = 0` the eigenvalues are `0.5, p, -1, -2, -3`. At `p = 0` the null
+    vector is `phi = (1, 1, 1/4, 1/10, -2)` and the left one `psi = e0`, so only `x0'`'s
+    quadratic term enters the bifurcation equation: the other branch leaves with
+    `p = x0`, along `(phi, 1)`."""
+    x0, x1, x2, x3, x4 = x
     return jnp.stack(
         [
             p * x0 - x0**2,
             x0 - x1 + x0**2,
             0.5 * x0 - 2.0 * x2 + x0 * x1,
             0.3 * x1 - 3.0 * x3 + x1**2,
+            x0 + 0.5 * x4 + x4**2,
         ]
     )
 
 
-@pytest.mark.parametrize("matrix_free", [False, True])
-def test_switch_tangent_uses_the_left_null_vector(matrix_free):
-    branch = analysis.continuation(
+def _nonsymmetric_branch(matrix_free):
+    return analysis.continuation(
         nonsymmetric_transcritical,
-        jnp.zeros(4),
-        -1.0,
+        jnp.zeros(5),
+        -0.9,  # not -1, where p meets the -1 of x1 in a Jordan block
         p_span=(-1.0, 1.0),
         ds=0.05,
         ds_max=0.2,
         k=2,
         matrix_free=matrix_free,
     )
+
+
+@pytest.mark.parametrize("matrix_free", [False, True])
+def test_switch_tangent_uses_the_left_null_vector(matrix_free):
+    branch = _nonsymmetric_branch(matrix_free)
     assert branch["dense"] is not matrix_free
     (point,) = branch["bifurcations"]
     assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
-    want = np.array([1.0, 1.0, 0.25, 0.1, 1.0])
+    # `phi` is signed so that its largest entry (-2 here) is positive
+    want = -np.array([1.0, 1.0, 0.25, 0.1, -2.0, 1.0])
     np.testing.assert_allclose(point["switch_tangent"], want / np.linalg.norm(want), atol=1e-6)
+    # the two leading eigenvalues, warm-started point to point when matrix-free
+    p = branch["p"]
+    want_values = np.stack([np.maximum(p, 0.5), np.minimum(p, 0.5)], axis=1)
+    np.testing.assert_allclose(branch["eigenvalues"], want_values, atol=1e-8)
+
+
+def test_a_branch_point_without_a_left_null_vector_says_so(monkeypatch):
+    from et_ode.analysis import _branch_kernels as kernels
+    from et_ode.analysis import _krylov_schur as krylov_schur
+
+    def fails(*args, **kwargs):
+        raise krylov_schur.EigenNotConvergedError("no convergence (test)")
+
+    monkeypatch.setattr(kernels, "left_null_vector", fails)
+    (point,) = _nonsymmetric_branch(True)["bifurcations"]
+    assert "switch_tangent" not in point and "no convergence (test)" in point["switch_error"]
+    with pytest.raises(ValueError, match="left null vector was not found"):
+        analysis.switch_branch(nonsymmetric_transcritical, point, p_span=(-1.0, 1.0))
