@@ -11,6 +11,7 @@ the state's shape, so two calls with the same field share one compilation, and a
 value of `p` or of the arrays in `args` never recompiles.
 """
 
+import functools
 from collections.abc import Callable
 
 import equinox as eqx
@@ -55,6 +56,31 @@ TANGENT_RTOL = 1e-6
 EXACT_TANGENT_BELOW = 1e-2
 
 
+def explains_compile_failures(study):
+    """Decorate a public function that runs these kernels: where XLA refuses to compile
+    one of them on an accelerator (an `INVALID_ARGUMENT` compile error), raise an error
+    that names the known cause and the ways round it instead of XLA's message alone."""
+
+    @functools.wraps(study)
+    def run(*a, **kw):
+        try:
+            return study(*a, **kw)
+        except jax.errors.JaxRuntimeError as error:
+            backend = jax.default_backend()
+            if backend == "cpu" or "INVALID_ARGUMENT" not in str(error):
+                raise
+            raise RuntimeError(
+                f"XLA could not compile {study.__name__}'s linear solves on the {backend} "
+                "(JAX 0.11.2's algebraic simplifier rejected them on NVIDIA GPUs: "
+                "docs/how-to/devices.md). Run it on the CPU (JAX_PLATFORMS=cpu, or inside "
+                "`with jax.default_device(jax.devices('cpu')[0]):`), or set "
+                "XLA_FLAGS=--xla_disable_hlo_passes=algsimp before JAX starts. XLA said: "
+                f"{str(error).splitlines()[0][:300]}"
+            ) from error
+
+    return run
+
+
 class FlatField(eqx.Module):
     """`F(y, args) = f(x, p, args).ravel()` with `y = (x.ravel(), p)`."""
 
@@ -62,8 +88,11 @@ class FlatField(eqx.Module):
     shape: tuple = eqx.field(static=True)
 
     def __call__(self, y, args):
-        x = y[:-1].reshape(self.shape)
-        return jnp.ravel(self.field(x, y[-1], args)).astype(y.dtype)
+        return self.split(y[:-1], y[-1], args)
+
+    def split(self, x, p, args):
+        """`F` of `x` (flat, `[n]`) and `p` (a scalar) given apart."""
+        return jnp.ravel(self.field(x.reshape(self.shape), p, args)).astype(x.dtype)
 
     def state(self, y):
         """The state `x` of `y`, in its own shape."""
@@ -94,19 +123,28 @@ def bordered_solve(F, y, border, args, rhs, dense: bool, guess=None, rtol=None):
     Matrix-free: restarted GMRES (`jax.scipy`'s, `_gmres_limits`) on JVPs of one
     linearisation, from `guess` (else zero), to a residual `rtol |rhs|` (default
     `rounding_rtol`: to rounding). Dense: an LU solve, exact whatever `rtol`."""
-    f = lambda z: F(z, args)  # noqa: E731
     if dense:
-        matrix = jnp.concatenate([jax.jacfwd(f)(y), border[None]], axis=0)
+        matrix = jnp.concatenate([jax.jacfwd(lambda z: F(z, args))(y), border[None]], axis=0)
         return jnp.linalg.solve(matrix, rhs)
-    _, linear = jax.linearize(f, y)
-    solution, _ = jax.scipy.sparse.linalg.gmres(
-        lambda d: jnp.concatenate([linear(d), (border @ d)[None]]),
-        rhs,
-        x0=guess,
+    # GMRES's unknowns are the pair `(dx [n], dp [])`, never one concatenated vector:
+    # the operator then slices and concatenates nothing (on a GPU, XLA 0.11's algebraic
+    # simplifier rejected the concatenated form: docs/how-to/devices.md).
+    _, linear = jax.linearize(lambda x, p: F.split(x, p, args), y[:-1], y[-1])
+    border_x, border_p = border[:-1], border[-1]
+
+    def operator(d):
+        dx, dp = d
+        return linear(dx, dp), border_x @ dx + border_p * dp
+
+    pair = lambda v: None if v is None else (v[:-1], v[-1])  # noqa: E731
+    (dx, dp), _ = jax.scipy.sparse.linalg.gmres(
+        operator,
+        pair(rhs),
+        x0=pair(guess),
         tol=rounding_rtol(y.dtype) if rtol is None else rtol,
         **_gmres_limits(y.size),
     )
-    return solution
+    return jnp.concatenate([dx, dp[None]])
 
 
 @eqx.filter_jit
@@ -213,7 +251,7 @@ def real_eigenvalues(values) -> np.ndarray:
 def arnoldi_steps(F, y, args, basis, projected, first):
     """`_krylov_schur.arnoldi_steps` on `df/dx` at `y`: one linearisation, then the
     products of the Arnoldi steps in one compiled loop."""
-    _, linear = jax.linearize(lambda u: F(jnp.concatenate([u, y[-1:]]), args), y[:-1])
+    _, linear = jax.linearize(lambda u: F.split(u, y[-1], args), y[:-1])
     return krylov_schur.arnoldi_steps(linear, basis, projected, first)
 
 
@@ -278,7 +316,7 @@ def second_derivative(F, y, args, u, v):
 @eqx.filter_jit
 def transposed_arnoldi_steps(F, y, args, basis, projected, first):
     """`arnoldi_steps` on `(df/dx)^T` at `y` (vector-Jacobian products)."""
-    _, pullback = jax.vjp(lambda u: F(jnp.concatenate([u, y[-1:]]), args), y[:-1])
+    _, pullback = jax.vjp(lambda u: F.split(u, y[-1], args), y[:-1])
     return krylov_schur.arnoldi_steps(lambda w: pullback(w)[0], basis, projected, first)
 
 

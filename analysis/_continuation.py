@@ -63,6 +63,7 @@ from ._branch_kernels import (
     TANGENT_RTOL,
     FlatField,
     correct,
+    explains_compile_failures,
     jacobian,
     leading_eigen,
     real_eigenvalues,
@@ -403,6 +404,7 @@ def _trust(record, locate_tol):
     return record
 
 
+@explains_compile_failures
 def continuation(
     system: solvers.EnergySystem | Field,
     x0: Real[ArrayLike, "..."],
@@ -699,6 +701,7 @@ def _result(points, bifurcations, stop_reason, stall, F, dense, dtype, settings)
     )
 
 
+@explains_compile_failures
 def switch_branch(
     field: solvers.EnergySystem | Field,
     bifurcation: dict,

@@ -506,3 +506,25 @@ def test_a_branch_point_without_a_left_null_vector_says_so(monkeypatch):
     assert "switch_tangent" not in point and "no convergence (test)" in point["switch_error"]
     with pytest.raises(ValueError, match="left null vector was not found"):
         analysis.switch_branch(nonsymmetric_transcritical, point, p_span=(-1.0, 1.0))
+
+
+@pytest.mark.parametrize("backend", ["gpu", "cpu"])
+def test_an_accelerators_compile_failure_names_the_way_round(monkeypatch, backend):
+    """XLA 0.11's GPU compiler rejected the matrix-free linear solves (INVALID_ARGUMENT):
+    on an accelerator the study says so and how to run it; on the CPU, where that is not
+    a known failure, XLA's own error passes through untouched."""
+    xla_says = "INVALID_ARGUMENT: Reshape input and output shapes must be the same, got  -> 64"
+
+    def refuses(*args, **kwargs):
+        raise jax.errors.JaxRuntimeError(xla_says)
+
+    monkeypatch.setattr(continuation_module, "correct", refuses)
+    monkeypatch.setattr(jax, "default_backend", lambda: backend)
+    if backend == "cpu":
+        with pytest.raises(jax.errors.JaxRuntimeError, match="INVALID_ARGUMENT"):
+            analysis.continuation(fold_form, jnp.ones(1), -1.0, p_span=(-2.0, 1.0))
+        return
+    with pytest.raises(RuntimeError, match="JAX_PLATFORMS=cpu") as caught:
+        analysis.continuation(fold_form, jnp.ones(1), -1.0, p_span=(-2.0, 1.0))
+    assert "continuation" in str(caught.value) and "Reshape input" in str(caught.value)
+    assert "algsimp" in str(caught.value) and "on the gpu" in str(caught.value)
