@@ -126,15 +126,19 @@ def bordered_solve(F, y, border, args, rhs, dense: bool, guess=None, rtol=None):
     if dense:
         matrix = jnp.concatenate([jax.jacfwd(lambda z: F(z, args))(y), border[None]], axis=0)
         return jnp.linalg.solve(matrix, rhs)
-    # GMRES's unknowns are the pair `(dx [n], dp [])`, never one concatenated vector:
-    # the operator then slices and concatenates nothing (on a GPU, XLA 0.11's algebraic
-    # simplifier rejected the concatenated form: docs/how-to/devices.md).
-    _, linear = jax.linearize(lambda x, p: F.split(x, p, args), y[:-1], y[-1])
+    # GMRES's unknowns are the pair `(dx [n], dp [])`, and `df/dp` is one vector formed
+    # before it starts: its operator linearises in `x` alone and slices, concatenates or
+    # carries a tangent of `p` through nothing (on a GPU, XLA 0.11's algebraic simplifier
+    # rejected a concatenated `[df/dy; border]` operator, and accepted `df/dx`'s:
+    # docs/how-to/devices.md). On the CPU each product costs the same either way.
+    x, p = y[:-1], y[-1]
+    _, linear = jax.linearize(lambda u: F.split(u, p, args), x)
+    _, df_dp = jax.jvp(lambda q: F.split(x, q, args), (p,), (jnp.ones_like(p),))
     border_x, border_p = border[:-1], border[-1]
 
     def operator(d):
         dx, dp = d
-        return linear(dx, dp), border_x @ dx + border_p * dp
+        return linear(dx) + df_dp * dp, border_x @ dx + border_p * dp
 
     pair = lambda v: None if v is None else (v[:-1], v[-1])  # noqa: E731
     (dx, dp), _ = jax.scipy.sparse.linalg.gmres(
