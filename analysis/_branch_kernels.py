@@ -12,6 +12,7 @@ value of `p` or of the arrays in `args` never recompiles.
 """
 
 import functools
+import warnings
 from collections.abc import Callable
 
 import equinox as eqx
@@ -56,25 +57,98 @@ TANGENT_RTOL = 1e-6
 EXACT_TANGENT_BELOW = 1e-2
 
 
+# The XLA pass that rejected the bordered solves on NVIDIA GPUs (JAX 0.11.2); a kernel
+# that XLA refuses to compile on an accelerator is compiled once more without it.
+REJECTING_PASS = "algsimp"
+
+
+def _refused_by_xla(error) -> bool:
+    """An accelerator's compiler refused a program (not a CPU's: there it is a bug)."""
+    return (
+        isinstance(error, jax.errors.JaxRuntimeError)
+        and jax.default_backend() != "cpu"
+        and "INVALID_ARGUMENT" in str(error)
+    )
+
+
+class compiled:
+    """`eqx.filter_jit(kernel)`, except where XLA refuses to compile it on an accelerator
+    (`INVALID_ARGUMENT`): then, with a warning, that kernel alone is compiled again with
+    `REJECTING_PASS` off (`jax.jit`'s per-program `compiler_options`; arrays traced,
+    everything else static, as `filter_jit` splits them), and used from then on."""
+
+    def __init__(self, kernel):
+        functools.update_wrapper(self, kernel)
+        self.kernel = kernel
+        self.default = eqx.filter_jit(kernel)
+        self.fallback = None
+
+    def __call__(self, *args, **kwargs):
+        if self.fallback is None:
+            try:
+                return self.default(*args, **kwargs)
+            except jax.errors.JaxRuntimeError as error:
+                if not _refused_by_xla(error):
+                    raise
+                warnings.warn(
+                    f"XLA refused to compile {self.kernel.__name__} on the "
+                    f"{jax.default_backend()} ({str(error).splitlines()[0][:200]}); "
+                    f"compiling it again with XLA's {REJECTING_PASS} pass off "
+                    "(docs/how-to/devices.md).",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                self.fallback = self._without_pass()
+        return self.fallback(*args, **kwargs)
+
+    def _without_pass(self):
+        kernel = self.kernel
+
+        def run(static, arrays):
+            treedef, others = static
+            leaves, it = [], iter(arrays)
+            for leaf in others:
+                leaves.append(next(it) if leaf is _TRACED else leaf)
+            a, kw = jax.tree.unflatten(treedef, leaves)
+            return kernel(*a, **kw)
+
+        jitted = jax.jit(
+            run,
+            static_argnums=0,
+            compiler_options={"xla_disable_hlo_passes": REJECTING_PASS},
+        )
+
+        def call(*args, **kwargs):
+            leaves, treedef = jax.tree.flatten((args, kwargs))
+            traced = [eqx.is_array(leaf) for leaf in leaves]
+            others = tuple(_TRACED if t else leaf for t, leaf in zip(traced, leaves))
+            arrays = [leaf for t, leaf in zip(traced, leaves) if t]
+            return jitted((treedef, others), arrays)
+
+        return call
+
+
+_TRACED = object()  # the place of a traced array among a kernel's static arguments
+
+
 def explains_compile_failures(study):
     """Decorate a public function that runs these kernels: where XLA refuses to compile
-    one of them on an accelerator (an `INVALID_ARGUMENT` compile error), raise an error
-    that names the known cause and the ways round it instead of XLA's message alone."""
+    one of them on an accelerator even with `REJECTING_PASS` off (`compiled`), raise an
+    error that names the known cause and the way round instead of XLA's message alone."""
 
     @functools.wraps(study)
     def run(*a, **kw):
         try:
             return study(*a, **kw)
         except jax.errors.JaxRuntimeError as error:
-            backend = jax.default_backend()
-            if backend == "cpu" or "INVALID_ARGUMENT" not in str(error):
+            if not _refused_by_xla(error):
                 raise
             raise RuntimeError(
-                f"XLA could not compile {study.__name__}'s linear solves on the {backend} "
-                "(JAX 0.11.2's algebraic simplifier rejected them on NVIDIA GPUs: "
-                "docs/how-to/devices.md). Run it on the CPU (JAX_PLATFORMS=cpu, or inside "
-                "`with jax.default_device(jax.devices('cpu')[0]):`), or set "
-                "XLA_FLAGS=--xla_disable_hlo_passes=algsimp before JAX starts. XLA said: "
+                f"XLA could not compile {study.__name__}'s linear solves on the "
+                f"{jax.default_backend()}, not even with its {REJECTING_PASS} pass off "
+                "(JAX 0.11.2 had rejected them on NVIDIA GPUs: docs/how-to/devices.md). "
+                "Run it on the CPU: JAX_PLATFORMS=cpu, or inside "
+                "`with jax.default_device(jax.devices('cpu')[0]):`. XLA said: "
                 f"{str(error).splitlines()[0][:300]}"
             ) from error
 
@@ -151,7 +225,7 @@ def bordered_solve(F, y, border, args, rhs, dense: bool, guess=None, rtol=None):
     return jnp.concatenate([dx, dp[None]])
 
 
-@eqx.filter_jit
+@compiled
 def correct(F, y_pred, t, weights, args, tol, max_newton: int, dense: bool):
     """Newton on `F(y) = 0, (weights t) . (y - y_pred) = 0` from `y_pred` (the
     pseudo-arclength corrector along the unit tangent `t`; with `t = e_p` it solves at
@@ -196,7 +270,7 @@ def correct(F, y_pred, t, weights, args, tol, max_newton: int, dense: bool):
     return y, it, res
 
 
-@eqx.filter_jit
+@compiled
 def tangent(F, y, border, weights, args, dense: bool, guess=None, rtol=None):
     """The tangent `t` of the branch at `y` (`dF/dy t = 0`), of unit length in the norm
     `sqrt(sum(weights t^2))`, oriented so that `border . t > 0`; `guess` (the previous
@@ -206,14 +280,14 @@ def tangent(F, y, border, weights, args, dense: bool, guess=None, rtol=None):
     return t / jnp.sqrt(jnp.sum(weights * t * t))
 
 
-@eqx.filter_jit
+@compiled
 def jacobian(F, y, args):
     """`dF/dy`, `[n, n + 1]` (dense case only): `[:, :-1]` is `df/dx`, `[:, -1]` is
     `df/dp`."""
     return jax.jacfwd(lambda z: F(z, args))(y)
 
 
-@eqx.filter_jit
+@compiled
 def deflated_newton(F, y0, roots, active, args, tol, max_newton: int, power, shift, dense: bool):
     """Newton on `f(x, p) = 0` at fixed `p` from `y0`, deflated at the `active` rows of
     `roots` (`[m, n]`): the step is the plain Newton step scaled by
@@ -251,7 +325,7 @@ def real_eigenvalues(values) -> np.ndarray:
     return np.abs(values.imag) <= 1e-7 * scale
 
 
-@eqx.filter_jit
+@compiled
 def arnoldi_steps(F, y, args, basis, projected, first):
     """`_krylov_schur.arnoldi_steps` on `df/dx` at `y`: one linearisation, then the
     products of the Arnoldi steps in one compiled loop."""
@@ -310,14 +384,14 @@ def leading_eigen(F, y, args, k: int, dense: bool, previous=None):
     return values[:k], vectors[:, :k], unstable
 
 
-@eqx.filter_jit
+@compiled
 def second_derivative(F, y, args, u, v):
     """`d^2 F(y)[u, v]` (`[n]`), by a JVP of a JVP."""
     f = lambda z: F(z, args)  # noqa: E731
     return jax.jvp(lambda z: jax.jvp(f, (z,), (u,))[1], (y,), (v,))[1]
 
 
-@eqx.filter_jit
+@compiled
 def transposed_arnoldi_steps(F, y, args, basis, projected, first):
     """`arnoldi_steps` on `(df/dx)^T` at `y` (vector-Jacobian products)."""
     _, pullback = jax.vjp(lambda u: F.split(u, y[-1], args), y[:-1])

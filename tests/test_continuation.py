@@ -527,4 +527,28 @@ def test_an_accelerators_compile_failure_names_the_way_round(monkeypatch, backen
     with pytest.raises(RuntimeError, match="JAX_PLATFORMS=cpu") as caught:
         analysis.continuation(fold_form, jnp.ones(1), -1.0, p_span=(-2.0, 1.0))
     assert "continuation" in str(caught.value) and "Reshape input" in str(caught.value)
-    assert "algsimp" in str(caught.value) and "on the gpu" in str(caught.value)
+    assert "not even with its algsimp pass off" in str(caught.value)
+
+
+def test_a_kernel_that_xla_refuses_on_an_accelerator_compiles_again_without_algsimp(
+    monkeypatch,
+):
+    """Where XLA refuses a kernel on an accelerator, that kernel is compiled once more
+    with the pass that refused it off (per program), with a warning, and the branch is
+    the same: simulated here on the CPU, whose compiler takes the same option."""
+    from et_ode.analysis import _branch_kernels as kernels
+
+    def refuses(*args, **kwargs):
+        raise jax.errors.JaxRuntimeError("INVALID_ARGUMENT: Reshape input and output (test)")
+
+    run = dict(p_span=(-2.0, 1.0), ds=0.1, matrix_free=False)
+    plain = analysis.continuation(fold_form, jnp.ones(1), -1.0, **run)
+    monkeypatch.setattr(kernels.correct, "default", refuses)
+    monkeypatch.setattr(kernels.correct, "fallback", None)  # restored after the test
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    with pytest.warns(RuntimeWarning, match="compiling it again with XLA's algsimp pass off"):
+        rescued = analysis.continuation(fold_form, jnp.ones(1), -1.0, **run)
+    assert kernels.correct.fallback is not None
+    np.testing.assert_allclose(rescued["p"], plain["p"], rtol=0, atol=1e-12)
+    ((fold,),) = [rescued["bifurcations"]]
+    assert fold["kind"] == "fold" and abs(fold["p"]) < 1e-6
