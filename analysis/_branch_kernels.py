@@ -11,8 +11,6 @@ the state's shape, so two calls with the same field share one compilation, and a
 value of `p` or of the arrays in `args` never recompiles.
 """
 
-import functools
-import warnings
 from collections.abc import Callable
 
 import equinox as eqx
@@ -23,6 +21,7 @@ import numpy as np
 from et_ode import solvers
 
 from . import _krylov_schur as krylov_schur
+from ._xla_fallback import compiled
 
 # Unknowns (`n + 1`) up to which the Jacobian is formed; above, JVPs and GMRES only.
 DENSE_MAX = 1024
@@ -55,104 +54,6 @@ TANGENT_RTOL = 1e-6
 # GMRES's error in it can reach `TANGENT_RTOL` over the bordered system's smallest
 # singular value (about 2e-4 on the shipped core, whose slowest rate is 0.005).
 EXACT_TANGENT_BELOW = 1e-2
-
-
-# The XLA pass that rejected the bordered solves on NVIDIA GPUs (JAX 0.11.2); a kernel
-# that XLA refuses to compile on an accelerator is compiled once more without it.
-REJECTING_PASS = "algsimp"
-
-
-def _refused_by_xla(error) -> bool:
-    """An accelerator's compiler refused a program (not a CPU's: there it is a bug)."""
-    return (
-        isinstance(error, jax.errors.JaxRuntimeError)
-        and jax.default_backend() != "cpu"
-        and "INVALID_ARGUMENT" in str(error)
-    )
-
-
-class compiled:
-    """`eqx.filter_jit(kernel)`, except where XLA refuses to compile it on an accelerator
-    (`INVALID_ARGUMENT`): then, with a warning, that kernel alone is compiled again with
-    `REJECTING_PASS` off (`jax.jit`'s per-program `compiler_options`; arrays traced,
-    everything else static, as `filter_jit` splits them), and used from then on."""
-
-    def __init__(self, kernel):
-        functools.update_wrapper(self, kernel)
-        self.kernel = kernel
-        self.default = eqx.filter_jit(kernel)
-        self.fallback = None
-
-    def __call__(self, *args, **kwargs):
-        if self.fallback is None:
-            try:
-                return self.default(*args, **kwargs)
-            except jax.errors.JaxRuntimeError as error:
-                if not _refused_by_xla(error):
-                    raise
-                warnings.warn(
-                    f"XLA refused to compile {self.kernel.__name__} on the "
-                    f"{jax.default_backend()} ({str(error).splitlines()[0][:200]}); "
-                    f"compiling it again with XLA's {REJECTING_PASS} pass off "
-                    "(docs/how-to/devices.md).",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                self.fallback = self._without_pass()
-        return self.fallback(*args, **kwargs)
-
-    def _without_pass(self):
-        kernel = self.kernel
-
-        def run(static, arrays):
-            treedef, others = static
-            leaves, it = [], iter(arrays)
-            for leaf in others:
-                leaves.append(next(it) if leaf is _TRACED else leaf)
-            a, kw = jax.tree.unflatten(treedef, leaves)
-            return kernel(*a, **kw)
-
-        jitted = jax.jit(
-            run,
-            static_argnums=0,
-            compiler_options={"xla_disable_hlo_passes": REJECTING_PASS},
-        )
-
-        def call(*args, **kwargs):
-            leaves, treedef = jax.tree.flatten((args, kwargs))
-            traced = [eqx.is_array(leaf) for leaf in leaves]
-            others = tuple(_TRACED if t else leaf for t, leaf in zip(traced, leaves))
-            arrays = [leaf for t, leaf in zip(traced, leaves) if t]
-            return jitted((treedef, others), arrays)
-
-        return call
-
-
-_TRACED = object()  # the place of a traced array among a kernel's static arguments
-
-
-def explains_compile_failures(study):
-    """Decorate a public function that runs these kernels: where XLA refuses to compile
-    one of them on an accelerator even with `REJECTING_PASS` off (`compiled`), raise an
-    error that names the known cause and the way round instead of XLA's message alone."""
-
-    @functools.wraps(study)
-    def run(*a, **kw):
-        try:
-            return study(*a, **kw)
-        except jax.errors.JaxRuntimeError as error:
-            if not _refused_by_xla(error):
-                raise
-            raise RuntimeError(
-                f"XLA could not compile {study.__name__}'s linear solves on the "
-                f"{jax.default_backend()}, not even with its {REJECTING_PASS} pass off "
-                "(JAX 0.11.2 had rejected them on NVIDIA GPUs: docs/how-to/devices.md). "
-                "Run it on the CPU: JAX_PLATFORMS=cpu, or inside "
-                "`with jax.default_device(jax.devices('cpu')[0]):`. XLA said: "
-                f"{str(error).splitlines()[0][:300]}"
-            ) from error
-
-    return run
 
 
 class FlatField(eqx.Module):

@@ -63,7 +63,6 @@ from ._branch_kernels import (
     TANGENT_RTOL,
     FlatField,
     correct,
-    explains_compile_failures,
     jacobian,
     leading_eigen,
     real_eigenvalues,
@@ -404,7 +403,6 @@ def _trust(record, locate_tol):
     return record
 
 
-@explains_compile_failures
 def continuation(
     system: solvers.EnergySystem | Field,
     x0: Real[ArrayLike, "..."],
@@ -701,7 +699,6 @@ def _result(points, bifurcations, stop_reason, stall, F, dense, dtype, settings)
     )
 
 
-@explains_compile_failures
 def switch_branch(
     field: solvers.EnergySystem | Field,
     bifurcation: dict,

@@ -20,18 +20,11 @@ import numpy as np
 from jax.typing import DTypeLike
 from jaxtyping import ArrayLike, Real
 
-from ._branch_kernels import (
-    DENSE_MAX,
-    FlatField,
-    deflated_newton,
-    explains_compile_failures,
-    leading_eigen,
-)
+from ._branch_kernels import DENSE_MAX, FlatField, deflated_newton, leading_eigen
 from ._continuation import Field, check_field_shape, dtype_of, is_float
 from ._records import metadata
 
 
-@explains_compile_failures
 def steady_states(
     field: Field,
     starts: Real[ArrayLike, " S *shape"],

@@ -419,12 +419,14 @@ def test_the_ets_fixed_point_in_the_memory_scale(smooth_model, x0):
         analysis.continuation(smooth_model, fixed.x, 1.0, p_span=(0.5, 2.0))
 
 
-@pytest.mark.parametrize("rtol", [1e-4, 1e-10])
-def test_matrix_free_solve_meets_its_tolerance_on_the_true_residual(rtol):
+@pytest.mark.parametrize("rtol, guess", [(1e-4, False), (1e-10, False), (1e-10, True)])
+def test_matrix_free_solve_meets_its_tolerance_on_the_true_residual(rtol, guess):
     """The bordered solve's GMRES stops on the true residual, not on an estimate: on a
     stiff nonsymmetric system (rates 0.005 to 32, as on the shipped core) the residual
-    recomputed here in numpy is within `rtol` of the right-hand side. Inexact Newton
-    relies on it (jax.scipy's "incremental" GMRES stopped ~10x above what it was asked)."""
+    recomputed here in numpy is within `rtol` of the right-hand side, from zero or from
+    a guess. Inexact Newton relies on it (jax.scipy's "incremental" GMRES stopped ~10x
+    above what it was asked). The field is nonlinear in `x` and `p` (its rates only
+    faster for it), so `df/dx` and `df/dp` are those at `y`."""
     from et_ode.analysis import _branch_kernels as kernels
 
     n = 200
@@ -432,16 +434,23 @@ def test_matrix_free_solve_meets_its_tolerance_on_the_true_residual(rtol):
     q, _ = np.linalg.qr(rng.normal(size=(n, n)))
     skew = rng.normal(size=(n, n)) / np.sqrt(n)
     a = q @ np.diag(-np.geomspace(0.005, 32.0, n)) @ q.T + 0.01 * (skew - skew.T)
-    b = rng.normal(size=n)
-    field = lambda x, p, args: args[0] @ x + p * args[1]  # noqa: E731
+    b, c = rng.normal(size=(2, n))
+
+    def field(x, p, args):
+        return args[0] @ x + p * args[1] + p**2 * args[2] - 0.01 * x**3
+
     F = kernels.FlatField(field, (n,))
     y = jnp.asarray(rng.normal(size=n + 1))
     border = jnp.asarray(rng.normal(size=n + 1))
     rhs = jnp.asarray(rng.normal(size=n + 1))
+    start = jnp.asarray(rng.normal(size=n + 1)) if guess else None
     dy = kernels.bordered_solve(
-        F, y, border, (jnp.asarray(a), jnp.asarray(b)), rhs, dense=False, rtol=rtol
+        F, y, border, tuple(map(jnp.asarray, (a, b, c))), rhs, dense=False, guess=start, rtol=rtol
     )
-    matrix = np.vstack([np.column_stack([a, b]), np.asarray(border)[None]])
+    x, p = np.asarray(y[:-1]), float(y[-1])
+    df_dx = a - np.diag(0.03 * x**2)
+    df_dp = b + 2 * p * c
+    matrix = np.vstack([np.column_stack([df_dx, df_dp]), np.asarray(border)[None]])
     residual = np.linalg.norm(matrix @ np.asarray(dy) - np.asarray(rhs))
     assert residual <= 1.01 * rtol * np.linalg.norm(rhs)
 
@@ -508,47 +517,64 @@ def test_a_branch_point_without_a_left_null_vector_says_so(monkeypatch):
         analysis.switch_branch(nonsymmetric_transcritical, point, p_span=(-1.0, 1.0))
 
 
-@pytest.mark.parametrize("backend", ["gpu", "cpu"])
-def test_an_accelerators_compile_failure_names_the_way_round(monkeypatch, backend):
-    """XLA 0.11's GPU compiler rejected the matrix-free linear solves (INVALID_ARGUMENT):
-    on an accelerator the study says so and how to run it; on the CPU, where that is not
-    a known failure, XLA's own error passes through untouched."""
-    xla_says = "INVALID_ARGUMENT: Reshape input and output shapes must be the same, got  -> 64"
-
-    def refuses(*args, **kwargs):
-        raise jax.errors.JaxRuntimeError(xla_says)
-
-    monkeypatch.setattr(continuation_module, "correct", refuses)
-    monkeypatch.setattr(jax, "default_backend", lambda: backend)
-    if backend == "cpu":
-        with pytest.raises(jax.errors.JaxRuntimeError, match="INVALID_ARGUMENT"):
-            analysis.continuation(fold_form, jnp.ones(1), -1.0, p_span=(-2.0, 1.0))
-        return
-    with pytest.raises(RuntimeError, match="JAX_PLATFORMS=cpu") as caught:
-        analysis.continuation(fold_form, jnp.ones(1), -1.0, p_span=(-2.0, 1.0))
-    assert "continuation" in str(caught.value) and "Reshape input" in str(caught.value)
-    assert "not even with its algsimp pass off" in str(caught.value)
+def _refuses(*args, **kwargs):
+    raise jax.errors.JaxRuntimeError(
+        "INVALID_ARGUMENT: Reshape input and output shapes must be the same, got  -> 64"
+    )
 
 
-def test_a_kernel_that_xla_refuses_on_an_accelerator_compiles_again_without_algsimp(
-    monkeypatch,
-):
-    """Where XLA refuses a kernel on an accelerator, that kernel is compiled once more
-    with the pass that refused it off (per program), with a warning, and the branch is
-    the same: simulated here on the CPU, whose compiler takes the same option."""
+def test_a_kernel_xla_refuses_on_an_accelerator_is_compiled_without_algsimp(monkeypatch):
+    """Where XLA refuses the corrector and the tangent on an accelerator (simulated: the
+    default programs raise XLA's refusal, the arguments are said to live on a GPU), each
+    is compiled again with `algsimp` off, with a warning, once per static signature, and
+    the matrix-free branch through the nonsymmetric branch point is the analytic one.
+    (The CPU's compiler takes the same per-program option.)"""
     from et_ode.analysis import _branch_kernels as kernels
+    from et_ode.analysis import _xla_fallback
 
-    def refuses(*args, **kwargs):
-        raise jax.errors.JaxRuntimeError("INVALID_ARGUMENT: Reshape input and output (test)")
-
-    run = dict(p_span=(-2.0, 1.0), ds=0.1, matrix_free=False)
-    plain = analysis.continuation(fold_form, jnp.ones(1), -1.0, **run)
-    monkeypatch.setattr(kernels.correct, "default", refuses)
-    monkeypatch.setattr(kernels.correct, "fallback", None)  # restored after the test
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(_xla_fallback, "_platform", lambda leaves: "gpu")
+    for kernel in (kernels.correct, kernels.tangent):
+        monkeypatch.setattr(kernel, "default", _refuses)
+        monkeypatch.setattr(kernel, "rescued", False)  # restored after the test
+        monkeypatch.setattr(kernel, "traces", 0)
     with pytest.warns(RuntimeWarning, match="compiling it again with XLA's algsimp pass off"):
-        rescued = analysis.continuation(fold_form, jnp.ones(1), -1.0, **run)
-    assert kernels.correct.fallback is not None
-    np.testing.assert_allclose(rescued["p"], plain["p"], rtol=0, atol=1e-12)
-    ((fold,),) = [rescued["bifurcations"]]
-    assert fold["kind"] == "fold" and abs(fold["p"]) < 1e-6
+        branch = _nonsymmetric_branch(True)
+    assert kernels.correct.rescued and kernels.tangent.rescued
+    assert kernels.correct.traces == 1 and kernels.tangent.traces == 1  # then cached
+    (point,) = branch["bifurcations"]
+    assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
+    want = -np.array([1.0, 1.0, 0.25, 0.1, -2.0, 1.0])
+    np.testing.assert_allclose(point["switch_tangent"], want / np.linalg.norm(want), atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["refused twice", "on the cpu", "another error"])
+def test_what_is_not_rescued_says_so(monkeypatch, case):
+    """Refused with `algsimp` on and off: an error that says both were tried and names
+    `JAX_PLATFORMS=cpu`. On the CPU (where these programs compile) or for any other
+    error, XLA's own error, untouched and with no retry."""
+    from et_ode.analysis import _branch_kernels as kernels
+    from et_ode.analysis import _xla_fallback
+
+    monkeypatch.setattr(kernels.correct, "rescued", False)
+    monkeypatch.setattr(kernels.correct, "default", _refuses)
+    monkeypatch.setattr(kernels.correct, "without_pass", _refuses)
+    if case != "on the cpu":
+        monkeypatch.setattr(_xla_fallback, "_platform", lambda leaves: "gpu")
+    if case == "another error":
+
+        def fails(*args, **kwargs):
+            raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: out of memory (test)")
+
+        monkeypatch.setattr(kernels.correct, "default", fails)
+    start = lambda: analysis.continuation(fold_form, jnp.ones(1), -1.0, p_span=(-2.0, 1.0))  # noqa: E731
+    if case == "refused twice":
+        with pytest.warns(RuntimeWarning), pytest.raises(_xla_fallback.XlaRefusedError) as caught:
+            start()
+        said = str(caught.value)
+        assert "correct" in said and "pass on" in said and "off" in said and "-> 64" in said
+        assert "JAX_PLATFORMS=cpu" in said and not kernels.correct.rescued
+        return
+    with pytest.raises(jax.errors.JaxRuntimeError) as caught:
+        start()
+    assert type(caught.value) is jax.errors.JaxRuntimeError
+    assert not kernels.correct.rescued
