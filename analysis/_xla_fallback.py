@@ -48,11 +48,11 @@ class _Split:
     TRACED = object()
 
     def __init__(self, args, kwargs):
-        self.leaves, treedef = jax.tree.flatten((args, kwargs))
-        traced = [eqx.is_array(leaf) for leaf in self.leaves]
-        others = tuple(self.TRACED if t else leaf for t, leaf in zip(traced, self.leaves))
+        leaves, treedef = jax.tree.flatten((args, kwargs))
+        traced = [eqx.is_array(leaf) for leaf in leaves]
+        others = tuple(self.TRACED if t else leaf for t, leaf in zip(traced, leaves))
         self.static = (treedef, others)
-        self.arrays = [leaf for t, leaf in zip(traced, self.leaves) if t]
+        self.arrays = [leaf for t, leaf in zip(traced, leaves) if t]
 
     @classmethod
     def join(cls, static, arrays):
