@@ -73,6 +73,7 @@ from ._branch_kernels import (
 from ._common import float64_available
 from ._records import metadata
 from ._system_branch import state_and_residual, system_field
+from ._xla_fallback import rescued_kernels
 
 STOP_REASONS = ("p_span", "max_points", "ds_min", "closed")
 # A corrector that ends within this factor of `tol` stalled near a steady state (`_stall`).
@@ -695,7 +696,13 @@ def _result(points, bifurcations, stop_reason, stall, F, dense, dtype, settings)
         stop_reason=stop_reason,
         stall=stall,
         dense=dense,
-        metadata=metadata(study="continuation", dtype=dtype, dense_max=DENSE_MAX, **settings),
+        metadata=metadata(
+            study="continuation",
+            dtype=dtype,
+            dense_max=DENSE_MAX,
+            kernels_without_algsimp=rescued_kernels(),
+            **settings,
+        ),
     )
 
 

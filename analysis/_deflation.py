@@ -23,6 +23,7 @@ from jaxtyping import ArrayLike, Real
 from ._branch_kernels import DENSE_MAX, FlatField, deflated_newton, leading_eigen
 from ._continuation import Field, check_field_shape, dtype_of, is_float
 from ._records import metadata
+from ._xla_fallback import rescued_kernels
 
 
 def steady_states(
@@ -169,5 +170,6 @@ def steady_states(
             tol=tol,
             max_newton=max_newton,
             min_distance=min_distance,
+            kernels_without_algsimp=rescued_kernels(),
         ),
     )

@@ -19,6 +19,16 @@ REJECTING_PASS = "algsimp"
 WITHOUT_PASS = {"xla_disable_hlo_passes": REJECTING_PASS}
 
 
+# The kernels compiled with `REJECTING_PASS` off in this process (`compiled.rescued`):
+# the studies record them in their metadata.
+RESCUED: set[str] = set()
+
+
+def rescued_kernels() -> list[str]:
+    """The names of the kernels that run with `REJECTING_PASS` off in this process."""
+    return sorted(RESCUED)
+
+
 class XlaRefusedError(RuntimeError):
     """XLA refused to compile a kernel on an accelerator, with `REJECTING_PASS` on and
     off."""
@@ -119,4 +129,5 @@ class compiled:
                 "`with jax.default_device(jax.devices('cpu')[0]):`."
             ) from again
         self.rescued = True
+        RESCUED.add(self.__name__)
         return out

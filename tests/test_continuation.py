@@ -492,6 +492,7 @@ def _nonsymmetric_branch(matrix_free):
 def test_switch_tangent_uses_the_left_null_vector(matrix_free):
     branch = _nonsymmetric_branch(matrix_free)
     assert branch["dense"] is not matrix_free
+    assert branch["metadata"]["kernels_without_algsimp"] == []
     (point,) = branch["bifurcations"]
     assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
     # `phi` is signed so that its largest entry (-2 here) is positive
@@ -533,6 +534,7 @@ def test_a_kernel_xla_refuses_on_an_accelerator_is_compiled_without_algsimp(monk
     from et_ode.analysis import _xla_fallback
 
     monkeypatch.setattr(_xla_fallback, "_platform", lambda leaves: "gpu")
+    monkeypatch.setattr(_xla_fallback, "RESCUED", set())
     for kernel in (kernels.correct, kernels.tangent):
         monkeypatch.setattr(kernel, "default", _refuses)
         monkeypatch.setattr(kernel, "rescued", False)  # restored after the test
@@ -541,6 +543,7 @@ def test_a_kernel_xla_refuses_on_an_accelerator_is_compiled_without_algsimp(monk
         branch = _nonsymmetric_branch(True)
     assert kernels.correct.rescued and kernels.tangent.rescued
     assert kernels.correct.traces == 1 and kernels.tangent.traces == 1  # then cached
+    assert branch["metadata"]["kernels_without_algsimp"] == ["correct", "tangent"]
     (point,) = branch["bifurcations"]
     assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
     want = -np.array([1.0, 1.0, 0.25, 0.1, -2.0, 1.0])
