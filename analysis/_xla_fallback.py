@@ -19,14 +19,13 @@ REJECTING_PASS = "algsimp"
 WITHOUT_PASS = {"xla_disable_hlo_passes": REJECTING_PASS}
 
 
-# The kernels compiled with `REJECTING_PASS` off in this process (`compiled.rescued`):
-# the studies record them in their metadata.
-RESCUED: set[str] = set()
+# Every `compiled` kernel, so that the studies can record which run without the pass.
+_KERNELS: list["compiled"] = []
 
 
 def rescued_kernels() -> list[str]:
     """The names of the kernels that run with `REJECTING_PASS` off in this process."""
-    return sorted(RESCUED)
+    return sorted(kernel.__name__ for kernel in _KERNELS if kernel.rescued)
 
 
 class XlaRefusedError(RuntimeError):
@@ -94,6 +93,7 @@ class compiled:
 
         self._without_pass = jax.jit(run, static_argnums=0, compiler_options=WITHOUT_PASS)
         self.rescued = False
+        _KERNELS.append(self)
 
     def without_pass(self, *args, **kwargs):
         """The kernel compiled with `REJECTING_PASS` off."""
@@ -129,5 +129,4 @@ class compiled:
                 "`with jax.default_device(jax.devices('cpu')[0]):`."
             ) from again
         self.rescued = True
-        RESCUED.add(self.__name__)
         return out

@@ -534,7 +534,6 @@ def test_a_kernel_xla_refuses_on_an_accelerator_is_compiled_without_algsimp(monk
     from et_ode.analysis import _xla_fallback
 
     monkeypatch.setattr(_xla_fallback, "_platform", lambda leaves: "gpu")
-    monkeypatch.setattr(_xla_fallback, "RESCUED", set())
     for kernel in (kernels.correct, kernels.tangent):
         monkeypatch.setattr(kernel, "default", _refuses)
         monkeypatch.setattr(kernel, "rescued", False)  # restored after the test
