@@ -84,5 +84,26 @@ docs-figures: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
+# Continuation's kernels compiled for an NVIDIA H100 on this machine, with no GPU
+# (tests/test_gpu_compile.py; docs/how-to/devices.md): a venv of its own, .venv-cuda,
+# with JAX's CUDA 12 plugin at .venv's JAX version (about 4 GB; in .venv, JAX would look
+# for a GPU in every process). The suite's XLA settings and cache are left out: this
+# compiles for the GPU as a user's run would.
+CUDA_VENV := .venv-cuda
+CUDA_STAMP := $(CUDA_VENV)/.installed
+$(CUDA_STAMP): $(STAMP)
+	$(PYTHON) -m venv $(CUDA_VENV)
+	jax=$$($(BIN)/python -c 'import jax; print(jax.__version__)') \
+	&& ( ( $(BIN)/uv --version >/dev/null 2>&1 \
+	       && $(BIN)/uv pip install --quiet --python $(CUDA_VENV)/bin/python \
+	            -e ".[test]" "jax[cuda12]==$$jax" ) \
+	     || $(CUDA_VENV)/bin/pip install --quiet --no-compile -e ".[test]" "jax[cuda12]==$$jax" )
+	touch $(CUDA_STAMP)
+
+.PHONY: gpu-compile
+gpu-compile: $(CUDA_STAMP)
+	ET_ODE_TEST_XLA_DEFAULTS=1 JAX_ENABLE_COMPILATION_CACHE=false $(PYTHON_BYTECODE) \
+	  $(CUDA_VENV)/bin/python -m pytest -p no:cacheprovider -q -s tests/test_gpu_compile.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(CUDA_VENV) .pytest_cache

@@ -103,9 +103,10 @@ def bordered_solve(F, y, border, args, rhs, dense: bool, guess=None, rtol=None):
         return jnp.linalg.solve(matrix, rhs)
     # GMRES's unknowns are the pair `(dx [n], dp [])`, and `df/dp` is one vector formed
     # before it starts: its operator linearises in `x` alone and slices, concatenates or
-    # carries a tangent of `p` through nothing (on a GPU, XLA 0.11's algebraic simplifier
-    # rejected a concatenated `[df/dy; border]` operator, and accepted `df/dx`'s:
-    # docs/how-to/devices.md). On the CPU each product costs the same either way.
+    # carries a tangent of `p` through nothing. (This was written when XLA refused a
+    # concatenated `[df/dy; border]` operator on a GPU; the refusal proved to be its
+    # Triton code generator's, which refuses this corrector too: `_xla_fallback`.) On
+    # the CPU each product costs the same either way.
     x, p = y[:-1], y[-1]
     _, linear = jax.linearize(lambda u: F.split(u, p, args), x)
     _, df_dp = jax.jvp(lambda q: F.split(x, q, args), (p,), (jnp.ones_like(p),))

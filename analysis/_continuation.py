@@ -700,7 +700,7 @@ def _result(points, bifurcations, stop_reason, stall, F, dense, dtype, settings)
             study="continuation",
             dtype=dtype,
             dense_max=DENSE_MAX,
-            kernels_without_algsimp=rescued_kernels(),
+            xla_passes_off=rescued_kernels(),
             **settings,
         ),
     )

@@ -170,6 +170,6 @@ def steady_states(
             tol=tol,
             max_newton=max_newton,
             min_distance=min_distance,
-            kernels_without_algsimp=rescued_kernels(),
+            xla_passes_off=rescued_kernels(),
         ),
     )

@@ -1,12 +1,15 @@
 """Compiling a kernel that XLA refuses on an accelerator.
 
-With JAX 0.11.2 on NVIDIA GPUs, XLA's algebraic simplifier (the `algsimp` pass) refused
-to compile continuation's bordered GMRES solve (`INVALID_ARGUMENT: Reshape input and
-output shapes must be the same`), which compiles on the CPU and, on the GPU, with that
-pass off (docs/how-to/devices.md). `compiled` is `eqx.filter_jit` that, where a compile
-is refused that way, compiles the kernel once more with the pass off for that kernel's
-programs alone, rather than for every program of the process as
-`XLA_FLAGS=--xla_disable_hlo_passes=algsimp` would.
+With JAX 0.11.2 on an NVIDIA H100, XLA refused continuation's Newton corrector on the
+shipped core (`INVALID_ARGUMENT: Reshape input and output shapes must be the same, got
+-> 64`): its Triton emitter could not emit a fusion that the Triton softmax rewriter had
+formed (a normalisation over the tokens, with a scalar operand). The same program
+compiles on the CPU, and on the GPU with that rewriter off, or with the algebraic
+simplifier off, which changes the fusions it is given (docs/how-to/devices.md, "Compile
+for a GPU without one", where this was found). `compiled` is `eqx.filter_jit` that, where
+a compile is refused that way, compiles the kernel again with the passes of `RESCUES`
+off, for that kernel's programs alone (`jax.jit`'s `compiler_options`), rather than for
+every program of the process as `XLA_FLAGS=--xla_disable_hlo_passes=...` would.
 """
 
 import warnings
@@ -14,23 +17,31 @@ import warnings
 import equinox as eqx
 import jax
 
-# The pass to turn off where a kernel is refused.
-REJECTING_PASS = "algsimp"
-WITHOUT_PASS = {"xla_disable_hlo_passes": REJECTING_PASS}
+# The XLA passes turned off for a refused kernel, one set after the other until one
+# compiles: the rewriter whose fusions were refused (on the CPU no pass has that name,
+# so the option changes nothing there); then also the algebraic simplifier, which
+# rescued the same programs on an H100 before the rewriter was found, at the cost of
+# every simplification in the kernel.
+RESCUES = (("triton-softmax-rewriter",), ("triton-softmax-rewriter", "algsimp"))
 
 
-# Every `compiled` kernel, so that the studies can record which run without the pass.
+# Every `compiled` kernel, so that the studies can record which run with passes off.
 _KERNELS: list["compiled"] = []
 
 
-def rescued_kernels() -> list[str]:
-    """The names of the kernels that run with `REJECTING_PASS` off in this process."""
-    return sorted(kernel.__name__ for kernel in _KERNELS if kernel.rescued)
+def rescued_kernels() -> dict[str, list[str]]:
+    """The kernels that run with XLA passes off in this process, each with those
+    passes (`{}` where every kernel compiled as it is)."""
+    return {
+        kernel.__name__: list(RESCUES[kernel.rescue])
+        for kernel in sorted(_KERNELS, key=lambda kernel: kernel.__name__)
+        if kernel.rescue is not None
+    }
 
 
 class XlaRefusedError(RuntimeError):
-    """XLA refused to compile a kernel on an accelerator, with `REJECTING_PASS` on and
-    off."""
+    """XLA refused to compile a kernel on an accelerator, as it is and with each set of
+    `RESCUES` off."""
 
 
 def _platform(leaves) -> str:
@@ -48,6 +59,10 @@ def _refusal(error, leaves) -> bool:
     """A compile refused on an accelerator: an `INVALID_ARGUMENT` from XLA, not on the
     CPU (where the same programs compile: there it is a bug to report)."""
     return str(error).lstrip().startswith("INVALID_ARGUMENT") and _platform(leaves) != "cpu"
+
+
+def _first_line(error) -> str:
+    return str(error).strip().splitlines()[0][:300]
 
 
 class _Split:
@@ -73,60 +88,68 @@ class _Split:
 
 class compiled:
     """`eqx.filter_jit(kernel)`; where XLA refuses to compile it on an accelerator
-    (`INVALID_ARGUMENT`), a `RuntimeWarning`, and the kernel compiled again with
-    `REJECTING_PASS` off (`jax.jit`'s per-program `compiler_options`; arrays traced,
-    everything else static, as `filter_jit` splits them). Once that has worked, the
-    kernel's later calls in the process take the same road (`rescued`); where it fails
-    too, `XlaRefusedError` says what was tried and the way round."""
+    (`INVALID_ARGUMENT`), a `RuntimeWarning`, and the kernel compiled again with each
+    set of passes of `RESCUES` off in turn (`jax.jit`'s per-program `compiler_options`;
+    arrays traced, everything else static, as `filter_jit` splits them) until one
+    compiles. The kernel's later calls in the process take that road (`rescue`, its
+    index in `RESCUES`); where every set fails, `XlaRefusedError` says what was tried
+    and the way round."""
 
     def __init__(self, kernel):
         self.__name__ = kernel.__name__
         self.__doc__ = kernel.__doc__
         self.__wrapped__ = kernel
         self.default = eqx.filter_jit(kernel)
-        self.traces = 0  # compilations of the rescued kernel (one per static signature)
+        self.traces = 0  # compilations with passes off (one per static signature and set)
 
         def run(static, arrays):
             self.traces += 1
             a, kw = _Split.join(static, arrays)
             return kernel(*a, **kw)
 
-        self._without_pass = jax.jit(run, static_argnums=0, compiler_options=WITHOUT_PASS)
-        self.rescued = False
+        self._rescues = [
+            jax.jit(run, static_argnums=0, compiler_options={"xla_disable_hlo_passes": ",".join(p)})
+            for p in RESCUES
+        ]
+        self.rescue: int | None = None
         _KERNELS.append(self)
 
-    def without_pass(self, *args, **kwargs):
-        """The kernel compiled with `REJECTING_PASS` off."""
+    def with_passes_off(self, rescue: int, *args, **kwargs):
+        """The kernel compiled with the passes of `RESCUES[rescue]` off."""
         split = _Split(args, kwargs)
-        return self._without_pass(split.static, split.arrays)
+        return self._rescues[rescue](split.static, split.arrays)
 
     def __call__(self, *args, **kwargs):
-        if self.rescued:
-            return self.without_pass(*args, **kwargs)
+        if self.rescue is not None:
+            return self.with_passes_off(self.rescue, *args, **kwargs)
         try:
             return self.default(*args, **kwargs)
         except jax.errors.JaxRuntimeError as error:
             leaves = jax.tree.leaves((args, kwargs))
             if not _refusal(error, leaves):
                 raise
-            said = str(error).strip().splitlines()[0][:300]
+            first = _first_line(error)
             platform = _platform(leaves)
         warnings.warn(
-            f"XLA refused to compile {self.__name__} on the {platform} ({said}); "
-            f"compiling it again with XLA's {REJECTING_PASS} pass off for this kernel "
-            "(docs/how-to/devices.md).",
+            f"XLA refused to compile {self.__name__} on the {platform} ({first}); "
+            f"compiling it again with XLA's {' and '.join(RESCUES[0])} pass off for this "
+            "kernel (docs/how-to/devices.md).",
             RuntimeWarning,
             stacklevel=2,
         )
-        try:
-            out = self.without_pass(*args, **kwargs)
-        except jax.errors.JaxRuntimeError as again:
-            raise XlaRefusedError(
-                f"XLA refused to compile {self.__name__} (a kernel of continuation and "
-                f"steady_states) on the {platform}, with its {REJECTING_PASS} pass on "
-                f"({said}) and off ({str(again).strip().splitlines()[0][:300]}). Run "
-                "the study on the CPU: JAX_PLATFORMS=cpu, or inside "
-                "`with jax.default_device(jax.devices('cpu')[0]):`."
-            ) from again
-        self.rescued = True
-        return out
+        said, last = [f"as it is ({first})"], None
+        for rescue, passes in enumerate(RESCUES):
+            try:
+                out = self.with_passes_off(rescue, *args, **kwargs)
+            except jax.errors.JaxRuntimeError as again:
+                said.append(f"with {' and '.join(passes)} off ({_first_line(again)})")
+                last = again
+                continue
+            self.rescue = rescue
+            return out
+        raise XlaRefusedError(
+            f"XLA refused to compile {self.__name__} (a kernel of continuation and "
+            f"steady_states) on the {platform}: {'; '.join(said)}. Run the study on the "
+            "CPU: JAX_PLATFORMS=cpu, or inside "
+            "`with jax.default_device(jax.devices('cpu')[0]):`."
+        ) from last

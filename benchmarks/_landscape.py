@@ -128,6 +128,8 @@ def _continuation(core, x0, quick):
         stall=branch["stall"],  # why a branch stopped by ds_min stopped
         largest_distance_rms=distance,
         bifurcations=[b["kind"] for b in branch["bifurcations"]],
+        # on an accelerator: the kernels XLA refused as they are, with the passes then off
+        xla_passes_off=branch["metadata"]["xla_passes_off"],
         unknowns=int(x0.size),
         dtype=str(jnp.dtype(dtype)),
         note="quick: few points" if quick else "",

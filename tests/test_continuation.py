@@ -492,7 +492,7 @@ def _nonsymmetric_branch(matrix_free):
 def test_switch_tangent_uses_the_left_null_vector(matrix_free):
     branch = _nonsymmetric_branch(matrix_free)
     assert branch["dense"] is not matrix_free
-    assert branch["metadata"]["kernels_without_algsimp"] == []
+    assert branch["metadata"]["xla_passes_off"] == {}
     (point,) = branch["bifurcations"]
     assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
     # `phi` is signed so that its largest entry (-2 here) is positive
@@ -524,42 +524,66 @@ def _refuses(*args, **kwargs):
     )
 
 
-def test_a_kernel_xla_refuses_on_an_accelerator_is_compiled_without_algsimp(monkeypatch):
+def test_a_kernel_xla_refuses_on_an_accelerator_is_compiled_with_passes_off(monkeypatch):
     """Where XLA refuses the corrector and the tangent on an accelerator (simulated: the
     default programs raise XLA's refusal, the arguments are said to live on a GPU), each
-    is compiled again with `algsimp` off, with a warning, once per static signature, and
-    the matrix-free branch through the nonsymmetric branch point is the analytic one.
-    (The CPU's compiler takes the same per-program option.)"""
+    is compiled again with the first set of `RESCUES` off, with a warning, once per
+    static signature, and the matrix-free branch through the nonsymmetric branch point
+    is the analytic one. (The CPU's compiler takes the same per-program option.)"""
     from et_ode.analysis import _branch_kernels as kernels
     from et_ode.analysis import _xla_fallback
 
     monkeypatch.setattr(_xla_fallback, "_platform", lambda leaves: "gpu")
     for kernel in (kernels.correct, kernels.tangent):
         monkeypatch.setattr(kernel, "default", _refuses)
-        monkeypatch.setattr(kernel, "rescued", False)  # restored after the test
+        monkeypatch.setattr(kernel, "rescue", None)  # restored after the test
         monkeypatch.setattr(kernel, "traces", 0)
-    with pytest.warns(RuntimeWarning, match="compiling it again with XLA's algsimp pass off"):
+    with pytest.warns(RuntimeWarning, match="triton-softmax-rewriter pass off for this kernel"):
         branch = _nonsymmetric_branch(True)
-    assert kernels.correct.rescued and kernels.tangent.rescued
+    assert kernels.correct.rescue == 0 and kernels.tangent.rescue == 0
     assert kernels.correct.traces == 1 and kernels.tangent.traces == 1  # then cached
-    assert branch["metadata"]["kernels_without_algsimp"] == ["correct", "tangent"]
+    off = list(_xla_fallback.RESCUES[0])
+    assert branch["metadata"]["xla_passes_off"] == {"correct": off, "tangent": off}
     (point,) = branch["bifurcations"]
     assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
     want = -np.array([1.0, 1.0, 0.25, 0.1, -2.0, 1.0])
     np.testing.assert_allclose(point["switch_tangent"], want / np.linalg.norm(want), atol=1e-6)
 
 
-@pytest.mark.parametrize("case", ["refused twice", "on the cpu", "another error"])
-def test_what_is_not_rescued_says_so(monkeypatch, case):
-    """Refused with `algsimp` on and off: an error that says both were tried and names
-    `JAX_PLATFORMS=cpu`. On the CPU (where these programs compile) or for any other
-    error, XLA's own error, untouched and with no retry."""
+def test_a_kernel_refused_with_the_first_passes_off_tries_the_next(monkeypatch):
+    """Refused as it is and with the first set of passes off: the second set, kept for
+    the kernel's later calls and named in the metadata."""
     from et_ode.analysis import _branch_kernels as kernels
     from et_ode.analysis import _xla_fallback
 
-    monkeypatch.setattr(kernels.correct, "rescued", False)
+    monkeypatch.setattr(_xla_fallback, "_platform", lambda leaves: "gpu")
     monkeypatch.setattr(kernels.correct, "default", _refuses)
-    monkeypatch.setattr(kernels.correct, "without_pass", _refuses)
+    monkeypatch.setattr(kernels.correct, "rescue", None)
+    tried = []
+
+    def refused_first(static, arrays):
+        tried.append(0)
+        return _refuses()
+
+    later = kernels.correct._rescues[1:]
+    monkeypatch.setattr(kernels.correct, "_rescues", [refused_first, *later])
+    with pytest.warns(RuntimeWarning):
+        branch = analysis.continuation(fold_form, jnp.ones(1), -1.0, p_span=(-2.0, 1.0))
+    assert tried == [0] and kernels.correct.rescue == 1  # then the second set, kept
+    assert branch["metadata"]["xla_passes_off"]["correct"] == list(_xla_fallback.RESCUES[1])
+
+
+@pytest.mark.parametrize("case", ["refused every time", "on the cpu", "another error"])
+def test_what_is_not_rescued_says_so(monkeypatch, case):
+    """Refused as it is and with each set of passes off: an error that says what was
+    tried and names `JAX_PLATFORMS=cpu`. On the CPU (where these programs compile) or
+    for any other error, XLA's own error, untouched and with no retry."""
+    from et_ode.analysis import _branch_kernels as kernels
+    from et_ode.analysis import _xla_fallback
+
+    monkeypatch.setattr(kernels.correct, "rescue", None)
+    monkeypatch.setattr(kernels.correct, "default", _refuses)
+    monkeypatch.setattr(kernels.correct, "with_passes_off", _refuses)
     if case != "on the cpu":
         monkeypatch.setattr(_xla_fallback, "_platform", lambda leaves: "gpu")
     if case == "another error":
@@ -569,14 +593,15 @@ def test_what_is_not_rescued_says_so(monkeypatch, case):
 
         monkeypatch.setattr(kernels.correct, "default", fails)
     start = lambda: analysis.continuation(fold_form, jnp.ones(1), -1.0, p_span=(-2.0, 1.0))  # noqa: E731
-    if case == "refused twice":
+    if case == "refused every time":
         with pytest.warns(RuntimeWarning), pytest.raises(_xla_fallback.XlaRefusedError) as caught:
             start()
         said = str(caught.value)
-        assert "correct" in said and "pass on" in said and "off" in said and "-> 64" in said
-        assert "JAX_PLATFORMS=cpu" in said and not kernels.correct.rescued
+        assert "correct" in said and "as it is" in said and said.count("-> 64") == 3
+        assert "triton-softmax-rewriter and algsimp off" in said
+        assert "JAX_PLATFORMS=cpu" in said and kernels.correct.rescue is None
         return
     with pytest.raises(jax.errors.JaxRuntimeError) as caught:
         start()
     assert type(caught.value) is jax.errors.JaxRuntimeError
-    assert not kernels.correct.rescued
+    assert kernels.correct.rescue is None

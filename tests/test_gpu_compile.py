@@ -1,0 +1,212 @@
+"""Continuation's kernels compiled for an NVIDIA H100 on a machine without a GPU (XLA's
+deviceless ahead-of-time compile: JAX's CUDA plugin compiles for a described device and
+runs nothing). Skipped where no JAX CUDA plugin is installed, as in the suite's `.venv`;
+`make gpu-compile` builds `.venv-cuda` with one and runs this file
+(docs/how-to/devices.md, "Compile for a GPU without one").
+
+On the shipped `paper` core, its first held-out sample's fixed-point field followed in
+`beta` (4,096 unknowns, as the `landscape` benchmark row), each kernel of
+`analysis._branch_kernels` must compile for the H100 as it is or with a set of passes of
+`analysis._xla_fallback.RESCUES` off: the road `compiled` takes on a GPU. The control is
+the corrector with an earlier bordered GMRES (on one concatenated vector
+`[df/dy; border]`), which XLA refused on a real H100 (JAX 0.11.2, 2026-11-26): this
+compile refusing it with the same message is what makes the other answers worth having.
+"""
+
+import importlib.util
+import os
+
+import pytest
+
+PLUGINS = ("jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12")
+PLUGIN = (
+    next((name for name in PLUGINS if importlib.util.find_spec(name)), None)
+    if importlib.util.find_spec("jax_plugins")
+    else None
+)
+pytestmark = pytest.mark.skipif(PLUGIN is None, reason="no JAX CUDA plugin: make gpu-compile")
+# The plugin checks the CUDA libraries against a driver, and there is none here.
+os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+from et_ode import analysis  # noqa: E402
+from et_ode.analysis import _branch_kernels as kernels  # noqa: E402
+from et_ode.analysis import _system_branch, _xla_fallback  # noqa: E402
+
+# What XLA said on the H100 (and says here) for the control.
+REFUSAL = "Reshape input and output shapes must be the same"
+
+# XLA's GpuTargetConfig (a text proto) for the H100 SXM 80 GB (compute capability 9.0),
+# from NVIDIA's published figures; XLA takes its cost model and code generation target
+# from it. The CUDA runtime's major version is the plugin's.
+H100_SXM = """
+gpu_device_info {
+  cuda_compute_capability { major: 9 minor: 0 }
+  core_count: 132
+  fpus_per_core: 128
+  clock_rate_ghz: 1.98
+  memory_bandwidth: 3352320000000
+  l2_cache_size: 52428800
+  device_memory_size: 84929347584
+  threads_per_block_limit: 1024
+  threads_per_warp: 32
+  threads_per_core_limit: 2048
+  shared_memory_per_block: 49152
+  shared_memory_per_block_optin: 232448
+  shared_memory_per_core: 233472
+  registers_per_core_limit: 65536
+  registers_per_block_limit: 65536
+  block_dim_limit_x: 2147483647
+  block_dim_limit_y: 65535
+  block_dim_limit_z: 65535
+}
+platform_name: "CUDA"
+dnn_version_info { major: 9 minor: 8 }
+runtime_version { major: %s minor: 0 }
+device_description_str: "NVIDIA H100 80GB HBM3"
+"""
+
+
+@pytest.fixture(scope="module")
+def h100():
+    """A sharding on one described H100: arrays with it compile for that device."""
+    from jax.experimental import topologies
+
+    major = PLUGIN.removeprefix("jax_plugins.xla_cuda")
+    topology = topologies.get_topology_desc(
+        platform="cuda", target_config=H100_SXM % major, topology="1x1x1"
+    )
+    mesh = topologies.make_mesh(topology, (1,), ("device",))
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+
+def _concatenated_solve(F, y, border, args, rhs, dense, guess=None, rtol=None):
+    """The control's bordered solve: GMRES on `[dF/dy; border^T]` applied to one vector of
+    `n + 1` entries, as continuation did when the H100 refused it."""
+    _, linear = jax.linearize(lambda z: F(z, args), y)
+
+    def operator(d):
+        return jnp.concatenate([linear(d), (border @ d)[None]])
+
+    solution, _ = jax.scipy.sparse.linalg.gmres(
+        operator,
+        rhs,
+        x0=guess,
+        tol=kernels.rounding_rtol(y.dtype) if rtol is None else rtol,
+        **kernels._gmres_limits(y.size),
+    )
+    return solution
+
+
+@pytest.fixture(scope="module")
+def calls():
+    """Each kernel's function and a call's arguments (float64) on the shipped core in
+    `beta` from the benchmark's first sample: `name -> (function, args, kwargs)`."""
+    from benchmarks._common import shipped_problem
+
+    dtype = jnp.float64
+    problem = shipped_problem("paper", 2)
+    core, x0 = analysis.cast((problem.core, problem.x0[0]), dtype)
+    beta = float(core.attention.beta)
+    field, y_ref, args = _system_branch.system_field(core, x0, beta, None, "beta")
+    F = kernels.FlatField(field, tuple(jnp.shape(y_ref)))
+    y = jnp.concatenate([jnp.ravel(y_ref), jnp.asarray([beta], dtype)])
+    n = y.size - 1
+    weights = jnp.full(n + 1, 1.0 / n, dtype).at[-1].set(1.0)
+    e_p = jnp.zeros(n + 1, dtype).at[-1].set(1.0)
+    tol = jnp.asarray(1e-9, dtype)
+    krylov = kernels.KRYLOV_VECTORS
+    arnoldi = (
+        F,
+        y,
+        args,
+        jnp.zeros((krylov + 1, n), dtype),
+        jnp.zeros((krylov + 1, krylov), dtype),
+        jnp.asarray(0),
+    )
+    newton = (F, y, e_p, weights, args, tol, 10, False)
+    raw = lambda kernel: kernel.__wrapped__  # noqa: E731
+
+    def control(*a):
+        kept, kernels.bordered_solve = kernels.bordered_solve, _concatenated_solve
+        try:
+            return raw(kernels.correct)(*a)
+        finally:
+            kernels.bordered_solve = kept
+
+    deflation = (F, y, jnp.zeros((2, n), dtype), jnp.asarray([True, False]), args, tol, 10)
+    return {
+        "control": (control, newton, {}),
+        "correct": (raw(kernels.correct), newton, {}),
+        "tangent": (
+            raw(kernels.tangent),
+            (F, y, e_p, weights, args, False),
+            dict(rtol=jnp.asarray(kernels.TANGENT_RTOL, dtype)),
+        ),
+        "arnoldi_steps": (raw(kernels.arnoldi_steps), arnoldi, {}),
+        "transposed_arnoldi_steps": (raw(kernels.transposed_arnoldi_steps), arnoldi, {}),
+        "second_derivative": (raw(kernels.second_derivative), (F, y, args, e_p, e_p), {}),
+        "deflated_newton": (
+            raw(kernels.deflated_newton),
+            (*deflation, jnp.asarray(2.0, dtype), jnp.asarray(1.0, dtype), False),
+            {},
+        ),
+    }
+
+
+def _compile(sharding, call, passes_off=()) -> str:
+    """`"compiled"`, or XLA's refusal (its first line): the call's function compiled
+    for the device of `sharding` (its arrays abstract, the rest static, as `compiled`
+    splits them) with the XLA passes `passes_off` disabled."""
+    function, args, kwargs = call
+    split = _xla_fallback._Split(args, kwargs)
+
+    def run(static, arrays):
+        a, kw = _xla_fallback._Split.join(static, arrays)
+        return function(*a, **kw)
+
+    options = {"xla_disable_hlo_passes": ",".join(passes_off)} if passes_off else None
+    abstract = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding) for a in split.arrays]
+    try:
+        jax.jit(run, static_argnums=0, compiler_options=options).lower(
+            split.static, abstract
+        ).compile()
+    except jax.errors.JaxRuntimeError as error:
+        return str(error).strip().splitlines()[0]
+    return "compiled"
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        "correct",
+        "tangent",
+        "arnoldi_steps",
+        "transposed_arnoldi_steps",
+        "second_derivative",
+        "deflated_newton",
+    ],
+)
+def test_each_kernel_compiles_for_an_h100_as_it_is_or_rescued(h100, calls, kernel):
+    said = []
+    for passes_off in ((), *_xla_fallback.RESCUES):
+        result = _compile(h100, calls[kernel], passes_off)
+        said.append(f"{kernel} with {list(passes_off) or 'no pass'} off: {result}")
+        print(said[-1])
+        if result == "compiled":
+            return
+        assert result.startswith("INVALID_ARGUMENT"), result  # what `compiled` rescues
+    pytest.fail("refused every time:\n" + "\n".join(said))
+
+
+def test_the_control_is_refused_as_on_the_h100_and_rescued(h100, calls):
+    refused = _compile(h100, calls["control"])
+    if refused == "compiled":
+        pytest.skip(
+            f"this XLA ({jax.__version__}) compiles the control: the refusal seen on the "
+            "H100 is not reproduced, so the other answers are not checked against it"
+        )
+    assert refused.startswith("INVALID_ARGUMENT") and REFUSAL in refused
+    assert _compile(h100, calls["control"], _xla_fallback.RESCUES[0]) == "compiled"
