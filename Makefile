@@ -86,9 +86,11 @@ docs: $(STAMP)
 
 # Continuation's kernels compiled for an NVIDIA H100 on this machine, with no GPU
 # (tests/test_gpu_compile.py; docs/how-to/devices.md): a venv of its own, .venv-cuda,
-# with JAX's CUDA 12 plugin at .venv's JAX version (about 4 GB; in .venv, JAX would look
-# for a GPU in every process). The suite's XLA settings and cache are left out: this
-# compiles for the GPU as a user's run would.
+# with the `cuda` extra at .venv's JAX version (JAX's CUDA 12 plugin and NVIDIA's
+# libraries, about 4 GB; in .venv, JAX would look for a GPU in every process). The
+# plugin's check of the CUDA libraries against a driver is skipped (there is none); the
+# suite's XLA settings and compilation cache are left out, so that this compiles for the
+# GPU as a user's run would.
 CUDA_VENV := .venv-cuda
 CUDA_STAMP := $(CUDA_VENV)/.installed
 $(CUDA_STAMP): $(STAMP)
@@ -96,13 +98,15 @@ $(CUDA_STAMP): $(STAMP)
 	jax=$$($(BIN)/python -c 'import jax; print(jax.__version__)') \
 	&& ( ( $(BIN)/uv --version >/dev/null 2>&1 \
 	       && $(BIN)/uv pip install --quiet --python $(CUDA_VENV)/bin/python \
-	            -e ".[test]" "jax[cuda12]==$$jax" ) \
-	     || $(CUDA_VENV)/bin/pip install --quiet --no-compile -e ".[test]" "jax[cuda12]==$$jax" )
+	            -e ".[test,cuda]" "jax==$$jax" ) \
+	     || $(CUDA_VENV)/bin/pip install --quiet --no-compile -e ".[test,cuda]" "jax==$$jax" )
+	$(CUDA_VENV)/bin/python -c 'import jax_plugins.xla_cuda12'
 	touch $(CUDA_STAMP)
 
 .PHONY: gpu-compile
 gpu-compile: $(CUDA_STAMP)
-	ET_ODE_TEST_XLA_DEFAULTS=1 JAX_ENABLE_COMPILATION_CACHE=false $(PYTHON_BYTECODE) \
+	ET_ODE_GPU_COMPILE=1 JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 ET_ODE_TEST_XLA_DEFAULTS=1 \
+	  JAX_ENABLE_COMPILATION_CACHE=false $(PYTHON_BYTECODE) \
 	  $(CUDA_VENV)/bin/python -m pytest -p no:cacheprovider -q -s tests/test_gpu_compile.py
 
 clean:

@@ -1,15 +1,18 @@
 """Compiling a kernel that XLA refuses on an accelerator.
 
-With JAX 0.11.2 on an NVIDIA H100, XLA refused continuation's Newton corrector on the
-shipped core (`INVALID_ARGUMENT: Reshape input and output shapes must be the same, got
--> 64`): its Triton emitter could not emit a fusion that the Triton softmax rewriter had
-formed (a normalisation over the tokens, with a scalar operand). The same program
-compiles on the CPU, and on the GPU with that rewriter off, or with the algebraic
-simplifier off, which changes the fusions it is given (docs/how-to/devices.md, "Compile
-for a GPU without one", where this was found). `compiled` is `eqx.filter_jit` that, where
-a compile is refused that way, compiles the kernel again with the passes of `RESCUES`
-off, for that kernel's programs alone (`jax.jit`'s `compiler_options`), rather than for
-every program of the process as `XLA_FLAGS=--xla_disable_hlo_passes=...` would.
+With JAX 0.11.2 on an NVIDIA H100 and an H200, XLA refused continuation's corrector and
+tangent as they then were (GMRES on one concatenated vector `[df/dy; border]`) on the
+shipped core: `INVALID_ARGUMENT: Reshape input and output shapes must be the same, got
+-> 64`; with `XLA_FLAGS=--xla_disable_hlo_passes=algsimp` they compiled there. Compiled
+for an H100 on a machine without one (XLA's deviceless compile, `make gpu-compile`:
+docs/how-to/devices.md, "Compile for a GPU without one"), that form is refused with the
+same message, and so is today's corrector; the cause shows there: XLA's Triton code
+generator cannot emit a fusion that its Triton softmax rewriter formed. With that pass
+off every kernel compiles (with the algebraic simplifier off, other fusions form, and
+the corrector compiles too). `compiled` is `eqx.filter_jit` that, where a compile is
+refused that way, compiles the kernel again with the passes of `RESCUES` off, for that
+kernel's programs alone (`jax.jit`'s `compiler_options`), rather than for every program
+of the process as `XLA_FLAGS` would.
 """
 
 import warnings
@@ -30,8 +33,8 @@ _KERNELS: list["compiled"] = []
 
 
 def rescued_kernels() -> dict[str, list[str]]:
-    """The kernels that run with XLA passes off in this process, each with those
-    passes (`{}` where every kernel compiled as it is)."""
+    """The kernels that XLA refused on an accelerator in this process, each with the
+    passes it runs without there (`{}` where every kernel compiled as it is)."""
     return {
         kernel.__name__: list(RESCUES[kernel.rescue])
         for kernel in sorted(_KERNELS, key=lambda kernel: kernel.__name__)
@@ -62,7 +65,7 @@ def _refusal(error, leaves) -> bool:
 
 
 def _first_line(error) -> str:
-    return str(error).strip().splitlines()[0][:300]
+    return (str(error).strip().splitlines() or [""])[0][:300]
 
 
 class _Split:
@@ -86,14 +89,23 @@ class _Split:
         return jax.tree.unflatten(treedef, leaves)
 
 
+def _attempt(rung: int) -> str:
+    """What rung `rung` of `compiled`'s ladder compiles: 0 the kernel as it is, `r` with
+    the passes of `RESCUES[r - 1]` off."""
+    return "as it is" if rung == 0 else f"with {' and '.join(RESCUES[rung - 1])} off"
+
+
 class compiled:
     """`eqx.filter_jit(kernel)`; where XLA refuses to compile it on an accelerator
-    (`INVALID_ARGUMENT`), a `RuntimeWarning`, and the kernel compiled again with each
-    set of passes of `RESCUES` off in turn (`jax.jit`'s per-program `compiler_options`;
-    arrays traced, everything else static, as `filter_jit` splits them) until one
-    compiles. The kernel's later calls in the process take that road (`rescue`, its
-    index in `RESCUES`); where every set fails, `XlaRefusedError` says what was tried
-    and the way round."""
+    (`INVALID_ARGUMENT`), the kernel compiled again with each set of passes of `RESCUES`
+    off in turn (`jax.jit`'s per-program `compiler_options`, which replace any
+    `--xla_disable_hlo_passes` of `XLA_FLAGS` for that program; arrays traced,
+    everything else static, as `filter_jit` splits them) until one compiles, with a
+    `RuntimeWarning` naming it. The kernel's later calls on an accelerator start from
+    that set (`rescue`, its index in `RESCUES`), and a call it does not rescue goes on
+    to the next; calls on the CPU always compile the kernel as it is. Where every set is
+    refused, `XlaRefusedError` says what was tried and the way round; any other error
+    is XLA's own, untouched."""
 
     def __init__(self, kernel):
         self.__name__ = kernel.__name__
@@ -119,37 +131,39 @@ class compiled:
         split = _Split(args, kwargs)
         return self._rescues[rescue](split.static, split.arrays)
 
-    def __call__(self, *args, **kwargs):
-        if self.rescue is not None:
-            return self.with_passes_off(self.rescue, *args, **kwargs)
-        try:
+    def _compile_and_call(self, rung: int, args, kwargs):
+        if rung == 0:
             return self.default(*args, **kwargs)
-        except jax.errors.JaxRuntimeError as error:
-            leaves = jax.tree.leaves((args, kwargs))
-            if not _refusal(error, leaves):
-                raise
-            first = _first_line(error)
-            platform = _platform(leaves)
-        warnings.warn(
-            f"XLA refused to compile {self.__name__} on the {platform} ({first}); "
-            f"compiling it again with XLA's {' and '.join(RESCUES[0])} pass off for this "
-            "kernel (docs/how-to/devices.md).",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        said, last = [f"as it is ({first})"], None
-        for rescue, passes in enumerate(RESCUES):
+        return self.with_passes_off(rung - 1, *args, **kwargs)
+
+    def __call__(self, *args, **kwargs):
+        start = 0
+        if self.rescue is not None and _platform(jax.tree.leaves((args, kwargs))) != "cpu":
+            start = self.rescue + 1
+        refused, last = [], None
+        for rung in range(start, len(RESCUES) + 1):
             try:
-                out = self.with_passes_off(rescue, *args, **kwargs)
-            except jax.errors.JaxRuntimeError as again:
-                said.append(f"with {' and '.join(passes)} off ({_first_line(again)})")
-                last = again
+                out = self._compile_and_call(rung, args, kwargs)
+            except jax.errors.JaxRuntimeError as error:
+                leaves = jax.tree.leaves((args, kwargs))
+                if not _refusal(error, leaves):
+                    raise
+                refused.append(f"{_attempt(rung)} ({_first_line(error)})")
+                last = error
                 continue
-            self.rescue = rescue
+            if refused:
+                self.rescue = rung - 1
+                warnings.warn(
+                    f"XLA refused to compile {self.__name__} on the {_platform(leaves)} "
+                    f"{'; '.join(refused)}; compiled it {_attempt(rung)} for this kernel, "
+                    "and so from now on in this process (docs/how-to/devices.md).",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             return out
         raise XlaRefusedError(
             f"XLA refused to compile {self.__name__} (a kernel of continuation and "
-            f"steady_states) on the {platform}: {'; '.join(said)}. Run the study on the "
-            "CPU: JAX_PLATFORMS=cpu, or inside "
+            f"steady_states) on the {_platform(leaves)}: {'; '.join(refused)}. Run the "
+            "study on the CPU: JAX_PLATFORMS=cpu, or inside "
             "`with jax.default_device(jax.devices('cpu')[0]):`."
         ) from last

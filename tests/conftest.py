@@ -293,6 +293,7 @@ def pytest_xdist_make_scheduler(config, log):
 _COPY_IGNORE = shutil.ignore_patterns(
     ".git",
     ".venv",
+    ".venv-cuda",
     "build",
     "dist",
     "site",
