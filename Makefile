@@ -84,13 +84,14 @@ docs-figures: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
-# Continuation's kernels compiled for an NVIDIA H100 on this machine, with no GPU
-# (tests/test_gpu_compile.py; docs/how-to/devices.md): a venv of its own, .venv-cuda,
-# with the `cuda` extra at .venv's JAX version (JAX's CUDA 12 plugin and NVIDIA's
-# libraries, about 4 GB; in .venv, JAX would look for a GPU in every process). The
-# plugin's check of the CUDA libraries against a driver is skipped (there is none); the
-# suite's XLA settings and compilation cache are left out, so that this compiles for the
-# GPU as a user's run would.
+# The project's programs compiled for NVIDIA H100s on this machine, with no GPU
+# (tests/test_gpu_compile*.py, tests/_deviceless.py; docs/how-to/devices.md): a venv of
+# its own, .venv-cuda, with the `cuda` extra at .venv's JAX version (JAX's CUDA 12 plugin
+# and NVIDIA's libraries, about 4 GB; in .venv, JAX would look for a GPU in every
+# process). The plugin's check of the CUDA libraries against a driver is skipped (there
+# is none); equinox's run-time errors become NaN fills (they are host callbacks, which
+# cannot be compiled for an absent device); the suite's XLA settings and compilation
+# cache are left out, so that this compiles for the GPU as a user's run would.
 CUDA_VENV := .venv-cuda
 CUDA_STAMP := $(CUDA_VENV)/.installed
 $(CUDA_STAMP): $(STAMP)
@@ -105,9 +106,10 @@ $(CUDA_STAMP): $(STAMP)
 
 .PHONY: gpu-compile
 gpu-compile: $(CUDA_STAMP)
-	ET_ODE_GPU_COMPILE=1 JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 ET_ODE_TEST_XLA_DEFAULTS=1 \
-	  JAX_ENABLE_COMPILATION_CACHE=false $(PYTHON_BYTECODE) \
-	  $(CUDA_VENV)/bin/python -m pytest -p no:cacheprovider -q -s tests/test_gpu_compile.py
+	ET_ODE_GPU_COMPILE=1 EQX_ON_ERROR=nan JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 \
+	  ET_ODE_TEST_XLA_DEFAULTS=1 JAX_ENABLE_COMPILATION_CACHE=false $(PYTHON_BYTECODE) \
+	  $(CUDA_VENV)/bin/python -m pytest -p no:cacheprovider -q -s \
+	  tests/test_gpu_compile.py tests/test_gpu_compile_programs.py
 
 clean:
 	rm -rf $(VENV) $(CUDA_VENV) .pytest_cache

@@ -1,9 +1,7 @@
 """Continuation's kernels compiled for an NVIDIA H100 on a machine without a GPU (XLA's
 deviceless ahead-of-time compile: JAX's CUDA plugin compiles for a described device and
-runs nothing). Run by `make gpu-compile`, which builds `.venv-cuda` with a JAX CUDA
-plugin and sets `ET_ODE_GPU_COMPILE=1` (docs/how-to/devices.md, "Compile for a GPU
-without one"); skipped otherwise, and an error where that variable is set but no plugin
-is installed.
+runs nothing; tests/_deviceless.py). Run by `make gpu-compile` (docs/how-to/devices.md,
+"Compile for a GPU without one"), skipped elsewhere.
 
 On the shipped `paper` core, its first held-out sample's fixed-point field followed in
 `beta` (4,096 unknowns, as the `landscape` benchmark row), each matrix-free kernel of
@@ -15,26 +13,10 @@ this compile refusing it with the H100's message is what makes the other answers
 having.
 """
 
-import importlib.util
-import os
-
 import pytest
+from _deviceless import compile_for, h100_mesh, requested
 
-PLUGINS = ("jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12")
-PLUGIN = (
-    next((name for name in PLUGINS if importlib.util.find_spec(name)), None)
-    if importlib.util.find_spec("jax_plugins")
-    else None
-)
-REQUESTED = bool(os.environ.get("ET_ODE_GPU_COMPILE"))
-if REQUESTED and PLUGIN is None:
-    raise RuntimeError(
-        "ET_ODE_GPU_COMPILE is set but no JAX CUDA plugin is installed: run "
-        "`make gpu-compile`, which installs one in .venv-cuda."
-    )
-pytestmark = pytest.mark.skipif(
-    not REQUESTED, reason="compiles for a GPU in `make gpu-compile` only (ET_ODE_GPU_COMPILE)"
-)
+pytestmark = requested
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -46,48 +28,11 @@ from et_ode.analysis import _system_branch, _xla_fallback  # noqa: E402
 # What XLA said on the H100 (and says here) for the control.
 REFUSAL = "Reshape input and output shapes must be the same"
 
-# XLA's GpuTargetConfig (a text proto) for the H100 SXM 80 GB (compute capability 9.0),
-# from NVIDIA's published figures; XLA takes its cost model and code generation target
-# from it. The CUDA runtime's major version is the plugin's.
-H100_SXM = """
-gpu_device_info {
-  cuda_compute_capability { major: 9 minor: 0 }
-  core_count: 132
-  fpus_per_core: 128
-  clock_rate_ghz: 1.98
-  memory_bandwidth: 3352320000000
-  l2_cache_size: 52428800
-  device_memory_size: 84929347584
-  threads_per_block_limit: 1024
-  threads_per_warp: 32
-  threads_per_core_limit: 2048
-  shared_memory_per_block: 49152
-  shared_memory_per_block_optin: 232448
-  shared_memory_per_core: 233472
-  registers_per_core_limit: 65536
-  registers_per_block_limit: 65536
-  block_dim_limit_x: 2147483647
-  block_dim_limit_y: 65535
-  block_dim_limit_z: 65535
-}
-platform_name: "CUDA"
-dnn_version_info { major: 9 minor: 8 }
-runtime_version { major: %s minor: 0 }
-device_description_str: "NVIDIA H100 80GB HBM3"
-"""
-
 
 @pytest.fixture(scope="module")
 def h100():
-    """A sharding on one described H100: arrays with it compile for that device."""
-    from jax.experimental import topologies
-
-    major = PLUGIN.removeprefix("jax_plugins.xla_cuda")
-    topology = topologies.get_topology_desc(
-        platform="cuda", target_config=H100_SXM % major, topology="1x1x1"
-    )
-    mesh = topologies.make_mesh(topology, (1,), ("device",))
-    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    """One described H100."""
+    return h100_mesh(1)
 
 
 def _concatenated_solve(F, y, border, args, rhs, dense, guess=None, rtol=None):
@@ -164,26 +109,11 @@ def calls():
     }
 
 
-def _compile(sharding, call, passes_off=()) -> str:
+def _compile(mesh, call, passes_off=()) -> str:
     """`"compiled"`, or XLA's refusal (its first line): the call's function compiled
-    for the device of `sharding` (its arrays abstract, the rest static, as `compiled`
-    splits them) with the XLA passes `passes_off` disabled."""
+    for the device of `mesh` with the XLA passes `passes_off` disabled."""
     function, args, kwargs = call
-    split = _xla_fallback._Split(args, kwargs)
-
-    def run(static, arrays):
-        a, kw = _xla_fallback._Split.join(static, arrays)
-        return function(*a, **kw)
-
-    options = {"xla_disable_hlo_passes": ",".join(passes_off)} if passes_off else None
-    abstract = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding) for a in split.arrays]
-    try:
-        jax.jit(run, static_argnums=0, compiler_options=options).lower(
-            split.static, abstract
-        ).compile()
-    except jax.errors.JaxRuntimeError as error:
-        return str(error).strip().splitlines()[0]
-    return "compiled"
+    return compile_for(mesh, function, args, kwargs, passes_off=passes_off)[0]
 
 
 @pytest.mark.parametrize(
