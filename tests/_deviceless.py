@@ -13,9 +13,12 @@ with NaN instead, so the programs compiled here are the ones a user runs, less t
 callback.
 """
 
+import contextlib
+import dataclasses
 import importlib.util
 import os
 import re
+from typing import Any
 
 import pytest
 
@@ -93,29 +96,42 @@ def h100_mesh(devices: int = 1) -> jax.sharding.Mesh:
     return topologies.make_mesh(topology, (devices,), (BATCH,))
 
 
-def compile_for(mesh, function, args, kwargs=None, *, passes_off=(), batch=None):
+def compile_for(mesh, function, args, kwargs=None, *, passes_off=(), split=()):
     """`function(*args, **kwargs)` compiled for the devices of `mesh` as one program
     (arrays abstract, every other leaf static, as `eqx.filter_jit` splits them), with
-    the XLA passes `passes_off` disabled. Arrays whose leading axis has length `batch`
-    are split over the mesh along it (as `solvers.shard_batch` places them); the rest
-    are replicated. Of what `function` returns only the arrays are kept (a model's
-    functions and other static leaves are not a program's outputs).
+    the XLA passes `passes_off` disabled. The arrays of the positional arguments whose
+    indices are in `split` are split over the mesh along their leading (batch) axis, as
+    `solvers.shard_batch` places a batch; every other array is replicated. Of what
+    `function` returns only the arrays are kept (a model's functions and other static
+    leaves are not a program's outputs).
 
     Returns `("compiled", compiled)` or `(XLA's refusal: its first line, None)`."""
-    split = _xla_fallback._Split(tuple(args), kwargs or {})
+    arguments = _xla_fallback._Split(tuple(args), kwargs or {})
+    in_batch = [  # per leaf of `(args, kwargs)`, in the order `_Split` flattens them
+        mark
+        for leaf, mark in zip(
+            jax.tree.leaves((tuple(args), kwargs or {})),
+            jax.tree.leaves(
+                (
+                    tuple(jax.tree.map(lambda _, i=i: i in split, a) for i, a in enumerate(args)),
+                    jax.tree.map(lambda _: False, kwargs or {}),
+                )
+            ),
+        )
+        if eqx.is_array(leaf)
+    ]
 
     def run(static, arrays):
         a, kw = _xla_fallback._Split.join(static, arrays)
         return eqx.filter(function(*a, **kw), eqx.is_array)  # a model's arrays only
 
-    def placed(array):
-        split_it = batch is not None and array.ndim > 0 and array.shape[0] == batch
-        spec = PartitionSpec(BATCH, *[None] * (array.ndim - 1)) if split_it else PartitionSpec()
+    def placed(array, batched):
+        spec = PartitionSpec(BATCH, *[None] * (array.ndim - 1)) if batched else PartitionSpec()
         return jax.ShapeDtypeStruct(array.shape, array.dtype, sharding=NamedSharding(mesh, spec))
 
     options = {"xla_disable_hlo_passes": ",".join(passes_off)} if passes_off else None
     lowered = jax.jit(run, static_argnums=0, compiler_options=options).lower(
-        split.static, [placed(a) for a in split.arrays]
+        arguments.static, [placed(a, b) for a, b in zip(arguments.arrays, in_batch, strict=True)]
     )
     try:
         return "compiled", lowered.compile()
@@ -123,37 +139,145 @@ def compile_for(mesh, function, args, kwargs=None, *, passes_off=(), batch=None)
         return str(error).strip().splitlines()[0], None
 
 
+# ------------------------------------------------- every program a run compiles
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """One program that JAX lowered: the name of the function jitted, its closed jaxpr
+    (the computation itself, independent of any platform) and its compiler options."""
+
+    name: str
+    jaxpr: Any
+    options: tuple
+
+    def key(self) -> tuple:
+        """Equal for the same computation on the same shapes (a program lowered again
+        after `jax.clear_caches()`, say)."""
+        return (self.name, str(self.jaxpr), tuple(map(str, self.jaxpr.in_avals)))
+
+
+@contextlib.contextmanager
+def programs_lowered():
+    """Records every program that JAX lowers inside the block (to run it here, on the
+    CPU), in order: yields the list of `Program`s, filled as the block runs. A program
+    JAX reuses from its cache is not lowered again, so not recorded twice.
+
+    It wraps JAX's internal `pxla.lower_sharding_computation`, through which every
+    `jax.jit` lowering passes (JAX 0.10); should a JAX version move it, this says so."""
+    from jax._src.interpreters import pxla
+
+    lower = getattr(pxla, "lower_sharding_computation", None)
+    if lower is None:
+        raise RuntimeError(
+            f"JAX {jax.__version__} has no pxla.lower_sharding_computation: "
+            "tests/_deviceless.py cannot record the programs it lowers."
+        )
+    found: list[Program] = []
+
+    def recording(closed_jaxpr, api_name, fun_name, *args, **kwargs):
+        found.append(Program(fun_name, closed_jaxpr, kwargs.get("compiler_options_kvs") or ()))
+        return lower(closed_jaxpr, api_name, fun_name, *args, **kwargs)
+
+    pxla.lower_sharding_computation = recording
+    try:
+        yield found
+    finally:
+        pxla.lower_sharding_computation = lower
+
+
+def distinct(programs) -> list[Program]:
+    """`programs` without repeats (`Program.key`), in their first order."""
+    seen: dict[tuple, Program] = {}
+    for program in programs:
+        seen.setdefault(program.key(), program)
+    return list(seen.values())
+
+
+def compile_program(mesh, program: Program, passes_off=()) -> str:
+    """`"compiled"`, or XLA's refusal (its first line): a recorded program compiled for
+    the devices of `mesh` (its inputs replicated), with the options it was lowered
+    with and the XLA passes `passes_off` disabled."""
+    from jax.extend.core import jaxpr_as_fun
+
+    options = dict(program.options)
+    if passes_off:
+        options["xla_disable_hlo_passes"] = ",".join(passes_off)
+    inputs = [
+        jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=NamedSharding(mesh, PartitionSpec()))
+        for a in program.jaxpr.in_avals
+    ]
+    try:
+        jax.jit(jaxpr_as_fun(program.jaxpr), compiler_options=options or None).lower(
+            *inputs
+        ).compile()
+    except jax.errors.JaxRuntimeError as error:
+        return str(error).strip().splitlines()[0]
+    return "compiled"
+
+
 # --------------------------------------------------------------- collectives in HLO
 
 _COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) \(.*\{$")
 _CALLED = re.compile(
-    r"(?:body|condition|calls|to_apply|true_computation|false_computation)=%?([\w.\-]+)"
+    r"\b(?:body|condition|calls|to_apply|true_computation|false_computation)=%?([\w.\-]+)"
 )
-_BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
+_CALLED_SETS = re.compile(r"\b(?:branch_computations|called_computations)=\{([^}]*)\}")
+_LOOP = re.compile(r"\b(?:body|condition)=%?([\w.\-]+)")
+COLLECTIVE_OPS = (
+    "all-reduce",
+    "all-gather",
+    "all-to-all",
+    "ragged-all-to-all",
+    "collective-permute",
+    "collective-broadcast",
+    "reduce-scatter",
+    "send",
+    "recv",
+)
+# `= TYPE op(` for a synchronous collective, or the `-done` of an asynchronous one (its
+# type is the result; the `-start` holds operands and context as well).
 _COLLECTIVE = re.compile(
-    r"= (\(?[^=]*?\)?) (all-reduce|all-gather|all-to-all|collective-permute|reduce-scatter)"
-    r"(?:-start)?\("
+    r"= (.*?) (" + "|".join(sorted(COLLECTIVE_OPS, key=len, reverse=True)) + r")(-done)?\("
 )
-_ARRAY = re.compile(r"\b(pred|[suf]\d+|bf16)\[([\d,]*)\]")
-_BYTES = {"pred": 1, "bf16": 2}
+_ARRAY = re.compile(r"\b(pred|token|[a-z]+\d+[a-z0-9]*)\[([^\]]*)\]")
 
 
-def _bytes(shape: str) -> int:
-    """Bytes of an HLO result type (`f32[24641]{0}`), or of the largest array of a tuple
-    (an asynchronous collective's start holds its operand and its result)."""
-    largest = 0
-    for kind, dims in _ARRAY.findall(shape):
-        size = _BYTES.get(kind) or int(kind[1:]) // 8
-        for d in filter(None, dims.split(",")):
-            size *= int(d)
-        largest = max(largest, size)
-    return largest
+def _bits(dtype: str) -> int:
+    """Bits of one element of an HLO element type: `pred` 8, `token` 0, otherwise the
+    number after the leading letters (`f32`, `bf16`, `s4`, `c64`, `f8e4m3fn`)."""
+    if dtype == "pred":
+        return 8
+    digits = re.match(r"[a-z]+(\d+)", dtype)
+    return int(digits.group(1)) if digits else 0
+
+
+def arrays_of(hlo_type: str) -> list[tuple[str, tuple[int, ...]]]:
+    """The arrays of an HLO type (`f32[24641]{0}`, or a tuple of such, bounded dims
+    `<=8` taken at their bound): `[(element type, shape)]`."""
+    found = []
+    for dtype, dims in _ARRAY.findall(hlo_type):
+        shape = tuple(int(d.removeprefix("<=")) for d in filter(None, dims.split(",")))
+        found.append((dtype, shape))
+    return found
+
+
+def _bytes(arrays) -> int:
+    total = 0
+    for dtype, shape in arrays:
+        size = _bits(dtype)
+        for d in shape:
+            size *= d
+        total += -(-size // 8)
+    return total
 
 
 def collectives(hlo: str) -> list[dict]:
     """Every cross-device operation of a compiled program's HLO text (`compiled.as_text()`):
-    `{"op", "bytes", "in_loop"}`, `in_loop` when it runs in a while loop's body or
-    condition (or a computation those call), so once per iteration."""
+    `{"op", "arrays", "bytes", "in_loop"}`. `arrays` lists its results' `(element type,
+    shape)`, `bytes` their size; `in_loop` when it sits in a while loop's body or
+    condition, or in a computation those call (fusions, branches, nested loops), so runs
+    at least once per iteration."""
     loop_bodies: set[str] = set()  # the body and condition of every while loop
     calls: dict[str, set[str]] = {}  # computation -> the computations it calls
     found: list[dict] = []
@@ -167,14 +291,17 @@ def collectives(hlo: str) -> list[dict]:
         if current is None:
             continue
         called = _CALLED.findall(line)
-        for group in _BRANCHES.findall(line):
+        for group in _CALLED_SETS.findall(line):
             called += [name.strip().lstrip("%") for name in group.split(",")]
         calls[current].update(called)
         if " while(" in line:
-            loop_bodies.update(re.findall(r"(?:body|condition)=%?([\w.\-]+)", line))
+            loop_bodies.update(_LOOP.findall(line))
         op = _COLLECTIVE.search(line)
         if op:
-            found.append({"op": op.group(2), "bytes": _bytes(op.group(1)), "in": current})
+            arrays = arrays_of(op.group(1))
+            found.append(
+                {"op": op.group(2), "arrays": arrays, "bytes": _bytes(arrays), "in": current}
+            )
     in_loop = set()
     stack = list(loop_bodies)
     while stack:
@@ -182,4 +309,12 @@ def collectives(hlo: str) -> list[dict]:
         if name not in in_loop:
             in_loop.add(name)
             stack.extend(calls.get(name, ()))
-    return [{"op": c["op"], "bytes": c["bytes"], "in_loop": c["in"] in in_loop} for c in found]
+    for c in found:
+        c["in_loop"] = c.pop("in") in in_loop
+    return found
+
+
+def is_flag(collective: dict) -> bool:
+    """A collective that exchanges one boolean (`pred[]`): whether any device's samples
+    still run, say."""
+    return collective["arrays"] == [("pred", ())]

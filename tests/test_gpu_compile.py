@@ -14,7 +14,14 @@ having.
 """
 
 import pytest
-from _deviceless import compile_for, h100_mesh, requested
+from _deviceless import (
+    compile_for,
+    compile_program,
+    distinct,
+    h100_mesh,
+    programs_lowered,
+    requested,
+)
 
 pytestmark = requested
 
@@ -152,3 +159,33 @@ def test_the_control_is_refused_as_on_the_h100_and_rescued(h100, calls):
     assert refused.startswith("INVALID_ARGUMENT") and REFUSAL in refused
     for passes_off in _xla_fallback.RESCUES:  # each set (the second names two passes)
         assert _compile(h100, calls["control"], passes_off) == "compiled", passes_off
+
+
+def test_every_program_of_the_landscape_continuation_row_compiles_for_an_h100(h100):
+    """What a GPU run of the `landscape` benchmark's continuation row compiles, not only
+    the kernels above: every program that the row (`quick`: 5 points from the trained
+    `beta`, and the independent fixed-point solves it is timed against) lowers on this
+    CPU, compiled for the H100. Each must compile as it is, or, for a kernel that
+    `_xla_fallback.compiled` rescues, with the first set of passes off."""
+    from benchmarks import _landscape
+    from benchmarks._common import shipped_problem
+
+    problem = shipped_problem("paper", 2)
+    core, x0 = analysis.cast((problem.core, problem.x0[0]), jnp.float64)
+    with programs_lowered() as lowered:
+        row = _landscape._continuation(core, x0, quick=True)
+    assert row["points"] >= 2 and row["xla_passes_off"] == {}  # on the CPU: as they are
+    programs = distinct(lowered)
+    names = {program.name for program in programs}
+    assert {"correct", "tangent", "arnoldi_steps", "solve_core"} <= names, names
+    rescuable = {kernel.__name__ for kernel in _xla_fallback._KERNELS}
+    refused, rescued = {}, []
+    for program in programs:
+        answer = compile_program(h100, program)
+        if answer != "compiled" and program.name in rescuable:
+            answer = compile_program(h100, program, _xla_fallback.RESCUES[0])
+            rescued.append(program.name)
+        if answer != "compiled":
+            refused[program.name] = answer
+    print(f"{len(programs)} distinct programs; compiled with passes off: {rescued}")
+    assert not refused, refused
