@@ -15,6 +15,7 @@ callback.
 
 import contextlib
 import dataclasses
+import hashlib
 import importlib.util
 import os
 import re
@@ -46,6 +47,7 @@ requested = pytest.mark.skipif(
 
 import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
+import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
 
 from et_ode.analysis import _xla_fallback  # noqa: E402
@@ -152,16 +154,30 @@ class Program:
     options: tuple
 
     def key(self) -> tuple:
-        """Equal for the same computation on the same shapes (a program lowered again
-        after `jax.clear_caches()`, say)."""
-        return (self.name, str(self.jaxpr), tuple(map(str, self.jaxpr.in_avals)))
+        """Equal for the same computation on the same shapes with the same constants
+        and options (a program lowered again after `jax.clear_caches()`, say): the
+        printed jaxpr leaves out the values of its constants, so a digest of them is
+        part of the key."""
+        constants = hashlib.sha1()
+        for constant in self.jaxpr.consts:
+            value = np.asarray(constant)
+            constants.update(f"{value.dtype}{value.shape}".encode() + value.tobytes())
+        return (
+            self.name,
+            str(self.jaxpr),
+            tuple(map(str, self.jaxpr.in_avals)),
+            constants.hexdigest(),
+            tuple(map(str, self.options)),
+        )
 
 
 @contextlib.contextmanager
 def programs_lowered():
     """Records every program that JAX lowers inside the block (to run it here, on the
-    CPU), in order: yields the list of `Program`s, filled as the block runs. A program
-    JAX reuses from its cache is not lowered again, so not recorded twice.
+    CPU), in order: yields the list of `Program`s, filled as the block runs. JAX's
+    caches are cleared on entry, so that a program compiled before the block is lowered
+    (and recorded) again when the block runs it; inside the block a program JAX reuses
+    from its cache is not lowered again, so not recorded twice.
 
     It wraps JAX's internal `pxla.lower_sharding_computation`, through which every
     `jax.jit` lowering passes (JAX 0.10); should a JAX version move it, this says so."""
@@ -179,6 +195,7 @@ def programs_lowered():
         found.append(Program(fun_name, closed_jaxpr, kwargs.get("compiler_options_kvs") or ()))
         return lower(closed_jaxpr, api_name, fun_name, *args, **kwargs)
 
+    jax.clear_caches()
     pxla.lower_sharding_computation = recording
     try:
         yield found
@@ -236,7 +253,8 @@ COLLECTIVE_OPS = (
     "recv",
 )
 # `= TYPE op(` for a synchronous collective, or the `-done` of an asynchronous one (its
-# type is the result; the `-start` holds operands and context as well).
+# type is the result; the `-start` holds operands and context as well); point-to-point
+# `send` and `recv` have no `-start`, and are read as `collectives` says.
 _COLLECTIVE = re.compile(
     r"= (.*?) (" + "|".join(sorted(COLLECTIVE_OPS, key=len, reverse=True)) + r")(-done)?\("
 )
@@ -257,7 +275,9 @@ def arrays_of(hlo_type: str) -> list[tuple[str, tuple[int, ...]]]:
     `<=8` taken at their bound): `[(element type, shape)]`."""
     found = []
     for dtype, dims in _ARRAY.findall(hlo_type):
-        shape = tuple(int(d.removeprefix("<=")) for d in filter(None, dims.split(",")))
+        shape = tuple(  # `?` (a dynamic size, unknown when compiled) counted as 0
+            int(d.removeprefix("<=")) if d != "?" else 0 for d in filter(None, dims.split(","))
+        )
         found.append((dtype, shape))
     return found
 
@@ -297,11 +317,17 @@ def collectives(hlo: str) -> list[dict]:
         if " while(" in line:
             loop_bodies.update(_LOOP.findall(line))
         op = _COLLECTIVE.search(line)
-        if op:
-            arrays = arrays_of(op.group(1))
-            found.append(
-                {"op": op.group(2), "arrays": arrays, "bytes": _bytes(arrays), "in": current}
-            )
+        if not op:
+            continue
+        name, done, arrays = op.group(2), bool(op.group(3)), arrays_of(op.group(1))
+        if name in ("send", "recv"):
+            # send(T) -> (T, u32[], token[]), its -done a token; recv -> (T, u32[],
+            # token[]), its -done (T, token[]): the data counted once, at the send and
+            # at the recv's -done
+            if done != (name == "recv"):
+                continue
+            arrays = arrays[:1]
+        found.append({"op": name, "arrays": arrays, "bytes": _bytes(arrays), "in": current})
     in_loop = set()
     stack = list(loop_bodies)
     while stack:

@@ -13,6 +13,8 @@ this compile refusing it with the H100's message is what makes the other answers
 having.
 """
 
+import time
+
 import pytest
 from _deviceless import (
     compile_for,
@@ -165,8 +167,11 @@ def test_every_program_of_the_landscape_continuation_row_compiles_for_an_h100(h1
     """What a GPU run of the `landscape` benchmark's continuation row compiles, not only
     the kernels above: every program that the row (`quick`: 5 points from the trained
     `beta`, and the independent fixed-point solves it is timed against) lowers on this
-    CPU, compiled for the H100. Each must compile as it is, or, for a kernel that
-    `_xla_fallback.compiled` rescues, with the first set of passes off."""
+    CPU, compiled for the H100 (the path the CPU's numbers took: a branch that a GPU's
+    numbers would take elsewhere, a bifurcation found, say, is covered by the kernels
+    above only). Each must compile as it is, or, for a kernel that
+    `_xla_fallback.compiled` rescues, after the refusal it rescues (`INVALID_ARGUMENT`),
+    with the first set of passes off."""
     from benchmarks import _landscape
     from benchmarks._common import shipped_problem
 
@@ -177,15 +182,21 @@ def test_every_program_of_the_landscape_continuation_row_compiles_for_an_h100(h1
     assert row["points"] >= 2 and row["xla_passes_off"] == {}  # on the CPU: as they are
     programs = distinct(lowered)
     names = {program.name for program in programs}
-    assert {"correct", "tangent", "arnoldi_steps", "solve_core"} <= names, names
+    assert {"correct", "tangent", "arnoldi_steps", "solve_core", "_pinned"} <= names, names
     rescuable = {kernel.__name__ for kernel in _xla_fallback._KERNELS}
-    refused, rescued = {}, []
+    refused, rescued, seconds = {}, [], {}
     for program in programs:
+        start = time.perf_counter()
         answer = compile_program(h100, program)
-        if answer != "compiled" and program.name in rescuable:
+        if answer.startswith("INVALID_ARGUMENT") and program.name in rescuable:
             answer = compile_program(h100, program, _xla_fallback.RESCUES[0])
             rescued.append(program.name)
+        seconds[program.name] = max(seconds.get(program.name, 0.0), time.perf_counter() - start)
         if answer != "compiled":
             refused[program.name] = answer
-    print(f"{len(programs)} distinct programs; compiled with passes off: {rescued}")
+    slowest = sorted(seconds.items(), key=lambda item: -item[1])[:3]
+    print(
+        f"{len(lowered)} programs lowered, {len(programs)} distinct; compiled with passes "
+        f"off: {rescued}; slowest: " + ", ".join(f"{name} {s:.1f} s" for name, s in slowest)
+    )
     assert not refused, refused

@@ -8,12 +8,25 @@ case that needs passes off). On four H100s of one host, the batch split over the
 `solvers.shard_batch` places it: a solve must exchange nothing but a flag per loop
 iteration (whether any sample still runs) and keep its results on their devices, and a
 data-parallel gradient must all-reduce the parameters' gradient once, after its loops.
+And every program that `et-ode demo --quick` lowers, run here on the CPU, must compile
+for one H100 as it is.
 """
 
+import contextlib
 import functools
+import io
 
 import pytest
-from _deviceless import collectives, compile_for, h100_mesh, is_flag, requested
+from _deviceless import (
+    collectives,
+    compile_for,
+    compile_program,
+    distinct,
+    h100_mesh,
+    is_flag,
+    programs_lowered,
+    requested,
+)
 
 pytestmark = requested
 
@@ -211,3 +224,24 @@ def test_the_collectives_of_a_batch_coupled_loop_are_found_in_it(four_h100):
     assert answer == "compiled", answer
     found = collectives(compiled.as_text())
     assert any(c["in_loop"] and c["arrays"] == [("f32", (64,))] for c in found), found
+
+
+def test_every_program_the_quick_demo_lowers_compiles_for_an_h100(one_h100, tmp_path):
+    """`et-ode demo --quick` (the README's first command, in its quick form) run here on
+    the CPU, every program JAX lowers for it recorded (`programs_lowered`) and compiled
+    for the H100 as it is: the whole job a user's first GPU run would compile, where its
+    numbers take the CPU's path."""
+    from et_ode import cli
+
+    with programs_lowered() as lowered, contextlib.redirect_stdout(io.StringIO()):
+        cli.main(["demo", "--quick", "--out", str(tmp_path / "demo"), "--no-progress"])
+    assert (tmp_path / "demo" / "summary.md").is_file()
+    programs = distinct(lowered)
+    assert "solve_core" in {program.name for program in programs}  # the demo's solves
+    refused = {}
+    for program in programs:
+        answer = compile_program(one_h100, program)
+        if answer != "compiled":
+            refused[program.name] = answer
+    print(f"the quick demo: {len(lowered)} programs lowered, {len(programs)} distinct")
+    assert not refused, refused
