@@ -109,17 +109,10 @@ def compile_for(mesh, function, args, kwargs=None, *, passes_off=(), split=()):
 
     Returns `("compiled", compiled)` or `(XLA's refusal: its first line, None)`."""
     arguments = _xla_fallback._Split(tuple(args), kwargs or {})
-    in_batch = [  # per leaf of `(args, kwargs)`, in the order `_Split` flattens them
-        mark
-        for leaf, mark in zip(
-            jax.tree.leaves((tuple(args), kwargs or {})),
-            jax.tree.leaves(
-                (
-                    tuple(jax.tree.map(lambda _, i=i: i in split, a) for i, a in enumerate(args)),
-                    jax.tree.map(lambda _: False, kwargs or {}),
-                )
-            ),
-        )
+    in_batch = [  # per array, in the order `_Split` flattens `(args, kwargs)`
+        index in split
+        for index, part in enumerate((*args, kwargs or {}))  # keyword arguments last
+        for leaf in jax.tree.leaves(part)
         if eqx.is_array(leaf)
     ]
 
