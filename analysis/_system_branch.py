@@ -120,7 +120,9 @@ def _pinned(model, x_ref, args, parameter, p):
     """Coordinates of `y` that `x(y)` does not depend on (a JVP in a direction with no
     zero entry)."""
     y_ref = solvers.as_manifold_system(model).to_manifold(x_ref, args)
-    direction = 1.0 + jnp.abs(jax.random.normal(jax.random.key(0), x_ref.shape, x_ref.dtype))
+    # Uniform in [1, 2): a normal draw's inverse error function, fused into the JVP,
+    # took XLA 30 s to compile for an H100 (0.7 s with this; docs/how-to/devices.md).
+    direction = 1.0 + jax.random.uniform(jax.random.key(0), x_ref.shape, x_ref.dtype)
     moved = jax.jvp(
         lambda y: _parts(model, x_ref, args, y, p, parameter)[4], (y_ref,), (direction,)
     )[1]
