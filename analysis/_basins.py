@@ -18,7 +18,9 @@ The basin entropy (Daza, Wagemakers, Georgeot, Guery-Odelin and Sanjuan, Sci. Re
 more than one basin (0 where there is none): `S_bb > log 2` shows fractal boundaries.
 """
 
+import collections
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,10 +33,26 @@ from jaxtyping import ArrayLike, Float, Integer, Real
 from et_ode import solvers
 from et_ode.vocab import Flow
 
+from ._common import cast
 from ._fixed_points import polish_near
 from ._geometry import energy_coordinates, require
 from ._records import metadata
 from ._stability import hessian_eigenvalues
+from ._system_branch import flow_eigenvalues
+
+
+def _check_boxes(grid_shape: tuple, box: int) -> None:
+    """Refuse a grid that `box x box` boxes cannot cover (at least one box)."""
+    if (
+        len(grid_shape) != 2
+        or not isinstance(box, (int, np.integer))
+        or box < 1
+        or min(grid_shape) < box
+    ):
+        raise ValueError(
+            f"basin_entropy needs a 2-D grid of labels at least {box} x {box} (got shape "
+            f"{tuple(grid_shape)}): give a smaller box= (an integer >= 1) or a finer grid."
+        )
 
 
 def basin_entropy(labels: Integer[ArrayLike, "G1 G2"], box: int = 5) -> dict:
@@ -43,11 +61,7 @@ def basin_entropy(labels: Integer[ArrayLike, "G1 G2"], box: int = 5) -> dict:
     starts (a remainder at the grid's edge is left out). Returns a dict with `S_b`,
     `S_bb`, `boxes`, `boundary_boxes` and `box`."""
     labels = np.asarray(labels)
-    if labels.ndim != 2 or box < 1 or min(labels.shape) < box:
-        raise ValueError(
-            f"basin_entropy needs a 2-D grid of labels at least {box} x "
-            f"{box} (got shape {labels.shape})."
-        )
+    _check_boxes(labels.shape, box)
     g1, g2 = (size // box for size in labels.shape)
     tiles = (
         labels[: g1 * box, : g2 * box]
@@ -196,6 +210,68 @@ def token_structure(points, tol: float = 1e-3) -> dict:
     return dict(token_states=len(states), tokens=count, permutations=pairs, tol=float(tol))
 
 
+# `hessian_eigenvalues`' asymmetry above which the residual is not taken for the gradient
+# of an energy: at a polished fixed point of a gradient system it is near rounding (the
+# part of the Riemannian Hessian that the residual's size adds); a field with a rotating
+# part has it of order one.
+GRADIENT_ASYMMETRY = 1e-5
+
+
+def _stability_at(model, x, args, k: int) -> dict:
+    """An attractor's Morse index and stability at its polished point `x` (the entries
+    of `basins`' attractors): from the tangent Hessian where the residual is a gradient,
+    else from the projected flow's Jacobian (`flow_eigenvalues`), which a
+    non-symmetric residual Jacobian's symmetric part does not give (a damped oscillator's
+    well: eigenvalues -0.15 +- 1.41i, yet a symmetric part with one negative
+    eigenvalue)."""
+    spectrum = hessian_eigenvalues(model, x, args, k=k)
+    asymmetry = float(spectrum["asymmetry"])
+    if asymmetry <= GRADIENT_ASYMMETRY:
+        return dict(
+            gradient=True,
+            asymmetry=asymmetry,
+            morse_index=int(spectrum["morse_index"]),
+            smallest_eigenvalues=np.asarray(spectrum["smallest"]),
+            flow_eigenvalues=None,
+            stable=int(spectrum["morse_index"]) == 0,
+        )
+    values = flow_eigenvalues(*cast((model, x, args), x.dtype), k)
+    neutral = 1e-9 * max(float(np.max(np.abs(values))), 1e-300)
+    return dict(
+        gradient=False,
+        asymmetry=asymmetry,
+        morse_index=None,
+        smallest_eigenvalues=None,
+        flow_eigenvalues=values,
+        stable=bool(np.max(values.real) < -neutral),
+    )
+
+
+def _report_failures(reasons: list[str]) -> None:
+    """Refuse a run in which no start reached the fixed-point stop (no basin to report),
+    and warn, with the reasons counted, where some did not (they are labelled -1)."""
+    failed = collections.Counter(reason for reason in reasons if reason != "fixed_point")
+    if not failed:
+        return
+    (first, _), n_failed = failed.most_common(1)[0], sum(failed.values())
+    # mypy cannot index StopReason (solvers._solution.reason_item says why)
+    why = solvers.StopReason[getattr(solvers.StopReason, first)]  # type: ignore[misc,valid-type]
+    what = (
+        f"basins: {n_failed} of {len(reasons)} starts did not reach the fixed-point stop ("
+        + ", ".join(f"{reason}: {n}" for reason, n in failed.most_common())
+        + ")"
+    )
+    if n_failed == len(reasons):
+        raise solvers.SolveError(
+            first, f"{what}: no basin to report. {first}: {why}.", {"stop_reason": reasons}
+        )
+    warnings.warn(
+        f"{what}; they are labelled -1, in no basin. {first}: {why}.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
 def basins(
     model: solvers.EnergySystem,
     starts: Float[ArrayLike, "B N D"],
@@ -244,15 +320,22 @@ def basins(
       shipped models: see the landscape page) has as many attractors as starts, and
       each polish and Hessian is a Newton-Krylov solve and a Lanczos run.
     - `k`: Hessian eigenvalues computed per attractor (`hessian_eigenvalues`; its Morse
-      index counts up to `k` negative ones).
+      index counts up to `k` negative ones), or, where the residual is not a gradient,
+      eigenvalues of the flow's Jacobian (those of largest real part).
     - `grid_shape`: `(G1, G2)` when the starts are a grid (`grid_starts`): then the
       result has `labels_grid` and the basin entropy with boxes of `box x box`.
 
     **Returns:** a dict: `labels [B]` (attractor per start; `-1`: the solve did not
     reach the stop), `attractors` (a list, in order of first appearance: `x` (polished),
     `polished`, `residual_rms` (RMS G at `x`), `energy`, `count`, `fraction`,
-    `morse_index`, `smallest_eigenvalues` and `stable` (`None` where the polish failed),
-    `start`),
+    `gradient` (whether the residual's Jacobian there is symmetric, as the gradient
+    of an energy's is: `hessian_eigenvalues`' `asymmetry` at most
+    `GRADIENT_ASYMMETRY`), `asymmetry`, `morse_index` and `smallest_eigenvalues` (the
+    tangent Hessian's; `None` where the residual is no gradient),
+    `flow_eigenvalues` (only where it is none: the `k` of largest real part of the
+    projected flow's Jacobian in the model's manifold coordinates,
+    `_system_branch.flow_eigenvalues`) and `stable` (Morse index 0, or every such
+    real part negative); all `None` where the polish failed; `start`),
     `fractions [A]`, `not_converged` (count), `entropy` (Shannon entropy of the
     fractions, nats), `batched_iterations` (the compiled program's sequential steps:
     the largest step count of any start) against `one_by_one_iterations` (their sum:
@@ -267,10 +350,12 @@ def basins(
         raise ValueError(f"starts must be [B, N, D] with B >= 1 (got {starts.shape}).")
     if not (match_tol > 0 and k >= 1):
         raise ValueError(f"match_tol > 0 and k >= 1 are needed (got {match_tol}, {k}).")
-    if grid_shape is not None and math.prod(grid_shape) != starts.shape[0]:
-        raise ValueError(
-            f"grid_shape {tuple(grid_shape)} does not hold the {starts.shape[0]} starts."
-        )
+    if grid_shape is not None:
+        if math.prod(grid_shape) != starts.shape[0]:
+            raise ValueError(
+                f"grid_shape {tuple(grid_shape)} does not hold the {starts.shape[0]} starts."
+            )
+        _check_boxes(tuple(grid_shape), box)  # before the solves, not after them
     sol = solvers.solve(
         model,
         starts,
@@ -286,6 +371,7 @@ def basins(
         throw=False,
     )
     reasons = list(sol.stats["stop_reason"])
+    _report_failures(reasons)
     x_final = np.asarray(sol.x_final)
     coordinates = [
         np.asarray(energy_coordinates(model, jnp.asarray(x), args))
@@ -312,18 +398,16 @@ def basins(
             energy=float(model.energy(x, args)),
             count=count,
             fraction=count / len(labels),
+            gradient=None,
+            asymmetry=None,
             morse_index=None,
             smallest_eigenvalues=None,
+            flow_eigenvalues=None,
             stable=None,
             start=int(index),
         )
         if polished is not None:  # a Morse index is only right at a fixed point
-            spectrum = hessian_eigenvalues(model, x, args, k=k)
-            attractor.update(
-                morse_index=int(spectrum["morse_index"]),
-                smallest_eigenvalues=np.asarray(spectrum["smallest"]),
-                stable=int(spectrum["morse_index"]) == 0,
-            )
+            attractor.update(_stability_at(model, x, args, k))
         attractors.append(attractor)
     fractions = np.array([a["fraction"] for a in attractors])
     steps = np.asarray(sol.stats["num_steps"])

@@ -32,6 +32,7 @@ critical point can be, which kinks of `E` (ReLU memories) lie that close, and th
 one-sided answer there (`analysis._verdict`).
 """
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -131,6 +132,21 @@ def _ncv(k: int, size: int) -> int:
     return int(min(size - 1, max(2 * k + 1, 40)))
 
 
+def _asymmetry(op: TangentOperator, seed: int, probes: int = 3) -> float:
+    """`|A - A^T|_F / |A|_F` of `op`'s operator `A`, estimated matrix-free from `probes`
+    pairs of standard normal vectors `u, v` (two products each): the mean of
+    `(u^T A v - v^T A u)^2` is `|A - A^T|_F^2` and that of `|A v|^2` is `|A|_F^2`."""
+    apply = op.linear_operator().matvec
+    rng = np.random.default_rng(seed + 1)
+    antisymmetric, total = 0.0, 0.0
+    for _ in range(probes):
+        u, v = rng.standard_normal((2, op.size))
+        au, av = apply(u), apply(v)
+        antisymmetric += float(u @ av - v @ au) ** 2
+        total += 0.5 * float(au @ au + av @ av)
+    return math.sqrt(antisymmetric / max(total, 1e-300))
+
+
 def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> dict:
     """Eigenvalues of `op`: `smallest [k]`, `largest [k]`, `all` (dense) and the rest of
     `hessian_eigenvalues`' entries that depend on the method."""
@@ -176,7 +192,7 @@ def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> d
         smallest=smallest,
         largest=largest,
         all=None,
-        asymmetry=None,
+        asymmetry=_asymmetry(op, seed),
         method="lanczos",
         dimension=dimension,
         morse_index_is_lower_bound=bool(np.all(smallest < 0)),
@@ -235,9 +251,12 @@ def hessian_eigenvalues(
     **Returns:** a dict: `smallest [k]`, `largest [k]` (ascending), `all` (every
     eigenvalue, dense only, else `None`), `morse_index` (count of eigenvalues below
     `-zero_tol`), `morse_index_is_lower_bound` (Lanczos with all `k` smallest
-    negative), `zero_tol`, `n_near_zero`, `asymmetry` (dense: relative size of the
-    antisymmetric part, a check), `dimension` (tangent dimension; `None` where Lanczos
-    cannot know it and the model does not say), `n_normal_excluded`, `geometry`
+    negative), `zero_tol`, `n_near_zero`, `asymmetry` (`|A - A^T|_F / |A|_F` of the
+    operator: exact when dense, from three random pairs with Lanczos; near rounding
+    at a fixed point of a gradient system, of order one where `residual` is not the
+    gradient of an energy: the symmetric part whose spectrum is returned is then no
+    Hessian), `dimension` (tangent dimension; `None` where Lanczos cannot know it and
+    the model does not say), `n_normal_excluded`, `geometry`
     (`"manifold"` or `"flat"`), `method`, `coordinates`, `clock` (the model's clock,
     per token on the ET; 1 without one), `clock_range` (`[min, max]`).
     """

@@ -28,9 +28,11 @@ compiled field (so `p` is traced: one compilation serves the branch), or one of
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from et_ode import solvers
 
+from ._branch_kernels import DENSE_MAX, FlatField, leading_eigen
 from ._geometry import require
 
 # The rate (1/time) given to the directions off the manifold and to pinned coordinates.
@@ -143,3 +145,24 @@ def system_field(model, x0, p0, args, parameter):
     x0 = jnp.asarray(x0)
     y_ref, pinned = _pinned(model, x0, args, function, jnp.asarray(p0, x0.dtype))
     return manifold_field, y_ref, (model, x0, args, y_ref, pinned, function)
+
+
+def _unchanged(model, args, p):
+    return model, args
+
+
+def flow_eigenvalues(model, x, args, k: int) -> np.ndarray:
+    """The `k` eigenvalues of largest real part (descending, complex, `[k]`) of the
+    projected flow's Jacobian at the fixed point `x`, in the model's manifold
+    coordinates: those of `df/dy` (module docstring, no parameter), whose directions off
+    the manifold and pinned coordinates sit at `-NORMAL_RATE`, below the flow's own.
+    Dense up to `DENSE_MAX` unknowns, else Krylov-Schur on JVPs. For a field that is
+    not a gradient, where the residual's Jacobian is no Hessian: `x` is linearly
+    stable when every real part is negative."""
+    x = jnp.asarray(x)
+    field, y_ref, packed = system_field(model, x, 0.0, args, _unchanged)
+    y = jnp.concatenate([jnp.ravel(y_ref), jnp.zeros(1, y_ref.dtype)])
+    values, _, _ = leading_eigen(
+        FlatField(field, tuple(x.shape)), y, packed, k, dense=y.size <= DENSE_MAX
+    )
+    return np.asarray(values)

@@ -3,7 +3,9 @@ flat double well of test_verdicts.py, `E = (a^2 - 1)^2 + (OMEGA / 2) b^2` (gradi
 every start with `a < 0` flows to the minimum `(-1, 0)`, every start with `a > 0` to
 `(1, 0)`, both at energy 0 with Hessian `diag(8, OMEGA)`), two coupled tokens whose
 energy does not see their order (its mixed-sign minima are each other's token
-permutation), and basin entropies of label grids whose boxes hold known mixtures."""
+permutation), a damped Duffing oscillator (no gradient flow: its stable foci have
+analytic eigenvalues, which its residual's symmetric part contradicts), and basin
+entropies of label grids whose boxes hold known mixtures."""
 
 import equinox as eqx
 import jax
@@ -12,7 +14,7 @@ import numpy as np
 import pytest
 from test_verdicts import OMEGA, DoubleWell, EnergyOnly
 
-from et_ode import analysis
+from et_ode import analysis, solvers
 
 
 def test_double_well_basins_split_at_the_saddle():
@@ -76,6 +78,84 @@ def test_token_permutations_of_an_order_blind_energy():
     assert attractors[pair[0]]["energy"] == pytest.approx(attractors[pair[1]]["energy"])
 
 
+class DampedDuffing(eqx.Module):
+    """`a'' + DAMPING a' - a + a^3 = 0` as the first-order system of `[a, b = a']` (state
+    `[1, 2]`): not a gradient flow. Its wells `(+-1, 0)` are stable foci, the linearised
+    flow's eigenvalues the roots of `l^2 + DAMPING l + 2`; the origin is a saddle. The
+    residual is `-field` (zero exactly at the fixed points, as the protocol asks), whose
+    Jacobian at a well is not symmetric and whose symmetric part has a negative
+    eigenvalue: a verdict read from it would call the stable wells unstable."""
+
+    def energy(self, x, args=None):
+        a, b = x[0, 0], x[0, 1]
+        return 0.5 * b**2 - 0.5 * a**2 + 0.25 * a**4
+
+    def vector_field(self, t, x, args=None, flow="native"):
+        a, b = x[..., 0], x[..., 1]
+        return jnp.stack([b, a - a**3 - DAMPING * b], axis=-1)
+
+    def residual(self, x, args=None):
+        return -self.vector_field(0.0, x, args)
+
+
+DAMPING = 0.3
+
+
+def test_a_field_that_is_no_gradient_gets_its_flows_stability_not_a_morse_index():
+    starts = np.array([[[2.0, 0.0]], [[-2.0, 0.5]], [[0.0, 0.0]]])  # the last: the saddle
+    result = analysis.basins(DampedDuffing(), starts, flow="native", k=2)
+    wells = {round(float(att["x"][0, 0])): att for att in result["attractors"]}
+    assert sorted(wells) == [-1, 0, 1] and result["not_converged"] == 0
+    foci = np.roots([1.0, DAMPING, 2.0])  # -0.15 +- 1.406i
+    for a in (-1, 1):
+        well = wells[a]
+        assert well["polished"] and not well["gradient"] and well["asymmetry"] > 0.1
+        assert well["morse_index"] is None and well["stable"] is True
+        np.testing.assert_allclose(
+            np.sort_complex(well["flow_eigenvalues"]), np.sort_complex(foci), atol=1e-10
+        )
+    # at the saddle the residual's Jacobian [[0, -1], [-1, DAMPING]] is symmetric: the
+    # tangent Hessian's answer, one negative eigenvalue, is the flow's (one unstable rate)
+    saddle = wells[0]
+    assert saddle["gradient"] and saddle["asymmetry"] < 1e-12 and saddle["morse_index"] == 1
+    assert saddle["stable"] is False
+
+
+def test_the_residual_operators_asymmetry_is_estimated_matrix_free():
+    """`hessian_eigenvalues`' asymmetry `|A - A^T|_F / |A|_F`: with Lanczos it is
+    estimated from random pairs; against the dense method's exact value on a linear
+    field whose Jacobian is known."""
+
+    class Linear(eqx.Module):
+        matrix: jax.Array
+
+        def energy(self, x, args=None):
+            return 0.5 * jnp.sum(x * x)
+
+        def vector_field(self, t, x, args=None, flow="native"):
+            return -self.residual(x, args)
+
+        def residual(self, x, args=None):
+            return (self.matrix @ x.ravel()).reshape(x.shape)
+
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((12, 12))
+    symmetric = base @ base.T + 12 * np.eye(12)
+    for tilt, expected in ((0.0, 0.0), (0.3, None)):
+        matrix = symmetric + tilt * (base - base.T) * 4
+        exact = np.linalg.norm(matrix - matrix.T) / np.linalg.norm(matrix)
+        x = jnp.zeros((3, 4))
+        dense = analysis.hessian_eigenvalues(Linear(jnp.asarray(matrix)), x, method="dense")
+        lanczos = analysis.hessian_eigenvalues(
+            Linear(jnp.asarray(matrix)), x, k=2, method="lanczos"
+        )
+        assert dense["asymmetry"] == pytest.approx(exact, abs=1e-14)
+        if expected == 0.0:
+            assert lanczos["asymmetry"] < 1e-14
+        else:  # three pairs: within a factor of 3 of the exact value
+            assert exact / 3 < lanczos["asymmetry"] < 3 * exact
+
+
 def test_basin_entropy_of_known_grids():
     checker = np.indices((6, 6)).sum(axis=0) % 2  # every 2 x 2 box half and half
     assert analysis.basin_entropy(checker, box=2)["S_b"] == pytest.approx(np.log(2))
@@ -95,3 +175,27 @@ def test_refusals(no_runtime_types):
         analysis.basins(DoubleWell(), np.zeros((4, 1, 2)), grid_shape=(3, 3))
     with pytest.raises(ValueError, match="2-D grid of labels"):
         analysis.basin_entropy(np.zeros(9), box=3)
+    # a grid the boxes cannot cover: refused before any start is solved
+    with pytest.raises(ValueError, match=r"at least 5 x 5 \(got shape \(2, 2\)\)"):
+        analysis.basins(DoubleWell(), np.zeros((4, 1, 2)), grid_shape=(2, 2))
+
+
+class NaNBeyondTwo(eqx.Module):
+    """`x' = -x` (the double well's minimum at 0 for `x < 2`), its field NaN at `x > 2`."""
+
+    def energy(self, x, args=None):
+        return 0.5 * jnp.sum(x**2)
+
+    def residual(self, x, args=None):
+        return x
+
+    def vector_field(self, t, x, args=None, flow="native"):
+        return jnp.where(x > 2.0, jnp.nan, -x)
+
+
+def test_starts_that_fail_are_counted_and_a_run_where_all_fail_is_refused():
+    with pytest.warns(RuntimeWarning, match=r"1 of 2 starts did not reach .*dt_underflow: 1"):
+        result = analysis.basins(NaNBeyondTwo(), np.array([[[1.0]], [[3.0]]]), flow="native")
+    assert list(result["labels"]) == [0, -1] and result["not_converged"] == 1
+    with pytest.raises(solvers.SolveError, match="2 of 2 starts did not reach"):
+        analysis.basins(NaNBeyondTwo(), np.array([[[3.0]], [[4.0]]]), flow="native")
