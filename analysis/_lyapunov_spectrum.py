@@ -26,6 +26,8 @@ the real parts of the Jacobian's eigenvalues, in any measure.
 """
 
 import math
+import operator
+import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -36,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.typing import DTypeLike
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, ArrayLike, Real
 
 from et_ode import solvers
 from et_ode.vocab import Flow
@@ -132,7 +134,8 @@ def _spectrum(
     """From `x0` and tangent vectors `q0 [k, *x.shape]` (orthonormal in `measure`):
     `n_intervals` solves of length `interval`, each followed by a QR step. Returns the
     final state and vectors, the per-interval `log |R_ii|` (`[n_intervals, k]`) and the
-    solves' step counts and success."""
+    solves' step counts, their success, and whether the state and the field at each
+    interval's end are finite."""
 
     def augmented(t, y, a):
         x, q = y
@@ -162,15 +165,88 @@ def _spectrum(
         x, q = jax.tree.map(lambda leaf: leaf[-1], sol.ys)
         q, growth = _orthonormalise(measure, x, q, args)
         ok = sol.result == diffrax.RESULTS.successful
-        return (x, q), (jnp.log(growth), sol.stats["num_steps"], ok)
+        # where a solve fails: whether the state or the field there is NaN or inf
+        # (an adaptive step rejects a non-finite field until max_steps)
+        finite = jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(field(t0 + interval, x, args)))
+        return (x, q), (jnp.log(growth), sol.stats["num_steps"], ok, finite)
 
-    (x, q), (logs, steps, ok) = lax.scan(step, (x0, q0), jnp.arange(n_intervals))
-    return x, q, logs, steps, ok
+    (x, q), (logs, steps, ok, finite) = lax.scan(step, (x0, q0), jnp.arange(n_intervals))
+    return x, q, logs, steps, ok, finite
+
+
+def _check_field(field, x0, args, energy_system: bool) -> None:
+    """Refuse a field whose output is not `dx/dt` of `x0`'s shape (found by shapes
+    alone, nothing run)."""
+    try:
+        out = jax.eval_shape(field, jnp.zeros((), x0.dtype), x0, args)
+    except Exception as error:  # the user's function, called as the spectrum will
+        raise ValueError(
+            f"calling the field as field(t, x, args) with x of shape {x0.shape} failed: "
+            f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        ) from error
+    shape = getattr(out, "shape", None)
+    if shape != x0.shape:
+        hint = (
+            ""
+            if energy_system
+            else " (a plain field is called as field(t, x, args), time first: a "
+            "continuation field f(x, p, args) takes its arguments in another order)"
+        )
+        raise ValueError(
+            f"the field must return dx/dt of x0's shape {x0.shape} (got "
+            f"{shape if shape is not None else type(out).__name__}){hint}."
+        )
+
+
+def _check_intervals(ok, finite, renormalise: float, max_steps: int) -> None:
+    """Refuse a spectrum any of whose interval solves failed, saying why and when."""
+    if ok.all():
+        return
+    first = int(np.argmin(ok))
+    when = f"the interval from t = {first * renormalise:g} to {(first + 1) * renormalise:g}"
+    count = f"{int(np.sum(~ok))} of {ok.size} interval solves failed, the first over {when}"
+    if not finite[first]:
+        raise ValueError(
+            f"lyapunov_spectrum: {count}: the state or the field there is NaN or inf (a "
+            "field undefined at that state, or a flow that blows up in finite time); "
+            "check the field and x0."
+        )
+    raise ValueError(
+        f"lyapunov_spectrum: {count}, at max_steps={max_steps}: raise max_steps, shorten "
+        "renormalise or loosen rtol/atol."
+    )
+
+
+# How far the tangent vectors' growth in one interval may spread, as the rounding error it
+# lets into the smaller exponents (each carries the larger ones' growth times the
+# dtype's epsilon, relative): `exp(spread) eps`, about the error in their log-growth
+# per interval. Above `SPREAD_ERROR` a warning asks for a shorter `renormalise`.
+SPREAD_ERROR = 1e-3
+
+
+def _growth_spread(logs, renormalise: float, dtype) -> float:
+    """The largest spread `max_i - min_i log |R_ii|` over the intervals (nats), with a
+    `RuntimeWarning` where rounding lets more than `SPREAD_ERROR` into the exponents."""
+    spread = float(np.max(np.ptp(logs, axis=1))) if logs.shape[1] > 1 else 0.0
+    eps = float(jnp.finfo(dtype).eps)
+    error = math.exp(min(spread, 700.0)) * eps
+    if error > SPREAD_ERROR:
+        target = math.log(SPREAD_ERROR * 1e-2 / eps)  # 100x below the threshold
+        warnings.warn(
+            f"lyapunov_spectrum: the tangent vectors' growth within one renormalise "
+            f"interval ({renormalise:g}) spread over {spread:.1f} nats, so rounding "
+            f"({jnp.dtype(dtype).name}) leaves the smaller exponents off by about "
+            f"{error / renormalise:.2g}: renormalise at most "
+            f"{renormalise * target / spread:.2g}.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return spread
 
 
 def lyapunov_spectrum(
     system: solvers.EnergySystem | Callable[[Any, Array, Any], Array],
-    x0: Float[ArrayLike, "..."],
+    x0: Real[ArrayLike, "..."],
     args: Any = None,
     *,
     k: int | None = None,
@@ -247,13 +323,29 @@ def lyapunov_spectrum(
             "jax.config.update('jax_enable_x64', True) first, or pass "
             "dtype=jnp.float32."
         )
-    system, x0, args = cast((system, jnp.asarray(x0), args), dtype)
+    if t1 < 0.5 * renormalise:
+        raise ValueError(
+            f"t1={t1:g} is shorter than one renormalise interval ({renormalise:g}), to which "
+            "it would round: give a shorter renormalise or a longer t1."
+        )
+    x0 = jnp.asarray(x0)
+    if not (jnp.issubdtype(x0.dtype, jnp.floating) or jnp.issubdtype(x0.dtype, jnp.integer)):
+        raise ValueError(f"x0 must be a real array (got dtype {x0.dtype}).")
+    if not bool(jnp.all(jnp.isfinite(x0))):
+        raise ValueError("x0 holds NaN or inf: the spectrum needs a finite start.")
+    system, x0, args = cast((system, x0.astype(dtype), args), dtype)
     field = _field_of(system, flow)
+    _check_field(field, x0, args, energy_system)
     n = x0.size
     tangent_dimension = getattr(system, "tangent_dimension", None)
     manifold = n - int(tangent_dimension(x0, args)) if callable(tangent_dimension) else 0
     measured = n if measure == "x" else n - manifold
-    k = measured if k is None else int(k)
+    if k is not None:
+        try:
+            k = operator.index(k)
+        except TypeError:
+            raise ValueError(f"k must be an integer or None (got {k!r}).") from None
+    k = measured if k is None else k
     if not 1 <= k <= measured:
         where = "the state's size" if measure == "x" else "the tangent space's dimension"
         raise ValueError(f"k must be between 1 and {where} {measured} (got {k}).")
@@ -269,7 +361,7 @@ def lyapunov_spectrum(
     averaged = max(1, int(round(t1 / renormalise)))
     # the transient and the averaging in one loop (one compilation); the transient's
     # growth rates are dropped
-    x, q, logs, steps, ok = _spectrum(
+    x, q, logs, steps, ok, finite = _spectrum(
         field,
         gauge,
         x0,
@@ -284,13 +376,8 @@ def lyapunov_spectrum(
         int(max_steps),
     )
     steps_total = int(np.sum(steps))
-    failed = int(np.sum(~np.asarray(ok)))
-    if failed:
-        raise ValueError(
-            f"lyapunov_spectrum: {failed} of {warm + averaged} interval solves "
-            f"failed (max_steps={max_steps} per interval of {renormalise:g}): "
-            "raise max_steps, shorten renormalise or loosen rtol/atol."
-        )
+    _check_intervals(np.asarray(ok), np.asarray(finite), renormalise, max_steps)
+    spread = _growth_spread(np.asarray(logs, np.float64), renormalise, dtype)
     logs = logs[warm:]
     logs = np.asarray(logs, np.float64)
     times = renormalise * np.arange(1, averaged + 1)
@@ -316,6 +403,7 @@ def lyapunov_spectrum(
         "rtol": rtol,
         "atol": atol,
         "steps": steps_total,
+        "growth_spread": spread,
         "flow": flow if energy_system else None,
         "dtype": str(jnp.dtype(dtype)),
         "x_final": np.asarray(x),

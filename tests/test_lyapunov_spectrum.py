@@ -101,9 +101,55 @@ def test_at_the_ets_fixed_point_the_spectrum_is_the_jacobians(model, x0):
         (dict(t1=1.0, solver="euler"), ["solver must be one of tsit5"]),
         (dict(t1=1.0, measure="y"), ["measure must be one of x, g, metric"]),
         (dict(t1=1.0, measure="g"), ["needs an energy system", "measure='x'"]),
+        (dict(t1=1.0, k=2.7), ["k must be an integer or None (got 2.7)"]),
+        (dict(t1=0.3), ["t1=0.3 is shorter than one renormalise interval (1)"]),
     ],
 )
 def test_bad_settings_are_refused(options, words, no_runtime_types):
     with pytest.raises(ValueError) as error:
         analysis.lyapunov_spectrum(lorenz, jnp.ones(3), **options)
     assert all(w in str(error.value) for w in words), str(error.value)
+
+
+def test_a_start_a_field_or_a_solve_that_cannot_give_a_spectrum_is_refused_saying_why():
+    with pytest.raises(ValueError, match="x0 holds NaN or inf"):
+        analysis.lyapunov_spectrum(lorenz, jnp.array([1.0, jnp.nan, 0.0]), t1=1.0)
+    with pytest.raises(ValueError, match=r"x0's shape \(3,\) \(got \(2,\)\).*time first"):
+        analysis.lyapunov_spectrum(lambda t, x, args: x[:2], jnp.ones(3), t1=1.0)
+    # a field undefined beyond x = 2 (sqrt of a negative): NaN, named as such, with when
+    undefined = lambda t, x, args: jnp.sqrt(2.0 - x)  # noqa: E731
+    with pytest.raises(ValueError, match=r"from t = 0 to 1: the state or the field there is NaN"):
+        analysis.lyapunov_spectrum(undefined, jnp.array([3.0]), t1=2.0)
+    # an integer start is a start (cast to the arithmetic's dtype)
+    out = analysis.lyapunov_spectrum(lambda t, x, args: -x, jnp.array([1, 2]), t1=2.0)
+    np.testing.assert_allclose(out["exponents"], [-1.0, -1.0], atol=1e-6)
+
+
+def test_too_long_a_renormalise_interval_for_the_dtype_is_flagged():
+    """At Lorenz's origin (a fixed point) the exponents are the eigenvalues of the
+    Jacobian there, 11.83, -2.67 and -22.83, summing to its trace -(sigma + 1 + beta).
+    Over one renormalise interval of 1 the tangent vectors' growth spreads over 34.7
+    nats, e^34.7 times float64's epsilon is 0.26: the smallest exponent drowns in
+    rounding (the sum off by 0.06), and a warning says so and how short to go; at the
+    interval it names the sum is the trace to 1e-5."""
+    origin = jnp.zeros(3)
+    jacobian = np.array([[-SIGMA, SIGMA, 0.0], [RHO, -1.0, 0.0], [0.0, 0.0, -BETA]])
+    rates = np.sort(np.linalg.eigvals(jacobian).real)[::-1]
+    with pytest.warns(
+        RuntimeWarning, match=r"spread over 3\d\.\d nats.*renormalise at most"
+    ) as said:
+        long = analysis.lyapunov_spectrum(lorenz, origin, t1=20.0, transient=5.0, renormalise=1.0)
+    # the eigenvalues' spread, 34.66, and a little more while the vectors align
+    assert rates[0] - rates[-1] - 0.1 < long["growth_spread"] < rates[0] - rates[-1] + 1.0
+    assert abs(long["volume_rate"] - np.sum(rates)) > 1e-2
+    suggested = float(str(said[0].message).rsplit("at most ", 1)[1].rstrip("."))
+    assert 0.5 < suggested < 1.0
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        short = analysis.lyapunov_spectrum(
+            lorenz, origin, t1=20.0, transient=5.0, renormalise=suggested
+        )
+    assert abs(short["volume_rate"] - np.sum(rates)) < 1e-5
+    np.testing.assert_allclose(short["exponents"], rates, atol=1e-4)  # aligned: no 1/T
