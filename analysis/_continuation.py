@@ -87,12 +87,20 @@ Field = Callable[[Array, Array, Any], Array]
 Parameter = Literal["beta", "memory_scale", "field_strength"] | Callable[..., tuple[Any, Any]]
 
 
+def is_count(value, least: int) -> bool:
+    """Whether `value` is an integer (Python's or NumPy's, not a bool) of at least
+    `least`."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= least
+
+
 def _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points):
     if not (callable(field) or callable(getattr(field, "vector_field", None))):
         raise TypeError(
             "continuation takes a solvers.EnergySystem or a callable "
             f"field(x, p, args) -> dx/dt (got {type(field).__name__})."
         )
+    if np.shape(p_span) != (2,):
+        raise ValueError(f"p_span must be a pair (low, high) (got {p_span!r}).")
     lo, hi = (float(v) for v in p_span)
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"p_span must be (low, high) with low < high (got {p_span}).")
@@ -103,13 +111,7 @@ def _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points):
             "steps must satisfy 0 < ds_min <= ds <= ds_max (got "
             f"ds={ds}, ds_min={ds_min}, ds_max={ds_max})."
         )
-    if not (
-        isinstance(k, int)
-        and k >= 1
-        and isinstance(max_points, int)
-        and max_points >= 2
-        and (tol is None or tol > 0)
-    ):
+    if not (is_count(k, 1) and is_count(max_points, 2) and (tol is None or tol > 0)):
         raise ValueError(
             "k >= 1 and max_points >= 2 (integers) and tol > 0 are needed "
             f"(got k={k!r}, max_points={max_points!r}, tol={tol!r})."
@@ -650,10 +652,18 @@ def _to_model_coordinates(result, packed):
 
 def check_field_shape(field, x0, p, args) -> None:
     """Refuse a field whose output does not have the state's shape, before any solve."""
-    out = jax.eval_shape(lambda x: field(x, jnp.asarray(p, x.dtype), args), x0)
-    if out.shape != x0.shape:
+    try:
+        out = jax.eval_shape(lambda x: field(x, jnp.asarray(p, x.dtype), args), x0)
+    except Exception as error:  # the user's function, called as continuation will
         raise ValueError(
-            f"field(x, p, args) returned shape {out.shape} for a state of "
+            f"calling field(x, p, args) with x of shape {x0.shape} failed with "
+            f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''} "
+            "(the state comes first: a field(t, x, args) of lyapunov_spectrum takes time "
+            "first; args is None unless given)."
+        ) from error
+    if getattr(out, "shape", None) != x0.shape:
+        raise ValueError(
+            f"field(x, p, args) returned shape {getattr(out, 'shape', None)} for a state of "
             f"shape {x0.shape}: it must return dx/dt, the state's shape."
         )
 
@@ -730,6 +740,12 @@ def switch_branch(
             "switch_branch needs a branch point of continuation's "
             "bifurcations (kind 'branch_point'); got kind "
             f"{bifurcation.get('kind')!r}."
+        )
+    p = float(bifurcation["p"])
+    if np.shape(p_span) == (2,) and not float(p_span[0]) <= p <= float(p_span[1]):
+        raise ValueError(
+            f"the branch point's p = {p:g} lies outside p_span = "
+            f"{p_span!r}: give a p_span that holds it."
         )
     return continuation(
         field,

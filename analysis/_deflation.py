@@ -21,7 +21,7 @@ from jax.typing import DTypeLike
 from jaxtyping import ArrayLike, Real
 
 from ._branch_kernels import DENSE_MAX, FlatField, deflated_newton, leading_eigen
-from ._continuation import Field, check_field_shape, dtype_of, is_float
+from ._continuation import Field, check_field_shape, dtype_of, is_count, is_float
 from ._records import metadata
 from ._xla_fallback import rescued_kernels
 
@@ -72,10 +72,8 @@ def steady_states(
     if starts.ndim < 1 or starts.shape[0] < 1 or not np.all(np.isfinite(starts)):
         raise ValueError("starts must be a finite array [S, *shape] with S >= 1.")
     if not (
-        isinstance(max_states, int)
-        and max_states >= 1
-        and isinstance(k, int)
-        and k >= 1
+        is_count(max_states, 1)
+        and is_count(k, 1)
         and power > 0
         and shift > 0
         and tol > 0

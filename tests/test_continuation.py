@@ -254,6 +254,19 @@ def test_bad_settings_are_refused(no_runtime_types):
         analysis.continuation("f", x0, -1.0, p_span=(-2.0, 1.0))
     with pytest.raises(ValueError, match="needs a branch point"):
         analysis.switch_branch(fold_form, {"kind": "fold"}, p_span=(-2.0, 1.0))
+    with pytest.raises(ValueError, match=r"p_span must be a pair \(low, high\) \(got 1.0\)"):
+        analysis.continuation(fold_form, x0, -1.0, p_span=1.0)
+    with pytest.raises(ValueError, match=r"k >= 1 and max_points >= 2 \(integers\)"):
+        analysis.continuation(fold_form, x0, -1.0, p_span=(-2.0, 1.0), k=1.5)
+    # a field that fails when called as field(x, p, args): the call and the order named
+    with pytest.raises(ValueError, match=r"calling field\(x, p, args\).*IndexError.*time first"):
+        analysis.continuation(lambda t, x, args: x[0] - t, x0, -1.0, p_span=(-2.0, 1.0))
+    point = {"kind": "branch_point", "switch_tangent": np.ones(2), "x": x0, "p": 0.0}
+    with pytest.raises(ValueError, match=r"branch point's p = 0 lies outside p_span"):
+        analysis.switch_branch(fold_form, point, p_span=(0.5, 1.0))
+    # NumPy's integers are integers
+    branch = analysis.continuation(fold_form, x0, -1.0, p_span=(-2.0, -0.5), k=np.int64(1))
+    assert branch["p"][-1] == pytest.approx(-0.5, abs=0.1)
 
 
 def transcritical(x, p, args):
