@@ -90,7 +90,9 @@ Parameter = Literal["beta", "memory_scale", "field_strength"] | Callable[..., tu
 def is_count(value, least: int) -> bool:
     """Whether `value` is an integer (Python's or NumPy's, not a bool) of at least
     `least`."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= least
+    return (
+        isinstance(value, (int, np.integer)) and not isinstance(value, bool) and int(value) >= least
+    )
 
 
 def _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points):
