@@ -33,7 +33,7 @@ from jaxtyping import ArrayLike, Float, Integer, Real
 from et_ode import solvers
 from et_ode.vocab import Flow
 
-from ._common import cast
+from ._common import cast, float64_available
 from ._fixed_points import polish_near
 from ._geometry import energy_coordinates, require
 from ._records import metadata
@@ -235,7 +235,8 @@ def _stability_at(model, x, args, k: int) -> dict:
             flow_eigenvalues=None,
             stable=int(spectrum["morse_index"]) == 0,
         )
-    values = flow_eigenvalues(*cast((model, x, args), x.dtype), k)
+    dtype = jnp.float64 if float64_available() else x.dtype  # as the Hessian's
+    values = flow_eigenvalues(*cast((model, x, args), dtype), k)
     neutral = 1e-9 * max(float(np.max(np.abs(values))), 1e-300)
     return dict(
         gradient=False,
