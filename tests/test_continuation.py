@@ -5,7 +5,9 @@ bifurcation (planar), whose steady states, eigenvalues
 and bifurcation points are analytic; and the fold of the discretised Bratu problem
 `u'' + lambda exp(u) = 0`, `u(0) = u(1) = 0`, against scipy's root finder on the
 fold's extended system (`f = 0`, `df/du phi = 0`, `|phi| = 1`), started from the
-continuous problem's analytic fold, whose value the discrete one approaches as h^2."""
+continuous problem's analytic fold, whose value the discrete one approaches as h^2; and
+the branch points of the discretised Chafee-Infante problem `u_t = u_xx + p (u - u^3)`,
+the discrete Laplacian's eigenvalues."""
 
 import contextlib
 import io
@@ -291,6 +293,46 @@ def test_transcritical_switch_follows_the_oblique_branch():
         assert other["stop_reason"] == "p_span" and np.all(np.sign(x) == direction)
         np.testing.assert_allclose(np.abs(x) * (x - p), 0.0, atol=2e-10)  # on x = p
         np.testing.assert_array_equal(other["stable"][1:], p > 0)  # eigenvalue -p
+
+
+CHAFEE_N = 12  # interior points of the Chafee-Infante grid
+
+
+def chafee_infante(u, p, args):
+    """`u_t = u_xx + p (u - u^3)` on (0, 1), `u(0) = u(1) = 0`, by central differences."""
+    h = 1.0 / (CHAFEE_N + 1)
+    padded = jnp.concatenate([jnp.zeros(1, u.dtype), u, jnp.zeros(1, u.dtype)])
+    return (padded[:-2] - 2 * u + padded[2:]) / h**2 + p * (u - u**3)
+
+
+def test_chafee_infante_branch_points_are_the_laplacians_eigenvalues():
+    """On the trivial branch `u = 0` the Jacobian is `L + p I` (`L` the discrete
+    Laplacian): an eigenvalue crosses zero, with no fold, exactly where `p` equals one
+    of `-L`'s eigenvalues `mu_k = (4 / h^2) sin^2(k pi h / 2)`. The branch that
+    bifurcates at `mu_1` is `L`'s first mode grown by the cubic: its states are zeros
+    of the field, of one sign and symmetric about the middle, and stable (the
+    supercritical pitchfork takes over the trivial branch's stability)."""
+    h = 1.0 / (CHAFEE_N + 1)
+    mu = 4.0 / h**2 * np.sin(np.arange(1, 3) * np.pi * h / 2) ** 2  # 9.82, 38.6
+    trivial = analysis.continuation(
+        chafee_infante, jnp.zeros(CHAFEE_N), 1.0, p_span=(0.0, 45.0), ds=0.5, ds_max=5.0, k=4
+    )
+    points = trivial["bifurcations"]
+    assert [b["kind"] for b in points] == ["branch_point", "branch_point"]
+    np.testing.assert_allclose([b["p"] for b in points], mu, atol=1e-6)
+    np.testing.assert_array_equal(trivial["stable"], trivial["p"] < mu[0])
+    other = analysis.switch_branch(
+        chafee_infante, points[0], p_span=(0.0, 45.0), ds=0.2, ds_max=2.0, k=4
+    )
+    states, ps = other["x"][1:], other["p"][1:]
+    assert other["stop_reason"] == "p_span" and np.all(ps > mu[0])
+    pad = np.pad(states, ((0, 0), (1, 1)))
+    residual = (pad[:, :-2] - 2 * states + pad[:, 2:]) / h**2 + ps[:, None] * (states - states**3)
+    assert np.max(np.abs(residual)) < 1e-8  # zeros of the field, computed here in NumPy
+    np.testing.assert_allclose(states, states[:, ::-1], atol=1e-9)
+    signs = np.sign(states)
+    assert np.all(signs == signs[:, :1]) and np.max(np.abs(states[-1])) > 0.5
+    assert np.all(other["stable"][1:])
 
 
 def transcritical_among_stable(x, p, args):
