@@ -193,7 +193,7 @@ class _Branch:
         y_pred = a["y"] + step * a["t"]
         y, it, res = self.correct(y_pred, a["t"])
         if not (res <= float(self.tol)):
-            self.refuse("newton", y, res, it, step=step)
+            self.refuse("newton" if np.isfinite(float(res)) else "nonfinite", y, res, it, step=step)
             return None
         t = self.tangent(y, a["t"], exact=exact_tangent)
         if not exact_tangent and abs(float(t[-1])) < EXACT_TANGENT_BELOW:
@@ -480,7 +480,7 @@ def continuation(
     was not found) or `frequency` (Hopf points); `stop_reason` (one of
     `STOP_REASONS`); `stall` (with `stop_reason="ds_min"`, the last refused step: `p`
     where it ended, `residual_rms`, `newton_iterations`, `step`, `cause` (`"newton"`:
-    not converged; `"turn"`: the tangent turned past `max_turn` with a large correction;
+    not converged; `"nonfinite"`: the field was NaN or inf where Newton went; `"turn"`: the tangent turned past `max_turn` with a large correction;
     `"singular"`: no tangent; `"eigenvalues"`: the eigen-solver failed, with its
     `message`) and `near_tol` (Newton ended within `STALL_FACTOR` of `tol` and could not
     go lower: a kink of a piecewise-smooth field, or `tol` at the field's rounding

@@ -266,6 +266,12 @@ def test_bad_settings_are_refused(no_runtime_types):
     point = {"kind": "branch_point", "switch_tangent": np.ones(2), "x": x0, "p": 0.0}
     with pytest.raises(ValueError, match=r"branch point's p = 0 lies outside p_span"):
         analysis.switch_branch(fold_form, point, p_span=(0.5, 1.0))
+    # a field undefined past p = 0 (x = sqrt(p)): the branch ends there, saying why
+    ended = analysis.continuation(
+        lambda x, p, args: jnp.sqrt(p) - x, jnp.array([1.0]), 1.0, p_span=(-1.0, 2.0), direction=-1
+    )
+    assert ended["stop_reason"] == "ds_min" and ended["stall"]["cause"] == "nonfinite"
+    assert abs(ended["stall"]["p"]) < 1e-6 and ended["p"].min() >= 0.0
     # NumPy's integers are integers
     branch = analysis.continuation(fold_form, x0, -1.0, p_span=(-2.0, -0.5), k=np.int64(1))
     assert branch["p"][-1] == pytest.approx(-0.5, abs=0.1)
