@@ -480,7 +480,8 @@ def continuation(
     was not found) or `frequency` (Hopf points); `stop_reason` (one of
     `STOP_REASONS`); `stall` (with `stop_reason="ds_min"`, the last refused step: `p`
     where it ended, `residual_rms`, `newton_iterations`, `step`, `cause` (`"newton"`:
-    not converged; `"nonfinite"`: the field was NaN or inf where Newton went; `"turn"`: the tangent turned past `max_turn` with a large correction;
+    not converged; `"nonfinite"`: the field was NaN or inf where Newton went;
+    `"turn"`: the tangent turned past `max_turn` with a large correction;
     `"singular"`: no tangent; `"eigenvalues"`: the eigen-solver failed, with its
     `message`) and `near_tol` (Newton ended within `STALL_FACTOR` of `tol` and could not
     go lower: a kink of a piecewise-smooth field, or `tol` at the field's rounding
