@@ -39,6 +39,7 @@ from ._geometry import energy_coordinates, require
 from ._records import metadata
 from ._stability import hessian_eigenvalues
 from ._system_branch import flow_eigenvalues
+from ._verdict import GRADIENT_ASYMMETRY
 
 
 def _check_boxes(grid_shape: tuple, box: int) -> None:
@@ -208,13 +209,6 @@ def token_structure(points, tol: float = 1e-3) -> dict:
             if np.max(distance[rows, columns]) <= tol and np.any(rows != columns):
                 pairs.append([int(i), int(j)])
     return dict(token_states=len(states), tokens=count, permutations=pairs, tol=float(tol))
-
-
-# `hessian_eigenvalues`' asymmetry above which the residual is not taken for the gradient
-# of an energy: at a polished fixed point of a gradient system it is near rounding (the
-# part of the Riemannian Hessian that the residual's size adds); a field with a rotating
-# part has it of order one.
-GRADIENT_ASYMMETRY = 1e-5
 
 
 def _stability_at(model, x, args, k: int) -> dict:

@@ -62,7 +62,8 @@ from ._geometry import (
 )
 from ._plotting import caption, figure, finish, model_name, title
 from ._records import metadata
-from ._verdict import linear_rate_range, verdict
+from ._system_branch import flow_eigenvalues
+from ._verdict import GRADIENT_ASYMMETRY, linear_rate_range, verdict
 
 DENSE_MAX = 2000  # state entries (N D) up to which the dense Jacobian is the default
 
@@ -581,7 +582,10 @@ def stability(
     4. **Lyapunov exponent** of `flow` from the point (`lyapunov_time=None` skips it).
     5. **Verdict** (`analysis._verdict`): "stable minimum", "saddle of index k", "local
        maximum", or a refusal: "not converged", "degenerate", "at a kink" (the sides
-       disagree), "not called" (the exponent falls outside the linearised flow's range).
+       disagree), "not called" (the exponent falls outside the linearised flow's range),
+       "no gradient flow" (the residual's Jacobian is not symmetric, `asymmetry` above
+       `GRADIENT_ASYMMETRY`: the sentence gives the linear stability from the flow's
+       eigenvalues, `flow_eigenvalues`, instead).
 
     **Protocol:** `energy`, `residual`, `vector_field` (refused up front without them);
     optional: the geometry and metric of `analysis._geometry`, `kink_distances` and
@@ -603,7 +607,9 @@ def stability(
     without kinks in reach), `morse_index_range`, `linear_rates` (`[low, high]` of the
     linearised projected flow's growth rates, 1/tau), `rates_smallest`
     (`coordinates="x"` only: `smallest / tau`), `energy`, `lyapunov`, `verdict` (`code`,
-    `sentence`, `called`, `lyapunov_range`, `lyapunov_consistent`), `flow`, `tau`,
+    `sentence`, `called`, `lyapunov_range`, `lyapunov_consistent`), `flow_eigenvalues`
+    (the `k` of largest real part of the projected flow's Jacobian in manifold
+    coordinates, where the residual is no gradient; else `None`), `flow`, `tau`,
     `metadata`.
     """
     require(model, "stability")
@@ -712,6 +718,11 @@ def stability(
         )
         result["lyapunov"]["capped_from"] = capped
     compared_flow = "projected" if result["geometry"] == "flat" else flow
+    result["flow_eigenvalues"] = (
+        flow_eigenvalues(model64, x64, args64, k)
+        if result["asymmetry"] > GRADIENT_ASYMMETRY
+        else None
+    )
     result["verdict"] = verdict(
         converged=polished["converged"],
         jumped=jumped,
@@ -729,6 +740,8 @@ def stability(
         rates=rates,
         clock_range=result["clock_range"],
         flow=compared_flow,
+        asymmetry=result["asymmetry"],
+        flow_eigenvalues=result["flow_eigenvalues"],
     )
     result.update(
         flow=flow,

@@ -28,6 +28,13 @@ import numpy as np
 # better than 1 %.
 RANGE_SLACK_RELATIVE, RANGE_SLACK_ABSOLUTE = 0.01, 1e-3
 
+# The asymmetry (`|A - A^T|_F / |A|_F`, `hessian_eigenvalues`) of the residual's tangent
+# Jacobian above which it is taken for no Hessian: at a fixed point of a gradient system
+# polished by Newton it is near rounding (the ET's shipped model: 8e-16), while a field
+# with a rotating part has it of order one (a damped oscillator: 1.9). There the
+# energy's second-order test does not apply, and the flow's own eigenvalues decide.
+GRADIENT_ASYMMETRY = 1e-5
+
 VERDICTS = (
     "stable_minimum",
     "saddle",
@@ -37,6 +44,7 @@ VERDICTS = (
     "at_kink",
     "degenerate",
     "inconsistent",
+    "not_gradient",
 )
 
 
@@ -99,6 +107,8 @@ def verdict(
     jumped=False,
     newton_displacement=0.0,
     jump_bound=0.0,
+    asymmetry=0.0,
+    flow_eigenvalues=None,
 ) -> dict:
     """The verdict (`code` in `VERDICTS`, a `sentence`, `called`: whether a kind was
     named) from the measured pieces (module docstring).
@@ -108,7 +118,9 @@ def verdict(
     `index_range`: `(fewest, most)` negative eigenvalues over the sides of the kinks in
     reach (equal without kinks); `kinks`: the `stability` kink report; `lyapunov`: a
     `lyapunov_exponent` dict or `None`; `rates`: `linear_rate_range` over the sides;
-    `flow`: the flow the exponent was measured on.
+    `flow`: the flow the exponent was measured on; `asymmetry`: of the residual's
+    tangent Jacobian, and above `GRADIENT_ASYMMETRY` the `flow_eigenvalues` (those of
+    largest real part of the flow's Jacobian) that decide instead of the Hessian.
     """
     out: dict[str, Any] = dict(lyapunov_range=None, lyapunov_consistent=None)
 
@@ -133,6 +145,24 @@ def verdict(
                 f"started, more than its starting residual allows ({jump_bound:.2g}): it may "
                 "have reached another critical point than the flow's (start from a point the "
                 "flow has taken nearer the fixed point)."
+            ),
+        )
+    if asymmetry > GRADIENT_ASYMMETRY:
+        values = np.asarray(flow_eigenvalues)
+        rightmost = values[np.argmax(values.real)]
+        neutral = 1e-9 * max(float(np.max(np.abs(values))), 1e-300)
+        linear = (
+            "linearly stable: every real part is negative"
+            if rightmost.real < -neutral
+            else "not linearly stable: a real part is not negative"
+        )
+        return refuse(
+            "not_gradient",
+            (
+                f"no gradient flow: the residual's Jacobian is not symmetric (relative "
+                f"asymmetry {asymmetry:.2g}), so it is no Hessian and a Morse index says "
+                f"nothing; the flow's Jacobian has eigenvalues of real part up to "
+                f"{rightmost.real:.3g} ({rightmost:.3g}): {linear} ({where})."
             ),
         )
     if n_near_zero:

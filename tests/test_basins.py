@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_verdicts import OMEGA, DoubleWell, EnergyOnly
+from test_verdicts import DAMPING, OMEGA, DampedDuffing, DoubleWell, EnergyOnly
 
 from et_ode import analysis, solvers
 
@@ -76,29 +76,6 @@ def test_token_permutations_of_an_order_blind_energy():
     np.testing.assert_allclose(first, second[::-1], atol=1e-10)
     assert first[0] * first[1] < 0  # the mixed-sign pair
     assert attractors[pair[0]]["energy"] == pytest.approx(attractors[pair[1]]["energy"])
-
-
-class DampedDuffing(eqx.Module):
-    """`a'' + DAMPING a' - a + a^3 = 0` as the first-order system of `[a, b = a']` (state
-    `[1, 2]`): not a gradient flow. Its wells `(+-1, 0)` are stable foci, the linearised
-    flow's eigenvalues the roots of `l^2 + DAMPING l + 2`; the origin is a saddle. The
-    residual is `-field` (zero exactly at the fixed points, as the protocol asks), whose
-    Jacobian at a well is not symmetric and whose symmetric part has a negative
-    eigenvalue: a verdict read from it would call the stable wells unstable."""
-
-    def energy(self, x, args=None):
-        a, b = x[0, 0], x[0, 1]
-        return 0.5 * b**2 - 0.5 * a**2 + 0.25 * a**4
-
-    def vector_field(self, t, x, args=None, flow="native"):
-        a, b = x[..., 0], x[..., 1]
-        return jnp.stack([b, a - a**3 - DAMPING * b], axis=-1)
-
-    def residual(self, x, args=None):
-        return -self.vector_field(0.0, x, args)
-
-
-DAMPING = 0.3
 
 
 def test_a_field_that_is_no_gradient_gets_its_flows_stability_not_a_morse_index():

@@ -44,6 +44,29 @@ class DoubleWell(eqx.Module):
         return -self.residual(x, args)
 
 
+class DampedDuffing(eqx.Module):
+    """`a'' + DAMPING a' - a + a^3 = 0` as the first-order system of `[a, b = a']` (state
+    `[1, 2]`): not a gradient flow. Its wells `(+-1, 0)` are stable foci, the linearised
+    flow's eigenvalues the roots of `l^2 + DAMPING l + 2`; the origin is a saddle. The
+    residual is `-field` (zero exactly at the fixed points, as the protocol asks), whose
+    Jacobian at a well is not symmetric and whose symmetric part has a negative
+    eigenvalue: a verdict read from it would call the stable wells unstable."""
+
+    def energy(self, x, args=None):
+        a, b = x[0, 0], x[0, 1]
+        return 0.5 * b**2 - 0.5 * a**2 + 0.25 * a**4
+
+    def vector_field(self, t, x, args=None, flow="native"):
+        a, b = x[..., 0], x[..., 1]
+        return jnp.stack([b, a - a**3 - DAMPING * b], axis=-1)
+
+    def residual(self, x, args=None):
+        return -self.vector_field(0.0, x, args)
+
+
+DAMPING = 0.3
+
+
 class EnergyOnly(eqx.Module):
     """Has an energy and a field but no residual: the studies must refuse it."""
 
@@ -254,6 +277,23 @@ def test_one_sided_models_pin_the_kinks_near_the_point():
     assert float(same.energy(x)) == float(model.energy(x))
 
 
+def test_a_stable_focus_of_a_field_that_is_no_gradient_is_not_called_a_saddle():
+    """The damped Duffing oscillator's well `(1, 0)`: the symmetric part of its
+    residual's Jacobian `[[0, -1], [2, DAMPING]]` has a negative eigenvalue, and its
+    Hessian-range test even agrees with the decaying exponent; the flow's eigenvalues,
+    the roots of `l^2 + DAMPING l + 2`, say it is stable, and the verdict says that."""
+    out = analysis.stability(DampedDuffing(), jnp.array([[1.0, 0.0]]), flow="native", k=2)
+    assert out["asymmetry"] > 0.1 and out["verdict"]["code"] == "not_gradient"
+    assert "linearly stable" in out["verdict"]["sentence"] and not out["verdict"]["called"]
+    np.testing.assert_allclose(
+        np.sort_complex(out["flow_eigenvalues"]),
+        np.sort_complex(np.roots([1.0, DAMPING, 2.0])),
+        atol=1e-10,
+    )
+    # the double well (a gradient system) keeps its Hessian verdict
+    assert analysis.stability(DoubleWell(), jnp.array([[1.0, 0.0]]))["flow_eigenvalues"] is None
+
+
 BASE = dict(
     converged=True,
     residual_rms=1e-15,
@@ -305,6 +345,17 @@ BASE = dict(
             dict(lyapunov=dict(exponent=-0.6, t1=20.0, coordinates="metric")),
             "stable_minimum",
             "perturbations decay",
+        ),
+        # a residual whose Jacobian is not symmetric: no Hessian; the flow's eigenvalues
+        (
+            dict(asymmetry=0.5, flow_eigenvalues=np.array([-0.15 + 1.4j, -0.15 - 1.4j])),
+            "not_gradient",
+            "linearly stable",
+        ),
+        (
+            dict(asymmetry=0.5, flow_eigenvalues=np.array([0.2 + 1.0j, 0.2 - 1.0j, -3.0])),
+            "not_gradient",
+            "not linearly stable",
         ),
         # measured in g, the range widens by log(c_max / c_min) / T
         (
