@@ -25,6 +25,7 @@ from ._geometry import energy_coordinates, require
 from ._plotting import caption, figure, finish, title
 from ._records import metadata, model_dtype
 from ._stability import hessian_eigenvalues
+from ._verdict import GRADIENT_ASYMMETRY
 
 
 def matched_noise(
@@ -86,6 +87,20 @@ def polish_near(model, x, args, *, tol=1e-10, within=1e-3):
     return found
 
 
+def _morse_index(model, x, args) -> int:
+    """The tangent Hessian's Morse index at the fixed point `x`, refused where the
+    residual's Jacobian is not symmetric (no Hessian: `_verdict.GRADIENT_ASYMMETRY`)."""
+    spectrum = hessian_eigenvalues(model, x, args, k=1)
+    if spectrum["asymmetry"] > GRADIENT_ASYMMETRY:
+        raise ValueError(
+            "morse_index=True needs a residual that is the gradient of the energy; this "
+            f"one's Jacobian is not symmetric (relative asymmetry {spectrum['asymmetry']:.2g}) "
+            "and has no Morse index: analysis.stability gives such a point's stability "
+            "from the flow's eigenvalues."
+        )
+    return int(spectrum["morse_index"])
+
+
 def fixed_points(
     model: solvers.EnergySystem,
     starts: Float[ArrayLike, "S N D"],
@@ -122,7 +137,8 @@ def fixed_points(
     - `morse_index`: also count negative Hessian eigenvalues at each fixed point
       (dense, small models), after a Newton polish (made whatever `polish` says: an
       index taken off the fixed point can be wrong by the kinks of a ReLU energy);
-      `-1` where Newton did not converge near the point.
+      `-1` where Newton did not converge near the point; refused for a residual that
+      is not a gradient (its Jacobian not symmetric: no Hessian).
     - `seeds`: recorded in the metadata (how the starts were made).
 
     **Protocol:** `energy`, `vector_field`, `residual` (refused up front without them);
@@ -187,9 +203,7 @@ def fixed_points(
         energy.append(float(model.energy(x_i, args_i)))
         residual.append(float(solvers.rms(model.residual(x_i, args_i))))
         if morse_index:  # -1: Newton did not polish this point, no index is taken
-            morse.append(
-                hessian_eigenvalues(model, x_i, args_i, k=1)["morse_index"] if newton_ok[i] else -1
-            )
+            morse.append(_morse_index(model, x_i, args_i) if newton_ok[i] else -1)
     residual_rms = np.asarray(residual)
     return dict(
         labels=labels,

@@ -290,6 +290,9 @@ def test_a_stable_focus_of_a_field_that_is_no_gradient_is_not_called_a_saddle():
         np.sort_complex(np.roots([1.0, DAMPING, 2.0])),
         atol=1e-10,
     )
+    # nor does fixed_points count a Morse index for it
+    with pytest.raises(ValueError, match="not symmetric .* has no Morse index"):
+        analysis.fixed_points(DampedDuffing(), np.array([[[1.2, 0.1]]]), morse_index=True)
     # the double well (a gradient system) keeps its Hessian verdict
     assert analysis.stability(DoubleWell(), jnp.array([[1.0, 0.0]]))["flow_eigenvalues"] is None
 
