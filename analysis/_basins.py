@@ -33,7 +33,7 @@ from jaxtyping import ArrayLike, Float, Integer, Real
 from et_ode import solvers
 from et_ode.vocab import Flow
 
-from ._common import cast, float64_available
+from ._common import cast, float64_available, is_count
 from ._fixed_points import polish_near
 from ._geometry import energy_coordinates, require
 from ._records import metadata
@@ -211,7 +211,7 @@ def token_structure(points, tol: float = 1e-3) -> dict:
     return dict(token_states=len(states), tokens=count, permutations=pairs, tol=float(tol))
 
 
-def _stability_at(model, x, args, k: int) -> dict:
+def _stability_at(model, x, args, k: int, flow: Flow) -> dict:
     """An attractor's Morse index and stability at its polished point `x` (the entries
     of `basins`' attractors): from the tangent Hessian where the residual is a gradient,
     else from the projected flow's Jacobian (`flow_eigenvalues`), which a
@@ -230,7 +230,7 @@ def _stability_at(model, x, args, k: int) -> dict:
             stable=int(spectrum["morse_index"]) == 0,
         )
     dtype = jnp.float64 if float64_available() else x.dtype  # as the Hessian's
-    values = flow_eigenvalues(*cast((model, x, args), dtype), k)
+    values = flow_eigenvalues(*cast((model, x, args), dtype), k, flow)
     neutral = 1e-9 * max(float(np.max(np.abs(values))), 1e-300)
     return dict(
         gradient=False,
@@ -328,9 +328,10 @@ def basins(
     `GRADIENT_ASYMMETRY`), `asymmetry`, `morse_index` and `smallest_eigenvalues` (the
     tangent Hessian's; `None` where the residual is no gradient),
     `flow_eigenvalues` (only where it is none: the `k` of largest real part of the
-    projected flow's Jacobian in the model's manifold coordinates,
-    `_system_branch.flow_eigenvalues`) and `stable` (Morse index 0, or every such
-    real part negative); all `None` where the polish failed; `start`),
+    Jacobian of `flow`, or on a model with a manifold of its projected flow in the
+    manifold's coordinates: `_system_branch.flow_eigenvalues`) and `stable` (Morse
+    index 0, or every such real part negative); all `None` where the polish failed;
+    `start`),
     `fractions [A]`, `not_converged` (count), `entropy` (Shannon entropy of the
     fractions, nats), `batched_iterations` (the compiled program's sequential steps:
     the largest step count of any start) against `one_by_one_iterations` (their sum:
@@ -343,7 +344,7 @@ def basins(
     starts = jnp.asarray(starts)
     if starts.ndim != 3 or starts.shape[0] < 1:
         raise ValueError(f"starts must be [B, N, D] with B >= 1 (got {starts.shape}).")
-    if not (match_tol > 0 and k >= 1):
+    if not (match_tol > 0 and is_count(k, 1)):
         raise ValueError(f"match_tol > 0 and k >= 1 are needed (got {match_tol}, {k}).")
     if grid_shape is not None:
         if math.prod(grid_shape) != starts.shape[0]:
@@ -402,7 +403,7 @@ def basins(
             start=int(index),
         )
         if polished is not None:  # a Morse index is only right at a fixed point
-            attractor.update(_stability_at(model, x, args, k))
+            attractor.update(_stability_at(model, x, args, k, flow))
         attractors.append(attractor)
     fractions = np.array([a["fraction"] for a in attractors])
     steps = np.asarray(sol.stats["num_steps"])

@@ -27,6 +27,14 @@ def cast(tree: PyTree, dtype: DTypeLike) -> PyTree:
     return jax.tree.map(one, tree)
 
 
+def is_count(value, least: int) -> bool:
+    """Whether `value` is an integer (Python's or NumPy's, not a bool) of at least
+    `least`."""
+    return (
+        isinstance(value, (int, np.integer)) and not isinstance(value, bool) and int(value) >= least
+    )
+
+
 def float64_available() -> bool:
     """Whether `jax_enable_x64` is on (without it float64 arrays silently become float32)."""
     return bool(jax.config.read("jax_enable_x64"))

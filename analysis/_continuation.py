@@ -70,7 +70,7 @@ from ._branch_kernels import (
     switch_tangent,
     tangent,
 )
-from ._common import float64_available
+from ._common import float64_available, is_count
 from ._records import metadata
 from ._system_branch import state_and_residual, system_field
 from ._xla_fallback import rescued_kernels
@@ -87,14 +87,6 @@ Field = Callable[[Array, Array, Any], Array]
 Parameter = Literal["beta", "memory_scale", "field_strength"] | Callable[..., tuple[Any, Any]]
 
 
-def is_count(value, least: int) -> bool:
-    """Whether `value` is an integer (Python's or NumPy's, not a bool) of at least
-    `least`."""
-    return (
-        isinstance(value, (int, np.integer)) and not isinstance(value, bool) and int(value) >= least
-    )
-
-
 def _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points):
     if not (callable(field) or callable(getattr(field, "vector_field", None))):
         raise TypeError(
@@ -107,7 +99,10 @@ def _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points):
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"p_span must be (low, high) with low < high (got {p_span}).")
     if not lo <= float(p0) <= hi:
-        raise ValueError(f"p0 = {float(p0):g} lies outside p_span = ({lo:g}, {hi:g}).")
+        raise ValueError(
+            f"p0 = {float(p0):g} (the start's p: for switch_branch, the branch point's) "
+            f"lies outside p_span = ({lo:g}, {hi:g}): give a p_span that holds it."
+        )
     if not 0 < ds_min <= ds <= ds_max:
         raise ValueError(
             "steps must satisfy 0 < ds_min <= ds <= ds_max (got "
@@ -743,12 +738,6 @@ def switch_branch(
             "switch_branch needs a branch point of continuation's "
             "bifurcations (kind 'branch_point'); got kind "
             f"{bifurcation.get('kind')!r}."
-        )
-    p = float(bifurcation["p"])
-    if np.shape(p_span) == (2,) and not float(p_span[0]) <= p <= float(p_span[1]):
-        raise ValueError(
-            f"the branch point's p = {p:g} lies outside p_span = "
-            f"{p_span!r}: give a p_span that holds it."
         )
     return continuation(
         field,

@@ -21,7 +21,8 @@ from jax.typing import DTypeLike
 from jaxtyping import ArrayLike, Real
 
 from ._branch_kernels import DENSE_MAX, FlatField, deflated_newton, leading_eigen
-from ._continuation import Field, check_field_shape, dtype_of, is_count, is_float
+from ._common import is_count
+from ._continuation import Field, check_field_shape, dtype_of, is_float
 from ._records import metadata
 from ._xla_fallback import rescued_kernels
 

@@ -154,6 +154,15 @@ def plot_continuation(
     return finish(fig, path)
 
 
+def _kind(attractor: dict) -> str:
+    """What a legend says of an attractor: its Morse index, or, where the residual is no
+    gradient (no index), whether the flow's eigenvalues make it stable."""
+    if attractor.get("gradient") is False:
+        return "stable" if attractor["stable"] else "unstable"
+    index = attractor["morse_index"]
+    return f"index {'?' if index is None else index}"
+
+
 def plot_basins(
     result: dict[str, Any],
     path: Path | str | None = None,
@@ -193,10 +202,7 @@ def plot_basins(
     handles = [
         Patch(
             color=colours[i + 1],
-            label=(
-                f"{i + 1}: {att['fraction']:.0%}, E {att['energy']:.4g}, index "
-                f"{'?' if att['morse_index'] is None else att['morse_index']}"
-            ),
+            label=f"{i + 1}: {att['fraction']:.0%}, E {att['energy']:.4g}, {_kind(att)}",
         )
         for i, att in enumerate(attractors)
     ]

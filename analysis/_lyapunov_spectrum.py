@@ -26,7 +26,6 @@ the real parts of the Jacobian's eigenvalues, in any measure.
 """
 
 import math
-import operator
 import warnings
 from collections.abc import Callable
 from typing import Any, Literal
@@ -43,7 +42,7 @@ from jaxtyping import Array, ArrayLike, Real
 from et_ode import solvers
 from et_ode.vocab import Flow
 
-from ._common import cast, float64_available
+from ._common import cast, float64_available, is_count
 from ._geometry import clock, project
 from ._records import metadata
 
@@ -178,7 +177,7 @@ def _check_field(field, x0, args, energy_system: bool) -> None:
     """Refuse a field whose output is not `dx/dt` of `x0`'s shape (found by shapes
     alone, nothing run)."""
     try:
-        out = jax.eval_shape(field, jnp.zeros((), x0.dtype), x0, args)
+        out = jax.eval_shape(lambda t, x: field(t, x, args), jnp.zeros((), x0.dtype), x0)
     except Exception as error:  # the user's function, called as the spectrum will
         raise ValueError(
             f"calling the field as field(t, x, args) with x of shape {x0.shape} failed: "
@@ -217,27 +216,64 @@ def _check_intervals(ok, finite, renormalise: float, max_steps: int) -> None:
     )
 
 
-# How far the tangent vectors' growth in one interval may spread, as the rounding error it
-# lets into the smaller exponents (each carries the larger ones' growth times the
-# dtype's epsilon, relative): `exp(spread) eps`, about the error in their log-growth
-# per interval. Above `SPREAD_ERROR` a warning asks for a shorter `renormalise`.
-SPREAD_ERROR = 1e-3
+# The error a renormalise interval may let into the exponents (1/time), from two floors
+# of each exponent's log-growth per interval: rounding, where the growth of the tangent
+# vectors within one interval spreads over `spread` nats (the slower ones carry the
+# faster ones' growth times the dtype's epsilon, relative: `exp(spread) eps`); and the
+# solver's `atol`, where a vector shrinks to `R` within one interval (it is then
+# resolved only to `atol / R`); divided by the interval. Above `EXPONENT_ERROR` a
+# warning asks for a shorter `renormalise`, one that keeps either floor at 1e-5 per
+# interval.
+EXPONENT_ERROR = 1e-3
 
 
-def _growth_spread(logs, renormalise: float, dtype) -> float:
+def _interval_precision(logs, renormalise: float, dtype, atol: float) -> float:
     """The largest spread `max_i - min_i log |R_ii|` over the intervals (nats), with a
-    `RuntimeWarning` where rounding lets more than `SPREAD_ERROR` into the exponents."""
-    spread = float(np.max(np.ptp(logs, axis=1))) if logs.shape[1] > 1 else 0.0
-    eps = float(jnp.finfo(dtype).eps)
-    error = math.exp(min(spread, 700.0)) * eps
-    if error > SPREAD_ERROR:
-        target = math.log(SPREAD_ERROR * 1e-2 / eps)  # 100x below the threshold
+    `RuntimeWarning` where rounding or `atol` lets more than `EXPONENT_ERROR` into the
+    exponents (see above)."""
+    if not np.all(np.isfinite(logs)):
         warnings.warn(
-            f"lyapunov_spectrum: the tangent vectors' growth within one renormalise "
-            f"interval ({renormalise:g}) spread over {spread:.1f} nats, so rounding "
-            f"({jnp.dtype(dtype).name}) leaves the smaller exponents off by about "
-            f"{error / renormalise:.2g}: renormalise at most "
-            f"{renormalise * target / spread:.2g}.",
+            "lyapunov_spectrum: a tangent vector vanished or overflowed within one "
+            f"renormalise interval ({renormalise:g}): its exponent is not resolved; "
+            "shorten renormalise.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return math.inf
+    spread = float(np.max(np.ptp(logs, axis=1)))
+    eps = float(jnp.finfo(dtype).eps)
+    shrink = max(-float(np.min(logs)), 0.0)  # nats a vector lost in one interval
+    errors = {
+        "rounding": (
+            math.exp(min(spread, 700.0)) * eps,
+            spread,
+            math.log(1e-5 / eps),
+        ),
+        "atol": (
+            math.exp(min(shrink, 700.0)) * atol,
+            shrink,
+            math.log(1e-5 / atol),
+        ),
+    }
+    worst = max(errors, key=lambda name: errors[name][0])
+    error, nats, allowed = errors[worst]
+    if error / renormalise > EXPONENT_ERROR:
+        cause = (
+            f"the tangent vectors' growth spread over {spread:.1f} nats, so rounding "
+            f"({jnp.dtype(dtype).name})"
+            if worst == "rounding"
+            else f"a tangent vector shrank by e^{shrink:.1f}, below what atol={atol:g} "
+            "resolves, so the solver"
+        )
+        remedy = (
+            f"renormalise at most {renormalise * allowed / nats:.2g}"
+            if allowed > 0 and nats > 0
+            else "a tighter atol"
+        )
+        warnings.warn(
+            f"lyapunov_spectrum: within one renormalise interval ({renormalise:g}) {cause} "
+            f"leaves the smaller exponents off by up to about {error / renormalise:.2g}: "
+            f"{remedy}.",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -340,12 +376,9 @@ def lyapunov_spectrum(
     tangent_dimension = getattr(system, "tangent_dimension", None)
     manifold = n - int(tangent_dimension(x0, args)) if callable(tangent_dimension) else 0
     measured = n if measure == "x" else n - manifold
-    if k is not None:
-        try:
-            k = operator.index(k)
-        except TypeError:
-            raise ValueError(f"k must be an integer or None (got {k!r}).") from None
-    k = measured if k is None else k
+    if not (k is None or is_count(k, 1)):
+        raise ValueError(f"k must be an integer or None (got {k!r}).")
+    k = measured if k is None else int(k)
     if not 1 <= k <= measured:
         where = "the state's size" if measure == "x" else "the tangent space's dimension"
         raise ValueError(f"k must be between 1 and {where} {measured} (got {k}).")
@@ -377,7 +410,7 @@ def lyapunov_spectrum(
     )
     steps_total = int(np.sum(steps))
     _check_intervals(np.asarray(ok), np.asarray(finite), renormalise, max_steps)
-    spread = _growth_spread(np.asarray(logs, np.float64), renormalise, dtype)
+    spread = _interval_precision(np.asarray(logs, np.float64), renormalise, dtype, atol)
     logs = logs[warm:]
     logs = np.asarray(logs, np.float64)
     times = renormalise * np.arange(1, averaged + 1)

@@ -719,7 +719,7 @@ def stability(
         result["lyapunov"]["capped_from"] = capped
     compared_flow = "projected" if result["geometry"] == "flat" else flow
     result["flow_eigenvalues"] = (
-        flow_eigenvalues(model64, x64, args64, k)
+        flow_eigenvalues(model64, x64, args64, k, compared_flow)
         if result["asymmetry"] > GRADIENT_ASYMMETRY
         else None
     )

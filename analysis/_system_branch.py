@@ -31,9 +31,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from et_ode import solvers
+from et_ode.vocab import Flow
 
 from ._branch_kernels import DENSE_MAX, FlatField, leading_eigen
-from ._geometry import require
+from ._geometry import has, require
 
 # The rate (1/time) given to the directions off the manifold and to pinned coordinates.
 NORMAL_RATE = 1e3
@@ -123,7 +124,7 @@ def _pinned(model, x_ref, args, parameter, p):
     zero entry)."""
     y_ref = solvers.as_manifold_system(model).to_manifold(x_ref, args)
     # Uniform in [1, 2): a normal draw's inverse error function, fused into the JVP,
-    # took XLA 30 s to compile for an H100 (0.7 s with this; docs/how-to/devices.md).
+    # took XLA 30 s to compile for an H100 (0.5 s with this; docs/how-to/devices.md).
     direction = 1.0 + jax.random.uniform(jax.random.key(0), x_ref.shape, x_ref.dtype)
     moved = jax.jvp(
         lambda y: _parts(model, x_ref, args, y, p, parameter)[4], (y_ref,), (direction,)
@@ -151,16 +152,27 @@ def _unchanged(model, args, p):
     return model, args
 
 
-def flow_eigenvalues(model, x, args, k: int) -> np.ndarray:
+def _flat_field(x, p, packed):
+    """A flat model's field with its flow, as `f(x, p, args)` (`p` unused)."""
+    model, args, flow = packed
+    return model.vector_field(0.0, x, args, flow)
+
+
+def flow_eigenvalues(model, x, args, k: int, flow: Flow = "projected") -> np.ndarray:
     """The `k` eigenvalues of largest real part (descending, complex, `[k]`) of the
-    projected flow's Jacobian at the fixed point `x`, in the model's manifold
-    coordinates: those of `df/dy` (module docstring, no parameter), whose directions off
-    the manifold and pinned coordinates sit at `-NORMAL_RATE`, below the flow's own.
-    Dense up to `DENSE_MAX` unknowns, else Krylov-Schur on JVPs. For a field that is
-    not a gradient, where the residual's Jacobian is no Hessian: `x` is linearly
+    flow's Jacobian at the fixed point `x`: on a flat model (no manifold) that of its
+    `vector_field` with `flow`; on a model with a manifold, that of its projected flow in
+    the manifold's coordinates, `df/dy` (module docstring, no parameter), whose
+    directions off the manifold and pinned coordinates sit at `-NORMAL_RATE`, below the
+    flow's own (the native flow leaves the manifold and has no fixed points on the
+    ET). Dense up to `DENSE_MAX` unknowns, else Krylov-Schur on JVPs. For a field that
+    is not a gradient, where the residual's Jacobian is no Hessian: `x` is linearly
     stable when every real part is negative."""
     x = jnp.asarray(x)
-    field, y_ref, packed = system_field(model, x, 0.0, args, _unchanged)
+    if has(model, "tangent_projection"):  # `require`: all manifold methods or none
+        field, y_ref, packed = system_field(model, x, 0.0, args, _unchanged)
+    else:
+        field, y_ref, packed = _flat_field, x, (model, args, flow)
     y = jnp.concatenate([jnp.ravel(y_ref), jnp.zeros(1, y_ref.dtype)])
     values, _, _ = leading_eigen(
         FlatField(field, tuple(x.shape)), y, packed, k, dense=y.size <= DENSE_MAX

@@ -80,7 +80,7 @@ def test_token_permutations_of_an_order_blind_energy():
 
 def test_a_field_that_is_no_gradient_gets_its_flows_stability_not_a_morse_index():
     starts = np.array([[[2.0, 0.0]], [[-2.0, 0.5]], [[0.0, 0.0]]])  # the last: the saddle
-    result = analysis.basins(DampedDuffing(), starts, flow="native", k=2)
+    result = analysis.basins(DampedDuffing(), starts, flow="native", k=2, grid_shape=(1, 3), box=1)
     wells = {round(float(att["x"][0, 0])): att for att in result["attractors"]}
     assert sorted(wells) == [-1, 0, 1] and result["not_converged"] == 0
     foci = np.roots([1.0, DAMPING, 2.0])  # -0.15 +- 1.406i
@@ -96,6 +96,9 @@ def test_a_field_that_is_no_gradient_gets_its_flows_stability_not_a_morse_index(
     saddle = wells[0]
     assert saddle["gradient"] and saddle["asymmetry"] < 1e-12 and saddle["morse_index"] == 1
     assert saddle["stable"] is False
+    # the map's legend says so: no Morse index for the wells, stable
+    legend = [t.get_text() for t in analysis.plot_basins(result).legends[0].get_texts()]
+    assert sorted(text.rsplit(", ", 1)[1] for text in legend) == ["index 1", "stable", "stable"]
 
 
 def test_the_residual_operators_asymmetry_is_estimated_matrix_free():

@@ -75,7 +75,9 @@ def test_at_the_ets_fixed_point_the_spectrum_is_the_jacobians(model, x0):
     fixed = solvers.find_fixed_point(model, near.x_final, tol=1e-12)  # Newton's polish
     assert bool(fixed.success)
     neutral = 2 * fixed.x.shape[0]  # each token's mean and scale
-    out = analysis.lyapunov_spectrum(model, fixed.x, k=neutral + 4, t1=100.0, renormalise=5.0)
+    out = analysis.lyapunov_spectrum(
+        model, fixed.x, k=neutral + 4, t1=100.0, renormalise=5.0, atol=1e-12
+    )
     jacobian = jax.jacfwd(lambda x: model.vector_field(0.0, x, None, "projected"))(fixed.x)
     rates = np.sort(np.linalg.eigvals(np.asarray(jacobian).reshape(fixed.x.size, -1)).real)
     rates = rates[::-1][: neutral + 4]
@@ -88,7 +90,9 @@ def test_at_the_ets_fixed_point_the_spectrum_is_the_jacobians(model, x0):
     # measured in g (each vector projected onto the tangent space and scaled by the
     # clock, as lyapunov_exponent measures): the neutral directions are not measured, and
     # a fixed linear change of measure leaves the rates: the same four
-    in_g = analysis.lyapunov_spectrum(model, fixed.x, k=4, t1=100.0, renormalise=5.0, measure="g")
+    in_g = analysis.lyapunov_spectrum(
+        model, fixed.x, k=4, t1=100.0, renormalise=5.0, atol=1e-12, measure="g"
+    )
     assert in_g["neutral"] == 0 and in_g["measure"] == "g"
     np.testing.assert_allclose(in_g["exponents"], rates[neutral:], atol=4e-2)
 
@@ -102,6 +106,7 @@ def test_at_the_ets_fixed_point_the_spectrum_is_the_jacobians(model, x0):
         (dict(t1=1.0, measure="y"), ["measure must be one of x, g, metric"]),
         (dict(t1=1.0, measure="g"), ["needs an energy system", "measure='x'"]),
         (dict(t1=1.0, k=2.7), ["k must be an integer or None (got 2.7)"]),
+        (dict(t1=1.0, k=True), ["k must be an integer or None (got True)"]),
         (dict(t1=0.3), ["t1=0.3 is shorter than one renormalise interval (1)"]),
     ],
 )
@@ -112,6 +117,10 @@ def test_bad_settings_are_refused(options, words, no_runtime_types):
 
 
 def test_a_start_a_field_or_a_solve_that_cannot_give_a_spectrum_is_refused_saying_why():
+    # conditions that are no arrays (a mode by name) pass through to the field
+    modal = lambda t, x, args: -args["rate"] * x if args["mode"] == "linear" else -(x**3)  # noqa: E731
+    out = analysis.lyapunov_spectrum(modal, jnp.ones(2), {"mode": "linear", "rate": 2.0}, t1=2.0)
+    np.testing.assert_allclose(out["exponents"], [-2.0, -2.0], atol=1e-6)
     with pytest.raises(ValueError, match="x0 holds NaN or inf"):
         analysis.lyapunov_spectrum(lorenz, jnp.array([1.0, jnp.nan, 0.0]), t1=1.0)
     with pytest.raises(ValueError, match=r"x0's shape \(3,\) \(got \(2,\)\).*time first"):
@@ -130,15 +139,19 @@ def test_too_long_a_renormalise_interval_for_the_dtype_is_flagged():
     Jacobian there, 11.83, -2.67 and -22.83, summing to its trace -(sigma + 1 + beta).
     Over one renormalise interval of 1 the tangent vectors' growth spreads over 34.7
     nats, e^34.7 times float64's epsilon is 0.26: the smallest exponent drowns in
-    rounding (the sum off by 0.06), and a warning says so and how short to go; at the
-    interval it names the sum is the trace to 1e-5."""
+    rounding (the sum off by 0.02 with atol 1e-16, where the solver's own floor is
+    far below), and a warning says so and how short to go; at the interval it names
+    the sum is the trace to 1e-5. (At the default atol, 1e-10, the slowest vector's
+    shrinking by e^22.8 within the interval is the larger floor: see the next test.)"""
     origin = jnp.zeros(3)
     jacobian = np.array([[-SIGMA, SIGMA, 0.0], [RHO, -1.0, 0.0], [0.0, 0.0, -BETA]])
     rates = np.sort(np.linalg.eigvals(jacobian).real)[::-1]
     with pytest.warns(
         RuntimeWarning, match=r"spread over 3\d\.\d nats.*renormalise at most"
     ) as said:
-        long = analysis.lyapunov_spectrum(lorenz, origin, t1=20.0, transient=5.0, renormalise=1.0)
+        long = analysis.lyapunov_spectrum(
+            lorenz, origin, t1=20.0, transient=5.0, renormalise=1.0, atol=1e-16
+        )
     # the eigenvalues' spread, 34.66, and a little more while the vectors align
     assert rates[0] - rates[-1] - 0.1 < long["growth_spread"] < rates[0] - rates[-1] + 1.0
     assert abs(long["volume_rate"] - np.sum(rates)) > 1e-2
@@ -149,7 +162,24 @@ def test_too_long_a_renormalise_interval_for_the_dtype_is_flagged():
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         short = analysis.lyapunov_spectrum(
-            lorenz, origin, t1=20.0, transient=5.0, renormalise=suggested
+            lorenz, origin, t1=20.0, transient=5.0, renormalise=suggested, atol=1e-16
         )
     assert abs(short["volume_rate"] - np.sum(rates)) < 1e-5
     np.testing.assert_allclose(short["exponents"], rates, atol=1e-4)  # aligned: no 1/T
+
+
+def test_a_vector_that_shrinks_below_atol_within_an_interval_is_flagged():
+    """`dx/dt = diag(-1, -30) x`: over an interval of 1 the second tangent vector
+    shrinks by e^30, far below what atol 1e-10 resolves (its exponent comes out near
+    -23); a warning names an interval at which it is resolved, and there the exponents
+    are the rates."""
+    rates = jnp.array([-1.0, -30.0])
+    field = lambda t, x, args: rates * x  # noqa: E731
+    with pytest.warns(RuntimeWarning, match=r"shrank by e\^\d+.*atol=1e-10.*at most") as said:
+        coarse = analysis.lyapunov_spectrum(field, jnp.ones(2), t1=20.0, transient=2.0)
+    assert coarse["exponents"][1] > -29.0  # the floor, not the rate
+    suggested = float(str(said[0].message).rsplit("at most ", 1)[1].rstrip("."))
+    fine = analysis.lyapunov_spectrum(
+        field, jnp.ones(2), t1=20.0, transient=2.0, renormalise=suggested
+    )
+    np.testing.assert_allclose(fine["exponents"], [-1.0, -30.0], atol=2e-2)
