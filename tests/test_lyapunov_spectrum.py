@@ -129,8 +129,10 @@ def test_a_start_a_field_or_a_solve_that_cannot_give_a_spectrum_is_refused_sayin
     undefined = lambda t, x, args: jnp.sqrt(2.0 - x)  # noqa: E731
     with pytest.raises(ValueError, match=r"from t = 0 to 1: the state or the field there is NaN"):
         analysis.lyapunov_spectrum(undefined, jnp.array([3.0]), t1=2.0)
-    # an integer start is a start (cast to the arithmetic's dtype)
-    out = analysis.lyapunov_spectrum(lambda t, x, args: -x, jnp.array([1, 2]), t1=2.0)
+    # an integer start is a start (cast to the arithmetic's dtype; the program above)
+    out = analysis.lyapunov_spectrum(
+        modal, jnp.array([1, 2]), {"mode": "linear", "rate": 1.0}, t1=2.0
+    )
     np.testing.assert_allclose(out["exponents"], [-1.0, -1.0], atol=1e-6)
 
 
