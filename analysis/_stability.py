@@ -608,9 +608,9 @@ def stability(
     linearised projected flow's growth rates, 1/tau), `rates_smallest`
     (`coordinates="x"` only: `smallest / tau`), `energy`, `lyapunov`, `verdict` (`code`,
     `sentence`, `called`, `lyapunov_range`, `lyapunov_consistent`), `flow_eigenvalues`
-    (the `k` of largest real part of the projected flow's Jacobian in manifold
-    coordinates, where the residual is no gradient; else `None`), `flow`, `tau`,
-    `metadata`.
+    (where the residual is no gradient, the `k` of largest real part of the Jacobian of
+    `flow` on a flat model, of the projected flow in manifold coordinates otherwise:
+    `_system_branch.flow_eigenvalues`; else `None`), `flow`, `tau`, `metadata`.
     """
     require(model, "stability")
     x_star = jnp.asarray(x_star)
@@ -719,7 +719,7 @@ def stability(
         result["lyapunov"]["capped_from"] = capped
     compared_flow = "projected" if result["geometry"] == "flat" else flow
     result["flow_eigenvalues"] = (
-        flow_eigenvalues(model64, x64, args64, k, compared_flow)
+        flow_eigenvalues(model64, x64, args64, k, flow)
         if result["asymmetry"] > GRADIENT_ASYMMETRY
         else None
     )
