@@ -39,7 +39,7 @@ from ._geometry import energy_coordinates, require
 from ._records import metadata
 from ._stability import hessian_eigenvalues
 from ._system_branch import flow_eigenvalues
-from ._verdict import GRADIENT_ASYMMETRY
+from ._verdict import GRADIENT_ASYMMETRY, linearly_stable
 
 
 def _check_boxes(grid_shape: tuple, box: int) -> None:
@@ -231,14 +231,13 @@ def _stability_at(model, x, args, k: int, flow: Flow) -> dict:
         )
     dtype = jnp.float64 if float64_available() else x.dtype  # as the Hessian's
     values = flow_eigenvalues(*cast((model, x, args), dtype), k, flow)
-    neutral = 1e-9 * max(float(np.max(np.abs(values))), 1e-300)
     return dict(
         gradient=False,
         asymmetry=asymmetry,
         morse_index=None,
         smallest_eigenvalues=None,
         flow_eigenvalues=values,
-        stable=bool(np.max(values.real) < -neutral),
+        stable=linearly_stable(values),
     )
 
 

@@ -36,6 +36,15 @@ RANGE_SLACK_RELATIVE, RANGE_SLACK_ABSOLUTE = 0.01, 1e-3
 # energy's second-order test does not apply, and the flow's own eigenvalues decide.
 GRADIENT_ASYMMETRY = 1e-5
 
+
+def linearly_stable(flow_eigenvalues) -> bool:
+    """Whether every real part of the flow's eigenvalues is negative, beyond rounding
+    (1e-9 of the largest magnitude: a zero one, a neutral direction, is not)."""
+    values = np.asarray(flow_eigenvalues)
+    neutral = 1e-9 * max(float(np.max(np.abs(values))), 1e-300)
+    return bool(np.max(values.real) < -neutral)
+
+
 VERDICTS = (
     "stable_minimum",
     "saddle",
@@ -151,10 +160,9 @@ def verdict(
     if asymmetry > GRADIENT_ASYMMETRY:
         values = np.asarray(flow_eigenvalues)
         rightmost = values[np.argmax(values.real)]
-        neutral = 1e-9 * max(float(np.max(np.abs(values))), 1e-300)
         linear = (
             "linearly stable: every real part is negative"
-            if rightmost.real < -neutral
+            if linearly_stable(values)
             else "not linearly stable: a real part is not negative"
         )
         return refuse(
