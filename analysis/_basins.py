@@ -241,12 +241,18 @@ def _stability_at(model, x, args, k: int, flow: Flow) -> dict:
     )
 
 
-def _report_failures(reasons: list[str]) -> None:
+def _report_failures(reasons: list[str], starts, sol) -> None:
     """Refuse a run in which no start reached the fixed-point stop (no basin to report),
-    and warn, with the reasons counted, where some did not (they are labelled -1)."""
+    and warn, with the reasons counted, where some did not (they are labelled -1); a
+    start whose state grew as a blow-up does is named (`solvers.growth_note`)."""
     failed = collections.Counter(reason for reason in reasons if reason != "fixed_point")
     if not failed:
         return
+    cut_short = np.isin(reasons, ("max_steps", "dt_underflow"))  # ended before t1
+    rms = lambda x: np.sqrt(np.mean(np.square(np.asarray(x, np.float64)), axis=(-2, -1)))  # noqa: E731
+    note = solvers.growth_note(
+        rms(starts)[cut_short], rms(sol.x_final)[cut_short], np.asarray(sol.t_final)[cut_short]
+    )
     (first, _), n_failed = failed.most_common(1)[0], sum(failed.values())
     # mypy cannot index StopReason (solvers._solution.reason_item says why)
     why = solvers.StopReason[getattr(solvers.StopReason, first)]  # type: ignore[misc,valid-type]
@@ -257,10 +263,10 @@ def _report_failures(reasons: list[str]) -> None:
     )
     if n_failed == len(reasons):
         raise solvers.SolveError(
-            first, f"{what}: no basin to report. {first}: {why}.", {"stop_reason": reasons}
+            first, f"{what}: no basin to report. {first}: {why}.{note}", {"stop_reason": reasons}
         )
     warnings.warn(
-        f"{what}; they are labelled -1, in no basin. {first}: {why}.",
+        f"{what}; they are labelled -1, in no basin. {first}: {why}.{note}",
         RuntimeWarning,
         stacklevel=3,
     )
@@ -366,7 +372,7 @@ def basins(
         throw=False,
     )
     reasons = list(sol.stats["stop_reason"])
-    _report_failures(reasons)
+    _report_failures(reasons, starts, sol)
     x_final = np.asarray(sol.x_final)
     coordinates = [
         np.asarray(energy_coordinates(model, jnp.asarray(x), args))

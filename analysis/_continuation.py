@@ -45,6 +45,7 @@ a fold passing near the start, going the other way, does not count).
 """
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -76,6 +77,9 @@ from ._system_branch import state_and_residual, system_field
 from ._xla_fallback import rescued_kernels
 
 STOP_REASONS = ("p_span", "max_points", "ds_min", "closed")
+# A start whose RMS correction by Newton (at fixed p0) exceeds this fraction of the
+# state's RMS is warned of: Newton from far may reach another steady state than meant.
+START_MOVED = 0.1
 # A corrector that ends within this factor of `tol` stalled near a steady state (`_stall`).
 STALL_FACTOR = 100.0
 
@@ -235,6 +239,54 @@ class _Branch:
             newton_iterations=int(iterations),
             cause=cause,
             **details,
+        )
+
+
+def _warn_if_moved(x0, y, dtype) -> float:
+    """The RMS of the start's correction from `x0` (flat) to the steady state `y`
+    (`[n + 1]`), with a `RuntimeWarning` above `START_MOVED` of the state's RMS."""
+    x0, x = np.asarray(x0, np.float64), np.asarray(y[:-1], np.float64)
+    moved = float(np.sqrt(np.mean(np.square(x - x0))))
+    scale = max(float(np.sqrt(np.mean(np.square(x0)))), float(np.sqrt(np.mean(np.square(x)))))
+    if moved > START_MOVED * scale and moved > 10 * float(jnp.finfo(dtype).eps) * scale:
+        warnings.warn(
+            f"continuation: x0 is not a steady state at p0 = {float(y[-1]):g}: Newton moved "
+            f"it by RMS {moved:.3g} ({moved / scale:.0%} of the state's RMS {scale:.3g}), to "
+            "the steady state the branch starts from (result['x'][0]); from far, Newton may "
+            "reach another one than meant: start from the end of a solve to be sure.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return moved
+
+
+def _warn_if_singular_start(branch, point) -> None:
+    """A `RuntimeWarning` where `df/dx` at the start has a real eigenvalue within
+    `sqrt(eps)` of zero relative to its largest eigenvalue in size (all eigenvalues when
+    dense, the `k` leading ones when matrix-free): the start sits on a bifurcation,
+    where the direction the branch leaves in is not defined, and the bifurcation at
+    `s = 0` may go unreported (or be reported going one way only)."""
+    values = (
+        np.linalg.eigvals(np.asarray(jacobian(branch.F, point["y"], branch.args))[:, :-1])
+        if branch.dense
+        else np.asarray(point["eigenvalues"])
+    )
+    values = values.astype(complex)
+    nearest = _nearest_zero(values, real=True)
+    scale = float(np.max(np.abs(values))) if values.size else 0.0
+    if nearest is None or not scale > 0:
+        return
+    size = abs(values[nearest].real)
+    if size <= math.sqrt(float(jnp.finfo(point["y"].dtype).eps)) * scale:
+        warnings.warn(
+            f"continuation: the start (p0 = {float(point['y'][-1]):g}) is on a bifurcation: "
+            f"df/dx has the eigenvalue {values[nearest].real:.3g} ({size / scale:.1e} of its "
+            "largest in size); the branch's direction there is not defined, and a "
+            "bifurcation at the start may go unreported or be reported one way only: "
+            "start a little to one side of it, or from a located branch point with "
+            "switch_branch.",
+            RuntimeWarning,
+            stacklevel=3,
         )
 
 
@@ -441,7 +493,11 @@ def continuation(
       memories scaled by `p`), `"field_strength"` (the external field's strength), or
       a function `(model, args, p) -> (model, args)` of the model's arrays.
     - `x0`: a state at or near a steady state at `p0`; it is first corrected at fixed
-      `p0` (Newton), and refused, naming the residual, if that fails.
+      `p0` (Newton), and refused, naming the residual, if that fails; a
+      `RuntimeWarning` where the correction exceeds `START_MOVED` of the state's RMS
+      (Newton from far may reach another steady state than meant), and where the
+      corrected start has a real eigenvalue within `sqrt(eps)` of zero relative to the
+      largest (a start on a bifurcation: start beside it).
     - `p_span`: `(low, high)`: the branch stops at its first point outside.
     - `args`: the field's conditions (a pytree).
     - `ds`, `ds_min`, `ds_max`: the first, smallest and largest arclength step;
@@ -485,7 +541,8 @@ def continuation(
     `fixed_point_residual_rms [m]` the model's RMS residual at each point (each
     bifurcation has its `y` and `fixed_point_residual_rms` too); the eigenvalues are the
     linearised projected flow's on the manifold (rates in 1/time: on the ET minus the
-    `coordinates="x"` Hessian eigenvalues over `tau`).
+    `coordinates="x"` Hessian eigenvalues over `tau`). `start_correction_rms`: the RMS
+    by which Newton moved `x0` onto the branch (in the followed coordinates).
     """
     lo, hi = _check(system, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points)
     if direction not in (1, -1):
@@ -552,6 +609,9 @@ def continuation(
             "the eigen-solver failed at the start: df/dx is singular there; start next "
             "to the bifurcation, or pass tangent_start."
         )
+    start_correction = _warn_if_moved(jnp.ravel(x0), y, dtype)
+    if tangent_start is None:  # switch_branch starts on its branch point by design
+        _warn_if_singular_start(branch, points[0])
     bifurcations, stop_reason, step = [], "max_points", float(ds)
     skip_first = tangent_start is not None  # started on a bifurcation: nothing to find
     while len(points) < max_points:
@@ -627,6 +687,7 @@ def continuation(
             ),
         ),
     )
+    result["start_correction_rms"] = start_correction
     if energy_model:
         _to_model_coordinates(result, args)
     return result

@@ -133,8 +133,9 @@ def _spectrum(
     """From `x0` and tangent vectors `q0 [k, *x.shape]` (orthonormal in `measure`):
     `n_intervals` solves of length `interval`, each followed by a QR step. Returns the
     final state and vectors, the per-interval `log |R_ii|` (`[n_intervals, k]`) and the
-    solves' step counts, their success, and whether the state and the field at each
-    interval's end are finite."""
+    solves' step counts, their success, whether the state and the field at each
+    interval's end are finite, and the time and the state's RMS where each solve
+    ended (where a failed one stopped)."""
 
     def augmented(t, y, a):
         x, q = y
@@ -167,10 +168,11 @@ def _spectrum(
         # where a solve fails: whether the state or the field there is NaN or inf
         # (an adaptive step rejects a non-finite field until max_steps)
         finite = jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(field(t0 + interval, x, args)))
-        return (x, q), (jnp.log(growth), sol.stats["num_steps"], ok, finite)
+        ended = (sol.ts[-1], jnp.sqrt(jnp.mean(jnp.square(x))))
+        return (x, q), (jnp.log(growth), sol.stats["num_steps"], ok, finite, ended)
 
-    (x, q), (logs, steps, ok, finite) = lax.scan(step, (x0, q0), jnp.arange(n_intervals))
-    return x, q, logs, steps, ok, finite
+    (x, q), (logs, steps, ok, finite, ended) = lax.scan(step, (x0, q0), jnp.arange(n_intervals))
+    return x, q, logs, steps, ok, finite, ended
 
 
 def _check_field(field, x0, args, energy_system: bool) -> None:
@@ -197,8 +199,10 @@ def _check_field(field, x0, args, energy_system: bool) -> None:
         )
 
 
-def _check_intervals(ok, finite, renormalise: float, max_steps: int) -> None:
-    """Refuse a spectrum any of whose interval solves failed, saying why and when."""
+def _check_intervals(ok, finite, ended, x0, renormalise: float, max_steps: int) -> None:
+    """Refuse a spectrum any of whose interval solves failed, saying why and when (and
+    where the state grew as a blow-up does: `solvers.growth_note` from `x0` to where
+    the failed solve `ended`, a pair of per-interval times and RMS)."""
     if ok.all():
         return
     first = int(np.argmin(ok))
@@ -210,6 +214,11 @@ def _check_intervals(ok, finite, renormalise: float, max_steps: int) -> None:
             "field undefined at that state, or a flow that blows up in finite time); "
             "check the field and x0."
         )
+    times, scales = (np.asarray(v)[first] for v in ended)
+    rms_start = float(np.sqrt(np.mean(np.square(np.asarray(x0, np.float64)))))
+    note = solvers.growth_note(rms_start, scales, times)
+    if note:
+        raise ValueError(f"lyapunov_spectrum: {count}.{note}")
     raise ValueError(
         f"lyapunov_spectrum: {count}, at max_steps={max_steps}: raise max_steps, shorten "
         "renormalise or loosen rtol/atol."
@@ -394,7 +403,7 @@ def lyapunov_spectrum(
     averaged = max(1, int(round(t1 / renormalise)))
     # the transient and the averaging in one loop (one compilation); the transient's
     # growth rates are dropped
-    x, q, logs, steps, ok, finite = _spectrum(
+    x, q, logs, steps, ok, finite, ended = _spectrum(
         field,
         gauge,
         x0,
@@ -409,7 +418,7 @@ def lyapunov_spectrum(
         int(max_steps),
     )
     steps_total = int(np.sum(steps))
-    _check_intervals(np.asarray(ok), np.asarray(finite), renormalise, max_steps)
+    _check_intervals(np.asarray(ok), np.asarray(finite), ended, x0, renormalise, max_steps)
     spread = _interval_precision(np.asarray(logs, np.float64), renormalise, dtype, atol)
     logs = logs[warm:]
     logs = np.asarray(logs, np.float64)

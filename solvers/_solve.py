@@ -309,4 +309,5 @@ def solve(
         jumps=getattr(stepsize_controller, "jump_ts", None) is not None,
         throw=throw,
         traced=traced or is_traced(out["x_final"]),
+        x0=x0,
     )

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._auto import EXPLICIT_EVALS
-from ._errors import SolveError
+from ._errors import SolveError, growth_note
 from ._plumbing import SolveConfig
 from ._presets import SolverPreset
 from ._solution import FAILURES, STOP_REASONS, EnergySolution, stop_code
@@ -21,6 +21,7 @@ def finish_solution(
     jumps: bool,
     throw: bool,
     traced: bool,
+    x0=None,
 ):
     stop = locals_for_stats.pop("stop")
     stats = dict(locals_for_stats)
@@ -112,9 +113,14 @@ def finish_solution(
                 n_bad = int(np.sum(codes == STOP_REASONS.index(reason)))
                 where = f" ({n_bad} of {codes.size} samples)" if codes.ndim else ""
                 summary = _summary(stats)
+                note = (
+                    _blowup_note(x0, out, codes == STOP_REASONS.index(reason))
+                    if reason in ("max_steps", "dt_underflow")  # ended before t1
+                    else ""
+                )
                 raise SolveError(
                     reason,
-                    f"Solve failed{where}: {FAILURES[reason]}. Statistics: {summary}",
+                    f"Solve failed{where}: {FAILURES[reason]}.{note} Statistics: {summary}",
                     stats,
                 )
     return EnergySolution(
@@ -126,6 +132,18 @@ def finish_solution(
         t_final=out["t_final"],
         stats=stats,
     )
+
+
+def _blowup_note(x0, out, failed) -> str:
+    """`growth_note` over the `failed` samples (a mask of the batch, or a scalar)."""
+    if x0 is None:
+        return ""
+    x_start, x_end = np.asarray(x0), np.asarray(out["x_final"])
+    axes = (-2, -1)  # one sample's [N, D]
+    rms_start = np.sqrt(np.mean(np.square(x_start, dtype=np.float64), axis=axes))
+    rms_end = np.sqrt(np.mean(np.square(x_end, dtype=np.float64), axis=axes))
+    failed = np.broadcast_to(failed, rms_start.shape)
+    return growth_note(rms_start[failed], rms_end[failed], np.asarray(out["t_final"])[failed])
 
 
 def _trim(ts, values):

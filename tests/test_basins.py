@@ -7,6 +7,8 @@ permutation), a damped Duffing oscillator (no gradient flow: its stable foci hav
 analytic eigenvalues, which its residual's symmetric part contradicts), and basin
 entropies of label grids whose boxes hold known mixtures."""
 
+import re
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -179,3 +181,26 @@ def test_starts_that_fail_are_counted_and_a_run_where_all_fail_is_refused():
     assert list(result["labels"]) == [0, -1] and result["not_converged"] == 1
     with pytest.raises(solvers.SolveError, match="2 of 2 starts did not reach"):
         analysis.basins(NaNBeyondTwo(), np.array([[[3.0]], [[4.0]]]), flow="native")
+
+
+class BlowsUpBeyondOne(eqx.Module):
+    """`x' = x^2 - x`: 0 attracts the starts below 1, those above blow up at
+    `t = ln(x0 / (x0 - 1))`."""
+
+    def energy(self, x, args=None):
+        return jnp.sum(x**2 / 2 - x**3 / 3)
+
+    def residual(self, x, args=None):
+        return x - x**2
+
+    def vector_field(self, t, x, args=None, flow="native"):
+        return x**2 - x
+
+
+def test_a_start_that_blows_up_is_named_with_when():
+    with pytest.warns(RuntimeWarning, match=r"1 of 2 starts did not reach") as caught:
+        result = analysis.basins(BlowsUpBeyondOne(), np.array([[[0.5]], [[1.5]]]), flow="native")
+    assert list(result["labels"]) == [0, -1]
+    found = re.search(r"RMS grew from 1.5 to \S+ by t = ([0-9.]+)", str(caught[0].message))
+    assert found, str(caught[0].message)
+    assert abs(float(found[1]) - np.log(3.0)) < 1e-3

@@ -13,6 +13,7 @@ import contextlib
 import io
 import pathlib
 import re
+import warnings
 
 import equinox as eqx
 import jax
@@ -275,6 +276,32 @@ def test_bad_settings_are_refused(no_runtime_types):
     # NumPy's integers are integers
     branch = analysis.continuation(fold_form, x0, -1.0, p_span=(-2.0, -0.5), k=np.int64(1))
     assert branch["p"][-1] == pytest.approx(-0.5, abs=0.1)
+
+
+def shifted_pitchfork(x, p, args):
+    """A pitchfork at `p = 0.1 + 0.2` in `x[0]` beside a stable `x[1]`: at `p0 = 0.3`
+    rounding leaves `df/dx[0]` at -5.6e-17, not exactly 0."""
+    return jnp.stack([(p - (0.1 + 0.2)) * x[0] - x[0] ** 3, -x[1]])
+
+
+def test_a_start_far_from_or_on_a_bifurcation_is_warned_of():
+    # Newton at p = 1.3 from (0.5, 0) overshoots past 0 to (-1, 0): told, and by how much
+    with pytest.warns(RuntimeWarning, match=r"x0 is not a steady state .* RMS 1.06"):
+        branch = analysis.continuation(
+            shifted_pitchfork, jnp.array([0.5, 0.0]), 1.3, p_span=(1.0, 1.5), max_points=3
+        )
+    np.testing.assert_allclose(branch["x"][0], [-1.0, 0.0], atol=1e-12)
+    assert branch["start_correction_rms"] == pytest.approx(1.5 / np.sqrt(2), rel=1e-10)
+    # the start on the bifurcation (df/dx = diag(-5.6e-17, -1)): told
+    with pytest.warns(RuntimeWarning, match=r"the start \(p0 = 0.3\) is on a bifurcation"):
+        analysis.continuation(shifted_pitchfork, jnp.zeros(2), 0.3, p_span=(0.0, 1.0), max_points=3)
+    # beside it, and from a steady state: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        branch = analysis.continuation(
+            shifted_pitchfork, jnp.array([1e-9, 0.0]), 0.25, p_span=(0.0, 1.0), max_points=3
+        )
+    assert branch["start_correction_rms"] < 1e-9
 
 
 def transcritical(x, p, args):

@@ -1,6 +1,8 @@
 """Bad input gets a ValueError that names the problem and the fix; a failed solve says
 why, with its statistics."""
 
+import re
+
 import jax.numpy as jnp
 import pytest
 
@@ -108,6 +110,7 @@ def test_max_steps_reported(model, x0):
     assert err.reason == "max_steps"
     assert int(err.stats["num_steps"]) == 5
     assert "num_steps=5" in str(err) and "solver=tsit5" in str(err)
+    assert "grew" not in str(err)  # a state that did not grow is not called a blow-up
     sol = solvers.solve(
         model, x0, solver="tsit5", rtol=1e-8, atol=1e-10, t1=50.0, max_steps=5, throw=False
     )
@@ -133,6 +136,21 @@ def test_non_finite_state_reported():
     with pytest.raises(solvers.SolveError, match="non-finite") as info:
         solvers.solve(_BlowUp(), jnp.ones((2, 3)), dt0=0.5, t1=100.0)
     assert info.value.reason == "nonfinite"
+
+
+def test_a_blow_up_in_finite_time_is_named_with_when():
+    # adaptive steps shrink towards t = 1/x0 = 1 with the state finite: the failure
+    # (step size underflow) says how far the state grew, and by when
+    with pytest.raises(solvers.SolveError, match="step size underflow") as info:
+        solvers.solve(_BlowUp(), jnp.ones((2, 3)), solver="tsit5", rtol=1e-6, atol=1e-9, t1=5.0)
+    found = re.search(
+        r"RMS grew from 1 to ([0-9.e+]+) by t = ([0-9.]+): a solution that "
+        r"blows up in finite time",
+        str(info.value),
+    )
+    assert found, str(info.value)
+    assert float(found[1]) >= solvers._errors.BLOWUP_GROWTH
+    assert abs(float(found[2]) - 1.0) < 1e-3  # the blow-up time 1/x0
 
 
 def test_step_size_underflow_reported(model, x0):

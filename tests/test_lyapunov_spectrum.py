@@ -12,6 +12,8 @@
   `g` (those directions dropped) the same rates without the neutral ones.
 """
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -129,6 +131,14 @@ def test_a_start_a_field_or_a_solve_that_cannot_give_a_spectrum_is_refused_sayin
     undefined = lambda t, x, args: jnp.sqrt(2.0 - x)  # noqa: E731
     with pytest.raises(ValueError, match=r"from t = 0 to 1: the state or the field there is NaN"):
         analysis.lyapunov_spectrum(undefined, jnp.array([3.0]), t1=2.0)
+    # x' = x^2 - x from 1.5 blows up at t = ln 3, in the second interval: named, with when
+    blows_up = lambda t, x, args: x**2 - x  # noqa: E731
+    with pytest.raises(
+        ValueError, match=r"from t = 1 to 2\. The state's RMS grew from 1.5"
+    ) as info:
+        analysis.lyapunov_spectrum(blows_up, jnp.array([1.5]), t1=2.0)
+    found = re.search(r"by t = ([0-9.]+)", str(info.value))
+    assert found and abs(float(found[1]) - np.log(3.0)) < 1e-3, str(info.value)
     # an integer start is a start (cast to the arithmetic's dtype; the program above)
     out = analysis.lyapunov_spectrum(
         modal, jnp.array([1, 2]), {"mode": "linear", "rate": 1.0}, t1=2.0
