@@ -241,7 +241,7 @@ def _stability_at(model, x, args, k: int, flow: Flow) -> dict:
     )
 
 
-def _report_failures(reasons: list[str], starts, sol) -> None:
+def _report_failures(reasons: list[str], model, starts, args, flow, sol) -> None:
     """Refuse a run in which no start reached the fixed-point stop (no basin to report),
     and warn, with the reasons counted, where some did not (they are labelled -1); a
     start whose state grew as a blow-up does is named (`solvers.growth_note`)."""
@@ -249,10 +249,12 @@ def _report_failures(reasons: list[str], starts, sol) -> None:
     if not failed:
         return
     cut_short = np.isin(reasons, ("max_steps", "dt_underflow"))  # ended before t1
-    rms = lambda x: np.sqrt(np.mean(np.square(np.asarray(x, np.float64)), axis=(-2, -1)))  # noqa: E731
-    note = solvers.growth_note(
-        rms(starts)[cut_short], rms(sol.x_final)[cut_short], np.asarray(sol.t_final)[cut_short]
-    )
+    note = ""
+    if cut_short.any():
+        rms = lambda x: np.sqrt(np.mean(np.square(np.asarray(x, np.float64)), axis=(-2, -1)))  # noqa: E731
+        x_end, t_end = sol.x_final[cut_short], np.asarray(sol.t_final, np.float64)[cut_short]
+        speed = jax.vmap(lambda x, t: model.vector_field(t, x, args, flow))(x_end, t_end)
+        note = solvers.growth_note(rms(starts[cut_short]), rms(x_end), rms(speed), t_end, t_end)
     (first, _), n_failed = failed.most_common(1)[0], sum(failed.values())
     # mypy cannot index StopReason (solvers._solution.reason_item says why)
     why = solvers.StopReason[getattr(solvers.StopReason, first)]  # type: ignore[misc,valid-type]
@@ -372,7 +374,7 @@ def basins(
         throw=False,
     )
     reasons = list(sol.stats["stop_reason"])
-    _report_failures(reasons, starts, sol)
+    _report_failures(reasons, model, starts, args, flow, sol)
     x_final = np.asarray(sol.x_final)
     coordinates = [
         np.asarray(energy_coordinates(model, jnp.asarray(x), args))

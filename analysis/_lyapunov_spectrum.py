@@ -134,8 +134,8 @@ def _spectrum(
     `n_intervals` solves of length `interval`, each followed by a QR step. Returns the
     final state and vectors, the per-interval `log |R_ii|` (`[n_intervals, k]`) and the
     solves' step counts, their success, whether the state and the field at each
-    interval's end are finite, and the time and the state's RMS where each solve
-    ended (where a failed one stopped)."""
+    interval's end are finite, and the time, the state's RMS and the field's RMS where
+    each solve ended (where a failed one stopped)."""
 
     def augmented(t, y, a):
         x, q = y
@@ -167,8 +167,10 @@ def _spectrum(
         ok = sol.result == diffrax.RESULTS.successful
         # where a solve fails: whether the state or the field there is NaN or inf
         # (an adaptive step rejects a non-finite field until max_steps)
-        finite = jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(field(t0 + interval, x, args)))
-        ended = (sol.ts[-1], jnp.sqrt(jnp.mean(jnp.square(x))))
+        dx = field(sol.ts[-1], x, args)
+        finite = jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(dx))
+        rms = lambda v: jnp.sqrt(jnp.mean(jnp.square(v)))  # noqa: E731
+        ended = (sol.ts[-1], rms(x), rms(dx))
         return (x, q), (jnp.log(growth), sol.stats["num_steps"], ok, finite, ended)
 
     (x, q), (logs, steps, ok, finite, ended) = lax.scan(step, (x0, q0), jnp.arange(n_intervals))
@@ -202,7 +204,7 @@ def _check_field(field, x0, args, energy_system: bool) -> None:
 def _check_intervals(ok, finite, ended, x0, renormalise: float, max_steps: int) -> None:
     """Refuse a spectrum any of whose interval solves failed, saying why and when (and
     where the state grew as a blow-up does: `solvers.growth_note` from `x0` to where
-    the failed solve `ended`, a pair of per-interval times and RMS)."""
+    the failed solve `ended`: per interval, its time, the state's RMS and the field's)."""
     if ok.all():
         return
     first = int(np.argmin(ok))
@@ -214,9 +216,9 @@ def _check_intervals(ok, finite, ended, x0, renormalise: float, max_steps: int) 
             "field undefined at that state, or a flow that blows up in finite time); "
             "check the field and x0."
         )
-    times, scales = (np.asarray(v)[first] for v in ended)
+    time, scale, speed = (np.asarray(v)[first] for v in ended)
     rms_start = float(np.sqrt(np.mean(np.square(np.asarray(x0, np.float64)))))
-    note = solvers.growth_note(rms_start, scales, times)
+    note = solvers.growth_note(rms_start, scale, speed, time, time)
     if note:
         raise ValueError(f"lyapunov_spectrum: {count}.{note}")
     raise ValueError(

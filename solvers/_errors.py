@@ -2,9 +2,12 @@
 
 import numpy as np
 
-# A failed solve whose state's RMS grew by at least this factor from its start is said
-# so in the error (`growth_note`): a solution blowing up in finite time ends in
-# `max_steps` or `dt_underflow` with a finite state, and more steps will not pass it.
+# A solve that failed before t1 is said to be blowing up (`growth_note`) where both its
+# state's RMS grew by at least this factor from the start and its growth rate at the end
+# (RMS of the field over RMS of the state) times the time elapsed is at least this: a
+# solution that reaches infinity at a finite time T grows ever faster (`x' = x^2`: rate
+# x, 1/(T - t)), one that grows linearly (the ET's native flow inflating its tokens) has
+# rate times time near 1, and an exponential one has it near log(growth), about 10.
 BLOWUP_GROWTH = 1e4
 
 
@@ -19,19 +22,24 @@ class SolveError(RuntimeError):
         self.stats = stats
 
 
-def growth_note(rms_start, rms_end, t_end) -> str:
-    """A sentence for a failure where the state's RMS grew from `rms_start` to `rms_end`
-    (per sample, any matching shapes) by at least `BLOWUP_GROWTH` by the times `t_end`:
-    the largest growth is named; empty where none grew that much or none is finite."""
-    start = np.asarray(rms_start, np.float64).ravel()
-    end = np.broadcast_to(np.asarray(rms_end, np.float64), np.shape(rms_start)).ravel()
-    when = np.broadcast_to(np.asarray(t_end, np.float64), np.shape(rms_start)).ravel()
-    growth = np.where(np.isfinite(end) & (start > 0), end / np.where(start > 0, start, 1), 0.0)
-    worst = int(np.argmax(growth))
-    if not growth[worst] >= BLOWUP_GROWTH:
+def growth_note(rms_start, rms_end, speed_end, elapsed, t_end) -> str:
+    """A sentence for failed solves (any matching shapes, one entry per sample) whose
+    state's RMS went from `rms_start` to `rms_end` in the time `elapsed`, ending at
+    `t_end` with the field's RMS `speed_end`, where one is blowing up in finite time
+    (`BLOWUP_GROWTH`): the one that grew most is named; empty where none is."""
+    start, end, speed, elapsed, when = (
+        np.broadcast_to(np.asarray(v, np.float64), np.shape(rms_start)).ravel()
+        for v in (rms_start, rms_end, speed_end, elapsed, t_end)
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        growth, rate_time = end / start, speed / end * elapsed
+    blowing_up = (growth >= BLOWUP_GROWTH) & (rate_time >= BLOWUP_GROWTH) & np.isfinite(growth)
+    if not blowing_up.any():
         return ""
+    worst = int(np.argmax(np.where(blowing_up, growth, -np.inf)))
     return (
         f" The state's RMS grew from {start[worst]:.3g} to {end[worst]:.3g} by t = "
-        f"{when[worst]:.6g}: a solution that blows up in finite time (there) ends this way, "
+        f"{when[worst]:.6g}, ever faster (its rate there times the time elapsed: "
+        f"{rate_time[worst]:.2g}): a solution that blows up in finite time ends this way, "
         "and no max_steps, solver or tolerance takes it further; check the field and x0."
     )

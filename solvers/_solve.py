@@ -310,4 +310,17 @@ def solve(
         throw=throw,
         traced=traced or is_traced(out["x_final"]),
         x0=x0,
+        end_speed=lambda x, t: field_rms(model, x, t, args, flow, cfg),
     )
+
+
+def field_rms(model, x, t, args, flow, cfg: SolveConfig):
+    """RMS of `model`'s field with `flow` at the states `x` and times `t` (per sample of
+    a batch), for a failure's message: evaluated only where a solve failed."""
+
+    def one(x, t, a):
+        return jnp.sqrt(jnp.mean(jnp.square(model.vector_field(t, x, a, flow))))
+
+    if cfg.batched:
+        one = jax.vmap(one, in_axes=(0, 0, batched_args_axes(args) if cfg.args_batched else None))
+    return one(x, t, args)

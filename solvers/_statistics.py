@@ -22,6 +22,7 @@ def finish_solution(
     throw: bool,
     traced: bool,
     x0=None,
+    end_speed=None,
 ):
     stop = locals_for_stats.pop("stop")
     stats = dict(locals_for_stats)
@@ -114,7 +115,9 @@ def finish_solution(
                 where = f" ({n_bad} of {codes.size} samples)" if codes.ndim else ""
                 summary = _summary(stats)
                 note = (
-                    _blowup_note(x0, out, codes == STOP_REASONS.index(reason))
+                    _blowup_note(
+                        x0, out, end_speed, stats["t0"], codes == STOP_REASONS.index(reason)
+                    )
                     if reason in ("max_steps", "dt_underflow")  # ended before t1
                     else ""
                 )
@@ -134,16 +137,22 @@ def finish_solution(
     )
 
 
-def _blowup_note(x0, out, failed) -> str:
-    """`growth_note` over the `failed` samples (a mask of the batch, or a scalar)."""
-    if x0 is None:
+def _blowup_note(x0, out, end_speed, t0, failed) -> str:
+    """`growth_note` over the `failed` samples (a mask of the batch, or a scalar);
+    `end_speed(x_final, t_final)` is the field's RMS there, per sample."""
+    if x0 is None or end_speed is None:
         return ""
-    x_start, x_end = np.asarray(x0), np.asarray(out["x_final"])
-    axes = (-2, -1)  # one sample's [N, D]
-    rms_start = np.sqrt(np.mean(np.square(x_start, dtype=np.float64), axis=axes))
-    rms_end = np.sqrt(np.mean(np.square(x_end, dtype=np.float64), axis=axes))
-    failed = np.broadcast_to(failed, rms_start.shape)
-    return growth_note(rms_start[failed], rms_end[failed], np.asarray(out["t_final"])[failed])
+    rms = lambda x: np.sqrt(np.mean(np.square(np.asarray(x, np.float64)), axis=(-2, -1)))  # noqa: E731
+    t_end = np.asarray(out["t_final"], np.float64)
+    speed = np.asarray(end_speed(out["x_final"], out["t_final"]), np.float64)
+    failed = np.broadcast_to(failed, t_end.shape)
+    return growth_note(
+        rms(x0)[failed],
+        rms(out["x_final"])[failed],
+        speed[failed],
+        (t_end - t0)[failed],
+        t_end[failed],
+    )
 
 
 def _trim(ts, values):

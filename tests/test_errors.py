@@ -4,6 +4,7 @@ why, with its statistics."""
 import re
 
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import et_ode
@@ -144,13 +145,30 @@ def test_a_blow_up_in_finite_time_is_named_with_when():
     with pytest.raises(solvers.SolveError, match="step size underflow") as info:
         solvers.solve(_BlowUp(), jnp.ones((2, 3)), solver="tsit5", rtol=1e-6, atol=1e-9, t1=5.0)
     found = re.search(
-        r"RMS grew from 1 to ([0-9.e+]+) by t = ([0-9.]+): a solution that "
-        r"blows up in finite time",
+        r"RMS grew from 1 to ([0-9.e+]+) by t = ([0-9.]+), ever faster .* blows up in finite",
         str(info.value),
     )
     assert found, str(info.value)
     assert float(found[1]) >= solvers._errors.BLOWUP_GROWTH
     assert abs(float(found[2]) - 1.0) < 1e-3  # the blow-up time 1/x0
+
+
+@pytest.mark.parametrize(
+    "growth, rate, elapsed, blowing_up",
+    [
+        # x' = x^2 from 1, at t = 1 - 1e-6: x = 1e6, rate x
+        (1e6, 1e6, 1.0 - 1e-6, True),
+        # linear growth x = 1 + t (the ET's native flow inflating x) to t = 1e6: rate 1/x
+        (1e6, 1.0 / (1.0 + 1e6), 1e6, False),
+        # exponential growth at rate 1 to t = 14: grown 1.2e6, rate times time 14
+        (np.exp(14.0), 1.0, 14.0, False),
+        # x' = x^2 stopped early, grown only 100-fold
+        (1e2, 1e2, 0.99, False),
+    ],
+)
+def test_what_is_called_a_blow_up(growth, rate, elapsed, blowing_up):
+    note = solvers.growth_note(1.0, growth, rate * growth, elapsed, elapsed)
+    assert bool(note) == blowing_up, note
 
 
 def test_step_size_underflow_reported(model, x0):
