@@ -9,10 +9,11 @@ horizons. From these: one energy reference for all flows, the decay law of RMS G
 (exponential or power law, chosen by comparing both fits) and the time each flow
 reached a fixed point.
 
-What runs (DESIGN.md, sections 3 and 8): both flows are integrated to `t1`. The native
-flow's clock slows like `1/t` (few explicit steps), so it runs with tsit5. The projected
+What runs (docs/mathematics.md, "The two flows"): both flows are integrated to `t1`.
+The native flow's clock slows like `1/t` (few explicit steps), so it runs with tsit5. The projected
 flow converges exponentially and then becomes stiff for an explicit solver (tsit5 to
-`1e4` on the shipped core: 71,449 steps held at its stability limit), so it runs with
+`1e4` on the shipped core: tens of thousands of steps held at its stability limit,
+docs: benchmarks, `long_horizon` row), so it runs with
 `solver="auto"`, which switches to a matrix-free implicit step once it detects the
 stiffness (docs: benchmarks, `long_horizon` row). `hold_tol` instead stops the projected
 solve at a fixed point (`solvers.FixedPointStop`, RMS G below `hold_tol`) and *holds*
@@ -329,8 +330,7 @@ def long_horizon(
       is at most `fit_start` times its peak (the decay has begun; RMS G can rise first)
       to the last time it is above `fit_floor` (default `fixed_point_tol`: below it an
       explicit solver's residual stalls, and "auto"'s decays at its own implicit steps'
-      rate rather than the flow's: measured on the tests' tiny model, exponential to RMS
-      G 5e-8 at t = 20, then 10x per doubling of t), on integrated (not held) records;
+      rate rather than the flow's), on integrated (not held) records;
       see `fit_decay_laws`. The
       default 0.8 leaves a slow power law enough records (the native flow's RMS G falls
       only 2.6-fold from its peak by t = 100 on the tests' tiny model); the chosen law's

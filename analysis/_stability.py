@@ -6,7 +6,7 @@ model's geometry (`analysis._geometry`: the manifold a `solvers.ManifoldEnergySy
 declares, else flat), applied by JVPs of `model.residual`. On the ET the residual is
 `G = P_T(g) dE/dg`, and the native field's Jacobian is *not* used: it misses the
 curvature term of the constraint and shows positive eigenvalues at true minima
-(DESIGN.md, section 3).
+(docs/mathematics.md, "Stability at a fixed point").
 
 Coordinates. With `C` the model's clock (the ET: `gamma / s_A` per token; 1 for a model
 without one), a tangent displacement `dx` moves the energy's coordinates by `C dx`; with

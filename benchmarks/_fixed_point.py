@@ -26,9 +26,10 @@ only those compete for "best"; the others are reported with their distance.
 Each (method, flow) is compiled once, ahead of time, and shared by both models; times
 exclude compilation. One sample `[N, D]`; float32 (the shipped model's dtype).
 
-The native flow converges only like a power of t (DESIGN.md section 3), so its solves are
-capped and reported as "not reached (RMS G = g at t = T)". Its NFE goal is judged at equal
-accuracy: tsit5 run to the RMS G that Euler reached at its cap.
+The native flow converges only like a power of t (docs/mathematics.md, "The two
+flows"), so its solves are capped and reported as "not reached (RMS G = g at t = T)".
+Its NFE goal is judged at equal accuracy: tsit5 run to the RMS G that Euler reached at
+its cap.
 """
 
 import math

@@ -502,7 +502,7 @@ def validate(
         raise ValueError(
             f"solver {_label(solver)} is implicit with a dense Jacobian: each Jacobian "
             f"costs N D = {size} JVPs and an (N D)^2 factorisation (on the shipped core, "
-            f"N D = 4096: 104 s for 127 evaluations), above the limit of "
+            f"N D = 4096: minutes, docs: benchmarks), above the limit of "
             f'{DENSE_JACOBIAN_MAX_STATE} state entries. Use solver="auto" (explicit while '
             "not stiff, matrix-free implicit steps while stiff) with rtol and atol."
         )

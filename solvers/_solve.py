@@ -150,8 +150,8 @@ def solve(
     - `max_steps`: step cap. Default: for constant steps to a fixed `t1` (no `stop`) the
       step count itself (plus one for round-off in t), and then, with the checkpoint
       adjoint and at most 64 steps, a checkpoint at every step: diffrax's checkpointing
-      sized for a 4096-step cap cost 1.1x-1.5x the backward pass of a hand-written scan
-      (benchmarks); exact, every-step checkpoints 0.6x-0.8x. Such a cap depends on `t1`,
+      sized for a 4096-step cap costs more than exact every-step checkpoints (docs:
+      benchmarks, the gradient rows). Such a cap depends on `t1`,
       so each new horizon compiles anew: pass `max_steps` to share one compilation.
       Otherwise 4096.
     - `dtmin`: smallest adaptive step before the solve fails with `"dt_underflow"`

@@ -1,4 +1,4 @@
-"""Fixed points: what "converged" means on each flow (DESIGN.md section 3), the direct
+"""Fixed points: what "converged" means on each flow (docs/mathematics.md), the direct
 fixed-point finder as a reference for the integrating stop, and conditions that make a
 fixed point depend on the data."""
 

@@ -1,6 +1,6 @@
 """The long-horizon study (`analysis.long_horizon`) on the tiny float64 model and on a flat
-(non-ET) modern Hopfield network, short horizons: the numbers mean what DESIGN.md
-section 3 says they should, and the decay laws, fixed-point times, energy reference and
+(non-ET) modern Hopfield network, short horizons: the numbers mean what
+docs/mathematics.md says they should, and the decay laws, fixed-point times, energy reference and
 Lyapunov exponents agree with answers computed independently here."""
 
 import json

@@ -5,7 +5,8 @@ the ReLU model, where the errors measured are far larger).
 On the smooth model (softmax Hopfield) each method shows its classical order. On the
 paper's ReLU model the vector field is only Lipschitz where a hidden unit
 `xi_mu . g_B` crosses zero, and tsit5 loses its fifth order over a window with such
-switches (DESIGN.md section 3). `pytest -s` prints the measured slopes.
+switches (docs/mathematics.md, "Stability at a fixed point": E is only piecewise
+twice differentiable). `pytest -s` prints the measured slopes.
 
 One compiled program per solver: the step is passed as a number and the step cap is one
 fixed `max_steps` (solve's default cap for constant steps is the step count, a static

@@ -39,7 +39,7 @@ class ImageModelConfig:
     their `plaindict_ckpt.npz`); their defaults are our own models': `cls_token`,
     `patch_order` (the model's `patches`/`image` are `"hwc"` either way; it reorders for
     its encoder and decoder) and `decoder` (`"layernorm_twice"`: their decoder applies
-    its LayerNorm twice, `LN(LN(x)) W + b`, a bug of their code, DESIGN.md section 3,
+    its LayerNorm twice, `LN(LN(x)) W + b`, a bug of their code (docs: the authors' checkpoint)
     that their weights were trained with; reproduced to load their file exactly, never
     for a new model: training refuses it)."""
 
