@@ -23,6 +23,9 @@ kept (dense `eig`, or Krylov-Schur Arnoldi on JVPs, `_krylov_schur`). Between tw
 - a **fold** where the tangent's `p` component changes sign (`p` turns; an eigenvalue
   passes through 0); located on that component by the Illinois false position (a
   smooth function of `s` with a simple zero there), with bisection as its safeguard;
+  a branch point instead where no real eigenvalue crossed zero there, but one touched
+  it (`_branch_point_at_turn`: the branch that turns meets another, as the pitchfork's
+  parabola at its vertex);
 - a **branch point** where a real eigenvalue passes through 0 and `p` does not turn (the
   number of eigenvalues with a positive real part changes by one); located by bisection
   on the number of real ones. Its record carries the tangent of the other branch, from
@@ -35,8 +38,11 @@ kept (dense `eig`, or Krylov-Schur Arnoldi on JVPs, `_krylov_schur`). Between tw
   and is not reported.
 
 Each location runs the corrector from the earlier point with a shorter step until the
-bracket in `s` is below `locate_tol`; near a fold `p` varies quadratically in `s`, so its
-`p` is located far more precisely still.
+bracket in `s` is below `locate_tol` (a trial point on the singular point itself, where
+there is no tangent, is moved beside it); near a fold `p` varies quadratically in `s`,
+so its `p` is located far more precisely still. Where one step holds more than one
+branch or Hopf point, the stretches on either side of the first one located are
+searched again (`_crossings`).
 
 The branch stops (`stop_reason`, one of `STOP_REASONS`) at its first point outside
 `p_span`, after `max_points` points, where the step falls below `ds_min`, or `closed`:
@@ -120,6 +126,12 @@ def _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points):
     if not np.all(np.isfinite(np.asarray(x0))):
         raise ValueError("x0 holds NaN or inf: start from a finite state.")
     return lo, hi
+
+
+def default_tol(dtype) -> float:
+    """Newton's default RMS of `f`: 1e-10 in float64, 1e-5 in float32 (whose round-off
+    stops Newton above 1e-10)."""
+    return 1e-10 if dtype == jnp.float64 else 1e-5
 
 
 def dtype_of(x0, dtype):
@@ -294,7 +306,8 @@ def _bisect(branch, a, b, side, locate_tol, spectrum=True, value=None):
     """Locate in arclength, between points `a` and `b` (`b` one step past `a`), where
     `side(point)` changes from its value at `a`, by bisection (`spectrum`: `side` needs
     the points' eigenvalues; else only the last point gets them). Returns the last point
-    computed and the final bracket.
+    computed, the final bracket, and the points at its ends (`a` or `b` where no point
+    inside was computed on that side).
 
     With `value` (a smooth function of the point whose sign is `side`, such as the
     tangent's `p` component at a fold) the next point is the Illinois variant of the
@@ -303,6 +316,7 @@ def _bisect(branch, a, b, side, locate_tol, spectrum=True, value=None):
     halve in two steps): superlinear where bisection is linear (corrector runs
     measured in docs/benchmarks.md, "The landscape")."""
     lo, hi, at_a, best = 0.0, b["s"] - a["s"], side(a), b
+    lo_point, hi_point = a, b
     f_lo, f_hi = (value(a), value(b)) if value is not None else (None, None)
     kept, widths = 0, [hi - lo]
     for _ in range(200):
@@ -315,23 +329,27 @@ def _bisect(branch, a, b, side, locate_tol, spectrum=True, value=None):
             if not lo < mid < hi:
                 mid = 0.5 * (lo + hi)
         point = branch.along(a, mid, spectrum=spectrum, exact_tangent=True)
+        # a midpoint on the singular point itself (no tangent there): beside it
+        for beside in (mid + 0.01 * (hi - lo), mid - 0.01 * (hi - lo)):
+            if point is None and lo < beside < hi:
+                mid, point = beside, branch.along(a, beside, spectrum=spectrum, exact_tangent=True)
         if point is None:
             break
         best = point
         if side(point) == at_a:
-            lo = mid
+            lo, lo_point = mid, point
             if value is not None:
                 f_lo = value(point)
                 f_hi, kept = (0.5 * f_hi if kept == -1 else f_hi), -1
         else:
-            hi = mid
+            hi, hi_point = mid, point
             if value is not None:
                 f_hi = value(point)
                 f_lo, kept = (0.5 * f_lo if kept == 1 else f_lo), 1
         widths.append(hi - lo)
     if not spectrum and best is not b:
         best = branch.finish(best) or b
-    return best, hi - lo
+    return best, hi - lo, lo_point, hi_point
 
 
 def _record(kind, point, bracket, index, F, eigenvalue=None):
@@ -357,16 +375,17 @@ def _nearest_zero(values, real: bool):
     return int(pick[np.argmin(np.abs(values.real[pick]))]) if pick.size else None
 
 
-def _bordered_singular(branch, point) -> bool:
-    """Dense case: whether the bordered Jacobian `[df/dy; t^T]` is singular at `point`
-    (relative smallest singular value below 1e-6): a branch point, where a fold's
-    bordered Jacobian is regular."""
-    if not branch.dense:
+def _branch_point_at_turn(branch, a, b) -> bool:
+    """Whether the turn of `p` between points `a` and `b` is a branch point rather than
+    a fold: at a simple fold an eigenvalue of `df/dx` crosses zero (the number of real
+    ones with a positive real part changes by one), at a branch point where the branch
+    turns (the pitchfork's parabola at its vertex, `df/dx = -2 u^2`) it touches zero
+    and the number is unchanged (or changed by two). Matrix-free the count is among the
+    `k` leading eigenvalues: where all of them are positive at either end the crossing
+    may lie further down, and the turn is taken for a fold."""
+    if not branch.dense and any(np.all(np.asarray(q["eigenvalues"]).real > 0) for q in (a, b)):
         return False
-    jac = np.asarray(jacobian(branch.F, point["y"], branch.args))
-    border = np.asarray(branch.weights * point["t"])
-    sigma = np.linalg.svd(np.vstack([jac, border[None]]), compute_uv=False)
-    return bool(sigma[-1] <= 1e-6 * sigma[0])
+    return (b["unstable"][0] - a["unstable"][0]) % 2 == 0
 
 
 def _branch_point(branch, point, bracket, index):
@@ -394,13 +413,13 @@ def _branch_point(branch, point, bracket, index):
 
 def _detect(branch, a, b, index, locate_tol):
     """The bifurcations between consecutive points `a` and `b`: a fold where the
-    tangent's `p` component changes sign (a branch point instead where the bordered
-    Jacobian is singular there); else a branch point where the number of real
+    tangent's `p` component changes sign (a branch point instead where no eigenvalue
+    crossed zero there: `_branch_point_at_turn`); else a branch point where the number of real
     eigenvalues with a positive real part changes (by an odd number, or by any with the
     complex ones unchanged: two at once happen where a piecewise-smooth field's
     Jacobian jumps), a Hopf point where that of complex ones does."""
     if np.sign(float(a["t"][-1])) * np.sign(float(b["t"][-1])) < 0:
-        point, bracket = _bisect(
+        point, bracket, _, _ = _bisect(
             branch,
             a,
             b,
@@ -409,32 +428,40 @@ def _detect(branch, a, b, index, locate_tol):
             spectrum=False,
             value=lambda q: float(q["t"][-1]),
         )
-        if _bordered_singular(branch, point):
+        if _branch_point_at_turn(branch, a, b):
             return [_branch_point(branch, point, bracket, index)]
         values = point["eigenvalues"]
         nearest = values[int(np.argmin(np.abs(values)))]
         return [_record("fold", point, bracket, index, branch.F, nearest)]
-    found = []
+    return _crossings(branch, a, b, index, locate_tol)
+
+
+def _crossings(branch, a, b, index, locate_tol):
+    """The branch and Hopf points between `a` and `b` from the counts of eigenvalues with
+    a positive real part (`_detect`). A real crossing is located first (bisection finds
+    the first change of the real count); the stretches before and after its bracket are
+    then searched again, so that a second branch point, or a Hopf point, in the same
+    step is found too. Two real eigenvalues crossing at once, as where a kinked field's
+    Jacobian jumps, are one branch point (its `_trust` says `eigenvalue_jump`)."""
     (real_a, complex_a), (real_b, complex_b) = a["unstable"], b["unstable"]
-    total = (real_b + complex_b) - (real_a + complex_a)
-    kinds = []
-    # a real eigenvalue crossed (not a complex pair splitting into two real ones); two
-    # at once where the field has a kink (`_trust` then reports the jump)
-    if real_a != real_b and (total % 2 or complex_a == complex_b):
-        kinds.append(("branch_point", 0))
-    if complex_a != complex_b and real_a == real_b:  # a complex pair crossed
-        kinds.append(("hopf", 1))
-    for kind, which in kinds:
-        point, bracket = _bisect(branch, a, b, lambda q: q["unstable"][which], locate_tol)
-        if kind == "branch_point":
-            found.append(_branch_point(branch, point, bracket, index))
-            continue
+    real, pairs = real_b - real_a, complex_b - complex_a
+    # a real eigenvalue crossed (not a complex pair splitting into two real ones, which
+    # changes neither total)
+    if real and real + pairs:
+        point, bracket, lo_point, hi_point = _bisect(
+            branch, a, b, lambda q: q["unstable"][0], locate_tol
+        )
+        before = _crossings(branch, a, lo_point, index, locate_tol) if lo_point is not a else []
+        after = _crossings(branch, hi_point, b, index, locate_tol) if hi_point is not b else []
+        return before + [_branch_point(branch, point, bracket, index)] + after
+    if pairs and not real:  # a complex pair crossed
+        point, bracket, _, _ = _bisect(branch, a, b, lambda q: q["unstable"][1], locate_tol)
         values = point["eigenvalues"]
         e = _nearest_zero(values, real=False)
         record = _record("hopf", point, bracket, index, branch.F, None if e is None else values[e])
         record["frequency"] = None if e is None else abs(float(values[e].imag))
-        found.append(record)
-    return found
+        return [record]
+    return []
 
 
 def _trust(record, locate_tol):
@@ -472,7 +499,7 @@ def continuation(
     tol: float | None = None,
     max_newton: int = 10,
     max_turn: float = 0.5,
-    locate_tol: float = 1e-10,
+    locate_tol: float | None = None,
     tangent_start: Real[ArrayLike, " n_plus_1"] | None = None,
     matrix_free: bool | None = None,
     state_weight: float = 1.0,
@@ -511,7 +538,9 @@ def continuation(
       in float64, 1e-5 in float32, whose round-off stops Newton above 1e-10); `max_newton`:
       iterations per corrector; `max_turn`: largest angle (radians) between consecutive
       tangents before a step is refused as a possible jump to another branch.
-    - `locate_tol`: arclength bracket to which a bifurcation is located.
+    - `locate_tol`: arclength bracket to which a bifurcation is located (default 1e-10
+      in float64, 1e-5 in float32, where the corrector resolves steps only to a few
+      units of round-off of the state).
     - `tangent_start`: the first tangent (`[n + 1]`: the state's entries, then `p`)
       instead of the branch's own; `switch_branch` passes the other branch's here.
     - `matrix_free`: force GMRES and Arnoldi (`True`) or dense Jacobians (`False`);
@@ -549,7 +578,9 @@ def continuation(
         raise ValueError(f"direction must be +1 or -1 (got {direction!r}).")
     dtype = dtype_of(x0, dtype)
     if tol is None:
-        tol = 1e-10 if dtype == jnp.float64 else 1e-5
+        tol = default_tol(dtype)
+    if locate_tol is None:
+        locate_tol = 1e-10 if dtype == jnp.float64 else 1e-5
     x0 = jnp.asarray(x0, dtype)
     energy_model = callable(getattr(system, "vector_field", None))
     if energy_model:
@@ -799,6 +830,15 @@ def switch_branch(
             "switch_branch needs a branch point of continuation's "
             "bifurcations (kind 'branch_point'); got kind "
             f"{bifurcation.get('kind')!r}."
+        )
+    if not bifurcation.get("located", True):
+        warnings.warn(
+            f"switch_branch: this branch point (p = {bifurcation['p']:g}) was not located "
+            f"(its bracket in s is {bifurcation.get('s_bracket', float('nan')):.3g}): the "
+            "switch starts away from it and may follow the same branch again; continue "
+            "with a smaller ds or locate_tol to locate it first.",
+            RuntimeWarning,
+            stacklevel=2,
         )
     return continuation(
         field,

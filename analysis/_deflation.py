@@ -12,6 +12,7 @@ on the undeflated `f` and kept once. A degenerate (multiple) zero is accepted wh
 `|f| <= tol`, which may lie some way from it in `x`, so it can be reported twice.
 """
 
+import warnings
 from typing import Any
 
 import jax
@@ -22,7 +23,7 @@ from jaxtyping import ArrayLike, Real
 
 from ._branch_kernels import DENSE_MAX, FlatField, deflated_newton, leading_eigen
 from ._common import is_count
-from ._continuation import Field, check_field_shape, dtype_of, is_float
+from ._continuation import Field, check_field_shape, default_tol, dtype_of, is_float
 from ._records import metadata
 from ._xla_fallback import rescued_kernels
 
@@ -37,7 +38,7 @@ def steady_states(
     max_states: int = 16,
     power: float = 2.0,
     shift: float = 1.0,
-    tol: float = 1e-10,
+    tol: float | None = None,
     max_newton: int = 50,
     min_distance: float = 1e-6,
     k: int = 6,
@@ -56,13 +57,16 @@ def steady_states(
     - `max_states`: the most states sought (one compilation holds this many).
     - `power`, `shift`: the deflation operator's exponent and shift (`shift > 0` keeps
       Newton's behaviour far from the known states).
-    - `tol`: RMS of `f` at which a state is accepted; `max_newton`: iterations per try;
+    - `tol`: RMS of `f` at which a state is accepted (default 1e-10 in float64, 1e-5
+      in float32, as for `continuation`); `max_newton`: iterations per try;
       `min_distance`: RMS distance below which two states are the same.
     - `k`, `matrix_free`, `dtype`: as for `continuation`.
 
     **Returns:** a dict: `states [m, *shape]`, `residual_rms [m]`, `eigenvalues [m, k]`
     (largest real part first), `unstable [m]`, `stable [m]`, `start_index [m]` (which
-    start reached each), `tries` (deflated Newton runs), `metadata`.
+    start reached each), `tries` (deflated Newton runs), `capped` (`max_states` were
+    found: there may be more), `metadata`. A `RuntimeWarning` where none is found
+    (with the residual the last try ended at) or the cap is reached.
     """
     if not callable(field):
         raise TypeError(
@@ -77,7 +81,7 @@ def steady_states(
         and is_count(k, 1)
         and power > 0
         and shift > 0
-        and tol > 0
+        and (tol is None or tol > 0)
         and np.isfinite(p)
     ):
         raise ValueError(
@@ -86,6 +90,8 @@ def steady_states(
             f"{max_states!r}, {k!r}, {power}, {shift}, {tol}, {p})."
         )
     dtype = dtype_of(starts, dtype)
+    if tol is None:
+        tol = default_tol(dtype)
     shape = starts.shape[1:]
     n = int(np.prod(shape, dtype=int))
     dense = (n + 1 <= DENSE_MAX) if matrix_free is None else not matrix_free
@@ -103,7 +109,7 @@ def steady_states(
     found: list[np.ndarray] = []
     residuals: list[float] = []
     origin: list[int] = []
-    tries = 0
+    tries, last_residual = 0, float("nan")
     p_entry = np.full((1,), float(p))
     settings = (
         jnp.asarray(tol, dtype),
@@ -135,7 +141,7 @@ def steady_states(
                 settings[3],
                 settings[4],
             )
-            tries += 1
+            tries, last_residual = tries + 1, float(res)
             x = np.asarray(y[:-1], np.float64)
             if not (float(res) <= tol and np.all(np.isfinite(x))):
                 break
@@ -146,6 +152,24 @@ def steady_states(
             found.append(x)
             residuals.append(float(res))
             origin.append(index)
+    capped = len(found) >= max_states
+    if not found:
+        nan = "" if np.isfinite(last_residual) else ": the field is not finite where it went"
+        warnings.warn(
+            f"steady_states: no steady state found at p = {float(p):g}: deflated Newton "
+            f"from each of the {starts.shape[0]} starts ended above tol = {tol:g} (the "
+            f"last at RMS f = {last_residual:.3g}{nan}); give starts nearer steady "
+            "states, more max_newton, or a looser tol.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    elif capped:
+        warnings.warn(
+            f"steady_states: max_states = {max_states} states found at p = {float(p):g}; "
+            "there may be more: raise max_states.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     spectra = [
         leading_eigen(F, jnp.asarray(np.concatenate([x, p_entry]), dtype), args, k, dense)
         for x in found
@@ -159,6 +183,7 @@ def steady_states(
         stable=np.max(values.real, axis=1) < 0 if spectra else np.zeros(0, bool),
         start_index=np.asarray(origin, dtype=int),
         tries=tries,
+        capped=capped,
         dense=dense,
         metadata=metadata(
             study="steady_states",

@@ -335,9 +335,9 @@ def long_horizon(
       default 0.8 leaves a slow power law enough records (the native flow's RMS G falls
       only 2.6-fold from its peak by t = 100 on the tests' tiny model); the chosen law's
       `late` rate, over the window's last three records, is free of the transient that
-      an early start takes in. An exponential needs records every few `1/rate`: about
-      six per decade of time (`n_times` 25 to `t1 = 100`) resolve one that falls to the
-      floor within a decade.
+      an early start takes in. An exponential needs records every few `1/rate`: the
+      default ten per decade (`n_times` 41 from `t_first` 0.01 to `t1` 100) resolve one
+      that falls to the floor within a decade.
     - `error_fn`: `x -> float`, e.g. the masked MSE of an image model's decoded state
       (`error_name` labels it, units included: the figure's axis is named after it);
       `None` records NaN (and `metadata["error"]` is `None`).

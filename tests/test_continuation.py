@@ -304,6 +304,122 @@ def test_a_start_far_from_or_on_a_bifurcation_is_warned_of():
     assert branch["start_correction_rms"] < 1e-9
 
 
+def pitchfork(x, p, args):
+    return p * x - x**3
+
+
+def test_a_bisection_midpoint_on_the_branch_point_steps_beside_it():
+    # points at p = -0.25 and 0.25 (ds 0.3, growing 1.5x): the first midpoint is the
+    # branch point p = 0 itself, where there is no tangent
+    branch = analysis.continuation(
+        pitchfork, jnp.zeros(1), -1.0, p_span=(-1.0, 1.0), ds=0.3, ds_max=0.5
+    )
+    (point,) = branch["bifurcations"]
+    assert point["kind"] == "branch_point" and point["located"]
+    assert abs(point["p"]) < 1e-9
+    # an unlocated branch point: switching from it is warned of
+    with pytest.warns(RuntimeWarning, match="was not located"):
+        analysis.switch_branch(
+            pitchfork, dict(point, located=False, s_bracket=0.5), p_span=(-1.0, 1.0), max_points=3
+        )
+
+
+def pitchfork_beside_decay(u, p, args):
+    """The pitchfork in `u[0]` beside three decaying entries (Arnoldi needs 4)."""
+    return jnp.concatenate([pitchfork(u[:1], p, args), -u[1:]])
+
+
+@pytest.mark.parametrize("matrix_free", [False, True])
+def test_the_parabolas_vertex_is_a_branch_point_not_a_fold(matrix_free):
+    # along p = u0^2 from (1, 1) to smaller p: p turns at the vertex, where the trivial
+    # branch u0 = 0 crosses (df/dp = u0 = 0 there: in the range of df/dx)
+    branch = analysis.continuation(
+        pitchfork_beside_decay,
+        jnp.array([1.0, 0.0, 0.0, 0.0]),
+        1.0,
+        p_span=(-0.5, 1.5),
+        direction=-1,
+        ds=0.1,
+        ds_max=0.2,
+        k=2,
+        max_points=40,
+        matrix_free=matrix_free,
+    )
+    (vertex,) = branch["bifurcations"]
+    # where df/dy is singular in two directions, Newton leaves an error of about
+    # sqrt(tol) (tol 1e-10): the vertex is located to 1e-4 in p, not to rounding
+    assert vertex["kind"] == "branch_point" and abs(vertex["p"]) < 1e-4
+
+
+def stiff_fold(u, lam, args):
+    """`u'' + lam (1 + u)^2 = 0`, `u(0) = u(1) = 0`, on 150 interior points: a regular
+    fold of a Jacobian of norm 4/h^2 = 9e4."""
+    h = 1.0 / (u.size + 1)
+    padded = jnp.pad(u, 1)
+    return (padded[:-2] - 2 * u + padded[2:]) / h**2 + lam * (1 + u) ** 2
+
+
+def test_a_fold_of_a_stiff_jacobian_is_a_fold():
+    n = 150
+    branch = analysis.continuation(
+        stiff_fold,
+        jnp.zeros(n),
+        0.0,
+        p_span=(0.0, 20.0),
+        ds=0.1,
+        ds_max=0.5,
+        k=2,
+        max_points=12,
+        matrix_free=False,
+    )
+    fold = branch["bifurcations"][0]
+    assert fold["kind"] == "fold"
+    # the reference: scipy's root of the fold's extended system, f = 0, (df/du) phi = 0,
+    # sum(phi) = 1, from the located point
+    h = 1.0 / (n + 1)
+    laplacian = (np.diag(-2.0 * np.ones(n)) + np.eye(n, k=1) + np.eye(n, k=-1)) / h**2
+    jac = lambda u, lam: laplacian + 2 * lam * np.diag(1 + u)  # noqa: E731
+
+    def extended(z):
+        u, phi, lam = z[:n], z[n:-1], z[-1]
+        return np.concatenate(
+            [laplacian @ u + lam * (1 + u) ** 2, jac(u, lam) @ phi, [phi.sum() - 1]]
+        )
+
+    phi0 = np.linalg.eigh(jac(fold["x"], fold["p"]))[1][:, -1]
+    z = scipy.optimize.fsolve(
+        extended, np.concatenate([fold["x"], phi0 / phi0.sum(), [fold["p"]]]), xtol=1e-13
+    )
+    assert abs(fold["p"] - z[-1]) < 1e-9
+
+
+def branch_and_hopf(u, p, args):
+    """A branch point at p = 0 (`x`) and a Hopf point at p = 0.01 (`a`, `b`, frequency 1)."""
+    x, a, b = u
+    return jnp.stack([p * x - x**3, (p - 0.01) * a - b, a + (p - 0.01) * b])
+
+
+def two_branch_points(u, p, args):
+    return jnp.stack([p * u[0] - u[0] ** 3, (p - 0.01) * u[1] - u[1] ** 3])
+
+
+@pytest.mark.parametrize(
+    "field, x0, expected",
+    [
+        (branch_and_hopf, jnp.zeros(3), [("branch_point", 0.0), ("hopf", 0.01)]),
+        (two_branch_points, jnp.zeros(2), [("branch_point", 0.0), ("branch_point", 0.01)]),
+    ],
+)
+def test_two_bifurcations_in_one_step_are_both_found(field, x0, expected):
+    # steps of 0.1 hold both: the step is halved until they fall into different steps
+    branch = analysis.continuation(field, x0, -0.5, p_span=(-0.5, 0.5), ds=0.1, ds_max=0.1)
+    found = [(b["kind"], b["p"]) for b in branch["bifurcations"]]
+    assert [kind for kind, _ in found] == [kind for kind, _ in expected]
+    np.testing.assert_allclose([p for _, p in found], [p for _, p in expected], atol=1e-8)
+    if field is branch_and_hopf:
+        assert branch["bifurcations"][1]["frequency"] == pytest.approx(1.0, abs=1e-8)
+
+
 def transcritical(x, p, args):
     return p * x - x**2
 
