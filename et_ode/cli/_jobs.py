@@ -275,6 +275,24 @@ def compare_solvers_job(
 STUDIES = tuple(RUNNERS) + ("work-precision",)
 
 
+def refuse_unused(name: str, s: StudySettings) -> None:
+    """Refuse a setting the study `name` would silently ignore."""
+    if s.factor is not None and name != "overshoot":
+        raise ValueError(
+            "factor (--factor) is the overshoot study's end time as a multiple of the "
+            f"horizon; {name} has none: drop it."
+        )
+    if name == "continuation" and s.horizon is not None:
+        raise ValueError(
+            "continuation follows the projected flow's fixed point in its parameter and "
+            "has no end time: drop horizon (--horizon); p_span (--p-span) sets its range."
+        )
+    if name == "continuation" and s.flow not in (None, "projected"):
+        raise ValueError(
+            "continuation follows the fixed points of the projected flow: drop flow (--flow)."
+        )
+
+
 def study_job(
     name: str,
     model,
@@ -311,6 +329,7 @@ def study_job(
         raise ValueError(f"unknown study {name!r}; choose one of {', '.join(STUDIES)}.")
     figure_path(out, stem or name, figure_format)  # a bad format refused before any solve
     s = StudySettings(**settings)
+    refuse_unused(name, s)
     if name == "work-precision":
         only: tuple[str, ...] | None = None  # a grid's solvers (None: the default)
         fixed_only: tuple[str, ...] | None = None  # and its constant-step solvers

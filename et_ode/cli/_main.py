@@ -28,7 +28,7 @@ from ..tasks import (
 from ..vocab import FLOWS
 from ._demo import demo_job
 from ._graph import add_graph_commands
-from ._jobs import STUDIES, compare_solvers_job, energy_video_job, study_job
+from ._jobs import STUDIES, compare_solvers_job, energy_video_job, refuse_unused, study_job
 from ._runs import (
     Stages,
     folder_photos,
@@ -37,6 +37,7 @@ from ._runs import (
     job_folder,
     job_metadata,
 )
+from ._study_runners import StudySettings
 
 # Seeds of the masks: what jax.random.key gives the same key for with and without
 # jax_enable_x64 (beyond 2**32 - 1 a key wraps around without it, and 2**63 overflows).
@@ -200,6 +201,9 @@ def _study(options) -> int:
         raise ValueError(
             f"--measure is an option of `et-ode study lyapunov-spectrum`, not of {options.name}."
         )
+    # before any image is read
+    settings = StudySettings(flow=options.flow, horizon=options.horizon, factor=options.factor)
+    refuse_unused(options.name, settings)
 
     def job(model, images, indices, masks, out, meta):
         return study_job(
@@ -340,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--eval-images",
         type=_positive_int,
         default=None,
-        help="held-out crops for the MSE table (default 64)",
+        help="held-out crops for the MSE table (default 64; --quick: 2)",
     )
     demo.add_argument(
         "--quick",
@@ -444,7 +448,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--flow",
         choices=FLOWS,
         default=None,
-        help="default: the study's (the model's, or both for convergence)",
+        help="default: the study's: both flows for convergence and long-horizon; "
+        "projected for stability, fixed-points, basins and continuation (the last three "
+        "take no other); native for lyapunov-spectrum; the model's for the others",
     )
     study.add_argument(
         "--horizon",
@@ -452,13 +458,14 @@ def build_parser() -> argparse.ArgumentParser:
         dest="horizon",
         type=_positive_float,
         default=None,
-        help="end time in tau (its meaning per study: docs, how-to/long-horizons)",
+        help="end time in tau (its meaning per study: docs, how-to/long-horizons; "
+        "continuation has none)",
     )
     study.add_argument(
         "--factor",
         type=_positive_float,
         default=None,
-        help="overshoot: end time as a multiple of the horizon (default 100)",
+        help="overshoot (only): end time as a multiple of the horizon (default 100; --quick: 10)",
     )
     _solver_options(study)
     study.add_argument(

@@ -401,8 +401,8 @@ def _masked_error(model, x, patches, occluded, mean, std):
 def _long_horizon(model, images, masks, s):
     """Both flows (or `--flow`) of the first image to 1e4 (quick: 100) in float64, at
     rtol 1e-4 / atol 1e-6 unless given, with `analysis.long_horizon`'s solvers (tsit5
-    native, "auto" projected) unless `--solver`, recorded at 8 times per decade from
-    0.01 (quick: 6; an exponential decay within a decade needs about that many records
+    native, "auto" projected) unless `--solver`, recorded at 12 times per decade from
+    0.01 (quick: 10; an exponential decay within a decade needs about that many records
     for its decay law to be told from a power law); a fixed point at RMS G below
     10 rtol; masked MSE recorded; FTLE over 1, 10, 100 (quick: 1, 10)."""
     dtype = jnp.dtype(s.dtype or "float64")
