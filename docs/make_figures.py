@@ -6,8 +6,8 @@ of at most `MAX_BYTES` so that the repository stays small. `tests/test_figure_la
 checks that every figure function of `et_ode.analysis` has its image here, referenced
 from a how-to page. Run from the repository root:
 
-    python docs/make_figures.py                    # every figure (several minutes on 2 cores)
-    python docs/make_figures.py convergence fig2   # some of them
+    python docs/make_figures.py  # every figure (several minutes on 2 cores)
+    python docs/make_figures.py convergence fig2-positions  # some of them
 """
 
 import argparse
