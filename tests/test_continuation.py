@@ -278,6 +278,33 @@ def test_bad_settings_are_refused(no_runtime_types):
     assert branch["p"][-1] == pytest.approx(-0.5, abs=0.1)
 
 
+def lorenz_steady(u, rho, args):
+    sigma, beta = 10.0, 8.0 / 3.0
+    x, y, z = u
+    return jnp.stack([sigma * (y - x), x * (rho - z) - y, x * y - beta * z])
+
+
+def test_steady_states_in_float32_and_what_they_say_when_short():
+    # Lorenz at rho = 2: C+- = (+-sqrt(beta (rho - 1)), same, rho - 1) and the origin;
+    # float32's default tol (1e-5) lets Newton accept them
+    found = analysis.steady_states(lorenz_steady, np.array([[1.0, 1.0, 1.0]], np.float32), 2.0)
+    c = np.sqrt(8.0 / 3.0)
+    expected = np.array([[-c, -c, 1.0], [0.0, 0.0, 0.0], [c, c, 1.0]])
+    states = found["states"][np.argsort(found["states"][:, 0])]
+    assert found["metadata"]["tol"] == 1e-5 and not found["capped"]
+    np.testing.assert_allclose(
+        states, expected[[0, 2]] if len(states) == 2 else expected, atol=1e-5
+    )
+    # a cap reached is said; so is nothing found, with why
+    with pytest.warns(RuntimeWarning, match="max_states = 1 states found.*raise max_states"):
+        capped = analysis.steady_states(lorenz_steady, np.ones((1, 3)), 2.0, max_states=1)
+    assert capped["capped"] and len(capped["states"]) == 1
+    nowhere = lambda u, p, args: jnp.sqrt(u - 10.0)  # noqa: E731  NaN at every start below 10
+    with pytest.warns(RuntimeWarning, match="no steady state found.*not finite"):
+        none = analysis.steady_states(nowhere, np.ones((1, 2)), 0.0)
+    assert none["states"].shape == (0, 2)
+
+
 def shifted_pitchfork(x, p, args):
     """A pitchfork at `p = 0.1 + 0.2` in `x[0]` beside a stable `x[1]`: at `p0 = 0.3`
     rounding leaves `df/dx[0]` at -5.6e-17, not exactly 0."""
