@@ -290,11 +290,11 @@ def test_steady_states_in_float32_and_what_they_say_when_short():
     found = analysis.steady_states(lorenz_steady, np.array([[1.0, 1.0, 1.0]], np.float32), 2.0)
     c = np.sqrt(8.0 / 3.0)
     expected = np.array([[-c, -c, 1.0], [0.0, 0.0, 0.0], [c, c, 1.0]])
-    states = found["states"][np.argsort(found["states"][:, 0])]
     assert found["metadata"]["tol"] == 1e-5 and not found["capped"]
-    np.testing.assert_allclose(
-        states, expected[[0, 2]] if len(states) == 2 else expected, atol=1e-5
-    )
+    # each state found is one of the three, and C+- both are (one start need not reach
+    # the origin as well)
+    distance = np.abs(found["states"][:, None, :] - expected[None]).max(axis=2)
+    assert np.all(distance.min(axis=1) < 1e-5) and np.all(distance[:, [0, 2]].min(axis=0) < 1e-5)
     # a cap reached is said; so is nothing found, with why
     with pytest.warns(RuntimeWarning, match="max_states = 1 states found.*raise max_states"):
         capped = analysis.steady_states(lorenz_steady, np.ones((1, 3)), 2.0, max_states=1)
