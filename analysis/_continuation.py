@@ -50,6 +50,7 @@ back within half a step of its start and going the same way (a loop; the other s
 a fold passing near the start, going the other way, does not count).
 """
 
+import collections
 import math
 import warnings
 from collections.abc import Callable
@@ -158,6 +159,7 @@ class _Branch:
         self.max_newton = int(max_newton)
         self.weights = weights  # [n + 1]: the arclength's metric
         self.failure = None  # why the last step was refused (`stall` in the result)
+        self.refused: collections.Counter[str] = collections.Counter()  # steps, by cause
         self.vectors = None  # the last eigenvectors found: the next eigen-solve's start
 
     def inner(self, a, b) -> float:
@@ -252,6 +254,8 @@ class _Branch:
             cause=cause,
             **details,
         )
+        near_tol = cause == "newton" and float(residual) <= STALL_FACTOR * float(self.tol)
+        self.refused["newton_near_tol" if near_tol else cause] += 1
 
 
 def _warn_if_moved(x0, y, dtype) -> float:
@@ -565,7 +569,10 @@ def continuation(
     `"singular"`: no tangent; `"eigenvalues"`: the eigen-solver failed, with its
     `message`) and `near_tol` (Newton ended within `STALL_FACTOR` of `tol` and could not
     go lower: a kink of a piecewise-smooth field, or `tol` at the field's rounding
-    floor: loosen `tol`); else None), `dense`, `metadata`. For an energy model `x`
+    floor: loosen `tol`); else None), `refused_steps` (refused steps by cause, Newton's
+    that ended within `STALL_FACTOR` of `tol` as `"newton_near_tol"`: many of those, and
+    a `RuntimeWarning` says so, mean `tol` is at the field's rounding floor), `dense`,
+    `metadata`. For an energy model `x`
     holds its own states (`[m, N, D]`), `y` the manifold coordinates that were followed, and
     `fixed_point_residual_rms [m]` the model's RMS residual at each point (each
     bifurcation has its `y` and `fixed_point_residual_rms` too); the eigenvalues are the
@@ -719,6 +726,8 @@ def continuation(
         ),
     )
     result["start_correction_rms"] = start_correction
+    result["refused_steps"] = dict(branch.refused)
+    _warn_if_at_rounding_floor(branch.refused, len(points), tol)
     if energy_model:
         _to_model_coordinates(result, args)
     return result
@@ -764,6 +773,25 @@ def is_float(leaf) -> bool:
     if isinstance(leaf, float):
         return True
     return hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating)
+
+
+def _warn_if_at_rounding_floor(refused, points: int, tol: float) -> None:
+    """A `RuntimeWarning` where Newton was refused, ending within `STALL_FACTOR` of
+    `tol`, at least `max(3, points / 4)` times: steps shrink where `tol` is at the
+    field's rounding floor (the RMS of `f`'s round-off near a steady state: about
+    `eps |J| |x|`, 1e-10 for a Laplacian of norm 5e6 in float64), and a looser `tol`
+    goes on."""
+    near = refused.get("newton_near_tol", 0)
+    if near >= max(3, points / 4):
+        warnings.warn(
+            f"continuation: Newton ended within {STALL_FACTOR:g}x of tol = {tol:g} and no "
+            f"lower {near} times ({points} points kept), shortening the steps: tol is "
+            "near the field's rounding floor (a large Jacobian, such as a fine grid's "
+            "Laplacian, rounds f at about eps |df/dx| |x|); a looser tol goes on "
+            "(result['refused_steps'] counts the refusals by cause).",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _stall(failure, tol):

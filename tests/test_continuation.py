@@ -131,10 +131,20 @@ def test_a_branch_that_stalls_says_why(monkeypatch, floor, near):
         return (y, it, res) if float(direction[-1]) == 1.0 else (y, it, floor * tol)
 
     monkeypatch.setattr(continuation_module._Branch, "correct", stuck)
-    branch = analysis.continuation(
-        fold_form, jnp.array([-1.0]), -1.0, p_span=(-2.0, 1.0), ds=0.05, tol=tol
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        branch = analysis.continuation(
+            fold_form, jnp.array([-1.0]), -1.0, p_span=(-2.0, 1.0), ds=0.05, tol=tol
+        )
     assert branch["stop_reason"] == "ds_min" and len(branch["p"]) == 1
+    # every step refused (0.05 halved to below ds_min = 1e-8: 23 times), all near tol
+    # or none: said, with the fix, where they were
+    cause = "newton_near_tol" if near else "newton"
+    assert branch["refused_steps"] == {cause: 23}
+    floor_warnings = [w for w in caught if "rounding floor" in str(w.message)]
+    assert len(floor_warnings) == near and (
+        not near or "looser tol" in str(floor_warnings[0].message)
+    )
     stall = branch["stall"]
     assert stall["cause"] == "newton" and stall["near_tol"] is near
     assert stall["residual_rms"] == pytest.approx(floor * tol) and stall["step"] < 2e-8
