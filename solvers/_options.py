@@ -262,6 +262,28 @@ def _check_step_count(t0, t1, dt0) -> None:
         )
 
 
+def _check_time_resolution(t0, t1, dt0, dtype) -> None:
+    """Refuse constant steps `dt0` (concrete) shorter than 16 units of round-off of the
+    times in `dtype` (`default_dtmin`'s floor for adaptive steps): `t + dt0` then rounds
+    to `t` or to a step of another length, and the solve runs steps of the wrong sizes
+    (float32 at t = 1e5 resolves 0.0078: dt0 = 1e-3 gave steps of 0 and 0.0078 and
+    ended with one of 0.78)."""
+    if is_traced((t0, t1, dt0)) or dt0 is None:
+        return
+    try:
+        t0, t1, dt0 = float(t0), float(t1), float(dt0)
+    except (TypeError, ValueError):
+        return
+    ulp = float(jnp.finfo(dtype).eps) * max(abs(t0), abs(t1))
+    if math.isfinite(ulp) and dt0 < 16 * ulp:
+        raise ValueError(
+            f"dt0 = {dt0:g} is below what {jnp.dtype(dtype).name} resolves at t = "
+            f"{max(abs(t0), abs(t1)):g} (16 units of round-off: {16 * ulp:.3g}): the steps "
+            "would round to other lengths. Shift the times towards 0 (t0=0; a model that "
+            "does not read t is the same), use a longer dt0, or float64."
+        )
+
+
 def _check_options(
     *,
     solver,
@@ -513,6 +535,10 @@ def validate(
             f"{jnp.result_type(x0, *params)}; cast x0 to the model's dtype "
             "(x0.astype(...)) or build the model with dtype=x0.dtype."
         )
+    if not adaptive and (
+        stepsize_controller is None or isinstance(stepsize_controller, diffrax.ConstantStepSize)
+    ):
+        _check_time_resolution(t0, t1, dt0, x0.dtype)
     finite = None if traced else jnp.all(jnp.isfinite(x0))
     if not (finite is None or is_traced(finite) or bool(finite)):  # traced inside jit
         raise ValueError("x0 contains NaN or inf values; pass a finite initial state.")

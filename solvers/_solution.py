@@ -17,10 +17,11 @@ class StopReason(eqx.Enumeration):
     )
     dt_underflow = (
         "the step size fell below dtmin (step size underflow): the problem is stiff or the "
-        "tolerances are too tight for the dtype; try solver='auto' (matrix-free implicit "
-        "steps while stiff; kvaerno5 for states of at most 1024 entries), looser tolerances "
-        "or float64; a field that is NaN or inf where the solve stopped ends the same way "
-        "(an adaptive step rejects a non-finite error estimate until the step underflows)"
+        "tolerances are too tight for the dtype; try an implicit solver (kvaerno5 for "
+        "states of at most 1024 entries; solver='auto', matrix-free, for a flow that is "
+        "stiff near rest), looser tolerances or float64; a field that is NaN or inf where "
+        "the solve stopped ends the same way (an adaptive step rejects a non-finite error "
+        "estimate until the step underflows)"
     )
     nonfinite = (
         "the state became non-finite (NaN or inf): the step is too large for a "

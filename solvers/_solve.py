@@ -139,7 +139,9 @@ def solve(
       `max_steps` (its default cap is the step count, which a tracer does not give).
     - `flow`: `"native"` (the paper's) or `"projected"` (keeps each token's scale).
     - `stop`: `FixedPointStop(atol, rtol)` to stop where RMS(G) is small.
-    - `save`: `"final"`, `"steps"` (t0 and every step), or an array of times.
+    - `save`: `"final"`, `"steps"` (t0 and every step), or an array of times (the
+      solver's dense output there; `solver="auto"` interpolates linearly between its
+      steps, not to the tolerances).
     - `save_energy`: also record `E` at t0 and every step, without storing states.
     - `adjoint`: `"checkpoint"` (exact gradients of the discrete solve), `"backsolve"`
       (continuous adjoint; warned beyond its measured stable horizon), `"implicit"`

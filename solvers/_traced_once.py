@@ -17,14 +17,31 @@ import equinox as eqx
 
 @eqx.filter_jit
 def vector_field(model, t, x, args, flow):
-    """`model.vector_field(t, x, args, flow)`."""
-    return model.vector_field(t, x, args, flow)
+    """`model.vector_field(t, x, args, flow)`, refused (when traced) unless it has `x`'s
+    shape and dtype."""
+    return _like_state(model.vector_field(t, x, args, flow), x, "vector_field")
 
 
 @eqx.filter_jit
 def residual(model, x, args):
-    """`model.residual(x, args)`."""
-    return model.residual(x, args)
+    """`model.residual(x, args)`, refused (when traced) unless it has `x`'s shape and
+    dtype."""
+    return _like_state(model.residual(x, args), x, "residual")
+
+
+def _like_state(out, x, method: str):
+    """`out`, checked against the state `x` it was computed from: a field of another
+    shape would be broadcast into the state by the solver's arithmetic (a `[N, 1]` or
+    scalar field integrates as if every entry had it), another dtype promoted or cut."""
+    shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
+    if shape != x.shape or dtype != x.dtype:
+        got = f"shape {shape}, dtype {dtype}" if shape is not None else type(out).__name__
+        raise ValueError(
+            f"model.{method} must return an array of the state's shape {tuple(x.shape)} "
+            f"and dtype {x.dtype} (got {got}): return one entry per state entry, in the "
+            "state's dtype."
+        )
+    return out
 
 
 @eqx.filter_jit

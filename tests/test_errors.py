@@ -132,6 +132,54 @@ class _BlowUp:
         return x**2
 
 
+class _Shaped:
+    """`x' = -x`, its field returned as `shape_of(-x)`: of the wrong shape or dtype."""
+
+    def __init__(self, shape_of):
+        self.shape_of = shape_of
+
+    def energy(self, x, args):
+        return 0.5 * jnp.sum(x**2)
+
+    def vector_field(self, t, x, args, flow):
+        return self.shape_of(-x)
+
+    def residual(self, x, args):
+        return x
+
+
+@pytest.mark.parametrize(
+    "shape_of, got",
+    [
+        (lambda v: v[:, :1], r"shape \(2, 1\), dtype float32"),  # broadcast, once silently
+        (lambda v: v.sum(), r"shape \(\), dtype float32"),
+        (lambda v: v.astype(jnp.int32), r"shape \(2, 3\), dtype int32"),
+        (lambda v: v.ravel(), r"shape \(6,\), dtype float32"),
+    ],
+)
+def test_a_field_of_another_shape_or_dtype_is_refused(shape_of, got):
+    with pytest.raises(
+        ValueError,
+        match=r"vector_field must return .* shape \(2, 3\) and dtype float32 \(got " + got,
+    ):
+        solvers.solve(
+            _Shaped(shape_of),
+            jnp.ones((2, 3), jnp.float32),
+            solver="tsit5",
+            rtol=1e-4,
+            atol=1e-6,
+            t1=1.0,
+        )
+
+
+def test_constant_steps_below_the_times_resolution_are_refused():
+    # float32 resolves 0.0078 at t = 1e5: steps of 1e-3 would round to 0 or 0.0078
+    with pytest.raises(
+        ValueError, match=r"dt0 = 0.001 is below what float32 resolves at t = 100005"
+    ):
+        solvers.solve(_BlowUp(), jnp.ones((2, 3), jnp.float32), dt0=1e-3, t0=1e5, t1=1e5 + 5.0)
+
+
 def test_non_finite_state_reported():
     assert isinstance(_BlowUp(), solvers.EnergySystem)
     with pytest.raises(solvers.SolveError, match="non-finite") as info:
