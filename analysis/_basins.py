@@ -249,12 +249,11 @@ def _report_failures(reasons: list[str], model, starts, args, flow, sol) -> None
     if not failed:
         return
     cut_short = np.isin(reasons, ("max_steps", "dt_underflow"))  # ended before t1
-    note = ""
-    if cut_short.any():
-        rms = lambda x: np.sqrt(np.mean(np.square(np.asarray(x, np.float64)), axis=(-2, -1)))  # noqa: E731
-        x_end, t_end = sol.x_final[cut_short], np.asarray(sol.t_final, np.float64)[cut_short]
-        speed = jax.vmap(lambda x, t: model.vector_field(t, x, args, flow))(x_end, t_end)
-        note = solvers.growth_note(rms(starts[cut_short]), rms(x_end), rms(speed), t_end, t_end)
+    note = (
+        solvers.blowup_note(model, starts, sol.x_final, 0.0, sol.t_final, args, flow, cut_short)
+        if cut_short.any()
+        else ""
+    )
     (first, _), n_failed = failed.most_common(1)[0], sum(failed.values())
     # mypy cannot index StopReason (solvers._solution.reason_item says why)
     why = solvers.StopReason[getattr(solvers.StopReason, first)]  # type: ignore[misc,valid-type]

@@ -71,7 +71,6 @@ from ._branch_kernels import (
     TANGENT_RTOL,
     FlatField,
     correct,
-    jacobian,
     leading_eigen,
     real_eigenvalues,
     rounding_rtol,
@@ -85,8 +84,13 @@ from ._xla_fallback import rescued_kernels
 
 STOP_REASONS = ("p_span", "max_points", "ds_min", "closed")
 # A start whose RMS correction by Newton (at fixed p0) exceeds this fraction of the
-# state's RMS is warned of: Newton from far may reach another steady state than meant.
+# state's RMS (and the first step) is warned of: Newton from far may reach another
+# steady state than meant.
 START_MOVED = 0.1
+# Where `p` turns, the eigenvalue counts are compared this fraction of the step either
+# side of the turn (`_detect`): far enough that the crossing eigenvalue is clear of its
+# round-off, near enough that no other crossing is likely between.
+TURN_SIDE = 1e-3
 # A corrector that ends within this factor of `tol` stalled near a steady state (`_stall`).
 STALL_FACTOR = 100.0
 
@@ -160,6 +164,7 @@ class _Branch:
         self.weights = weights  # [n + 1]: the arclength's metric
         self.failure = None  # why the last step was refused (`stall` in the result)
         self.refused: collections.Counter[str] = collections.Counter()  # steps, by cause
+        # (the main loop's refused steps; `refuse` records each failure, locating too)
         self.vectors = None  # the last eigenvectors found: the next eigen-solve's start
 
     def inner(self, a, b) -> float:
@@ -254,17 +259,17 @@ class _Branch:
             cause=cause,
             **details,
         )
-        near_tol = cause == "newton" and float(residual) <= STALL_FACTOR * float(self.tol)
-        self.refused["newton_near_tol" if near_tol else cause] += 1
 
 
-def _warn_if_moved(x0, y, dtype) -> float:
+def _warn_if_moved(x0, y, ds: float, state_weight: float) -> float:
     """The RMS of the start's correction from `x0` (flat) to the steady state `y`
-    (`[n + 1]`), with a `RuntimeWarning` above `START_MOVED` of the state's RMS."""
+    (`[n + 1]`), with a `RuntimeWarning` where it exceeds both `START_MOVED` of the
+    state's RMS and the first step `ds` (in the arclength's metric: a correction
+    within one step of the branch is no other start)."""
     x0, x = np.asarray(x0, np.float64), np.asarray(y[:-1], np.float64)
     moved = float(np.sqrt(np.mean(np.square(x - x0))))
     scale = max(float(np.sqrt(np.mean(np.square(x0)))), float(np.sqrt(np.mean(np.square(x)))))
-    if moved > START_MOVED * scale and moved > 10 * float(jnp.finfo(dtype).eps) * scale:
+    if moved > START_MOVED * scale and math.sqrt(state_weight) * moved > ds:
         warnings.warn(
             f"continuation: x0 is not a steady state at p0 = {float(y[-1]):g}: Newton moved "
             f"it by RMS {moved:.3g} ({moved / scale:.0%} of the state's RMS {scale:.3g}), to "
@@ -276,31 +281,30 @@ def _warn_if_moved(x0, y, dtype) -> float:
     return moved
 
 
-def _warn_if_singular_start(branch, point) -> None:
-    """A `RuntimeWarning` where `df/dx` at the start has a real eigenvalue within
-    `sqrt(eps)` of zero relative to its largest eigenvalue in size (all eigenvalues when
-    dense, the `k` leading ones when matrix-free): the start sits on a bifurcation,
-    where the direction the branch leaves in is not defined, and the bifurcation at
-    `s = 0` may go unreported (or be reported going one way only)."""
-    values = (
-        np.linalg.eigvals(np.asarray(jacobian(branch.F, point["y"], branch.args))[:, :-1])
-        if branch.dense
-        else np.asarray(point["eigenvalues"])
-    )
-    values = values.astype(complex)
+def _warn_if_singular_start(point) -> None:
+    """A `RuntimeWarning` where the start sits on a bifurcation: among the `k` leading
+    eigenvalues of `df/dx` there (as every point keeps), a real one is zero to rounding
+    (within `1e3 eps` of the largest in size) and apart from the others (within
+    `sqrt(eps)` of the next nearest zero: a stiff spectrum's smallest eigenvalue is
+    small beside its largest, not beside its neighbours). There the direction the
+    branch leaves in is not defined, and the bifurcation at `s = 0` may go unreported
+    (or be reported going one way only)."""
+    values = np.asarray(point["eigenvalues"]).astype(complex)
     nearest = _nearest_zero(values, real=True)
-    scale = float(np.max(np.abs(values))) if values.size else 0.0
-    if nearest is None or not scale > 0:
+    if nearest is None:
         return
+    eps = float(jnp.finfo(point["y"].dtype).eps)
     size = abs(values[nearest].real)
-    if size <= math.sqrt(float(jnp.finfo(point["y"].dtype).eps)) * scale:
+    others = np.abs(np.delete(values, nearest))
+    if size <= 1e3 * eps * np.max(np.abs(values)) and (
+        not others.size or size <= math.sqrt(eps) * others.min()
+    ):
         warnings.warn(
             f"continuation: the start (p0 = {float(point['y'][-1]):g}) is on a bifurcation: "
-            f"df/dx has the eigenvalue {values[nearest].real:.3g} ({size / scale:.1e} of its "
-            "largest in size); the branch's direction there is not defined, and a "
-            "bifurcation at the start may go unreported or be reported one way only: "
-            "start a little to one side of it, or from a located branch point with "
-            "switch_branch.",
+            f"df/dx has the eigenvalue {values[nearest].real:.3g}, zero to rounding; the "
+            "branch's direction there is not defined, and a bifurcation at the start may "
+            "go unreported or be reported one way only: start a little to one side of it, "
+            "or from a located branch point with switch_branch.",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -311,7 +315,7 @@ def _bisect(branch, a, b, side, locate_tol, spectrum=True, value=None):
     `side(point)` changes from its value at `a`, by bisection (`spectrum`: `side` needs
     the points' eigenvalues; else only the last point gets them). Returns the last point
     computed, the final bracket, and the points at its ends (`a` or `b` where no point
-    inside was computed on that side).
+    inside was computed on that side; with `spectrum`, their eigenvalues computed).
 
     With `value` (a smooth function of the point whose sign is `side`, such as the
     tangent's `p` component at a fold) the next point is the Illinois variant of the
@@ -380,13 +384,14 @@ def _nearest_zero(values, real: bool):
 
 
 def _branch_point_at_turn(branch, a, b) -> bool:
-    """Whether the turn of `p` between points `a` and `b` is a branch point rather than
-    a fold: at a simple fold an eigenvalue of `df/dx` crosses zero (the number of real
-    ones with a positive real part changes by one), at a branch point where the branch
-    turns (the pitchfork's parabola at its vertex, `df/dx = -2 u^2`) it touches zero
-    and the number is unchanged (or changed by two). Matrix-free the count is among the
-    `k` leading eigenvalues: where all of them are positive at either end the crossing
-    may lie further down, and the turn is taken for a fold."""
+    """Whether the turn of `p` between points `a` and `b` (either side of it) is a
+    branch point rather than a fold: at a simple fold an eigenvalue of
+    `df/dx` crosses zero (the number of real ones with a positive real part changes by
+    one), at a branch point where the branch turns (the pitchfork's parabola at its
+    vertex, `df/dx = -2 u^2`) it touches zero and the number is unchanged.
+    Matrix-free the count is among the `k` leading eigenvalues: where all of them are
+    positive at either end the crossing may lie further down, and the turn is taken
+    for a fold."""
     if not branch.dense and any(np.all(np.asarray(q["eigenvalues"]).real > 0) for q in (a, b)):
         return False
     return (b["unstable"][0] - a["unstable"][0]) % 2 == 0
@@ -418,26 +423,36 @@ def _branch_point(branch, point, bracket, index):
 def _detect(branch, a, b, index, locate_tol):
     """The bifurcations between consecutive points `a` and `b`: a fold where the
     tangent's `p` component changes sign (a branch point instead where no eigenvalue
-    crossed zero there: `_branch_point_at_turn`); else a branch point where the number of real
-    eigenvalues with a positive real part changes (by an odd number, or by any with the
-    complex ones unchanged: two at once happen where a piecewise-smooth field's
-    Jacobian jumps), a Hopf point where that of complex ones does."""
-    if np.sign(float(a["t"][-1])) * np.sign(float(b["t"][-1])) < 0:
-        point, bracket, _, _ = _bisect(
-            branch,
-            a,
-            b,
-            lambda q: np.sign(float(q["t"][-1])),
-            locate_tol,
-            spectrum=False,
-            value=lambda q: float(q["t"][-1]),
-        )
-        if _branch_point_at_turn(branch, a, b):
-            return [_branch_point(branch, point, bracket, index)]
+    crossed zero between points `TURN_SIDE` of the step either side of the turn:
+    `_branch_point_at_turn`), the stretches outside those searched by `_crossings`;
+    else `_crossings` alone: branch and Hopf points from the counts of eigenvalues with
+    a positive real part."""
+    if np.sign(float(a["t"][-1])) * np.sign(float(b["t"][-1])) >= 0:
+        return _crossings(branch, a, b, index, locate_tol)
+    point, bracket, _, _ = _bisect(
+        branch,
+        a,
+        b,
+        lambda q: np.sign(float(q["t"][-1])),
+        locate_tol,
+        spectrum=False,
+        value=lambda q: float(q["t"][-1]),
+    )
+    # points a little way either side of the turn (TURN_SIDE of the step): the counts
+    # across the turn alone, clear of the eigenvalues' round-off there and of any other
+    # crossing in the step (searched for outside them)
+    turn, side = float(point["s"] - a["s"]), TURN_SIDE * float(b["s"] - a["s"])
+    lo = branch.along(a, turn - side) if turn - side > 0 else None
+    hi = branch.along(a, turn + side) if turn + side < float(b["s"] - a["s"]) else None
+    lo, hi = lo or a, hi or b
+    if _branch_point_at_turn(branch, lo, hi):
+        record = _branch_point(branch, point, bracket, index)
+    else:
         values = point["eigenvalues"]
-        nearest = values[int(np.argmin(np.abs(values)))]
-        return [_record("fold", point, bracket, index, branch.F, nearest)]
-    return _crossings(branch, a, b, index, locate_tol)
+        record = _record("fold", point, bracket, index, branch.F, values[np.argmin(np.abs(values))])
+    before = _crossings(branch, a, lo, index, locate_tol) if lo is not a else []
+    after = _crossings(branch, hi, b, index, locate_tol) if hi is not b else []
+    return before + [record] + after
 
 
 def _crossings(branch, a, b, index, locate_tol):
@@ -526,9 +541,9 @@ def continuation(
     - `x0`: a state at or near a steady state at `p0`; it is first corrected at fixed
       `p0` (Newton), and refused, naming the residual, if that fails; a
       `RuntimeWarning` where the correction exceeds `START_MOVED` of the state's RMS
-      (Newton from far may reach another steady state than meant), and where the
-      corrected start has a real eigenvalue within `sqrt(eps)` of zero relative to the
-      largest (a start on a bifurcation: start beside it).
+      and the first step (Newton from far may reach another steady state than meant),
+      and where the corrected start has a real eigenvalue that is zero to rounding (a
+      start on a bifurcation: start beside it; `_warn_if_singular_start`).
     - `p_span`: `(low, high)`: the branch stops at its first point outside.
     - `args`: the field's conditions (a pytree).
     - `ds`, `ds_min`, `ds_max`: the first, smallest and largest arclength step;
@@ -586,8 +601,8 @@ def continuation(
     dtype = dtype_of(x0, dtype)
     if tol is None:
         tol = default_tol(dtype)
-    if locate_tol is None:
-        locate_tol = 1e-10 if dtype == jnp.float64 else 1e-5
+    if locate_tol is None:  # the same floors as Newton's: steps resolved to a few ulps
+        locate_tol = default_tol(dtype)
     x0 = jnp.asarray(x0, dtype)
     energy_model = callable(getattr(system, "vector_field", None))
     if energy_model:
@@ -647,9 +662,9 @@ def continuation(
             "the eigen-solver failed at the start: df/dx is singular there; start next "
             "to the bifurcation, or pass tangent_start."
         )
-    start_correction = _warn_if_moved(jnp.ravel(x0), y, dtype)
+    start_correction = _warn_if_moved(jnp.ravel(x0), y, ds, state_weight)
     if tangent_start is None:  # switch_branch starts on its branch point by design
-        _warn_if_singular_start(branch, points[0])
+        _warn_if_singular_start(points[0])
     bifurcations, stop_reason, step = [], "max_points", float(ds)
     skip_first = tangent_start is not None  # started on a bifurcation: nothing to find
     while len(points) < max_points:
@@ -665,6 +680,9 @@ def continuation(
             branch.refuse("turn", b["y"], b["residual"], b["iterations"], step=step)
             b = None
         if b is None:
+            failure = branch.failure or {}
+            cause = "newton_near_tol" if _near_tol(failure, tol) else failure.get("cause", "?")
+            branch.refused[cause] += 1
             step *= 0.5
             if step < ds_min:
                 stop_reason = "ds_min"
@@ -776,19 +794,20 @@ def is_float(leaf) -> bool:
 
 
 def _warn_if_at_rounding_floor(refused, points: int, tol: float) -> None:
-    """A `RuntimeWarning` where Newton was refused, ending within `STALL_FACTOR` of
-    `tol`, at least `max(3, points / 4)` times: steps shrink where `tol` is at the
-    field's rounding floor (the RMS of `f`'s round-off near a steady state: about
-    `eps |J| |x|`, 1e-10 for a Laplacian of norm 5e6 in float64), and a looser `tol`
-    goes on."""
+    """A `RuntimeWarning` where at least `max(3, points / 4)` steps were refused with
+    Newton ending within `STALL_FACTOR` of `tol` (steps shrink there): `tol` at the
+    field's rounding floor (about `eps |df/dx| |x|`: a fine grid's Laplacian has a large
+    `|df/dx|`), or a piecewise-smooth field's kinks (ReLU memories) under Newton's
+    iterates."""
     near = refused.get("newton_near_tol", 0)
     if near >= max(3, points / 4):
         warnings.warn(
-            f"continuation: Newton ended within {STALL_FACTOR:g}x of tol = {tol:g} and no "
-            f"lower {near} times ({points} points kept), shortening the steps: tol is "
-            "near the field's rounding floor (a large Jacobian, such as a fine grid's "
-            "Laplacian, rounds f at about eps |df/dx| |x|); a looser tol goes on "
-            "(result['refused_steps'] counts the refusals by cause).",
+            f"continuation: {near} steps were refused with Newton ending within "
+            f"{STALL_FACTOR:g}x of tol = {tol:g} and no lower ({points} points kept): tol "
+            "is near the field's rounding floor (a large Jacobian, such as a fine grid's "
+            "Laplacian, rounds f at about eps |df/dx| |x|: a looser tol goes on), or "
+            "Newton meets kinks of a piecewise-smooth field (ReLU memories); "
+            "result['refused_steps'] counts the refusals by cause.",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -802,8 +821,12 @@ def _stall(failure, tol):
     rather than far from any steady state."""
     if failure is None:
         return None
-    near = failure["cause"] == "newton" and failure["residual_rms"] <= STALL_FACTOR * tol
-    return dict(failure, near_tol=bool(near))
+    return dict(failure, near_tol=_near_tol(failure, tol))
+
+
+def _near_tol(failure, tol) -> bool:
+    """Whether a refused step's Newton ended within `STALL_FACTOR` of `tol`."""
+    return failure.get("cause") == "newton" and failure["residual_rms"] <= STALL_FACTOR * tol
 
 
 def _result(points, bifurcations, stop_reason, stall, F, dense, dtype, settings):

@@ -169,8 +169,7 @@ def _spectrum(
         # (an adaptive step rejects a non-finite field until max_steps)
         dx = field(sol.ts[-1], x, args)
         finite = jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(dx))
-        rms = lambda v: jnp.sqrt(jnp.mean(jnp.square(v)))  # noqa: E731
-        ended = (sol.ts[-1], rms(x), rms(dx))
+        ended = (sol.ts[-1], solvers.rms(x), solvers.rms(dx))
         return (x, q), (jnp.log(growth), sol.stats["num_steps"], ok, finite, ended)
 
     (x, q), (logs, steps, ok, finite, ended) = lax.scan(step, (x0, q0), jnp.arange(n_intervals))
@@ -201,10 +200,11 @@ def _check_field(field, x0, args, energy_system: bool) -> None:
         )
 
 
-def _check_intervals(ok, finite, ended, x0, renormalise: float, max_steps: int) -> None:
+def _check_intervals(ok, finite, ended, start, renormalise: float, max_steps: int) -> None:
     """Refuse a spectrum any of whose interval solves failed, saying why and when (and
-    where the state grew as a blow-up does: `solvers.growth_note` from `x0` to where
-    the failed solve `ended`: per interval, its time, the state's RMS and the field's)."""
+    where the state grew as a blow-up does: `solvers.growth_note` from `start()`, the
+    RMS of the state and of the field at `x0`, to where the failed solve `ended`: per
+    interval, its time, the state's RMS and the field's)."""
     if ok.all():
         return
     first = int(np.argmin(ok))
@@ -217,8 +217,8 @@ def _check_intervals(ok, finite, ended, x0, renormalise: float, max_steps: int) 
             "check the field and x0."
         )
     time, scale, speed = (np.asarray(v)[first] for v in ended)
-    rms_start = float(np.sqrt(np.mean(np.square(np.asarray(x0, np.float64)))))
-    note = solvers.growth_note(rms_start, scale, speed, time, time)
+    rms_start, speed_start = start()
+    note = solvers.growth_note(rms_start, scale, speed_start, speed, time, time)
     if note:
         raise ValueError(f"lyapunov_spectrum: {count}.{note}")
     raise ValueError(
@@ -420,7 +420,8 @@ def lyapunov_spectrum(
         int(max_steps),
     )
     steps_total = int(np.sum(steps))
-    _check_intervals(np.asarray(ok), np.asarray(finite), ended, x0, renormalise, max_steps)
+    start = lambda: (solvers.rms(x0), solvers.rms(field(jnp.zeros((), dtype), x0, args)))  # noqa: E731
+    _check_intervals(np.asarray(ok), np.asarray(finite), ended, start, renormalise, max_steps)
     spread = _interval_precision(np.asarray(logs, np.float64), renormalise, dtype, atol)
     logs = logs[warm:]
     logs = np.asarray(logs, np.float64)

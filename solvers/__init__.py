@@ -7,9 +7,10 @@ model code.
 """
 
 from ._auto import AutoSwitch
+from ._blowup import blowup_note as blowup_note  # for the studies; not in __all__
+from ._blowup import growth_note as growth_note  # for the studies; not in __all__
 from ._crawl import SlowSolveWarning
 from ._errors import SolveError
-from ._errors import growth_note as growth_note  # for the studies; not in __all__
 from ._fixed_point import NEWTON_DENSE_MAX, FixedPointResult, find_fixed_point
 from ._options import (
     BACKSOLVE_STABLE_HORIZON,

@@ -33,14 +33,26 @@ Save = Literal["final", "steps"] | Real[ArrayLike, " T"] | Sequence[RealScalar]
 BACKSOLVE_STABLE_HORIZON = {"native": 100.0, "projected": 1.2}
 
 
+# Steps shorter than this many units of round-off of the times do not advance t as asked:
+# an adaptive solve fails there (`default_dtmin`), constant steps are refused.
+TIME_ULPS = 16
+
+
+def time_ulp(t0: float, t1: float, dtype) -> float:
+    """A unit of round-off of the times from `t0` to `t1` (concrete) in `dtype` (an
+    upper bound: eps times the larger of `|t0|`, `|t1|`)."""
+    return float(jnp.finfo(dtype).eps) * max(abs(float(t0)), abs(float(t1)))
+
+
 def default_dtmin(t0, t1, dtype):
     # A step of a few ulps of t no longer advances t: fail as dt_underflow, not max_steps.
-    eps = float(jnp.finfo(dtype).eps)
     if is_traced((t0, t1)):  # the same rule in jnp arithmetic
+        eps = float(jnp.finfo(dtype).eps)
         t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
-        return jnp.maximum(1e-12 * (t1 - t0), 16 * eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1)))
-    ulp = eps * max(abs(float(t0)), abs(float(t1)))
-    return max(1e-12 * (float(t1) - float(t0)), 16 * ulp)
+        return jnp.maximum(
+            1e-12 * (t1 - t0), TIME_ULPS * eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1))
+        )
+    return max(1e-12 * (float(t1) - float(t0)), TIME_ULPS * time_ulp(t0, t1, dtype))
 
 
 def is_traced(tree) -> bool:
@@ -263,24 +275,23 @@ def _check_step_count(t0, t1, dt0) -> None:
 
 
 def _check_time_resolution(t0, t1, dt0, dtype) -> None:
-    """Refuse constant steps `dt0` (concrete) shorter than 16 units of round-off of the
-    times in `dtype` (`default_dtmin`'s floor for adaptive steps): `t + dt0` then rounds
-    to `t` or to a step of another length, and the solve runs steps of the wrong sizes
-    (float32 at t = 1e5 resolves 0.0078: dt0 = 1e-3 gave steps of 0 and 0.0078 and
-    ended with one of 0.78)."""
+    """Refuse constant steps `dt0` (concrete) shorter than `TIME_ULPS` units of round-off
+    of the times in `dtype` (`default_dtmin`'s floor for adaptive steps): `t + dt0` then
+    rounds to `t` or to a step of another length, and the solve runs steps of the wrong
+    sizes, silently."""
     if is_traced((t0, t1, dt0)) or dt0 is None:
         return
     try:
         t0, t1, dt0 = float(t0), float(t1), float(dt0)
     except (TypeError, ValueError):
         return
-    ulp = float(jnp.finfo(dtype).eps) * max(abs(t0), abs(t1))
-    if math.isfinite(ulp) and dt0 < 16 * ulp:
+    floor = TIME_ULPS * time_ulp(t0, t1, dtype)
+    if math.isfinite(floor) and dt0 < floor:
         raise ValueError(
             f"dt0 = {dt0:g} is below what {jnp.dtype(dtype).name} resolves at t = "
-            f"{max(abs(t0), abs(t1)):g} (16 units of round-off: {16 * ulp:.3g}): the steps "
-            "would round to other lengths. Shift the times towards 0 (t0=0; a model that "
-            "does not read t is the same), use a longer dt0, or float64."
+            f"{max(abs(t0), abs(t1)):g} ({TIME_ULPS} units of round-off: {floor:.3g}): the "
+            "steps would round to other lengths. Shift the times towards 0 (t0=0; a model "
+            "that does not read t is the same), use a longer dt0, or float64."
         )
 
 

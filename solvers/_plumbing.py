@@ -55,11 +55,11 @@ class _FlowTerm(eqx.Module):
 
 
 def _native_field(model, t, y, args):
-    return model.vector_field(t, y, args[0], "native")
+    return traced_once.like_state(model.vector_field(t, y, args[0], "native"), y, "vector_field")
 
 
 def _projected_field(model, t, y, args):
-    return model.vector_field(t, y, args[0], "projected")
+    return traced_once.like_state(model.vector_field(t, y, args[0], "projected"), y, "vector_field")
 
 
 # static, hashable functions for `counted_call` (one per flow: no retrace per solve)

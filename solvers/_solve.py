@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 from et_ode.vocab import Adjoint, Flow
 
+from ._blowup import blowup_note
 from ._counting import new_counters
 from ._crawl import PROBE_MIN_STATE, PROBE_STEPS, warn_if_crawling
 from ._implicit import default_implicit_tol, implicit_fixed_point
@@ -311,18 +312,8 @@ def solve(
         jumps=getattr(stepsize_controller, "jump_ts", None) is not None,
         throw=throw,
         traced=traced or is_traced(out["x_final"]),
-        x0=x0,
-        end_speed=lambda x, t: field_rms(model, x, t, args, flow, cfg),
+        # evaluated only where a solve failed before t1
+        failure_note=lambda out, failed: blowup_note(
+            model, x0, out["x_final"], t0, out["t_final"], args, flow, failed, cfg.args_batched
+        ),
     )
-
-
-def field_rms(model, x, t, args, flow, cfg: SolveConfig):
-    """RMS of `model`'s field with `flow` at the states `x` and times `t` (per sample of
-    a batch), for a failure's message: evaluated only where a solve failed."""
-
-    def one(x, t, a):
-        return jnp.sqrt(jnp.mean(jnp.square(model.vector_field(t, x, a, flow))))
-
-    if cfg.batched:
-        one = jax.vmap(one, in_axes=(0, 0, batched_args_axes(args) if cfg.args_batched else None))
-    return one(x, t, args)

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._auto import EXPLICIT_EVALS
-from ._errors import SolveError, growth_note
+from ._errors import SolveError
 from ._plumbing import SolveConfig
 from ._presets import SolverPreset
 from ._solution import FAILURES, STOP_REASONS, EnergySolution, stop_code
@@ -21,8 +21,7 @@ def finish_solution(
     jumps: bool,
     throw: bool,
     traced: bool,
-    x0=None,
-    end_speed=None,
+    failure_note=None,
 ):
     stop = locals_for_stats.pop("stop")
     stats = dict(locals_for_stats)
@@ -115,11 +114,9 @@ def finish_solution(
                 where = f" ({n_bad} of {codes.size} samples)" if codes.ndim else ""
                 summary = _summary(stats)
                 note = (
-                    _blowup_note(
-                        x0, out, end_speed, stats["t0"], codes == STOP_REASONS.index(reason)
-                    )
-                    if reason in ("max_steps", "dt_underflow")  # ended before t1
-                    else ""
+                    failure_note(out, codes == STOP_REASONS.index(reason))
+                    if failure_note is not None and reason in ("max_steps", "dt_underflow")
+                    else ""  # ended before t1: perhaps a blow-up
                 )
                 raise SolveError(
                     reason,
@@ -134,24 +131,6 @@ def finish_solution(
         x_final=out["x_final"],
         t_final=out["t_final"],
         stats=stats,
-    )
-
-
-def _blowup_note(x0, out, end_speed, t0, failed) -> str:
-    """`growth_note` over the `failed` samples (a mask of the batch, or a scalar);
-    `end_speed(x_final, t_final)` is the field's RMS there, per sample."""
-    if x0 is None or end_speed is None:
-        return ""
-    rms = lambda x: np.sqrt(np.mean(np.square(np.asarray(x, np.float64)), axis=(-2, -1)))  # noqa: E731
-    t_end = np.asarray(out["t_final"], np.float64)
-    speed = np.asarray(end_speed(out["x_final"], out["t_final"]), np.float64)
-    failed = np.broadcast_to(failed, t_end.shape)
-    return growth_note(
-        rms(x0)[failed],
-        rms(out["x_final"])[failed],
-        speed[failed],
-        (t_end - t0)[failed],
-        t_end[failed],
     )
 
 

@@ -19,17 +19,17 @@ import equinox as eqx
 def vector_field(model, t, x, args, flow):
     """`model.vector_field(t, x, args, flow)`, refused (when traced) unless it has `x`'s
     shape and dtype."""
-    return _like_state(model.vector_field(t, x, args, flow), x, "vector_field")
+    return like_state(model.vector_field(t, x, args, flow), x, "vector_field")
 
 
 @eqx.filter_jit
 def residual(model, x, args):
     """`model.residual(x, args)`, refused (when traced) unless it has `x`'s shape and
     dtype."""
-    return _like_state(model.residual(x, args), x, "residual")
+    return like_state(model.residual(x, args), x, "residual")
 
 
-def _like_state(out, x, method: str):
+def like_state(out, x, method: str):
     """`out`, checked against the state `x` it was computed from: a field of another
     shape would be broadcast into the state by the solver's arithmetic (a `[N, 1]` or
     scalar field integrates as if every entry had it), another dtype promoted or cut."""

@@ -448,13 +448,36 @@ def two_branch_points(u, p, args):
     ],
 )
 def test_two_bifurcations_in_one_step_are_both_found(field, x0, expected):
-    # steps of 0.1 hold both: the step is halved until they fall into different steps
+    # steps of 0.1 hold both: the stretch past the first one located is searched again
     branch = analysis.continuation(field, x0, -0.5, p_span=(-0.5, 0.5), ds=0.1, ds_max=0.1)
     found = [(b["kind"], b["p"]) for b in branch["bifurcations"]]
     assert [kind for kind, _ in found] == [kind for kind, _ in expected]
     np.testing.assert_allclose([p for _, p in found], [p for _, p in expected], atol=1e-8)
     if field is branch_and_hopf:
         assert branch["bifurcations"][1]["frequency"] == pytest.approx(1.0, abs=1e-8)
+
+
+def fold_beside_pitchfork(u, p, args):
+    """A fold at p = 0 (`x' = p + x^2`) beside a pitchfork whose trivial branch loses
+    stability at p = -0.01 (`y' = (p + 0.01) y - y^3`)."""
+    return jnp.stack([p + u[0] ** 2, (p + 0.01) * u[1] - u[1] ** 3])
+
+
+def test_a_fold_and_branch_points_in_one_step_are_all_found():
+    # up the lower half of the parabola, round the fold, down the upper half: y's
+    # eigenvalue p + 0.01 crosses zero at p = -0.01 on either side of the fold, all
+    # three within one step of 0.1 or two
+    branch = analysis.continuation(
+        fold_beside_pitchfork,
+        jnp.array([-1.0, 0.0]),
+        -1.0,
+        p_span=(-2.0, 1.0),
+        ds=0.1,
+        ds_max=0.1,
+    )
+    found = [(b["kind"], b["p"]) for b in branch["bifurcations"]]
+    assert [kind for kind, _ in found] == ["branch_point", "fold", "branch_point"], found
+    np.testing.assert_allclose([p for _, p in found], [-0.01, 0.0, -0.01], atol=1e-8)
 
 
 def transcritical(x, p, args):

@@ -197,25 +197,28 @@ def test_a_blow_up_in_finite_time_is_named_with_when():
         str(info.value),
     )
     assert found, str(info.value)
-    assert float(found[1]) >= solvers._errors.BLOWUP_GROWTH
+    assert float(found[1]) >= solvers._blowup.BLOWUP_GROWTH
     assert abs(float(found[2]) - 1.0) < 1e-3  # the blow-up time 1/x0
 
 
 @pytest.mark.parametrize(
-    "growth, rate, elapsed, blowing_up",
+    "growth, rate_start, rate_end, elapsed, blowing_up",
     [
-        # x' = x^2 from 1, at t = 1 - 1e-6: x = 1e6, rate x
-        (1e6, 1e6, 1.0 - 1e-6, True),
+        # x' = x^2 from 1, at t = 1 - 1e-6: x = 1e6, its rate |f|/|x| = x
+        (1e6, 1.0, 1e6, 1.0 - 1e-6, True),
         # linear growth x = 1 + t (the ET's native flow inflating x) to t = 1e6: rate 1/x
-        (1e6, 1.0 / (1.0 + 1e6), 1e6, False),
-        # exponential growth at rate 1 to t = 14: grown 1.2e6, rate times time 14
-        (np.exp(14.0), 1.0, 14.0, False),
+        (1e6, 1.0, 1.0 / (1.0 + 1e6), 1e6, False),
+        # exponential growth at rate 1 to t = 14: grown 1.2e6 at a constant rate
+        (np.exp(14.0), 1.0, 1.0, 14.0, False),
+        # a limit cycle of amplitude 2 from 1e-5 (Van der Pol), at t = 2e4: its rate a
+        # frequency, 0.5 at the start, 2 on the cycle
+        (2e5, 0.5, 2.0, 2e4, False),
         # x' = x^2 stopped early, grown only 100-fold
-        (1e2, 1e2, 0.99, False),
+        (1e2, 1.0, 1e2, 0.99, False),
     ],
 )
-def test_what_is_called_a_blow_up(growth, rate, elapsed, blowing_up):
-    note = solvers.growth_note(1.0, growth, rate * growth, elapsed, elapsed)
+def test_what_is_called_a_blow_up(growth, rate_start, rate_end, elapsed, blowing_up):
+    note = solvers.growth_note(1.0, growth, rate_start, rate_end * growth, elapsed, elapsed)
     assert bool(note) == blowing_up, note
 
 

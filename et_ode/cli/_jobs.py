@@ -275,8 +275,16 @@ def compare_solvers_job(
 STUDIES = tuple(RUNNERS) + ("work-precision",)
 
 
+# The studies that run the projected flow alone, and why: no other --flow.
+PROJECTED_ONLY = {
+    "fixed-points": "fixed-points runs the projected flow (it keeps every token's scale)",
+    "basins": "basins runs the projected flow (the native one has no fixed points)",
+    "continuation": "continuation follows the fixed points of the projected flow",
+}
+
+
 def refuse_unused(name: str, s: StudySettings) -> None:
-    """Refuse a setting the study `name` would silently ignore."""
+    """Refuse a setting the study `name` would silently ignore, or a flow it cannot run."""
     if s.factor is not None and name != "overshoot":
         raise ValueError(
             "factor (--factor) is the overshoot study's end time as a multiple of the "
@@ -287,10 +295,8 @@ def refuse_unused(name: str, s: StudySettings) -> None:
             "continuation follows the projected flow's fixed point in its parameter and "
             "has no end time: drop horizon (--horizon); p_span (--p-span) sets its range."
         )
-    if name == "continuation" and s.flow not in (None, "projected"):
-        raise ValueError(
-            "continuation follows the fixed points of the projected flow: drop flow (--flow)."
-        )
+    if name in PROJECTED_ONLY and s.flow not in (None, "projected"):
+        raise ValueError(f"{PROJECTED_ONLY[name]}; drop flow (--flow).")
 
 
 def study_job(

@@ -161,10 +161,6 @@ def _basins(model, images, masks, s):
             "study basins needs two held-out images (the plane goes through "
             "both): pass --images 2 or more."
         )
-    if s.flow not in (None, "projected"):
-        raise ValueError(
-            "basins runs the projected flow (the native one has no fixed points); drop --flow."
-        )
     # float64 unless --dtype, or the model's own dtype and steps at the authors' size
     dtype = s.dtype or (str(model_dtype(model.core)) if s.economical(model) else "float64")
     steps = s.steps(model, dtype)

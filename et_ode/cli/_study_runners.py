@@ -312,10 +312,6 @@ def _fixed_point(model, core, x, args, s, dtype, t1=1000.0, tol=None, steps=None
 
 
 def _fixed_points(model, images, masks, s):
-    if s.flow not in (None, "projected"):
-        raise ValueError(
-            "fixed-points runs the projected flow (it keeps every token's scale); drop --flow."
-        )
     core, x0, args, dtype = _core_problem(model, images, masks, s)
     args0 = take(args, 0, True)
     if len(x0) > 1:  # another image's fixed point, under its own conditions
