@@ -38,7 +38,7 @@ BACKSOLVE_STABLE_HORIZON = {"native": 100.0, "projected": 1.2}
 TIME_ULPS = 16
 
 
-def time_ulp(t0: float, t1: float, dtype) -> float:
+def time_ulp(t0: RealScalar, t1: RealScalar, dtype) -> float:
     """A unit of round-off of the times from `t0` to `t1` (concrete) in `dtype` (an
     upper bound: eps times the larger of `|t0|`, `|t1|`)."""
     return float(jnp.finfo(dtype).eps) * max(abs(float(t0)), abs(float(t1)))
