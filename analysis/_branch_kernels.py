@@ -6,9 +6,12 @@ The state is flattened: `y = (x.ravel(), p)`, a vector of `n + 1` entries, and
 `F(y, args) = f(x, p, args).ravel()` (`n` entries). Up to `DENSE_MAX` unknowns the
 Jacobian `dF/dy` is formed (`n + 1` JVPs, `jax.jacfwd`) and factorised; above, every
 linear solve is GMRES (`jax.scipy`'s) on Jacobian-vector products, and no `[n, n]` array is
-formed. `FlatField` is an equinox module whose static fields are the user's function and
-the state's shape, so two calls with the same field share one compilation, and a new
-value of `p` or of the arrays in `args` never recompiles.
+formed; where the user gives a preconditioner of `df/dx`, GMRES is preconditioned with
+it on the right. The eigenvalues are the rightmost (Arnoldi on `df/dx`) or those nearest
+zero (shift-and-invert: Arnoldi on `(df/dx)^-1`, each product a GMRES solve).
+`FlatField` is an equinox module whose static fields are the user's function, the
+state's shape and the preconditioner, so two calls with the same field share one
+compilation, and a new value of `p` or of the arrays in `args` never recompiles.
 """
 
 from collections.abc import Callable
@@ -57,10 +60,13 @@ EXACT_TANGENT_BELOW = 1e-2
 
 
 class FlatField(eqx.Module):
-    """`F(y, args) = f(x, p, args).ravel()` with `y = (x.ravel(), p)`."""
+    """`F(y, args) = f(x, p, args).ravel()` with `y = (x.ravel(), p)`, and the user's
+    preconditioner of `df/dx`, if any (`preconditioner(v, x, p, args)`, `v` and `x` in
+    the state's shape: an approximation of `(df/dx)^-1 v` at `(x, p)`, linear in `v`)."""
 
     field: Callable = eqx.field(static=True)
     shape: tuple = eqx.field(static=True)
+    preconditioner: Callable | None = eqx.field(static=True, default=None)
 
     def __call__(self, y, args):
         return self.split(y[:-1], y[-1], args)
@@ -73,31 +79,77 @@ class FlatField(eqx.Module):
         """The state `x` of `y`, in its own shape."""
         return y[:-1].reshape(self.shape)
 
+    def precondition_at(self, y, args):
+        """The preconditioner at `y` as a function of flat vectors `[n] -> [n]`, or None
+        where there is none."""
+        if self.preconditioner is None:
+            return None
+        x, p = self.state(y), y[-1]
+
+        def apply(v):
+            out = self.preconditioner(v.reshape(self.shape), x, p, args)
+            return jnp.ravel(out).astype(v.dtype)
+
+        return apply
+
 
 def rounding_rtol(dtype) -> float:
     """The relative residual of a linear solve "to rounding" in `dtype`."""
     return 1e-10 if dtype == jnp.float64 else 1e-5
 
 
-def _gmres_limits(size: int) -> dict:
+def _gmres_limits(size: int, max_products: int = GMRES_MAX_STEPS, method: str = "batched") -> dict:
     """`jax.scipy.sparse.linalg.gmres`'s restart length and cap (in restart cycles: at
-    most `GMRES_MAX_STEPS` products) for a system of `size` unknowns, and its "batched"
+    most `max_products` products) for a system of `size` unknowns, and its "batched"
     method, which tests the true residual at the end of each restart cycle. The
     "incremental" method tests the Givens-rotated estimate after every product, but on
     the shipped core's bordered systems that estimate ran ~12x below the true residual
     (asked 1e-10, got 1.5e-9 in 196 products, where "batched" with 100 vectors got 1e-13
     in 153): an inexact Newton step stopped on it does not lower `F` as planned."""
     restart = min(GMRES_RESTART, size)
-    cycles = max(1, min(GMRES_MAX_STEPS, 10 * size) // restart)
-    return dict(restart=restart, maxiter=cycles, solve_method="batched")
+    cycles = max(1, min(max_products, 10 * size) // restart)
+    return dict(restart=restart, maxiter=cycles, solve_method=method)
+
+
+def _gmres(
+    operator,
+    rhs,
+    guess,
+    rtol,
+    size: int,
+    precondition=None,
+    max_products=GMRES_MAX_STEPS,
+    method="batched",
+):
+    """Solve `operator(u) = rhs` (`u`, `rhs`: pytrees of vectors) to a true residual
+    of at most `rtol |rhs|` by `jax.scipy`'s restarted GMRES (`_gmres_limits`, at most
+    `max_products` products), from `guess` (else zero).
+
+    With `precondition` (a pytree function approximating the operator's inverse) the
+    preconditioning is on the right: GMRES solves `operator(precondition(z)) = rhs -
+    operator(guess)` and `u = guess + precondition(z)`, so the residual it tests is the
+    true one (`jax.scipy`'s own `M` preconditions on the left, and tests `M`'s residual:
+    an inexact Newton step needs the true one)."""
+    limits = _gmres_limits(size, max_products, method)
+    if precondition is None:
+        u, _ = jax.scipy.sparse.linalg.gmres(operator, rhs, x0=guess, tol=rtol, **limits)
+        return u
+    residual = rhs if guess is None else jax.tree.map(jnp.subtract, rhs, operator(guess))
+    norm = jnp.sqrt(sum(jnp.sum(leaf * leaf) for leaf in jax.tree.leaves(rhs)))
+    z, _ = jax.scipy.sparse.linalg.gmres(
+        lambda d: operator(precondition(d)), residual, tol=0.0, atol=rtol * norm, **limits
+    )
+    step = precondition(z)
+    return step if guess is None else jax.tree.map(jnp.add, guess, step)
 
 
 def bordered_solve(F, y, border, args, rhs, dense: bool, guess=None, rtol=None):
     """Solve `[dF/dy; border^T] dy = rhs` (`n + 1` equations) at `y`.
 
-    Matrix-free: restarted GMRES (`jax.scipy`'s, `_gmres_limits`) on JVPs of one
-    linearisation, from `guess` (else zero), to a residual `rtol |rhs|` (default
-    `rounding_rtol`: to rounding). Dense: an LU solve, exact whatever `rtol`."""
+    Matrix-free: restarted GMRES (`_gmres`) on JVPs of one linearisation, from `guess`
+    (else zero), to a residual `rtol |rhs|` (default `rounding_rtol`: to rounding),
+    preconditioned on the right by `diag(P, 1)` where the field has a preconditioner `P`
+    of `df/dx` (`FlatField`). Dense: an LU solve, exact whatever `rtol`."""
     if dense:
         matrix = jnp.concatenate([jax.jacfwd(lambda z: F(z, args))(y), border[None]], axis=0)
         return jnp.linalg.solve(matrix, rhs)
@@ -116,13 +168,16 @@ def bordered_solve(F, y, border, args, rhs, dense: bool, guess=None, rtol=None):
         dx, dp = d
         return linear(dx) + df_dp * dp, border_x @ dx + border_p * dp
 
+    inverse = F.precondition_at(y, args)
+    precondition = None if inverse is None else (lambda d: (inverse(d[0]), d[1]))
     pair = lambda v: None if v is None else (v[:-1], v[-1])  # noqa: E731
-    (dx, dp), _ = jax.scipy.sparse.linalg.gmres(
+    dx, dp = _gmres(
         operator,
         pair(rhs),
-        x0=pair(guess),
-        tol=rounding_rtol(y.dtype) if rtol is None else rtol,
-        **_gmres_limits(y.size),
+        pair(guess),
+        rounding_rtol(y.dtype) if rtol is None else rtol,
+        y.size,
+        precondition,
     )
     return jnp.concatenate([dx, dp[None]])
 
@@ -235,11 +290,89 @@ def arnoldi_steps(F, y, args, basis, projected, first):
     return krylov_schur.arnoldi_steps(linear, basis, projected, first)
 
 
-def _leading_pairs(steps, F, y, args, start, k: int):
+def inverse_rtol(dtype) -> float:
+    """The relative residual to which a shift-and-invert product `(df/dx)^-1 v` is
+    solved: a hundredth of the Ritz pairs' acceptance (`_leading_pairs`), so that the
+    inverse's solving errors stay below what is accepted."""
+    return 1e-12 if dtype == jnp.float64 else 1e-7
+
+
+# A shift-and-invert product's GMRES stops after this many products: near a singular
+# point its target is below rounding (below), and the full `GMRES_MAX_STEPS` on each of
+# the eigen-solver's products would cost minutes per point.
+INVERSE_MAX_STEPS = 300
+# A shift-and-invert product `u = (df/dx)^-1 v` is accepted where its true residual is at
+# most `INVERSE_SLACK` times `inverse_rtol |v|` plus the residual's rounding floor,
+# `INVERSE_SLACK eps |df/dx| |u|` (near a bifurcation `u` is large, and so is that floor:
+# the error it leaves lies along the near-null eigenvector, the one sought); else the
+# product is NaN and the eigen-solver stops at once (`EigenNotConvergedError`) rather than
+# restart on a wrong operator. `|df/dx|` is estimated by `NORM_ITERATIONS` power steps.
+INVERSE_SLACK = 100.0
+NORM_ITERATIONS = 10
+
+
+def _norm_estimate(linear, size: int, dtype):
+    """`|linear|` (2-norm) estimated from below by power steps from a fixed random
+    vector (not a smooth one: a discrete Laplacian's largest eigenvalues are its
+    roughest modes): within a small factor of it, enough to scale a rounding floor."""
+
+    def step(_, w):
+        w = linear(w)
+        return w / jnp.linalg.norm(w)
+
+    w = jax.random.normal(jax.random.key(0), (size,), dtype)
+    w = jax.lax.fori_loop(0, NORM_ITERATIONS, step, w / jnp.linalg.norm(w))
+    return jnp.linalg.norm(linear(w))
+
+
+def _inverse(linear, precondition, size: int, dtype):
+    """`v -> linear^-1 v` by `_gmres` to `inverse_rtol` (at most `INVERSE_MAX_STEPS`
+    products), NaN where its residual is above what `INVERSE_SLACK` allows."""
+    rtol = inverse_rtol(dtype)
+    floor = INVERSE_SLACK * jnp.finfo(dtype).eps * _norm_estimate(linear, size, dtype)
+
+    def solve(v):
+        u = _gmres(linear, v, None, rtol, size, precondition, INVERSE_MAX_STEPS, "incremental")
+        allowed = INVERSE_SLACK * rtol * jnp.linalg.norm(v) + floor * jnp.linalg.norm(u)
+        return jnp.where(jnp.linalg.norm(linear(u) - v) > allowed, jnp.nan, u)
+
+    return solve
+
+
+@compiled
+def inverse_arnoldi_steps(F, y, args, basis, projected, first):
+    """`arnoldi_steps` on `(df/dx)^-1` at `y`: each product a `_gmres` solve on JVPs,
+    preconditioned where the field has a preconditioner (`_inverse`)."""
+    _, linear = jax.linearize(lambda u: F.split(u, y[-1], args), y[:-1])
+    solve = _inverse(linear, F.precondition_at(y, args), y.size - 1, y.dtype)
+    return krylov_schur.arnoldi_steps(solve, basis, projected, first)
+
+
+@compiled
+def transposed_inverse_arnoldi_steps(F, y, args, basis, projected, first):
+    """`arnoldi_steps` on `(df/dx)^-T` at `y`: solves on vector-Jacobian products,
+    preconditioned by the transpose of the field's preconditioner (which must then be
+    transposable by `jax.linear_transpose`: linear in `v`)."""
+    _, pullback = jax.vjp(lambda u: F.split(u, y[-1], args), y[:-1])
+    inverse = F.precondition_at(y, args)
+    transposed = None
+    if inverse is not None:
+        transpose = jax.linear_transpose(inverse, y[:-1])
+        transposed = lambda w: transpose(w)[0]  # noqa: E731
+    solve = _inverse(lambda w: pullback(w)[0], transposed, y.size - 1, y.dtype)
+    return krylov_schur.arnoldi_steps(solve, basis, projected, first)
+
+
+# What `leading_eigen` keeps: the eigenvalues with the largest real parts (Arnoldi on
+# `df/dx`), or those nearest zero (Arnoldi on its inverse: shift-and-invert at 0).
+SPECTRA = ("rightmost", "nearest_zero")
+
+
+def _leading_pairs(steps, F, y, args, start, k: int, which: str = "real"):
     """`_krylov_schur.leading_eigenpairs` of the operator whose Arnoldi steps at `y` are
     `steps(F, y, args, ...)`: `KRYLOV_VECTORS` Krylov vectors (at least `2 k + 1`), the
-    `k` leading pairs accepted at `1e-10` (float64; 1e-5 in float32) of the operator's
-    norm."""
+    `k` pairs largest in `which` accepted at `1e-10` (float64; 1e-5 in float32) of the
+    operator's norm."""
     n = y.size - 1
     values, vectors, _ = krylov_schur.leading_eigenpairs(
         lambda basis, projected, first: steps(F, y, args, basis, projected, first),
@@ -247,20 +380,40 @@ def _leading_pairs(steps, F, y, args, start, k: int):
         min(k, n - 2),
         krylov=min(n - 1, max(2 * k + 1, KRYLOV_VECTORS)),
         tol=1e-10 if y.dtype == jnp.float64 else 1e-5,
+        which=which,
     )
     return values, vectors
 
 
-def leading_eigen(F, y, args, k: int, dense: bool, previous=None):
-    """The `k` eigenvalues of `df/dx` at `y` with the largest real parts (descending),
-    their eigenvectors (`[n, k]`), and the numbers of real and of complex eigenvalues with
-    a positive real part (all eigenvalues in the dense case; among the `k` otherwise).
+def _inverted_pairs(steps, F, y, args, start, k: int):
+    """The `k` eigenpairs of `df/dx` nearest zero, from Arnoldi on its inverse
+    (`steps`: `inverse_arnoldi_steps` or its transpose): eigenvalues `1 / mu`."""
+    try:
+        values, vectors = _leading_pairs(steps, F, y, args, start, k, which="magnitude")
+    except krylov_schur.EigenNotConvergedError as error:
+        raise krylov_schur.EigenNotConvergedError(
+            f"shift-and-invert: {error} The inverse's GMRES solves may not have "
+            "converged: give a preconditioner of df/dx (preconditioner=), or use "
+            "spectrum='rightmost' or matrix_free=False."
+        ) from None
+    return 1.0 / values, vectors
+
+
+def leading_eigen(F, y, args, k: int, dense: bool, previous=None, spectrum: str = "rightmost"):
+    """The `k` eigenvalues of `df/dx` at `y` with the largest real parts, or with
+    `spectrum="nearest_zero"` those nearest zero (either way returned by descending real
+    part), their eigenvectors (`[n, k]`), and the numbers of real and of complex
+    eigenvalues with a positive real part (all eigenvalues in the dense case; among the
+    `k` otherwise).
 
     Dense: numpy's `eig` of the formed Jacobian. Matrix-free: Krylov-Schur
     (`_krylov_schur.leading_eigenpairs`, `KRYLOV_VECTORS` Krylov vectors, a fixed start
-    vector or `previous`, below) on JVPs of one linearisation, each Ritz pair accepted
-    at a residual below `1e-10` (float64) times the operator's norm on its Krylov
-    space: a tolerance relative
+    vector or `previous`, below) on JVPs of one linearisation, or on `(df/dx)^-1` for
+    the nearest zero (each product a GMRES solve to `inverse_rtol`, preconditioned
+    where the field has a preconditioner: a stiff spectrum's rightmost eigenvalues,
+    clustered beside its far-left ones, take Arnoldi on `df/dx` thousands of products),
+    each Ritz pair accepted at a residual below `1e-10` (float64) times the operator's
+    norm on its Krylov space: a tolerance relative
     to the operator, not to the eigenvalue (which nears 0 at a fold or branch point,
     where a relative test takes ever more restarts); `EigenNotConvergedError` where it
     fails. `previous` (`[n, j]`, the eigenvectors at a nearby point) starts the Krylov
@@ -269,6 +422,10 @@ def leading_eigen(F, y, args, k: int, dense: bool, previous=None):
     n = y.size - 1
     if dense:
         values, vectors = np.linalg.eig(np.asarray(jacobian(F, y, args))[:, :-1])
+        unstable = _unstable(values)
+        if spectrum == "nearest_zero":
+            near = np.argsort(np.abs(values), kind="stable")[:k]
+            values, vectors = values[near], vectors[:, near]
     else:
         start = 1.0 + np.random.default_rng(0).random(n)
         if previous is not None:
@@ -278,12 +435,20 @@ def leading_eigen(F, y, args, k: int, dense: bool, previous=None):
             if np.isfinite(size) and size > 0:
                 start = near / size + WARM_START_MIX * start / np.linalg.norm(start)
         start = jnp.asarray(start, y.dtype)
-        values, vectors = _leading_pairs(arnoldi_steps, F, y, args, start, k)
+        if spectrum == "nearest_zero":
+            values, vectors = _inverted_pairs(inverse_arnoldi_steps, F, y, args, start, k)
+        else:
+            values, vectors = _leading_pairs(arnoldi_steps, F, y, args, start, k)
+        unstable = _unstable(values)
     order = np.argsort(-values.real, kind="stable")
     values, vectors = values[order].astype(complex), vectors[:, order]
-    real = real_eigenvalues(values)
-    unstable = (int(np.sum(values.real[real] > 0)), int(np.sum(values.real[~real] > 0)))
     return values[:k], vectors[:, :k], unstable
+
+
+def _unstable(values) -> tuple[int, int]:
+    """The numbers of real and of complex `values` with a positive real part."""
+    real = real_eigenvalues(values)
+    return int(np.sum(values.real[real] > 0)), int(np.sum(values.real[~real] > 0))
 
 
 @compiled
@@ -300,19 +465,22 @@ def transposed_arnoldi_steps(F, y, args, basis, projected, first):
     return krylov_schur.arnoldi_steps(lambda w: pullback(w)[0], basis, projected, first)
 
 
-def left_null_vector(F, y, args, value, guess, k: int):
+def left_null_vector(F, y, args, value, guess, k: int, spectrum: str = "rightmost"):
     """The left eigenvector of `df/dx` at `y` for its real eigenvalue `value` (the one
     through zero at a branch point), matrix-free: Krylov-Schur on `(df/dx)^T`, whose `k`
-    leading eigenvalues are those of `df/dx`, started from `guess` (the right
+    leading eigenvalues are those of `df/dx` (with `spectrum="nearest_zero"`, on
+    `(df/dx)^-T`: the `k` nearest zero), started from `guess` (the right
     eigenvector: the left one where `df/dx` is symmetric), the eigenvalue nearest
     `value` picked. Returns a real unit vector `[n]`."""
     n = y.size - 1
     start = np.asarray(np.real(guess), np.float64)
     start = start / np.linalg.norm(start)
     start = start + WARM_START_MIX * (1.0 + np.random.default_rng(0).random(n)) / np.sqrt(n)
-    values, vectors = _leading_pairs(
-        transposed_arnoldi_steps, F, y, args, jnp.asarray(start, y.dtype), k
-    )
+    first = jnp.asarray(start, y.dtype)
+    if spectrum == "nearest_zero":
+        values, vectors = _inverted_pairs(transposed_inverse_arnoldi_steps, F, y, args, first, k)
+    else:
+        values, vectors = _leading_pairs(transposed_arnoldi_steps, F, y, args, first, k)
     distance = np.abs(values - value)
     pick = int(np.argmin(distance))
     others = np.delete(distance, pick)
@@ -326,11 +494,11 @@ def left_null_vector(F, y, args, value, guess, k: int):
     return np.real(psi) / np.linalg.norm(np.real(psi))
 
 
-def switch_tangent(F, y, t, phi, value, args, dense: bool, k: int):
+def switch_tangent(F, y, t, phi, value, args, dense: bool, k: int, spectrum: str = "rightmost"):
     """The tangent of the other branch through a simple branch point at `y`, where the
     branch has tangent `t` and `df/dx` the null vector `phi` (eigenvalue `value`, near
-    zero; the `k`-th largest in real part: the left one is the `k`-th of the transposed
-    Jacobian).
+    zero; the `k`-th largest in real part, or with `spectrum="nearest_zero"` among the
+    `k` nearest zero: the left one is found among as many of the transposed Jacobian's).
 
     The null space of `df/dy` is spanned by `t` and `w = (phi, 0)` less its Euclidean
     projection on `t` (any second direction of that space serves); a branch's tangent `c1 t + c2 w`
@@ -350,7 +518,7 @@ def switch_tangent(F, y, t, phi, value, args, dense: bool, k: int):
         u, _, _ = np.linalg.svd(np.asarray(jacobian(F, y, args))[:, :-1])
         psi = u[:, -1]
     else:
-        psi = left_null_vector(F, y, args, value, phi, k)
+        psi = left_null_vector(F, y, args, value, phi, k, spectrum)
     a_tw = float(
         psi
         @ np.asarray(

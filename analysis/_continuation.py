@@ -18,7 +18,9 @@ be followed through a fold, where `p` turns back (Keller, 1977; Allgower and Geo
    corrector that needed few iterations lengthens the next step (up to `ds_max`).
 
 At every accepted point the `k` eigenvalues of `df/dx` with the largest real parts are
-kept (dense `eig`, or Krylov-Schur Arnoldi on JVPs, `_krylov_schur`). Between two points:
+kept (dense `eig`, or Krylov-Schur Arnoldi on JVPs, `_krylov_schur`), or with
+`spectrum="nearest_zero"` the `k` nearest zero (shift-and-invert, for stiff fields, with
+a `preconditioner` of `df/dx` in every GMRES solve). Between two points:
 
 - a **fold** where the tangent's `p` component changes sign (`p` turns; an eigenvalue
   passes through 0); located on that component by the Illinois false position (a
@@ -68,6 +70,7 @@ from . import _krylov_schur as krylov_schur
 from ._branch_kernels import (
     DENSE_MAX,
     EXACT_TANGENT_BELOW,
+    SPECTRA,
     TANGENT_RTOL,
     FlatField,
     correct,
@@ -100,6 +103,10 @@ Field = Callable[[Array, Array, Any], Array]
 # What `p` is for an energy model: a name of `_system_branch.PARAMETERS`, or a function
 # `(model, args, p) -> (model, args)`.
 Parameter = Literal["beta", "memory_scale", "field_strength"] | Callable[..., tuple[Any, Any]]
+# A preconditioner of a field's Jacobian `df/dx`: `preconditioner(v, x, p, args)`, `v` and
+# `x` of the state's shape, returns an approximation of `(df/dx)^-1 v` at `(x, p)`, linear
+# in `v` (a fast solve with the stiff part of `df/dx`, such as a discrete Laplacian's).
+Preconditioner = Callable[[Array, Array, Array, Any], Array]
 
 
 def _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points):
@@ -157,8 +164,9 @@ def dtype_of(x0, dtype):
 class _Branch:
     """The compiled pieces bound to one field, its conditions and settings."""
 
-    def __init__(self, F, args, tol, max_newton, k, dense, dtype, weights):
+    def __init__(self, F, args, tol, max_newton, k, dense, dtype, weights, spectrum):
         self.F, self.args, self.k, self.dense = F, args, k, dense
+        self.spectrum = spectrum  # `_branch_kernels.SPECTRA`: which eigenvalues are kept
         self.tol = jnp.asarray(tol, dtype)
         self.max_newton = int(max_newton)
         self.weights = weights  # [n + 1]: the arclength's metric
@@ -235,7 +243,13 @@ class _Branch:
         exactly zero)."""
         try:
             values, vectors, unstable = leading_eigen(
-                self.F, point["y"], self.args, self.k, self.dense, previous=self.vectors
+                self.F,
+                point["y"],
+                self.args,
+                self.k,
+                self.dense,
+                previous=self.vectors,
+                spectrum=self.spectrum,
             )
         except krylov_schur.EigenNotConvergedError as error:
             self.refuse(
@@ -248,6 +262,28 @@ class _Branch:
             return None
         self.vectors = vectors
         return dict(point, eigenvalues=values, vectors=vectors, unstable=unstable)
+
+    def radius(self, a, b) -> float:
+        """The eigenvalues whose counts are compared between points `a` and `b`: those
+        nearer zero than this. Where each point keeps the `k` nearest zero of many
+        (matrix-free, `spectrum="nearest_zero"`), only those nearer zero than the
+        farthest kept at both ends are seen at both: else an unstable eigenvalue
+        leaving the `k` kept would count as a crossing. Elsewhere every kept one
+        counts (the rightmost `k` hold every positive one, up to `k`)."""
+        if self.dense or self.spectrum != "nearest_zero":
+            return math.inf
+        return min(float(np.max(np.abs(q["eigenvalues"]))) for q in (a, b))
+
+    @staticmethod
+    def counts(point, radius: float) -> tuple[int, int]:
+        """The numbers of real and of complex eigenvalues with a positive real part
+        among those of `point` nearer zero than `radius` (`radius`)."""
+        if radius == math.inf:
+            return point["unstable"]
+        values = np.asarray(point["eigenvalues"])
+        seen, real = np.abs(values) < radius, real_eigenvalues(values)
+        positive = values.real > 0
+        return int(np.sum(positive & real & seen)), int(np.sum(positive & ~real & seen))
 
     def refuse(self, cause, y, residual, iterations, **details):
         """Record why a step was refused (`stall` in the result): `cause`, where Newton
@@ -392,9 +428,11 @@ def _branch_point_at_turn(branch, a, b) -> bool:
     Matrix-free the count is among the `k` leading eigenvalues: where all of them are
     positive at either end the crossing may lie further down, and the turn is taken
     for a fold."""
-    if not branch.dense and any(np.all(np.asarray(q["eigenvalues"]).real > 0) for q in (a, b)):
-        return False
-    return (b["unstable"][0] - a["unstable"][0]) % 2 == 0
+    radius = branch.radius(a, b)
+    if radius == math.inf and not branch.dense:
+        if any(np.all(np.asarray(q["eigenvalues"]).real > 0) for q in (a, b)):
+            return False
+    return (branch.counts(b, radius)[0] - branch.counts(a, radius)[0]) % 2 == 0
 
 
 def _branch_point(branch, point, bracket, index):
@@ -413,7 +451,8 @@ def _branch_point(branch, point, bracket, index):
                 values[e],
                 branch.args,
                 branch.dense,
-                k=e + 1,
+                k=branch.k if branch.spectrum == "nearest_zero" else e + 1,
+                spectrum=branch.spectrum,
             )
         except krylov_schur.EigenNotConvergedError as error:  # the left null vector's
             record["switch_error"] = str(error)
@@ -455,32 +494,67 @@ def _detect(branch, a, b, index, locate_tol):
     return before + [record] + after
 
 
-def _crossings(branch, a, b, index, locate_tol):
+def _crossings(branch, a, b, index, locate_tol, radius=None):
     """The branch and Hopf points between `a` and `b` from the counts of eigenvalues with
     a positive real part (`_detect`). A real crossing is located first (bisection finds
     the first change of the real count); the stretches before and after its bracket are
     then searched again, so that a second branch point, or a Hopf point, in the same
     step is found too. Two real eigenvalues crossing at once, as where a kinked field's
-    Jacobian jumps, are one branch point (its `_trust` says `eigenvalue_jump`)."""
-    (real_a, complex_a), (real_b, complex_b) = a["unstable"], b["unstable"]
+    Jacobian jumps, are one branch point (its `_trust` says `eigenvalue_jump`).
+
+    Where each point keeps the eigenvalues nearest zero (`_Branch.radius`), the counts
+    are among those nearer zero than `radius` (the outermost search's, kept for the
+    stretches searched again), and a change located where the eigenvalue nearest zero
+    does not change sign across the final bracket is an eigenvalue passing that radius,
+    not zero: no bifurcation (`_crosses_zero`)."""
+    if radius is None:
+        radius = branch.radius(a, b)
+    (real_a, complex_a), (real_b, complex_b) = branch.counts(a, radius), branch.counts(b, radius)
     real, pairs = real_b - real_a, complex_b - complex_a
+
+    def around(lo_point, hi_point):
+        before, after = [], []
+        if lo_point is not a:
+            before = _crossings(branch, a, lo_point, index, locate_tol, radius)
+        if hi_point is not b:
+            after = _crossings(branch, hi_point, b, index, locate_tol, radius)
+        return before, after
+
     # a real eigenvalue crossed (not a complex pair splitting into two real ones, which
     # changes neither total)
     if real and real + pairs:
         point, bracket, lo_point, hi_point = _bisect(
-            branch, a, b, lambda q: q["unstable"][0], locate_tol
+            branch, a, b, lambda q: branch.counts(q, radius)[0], locate_tol
         )
-        before = _crossings(branch, a, lo_point, index, locate_tol) if lo_point is not a else []
-        after = _crossings(branch, hi_point, b, index, locate_tol) if hi_point is not b else []
+        before, after = around(lo_point, hi_point)
+        if radius < math.inf and not _crosses_zero(lo_point, hi_point, real=True):
+            return before + after
         return before + [_branch_point(branch, point, bracket, index)] + after
     if pairs and not real:  # a complex pair crossed
-        point, bracket, _, _ = _bisect(branch, a, b, lambda q: q["unstable"][1], locate_tol)
+        point, bracket, lo_point, hi_point = _bisect(
+            branch, a, b, lambda q: branch.counts(q, radius)[1], locate_tol
+        )
+        if radius < math.inf and not _crosses_zero(lo_point, hi_point, real=False):
+            return []
         values = point["eigenvalues"]
         e = _nearest_zero(values, real=False)
         record = _record("hopf", point, bracket, index, branch.F, None if e is None else values[e])
         record["frequency"] = None if e is None else abs(float(values[e].imag))
         return [record]
     return []
+
+
+def _crosses_zero(lo_point, hi_point, real: bool) -> bool:
+    """Whether the real part of the real (or complex) eigenvalue nearest zero changes
+    sign from `lo_point` to `hi_point`."""
+    signs = []
+    for q in (lo_point, hi_point):
+        values = np.asarray(q["eigenvalues"])
+        e = _nearest_zero(values, real)
+        if e is None:
+            return False
+        signs.append(np.sign(values[e].real))
+    return bool(signs[0] != signs[1])
 
 
 def _trust(record, locate_tol):
@@ -521,6 +595,8 @@ def continuation(
     locate_tol: float | None = None,
     tangent_start: Real[ArrayLike, " n_plus_1"] | None = None,
     matrix_free: bool | None = None,
+    preconditioner: Preconditioner | None = None,
+    spectrum: Literal["rightmost", "nearest_zero"] = "rightmost",
     state_weight: float = 1.0,
     dtype: DTypeLike | None = None,
 ) -> dict:
@@ -563,12 +639,32 @@ def continuation(
     - `tangent_start`: the first tangent (`[n + 1]`: the state's entries, then `p`)
       instead of the branch's own; `switch_branch` passes the other branch's here.
     - `matrix_free`: force GMRES and Arnoldi (`True`) or dense Jacobians (`False`);
-      default: dense up to `DENSE_MAX` unknowns.
+      default: dense up to `DENSE_MAX` unknowns, matrix-free above or with a
+      `preconditioner`.
+    - `preconditioner`: for a field (not an energy model), matrix-free only:
+      `preconditioner(v, x, p, args) -> ~(df/dx)^-1 v` (`v`, `x` of the state's shape;
+      linear in `v`, and for branch switching with `spectrum="nearest_zero"`
+      transposable by `jax.linear_transpose`). Every GMRES solve is preconditioned on
+      the right with it (the residual tested stays the true one), and so are the solves
+      of `spectrum="nearest_zero"`. A stiff field (a discretised PDE: `|df/dx| ~ 4/h^2`)
+      needs one matrix-free: unpreconditioned, GMRES stalls there. Pass the same
+      function on every call: it is part of the compiled programs' key.
+    - `spectrum`: which `k` eigenvalues each point keeps: `"rightmost"` (the largest
+      real parts; Arnoldi on `df/dx`) or `"nearest_zero"` (shift-and-invert: Arnoldi on
+      `(df/dx)^-1`, each product a GMRES solve; dense, the `k` nearest zero of all). On
+      a stiff spectrum Arnoldi finds the rightmost eigenvalues, clustered beside far
+      larger ones, only after thousands of products; the nearest zero come in a few
+      restarts, and hold every eigenvalue that crosses zero at a fold or branch point.
+      Matrix-free, the counts of unstable eigenvalues are then among those kept: an
+      unstable eigenvalue farther from zero than the `k`-th nearest is not seen (and a
+      Hopf pair crossing at a frequency beyond them is not found): choose `k` above the
+      number of unstable ones.
     - `dtype`: the arithmetic (default: `x0`'s; float64 needs `jax_enable_x64`).
 
     **Returns:** a dict: `p [m]`, `x [m, *x0.shape]`, `s [m]` (arclength),
     `eigenvalues [m, k]` (complex, largest real part first), `unstable [m]` (eigenvalues
     with a positive real part: all of them when dense, among the `k` when matrix-free),
+    `spectrum`,
     `stable [m]`, `tangent_p [m]`, `newton_iterations [m]`, `residual_rms [m]`;
     `bifurcations`: a list of dicts with `kind` (`"fold"`, `"branch_point"`, `"hopf"`),
     `p`, `x`, `s`, `index` (the point before it), `s_bracket` (the final location
@@ -598,6 +694,7 @@ def continuation(
     lo, hi = _check(system, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points)
     if direction not in (1, -1):
         raise ValueError(f"direction must be +1 or -1 (got {direction!r}).")
+    check_linear_algebra(system, spectrum, preconditioner, matrix_free)
     dtype = dtype_of(x0, dtype)
     if tol is None:
         tol = default_tol(dtype)
@@ -616,17 +713,15 @@ def continuation(
             raise ValueError("parameter= is for energy models; a field takes p itself.")
         field = system
     n = x0.size
-    dense = (n + 1 <= DENSE_MAX) if matrix_free is None else not matrix_free
-    if not dense and n < 4:
-        raise ValueError("matrix_free needs a state of at least 4 entries (Arnoldi).")
-    F = FlatField(field, tuple(x0.shape))
+    dense = is_dense(n, matrix_free, preconditioner)
+    F = FlatField(field, tuple(x0.shape), preconditioner)
     if not energy_model:
         args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
         check_field_shape(field, x0, p0, args)
     if not (math.isfinite(state_weight) and state_weight > 0):
         raise ValueError(f"state_weight must be positive (got {state_weight!r}).")
     weights = jnp.full(n + 1, state_weight / n, dtype).at[-1].set(1.0)
-    branch = _Branch(F, args, tol, max_newton, k, dense, dtype, weights)
+    branch = _Branch(F, args, tol, max_newton, k, dense, dtype, weights, spectrum)
 
     y0 = jnp.concatenate([jnp.ravel(x0), jnp.asarray([p0], dtype)])
     e_p = jnp.zeros(n + 1, dtype).at[-1].set(1.0)
@@ -659,8 +754,10 @@ def continuation(
     points = [branch.finish(dict(y=y, t=t, iterations=it, residual=res, s=0.0, displacement=0.0))]
     if points[0] is None:
         raise ValueError(
-            "the eigen-solver failed at the start: df/dx is singular there; start next "
-            "to the bifurcation, or pass tangent_start."
+            "the eigen-solver failed at the start ("
+            + (branch.failure or {}).get("message", "?")
+            + "): where df/dx is singular there, start next to the bifurcation, or pass "
+            "tangent_start."
         )
     start_correction = _warn_if_moved(jnp.ravel(x0), y, ds, state_weight)
     if tangent_start is None:  # switch_branch starts on its branch point by design
@@ -734,6 +831,10 @@ def continuation(
             max_turn=max_turn,
             locate_tol=locate_tol,
             state_weight=state_weight,
+            spectrum=spectrum,
+            preconditioner=None
+            if preconditioner is None
+            else getattr(preconditioner, "__name__", type(preconditioner).__name__),
             parameter=None
             if not energy_model
             else (
@@ -744,6 +845,7 @@ def continuation(
         ),
     )
     result["start_correction_rms"] = start_correction
+    result["spectrum"] = spectrum
     result["refused_steps"] = dict(branch.refused)
     _warn_if_at_rounding_floor(branch.refused, len(points), tol)
     if energy_model:
@@ -765,6 +867,43 @@ def _to_model_coordinates(result, packed):
     for b in result["bifurcations"]:
         x, res = state_and_residual(jnp.asarray(b["x"]), jnp.asarray(b["p"], dtype), packed)
         b["y"], b["x"], b["fixed_point_residual_rms"] = b["x"], np.asarray(x), float(res)
+
+
+def check_linear_algebra(system, spectrum, preconditioner, matrix_free) -> None:
+    """Refuse an unknown `spectrum`, a `preconditioner` that is not callable, given with
+    `matrix_free=False` (a dense solve has no use for it) or for an energy model (its
+    manifold coordinates are internal)."""
+    if spectrum not in SPECTRA:
+        raise ValueError(f"spectrum must be one of {SPECTRA} (got {spectrum!r}).")
+    if preconditioner is None:
+        return
+    if not callable(preconditioner):
+        raise TypeError(
+            "preconditioner must be a function (v, x, p, args) -> ~(df/dx)^-1 v; got "
+            f"{type(preconditioner).__name__}."
+        )
+    if matrix_free is False:
+        raise ValueError(
+            "preconditioner is for matrix-free solves; with matrix_free=False every "
+            "solve is a dense LU: drop one of the two."
+        )
+    if callable(getattr(system, "vector_field", None)):
+        raise ValueError(
+            "preconditioner is for a field f(x, p, args); an energy model's branch is "
+            "followed in internal manifold coordinates, where none can be given."
+        )
+
+
+def is_dense(n: int, matrix_free: bool | None, preconditioner) -> bool:
+    """Whether `n` unknowns are solved with formed Jacobians: up to `DENSE_MAX` unless
+    `matrix_free` says otherwise or a `preconditioner` is given (matrix-free)."""
+    if matrix_free is None:
+        dense = n + 1 <= DENSE_MAX and preconditioner is None
+    else:
+        dense = not matrix_free
+    if not dense and n < 4:
+        raise ValueError("matrix_free needs a state of at least 4 entries (Arnoldi).")
+    return dense
 
 
 def check_field_shape(field, x0, p, args) -> None:

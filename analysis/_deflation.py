@@ -13,7 +13,7 @@ on the undeflated `f` and kept once. A degenerate (multiple) zero is accepted wh
 """
 
 import warnings
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -21,9 +21,18 @@ import numpy as np
 from jax.typing import DTypeLike
 from jaxtyping import ArrayLike, Real
 
-from ._branch_kernels import DENSE_MAX, FlatField, deflated_newton, leading_eigen
+from ._branch_kernels import FlatField, deflated_newton, leading_eigen
 from ._common import is_count
-from ._continuation import Field, check_field_shape, default_tol, dtype_of, is_float
+from ._continuation import (
+    Field,
+    Preconditioner,
+    check_field_shape,
+    check_linear_algebra,
+    default_tol,
+    dtype_of,
+    is_dense,
+    is_float,
+)
 from ._records import metadata
 from ._xla_fallback import rescued_kernels
 
@@ -43,6 +52,8 @@ def steady_states(
     min_distance: float = 1e-6,
     k: int = 6,
     matrix_free: bool | None = None,
+    preconditioner: Preconditioner | None = None,
+    spectrum: Literal["rightmost", "nearest_zero"] = "rightmost",
     dtype: DTypeLike | None = None,
 ) -> dict:
     """The distinct steady states of `field` at parameter `p` that deflated Newton
@@ -60,13 +71,15 @@ def steady_states(
     - `tol`: RMS of `f` at which a state is accepted (default 1e-10 in float64, 1e-5
       in float32, as for `continuation`); `max_newton`: iterations per try;
       `min_distance`: RMS distance below which two states are the same.
-    - `k`, `matrix_free`, `dtype`: as for `continuation`.
+    - `k`, `matrix_free`, `preconditioner`, `spectrum`, `dtype`: as for
+      `continuation`.
 
     **Returns:** a dict: `states [m, *shape]`, `residual_rms [m]`, `eigenvalues [m, k]`
-    (largest real part first), `unstable [m]`, `stable [m]`, `start_index [m]` (which
-    start reached each), `tries` (deflated Newton runs), `capped` (`max_states` were
-    found: there may be more), `metadata`. A `RuntimeWarning` where none is found
-    (with the residual the last try ended at) or the cap is reached.
+    (largest real part first; which `k`: `spectrum`), `unstable [m]`, `stable [m]`,
+    `start_index [m]` (which start reached each), `tries` (deflated Newton runs),
+    `capped` (`max_states` were found: there may be more), `metadata`. A
+    `RuntimeWarning` where none is found (with the residual the last try ended at) or
+    the cap is reached.
     """
     if not callable(field):
         raise TypeError(
@@ -94,10 +107,9 @@ def steady_states(
         tol = default_tol(dtype)
     shape = starts.shape[1:]
     n = int(np.prod(shape, dtype=int))
-    dense = (n + 1 <= DENSE_MAX) if matrix_free is None else not matrix_free
-    if not dense and n < 4:
-        raise ValueError("matrix_free needs a state of at least 4 entries (Arnoldi).")
-    F = FlatField(field, tuple(shape))
+    check_linear_algebra(field, spectrum, preconditioner, matrix_free)
+    dense = is_dense(n, matrix_free, preconditioner)
+    F = FlatField(field, tuple(shape), preconditioner)
     args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
     check_field_shape(field, jnp.asarray(starts[0], dtype), p, args)
     rng = np.random.default_rng(0)
@@ -171,7 +183,14 @@ def steady_states(
             stacklevel=2,
         )
     spectra = [
-        leading_eigen(F, jnp.asarray(np.concatenate([x, p_entry]), dtype), args, k, dense)
+        leading_eigen(
+            F,
+            jnp.asarray(np.concatenate([x, p_entry]), dtype),
+            args,
+            k,
+            dense,
+            spectrum=spectrum,
+        )
         for x in found
     ]
     values = np.stack([s[0] for s in spectra]) if spectra else np.zeros((0, k), np.complex128)
@@ -194,6 +213,8 @@ def steady_states(
             tol=tol,
             max_newton=max_newton,
             min_distance=min_distance,
+            spectrum=spectrum,
+            preconditioned=preconditioner is not None,
             xla_passes_off=rescued_kernels(),
         ),
     )

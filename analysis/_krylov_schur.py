@@ -25,6 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
+# The eigenvalues wanted, by what they are largest in: the real part (the rightmost: the
+# operator's own leading ones), or the magnitude (the largest of an inverse: those of the
+# operator nearest zero, as in a shift-and-invert).
+WANTED: dict[str, Callable] = {"real": lambda re, im: re, "magnitude": np.hypot}
+
 
 class EigenNotConvergedError(RuntimeError):
     """The Krylov-Schur iteration did not converge within its restarts, or the operator
@@ -77,23 +82,24 @@ def arnoldi_steps(linear: Callable, basis, projected, first):
     return jax.lax.fori_loop(first, rows - 1, step, (basis, projected))
 
 
-def _ordered_schur(matrix, values, keep: int):
+def _ordered_schur(matrix, values, keep: int, which: str = "real"):
     """The real Schur form `(T, Z, kept)` of `matrix` (`[m, m]`) with its `kept`
-    eigenvalues (of `values`) with the largest real parts first, `kept` as close to
+    eigenvalues (of `values`) largest in `which` (`WANTED`) first, `kept` as close to
     `keep` as the spectrum allows, between 1 and `m - 1` (a complex pair or a tie on the
-    edge is kept whole: the cut lies halfway to the next lower real part; where
+    edge is kept whole: the cut lies halfway to the next lower value; where
     reordering's rounding moves an eigenvalue across a cut, the next cut is tried).
     Fewer than the wanted eigenvalues may be kept: a Krylov-Schur restart stays valid,
     it only keeps less of what it has found."""
-    real = np.sort(values.real)[::-1]
-    size = real.size
+    key = WANTED[which]
+    ranked = np.sort(key(values.real, values.imag))[::-1]
+    size = ranked.size
     for edge in [*range(keep, size), *range(keep - 1, 0, -1)]:
-        threshold = 0.5 * (real[edge - 1] + real[edge])
-        if real[edge] == real[edge - 1]:
+        threshold = 0.5 * (ranked[edge - 1] + ranked[edge])
+        if ranked[edge] == ranked[edge - 1]:
             continue
         try:
             schur, z, kept = scipy.linalg.schur(
-                matrix, output="real", sort=lambda re, im: re > threshold
+                matrix, output="real", sort=lambda re, im: key(re, im) > threshold
             )
         except np.linalg.LinAlgError:  # "leading eigenvalues do not satisfy sort condition"
             continue
@@ -110,9 +116,10 @@ def leading_eigenpairs(
     krylov: int = 40,
     tol: float = 1e-10,
     max_restarts: int = 1000,
+    which: str = "real",
 ):
-    """The `k` eigenvalues with the largest real parts of the operator behind `steps`,
-    and their unit eigenvectors.
+    """The `k` eigenvalues largest in `which` (`"real"`: real part; `"magnitude"`) of
+    the operator behind `steps`, and their unit eigenvectors.
 
     - `steps(basis, projected, first)`: `arnoldi_steps` with the operator bound (usually
       a compiled function, so one compilation serves every restart and every operator
@@ -123,7 +130,7 @@ def leading_eigenpairs(
     - `tol`: a Ritz pair is accepted at a residual of `tol` times the norm of the
       projected matrix.
 
-    Returns `(values [k] complex, descending real parts; vectors [n, k] complex;
+    Returns `(values [k] complex, descending in `which`; vectors [n, k] complex;
     products)`; raises `EigenNotConvergedError` with the residuals where `max_restarts`
     restarts do not converge."""
     start = jnp.asarray(start)
@@ -131,6 +138,8 @@ def leading_eigenpairs(
     m = min(krylov, n - 1)
     if not 1 <= k < m:
         raise ValueError(f"k must be between 1 and {m - 1} (Krylov vectors {m}); got {k}.")
+    if which not in WANTED:
+        raise ValueError(f"which must be one of {sorted(WANTED)} (got {which!r}).")
     if max_restarts < 1:
         raise ValueError(f"max_restarts must be at least 1 (got {max_restarts}).")
     if not float(jnp.linalg.norm(start)) > 0:
@@ -148,14 +157,14 @@ def leading_eigenpairs(
         broke = bool(np.any(h[np.arange(first + 1, m + 1), np.arange(first, m)] == 0.0))
         products += m - first
         b_matrix, b_row = h[:m], h[m]
-        scale = np.linalg.norm(h, 2)
+        scale = np.linalg.norm(h, 2) if np.all(np.isfinite(h)) else np.inf
         if not np.isfinite(scale) or scale == 0.0:
             raise EigenNotConvergedError(
                 f"the operator is {'zero' if scale == 0.0 else 'not finite'} on its "
                 f"Krylov space (after {products} products)."
             )
         values, vectors = np.linalg.eig(b_matrix)
-        order = np.argsort(-values.real, kind="stable")
+        order = np.argsort(-WANTED[which](values.real, values.imag), kind="stable")
         values, vectors = values[order], vectors[:, order]
         residuals = np.abs(b_row @ vectors[:, :k])
         converged = bool(np.all(residuals <= tol * scale))
@@ -172,10 +181,10 @@ def leading_eigenpairs(
             ritz = np.asarray(basis[:m], np.float64).T @ vectors[:, :k]
             ritz = ritz / np.linalg.norm(ritz, axis=0)
             return values[:k], ritz, products
-        ordered = _ordered_schur(b_matrix, values, keep)
+        ordered = _ordered_schur(b_matrix, values, keep, which)
         if ordered is None:
             raise EigenNotConvergedError(
-                f"no restart: the Ritz values' real parts tie across every cut between "
+                f"no restart: the Ritz values ({which}) tie across every cut between "
                 f"1 and {m - 1} kept (after {products} products)."
             )
         schur, z, kept = ordered

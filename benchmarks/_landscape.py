@@ -20,7 +20,13 @@ what a user would run without them, measured in the same run, in float64 where
   its sequential loop iterations (the slowest start's steps) against their sum over the
   starts (solving them one by one). Goal: one compilation of the solve.
 
-Quick mode: fewer points, a shorter `T`, an 8 x 8 grid.
+- **stiff continuation** (a field, not the ET): `u'' + lambda (1 + u)^2 = 0` on
+  `STIFF_POINTS` interior points (`|df/dx| = 4 / h^2`), from `lambda = 0` through its fold,
+  matrix-free with a tridiagonal preconditioner (`L^-1`) and the eigenvalues nearest zero
+  (`spectrum="nearest_zero"`), against the dense path (`jacfwd`, LU, `eig`) on the same
+  settings, each from cold: time per point, and where each put the fold.
+
+Quick mode: fewer points, a shorter `T`, an 8 x 8 grid, a 300-point stiff grid.
 """
 
 import time
@@ -40,6 +46,7 @@ POINTS, K = (100, 6), (6, 2)  # (full, quick): continuation points, eigenvalues
 HORIZON = (100.0, 4.0)  # Lyapunov averaging time (full, quick)
 EXPONENTS = 8
 GRID = (64, 8)  # basin grid points per side (full, quick)
+STIFF_POINTS = (1100, 300)  # interior grid points of the stiff field (full, quick)
 
 
 def _precision():
@@ -219,6 +226,65 @@ def _basin_grid(core, x0, quick):
     )
 
 
+def _stiff_field(n):
+    """`u'' + lambda (1 + u)^2` on `n` interior points of (0, 1), and `L^-1` (the
+    Laplacian's tridiagonal solve) as the preconditioner of its Jacobian."""
+    h = 1.0 / (n + 1)
+
+    def field(u, lam, args):
+        padded = jnp.pad(u, 1)
+        return (padded[:-2] - 2 * u + padded[2:]) / h**2 + lam * (1 + u) ** 2
+
+    def inverse_laplacian(v, u, lam, args):
+        off = jnp.full(v.shape, 1 / h**2, v.dtype)
+        diagonal = jnp.full(v.shape, -2 / h**2, v.dtype)
+        lower, upper = off.at[0].set(0.0), off.at[-1].set(0.0)
+        return jax.lax.linalg.tridiagonal_solve(lower, diagonal, upper, v[:, None])[:, 0]
+
+    return field, inverse_laplacian
+
+
+def _stiff_continuation(quick):
+    dtype = _precision()[0]
+    n = STIFF_POINTS[quick]
+    field, inverse_laplacian = _stiff_field(n)
+    tol = 1e-8 if dtype == jnp.float64 else 1e-4  # above the grid's rounding floor
+    settings = dict(p_span=(0.0, 3.0), ds=0.1, ds_max=0.5, k=4, max_points=14, tol=tol)
+    runs = {}
+    for name, options in (
+        ("matrix_free", dict(preconditioner=inverse_laplacian, spectrum="nearest_zero")),
+        ("dense", dict(matrix_free=False)),
+    ):
+        jax.clear_caches()
+        start = time.perf_counter()
+        branch = analysis.continuation(field, jnp.zeros(n, dtype), 0.0, **settings, **options)
+        folds = [b["p"] for b in branch["bifurcations"] if b["kind"] == "fold"]
+        runs[name] = dict(
+            seconds=time.perf_counter() - start,
+            points=len(branch["p"]),
+            fold=folds[0] if folds else None,
+            stop_reason=branch["stop_reason"],
+        )
+    per_point = {name: r["seconds"] / r["points"] for name, r in runs.items()}
+    ratio = per_point["matrix_free"] / per_point["dense"]
+    folds = [runs[name]["fold"] for name in runs]
+    return row(
+        FAMILY,
+        f"stiff continuation, {n} unknowns, preconditioned matrix-free",
+        value=ratio,
+        unit="x (time per point / dense time per point)",
+        reference="the dense path (jacfwd, LU, eig) on the same field and settings",
+        goal="< 1x",
+        met=ratio < 1.0,
+        matrix_free=runs["matrix_free"],
+        dense=runs["dense"],
+        fold_difference=None if None in folds else abs(folds[0] - folds[1]),
+        unknowns=n,
+        dtype=str(jnp.dtype(dtype)),
+        note="quick: 300 points" if quick else "",
+    )
+
+
 def run(problem, opts) -> list[dict]:
     dtype = _precision()[0]
     core, x0 = analysis.cast((problem.core, problem.x0[:2]), dtype)
@@ -226,4 +292,5 @@ def run(problem, opts) -> list[dict]:
         _continuation(core, x0[0], opts.quick),
         _spectrum(core, x0[0], opts.quick),
         _basin_grid(core, x0, opts.quick),
+        _stiff_continuation(opts.quick),
     ]

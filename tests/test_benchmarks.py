@@ -186,12 +186,13 @@ def test_sparse(problem):
 
 @pytest.mark.skipif(
     not os.environ.get("ET_ODE_SLOW_TESTS"),
-    reason="three landscape tools and their references (45 s of CPU); set ET_ODE_SLOW_TESTS=1",
+    reason="four landscape rows and their references (60 s of CPU); set ET_ODE_SLOW_TESTS=1",
 )
 def test_landscape(problem):
     """The landscape rows: the continued points are the independent fixed points (same
     tolerance), the spectrum has 8 descending exponents, and the basin grid's batched
-    solve compiles once and runs fewer sequential steps than one by one."""
+    solve compiles once and runs fewer sequential steps than one by one; the stiff
+    field's fold is the same matrix-free (preconditioned) and dense."""
     _, rows = _run_rows(("landscape",), problem)
     branch = next(r for name, r in rows.items() if name.startswith("continuation"))
     assert branch["points"] >= 1 and branch["largest_distance_rms"] < 1e-6
@@ -201,3 +202,6 @@ def test_landscape(problem):
     grid = next(r for name, r in rows.items() if name.startswith("basin grid"))
     assert grid["solve_compilations"] == 1 and grid["met"] is True
     assert grid["one_by_one_iterations"] > grid["batched_iterations"] > 0
+    stiff = next(r for name, r in rows.items() if name.startswith("stiff continuation"))
+    assert stiff["matrix_free"]["points"] == stiff["dense"]["points"] == 14
+    assert stiff["fold_difference"] < 1e-9  # the same fold, matrix-free and dense

@@ -157,7 +157,7 @@ PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "how-to" / "landsc
 def test_the_page_runs_the_pitchfork_branch_point_switch_and_deflation():
     """docs/how-to/landscape.md's example, run as written: its printed lines, then its
     numbers against the analytic pitchfork."""
-    (code,) = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)
+    code = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)[0]
     namespace, out = {}, io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, str(PAGE), "exec"), namespace)

@@ -1,0 +1,235 @@
+"""Matrix-free continuation of stiff fields: a user's preconditioner in every GMRES solve
+and the eigenvalues nearest zero by shift-and-invert (`preconditioner=`,
+`spectrum="nearest_zero"`), against answers computed here without them: the discrete
+Laplacian's eigenvalues (the branch points of the Chafee-Infante problem
+`u_t = u_xx + p (u - u^3)` on its trivial branch, and that branch's spectrum), the
+pitchfork's amplitude from its normal form, the Bratu fold from scipy's root finder on
+the extended system (`test_continuation._bratu_fold_reference`), numpy's eigenvalues and
+residuals. The grids are fine enough to be stiff (`|df/dx| = 4 / h^2 = 1.6e5`), where
+plain GMRES and Arnoldi on `df/dx` crawl."""
+
+import contextlib
+import io
+import pathlib
+import re
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_continuation import _bratu_fold_reference, bratu
+
+from et_ode import analysis
+from et_ode.analysis import _branch_kernels as kernels
+
+PAGE = pathlib.Path(__file__).parents[1] / "docs" / "how-to" / "landscape.md"
+N = 199  # interior grid points: h = 1/200
+H = 1.0 / (N + 1)
+MU = 4.0 / H**2 * np.sin(np.arange(1, 5) * np.pi * H / 2) ** 2  # -L's eigenvalues
+
+
+def laplacian(u):
+    padded = jnp.concatenate([jnp.zeros(1, u.dtype), u, jnp.zeros(1, u.dtype)])
+    return (padded[:-2] - 2 * u + padded[2:]) / H**2
+
+
+def chafee_infante(u, p, args):
+    return laplacian(u) + p * (u - u**3)
+
+
+def inverse_laplacian(v, x, p, args):
+    """`L^-1 v` (a tridiagonal solve): the stiff part of both fields' Jacobians."""
+    off = jnp.full(v.shape, 1.0 / H**2, v.dtype)
+    return jax.lax.linalg.tridiagonal_solve(
+        off.at[0].set(0.0), jnp.full(v.shape, -2.0 / H**2, v.dtype), off.at[-1].set(0.0), v[:, None]
+    )[:, 0]
+
+
+def numpy_laplacian(u):
+    pad = np.pad(u, [(0, 0)] * (u.ndim - 1) + [(1, 1)])
+    return (pad[..., :-2] - 2 * u + pad[..., 2:]) / H**2
+
+
+def test_a_preconditioned_solve_meets_its_tolerance_on_the_true_residual():
+    """Right preconditioning keeps GMRES's test on the true residual: recomputed here
+    with numpy's matrices, the bordered solve of the stiff field is within `rtol` of
+    the right-hand side, from zero and from a guess."""
+    rng = np.random.default_rng(0)
+    F = kernels.FlatField(chafee_infante, (N,), inverse_laplacian)
+    y = jnp.asarray(np.concatenate([0.3 * rng.normal(size=N), [12.0]]))
+    border = jnp.asarray(rng.normal(size=N + 1))
+    rhs = jnp.asarray(rng.normal(size=N + 1))
+    x, p = np.asarray(y[:-1]), float(y[-1])
+    laplace = numpy_laplacian(np.eye(N))
+    df_dx = laplace + p * np.diag(1 - 3 * x**2)
+    matrix = np.vstack([np.column_stack([df_dx, x - x**3]), np.asarray(border)[None]])
+    for guess in (None, jnp.asarray(rng.normal(size=N + 1))):
+        dy = kernels.bordered_solve(F, y, border, None, rhs, dense=False, guess=guess, rtol=1e-10)
+        residual = np.linalg.norm(matrix @ np.asarray(dy) - np.asarray(rhs))
+        assert residual <= 1.01e-10 * np.linalg.norm(rhs)
+
+
+def test_the_eigenvalues_nearest_zero_are_numpys():
+    """Shift-and-invert Arnoldi on a nonsymmetric operator with complex eigenvalues
+    (matrix-free) and the dense path keep numpy's `k` eigenvalues nearest zero, with
+    the counts of unstable ones among them (matrix-free) or among all (dense)."""
+    n, k = 60, 6
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(n, n)) / np.sqrt(n) - 0.2 * np.eye(n)
+    want = np.linalg.eigvals(a)
+    want = want[np.argsort(np.abs(want))[:k]]
+    want = want[np.argsort(-want.real, kind="stable")]
+    assert np.any(np.abs(want.imag) > 0.1)  # complex pairs among them
+    F = kernels.FlatField(lambda x, p, args: args @ x + p, (n,))
+    y = jnp.zeros(n + 1)
+    for dense in (False, True):
+        values, vectors, unstable = kernels.leading_eigen(
+            F, y, jnp.asarray(a), k, dense, spectrum="nearest_zero"
+        )
+        np.testing.assert_allclose(np.sort_complex(values), np.sort_complex(want), atol=1e-9)
+        residual = a @ vectors - vectors * values
+        assert np.max(np.abs(residual)) < 1e-8
+        seen = want if not dense else np.linalg.eigvals(a)
+        assert sum(unstable) == int(np.sum(seen.real > 0))
+
+
+def test_the_pages_stiff_example_branch_points_and_pitchfork_are_the_laplacians():
+    """docs/how-to/landscape.md's stiff example, run as written (199 unknowns,
+    preconditioned, the eigenvalues nearest zero): its printed lines are the page's,
+    and its numbers are the analytic ones. On the trivial branch `u = 0` the Jacobian
+    is `L + p I`: its eigenvalues nearest zero are `p - mu_k`, and branch points lie at
+    `p = mu_1, mu_2`. The branch switched onto at `mu_1` is the supercritical
+    pitchfork, whose amplitude `a` (`u ~ a sin(pi x)`) obeys `a^2 = (4/3)(p - mu_1)/p`
+    to first order (the discrete sums of `sin^2` and `sin^4` over the grid are exactly
+    `(N + 1)/2` and `3(N + 1)/8`)."""
+    text = PAGE.read_text()
+    code = re.findall(r"```python\n(.*?)```", text, re.S)[1]
+    printed = re.findall(r"```text\n(.*?)```", text, re.S)[1]
+    namespace, out = {}, io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, str(PAGE), "exec"), namespace)
+    assert out.getvalue() == printed
+    trivial, pitchfork = namespace["trivial"], namespace["pitchfork"]
+    assert namespace["n"] == N
+
+    assert not trivial["dense"] and trivial["spectrum"] == "nearest_zero"
+    expected = trivial["p"][:, None] - MU[None]
+    np.testing.assert_allclose(trivial["eigenvalues"].real, expected, atol=1e-7)
+    points = trivial["bifurcations"]
+    assert [b["kind"] for b in points] == ["branch_point", "branch_point"]
+    assert all(b["located"] and not b["eigenvalue_jump"] for b in points)
+    np.testing.assert_allclose([b["p"] for b in points], MU[:2], atol=1e-8)
+    assert trivial["metadata"]["preconditioner"] == "inverse_laplacian"
+
+    states, ps = pitchfork["x"][1:], pitchfork["p"][1:]
+    residual = numpy_laplacian(states) + ps[:, None] * (states - states**3)
+    assert np.max(np.abs(residual)) < 1e-7  # zeros of the field, computed in numpy
+    grid = H * np.arange(1, N + 1)
+    amplitude = states @ np.sin(np.pi * grid) / np.sum(np.sin(np.pi * grid) ** 2)
+    relative = (ps - MU[0]) / MU[0]
+    assert np.all(relative > 0) and np.all(relative < 0.01)
+    # the first-order law's error is of the order of `p - mu_1` relative (measured:
+    # 0.04 times it, from 2.5e-5 at the first point)
+    error = np.abs(amplitude**2 / (4 / 3 * (ps - MU[0]) / ps) - 1.0)
+    assert np.all(error < 0.1 * relative)
+    assert np.all(pitchfork["stable"][1:])
+
+
+def test_a_stiff_bratu_fold_matrix_free():
+    reference = _bratu_fold_reference(N)
+    branch = analysis.continuation(
+        bratu,
+        jnp.zeros(N),
+        0.0,
+        args=H,
+        p_span=(0.0, 4.0),
+        ds=0.2,
+        ds_max=1.0,
+        max_points=14,
+        k=4,
+        preconditioner=inverse_laplacian,
+        spectrum="nearest_zero",
+    )
+    folds = [b for b in branch["bifurcations"] if b["kind"] == "fold"]
+    assert len(folds) == 1 and folds[0]["located"]
+    assert abs(folds[0]["p"] - reference) < 1e-8
+    before = np.arange(len(branch["p"])) <= folds[0]["index"]
+    assert branch["stable"][before].all() and not branch["stable"][~before].any()
+
+
+def leaving_and_crossing(x, p, args):
+    """`x0`'s rate `p` stays positive and grows past the other rates (from among the
+    eigenvalues nearest zero to outside them); `x1`'s rate `3 - p` crosses zero at
+    `p = 3` (a transcritical point); the rest are stable."""
+    rates = jnp.concatenate([jnp.stack([p, 3.0 - p]), -jnp.arange(1.0, 7.0)])
+    return rates * x + jnp.zeros_like(x).at[1].set(x[1] ** 2)
+
+
+def test_an_eigenvalue_leaving_the_kept_ones_is_no_bifurcation():
+    branch = analysis.continuation(
+        leaving_and_crossing,
+        jnp.zeros(8),
+        0.5,
+        p_span=(0.5, 10.0),
+        ds=0.5,
+        ds_max=2.0,
+        k=3,
+        matrix_free=True,
+        spectrum="nearest_zero",
+    )
+    assert branch["stop_reason"] == "p_span"
+    # the unstable rate p is among the three kept at first, not at the end
+    assert np.isclose(branch["eigenvalues"][0].real.max(), 0.5)
+    assert branch["eigenvalues"][-1].real.max() < 10.0
+    (point,) = branch["bifurcations"]
+    assert point["kind"] == "branch_point" and abs(point["p"] - 3.0) < 1e-8
+
+
+def test_steady_states_of_a_stiff_field():
+    """Between `mu_1` and `mu_2` the Chafee-Infante problem has three steady states: 0
+    and the pitchfork's pair `+-u`; deflated Newton, preconditioned, finds all three."""
+    grid = H * np.arange(1, N + 1)
+    starts = np.stack([0.8 * np.sin(np.pi * grid), np.zeros(N)])
+    found = analysis.steady_states(
+        chafee_infante,
+        starts,
+        15.0,
+        max_states=4,
+        k=4,
+        preconditioner=inverse_laplacian,
+        spectrum="nearest_zero",
+    )
+    states = found["states"]
+    assert not found["dense"] and len(states) == 3
+    residual = numpy_laplacian(states) + 15.0 * (states - states**3)
+    assert np.max(np.abs(residual)) < 1e-8
+    order = np.argsort(states[:, N // 2])
+    low, zero, high = states[order]
+    assert np.max(np.abs(zero)) < 1e-10 and high[N // 2] > 0.5
+    np.testing.assert_allclose(low, -high, atol=1e-9)
+    assert sorted(found["unstable"]) == [0, 0, 1]  # the pair stable, 0 unstable
+
+
+def test_what_cannot_go_together_is_refused(no_runtime_types):
+    x0 = jnp.zeros(N)
+    with pytest.raises(ValueError, match="spectrum must be one of"):
+        analysis.continuation(chafee_infante, x0, 5.0, p_span=(5.0, 6.0), spectrum="leftmost")
+    with pytest.raises(TypeError, match="preconditioner must be a function"):
+        analysis.continuation(chafee_infante, x0, 5.0, p_span=(5.0, 6.0), preconditioner=2.0)
+    with pytest.raises(ValueError, match="drop one of the two"):
+        analysis.continuation(
+            chafee_infante,
+            x0,
+            5.0,
+            p_span=(5.0, 6.0),
+            preconditioner=inverse_laplacian,
+            matrix_free=False,
+        )
+    model = types.SimpleNamespace(vector_field=lambda *a: None)
+    with pytest.raises(ValueError, match="internal manifold coordinates"):
+        analysis.continuation(model, x0, 5.0, p_span=(5.0, 6.0), preconditioner=inverse_laplacian)
+    with pytest.raises(ValueError, match="drop one of the two"):
+        analysis.steady_states(
+            chafee_infante, x0[None], 5.0, preconditioner=inverse_laplacian, matrix_free=False
+        )
