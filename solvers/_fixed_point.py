@@ -32,6 +32,7 @@ from jaxtyping import ArrayLike, Float
 
 from ._anderson import anderson
 from ._implicit import default_implicit_tol, implicit_fixed_point
+from ._options import is_traced
 from ._protocol import EnergySystem, RealScalar, as_manifold_system
 from ._stop import rms
 
@@ -145,7 +146,9 @@ def find_fixed_point(
       dynamics"). In float32 the tolerance must stay above the state's resolution
       (about 1e-6 times the field's scale).
 
-    `max_steps` defaults to 100 for Newton and L-BFGS (iterations).
+    `max_steps` defaults to 100 for Newton and L-BFGS (iterations). A start, model or
+    `args` holding NaN or inf is refused with a `ValueError` that names the array
+    (where they are concrete; inside `jax.jit` they are not checked).
 
     **Gradients.** `x` (and `energy`, `residual_rms`) can be differentiated with respect
     to the model's parameters, `args` and `x_init` (through the manifold it fixes: each
@@ -167,6 +170,7 @@ def find_fixed_point(
         raise ValueError(f"method must be one of {', '.join(METHODS)} (got {method!r}).")
     if linear not in ("auto", "dense", "gmres"):
         raise ValueError(f"linear must be 'auto', 'dense' or 'gmres' (got {linear!r}).")
+    _refuse_nonfinite(x_init=x_init, args=args, model=model)
     if method == "auto":
         method = "newton" if x_init.size <= NEWTON_DENSE_MAX else "anderson"
     if max_steps is None:
@@ -210,6 +214,24 @@ def find_fixed_point(
         success=ok,
         method=method,
     )
+
+
+def _refuse_nonfinite(**trees) -> None:
+    """A `ValueError` naming the first floating-point array of `trees` (where none is
+    traced) that holds a NaN or an inf: the search would end with `success=False` and
+    a NaN state, and no word of why."""
+    for name, tree in trees.items():
+        leaves = jax.tree_util.tree_flatten_with_path(eqx.filter(tree, eqx.is_inexact_array))[0]
+        if is_traced([leaf for _, leaf in leaves]):
+            continue
+        for path, leaf in leaves:
+            if not bool(jnp.all(jnp.isfinite(leaf))):
+                where = name + jax.tree_util.keystr(path)
+                raise ValueError(
+                    f"{where} holds NaN or inf values: find_fixed_point needs a finite "
+                    "start, model and args (a NaN there would end the search with "
+                    "success=False and a NaN state)."
+                )
 
 
 def _check_anderson(dt, memory, warm_steps, max_steps):

@@ -137,6 +137,18 @@ def test_lbfgs_reaches_the_flows_minimum_and_stalls_at_the_energy_floor(model, x
         solvers.find_fixed_point(model, x0, method="adam")  # past its Literal annotation
 
 
+def test_a_nan_in_the_start_model_or_args_is_named(model, x0):
+    """A NaN start, weight or condition is refused before the search, naming where it
+    is (the search would end with `success=False` and a NaN state, and no word)."""
+    with pytest.raises(ValueError, match=r"x_init holds NaN"):
+        solvers.find_fixed_point(model, x0.at[0, 0].set(jnp.nan))
+    broken = eqx.tree_at(lambda m: m.hopfield.xi, model, model.hopfield.xi.at[0, 0].set(jnp.inf))
+    with pytest.raises(ValueError, match=r"model\.hopfield\.xi holds NaN or inf"):
+        solvers.find_fixed_point(broken, x0)
+    with pytest.raises(ValueError, match=r"args\[1\] holds NaN"):
+        solvers.find_fixed_point(model, x0, args=(None, jnp.array([jnp.nan])))
+
+
 # ---------------------------------------------------------------- conditions (test 8)
 # The gradients and losses below are jitted: one compiled program each, where an eager
 # `jax.grad` compiles every operation of the backward pass on its own.
