@@ -392,9 +392,11 @@ def _inverted_pairs(steps, F, y, args, start, k: int):
         values, vectors = _leading_pairs(steps, F, y, args, start, k, which="magnitude")
     except krylov_schur.EigenNotConvergedError as error:
         raise krylov_schur.EigenNotConvergedError(
-            f"shift-and-invert: {error} The inverse's GMRES solves may not have "
-            "converged: give a preconditioner of df/dx (preconditioner=), or use "
-            "spectrum='rightmost' or matrix_free=False."
+            f"shift-and-invert: {error} The inverse's GMRES solves did not reach their "
+            "tolerance: give a preconditioner of df/dx (preconditioner=), or use "
+            "spectrum='rightmost' or matrix_free=False (or the field rounds more "
+            "coarsely than its dtype, as with float32 or TF32 matrix products in a "
+            "float64 field: compute it in its dtype)."
         ) from None
     return 1.0 / values, vectors
 
@@ -422,7 +424,7 @@ def leading_eigen(F, y, args, k: int, dense: bool, previous=None, spectrum: str 
     n = y.size - 1
     if dense:
         values, vectors = np.linalg.eig(np.asarray(jacobian(F, y, args))[:, :-1])
-        unstable = _unstable(values)
+        unstable = unstable_counts(values)
         if spectrum == "nearest_zero":
             near = np.argsort(np.abs(values), kind="stable")[:k]
             values, vectors = values[near], vectors[:, near]
@@ -439,16 +441,24 @@ def leading_eigen(F, y, args, k: int, dense: bool, previous=None, spectrum: str 
             values, vectors = _inverted_pairs(inverse_arnoldi_steps, F, y, args, start, k)
         else:
             values, vectors = _leading_pairs(arnoldi_steps, F, y, args, start, k)
-        unstable = _unstable(values)
+        unstable = unstable_counts(values)
     order = np.argsort(-values.real, kind="stable")
     values, vectors = values[order].astype(complex), vectors[:, order]
     return values[:k], vectors[:, :k], unstable
 
 
-def _unstable(values) -> tuple[int, int]:
-    """The numbers of real and of complex `values` with a positive real part."""
+def unstable_counts(values) -> tuple[int, int]:
+    """The numbers of real and of complex eigenvalues with a positive real part among
+    `values` (a real operator's), a complex one counted with its conjugate where that
+    is not among them: the `k` kept can cut a pair, whose members are equally far
+    right and equally near zero."""
     real = real_eigenvalues(values)
-    return int(np.sum(values.real[real] > 0)), int(np.sum(values.real[~real] > 0))
+    unstable_complex = values[~real & (values.real > 0)]
+    upper = unstable_complex[unstable_complex.imag > 0]
+    lower = unstable_complex[unstable_complex.imag < 0]
+    scale = max(1.0, float(np.max(np.abs(values)))) if values.size else 1.0
+    alone = [v for v in lower if not np.any(np.abs(upper - np.conj(v)) <= 1e-7 * scale)]
+    return int(np.sum(values.real[real] > 0)), 2 * (len(upper) + len(alone))
 
 
 @compiled

@@ -79,6 +79,7 @@ from ._branch_kernels import (
     rounding_rtol,
     switch_tangent,
     tangent,
+    unstable_counts,
 )
 from ._common import float64_available, is_count
 from ._records import metadata
@@ -174,6 +175,8 @@ class _Branch:
         self.refused: collections.Counter[str] = collections.Counter()  # steps, by cause
         # (the main loop's refused steps; `refuse` records each failure, locating too)
         self.vectors = None  # the last eigenvectors found: the next eigen-solve's start
+        # where an unstable eigenvalue left the `k` kept (`spectrum="nearest_zero"`): p
+        self.unseen: list[float] = []
 
     def inner(self, a, b) -> float:
         """`a . b` in the arclength's metric."""
@@ -280,10 +283,20 @@ class _Branch:
         among those of `point` nearer zero than `radius` (`radius`)."""
         if radius == math.inf:
             return point["unstable"]
-        values = np.asarray(point["eigenvalues"])
-        seen, real = np.abs(values) < radius, real_eigenvalues(values)
-        positive = values.real > 0
-        return int(np.sum(positive & real & seen)), int(np.sum(positive & ~real & seen))
+        values = np.asarray(point["eigenvalues"]).astype(complex)
+        return unstable_counts(values[np.abs(values) < radius])
+
+    def check_unseen(self, a, b, records) -> None:
+        """Record `p` at `b` where, from `a` to `b`, the number of kept eigenvalues with
+        a positive real part fell below what the bifurcations `records` between them
+        account for (their `unstable_change`): an unstable eigenvalue left the `k`
+        kept without crossing zero, and `unstable`/`stable` no longer see it (only
+        where each point keeps the `k` nearest zero, matrix-free)."""
+        if self.dense or self.spectrum != "nearest_zero":
+            return
+        expected = sum(r.get("unstable_change", 0) for r in records)
+        if sum(b["unstable"]) - sum(a["unstable"]) < expected:
+            self.unseen.append(float(b["y"][-1]))
 
     def refuse(self, cause, y, residual, iterations, **details):
         """Record why a step was refused (`stall` in the result): `cause`, where Newton
@@ -489,6 +502,7 @@ def _detect(branch, a, b, index, locate_tol):
     else:
         values = point["eigenvalues"]
         record = _record("fold", point, bracket, index, branch.F, values[np.argmin(np.abs(values))])
+    record["unstable_change"] = hi["unstable"][0] - lo["unstable"][0]
     before = _crossings(branch, a, lo, index, locate_tol) if lo is not a else []
     after = _crossings(branch, hi, b, index, locate_tol) if hi is not b else []
     return before + [record] + after
@@ -504,11 +518,16 @@ def _crossings(branch, a, b, index, locate_tol, radius=None):
 
     Where each point keeps the eigenvalues nearest zero (`_Branch.radius`), the counts
     are among those nearer zero than `radius` (the outermost search's, kept for the
-    stretches searched again), and a change located where the eigenvalue nearest zero
-    does not change sign across the final bracket is an eigenvalue passing that radius,
-    not zero: no bifurcation (`_crosses_zero`)."""
+    stretches searched again), and a step is searched too where the sign of the real
+    eigenvalue nearest zero changes (an eigenvalue can cross zero in the step in which
+    an unstable one leaves the radius: the count is then unchanged). A change located
+    where no eigenvalue crossed zero (`_crosses_zero`: an eigenvalue passing the radius,
+    or the nearest zero passing from one eigenvalue to another) is no bifurcation; where
+    an unstable eigenvalue left the kept ones, the main loop notes it
+    (`_Branch.check_unseen`)."""
     if radius is None:
         radius = branch.radius(a, b)
+    nearest_zero = radius < math.inf
     (real_a, complex_a), (real_b, complex_b) = branch.counts(a, radius), branch.counts(b, radius)
     real, pairs = real_b - real_a, complex_b - complex_a
 
@@ -520,41 +539,72 @@ def _crossings(branch, a, b, index, locate_tol, radius=None):
             after = _crossings(branch, hi_point, b, index, locate_tol, radius)
         return before, after
 
+    def real_side(q):
+        count = branch.counts(q, radius)[0]
+        return (count, _nearest_sign(q, real=True)) if nearest_zero else count
+
     # a real eigenvalue crossed (not a complex pair splitting into two real ones, which
     # changes neither total)
-    if real and real + pairs:
-        point, bracket, lo_point, hi_point = _bisect(
-            branch, a, b, lambda q: branch.counts(q, radius)[0], locate_tol
-        )
+    if (real and real + pairs) or (nearest_zero and real_side(a)[1] != real_side(b)[1]):
+        point, bracket, lo_point, hi_point = _bisect(branch, a, b, real_side, locate_tol)
         before, after = around(lo_point, hi_point)
-        if radius < math.inf and not _crosses_zero(lo_point, hi_point, real=True):
+        if nearest_zero and not _crosses_zero(lo_point, hi_point, real=True):
             return before + after
-        return before + [_branch_point(branch, point, bracket, index)] + after
+        record = _branch_point(branch, point, bracket, index)
+        record["unstable_change"] = hi_point["unstable"][0] - lo_point["unstable"][0]
+        return before + [record] + after
     if pairs and not real:  # a complex pair crossed
         point, bracket, lo_point, hi_point = _bisect(
             branch, a, b, lambda q: branch.counts(q, radius)[1], locate_tol
         )
-        if radius < math.inf and not _crosses_zero(lo_point, hi_point, real=False):
+        if nearest_zero and not _crosses_zero(lo_point, hi_point, real=False):
             return []
         values = point["eigenvalues"]
         e = _nearest_zero(values, real=False)
         record = _record("hopf", point, bracket, index, branch.F, None if e is None else values[e])
         record["frequency"] = None if e is None else abs(float(values[e].imag))
+        record["unstable_change"] = hi_point["unstable"][1] - lo_point["unstable"][1]
         return [record]
     return []
 
 
+def _nearest_sign(point, real: bool) -> int:
+    """The sign of the real part of `point`'s real (or complex) eigenvalue nearest zero
+    (0 where it has none)."""
+    values = np.asarray(point["eigenvalues"])
+    e = _nearest_zero(values, real)
+    return 0 if e is None else int(np.sign(values[e].real))
+
+
+# Two eigenvalues either side of a located bracket are "the same" within this fraction
+# of their distance apart (`_crosses_zero`).
+SAME_EIGENVALUE = 1e-3
+
+
 def _crosses_zero(lo_point, hi_point, real: bool) -> bool:
-    """Whether the real part of the real (or complex) eigenvalue nearest zero changes
-    sign from `lo_point` to `hi_point`."""
-    signs = []
+    """Whether an eigenvalue crossed zero between `lo_point` and `hi_point` (the two
+    ends of a located bracket): the real part of the real (or complex) eigenvalue
+    nearest zero changes sign, and neither end's nearest is still among the other end's
+    eigenvalues (where it is, the nearest zero passed from one eigenvalue to another,
+    each staying on its own side of zero). Complex eigenvalues are compared by their
+    representatives with a positive imaginary part."""
+    picked = []
     for q in (lo_point, hi_point):
-        values = np.asarray(q["eigenvalues"])
+        values = np.asarray(q["eigenvalues"]).astype(complex)
+        values = values.real + 1j * np.abs(values.imag)
         e = _nearest_zero(values, real)
         if e is None:
             return False
-        signs.append(np.sign(values[e].real))
-    return bool(signs[0] != signs[1])
+        picked.append((values, values[e]))
+    (lo_values, lo_value), (hi_values, hi_value) = picked
+    if np.sign(lo_value.real) == np.sign(hi_value.real):
+        return False
+    near = SAME_EIGENVALUE * abs(lo_value - hi_value)
+    for values, own, other in ((hi_values, hi_value, lo_value), (lo_values, lo_value, hi_value)):
+        rest = values[np.abs(values - own) > near]
+        if np.any(np.abs(rest - other) <= near):
+            return False
+    return True
 
 
 def _trust(record, locate_tol):
@@ -628,7 +678,8 @@ def continuation(
       (RMS over the state's `n` entries, so that a large state does not crowd out `p`:
       with the plain Euclidean length, a step of the ET's 4,096 entries would hardly
       move `p`).
-    - `max_points`: the most points kept; `k`: eigenvalues kept per point.
+    - `max_points`: the most points kept; `k`: eigenvalues kept per point (at most
+      the state's `n` entries dense, `n - 2` matrix-free; `metadata["k"]` says how many).
     - `tol`: RMS of `f` at which Newton has converged (the field's units; default 1e-10
       in float64, 1e-5 in float32, whose round-off stops Newton above 1e-10); `max_newton`:
       iterations per corrector; `max_turn`: largest angle (radians) between consecutive
@@ -655,19 +706,25 @@ def continuation(
       a stiff spectrum Arnoldi finds the rightmost eigenvalues, clustered beside far
       larger ones, only after thousands of products; the nearest zero come in a few
       restarts, and hold every eigenvalue that crosses zero at a fold or branch point.
-      Matrix-free, the counts of unstable eigenvalues are then among those kept: an
-      unstable eigenvalue farther from zero than the `k`-th nearest is not seen (and a
-      Hopf pair crossing at a frequency beyond them is not found): choose `k` above the
-      number of unstable ones.
+      Matrix-free, `unstable` and `stable` then count the `k` kept only: an unstable
+      eigenvalue farther from zero than the `k`-th nearest is not seen (nor a Hopf pair
+      crossing at a frequency beyond them). What matters is how far from zero it is,
+      not how many there are: where one leaves the kept ones along the branch a
+      `RuntimeWarning` says so (`unstable_left_kept`); one that is never among them
+      goes unseen. Bifurcations are found from the kept ones (`_crossings`).
     - `dtype`: the arithmetic (default: `x0`'s; float64 needs `jax_enable_x64`).
 
     **Returns:** a dict: `p [m]`, `x [m, *x0.shape]`, `s [m]` (arclength),
     `eigenvalues [m, k]` (complex, largest real part first), `unstable [m]` (eigenvalues
     with a positive real part: all of them when dense, among the `k` when matrix-free),
-    `spectrum`,
+    `spectrum`, `unstable_left_kept` (`spectrum="nearest_zero"`, matrix-free: the `p`
+    where an eigenvalue with a positive real part left the `k` kept without crossing
+    zero, after which `unstable` and `stable` miss it; a `RuntimeWarning` says so),
     `stable [m]`, `tangent_p [m]`, `newton_iterations [m]`, `residual_rms [m]`;
     `bifurcations`: a list of dicts with `kind` (`"fold"`, `"branch_point"`, `"hopf"`),
-    `p`, `x`, `s`, `index` (the point before it), `s_bracket` (the final location
+    `p`, `x`, `s`, `index` (the point before it), `unstable_change` (the change in
+    the number of eigenvalues with a positive real part across it, in the branch's
+    direction: +-1, +-2 for a Hopf pair), `s_bracket` (the final location
     bracket), `located` (whether that bracket reached `locate_tol`), `eigenvalue` (the
     one crossing), `eigenvalue_jump` (branch and Hopf points: it jumped across zero, as
     at a kink of a piecewise-smooth field; see `_trust`), `residual_rms`, and
@@ -714,10 +771,12 @@ def continuation(
         field = system
     n = x0.size
     dense = is_dense(n, matrix_free, preconditioner)
+    k = kept_eigenvalues(k, n, dense)
     F = FlatField(field, tuple(x0.shape), preconditioner)
     if not energy_model:
         args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
         check_field_shape(field, x0, p0, args)
+        check_preconditioner(preconditioner, x0, p0, args)
     if not (math.isfinite(state_weight) and state_weight > 0):
         raise ValueError(f"state_weight must be positive (got {state_weight!r}).")
     weights = jnp.full(n + 1, state_weight / n, dtype).at[-1].set(1.0)
@@ -751,13 +810,18 @@ def continuation(
         t = t / jnp.sqrt(branch.inner(t, t))
     if (direction * float(t[-1]) < 0) if tangent_start is None else direction < 0:
         t = -t
-    points = [branch.finish(dict(y=y, t=t, iterations=it, residual=res, s=0.0, displacement=0.0))]
+    start = dict(y=y, t=t, iterations=it, residual=res, s=0.0, displacement=0.0)
+    points = [branch.finish(start)]
+    if points[0] is None and tangent_start is not None:
+        # switch_branch starts on its branch point, where df/dx is singular and
+        # shift-and-invert cannot start: a thousandth of the first step along instead
+        points = [branch.along(start, 1e-3 * ds)]
     if points[0] is None:
         raise ValueError(
             "the eigen-solver failed at the start ("
             + (branch.failure or {}).get("message", "?")
-            + "): where df/dx is singular there, start next to the bifurcation, or pass "
-            "tangent_start."
+            + "); if the start is on a bifurcation (df/dx singular), start next to it, "
+            "or pass tangent_start."
         )
     start_correction = _warn_if_moved(jnp.ravel(x0), y, ds, state_weight)
     if tangent_start is None:  # switch_branch starts on its branch point by design
@@ -786,10 +850,9 @@ def continuation(
                 break
             continue
         if not skip_first:
-            bifurcations += [
-                _trust(record, locate_tol)
-                for record in _detect(branch, a, b, len(points) - 1, locate_tol)
-            ]
+            found = _detect(branch, a, b, len(points) - 1, locate_tol)
+            bifurcations += [_trust(record, locate_tol) for record in found]
+            branch.check_unseen(a, b, found)
         skip_first = False
         points.append(b)
         if b["iterations"] <= 3:
@@ -848,6 +911,16 @@ def continuation(
     result["spectrum"] = spectrum
     result["refused_steps"] = dict(branch.refused)
     _warn_if_at_rounding_floor(branch.refused, len(points), tol)
+    result["unstable_left_kept"] = branch.unseen
+    if branch.unseen:
+        warnings.warn(
+            f"continuation: an unstable eigenvalue left the k = {k} eigenvalues nearest "
+            f"zero that each point keeps, at p = {', '.join(f'{q:.6g}' for q in branch.unseen)}"
+            " (without crossing zero): after it, 'unstable' and 'stable' do not count it. "
+            "Raise k, or check stability with spectrum='rightmost'.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     if energy_model:
         _to_model_coordinates(result, args)
     return result
@@ -902,8 +975,61 @@ def is_dense(n: int, matrix_free: bool | None, preconditioner) -> bool:
     else:
         dense = not matrix_free
     if not dense and n < 4:
-        raise ValueError("matrix_free needs a state of at least 4 entries (Arnoldi).")
+        raise ValueError(
+            f"a state of {n} entries is solved dense: matrix-free (Arnoldi) needs at least "
+            "4; drop matrix_free=True and the preconditioner."
+        )
     return dense
+
+
+def kept_eigenvalues(k: int, n: int, dense: bool) -> int:
+    """The eigenvalues each point keeps: `k`, at most `n` dense (all of them) and
+    `n - 2` matrix-free (Arnoldi's limit)."""
+    return min(k, n if dense else n - 2)
+
+
+def check_preconditioner(preconditioner, x0, p0, args) -> None:
+    """Refuse a `preconditioner` that fails on a state-shaped `v`, returns another
+    shape, is not linear and transposable in `v` (JAX's GMRES transposes its operator
+    when it is traced, and the left null vector needs the transpose), or returns NaN or
+    inf at `(x0, p0)`: each would fail deep inside JAX or pass NaN on."""
+    if preconditioner is None:
+        return
+    x = jnp.asarray(x0)
+    p = jnp.asarray(p0, x.dtype)
+
+    def apply(v):
+        return preconditioner(v, x, p, args)
+
+    name = getattr(preconditioner, "__name__", type(preconditioner).__name__)
+    try:
+        out = jax.eval_shape(apply, x)
+    except Exception as error:  # noqa: BLE001 (the user's function: any error)
+        raise ValueError(
+            f"preconditioner {name}(v, x, p, args) failed on v of the state's shape "
+            f"{tuple(x.shape)}: {type(error).__name__}: {str(error).splitlines()[0]}"
+        ) from None
+    if getattr(out, "shape", None) != x.shape:
+        raise ValueError(
+            f"preconditioner {name} returned shape {getattr(out, 'shape', type(out))}; it "
+            f"must return an array of v's shape {tuple(x.shape)}."
+        )
+    try:
+        jax.eval_shape(lambda v: jax.linear_transpose(apply, x)(v), x)
+    except Exception as error:  # noqa: BLE001
+        raise ValueError(
+            f"preconditioner {name} must be linear in v and transposable by "
+            "jax.linear_transpose (GMRES transposes it; so does the left null vector's "
+            "solve): no nonlinear operation on v, no jax.pure_callback (write the solve "
+            "in jax.numpy / jax.lax.linalg). JAX said: "
+            f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        ) from None
+    probe = 1.0 + jnp.arange(x.size, dtype=x.dtype).reshape(x.shape) / x.size
+    if not bool(jnp.all(jnp.isfinite(apply(probe)))):
+        raise ValueError(
+            f"preconditioner {name} returned NaN or inf at the start (x0, p0); it must "
+            "return a finite approximation of (df/dx)^-1 v."
+        )
 
 
 def check_field_shape(field, x0, p, args) -> None:

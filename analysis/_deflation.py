@@ -28,10 +28,12 @@ from ._continuation import (
     Preconditioner,
     check_field_shape,
     check_linear_algebra,
+    check_preconditioner,
     default_tol,
     dtype_of,
     is_dense,
     is_float,
+    kept_eigenvalues,
 )
 from ._records import metadata
 from ._xla_fallback import rescued_kernels
@@ -109,9 +111,11 @@ def steady_states(
     n = int(np.prod(shape, dtype=int))
     check_linear_algebra(field, spectrum, preconditioner, matrix_free)
     dense = is_dense(n, matrix_free, preconditioner)
+    k = kept_eigenvalues(k, n, dense)
     F = FlatField(field, tuple(shape), preconditioner)
     args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
     check_field_shape(field, jnp.asarray(starts[0], dtype), p, args)
+    check_preconditioner(preconditioner, jnp.asarray(starts[0], dtype), p, args)
     rng = np.random.default_rng(0)
     known = np.zeros((0, n)) if known is None else np.asarray(known).reshape(-1, n)
     capacity = max_states + known.shape[0]
@@ -213,6 +217,7 @@ def steady_states(
             tol=tol,
             max_newton=max_newton,
             min_distance=min_distance,
+            k=k,
             spectrum=spectrum,
             preconditioned=preconditioner is not None,
             xla_passes_off=rescued_kernels(),

@@ -22,6 +22,8 @@ from test_continuation import _bratu_fold_reference, bratu
 
 from et_ode import analysis
 from et_ode.analysis import _branch_kernels as kernels
+from et_ode.analysis import _continuation as continuation_module
+from et_ode.analysis import _krylov_schur as krylov_schur
 
 PAGE = pathlib.Path(__file__).parents[1] / "docs" / "how-to" / "landscape.md"
 N = 199  # interior grid points: h = 1/200
@@ -119,8 +121,10 @@ def test_the_pages_stiff_example_branch_points_and_pitchfork_are_the_laplacians(
     points = trivial["bifurcations"]
     assert [b["kind"] for b in points] == ["branch_point", "branch_point"]
     assert all(b["located"] and not b["eigenvalue_jump"] for b in points)
+    assert [b["unstable_change"] for b in points] == [1, 1]
     np.testing.assert_allclose([b["p"] for b in points], MU[:2], atol=1e-8)
     assert trivial["metadata"]["preconditioner"] == "inverse_laplacian"
+    assert trivial["unstable_left_kept"] == []
 
     states, ps = pitchfork["x"][1:], pitchfork["p"][1:]
     residual = numpy_laplacian(states) + ps[:, None] * (states - states**3)
@@ -167,23 +171,105 @@ def leaving_and_crossing(x, p, args):
 
 
 def test_an_eigenvalue_leaving_the_kept_ones_is_no_bifurcation():
-    branch = analysis.continuation(
-        leaving_and_crossing,
-        jnp.zeros(8),
-        0.5,
-        p_span=(0.5, 10.0),
-        ds=0.5,
-        ds_max=2.0,
-        k=3,
-        matrix_free=True,
-        spectrum="nearest_zero",
-    )
+    """With the three eigenvalues nearest zero kept: `x0`'s rate `p` leaves them while
+    positive (near `p = 2.5`), and the nearest zero passes from the rate -1 to `3 - p`
+    at `p = 2`, each staying on its side of zero: neither is a bifurcation, the
+    first is warned of. `3 - p` crosses zero at `p = 3`: one branch point, one
+    unstable eigenvalue fewer past it."""
+    with pytest.warns(RuntimeWarning, match="an unstable eigenvalue left the k = 3"):
+        branch = analysis.continuation(
+            leaving_and_crossing,
+            jnp.zeros(8),
+            0.5,
+            p_span=(0.5, 10.0),
+            ds=0.5,
+            ds_max=2.0,
+            k=3,
+            matrix_free=True,
+            spectrum="nearest_zero",
+        )
     assert branch["stop_reason"] == "p_span"
     # the unstable rate p is among the three kept at first, not at the end
     assert np.isclose(branch["eigenvalues"][0].real.max(), 0.5)
     assert branch["eigenvalues"][-1].real.max() < 10.0
     (point,) = branch["bifurcations"]
     assert point["kind"] == "branch_point" and abs(point["p"] - 3.0) < 1e-8
+    assert point["unstable_change"] == -1
+    (left,) = branch["unstable_left_kept"]
+    assert 2.0 < left < 3.0  # the first point past 2 at which p is no longer kept
+
+
+def shifted_pitchforks(x, p, args):
+    """Rates `p - d_i`, each direction its own pitchfork: with steps of 1 from `p = 0`
+    the rate `p - 0.5` crosses zero in the step in which the rate `p + 1.5` leaves the
+    three eigenvalues nearest zero (the counts kept are unchanged)."""
+    d = jnp.array([0.5, -1.5, 2.6, 3.0, 5.0, 6.0, 7.0, 8.0])
+    return (p - d) * x - x**3
+
+
+def test_a_crossing_in_the_step_an_unstable_eigenvalue_leaves_is_found():
+    with pytest.warns(RuntimeWarning, match="left the k = 3 eigenvalues nearest zero"):
+        branch = analysis.continuation(
+            shifted_pitchforks,
+            jnp.zeros(8),
+            0.0,
+            p_span=(-1.0, 1.0),
+            ds=1.0,
+            ds_max=1.0,
+            k=3,
+            matrix_free=True,
+            spectrum="nearest_zero",
+        )
+    (point,) = branch["bifurcations"]
+    assert point["kind"] == "branch_point" and abs(point["p"] - 0.5) < 1e-8
+    assert point["unstable_change"] == 1 and branch["unstable_left_kept"] == [1.0]
+
+
+C = 4.0  # advection speed: the Jacobian is not symmetric (left null vector ~ exp(-C x) phi)
+
+
+def advected_transcritical(u, p, args):
+    """`u'' + C u' + p u + u^2` (Dirichlet 0): on `u = 0` the Jacobian is the
+    tridiagonal Toeplitz `T + p I` (`T`: `1/h^2 -+ C/2h` off the diagonal, `-2/h^2` on
+    it), not symmetric; its left and right null vectors differ, and the quadratic term
+    makes the other branch's tangent depend on the left one."""
+    padded = jnp.concatenate([jnp.zeros(1, u.dtype), u, jnp.zeros(1, u.dtype)])
+    diffusion = (padded[:-2] - 2 * u + padded[2:]) / H**2
+    return diffusion + C * (padded[2:] - padded[:-2]) / (2 * H) + p * u + u**2
+
+
+def inverse_advection_diffusion(v, u, p, args):
+    """`T^-1 v`: a tridiagonal solve, not symmetric."""
+    lower = jnp.full(v.shape, 1 / H**2 - C / (2 * H), v.dtype).at[0].set(0.0)
+    upper = jnp.full(v.shape, 1 / H**2 + C / (2 * H), v.dtype).at[-1].set(0.0)
+    diagonal = jnp.full(v.shape, -2 / H**2, v.dtype)
+    return jax.lax.linalg.tridiagonal_solve(lower, diagonal, upper, v[:, None])[:, 0]
+
+
+def test_a_nonsymmetric_branch_point_switches_as_the_dense_path_does():
+    """The transcritical point of `advected_transcritical` lies at minus `T`'s first
+    eigenvalue, `2/h^2 - 2 sqrt(1/h^4 - C^2/4h^2) cos(pi h)` (a Toeplitz matrix's
+    eigenvalues); the switch tangent, from the left null vector by shift-and-invert on
+    the transpose (the preconditioner transposed by JAX), is the dense path's (an SVD's
+    left vector)."""
+    exact = 2 / H**2 - 2 * np.sqrt(1 / H**4 - C**2 / (4 * H**2)) * np.cos(np.pi * H)
+    common = dict(p_span=(exact - 5.0, exact + 5.0), ds=2.0, ds_max=4.0, k=4, max_points=4)
+    matrix_free, dense = (
+        analysis.continuation(
+            advected_transcritical, jnp.zeros(N), exact - 4.0, **common, **options
+        )
+        for options in (
+            dict(preconditioner=inverse_advection_diffusion, spectrum="nearest_zero"),
+            dict(matrix_free=False),
+        )
+    )
+    (point,), (reference,) = matrix_free["bifurcations"], dense["bifurcations"]
+    assert point["kind"] == reference["kind"] == "branch_point"
+    assert abs(point["p"] - exact) < 1e-8 and abs(reference["p"] - exact) < 1e-8
+    tangent, want = point["switch_tangent"], reference["switch_tangent"]
+    # the transpose matters: the p component is -(psi . phi^2) / (psi . phi) over the norm
+    assert abs(want[-1]) > 1e-3
+    np.testing.assert_allclose(tangent, want, atol=1e-6)
 
 
 def test_steady_states_of_a_stiff_field():
@@ -209,6 +295,81 @@ def test_steady_states_of_a_stiff_field():
     assert np.max(np.abs(zero)) < 1e-10 and high[N // 2] > 0.5
     np.testing.assert_allclose(low, -high, atol=1e-9)
     assert sorted(found["unstable"]) == [0, 0, 1]  # the pair stable, 0 unstable
+
+
+def test_the_nearest_zero_without_a_preconditioner_on_a_stiff_field_says_what_to_do():
+    """Unpreconditioned, the shift-and-invert solves of the stiff field miss their
+    tolerance: the eigen-solver stops at once and the error names the fix."""
+    with pytest.raises(ValueError, match=r"did not reach their tolerance: give a precondit"):
+        analysis.continuation(
+            chafee_infante,
+            jnp.zeros(N),
+            5.0,
+            p_span=(5.0, 6.0),
+            matrix_free=True,
+            spectrum="nearest_zero",
+            k=4,
+        )
+
+
+def test_a_preconditioner_that_would_fail_inside_jax_is_refused_first(no_runtime_types):
+    """Not linear, not transposable (a callback), the wrong shape, NaN: each refused
+    before any solve, naming the requirement."""
+    x0 = jnp.zeros(N)
+    callback = lambda v, x, p, a: jax.pure_callback(  # noqa: E731
+        np.asarray, jax.ShapeDtypeStruct(v.shape, v.dtype), v
+    )
+    cases = [
+        (lambda v, x, p, a: jnp.sin(v), "must be linear in v and transposable"),
+        (callback, "must be linear in v and transposable"),
+        (lambda v, x, p, a: v[:-1], r"returned shape \(198,\)"),
+        (lambda v, x, p, a: v * jnp.nan, "returned NaN or inf at the start"),
+    ]
+    for preconditioner, message in cases:
+        with pytest.raises(ValueError, match=message):
+            analysis.continuation(
+                chafee_infante, x0, 5.0, p_span=(5.0, 6.0), preconditioner=preconditioner
+            )
+    with pytest.raises(ValueError, match="returned NaN or inf"):
+        analysis.steady_states(chafee_infante, x0[None], 5.0, preconditioner=cases[3][0])
+
+
+def test_a_complex_pair_cut_by_the_kept_ones_counts_twice():
+    """The `k` kept can cut a conjugate pair (both members equally near zero, equally
+    far right): its kept member counts for both."""
+    counts = kernels.unstable_counts
+    assert counts(np.array([1 + 2j, -1.0, -2.0])) == (0, 2)
+    assert counts(np.array([1 - 2j, -1.0])) == (0, 2)
+    assert counts(np.array([1 + 2j, 1 - 2j, 0.5, -1.0])) == (1, 2)
+    assert counts(np.array([-1 + 2j, -1 - 2j, 3.0])) == (1, 0)
+
+
+def test_a_switch_whose_branch_point_defeats_the_eigen_solver_starts_beside_it(monkeypatch):
+    """On the branch point itself `df/dx` is singular (shift-and-invert can fail there,
+    as on a Brusselator's Turing point): `switch_branch` then starts a thousandth of
+    its first step along the other branch."""
+    trivial = analysis.continuation(
+        shifted_pitchforks, jnp.zeros(8), 0.0, p_span=(-1.0, 1.0), ds=0.1, k=3
+    )
+    point = trivial["bifurcations"][0]
+    assert abs(point["p"] - 0.5) < 1e-8
+    leading_eigen, calls = continuation_module.leading_eigen, []
+
+    def fails_first(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise krylov_schur.EigenNotConvergedError("singular")
+        return leading_eigen(*args, **kwargs)
+
+    monkeypatch.setattr(continuation_module, "leading_eigen", fails_first)
+    other = analysis.switch_branch(
+        shifted_pitchforks, point, p_span=(-1.0, 1.0), ds=0.05, max_points=3, k=3
+    )
+    np.testing.assert_allclose(other["s"][0], 5e-5)  # a thousandth of ds along
+    x0, p = other["x"][:, 0], other["p"]
+    assert 0 < abs(x0[0]) < 1e-3  # off the trivial branch, on the other
+    # the pitchfork x0^2 = p - 0.5, to Newton's tolerance |x0 (p - 0.5 - x0^2)| <= 1e-10
+    np.testing.assert_allclose(x0[1:] ** 2, p[1:] - 0.5, atol=1e-8)
 
 
 def test_what_cannot_go_together_is_refused(no_runtime_types):
