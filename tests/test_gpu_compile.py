@@ -62,6 +62,11 @@ def _concatenated_solve(F, y, border, args, rhs, dense, guess=None, rtol=None):
     return solution
 
 
+def _half(v, x, p, args):
+    """A preconditioner (linear and transposable) for the kernels' programs."""
+    return 0.5 * v
+
+
 @pytest.fixture(scope="module")
 def calls():
     """Each kernel's function and a call's arguments (float64) on the shipped core in
@@ -99,6 +104,10 @@ def calls():
             kernels.bordered_solve = kept
 
     deflation = (F, y, jnp.zeros((2, n), dtype), jnp.asarray([True, False]), args, tol, 10)
+    # the stiff path's kernels: a preconditioner (any linear, transposable one) in every
+    # GMRES solve, and shift-and-invert Arnoldi on df/dx and its transpose
+    scaled = kernels.FlatField(field, tuple(jnp.shape(y_ref)), _half)
+    inverse = (scaled, *arnoldi[1:])
     return {
         "control": (control, newton, {}),
         "correct": (raw(kernels.correct), newton, {}),
@@ -110,6 +119,17 @@ def calls():
         "arnoldi_steps": (raw(kernels.arnoldi_steps), arnoldi, {}),
         "transposed_arnoldi_steps": (raw(kernels.transposed_arnoldi_steps), arnoldi, {}),
         "second_derivative": (raw(kernels.second_derivative), (F, y, args, e_p, e_p), {}),
+        "correct, preconditioned": (
+            raw(kernels.correct),
+            (scaled, y, e_p, weights, args, tol, 10, False),
+            {},
+        ),
+        "inverse_arnoldi_steps": (raw(kernels.inverse_arnoldi_steps), inverse, {}),
+        "transposed_inverse_arnoldi_steps": (
+            raw(kernels.transposed_inverse_arnoldi_steps),
+            inverse,
+            {},
+        ),
         "deflated_newton": (
             raw(kernels.deflated_newton),
             (*deflation, jnp.asarray(2.0, dtype), jnp.asarray(1.0, dtype), False),
@@ -134,6 +154,9 @@ def _compile(mesh, call, passes_off=()) -> str:
         "transposed_arnoldi_steps",
         "second_derivative",
         "deflated_newton",
+        "correct, preconditioned",
+        "inverse_arnoldi_steps",
+        "transposed_inverse_arnoldi_steps",
     ],
 )
 def test_each_kernel_compiles_for_an_h100_as_it_is_or_with_the_first_passes_off(

@@ -27,13 +27,19 @@ from et_ode.analysis import _krylov_schur as krylov_schur
 
 PAGE = pathlib.Path(__file__).parents[1] / "docs" / "how-to" / "landscape.md"
 N = 199  # interior grid points: h = 1/200
+SMALL_N = 99  # where a dense reference runs beside (|df/dx| = 4e4: still stiff)
 H = 1.0 / (N + 1)
 MU = 4.0 / H**2 * np.sin(np.arange(1, 5) * np.pi * H / 2) ** 2  # -L's eigenvalues
 
 
+def spacing(size: int) -> float:
+    """The grid step of `size` interior points on (0, 1)."""
+    return 1.0 / (size + 1)
+
+
 def laplacian(u):
     padded = jnp.concatenate([jnp.zeros(1, u.dtype), u, jnp.zeros(1, u.dtype)])
-    return (padded[:-2] - 2 * u + padded[2:]) / H**2
+    return (padded[:-2] - 2 * u + padded[2:]) / spacing(u.size) ** 2
 
 
 def chafee_infante(u, p, args):
@@ -42,15 +48,16 @@ def chafee_infante(u, p, args):
 
 def inverse_laplacian(v, x, p, args):
     """`L^-1 v` (a tridiagonal solve): the stiff part of both fields' Jacobians."""
-    off = jnp.full(v.shape, 1.0 / H**2, v.dtype)
+    h = spacing(v.size)
+    off = jnp.full(v.shape, 1.0 / h**2, v.dtype)
     return jax.lax.linalg.tridiagonal_solve(
-        off.at[0].set(0.0), jnp.full(v.shape, -2.0 / H**2, v.dtype), off.at[-1].set(0.0), v[:, None]
+        off.at[0].set(0.0), jnp.full(v.shape, -2.0 / h**2, v.dtype), off.at[-1].set(0.0), v[:, None]
     )[:, 0]
 
 
 def numpy_laplacian(u):
     pad = np.pad(u, [(0, 0)] * (u.ndim - 1) + [(1, 1)])
-    return (pad[..., :-2] - 2 * u + pad[..., 2:]) / H**2
+    return (pad[..., :-2] - 2 * u + pad[..., 2:]) / spacing(u.shape[-1]) ** 2
 
 
 def test_a_preconditioned_solve_meets_its_tolerance_on_the_true_residual():
@@ -141,12 +148,13 @@ def test_the_pages_stiff_example_branch_points_and_pitchfork_are_the_laplacians(
 
 
 def test_a_stiff_bratu_fold_matrix_free():
-    reference = _bratu_fold_reference(N)
+    n = SMALL_N
+    reference = _bratu_fold_reference(n)
     branch = analysis.continuation(
         bratu,
-        jnp.zeros(N),
+        jnp.zeros(n),
         0.0,
-        args=H,
+        args=spacing(n),
         p_span=(0.0, 4.0),
         ds=0.2,
         ds_max=1.0,
@@ -162,12 +170,37 @@ def test_a_stiff_bratu_fold_matrix_free():
     assert branch["stable"][before].all() and not branch["stable"][~before].any()
 
 
-def leaving_and_crossing(x, p, args):
-    """`x0`'s rate `p` stays positive and grows past the other rates (from among the
-    eigenvalues nearest zero to outside them); `x1`'s rate `3 - p` crosses zero at
-    `p = 3` (a transcritical point); the rest are stable."""
-    rates = jnp.concatenate([jnp.stack([p, 3.0 - p]), -jnp.arange(1.0, 7.0)])
-    return rates * x + jnp.zeros_like(x).at[1].set(x[1] ** 2)
+def rates(x, p, args):
+    """Independent directions `x_i' = (a_i p + b_i) x_i + q_i x_i^2 - c_i x_i^3`; `args`
+    holds `(a, b, q, c)` (arrays: the cases below share one compilation)."""
+    a, b, q, c = args
+    return (a * p + b) * x + q * x**2 - c * x**3
+
+
+# `x0`'s rate `p` stays positive and grows past the other rates (from among the
+# eigenvalues nearest zero to outside them); `x1`'s rate `3 - p` crosses zero at `p = 3`
+# (a transcritical point); the rest are stable.
+LEAVING_AND_CROSSING = tuple(
+    jnp.asarray(v)
+    for v in (
+        [1.0, -1.0, 0, 0, 0, 0, 0, 0],
+        [0.0, 3.0, -1, -2, -3, -4, -5, -6],
+        [0.0, 1.0, 0, 0, 0, 0, 0, 0],
+        np.zeros(8),
+    )
+)
+# Rates `p - d_i`, each direction its own pitchfork: with steps of 1 from `p = 0` the
+# rate `p - 0.5` crosses zero in the step in which the rate `p + 1.5` leaves the three
+# eigenvalues nearest zero (the counts kept are unchanged).
+SHIFTED_PITCHFORKS = tuple(
+    jnp.asarray(v)
+    for v in (
+        np.ones(8),
+        -np.array([0.5, -1.5, 2.6, 3.0, 5.0, 6.0, 7.0, 8.0]),
+        np.zeros(8),
+        np.ones(8),
+    )
+)
 
 
 def test_an_eigenvalue_leaving_the_kept_ones_is_no_bifurcation():
@@ -178,9 +211,10 @@ def test_an_eigenvalue_leaving_the_kept_ones_is_no_bifurcation():
     unstable eigenvalue fewer past it."""
     with pytest.warns(RuntimeWarning, match="an unstable eigenvalue left the k = 3"):
         branch = analysis.continuation(
-            leaving_and_crossing,
+            rates,
             jnp.zeros(8),
             0.5,
+            args=LEAVING_AND_CROSSING,
             p_span=(0.5, 10.0),
             ds=0.5,
             ds_max=2.0,
@@ -199,20 +233,13 @@ def test_an_eigenvalue_leaving_the_kept_ones_is_no_bifurcation():
     assert 2.0 < left < 3.0  # the first point past 2 at which p is no longer kept
 
 
-def shifted_pitchforks(x, p, args):
-    """Rates `p - d_i`, each direction its own pitchfork: with steps of 1 from `p = 0`
-    the rate `p - 0.5` crosses zero in the step in which the rate `p + 1.5` leaves the
-    three eigenvalues nearest zero (the counts kept are unchanged)."""
-    d = jnp.array([0.5, -1.5, 2.6, 3.0, 5.0, 6.0, 7.0, 8.0])
-    return (p - d) * x - x**3
-
-
 def test_a_crossing_in_the_step_an_unstable_eigenvalue_leaves_is_found():
     with pytest.warns(RuntimeWarning, match="left the k = 3 eigenvalues nearest zero"):
         branch = analysis.continuation(
-            shifted_pitchforks,
+            rates,
             jnp.zeros(8),
             0.0,
+            args=SHIFTED_PITCHFORKS,
             p_span=(-1.0, 1.0),
             ds=1.0,
             ds_max=1.0,
@@ -234,42 +261,60 @@ def advected_transcritical(u, p, args):
     it), not symmetric; its left and right null vectors differ, and the quadratic term
     makes the other branch's tangent depend on the left one."""
     padded = jnp.concatenate([jnp.zeros(1, u.dtype), u, jnp.zeros(1, u.dtype)])
-    diffusion = (padded[:-2] - 2 * u + padded[2:]) / H**2
-    return diffusion + C * (padded[2:] - padded[:-2]) / (2 * H) + p * u + u**2
+    h = spacing(u.size)
+    diffusion = (padded[:-2] - 2 * u + padded[2:]) / h**2
+    return diffusion + C * (padded[2:] - padded[:-2]) / (2 * h) + p * u + u**2
 
 
 def inverse_advection_diffusion(v, u, p, args):
     """`T^-1 v`: a tridiagonal solve, not symmetric."""
-    lower = jnp.full(v.shape, 1 / H**2 - C / (2 * H), v.dtype).at[0].set(0.0)
-    upper = jnp.full(v.shape, 1 / H**2 + C / (2 * H), v.dtype).at[-1].set(0.0)
-    diagonal = jnp.full(v.shape, -2 / H**2, v.dtype)
+    h = spacing(v.size)
+    lower = jnp.full(v.shape, 1 / h**2 - C / (2 * h), v.dtype).at[0].set(0.0)
+    upper = jnp.full(v.shape, 1 / h**2 + C / (2 * h), v.dtype).at[-1].set(0.0)
+    diagonal = jnp.full(v.shape, -2 / h**2, v.dtype)
     return jax.lax.linalg.tridiagonal_solve(lower, diagonal, upper, v[:, None])[:, 0]
 
 
-def test_a_nonsymmetric_branch_point_switches_as_the_dense_path_does():
+def test_a_nonsymmetric_branch_point_switches_along_the_bifurcation_equations_root():
     """The transcritical point of `advected_transcritical` lies at minus `T`'s first
     eigenvalue, `2/h^2 - 2 sqrt(1/h^4 - C^2/4h^2) cos(pi h)` (a Toeplitz matrix's
-    eigenvalues); the switch tangent, from the left null vector by shift-and-invert on
-    the transpose (the preconditioner transposed by JAX), is the dense path's (an SVD's
-    left vector)."""
-    exact = 2 / H**2 - 2 * np.sqrt(1 / H**4 - C**2 / (4 * H**2)) * np.cos(np.pi * H)
-    common = dict(p_span=(exact - 5.0, exact + 5.0), ds=2.0, ds_max=4.0, k=4, max_points=4)
-    matrix_free, dense = (
-        analysis.continuation(
-            advected_transcritical, jnp.zeros(N), exact - 4.0, **common, **options
-        )
-        for options in (
-            dict(preconditioner=inverse_advection_diffusion, spectrum="nearest_zero"),
-            dict(matrix_free=False),
-        )
+    eigenvalues). On `u = 0` the branch's tangent is `e_p`, `d^2F[e_p, (phi, 0)] = phi`
+    and `d^2F[(phi, 0), (phi, 0)] = 2 phi^2`: the other branch leaves along
+    `(phi, -(psi . phi^2) / (psi . phi))`, `phi` and `psi` the right and left null
+    vectors of `T + p I`, computed here by numpy's SVD. The switch tangent (the left
+    null vector by shift-and-invert on the transpose, the preconditioner transposed by
+    JAX) is that direction."""
+    n, h = SMALL_N, spacing(SMALL_N)
+    exact = 2 / h**2 - 2 * np.sqrt(1 / h**4 - C**2 / (4 * h**2)) * np.cos(np.pi * h)
+    branch = analysis.continuation(
+        advected_transcritical,
+        jnp.zeros(n),
+        exact - 4.0,
+        p_span=(exact - 5.0, exact + 5.0),
+        ds=2.0,
+        ds_max=4.0,
+        k=4,
+        max_points=4,
+        preconditioner=inverse_advection_diffusion,
+        spectrum="nearest_zero",
     )
-    (point,), (reference,) = matrix_free["bifurcations"], dense["bifurcations"]
-    assert point["kind"] == reference["kind"] == "branch_point"
-    assert abs(point["p"] - exact) < 1e-8 and abs(reference["p"] - exact) < 1e-8
-    tangent, want = point["switch_tangent"], reference["switch_tangent"]
-    # the transpose matters: the p component is -(psi . phi^2) / (psi . phi) over the norm
-    assert abs(want[-1]) > 1e-3
-    np.testing.assert_allclose(tangent, want, atol=1e-6)
+    (point,) = branch["bifurcations"]
+    assert point["kind"] == "branch_point" and abs(point["p"] - exact) < 1e-8
+
+    off = np.ones(n - 1)
+    toeplitz = (
+        np.diag(np.full(n, -2.0 / h**2))
+        + np.diag((1 / h**2 + C / (2 * h)) * off, 1)
+        + np.diag((1 / h**2 - C / (2 * h)) * off, -1)
+    )
+    u, _, vt = np.linalg.svd(toeplitz + exact * np.eye(n))
+    phi, psi = vt[-1], u[:, -1]
+    phi = phi * np.sign(phi[np.argmax(np.abs(phi))])
+    want = np.concatenate([phi, [-(psi @ phi**2) / (psi @ phi)]])
+    want = want / np.linalg.norm(want)
+    # the left vector matters: with psi = phi the p component would be another
+    assert abs(want[-1] - (-(phi @ phi**2) / (phi @ phi)) / np.linalg.norm(want)) > 1e-3
+    np.testing.assert_allclose(point["switch_tangent"], want, atol=1e-6)
 
 
 def test_steady_states_of_a_stiff_field():
@@ -348,9 +393,18 @@ def test_a_switch_whose_branch_point_defeats_the_eigen_solver_starts_beside_it(m
     """On the branch point itself `df/dx` is singular (shift-and-invert can fail there,
     as on a Brusselator's Turing point): `switch_branch` then starts a thousandth of
     its first step along the other branch."""
-    trivial = analysis.continuation(
-        shifted_pitchforks, jnp.zeros(8), 0.0, p_span=(-1.0, 1.0), ds=0.1, k=3
-    )
+    with pytest.warns(RuntimeWarning, match="left the k = 3"):  # p + 1.5, near p = 1
+        trivial = analysis.continuation(
+            rates,
+            jnp.zeros(8),
+            0.0,
+            args=SHIFTED_PITCHFORKS,
+            p_span=(-1.0, 1.0),
+            ds=0.1,
+            k=3,
+            matrix_free=True,
+            spectrum="nearest_zero",
+        )
     point = trivial["bifurcations"][0]
     assert abs(point["p"] - 0.5) < 1e-8
     leading_eigen, calls = continuation_module.leading_eigen, []
@@ -363,7 +417,15 @@ def test_a_switch_whose_branch_point_defeats_the_eigen_solver_starts_beside_it(m
 
     monkeypatch.setattr(continuation_module, "leading_eigen", fails_first)
     other = analysis.switch_branch(
-        shifted_pitchforks, point, p_span=(-1.0, 1.0), ds=0.05, max_points=3, k=3
+        rates,
+        point,
+        args=SHIFTED_PITCHFORKS,
+        p_span=(-1.0, 1.0),
+        ds=0.05,
+        max_points=3,
+        k=3,
+        matrix_free=True,
+        spectrum="nearest_zero",
     )
     np.testing.assert_allclose(other["s"][0], 5e-5)  # a thousandth of ds along
     x0, p = other["x"][:, 0], other["p"]
