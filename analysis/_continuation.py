@@ -280,7 +280,7 @@ class _Branch:
     @staticmethod
     def counts(point, radius: float) -> tuple[int, int]:
         """The numbers of real and of complex eigenvalues with a positive real part
-        among those of `point` nearer zero than `radius` (`radius`)."""
+        among those of `point` nearer zero than `radius` (all of them where it is inf)."""
         if radius == math.inf:
             return point["unstable"]
         values = np.asarray(point["eigenvalues"]).astype(complex)
