@@ -32,6 +32,7 @@ the geometry module (`et_ode.analysis._geometry`).
 | `lyapunov_spectrum` | the top k Lyapunov exponents (QR) of any flow, with their history |
 | `continuation` | how does a steady state move with a parameter; where does it fold or branch? |
 | `switch_branch` | follow the other branch from a branch point found by `continuation` |
+| `hopf_cycle` | the periodic orbit born at a Hopf point found by `continuation`, to leading order |
 | `basins` | which attractor does each start reach; how many, how large, how mixed? |
 | `steady_states` | which steady states exist at one parameter (deflated Newton)? |
 """
@@ -49,6 +50,7 @@ from ._energy_descent import energy_descent, energy_rises, plot_energy_descent
 from ._fixed_points import fixed_points, matched_noise, plot_fixed_points, standard_starts
 from ._gradient_depth import gradient_depth, plot_gradient_depth
 from ._graph_overshoot import graph_overshoot, plot_graph_overshoot
+from ._hopf import hopf_cycle
 from ._image_basins import image_basins, plot_image_basins
 from ._image_figures import (
     attention_weights_figure,
@@ -103,6 +105,7 @@ __all__ = [
     "grid_starts",
     "held_out_images",
     "hessian_eigenvalues",
+    "hopf_cycle",
     "image_basins",
     "layout_problems",
     "long_horizon",

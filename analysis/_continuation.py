@@ -82,6 +82,7 @@ from ._branch_kernels import (
     unstable_counts,
 )
 from ._common import float64_available, is_count
+from ._hopf import hopf_normal_form
 from ._records import metadata
 from ._system_branch import state_and_residual, system_field
 from ._xla_fallback import rescued_kernels
@@ -564,6 +565,12 @@ def _crossings(branch, a, b, index, locate_tol, radius=None):
         record = _record("hopf", point, bracket, index, branch.F, None if e is None else values[e])
         record["frequency"] = None if e is None else abs(float(values[e].imag))
         record["unstable_change"] = hi_point["unstable"][1] - lo_point["unstable"][1]
+        if e is not None:
+            record.update(
+                hopf_normal_form(
+                    branch.F, point, branch.args, e, branch.dense, branch.k, branch.spectrum
+                )
+            )
         return [record]
     return []
 
@@ -729,7 +736,11 @@ def continuation(
     one crossing), `eigenvalue_jump` (branch and Hopf points: it jumped across zero, as
     at a kink of a piecewise-smooth field; see `_trust`), `residual_rms`, and
     `switch_tangent` (branch points; `switch_error` instead where the left null vector
-    was not found) or `frequency` (Hopf points); `stop_reason` (one of
+    was not found) or, at Hopf points, `frequency` and the normal form
+    (`_hopf.hopf_normal_form`): `lyapunov_coefficient` (the first, `Re(c1) / omega`),
+    `criticality` (`"supercritical"`: a stable cycle is born; `"subcritical"`;
+    `"degenerate"`) and `normal_form` (`c1`, `a`, `frequency`, `q`, `dx_dp`: what
+    `hopf_cycle` needs), or `normal_form_error` saying why not; `stop_reason` (one of
     `STOP_REASONS`); `stall` (with `stop_reason="ds_min"`, the last refused step: `p`
     where it ended, `residual_rms`, `newton_iterations`, `step`, `cause` (`"newton"`:
     not converged; `"nonfinite"`: the field was NaN or inf where Newton went;

@@ -76,7 +76,7 @@ def _observable(result, reference):
         return x[:, 0], "steady state x"
     return (
         np.sqrt(np.mean((x - reference) ** 2, axis=1)),
-        "RMS distance of the steady state from the first one",
+        "RMS distance from the first state",
     )
 
 
@@ -128,7 +128,8 @@ def plot_continuation(
                 else float(np.interp(b["s"], np.asarray(branch["s"], float), value_points))
             )
             axes[0, 0].plot([b["p"]], [y_b], marker, color=colour_b, ms=7, zorder=5)
-            found.append(f"{KIND_NAMES[b['kind']]} at p = {b['p']:.4g}")
+            criticality = f" ({b['criticality']})" if b.get("criticality") else ""
+            found.append(f"{KIND_NAMES[b['kind']]}{criticality} at p = {b['p']:.4g}")
     axes[0, 0].set_xlabel("parameter p")
     axes[0, 0].set_ylabel(ylabel)
     for kind, (marker, colour_b) in KIND_MARKERS.items():

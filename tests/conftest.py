@@ -180,6 +180,23 @@ def x0():
     return make_state()
 
 
+def run_page_example(page: Path, index: int) -> tuple[dict, str, str]:
+    """The `index`-th Python block of the how-to page `page`, run as written: its
+    namespace, what it printed, and the page's `index`-th text block (what the page says
+    it prints)."""
+    import io
+    import re
+
+    text = page.read_text()
+    code = re.findall(r"```python\n(.*?)```", text, re.S)[index]
+    printed = re.findall(r"```text\n(.*?)```", text, re.S)[index]
+    namespace: dict = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, str(page), "exec"), namespace)
+    return namespace, out.getvalue(), printed
+
+
 @contextlib.contextmanager
 def runtime_types_off():
     """Run-time type checks off inside the block (see `no_runtime_types`)."""

@@ -197,6 +197,14 @@ def test_hopf_normal_form():
     (hopf,) = branch["bifurcations"]
     assert hopf["kind"] == "hopf" and abs(hopf["p"]) < 1e-6
     assert abs(hopf["frequency"] - 1.0) < 1e-6
+    # z' = (p + i) z - |z|^2 z for z = x + i y; for the unit q = (1, -i) / sqrt(2),
+    # |z|^2 doubles: c1 = -2
+    assert hopf["criticality"] == "supercritical" and hopf["lyapunov_coefficient"] == pytest.approx(
+        -2.0
+    )
+    assert (
+        abs(hopf["normal_form"]["c1"] + 2.0) < 1e-9 and abs(hopf["normal_form"]["a"] - 1.0) < 1e-9
+    )
     values = branch["eigenvalues"]
     np.testing.assert_allclose(values[:, 0], branch["p"] + 1j, atol=1e-12)
     np.testing.assert_allclose(values[:, 1], branch["p"] - 1j, atol=1e-12)

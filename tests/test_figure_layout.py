@@ -446,6 +446,36 @@ def stability_result():
     )
 
 
+def hopf_continuation_result():
+    """A Brusselator's branch (two unknowns, so the RMS distance is drawn) through its
+    Hopf point at p = 2, as `continuation` returns it."""
+    p = np.linspace(1.5, 2.5, 8)
+    x = np.stack([np.ones(8), p], axis=1)
+    return dict(
+        continuation_result(),
+        p=p,
+        x=x,
+        s=p - 1.5,
+        eigenvalues=np.stack([(p - 2) / 2 + 1j, (p - 2) / 2 - 1j], axis=1),
+        stable=p < 2,
+        unstable=2 * (p > 2),
+        bifurcations=[
+            dict(
+                kind="hopf",
+                p=2.0,
+                x=np.array([1.0, 2.0]),
+                s=0.5,
+                index=3,
+                s_bracket=1e-11,
+                eigenvalues=np.array([1j, -1j]),
+                eigenvalue=1j,
+                residual_rms=0.0,
+                criticality="supercritical",
+            )
+        ],
+    )
+
+
 def continuation_result():
     """A pitchfork's trivial branch as `continuation` returns it (a branch point at 0)."""
     p = np.linspace(-1.0, 1.0, 9)
@@ -860,6 +890,10 @@ FIGURES = {
     "plot_continuation": (
         lambda: analysis.plot_continuation(continuation_result()),
         ["branch point at p = 1e-11", "float64", "9 points", "dense", "Newton tol 1e-10"],
+    ),
+    "plot_continuation hopf": (
+        lambda: analysis.plot_continuation(hopf_continuation_result()),
+        ["Hopf (supercritical) at p = 2", "8 points"],
     ),
     "plot_basins": (
         lambda: analysis.plot_basins(basins_result()),

@@ -29,10 +29,12 @@ pytestmark = requested
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
 from et_ode import analysis  # noqa: E402
 from et_ode.analysis import _branch_kernels as kernels  # noqa: E402
 from et_ode.analysis import _system_branch, _xla_fallback  # noqa: E402
+from et_ode.analysis._hopf import hopf_coefficients  # noqa: E402
 
 # What XLA said on the H100 (and says here) for the control.
 REFUSAL = "Reshape input and output shapes must be the same"
@@ -65,6 +67,15 @@ def _concatenated_solve(F, y, border, args, rhs, dense, guess=None, rtol=None):
 def _half(v, x, p, args):
     """A preconditioner (linear and transposable) for the kernels' programs."""
     return 0.5 * v
+
+
+def _brusselator(u, b, args):
+    """A 1-D Brusselator (`A = 2`, periodic, diffusion 0.01 and 0.02 at spacing 1/550)."""
+    lap = lambda w: (jnp.roll(w, 1) - 2 * w + jnp.roll(w, -1)) * 550**2  # noqa: E731
+    x, y = u
+    return jnp.stack(
+        [2.0 - (b + 1) * x + x * x * y + 0.01 * lap(x), b * x - x * x * y + 0.02 * lap(y)]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +119,13 @@ def calls():
     # GMRES solve, and shift-and-invert Arnoldi on df/dx and its transpose
     scaled = kernels.FlatField(field, tuple(jnp.shape(y_ref)), _half)
     inverse = (scaled, *arnoldi[1:])
+    # a Hopf point's normal form, on a field that has Hopf points (the ET's flows have
+    # none; its third derivatives took 11 minutes to compile for the H100 here): a 1-D
+    # Brusselator of 2 x 550 unknowns, any unit complex vectors
+    reaction = kernels.FlatField(_brusselator, (2, 550), _half)
+    y_hopf = jnp.concatenate([jnp.ones(1100, dtype), jnp.asarray([5.0], dtype)])
+    e_hopf = jnp.zeros(1101, dtype).at[-1].set(1.0)
+    q = jnp.exp(1j * jnp.arange(1100)) / np.sqrt(1100)
     return {
         "control": (control, newton, {}),
         "correct": (raw(kernels.correct), newton, {}),
@@ -128,6 +146,11 @@ def calls():
         "transposed_inverse_arnoldi_steps": (
             raw(kernels.transposed_inverse_arnoldi_steps),
             inverse,
+            {},
+        ),
+        "hopf_coefficients": (  # preconditioned: both GMRES solves use it
+            raw(hopf_coefficients),
+            (reaction, y_hopf, e_hopf, None, q, q, jnp.asarray(1.0, dtype), False),
             {},
         ),
         "deflated_newton": (
@@ -157,6 +180,7 @@ def _compile(mesh, call, passes_off=()) -> str:
         "correct, preconditioned",
         "inverse_arnoldi_steps",
         "transposed_inverse_arnoldi_steps",
+        "hopf_coefficients",
     ],
 )
 def test_each_kernel_compiles_for_an_h100_as_it_is_or_with_the_first_passes_off(

@@ -8,10 +8,7 @@ the extended system (`test_continuation._bratu_fold_reference`), numpy's eigenva
 residuals. The grids are fine enough to be stiff (`|df/dx| = 4 / h^2 = 1.6e5`), where
 plain GMRES and Arnoldi on `df/dx` crawl."""
 
-import contextlib
-import io
 import pathlib
-import re
 import types
 
 import jax
@@ -20,6 +17,7 @@ import numpy as np
 import pytest
 from test_continuation import _bratu_fold_reference, bratu
 
+from conftest import run_page_example
 from et_ode import analysis
 from et_ode.analysis import _branch_kernels as kernels
 from et_ode.analysis import _continuation as continuation_module
@@ -112,13 +110,8 @@ def test_the_pages_stiff_example_branch_points_and_pitchfork_are_the_laplacians(
     pitchfork, whose amplitude `a` (`u ~ a sin(pi x)`) obeys `a^2 = (4/3)(p - mu_1)/p`
     to first order (the discrete sums of `sin^2` and `sin^4` over the grid are exactly
     `(N + 1)/2` and `3(N + 1)/8`)."""
-    text = PAGE.read_text()
-    code = re.findall(r"```python\n(.*?)```", text, re.S)[1]
-    printed = re.findall(r"```text\n(.*?)```", text, re.S)[1]
-    namespace, out = {}, io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, str(PAGE), "exec"), namespace)
-    assert out.getvalue() == printed
+    namespace, out, printed = run_page_example(PAGE, 1)
+    assert out == printed
     trivial, pitchfork = namespace["trivial"], namespace["pitchfork"]
     assert namespace["n"] == N
 
