@@ -565,12 +565,18 @@ def _crossings(branch, a, b, index, locate_tol, radius=None):
         record = _record("hopf", point, bracket, index, branch.F, None if e is None else values[e])
         record["frequency"] = None if e is None else abs(float(values[e].imag))
         record["unstable_change"] = hi_point["unstable"][1] - lo_point["unstable"][1]
-        if e is not None:
-            record.update(
-                hopf_normal_form(
-                    branch.F, point, branch.args, e, branch.dense, branch.k, branch.spectrum
-                )
+        record.update(
+            hopf_normal_form(
+                branch.F,
+                branch.args,
+                branch.dense,
+                branch.k,
+                branch.spectrum,
+                point,
+                (lo_point, hi_point),
+                record["unstable_change"],
             )
+        )
         return [record]
     return []
 
@@ -621,13 +627,20 @@ def _trust(record, locate_tol):
     real part is still above `sqrt(locate_tol)` times the spectrum's scale: it jumped
     across zero instead of passing through it, as at a kink of a piecewise-smooth field
     (ReLU memories), where the Jacobian is discontinuous and no smooth bifurcation
-    theory applies."""
+    theory applies (a Hopf point's normal form is then replaced by `normal_form_error`)."""
     record["located"] = bool(record["s_bracket"] <= locate_tol)
     eigenvalue = record.get("eigenvalue")
     if record["kind"] != "fold" and eigenvalue is not None:
         scale = max(1.0, float(np.max(np.abs(np.asarray(record["eigenvalues"]).real))))
         record["eigenvalue_jump"] = bool(
             record["located"] and abs(eigenvalue.real) > np.sqrt(locate_tol) * scale
+        )
+    if record["kind"] == "hopf" and record.get("eigenvalue_jump"):
+        for key in ("lyapunov_coefficient", "criticality", "normal_form"):
+            record.pop(key, None)
+        record["normal_form_error"] = (
+            "the eigenvalues jump across the imaginary axis here (a kink of the field): "
+            "no smooth normal form."
         )
     return record
 
@@ -739,8 +752,9 @@ def continuation(
     was not found) or, at Hopf points, `frequency` and the normal form
     (`_hopf.hopf_normal_form`): `lyapunov_coefficient` (the first, `Re(c1) / omega`),
     `criticality` (`"supercritical"`: a stable cycle is born; `"subcritical"`;
-    `"degenerate"`) and `normal_form` (`c1`, `a`, `frequency`, `q`, `dx_dp`: what
-    `hopf_cycle` needs), or `normal_form_error` saying why not; `stop_reason` (one of
+    `"degenerate"`) and `normal_form` (`c1`, `a`, `c1_error`, `frequency`, `q`, `h20`,
+    `h11`, `dx_dp`: what `hopf_cycle` needs), or `normal_form_error` saying why not;
+    `stop_reason` (one of
     `STOP_REASONS`); `stall` (with `stop_reason="ds_min"`, the last refused step: `p`
     where it ended, `residual_rms`, `newton_iterations`, `step`, `cause` (`"newton"`:
     not converged; `"nonfinite"`: the field was NaN or inf where Newton went;

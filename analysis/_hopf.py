@@ -1,10 +1,11 @@
 """The normal form of a Hopf point: whether the periodic orbit born there is stable, and
-its leading-order shape, size and period.
+its shape, size and period near the point.
 
 At a Hopf point `(x*, p*)` of `dx/dt = f(x, p)` the Jacobian `A = df/dx` has a simple
 pair `+-i omega`. With `A q = i omega q` (`|q| = 1`, Euclidean over the flattened state)
 and `A^T w = -i omega w`, `<w, q> = conj(w) . q = 1`, the flow on the centre manifold
-`x = x*(p) + 2 Re(z q) + O(|z|^2)` is, to third order in `z` and first in `p - p*`,
+`x = x*(p) + 2 Re(z q) + Re(h20 z^2) + h11 |z|^2 + O(|z|^3)` is, to third order in `z`
+and first in `p - p*`,
 
     dz/dt = z (i omega + a (p - p*) + c1 |z|^2)
 
@@ -21,6 +22,9 @@ a stable cycle grows from the point where the steady state loses stability
 (supercritical); positive, an unstable cycle shrinks onto it from the other side, and the
 state jumps away (subcritical). `l1` depends on the scaling of `q` (here unit), its sign
 does not.
+
+The coefficients are computed at the two ends of the bracket that located the point
+(`hopf_normal_form`) and interpolated to the crossing.
 
 Matrix-free, `B` and `C` are JVPs of JVPs, the left eigenvector comes from Krylov-Schur on
 `A^T` (vector-Jacobian products), and the two solves are GMRES (the complex one as a real
@@ -40,16 +44,13 @@ from ._branch_kernels import (
     _inverted_pairs,
     _leading_pairs,
     jacobian,
+    real_eigenvalues,
     rounding_rtol,
     transposed_arnoldi_steps,
     transposed_inverse_arnoldi_steps,
 )
 from ._xla_fallback import compiled
 
-# `Re(c1)` is called zero ("degenerate": a Bautin point, or a linear field's centre)
-# where it is below this fraction of the terms it sums: their cancellation is then below
-# what the location of the point (to `locate_tol` in arclength) and the solves resolve.
-DEGENERATE = 1e-6
 # The linear solves of `c1` are accepted up to this factor of their relative tolerance.
 SOLVE_SLACK = 100.0
 
@@ -65,8 +66,9 @@ def hopf_coefficients(F, y, t, args, q, left, omega, dense: bool):
     `i omega`, `left` the left one (`<left, q> = 1`).
 
     Returns a dict: `c1`, `a` (complex scalars), `terms` (the sizes of `c1`'s three
-    terms, summed), `residuals` (`[2]`: the relative residuals of the solves for `h11`
-    and `h20`)."""
+    terms, summed), `h20` (`[n]`, complex) and `h11` (`[n]`), the centre manifold's
+    second-order coefficients, and `residuals` (`[2]`: the relative residuals of the
+    solves for `h11` and `h20`)."""
     x, p = y[:-1], y[-1]
     n = x.size
     f = lambda u: F.split(u, p, args)  # noqa: E731
@@ -142,13 +144,17 @@ def hopf_coefficients(F, y, t, args, q, left, omega, dense: bool):
     along = lambda u: jax.jvp(lambda z: jax.jvp(g, (z,), (u,))[1], (y,), (t,))[1]  # noqa: E731
     pad = lambda u: jnp.concatenate([u, jnp.zeros((1,), y.dtype)])  # noqa: E731
     a = jnp.vdot(left, along(pad(qr)) + 1j * along(pad(qi))) / t[-1]
-    return dict(c1=c1, a=a, terms=terms, residuals=residuals)
+    return dict(c1=c1, a=a, terms=terms, h20=h20, h11=h11, residuals=residuals)
 
 
 def _left_eigenvector(F, y, args, value, q, dense: bool, k: int, spectrum: str):
     """The left eigenvector `w` of `df/dx` at `y` for the eigenvalue `value` (`A^T w =
     conj(value) w`), scaled so that `<w, q> = 1`. Matrix-free: Krylov-Schur on `A^T`
-    (the `k` leading or nearest zero, as the branch keeps them), started from `q`."""
+    (`k + 1` leading or nearest zero, as the branch keeps them: both members of a
+    pair that `k` cuts), started from `q`. Raises `EigenNotConvergedError` where no
+    eigenvalue of `A^T` is clearly the one sought (none near it, or two), or where `w`
+    and `q` are nearly orthogonal (the eigenvalue is ill-conditioned, as near a
+    Bogdanov-Takens point)."""
     n = y.size - 1
     if dense:
         values, vectors = np.linalg.eig(np.asarray(jacobian(F, y, args))[:, :-1].T)
@@ -158,52 +164,61 @@ def _left_eigenvector(F, y, args, value, q, dense: bool, k: int, spectrum: str):
             1.0 + np.random.default_rng(0).random(n)
         ) / math.sqrt(n)
         start = jnp.asarray(start, y.dtype)
-        kept = k + 1  # both members of a pair the `k` kept may cut
+        kept = k + 1
         if spectrum == "nearest_zero":
             values, vectors = _inverted_pairs(
                 transposed_inverse_arnoldi_steps, F, y, args, start, kept
             )
         else:
             values, vectors = _leading_pairs(transposed_arnoldi_steps, F, y, args, start, kept)
-    distance = np.abs(values - np.conj(value))
+    target = np.conj(value)
+    near = math.sqrt(float(jnp.finfo(y.dtype).eps)) * max(1.0, float(np.max(np.abs(values))))
+    distance = np.abs(values - target)
     pick = int(np.argmin(distance))
     others = np.delete(distance, pick)
-    if others.size and others.min() <= 2 * distance[pick]:
+    if distance[pick] > near or (others.size and others.min() <= max(2 * distance[pick], near)):
         raise krylov_schur.EigenNotConvergedError(
             f"the transposed Jacobian's eigenvalues {np.round(values, 8)} hold none clearly "
-            f"nearest {complex(np.conj(value)):.8g}: no left eigenvector."
+            f"equal to {complex(target):.8g}: no left eigenvector."
         )
     w = np.asarray(vectors[:, pick], complex)
+    overlap = abs(np.vdot(w, q)) / np.linalg.norm(w)
+    if overlap <= math.sqrt(float(jnp.finfo(y.dtype).eps)):
+        raise krylov_schur.EigenNotConvergedError(
+            f"the left and right eigenvectors are nearly orthogonal (cosine {overlap:.1e}): "
+            "the eigenvalue is ill-conditioned, as near a Bogdanov-Takens point."
+        )
     return w / np.conj(np.vdot(w, q))
 
 
-def hopf_normal_form(F, point, args, e: int, dense: bool, k: int, spectrum: str) -> dict:
-    """The entries a Hopf record gains from its normal form at `point` (a branch point
-    dict: `y`, `t`, `eigenvalues`, `vectors`), `e` the crossing eigenvalue's index:
-    `lyapunov_coefficient`, `criticality` and `normal_form` (`c1`, `a`, `frequency`, `q`
-    and `dx_dp`, the branch's slope, both in the state's shape), or `normal_form_error`
-    where it cannot be computed (the left eigenvector or a solve not found, the
-    frequency near zero)."""
+def _coefficients_at(F, point, args, dense: bool, k: int, spectrum: str) -> dict:
+    """The normal form's coefficients at one `point` of a branch (a dict with `y`, `t`,
+    `eigenvalues`, `vectors`), from its complex eigenvalue nearest the imaginary axis:
+    `hopf_coefficients`' dict with `value` (that eigenvalue, positive imaginary part)
+    and `q` (unit, its largest entry real and positive). Raises `_NoNormalForm` saying
+    why where it cannot be computed."""
     values = np.asarray(point["eigenvalues"]).astype(complex)
+    pairs = np.flatnonzero(~real_eigenvalues(values))
+    if not pairs.size:
+        raise _NoNormalForm("no complex eigenvalue kept at the point.")
+    e = int(pairs[np.argmin(np.abs(values.real[pairs]))])
     value, q = values[e], np.asarray(point["vectors"])[:, e].astype(complex)
     if value.imag < 0:
         value, q = np.conj(value), np.conj(q)
-    omega = float(value.imag)
-    scale = max(1.0, float(np.max(np.abs(values))))
     y, t = point["y"], np.asarray(point["t"])
     eps = float(jnp.finfo(y.dtype).eps)
-    if omega <= math.sqrt(eps) * scale:
-        return dict(
-            normal_form_error=f"the frequency {omega:.3g} is near zero: a Bogdanov-Takens point?"
+    if value.imag <= math.sqrt(eps) * max(1.0, float(np.max(np.abs(values)))):
+        raise _NoNormalForm(
+            f"the frequency {value.imag:.3g} is near zero: a Bogdanov-Takens point?"
         )
     if abs(t[-1]) <= math.sqrt(eps):
-        return dict(normal_form_error="the branch turns in p at this Hopf point: no first-order a.")
+        raise _NoNormalForm("the branch turns in p at this Hopf point: no first-order a.")
     q = q / np.linalg.norm(q)
-    q = q * np.exp(-1j * np.angle(q[np.argmax(np.abs(q))]))  # its largest entry real, positive
+    q = q * np.exp(-1j * np.angle(q[np.argmax(np.abs(q))]))
     try:
         w = _left_eigenvector(F, y, args, value, q, dense, k, spectrum)
     except krylov_schur.EigenNotConvergedError as error:
-        return dict(normal_form_error=str(error))
+        raise _NoNormalForm(str(error)) from None
     complex_dtype = jnp.result_type(y.dtype, jnp.complex64)
     out = hopf_coefficients(
         F,
@@ -212,34 +227,78 @@ def hopf_normal_form(F, point, args, e: int, dense: bool, k: int, spectrum: str)
         args,
         jnp.asarray(q, complex_dtype),
         jnp.asarray(w, complex_dtype),
-        jnp.asarray(omega, y.dtype),
+        jnp.asarray(value.imag, y.dtype),
         dense,
     )
-    c1, a = complex(out["c1"]), complex(out["a"])
-    residuals = np.asarray(out["residuals"])
+    out = {key: np.asarray(entry) for key, entry in out.items()}
+    residuals = out["residuals"]
+    if not all(np.all(np.isfinite(entry)) for entry in out.values()):
+        raise _NoNormalForm("the normal form's coefficients are not finite.")
     allowed = SOLVE_SLACK * rounding_rtol(y.dtype)
-    if not (np.all(np.isfinite(residuals)) and math.isfinite(abs(c1)) and math.isfinite(abs(a))):
-        return dict(normal_form_error="the normal form's coefficients are not finite.")
     # (an LU solve is exact to rounding: its residual is only checked matrix-free)
     if not dense and np.any(residuals > allowed):
+        raise _NoNormalForm(
+            f"the solves for h11 and h20 reached relative residuals "
+            f"{np.array2string(residuals, precision=2)} (wanted {allowed:.1g}): give a "
+            "preconditioner of df/dx (preconditioner=), or matrix_free=False."
+        )
+    return dict(out, value=value, q=q)
+
+
+class _NoNormalForm(Exception):
+    """Why a Hopf point's normal form was not computed (`normal_form_error`)."""
+
+
+def hopf_normal_form(F, args, dense: bool, k: int, spectrum: str, point, ends, unstable_change):
+    """The entries a Hopf record gains from its normal form: `lyapunov_coefficient`,
+    `criticality` and `normal_form` (`c1`, `a`, `c1_error`, `frequency`, and in the
+    state's shape `q`, `h20`, `h11` and the branch's slope `dx_dp`), or
+    `normal_form_error` saying why not.
+
+    `point` is the located Hopf point (the record's), `ends` the two points of its final
+    bracket (`point` is one of them), `unstable_change` the change in the number of
+    eigenvalues with a positive real part across it. The coefficients are computed at
+    both ends, where the crossing eigenvalue's real part `alpha` has opposite signs, and
+    `c1` and `a` interpolated linearly in `alpha` to `alpha = 0` (at either end `c1` is
+    off by about `alpha / omega^2`, which matters near a Bogdanov-Takens point). Their
+    difference, or a floor of `10 rounding_rtol` times the sizes of `c1`'s terms, is
+    `c1_error`; where `|Re c1|` is not above it the point is `"degenerate"` (a Bautin
+    point, a linear field's centre, or too near a Bogdanov-Takens point to tell). Two
+    pairs crossing at once (a double Hopf point) have no single normal form."""
+    if abs(unstable_change) > 2:
         return dict(
             normal_form_error=(
-                f"the solves for h11 and h20 reached relative residuals "
-                f"{np.array2string(residuals, precision=2)} (wanted {allowed:.1g}): give a "
-                "preconditioner of df/dx (preconditioner=), or matrix_free=False."
+                f"{abs(unstable_change)} eigenvalues cross at once (a double Hopf point?): "
+                "no single normal form."
             )
         )
+    try:
+        at = [_coefficients_at(F, end, args, dense, k, spectrum) for end in ends]
+    except _NoNormalForm as why:
+        return dict(normal_form_error=str(why))
+    (lo, hi), here = at, at[0] if ends[0] is point else at[1]
+    alpha_lo, alpha_hi = lo["value"].real, hi["value"].real
+    weight = alpha_lo / (alpha_lo - alpha_hi) if alpha_lo != alpha_hi else 0.5
+    weight = min(max(weight, 0.0), 1.0)
+    c1, a = (complex(lo[name] + weight * (hi[name] - lo[name])) for name in ("c1", "a"))
+    floor = 10 * rounding_rtol(point["y"].dtype) * float(max(lo["terms"], hi["terms"]))
+    c1_error = max(abs(complex(hi["c1"] - lo["c1"])), floor)
+    omega = float(here["value"].imag)
     l1 = c1.real / omega
-    degenerate = abs(c1.real) <= DEGENERATE * float(out["terms"])
-    shape = np.shape(F.state(y))
+    degenerate = abs(c1.real) <= c1_error
+    shape = np.shape(F.state(point["y"]))
+    t = np.asarray(point["t"])
     return dict(
         lyapunov_coefficient=l1,
         criticality="degenerate" if degenerate else ("supercritical" if l1 < 0 else "subcritical"),
         normal_form=dict(
             c1=c1,
             a=a,
+            c1_error=c1_error,
             frequency=omega,
-            q=q.reshape(shape),
+            q=here["q"].reshape(shape),
+            h20=here["h20"].reshape(shape),
+            h11=here["h11"].reshape(shape),
             dx_dp=(t[:-1] / t[-1]).reshape(shape),
         ),
     )
@@ -247,14 +306,16 @@ def hopf_normal_form(F, point, args, e: int, dense: bool, k: int, spectrum: str)
 
 def hopf_cycle(bifurcation: dict, p: float, *, points: int = 64) -> dict:
     """The periodic orbit born at a Hopf point, at the parameter `p`, to leading order
-    in `p - p*`: `x(theta) = x*(p) + 2 Re(r exp(i theta) q)` with `x*(p) = x* + (p - p*)
-    dx/dp`, radius `r = sqrt(-Re(a) (p - p*) / Re(c1))` and angular frequency
-    `omega + Im(a) (p - p*) + Im(c1) r^2` (the normal form in `_hopf`'s docstring).
+    in `p - p*`: with `z = r exp(i theta)`,
+    `x(theta) = x*(p) + 2 Re(z q) + Re(h20 z^2) + h11 r^2`, `x*(p) = x* + (p - p*) dx/dp`
+    (the centre manifold to second order), radius `r = sqrt(-Re(a) (p - p*) / Re(c1))`
+    and angular frequency `omega + Im(a) (p - p*) + Im(c1) r^2` (the normal form in
+    `_hopf`'s docstring).
 
     - `bifurcation`: a `kind="hopf"` record of `continuation` with a `normal_form`.
     - `p`: where the cycle exists: past `p*` on the side where the steady state is
-      unstable for a supercritical point, on the stable side for a subcritical one. Its
-      error grows like `|p - p*|` relative to its size.
+      unstable for a supercritical point, on the stable side for a subcritical one. The
+      orbit's error relative to its size `r` grows like `|p - p*|`.
     - `points`: samples over one period.
 
     Returns a dict: `x` (`[points, *shape]`, the orbit at equal times), `t`
@@ -285,9 +346,11 @@ def hopf_cycle(bifurcation: dict, p: float, *, points: int = 64) -> dict:
     radius = math.sqrt(squared)
     frequency = form["frequency"] + a.imag * dp + c1.imag * squared
     theta = 2 * np.pi * np.arange(points) / points
-    centre = np.asarray(bifurcation["x"]) + dp * form["dx_dp"]
+    centre = np.asarray(bifurcation["x"]) + dp * form["dx_dp"] + squared * form["h11"]
     phase = np.exp(1j * theta).reshape((points,) + (1,) * np.ndim(centre))
-    x = centre[None] + 2 * np.real(radius * phase * form["q"][None])
+    x = centre[None] + np.real(
+        2 * radius * phase * form["q"][None] + squared * phase**2 * form["h20"][None]
+    )
     return dict(
         x=x,
         t=theta / frequency,
