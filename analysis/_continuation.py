@@ -512,10 +512,11 @@ def _detect(branch, a, b, index, locate_tol):
 def _crossings(branch, a, b, index, locate_tol, radius=None):
     """The branch and Hopf points between `a` and `b` from the counts of eigenvalues with
     a positive real part (`_detect`). A real crossing is located first (bisection finds
-    the first change of the real count); the stretches before and after its bracket are
-    then searched again, so that a second branch point, or a Hopf point, in the same
-    step is found too. Two real eigenvalues crossing at once, as where a kinked field's
-    Jacobian jumps, are one branch point (its `_trust` says `eigenvalue_jump`).
+    the first change of the real count), else a complex one; the stretches before and
+    after its bracket are then searched again, so that a second branch point or Hopf
+    point in the same step is found too. Two real eigenvalues crossing at once, as where
+    a kinked field's Jacobian jumps, are one branch point (its `_trust` says
+    `eigenvalue_jump`).
 
     Where each point keeps the eigenvalues nearest zero (`_Branch.radius`), the counts
     are among those nearer zero than `radius` (the outermost search's, kept for the
@@ -558,8 +559,9 @@ def _crossings(branch, a, b, index, locate_tol, radius=None):
         point, bracket, lo_point, hi_point = _bisect(
             branch, a, b, lambda q: branch.counts(q, radius)[1], locate_tol
         )
+        before, after = around(lo_point, hi_point)
         if nearest_zero and not _crosses_zero(lo_point, hi_point, real=False):
-            return []
+            return before + after
         values = point["eigenvalues"]
         e = _nearest_zero(values, real=False)
         record = _record("hopf", point, bracket, index, branch.F, None if e is None else values[e])
@@ -577,7 +579,7 @@ def _crossings(branch, a, b, index, locate_tol, radius=None):
                 record["unstable_change"],
             )
         )
-        return [record]
+        return before + [record] + after
     return []
 
 
@@ -846,7 +848,8 @@ def continuation(
             "the eigen-solver failed at the start ("
             + (branch.failure or {}).get("message", "?")
             + "); if the start is on a bifurcation (df/dx singular), start next to it, "
-            "or pass tangent_start."
+            "or pass tangent_start; else keep other eigenvalues (k=, spectrum=), or "
+            "for a small system solve densely (matrix_free=False)."
         )
     start_correction = _warn_if_moved(jnp.ravel(x0), y, ds, state_weight)
     if tangent_start is None:  # switch_branch starts on its branch point by design

@@ -49,6 +49,7 @@ from ._branch_kernels import (
     transposed_arnoldi_steps,
     transposed_inverse_arnoldi_steps,
 )
+from ._common import is_count
 from ._xla_fallback import compiled
 
 # The linear solves of `c1` are accepted up to this factor of their relative tolerance.
@@ -288,6 +289,7 @@ def hopf_normal_form(F, args, dense: bool, k: int, spectrum: str, point, ends, u
     degenerate = abs(c1.real) <= c1_error
     shape = np.shape(F.state(point["y"]))
     t = np.asarray(point["t"])
+    complex_dtype = np.result_type(t.dtype, np.complex64)
     return dict(
         lyapunov_coefficient=l1,
         criticality="degenerate" if degenerate else ("supercritical" if l1 < 0 else "subcritical"),
@@ -296,15 +298,25 @@ def hopf_normal_form(F, args, dense: bool, k: int, spectrum: str, point, ends, u
             a=a,
             c1_error=c1_error,
             frequency=omega,
-            q=here["q"].reshape(shape),
-            h20=here["h20"].reshape(shape),
+            q=here["q"].astype(complex_dtype).reshape(shape),
+            h20=here["h20"].astype(complex_dtype).reshape(shape),
             h11=here["h11"].reshape(shape),
             dx_dp=(t[:-1] / t[-1]).reshape(shape),
         ),
     )
 
 
-def hopf_cycle(bifurcation: dict, p: float, *, points: int = 64) -> dict:
+def _from_json(value):
+    """A normal form's entry as `continuation` gives it, from it or from its `to_json`
+    copy (complex numbers as `{"real": ..., "imag": ...}`, arrays as lists)."""
+    if isinstance(value, dict) and set(value) == {"real", "imag"}:
+        return complex(value["real"], value["imag"])
+    if isinstance(value, list):
+        return np.asarray([_from_json(entry) for entry in value])
+    return value
+
+
+def hopf_cycle(bifurcation: dict, p: float, *, points: int | np.integer = 64) -> dict:
     """The periodic orbit born at a Hopf point, at the parameter `p`, to leading order
     in `p - p*`: with `z = r exp(i theta)`,
     `x(theta) = x*(p) + 2 Re(z q) + Re(h20 z^2) + h11 r^2`, `x*(p) = x* + (p - p*) dx/dp`
@@ -326,15 +338,15 @@ def hopf_cycle(bifurcation: dict, p: float, *, points: int = 64) -> dict:
     if bifurcation.get("kind") != "hopf" or "normal_form" not in bifurcation:
         why = bifurcation.get("normal_form_error", "it is not a Hopf point of continuation")
         raise ValueError(f"hopf_cycle needs a Hopf record with a normal form: {why}.")
-    form = bifurcation["normal_form"]
+    form = {key: _from_json(value) for key, value in bifurcation["normal_form"].items()}
     if bifurcation["criticality"] == "degenerate":
         raise ValueError(
             "the Hopf point is degenerate (Re c1 = 0 to what was resolved): the cubic normal "
             "form does not say where its cycles are."
         )
-    if not (isinstance(points, int) and points >= 2):
+    if not is_count(points, 2):
         raise ValueError(f"points must be an integer of at least 2 (got {points!r}).")
-    c1, a = form["c1"], form["a"]
+    c1, a = complex(form["c1"]), complex(form["a"])
     dp = float(p) - bifurcation["p"]
     squared = -a.real * dp / c1.real
     if not squared > 0:
@@ -344,9 +356,9 @@ def hopf_cycle(bifurcation: dict, p: float, *, points: int = 64) -> dict:
             f"p* = {bifurcation['p']:.6g} has its cycles at p {side} p*."
         )
     radius = math.sqrt(squared)
-    frequency = form["frequency"] + a.imag * dp + c1.imag * squared
+    frequency = float(form["frequency"]) + a.imag * dp + c1.imag * squared
     theta = 2 * np.pi * np.arange(points) / points
-    centre = np.asarray(bifurcation["x"]) + dp * form["dx_dp"] + squared * form["h11"]
+    centre = np.asarray(bifurcation["x"], float) + dp * form["dx_dp"] + squared * form["h11"]
     phase = np.exp(1j * theta).reshape((points,) + (1,) * np.ndim(centre))
     x = centre[None] + np.real(
         2 * radius * phase * form["q"][None] + squared * phase**2 * form["h20"][None]

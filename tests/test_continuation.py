@@ -444,6 +444,18 @@ def branch_and_hopf(u, p, args):
     return jnp.stack([p * x - x**3, (p - 0.01) * a - b, a + (p - 0.01) * b])
 
 
+def two_hopf_points(u, p, args):
+    """Two oscillators (frequencies 1 and 1.5) losing stability at p = 0 and p = 0.01."""
+    return jnp.stack(
+        [
+            p * u[0] - u[1],
+            u[0] + p * u[1],
+            (p - 0.01) * u[2] - 1.5 * u[3],
+            1.5 * u[2] + (p - 0.01) * u[3],
+        ]
+    )
+
+
 def two_branch_points(u, p, args):
     return jnp.stack([p * u[0] - u[0] ** 3, (p - 0.01) * u[1] - u[1] ** 3])
 
@@ -453,6 +465,7 @@ def two_branch_points(u, p, args):
     [
         (branch_and_hopf, jnp.zeros(3), [("branch_point", 0.0), ("hopf", 0.01)]),
         (two_branch_points, jnp.zeros(2), [("branch_point", 0.0), ("branch_point", 0.01)]),
+        (two_hopf_points, jnp.zeros(4), [("hopf", 0.0), ("hopf", 0.01)]),
     ],
 )
 def test_two_bifurcations_in_one_step_are_both_found(field, x0, expected):
@@ -463,6 +476,10 @@ def test_two_bifurcations_in_one_step_are_both_found(field, x0, expected):
     np.testing.assert_allclose([p for _, p in found], [p for _, p in expected], atol=1e-8)
     if field is branch_and_hopf:
         assert branch["bifurcations"][1]["frequency"] == pytest.approx(1.0, abs=1e-8)
+    if field is two_hopf_points:
+        frequencies = [b["frequency"] for b in branch["bifurcations"]]
+        np.testing.assert_allclose(frequencies, [1.0, 1.5], atol=1e-8)
+        assert [b["unstable_change"] for b in branch["bifurcations"]] == [2, 2]
 
 
 def fold_beside_pitchfork(u, p, args):

@@ -4,6 +4,7 @@ the planar formula with Taylor coefficients by an FFT, a centre-manifold reducti
 by hand, the characteristic polynomial of Lorenz's equilibria, and the cycle a scipy
 integration settles on."""
 
+import json
 import pathlib
 
 import jax.numpy as jnp
@@ -360,6 +361,11 @@ def test_lorenz_hopf_is_subcritical():
         analysis.hopf_cycle(point, rho_h + 0.1)
     cycle = analysis.hopf_cycle(point, rho_h - 0.1)
     assert not cycle["stable"] and cycle["x"].shape == (64, 3)
+    # the record as save_json writes it serves as well
+    saved = json.loads(json.dumps(analysis.to_json(point)))
+    again = analysis.hopf_cycle(saved, rho_h - 0.1, points=np.int64(64))
+    np.testing.assert_allclose(again["x"], cycle["x"], rtol=1e-15, atol=1e-15)
+    assert again["period"] == cycle["period"]
 
 
 def test_hopf_cycle_needs_a_hopf_record_with_its_normal_form():
