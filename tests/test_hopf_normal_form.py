@@ -366,6 +366,8 @@ def test_lorenz_hopf_is_subcritical():
     again = analysis.hopf_cycle(saved, rho_h - 0.1, points=np.int64(64))
     np.testing.assert_allclose(again["x"], cycle["x"], rtol=1e-15, atol=1e-15)
     assert again["period"] == cycle["period"]
+    with pytest.raises(ValueError, match="points must be an integer of at least 2"):
+        analysis.hopf_cycle(point, rho_h - 0.1, points=1)
 
 
 def test_hopf_cycle_needs_a_hopf_record_with_its_normal_form():
