@@ -40,6 +40,7 @@ import numpy as np
 from . import _krylov_schur as krylov_schur
 from ._branch_kernels import (
     GMRES_MAX_STEPS,
+    WARM_START_MIX,
     _gmres,
     _inverted_pairs,
     _leading_pairs,
@@ -161,7 +162,7 @@ def _left_eigenvector(F, y, args, value, q, dense: bool, k: int, spectrum: str):
         values, vectors = np.linalg.eig(np.asarray(jacobian(F, y, args))[:, :-1].T)
     else:
         start = np.real(q) + np.imag(q)
-        start = start / np.linalg.norm(start) + 1e-3 * (
+        start = start / np.linalg.norm(start) + WARM_START_MIX * (
             1.0 + np.random.default_rng(0).random(n)
         ) / math.sqrt(n)
         start = jnp.asarray(start, y.dtype)
