@@ -33,6 +33,7 @@ the geometry module (`et_ode.analysis._geometry`).
 | `continuation` | how does a steady state move with a parameter; where does it fold or branch? |
 | `switch_branch` | follow the other branch from a branch point found by `continuation` |
 | `hopf_cycle` | the periodic orbit born at a Hopf point found by `continuation`, to leading order |
+| `periodic_orbit` | the periodic orbit near a guess (shooting) and its Floquet multipliers |
 | `basins` | which attractor does each start reach; how many, how large, how mixed? |
 | `steady_states` | which steady states exist at one parameter (deflated Newton)? |
 """
@@ -72,6 +73,7 @@ from ._long_horizon import finite_time_lyapunov, long_horizon
 from ._long_horizon_report import long_horizon_findings, plot_long_horizon
 from ._lyapunov_spectrum import lyapunov_spectrum
 from ._overshoot import overshoot, plot_overshoot
+from ._periodic_orbit import periodic_orbit
 from ._plotting import FIGURE_FORMATS, layout_problems, write_figure
 from ._records import metadata, model_dtype, save_json, to_json
 from ._stability import (
@@ -119,6 +121,7 @@ __all__ = [
     "normalised_patches",
     "overshoot",
     "plot_basins",
+    "periodic_orbit",
     "plot_continuation",
     "plot_contributions",
     "plot_convergence",

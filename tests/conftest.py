@@ -180,17 +180,19 @@ def x0():
     return make_state()
 
 
-def run_page_example(page: Path, index: int) -> tuple[dict, str, str]:
-    """The `index`-th Python block of the how-to page `page`, run as written: its
-    namespace, what it printed, and the page's `index`-th text block (what the page says
-    it prints)."""
+def run_page_example(
+    page: Path, index: int, namespace: dict | None = None
+) -> tuple[dict, str, str]:
+    """The `index`-th Python block of the how-to page `page`, run as written (in
+    `namespace`, where it goes on from an earlier block's): its namespace, what it
+    printed, and the page's `index`-th text block (what the page says it prints)."""
     import io
     import re
 
     text = page.read_text()
     code = re.findall(r"```python\n(.*?)```", text, re.S)[index]
     printed = re.findall(r"```text\n(.*?)```", text, re.S)[index]
-    namespace: dict = {}
+    namespace = {} if namespace is None else namespace
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, str(page), "exec"), namespace)
