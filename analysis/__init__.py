@@ -68,7 +68,12 @@ from ._image_trajectory import (
     reference_time,
     trajectory_options,
 )
-from ._landscape_figures import plot_basins, plot_continuation, plot_lyapunov_spectrum
+from ._landscape_figures import (
+    plot_basins,
+    plot_continuation,
+    plot_lyapunov_spectrum,
+    plot_periodic_orbit,
+)
 from ._long_horizon import finite_time_lyapunov, long_horizon
 from ._long_horizon_report import long_horizon_findings, plot_long_horizon
 from ._lyapunov_spectrum import lyapunov_spectrum
@@ -132,6 +137,7 @@ __all__ = [
     "plot_image_basins",
     "plot_long_horizon",
     "plot_lyapunov_spectrum",
+    "plot_periodic_orbit",
     "plot_overshoot",
     "plot_stability",
     "plot_work_precision",

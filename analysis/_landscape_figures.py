@@ -1,6 +1,6 @@
 """Figures of the landscape studies: the bifurcation diagram of `continuation` (and
 `switch_branch`), the basin map of `basins`, the running Lyapunov exponents of
-`lyapunov_spectrum`."""
+`lyapunov_spectrum`, the orbit and Floquet multipliers of `periodic_orbit`."""
 
 from collections.abc import Sequence
 from pathlib import Path
@@ -272,4 +272,89 @@ def plot_lyapunov_spectrum(result: dict[str, Any], path: Path | str | None = Non
         f"transient {number(result['transient'])}",
     ]
     title(fig, what, caption(meta, horizon=f"t1 = {number(result['t1'])}", extra=extra))
+    return finish(fig, path)
+
+
+def _entry(index: int, shape: tuple[int, ...]) -> str:
+    """The name of a state's flat entry `index`: `x[2]`, or `x[3, 1]` for a state of
+    shape `shape`."""
+    where = np.unravel_index(index, shape) if len(shape) > 1 else (index,)
+    return f"x[{', '.join(str(int(i)) for i in where)}]"
+
+
+def plot_periodic_orbit(
+    result: dict[str, Any],
+    path: Path | str | None = None,
+    *,
+    components: tuple[int, int] | None = None,
+) -> Figure:
+    """The periodic orbit of `periodic_orbit` drawn in the plane of two of the state's
+    entries (`components`, flat indices; default the two with the largest range over
+    the orbit), its start `x0` marked; and its Floquet multipliers in the complex plane
+    beside the unit circle (the trivial one hollow). The title gives `p`, the period and
+    the verdict; the caption the solve, the trivial multiplier's error and the residual.
+    Returns the `Figure`."""
+    states = np.asarray(result["x"], float)
+    shape = states.shape[1:]
+    flat = states.reshape(len(states), -1)
+    if components is None:
+        components = tuple(sorted(np.argsort(-np.ptp(flat, axis=0), kind="stable")[:2]))
+    i, j = (int(c) for c in components)
+    fig, axes = figure(2, 1, width=3.7, height=3.5)
+    ax = axes[0, 0]
+    closed = np.vstack([flat, flat[:1]])
+    ax.plot(closed[:, i], closed[:, j], lw=1.3, color="C0")
+    ax.plot(flat[0, i], flat[0, j], "o", color="C3", ms=5, label="x0")
+    ax.set_xlabel(_entry(i, shape))
+    ax.set_ylabel(_entry(j, shape))
+    ax.legend(fontsize=7, loc="best")
+
+    ax = axes[0, 1]
+    values = np.asarray(result["multipliers"], complex)
+    angle = np.linspace(0.0, 2.0 * np.pi, 200)
+    ax.plot(np.cos(angle), np.sin(angle), color="0.6", lw=0.8, label="|mu| = 1")
+    trivial = result.get("trivial_index")
+    others = np.ones(len(values), bool)
+    if trivial is not None:
+        others[trivial] = False
+        ax.plot(
+            values[trivial].real,
+            values[trivial].imag,
+            "o",
+            mfc="none",
+            color="C0",
+            ms=7,
+            label="trivial (1)",
+        )
+    ax.plot(values[others].real, values[others].imag, "x", color="C3", ms=6, label="others")
+    reach = max(1.15, 1.1 * float(np.max(np.abs(values))) if len(values) else 1.15)
+    ax.set_xlim(-reach, reach)
+    ax.set_ylim(-reach, reach)
+    ax.set_aspect("equal")
+    ax.set_xlabel("Re mu")
+    ax.set_ylabel("Im mu")
+    ax.legend(fontsize=7, loc="upper left")
+
+    stable, unstable = result.get("stable"), int(result.get("unstable", 0))
+    verdict = (
+        "stable"
+        if stable
+        else "stability undecided (a multiplier on the unit circle)"
+        if stable is None
+        else f"unstable ({unstable} multiplier{'s' if unstable != 1 else ''} outside the "
+        "unit circle)"
+    )
+    what = (
+        f"Periodic orbit at p = {number(result['p'])}: period "
+        f"{float(result['period']):.6g}, {verdict}"
+    )
+    extra = []
+    if result.get("trivial_error") is not None:
+        extra.append(f"trivial multiplier 1 to {float(result['trivial_error']):.1g}")
+    extra.append(f"residual RMS {float(result['residual_rms']):.1g}")
+    meta = result.get("metadata", {})
+    extra.append(
+        "all multipliers" if result.get("dense", True) else f"{len(values)} largest multipliers"
+    )
+    title(fig, what, caption(meta, extra=extra))
     return finish(fig, path)

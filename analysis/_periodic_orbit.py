@@ -411,7 +411,7 @@ def periodic_orbit(
     orbit at equal times over one period from `x0`, the end excluded, as `hopf_cycle`
     samples it), `amplitude` (the largest peak-to-peak range of an entry over
     the orbit), `residual_rms` (of `phi(x0, T) - x0`), `newton_iterations`, `dense`,
-    `metadata`.
+    `metadata`. `plot_periodic_orbit` draws the orbit and its multipliers.
 
     **Raises** `ValueError` naming the cause where Newton does not converge (the
     solve's failure, the residual reached, a start too far from an orbit), where the

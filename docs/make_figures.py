@@ -77,6 +77,7 @@ FIGURES = {
     "continuation": ("landscape.md", lambda folder: _pitchfork(folder), "continuation.png"),
     "basins": ("landscape.md", lambda folder: _four_wells(folder), "basins.png"),
     "lyapunov-spectrum": ("landscape.md", lambda folder: _lorenz(folder), "lyapunov_spectrum.png"),
+    "periodic-orbit": ("landscape.md", lambda folder: _lorenz_orbit(folder), "periodic_orbit.png"),
 }
 
 
@@ -147,6 +148,25 @@ def _lorenz(folder: Path) -> None:
 
     out = analysis.lyapunov_spectrum(lorenz, jnp.ones(3), t1=200.0, transient=20.0, renormalise=0.5)
     analysis.plot_lyapunov_spectrum(out, folder / "lyapunov_spectrum.png")
+
+
+def _lorenz_orbit(folder: Path) -> None:
+    """Lorenz's shortest periodic orbit (AB) at rho = 28, from a rounded guess."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from et_ode import analysis
+
+    jax.config.update("jax_enable_x64", True)
+
+    def lorenz(x, rho, args):
+        return jnp.stack(
+            [10.0 * (x[1] - x[0]), x[0] * (rho - x[2]) - x[1], x[0] * x[1] - 8.0 / 3.0 * x[2]]
+        )
+
+    orbit = analysis.periodic_orbit(lorenz, np.array([-13.76, -19.58, 27.0]), 1.56, 28.0)
+    analysis.plot_periodic_orbit(orbit, folder / "periodic_orbit.png", components=(0, 2))
 
 
 def render(name: str, folder: Path) -> Path:

@@ -639,6 +639,34 @@ def many_image_basins_result():
     return dict(result, attractors=attractors, plane=plane, random=random)
 
 
+def periodic_orbit_result(shape=(3,), stable=False):
+    """A Lorenz-like orbit (a figure of eight in its first and third entries) with three
+    multipliers, one outside the unit circle; or (`shape` (8, 2)) its entries spread
+    over a state of that shape, the first two varying most."""
+    t = np.arange(64) / 64 * 2 * np.pi
+    x = np.zeros((64, int(np.prod(shape))))
+    x[:, 0] = 12 * np.sin(t)
+    x[:, min(2, x.shape[1] - 1) if shape == (3,) else 1] = 27 + 8 * np.sin(2 * t)
+    return dict(
+        x0=x[0].reshape(shape),
+        period=1.5586522107,
+        p=28.0,
+        multipliers=np.array([4.713, 1.0, 1.19e-10], complex),
+        trivial_index=1,
+        trivial_error=5e-11,
+        floquet_exponents=np.log(np.array([4.713, 1.0, 1.19e-10], complex)) / 1.5586522107,
+        unstable=1 if stable is False else 0,
+        stable=stable,
+        t=1.5586522107 * np.arange(64) / 64,
+        x=x.reshape((64, *shape)),
+        amplitude=24.0,
+        residual_rms=2e-12,
+        newton_iterations=4,
+        dense=True,
+        metadata=meta("periodic_orbit", dtype="float64", solver="dopri8", rtol=1e-11, atol=1e-13),
+    )
+
+
 def lyapunov_spectrum_result():
     """Lorenz's spectrum converging over 100 intervals of 0.5."""
     times = 0.5 * np.arange(1, 101)
@@ -922,6 +950,22 @@ FIGURES = {
         lambda: analysis.plot_image_basins(many_image_basins_result()),
         ["80 attractors", "64 attractors", "16 attractors from 16 random starts", "(image)"],
     ),
+    "plot_periodic_orbit": (
+        lambda: analysis.plot_periodic_orbit(periodic_orbit_result()),
+        [
+            "Periodic orbit at p = 28",
+            "period 1.55865",
+            "unstable (1 multiplier outside",
+            "float64",
+            "dopri8 rtol 1e-11",
+            "trivial multiplier 1 to 5e-11",
+            "all multipliers",
+        ],
+    ),
+    "plot_periodic_orbit (state of shape (8, 2), undecided)": (
+        lambda: analysis.plot_periodic_orbit(periodic_orbit_result(shape=(8, 2), stable=None)),
+        ["stability undecided"],
+    ),
     "plot_lyapunov_spectrum": (
         lambda: analysis.plot_lyapunov_spectrum(lyapunov_spectrum_result()),
         ["top 3", "t1 = 50", "float64", "tsit5 rtol 1e-08", "renormalised every 0.5"],
@@ -1173,6 +1217,7 @@ DOCS_IMAGES = {  # figure function -> its image in docs/images (docs/make_figure
     "plot_basins": "basins",
     "plot_image_basins": "image-basins",
     "plot_lyapunov_spectrum": "lyapunov-spectrum",
+    "plot_periodic_orbit": "periodic-orbit",
 }
 
 
@@ -1190,6 +1235,15 @@ def test_every_figure_is_shown_on_its_how_to_page():
         assert path.stat().st_size <= make_figures.MAX_BYTES, path
         page = DOCS / "how-to" / make_figures.FIGURES[image][0]
         assert f"](../images/{image}.png)" in page.read_text(), f"{image} not shown on {page}"
+
+
+def test_periodic_orbit_axes_name_the_entries_drawn():
+    """The orbit's plane is named by the entries' indices in the state's shape: by default
+    the two that vary most, else the `components` asked for (flat indices)."""
+    fig = analysis.plot_periodic_orbit(periodic_orbit_result(shape=(8, 2)))
+    assert (fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel()) == ("x[0, 0]", "x[0, 1]")
+    fig = analysis.plot_periodic_orbit(periodic_orbit_result(), components=(0, 2))
+    assert (fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel()) == ("x[0]", "x[2]")
 
 
 def test_energy_descent_counts_start_at_zero():
