@@ -68,16 +68,22 @@ KRYLOV_VECTORS = 40
 # where no kept one is (matrix-free, more than `k` multipliers outside the unit
 # circle), `trivial_index` is None.
 TRIVIAL_COSINE = 0.99
+# ... or where the monodromy matrix maps the flow to itself within this relative error.
+TRIVIAL_RETURN = 1e-6
 # Newton's GMRES (matrix-free): each linear solve's relative and absolute (as a fraction
 # of `tol`) tolerance per entry (lineax's test: below both is converged), and its restart.
 GMRES_RTOL = 1e-8
 GMRES_ATOL = 1e-2
-GMRES_RESTART = 40
+GMRES_RESTART = 100
 
 
-# The fractions `1/m` of a period found at which the orbit is checked for an earlier
-# return to its start (a guess near `m` times the period); increasing.
-FRACTIONS = (2, 3, 4, 5)
+# The `m` for which the orbit found is checked for an earlier return to its start after
+# `1/m` of its period (a guess near `m` times the period); checked again after a
+# reduction, so that larger multiples with a divisor among them are found too.
+FRACTIONS = tuple(range(2, 13))
+# Where a solve stops short, the field is also tried this fraction of the period ahead
+# of the state reached (a field undefined just beyond it has every step rejected).
+AHEAD = 1e-6
 
 
 class _Setting(eqx.Module):
@@ -142,6 +148,7 @@ def _orbit(setting, z0, x_ref, tol, max_newton: int, dense: bool, points: int):
             rtol=GMRES_RTOL,
             atol=GMRES_ATOL * tol,
             restart=min(GMRES_RESTART, z0.size - 1),
+            stagnation_iters=GMRES_RESTART,
             max_steps=10 * z0.size,
         )
     )
@@ -175,17 +182,20 @@ def _orbit(setting, z0, x_ref, tol, max_newton: int, dense: bool, points: int):
 
 @eqx.filter_jit
 def _diagnose(setting, x, period):
-    """Where the flow from `x` over `period` fails: whether it succeeded, its steps, and
-    where it stopped (the last state reached), the RMS of the state and of the field
-    there and at `x`, and whether those are finite."""
+    """Where the flow from `x` over `period` fails: whether it succeeded, its steps, the
+    fraction of the period it reached, whether the state and the field are finite where
+    it stopped and a little ahead of it (`AHEAD` of the period along the field), and the
+    RMS of the state and of the field at `x` and where it stopped."""
     sol = setting.flow(x, period, diffrax.SaveAt(t1=True))
     end = sol.ys[-1]
     velocity = setting.field(end, setting.p, setting.args)
     finite = jnp.all(jnp.isfinite(end)) & jnp.all(jnp.isfinite(velocity))
+    ahead = setting.field(end + AHEAD * period * velocity, setting.p, setting.args)
     ok = sol.result == diffrax.RESULTS.successful
     start_speed = solvers.rms(setting.field(x, setting.p, setting.args))
     sizes = (solvers.rms(x), solvers.rms(end), start_speed, solvers.rms(velocity))
-    return ok, sol.stats["num_steps"], finite, sizes
+    reached = sol.ts[-1]
+    return ok, sol.stats["num_steps"], reached, finite, jnp.all(jnp.isfinite(ahead)), sizes
 
 
 @eqx.filter_jit
@@ -217,36 +227,49 @@ def _multipliers(setting, x, period, monodromy, k: int):
     return values[order].astype(complex), vectors[:, order].astype(complex)
 
 
-def _trivial(vectors, velocity) -> int | None:
-    """The index of the multiplier whose eigenvector is most nearly parallel to the flow
-    `velocity` (flat) at the orbit's start: the trivial one (None where none is within
-    `TRIVIAL_COSINE`)."""
+def _trivial(values, vectors, velocity, returned) -> int | None:
+    """The index of the trivial multiplier: the one whose eigenvector is most nearly
+    parallel to the flow `velocity` (flat) at the orbit's start, within
+    `TRIVIAL_COSINE`; else, where `returned` (`M velocity`, flat) is `velocity` to within
+    `TRIVIAL_RETURN` (the flow is an eigenvector for 1, whatever the eigen-solver's
+    vectors, which are ill-conditioned where `M` is far from normal), the multiplier
+    nearest 1; else None."""
     direction = velocity / np.linalg.norm(velocity)
     cosines = np.abs(vectors.conj().T @ direction) / np.linalg.norm(vectors, axis=0)
     best = int(np.argmax(cosines))
-    return best if cosines[best] >= TRIVIAL_COSINE else None
+    if cosines[best] >= TRIVIAL_COSINE:
+        return best
+    if returned is not None:
+        error = np.linalg.norm(returned - velocity) / np.linalg.norm(velocity)
+        if error <= TRIVIAL_RETURN:
+            return int(np.argmin(np.abs(values - 1.0)))
+    return None
 
 
 def _solve_note(setting, x, period) -> str:
     """Why the flow from `x` over `period` fails, or "" where it does not."""
-    ok, steps, finite, sizes = _diagnose(setting, x, period)
+    ok, steps, reached, finite, finite_ahead, sizes = _diagnose(setting, x, period)
     if bool(ok):
         return ""
-    over = f"over T = {float(period):.6g}"
+    when = float(reached) * float(period)
+    where = f"at t = {when:.6g} of T = {float(period):.6g}, after {int(steps)} steps"
     if not bool(finite):
         return (
-            f"the flow {over} failed: the state or the field became NaN or inf (a field "
+            f"the flow failed {where}: the state or the field there is NaN or inf (a field "
             "undefined there, or a flow that blows up)"
         )
+    if not bool(finite_ahead):
+        return (
+            f"the flow stopped {where}: the field is NaN or inf just ahead of the state "
+            "reached (a field undefined there: its steps were all rejected)"
+        )
     rms_start, rms_end, speed_start, speed_end = (float(v) for v in sizes)
-    note = solvers.growth_note(
-        rms_start, rms_end, speed_start, speed_end, float(period), float(period)
-    )
+    note = solvers.growth_note(rms_start, rms_end, speed_start, speed_end, when, when)
     if note:
-        return f"the flow {over} failed after {int(steps)} steps.{note.rstrip('.')}"
+        return f"the flow failed {where}.{note.rstrip('.')}"
     return (
-        f"the flow {over} stopped after {int(steps)} steps (max_steps="
-        f"{setting.max_steps}): raise max_steps or loosen rtol/atol"
+        f"the flow stopped {where} (max_steps={setting.max_steps}): raise max_steps or "
+        "loosen rtol/atol"
     )
 
 
@@ -306,23 +329,41 @@ def _converge(
             f"periodic_orbit did not converge {where}: Newton went to a period of "
             f"{float(found):.3g}: start nearer the orbit."
         )
-    singular = result == optx.RESULTS.singular
-    cause = (
-        "the shooting Jacobian is singular (no isolated cycle there: a family of orbits, "
-        "as around a centre or in a conservative system)"
-        if bool(singular)
-        else (
-            "the residual stalled near tol, at the solve's own error: loosen tol or "
-            "tighten rtol/atol"
-            if residual <= RETURN_FACTOR * tol
-            else f"start nearer the orbit (if there is one at p = {float(setting.p):g}) "
-            "or raise max_newton"
+    if bool(result == optx.RESULTS.singular):
+        cause = (
+            "the shooting Jacobian is singular (no isolated cycle there: a family of "
+            "orbits, as around a centre or in a conservative system)"
         )
-    )
+    elif not bool(
+        (result == optx.RESULTS.successful) | (result == optx.RESULTS.nonlinear_max_steps_reached)
+    ):
+        cause = (
+            f"a linear solve of Newton's failed ({optx.RESULTS[result]}); matrix_free=False "
+            "solves it directly up to a few thousand unknowns"
+        )
+    elif residual <= RETURN_FACTOR * tol:
+        cause = (
+            "the residual stalled near tol, at the solve's own error: loosen tol or tighten "
+            "rtol/atol"
+        )
+    else:
+        cause = (
+            f"start nearer the orbit (if there is one at p = {float(setting.p):g}) or raise "
+            "max_newton"
+        )
     raise ValueError(
         f"periodic_orbit did not converge {where}: the RMS shooting residual is "
         f"{residual:.3g} (tol {tol:g}) at T = {float(found):.6g}; {cause}."
     )
+
+
+def _is_number(value) -> bool:
+    """A real scalar: a Python or NumPy number, or a 0-d real array (JAX's too)."""
+    if isinstance(value, bool):
+        return False
+    shape = getattr(value, "shape", ())
+    kind = np.asarray(value).dtype.kind if shape == () else ""
+    return shape == () and kind in "iuf"
 
 
 def _check(field, x0, period, p, args, k, points, max_newton, max_steps, solver) -> None:
@@ -334,10 +375,9 @@ def _check(field, x0, period, p, args, k, points, max_newton, max_steps, solver)
         )
     if not callable(field):
         raise TypeError(f"field must be a callable f(x, p, args) (got {type(field).__name__}).")
-    number = (int, float, np.floating, np.integer)
-    if isinstance(period, bool) or not (isinstance(period, number) and 0 < period < math.inf):
+    if not (_is_number(period) and 0 < float(period) < math.inf):
         raise ValueError(f"period must be a positive, finite number (got {period!r}).")
-    if isinstance(p, bool) or not (isinstance(p, number) and math.isfinite(p)):
+    if not (_is_number(p) and math.isfinite(float(p))):
         raise ValueError(f"p must be a finite number (got {p!r}).")
     if np.asarray(x0).size < 2 or not bool(np.all(np.isfinite(np.asarray(x0)))):
         raise ValueError(
@@ -360,8 +400,8 @@ def _check(field, x0, period, p, args, k, points, max_newton, max_steps, solver)
 def periodic_orbit(
     field: Field,
     x0: Real[ArrayLike, "..."],
-    period: float,
-    p: float,
+    period: Real[ArrayLike, ""],
+    p: Real[ArrayLike, ""],
     args: Any = None,
     *,
     tol: float | None = None,
@@ -403,27 +443,38 @@ def periodic_orbit(
     **Returns:** a dict: `x0` (the orbit's start, on the section through the guess),
     `period`, `p`, `multipliers [j]` (complex, descending modulus: all `n` dense, `k`
     matrix-free), `trivial_index` (the one equal to 1 in theory, identified by its
-    eigenvector along the flow) and `trivial_error` (`|mu - 1|` there: the multipliers'
-    error), `floquet_exponents [j]` (`log(mu) / T`, complex, 1/time), `unstable` (how many
-    multipliers other than the trivial one lie outside the unit circle), `stable` (True:
-    all the others inside; False: one outside; None: one within `MARGIN_FACTOR` times
-    `trivial_error` of the circle, undecided), `t [points]` and `x [points, *shape]` (the
-    orbit at equal times over one period from `x0`, the end excluded, as `hopf_cycle`
-    samples it), `amplitude` (the largest peak-to-peak range of an entry over
-    the orbit), `residual_rms` (of `phi(x0, T) - x0`), `newton_iterations`, `dense`,
-    `metadata`. `plot_periodic_orbit` draws the orbit and its multipliers.
+    eigenvector along the flow, or where the formed monodromy matrix maps the flow to
+    itself, as the multiplier nearest 1; None where neither) and `trivial_error` (`|mu -
+    1|` there: the error of the solve and of the multipliers near 1; where the monodromy
+    matrix is far from normal, the other multipliers can be less accurate, matrix-free
+    most), `floquet_exponents [j]` (`log(mu) / T`, complex, 1/time), `unstable` (how
+    many multipliers other than the trivial one lie outside the unit circle by more than
+    the margin: `MARGIN_FACTOR` times `trivial_error`, at least `MARGIN_FLOOR`, 1e-8 in
+    float64 and 1e-3 in float32), `stable` (False where one does; else None where one
+    lies within the margin of the circle, undecided; else True), `t [points]` and `x
+    [points, *shape]` (the orbit at equal times over one period from `x0`, the end
+    excluded, as `hopf_cycle` samples it), `amplitude` (the largest peak-to-peak range
+    of an entry over the orbit), `residual_rms` (of `phi(x0, T) - x0`),
+    `newton_iterations`, `dense`, `metadata`. `plot_periodic_orbit` draws the orbit and
+    its multipliers.
 
     **Raises** `ValueError` naming the cause where Newton does not converge (the
-    solve's failure, the residual reached, a start too far from an orbit), where the
-    guess is a steady state, or where Newton converged onto a steady state rather than a
-    cycle. Where the orbit closes after a fraction `1/m` of the period found (a guess
-    near `m` times the period), the orbit is returned with its minimal period and a
+    solve's failure at the guess or at Newton's last iterate, with a blow-up or a field
+    undefined just ahead named as such; Newton diverging; a linear solve failing; the
+    residual reached), where the guess is a steady state, or where Newton converged onto
+    a steady state rather than a cycle (as it may at a centre, whose orbits are not
+    isolated). Where the orbit closes after a fraction `1/m` of the period Newton
+    reached (`m` up to 12, checked again after each reduction: a guess near a multiple
+    of the period), the orbit is returned with its minimal period and a
     `RuntimeWarning` says so.
     """
     _check(field, x0, period, p, args, k, points, max_newton, max_steps, solver)
     dtype = dtype_of(x0, dtype)
     name = jnp.dtype(dtype).name
-    defaults = DEFAULTS.get(name, DEFAULTS["float32"])
+    if name not in DEFAULTS:
+        raise ValueError(f"dtype must be float32 or float64 (got {name}).")
+    defaults = DEFAULTS[name]
+    period, p = float(period), float(p)
     tol = defaults["tol"] if tol is None else float(tol)
     rtol = defaults["rtol"] if rtol is None else float(rtol)
     atol = defaults["atol"] if atol is None else float(atol)
@@ -453,33 +504,39 @@ def periodic_orbit(
             f"is {amplitude:.3g}, at tol={tol:g}): start nearer the cycle, or check that "
             f"one exists at p = {p:g}."
         )
-    start = np.asarray(found["x"]).ravel()
-    distance = np.sqrt(np.mean((found["returns"] - start) ** 2, axis=1))
-    closes = [m for m, d in zip(FRACTIONS, distance) if d <= RETURN_FACTOR * tol]
-    if closes:  # travelled m times: the orbit with its minimal period
-        m = max(closes)
+    guessed = float(found["period"])
+    while True:  # travelled m times: the orbit with its minimal period
+        start = np.asarray(found["x"]).ravel()
+        distance = np.sqrt(np.mean((found["returns"] - start) ** 2, axis=1))
+        closes = [m for m, d in zip(FRACTIONS, distance) if d <= RETURN_FACTOR * tol]
+        if not closes:
+            break
+        iterations = found["iterations"]
+        minimal = float(found["period"]) / max(closes)
+        found = _converge(setting, found["x"], minimal, tol, max_newton, dense, points)
+        found["iterations"] += iterations
+    if float(found["period"]) < guessed * (1 - 1e-6):
         warnings.warn(
-            f"periodic_orbit: the orbit found closes after 1/{m} of its period "
-            f"{float(found['period']):.6g} (the guess {float(period):.6g} was about {m} "
-            "times its period): it is returned with its minimal period.",
+            f"periodic_orbit: the orbit found first closes after 1/"
+            f"{round(guessed / float(found['period']))} of the period {guessed:.6g} that "
+            f"Newton reached from the guess {float(period):.6g}: it is returned with its "
+            f"minimal period {float(found['period']):.6g}.",
             RuntimeWarning,
             stacklevel=2,
         )
-        iterations = found["iterations"]
-        minimal = float(found["period"]) / m
-        found = _converge(setting, found["x"], minimal, tol, max_newton, dense, points)
-        found["iterations"] += iterations
     x, period_found = found["x"], found["period"]
     values, vectors = _multipliers(setting, x, period_found, found["monodromy"], k)
     velocity = np.asarray(field(x, setting.p, args), np.float64).ravel()
-    trivial = _trivial(vectors, velocity)
+    monodromy = found["monodromy"]
+    returned = None if monodromy is None else np.asarray(monodromy, np.float64) @ velocity
+    trivial = _trivial(values, vectors, velocity, returned)
     trivial_error = None if trivial is None else float(abs(values[trivial] - 1.0))
     others = np.abs(values if trivial is None else np.delete(values, trivial))
     margin = max(
         MARGIN_FACTOR * (trivial_error or 0.0), MARGIN_FLOOR.get(name, MARGIN_FLOOR["float32"])
     )
-    unstable = int(np.sum(others > 1.0))
-    undecided = bool(np.any(np.abs(others - 1.0) <= margin))
+    unstable = int(np.sum(others > 1.0 + margin))
+    undecided = not unstable and bool(np.any(np.abs(others - 1.0) <= margin))
     period_found = float(period_found)
     with np.errstate(divide="ignore"):  # a multiplier of 0: exponent -inf
         exponents = np.log(values) / period_found
@@ -492,7 +549,7 @@ def periodic_orbit(
         trivial_error=trivial_error,
         floquet_exponents=exponents,
         unstable=unstable,
-        stable=None if undecided else unstable == 0,
+        stable=None if undecided else not unstable,
         t=period_found * np.arange(points) / points,
         x=np.asarray(found["orbit"]),
         amplitude=amplitude,

@@ -34,8 +34,8 @@ def stuart_landau(x, p, args):
 
 def test_a_normal_forms_cycle_its_period_and_multipliers():
     """Radius, period and all three multipliers against their closed forms, from a guess
-    20 % off in radius and 10 % in period; a guess near twice the period finds the same
-    orbit with its minimal period, saying so."""
+    20 % off in radius and 10 % in period; a guess near six times the period finds the
+    same orbit with its minimal period, saying so."""
     p = 0.3
     period = 2 * math.pi / (OMEGA - TWIST * p)
     guess = np.array([1.2 * math.sqrt(p), 0.1, 0.05])
@@ -55,10 +55,11 @@ def test_a_normal_forms_cycle_its_period_and_multipliers():
     assert orbit["stable"] is True and orbit["unstable"] == 0
     assert orbit["residual_rms"] < 1e-8 and orbit["dense"]
 
-    with pytest.warns(RuntimeWarning, match="closes after 1/2 of its period"):
-        twice = analysis.periodic_orbit(stuart_landau, guess, 2.05 * period, p)
-    assert twice["period"] == pytest.approx(period, abs=1e-9)
-    np.testing.assert_allclose(twice["multipliers"], want, atol=1e-9)
+    # six times round: closes after 1/2, 1/3 and 1/6 of the period Newton reached
+    with pytest.warns(RuntimeWarning, match="first closes after 1/6 of the period"):
+        six = analysis.periodic_orbit(stuart_landau, guess, 6.03 * period, p)
+    assert six["period"] == pytest.approx(period, abs=1e-9)
+    np.testing.assert_allclose(six["multipliers"], want, atol=1e-9)
 
 
 def bautin(x, p, args):
@@ -84,6 +85,28 @@ def test_unstable_and_stable_cycles_side_by_side(sign):
     other = orbit["multipliers"][1 - orbit["trivial_index"]]
     assert other == pytest.approx(radial, rel=1e-8)
     assert orbit["stable"] is (sign > 0) and orbit["unstable"] == (sign < 0)
+
+
+def beside_a_neutral_direction(x, p, args):
+    """`stuart_landau`'s cycle (without its third entry) beside an unstable direction
+    (rate 0.5) and a nearly neutral one (rate 1e-10): multipliers `exp(0.5 T)` and
+    `1 + 2e-10 pi`, this one too near 1 to call."""
+    planar = stuart_landau(jnp.concatenate([x[:2], jnp.zeros(1)]), p, None)[:2]
+    return jnp.concatenate([planar, jnp.stack([0.5 * x[2], 1e-10 * x[3]])])
+
+
+def test_one_multiplier_clearly_outside_decides_beside_one_too_near_to_call():
+    """`stable` is False where a multiplier lies clearly outside the unit circle, even
+    beside one within the margin of it, and `unstable` counts only the clear ones."""
+    p = 0.3
+    period = 2 * math.pi / (OMEGA - TWIST * p)
+    orbit = analysis.periodic_orbit(
+        beside_a_neutral_direction, np.array([0.55, 0.0, 0.0, 0.0]), period, p
+    )
+    np.testing.assert_allclose(
+        np.abs(orbit["multipliers"][:2]), [math.exp(0.5 * period), 1.0], rtol=1e-9
+    )
+    assert orbit["stable"] is False and orbit["unstable"] == 1
 
 
 def van_der_pol(u, mu, args):
@@ -209,6 +232,11 @@ def blow_up(x, p, args):
     return jnp.stack([x[0] ** 2, x[1] + 1.0])
 
 
+def undefined_ahead(x, p, args):
+    """NaN where `x[0] < 1/2`, where the flow from `(1, 0)` goes."""
+    return jnp.stack([-x[1] + jnp.sqrt(x[0] - 0.5), x[0]])
+
+
 class _EnergyModel:
     def vector_field(self, t, x, args):
         return -x
@@ -216,7 +244,8 @@ class _EnergyModel:
 
 def test_what_has_no_periodic_orbit_says_why(no_runtime_types):
     """A steady state, a field with no cycle, a centre's family of orbits, a flow that
-    blows up, an energy model and bad settings: each refused, naming the cause."""
+    blows up (x' = x^2 from 1: at t = 1), a field undefined ahead of the flow, an energy
+    model and bad settings: each refused, naming the cause."""
     with pytest.raises(ValueError, match="the field at x0 is zero: x0 is a steady state"):
         analysis.periodic_orbit(stuart_landau, [0.0, 0.0, 0.0], 3.0, 0.3)
     with pytest.raises(ValueError, match=r"did not converge after 3 Newton .* p = -0\.2"):
@@ -225,8 +254,12 @@ def test_what_has_no_periodic_orbit_says_why(no_runtime_types):
     # singular Jacobian, or the steady state on the section (rounding decides which)
     with pytest.raises(ValueError, match="singular|did not converge|onto a steady state"):
         analysis.periodic_orbit(harmonic, [1.0, 0.0], 6.0, 0.0)
-    with pytest.raises(ValueError, match="at the guess, the flow over T = 2 failed .* blows up"):
+    with pytest.raises(
+        ValueError, match=r"at the guess, the flow failed at t = (0\.99\d*|1) of .* blows up"
+    ):
         analysis.periodic_orbit(blow_up, [1.0, 0.0], 2.0, 0.0, max_steps=4000)
+    with pytest.raises(ValueError, match="stopped at t = 1.77.* NaN or inf just ahead"):
+        analysis.periodic_orbit(undefined_ahead, [1.0, 0.0], 6.3, 0.0, max_steps=3000)
     with pytest.raises(ValueError, match="not an energy model"):
         analysis.periodic_orbit(_EnergyModel(), [1.0, 0.0], 2.0, 0.0)
     for bad, match in (
