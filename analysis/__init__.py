@@ -34,6 +34,7 @@ the geometry module (`et_ode.analysis._geometry`).
 | `switch_branch` | follow the other branch from a branch point found by `continuation` |
 | `hopf_cycle` | the periodic orbit born at a Hopf point found by `continuation`, to leading order |
 | `periodic_orbit` | the periodic orbit near a guess (shooting) and its Floquet multipliers |
+| `cycle_continuation` | periodic orbits followed in a parameter; folds, period doublings, tori |
 | `basins` | which attractor does each start reach; how many, how large, how mixed? |
 | `steady_states` | which steady states exist at one parameter (deflated Newton)? |
 """
@@ -46,6 +47,7 @@ from ._convergence import (
     convergence,
     plot_convergence,
 )
+from ._cycle_branch import cycle_continuation
 from ._deflation import steady_states
 from ._energy_descent import energy_descent, energy_rises, plot_energy_descent
 from ._fixed_points import fixed_points, matched_noise, plot_fixed_points, standard_starts
@@ -71,6 +73,7 @@ from ._image_trajectory import (
 from ._landscape_figures import (
     plot_basins,
     plot_continuation,
+    plot_cycle_continuation,
     plot_lyapunov_spectrum,
     plot_periodic_orbit,
 )
@@ -96,6 +99,7 @@ __all__ = [
     "basins",
     "cast",
     "continuation",
+    "cycle_continuation",
     "contributions",
     "convergence",
     "energy_descent",
@@ -128,6 +132,7 @@ __all__ = [
     "plot_basins",
     "periodic_orbit",
     "plot_continuation",
+    "plot_cycle_continuation",
     "plot_contributions",
     "plot_convergence",
     "plot_energy_descent",

@@ -1,6 +1,7 @@
 """Figures of the landscape studies: the bifurcation diagram of `continuation` (and
 `switch_branch`), the basin map of `basins`, the running Lyapunov exponents of
-`lyapunov_spectrum`, the orbit and Floquet multipliers of `periodic_orbit`."""
+`lyapunov_spectrum`, the orbit and Floquet multipliers of `periodic_orbit`, the branch of
+cycles of `cycle_continuation`."""
 
 from collections.abc import Sequence
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 import numpy as np
 from jaxtyping import Array, Float
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from ._plotting import caption, figure, finish, number, title
 
@@ -357,4 +359,94 @@ def plot_periodic_orbit(
         "all multipliers" if result.get("dense", True) else f"{len(values)} largest multipliers"
     )
     title(fig, what, caption(meta, extra=extra))
+    return finish(fig, path)
+
+
+CYCLE_MARKERS = {
+    "fold": ("s", "tab:red"),
+    "period_doubling": ("v", "tab:purple"),
+    "neimark_sacker": ("D", "tab:green"),
+    "branch_point": ("o", "tab:brown"),
+}
+CYCLE_NAMES = {
+    "fold": "fold of cycles",
+    "period_doubling": "period doubling",
+    "neimark_sacker": "Neimark-Sacker",
+    "branch_point": "branch point of cycles",
+}
+
+
+def plot_cycle_continuation(result: dict[str, Any], path: Path | str | None = None) -> Figure:
+    """The branch of periodic orbits of `cycle_continuation`: left, each orbit's
+    amplitude (the largest peak-to-peak range of an entry) against `p`, solid where
+    stable, dashed where not, each bifurcation of cycles marked and named; right, the
+    moduli of the non-trivial Floquet multipliers against `p` (log scale), with the unit
+    circle's 1 marked. Returns the `Figure`."""
+    fig, axes = figure(2, 1, height=3.4)
+    p = np.asarray(result["p"], float)
+    amplitude = np.asarray(result["amplitude"], float)
+    stable = np.asarray(result["stable"], bool)
+    ax = axes[0, 0]
+    for start, stop, solid in _runs(stable[1:]):  # segment i ends at point i + 1
+        ax.plot(
+            p[start : stop + 1],
+            amplitude[start : stop + 1],
+            "-" if solid else "--",
+            color="C0",
+            lw=1.4,
+        )
+    ax.plot([], [], "-", color="C0", label="stable")
+    if not stable.all():
+        ax.plot([], [], "--", color="C0", label="unstable")
+    found = []
+    s = np.asarray(result["s"], float)
+    for b in result["bifurcations"]:
+        marker, colour = CYCLE_MARKERS[b["kind"]]
+        ax.plot([b["p"]], [np.interp(b["s"], s, amplitude)], marker, color=colour, ms=7, zorder=5)
+        found.append(f"{CYCLE_NAMES[b['kind']]} at p = {b['p']:.4g}")
+    for kind, (marker, colour) in CYCLE_MARKERS.items():
+        if any(b["kind"] == kind for b in result["bifurcations"]):
+            ax.plot([], [], marker, color=colour, label=CYCLE_NAMES[kind])
+    ax.set_xlabel("parameter p")
+    ax.set_ylabel("amplitude (largest range of an entry)")
+    ax.set_title("periodic orbits (dashed: unstable)", fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+
+    ax = axes[0, 1]
+    multipliers = np.asarray(result["multipliers"])
+    # per point the non-trivial multipliers by descending modulus: a line per rank
+    moduli = np.array(
+        [
+            np.abs(np.delete(row, t) if t >= 0 else row)[: multipliers.shape[1] - 1]
+            for row, t in zip(multipliers, np.asarray(result["trivial_index"]))
+        ],
+        float,
+    )
+    floor = np.finfo(float).tiny
+    for rank in range(moduli.shape[1]):
+        ax.plot(
+            p,
+            np.maximum(moduli[:, rank], floor),
+            ".-",
+            ms=3,
+            lw=0.8,
+            color=f"C{(rank + 1) % 10}",
+        )
+    ax.axhline(1.0, color="0.5", lw=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("parameter p")
+    ax.set_ylabel("|multiplier| (trivial one left out)")
+    for ax in axes[0]:  # a short span of p gets long tick labels
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    ax.set_title("stability: Floquet multipliers", fontsize=9)
+    meta = result.get("metadata", {})
+    what = "Periodic orbits followed in p: " + (
+        "; ".join(found) if found else "no bifurcation of cycles on the branch"
+    )
+    extra = [
+        f"{len(p)} points",
+        f"stopped: {result['stop_reason']}",
+        f"Newton tol {number(meta['tol'])}" if meta.get("tol") is not None else "",
+    ]
+    title(fig, what, caption(meta, extra=[e for e in extra if e]))
     return finish(fig, path)

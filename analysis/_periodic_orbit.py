@@ -337,9 +337,11 @@ def _converge(
     elif not bool(
         (result == optx.RESULTS.successful) | (result == optx.RESULTS.nonlinear_max_steps_reached)
     ):
+        # an optimistix result prints as "...RESULTS<its message>"
+        message = str(result).partition("<")[2].rstrip(">")
         cause = (
-            f"a linear solve of Newton's failed ({optx.RESULTS[result]}); matrix_free=False "
-            "solves it directly up to a few thousand unknowns"
+            f"a linear solve of Newton's failed ({message}); matrix_free=False solves it "
+            "directly up to a few thousand unknowns"
         )
     elif residual <= RETURN_FACTOR * tol:
         cause = (
@@ -474,7 +476,7 @@ def periodic_orbit(
     if name not in DEFAULTS:
         raise ValueError(f"dtype must be float32 or float64 (got {name}).")
     defaults = DEFAULTS[name]
-    period, p = float(period), float(p)
+    period, p = float(np.asarray(period)), float(np.asarray(p))
     tol = defaults["tol"] if tol is None else float(tol)
     rtol = defaults["rtol"] if rtol is None else float(rtol)
     atol = defaults["atol"] if atol is None else float(atol)

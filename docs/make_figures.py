@@ -78,6 +78,11 @@ FIGURES = {
     "basins": ("landscape.md", lambda folder: _four_wells(folder), "basins.png"),
     "lyapunov-spectrum": ("landscape.md", lambda folder: _lorenz(folder), "lyapunov_spectrum.png"),
     "periodic-orbit": ("landscape.md", lambda folder: _lorenz_orbit(folder), "periodic_orbit.png"),
+    "cycle-continuation": (
+        "landscape.md",
+        lambda folder: _bautin_cycles(folder),
+        "cycle_continuation.png",
+    ),
 }
 
 
@@ -167,6 +172,27 @@ def _lorenz_orbit(folder: Path) -> None:
 
     orbit = analysis.periodic_orbit(lorenz, np.array([-13.76, -19.58, 27.0]), 1.56, 28.0)
     analysis.plot_periodic_orbit(orbit, folder / "periodic_orbit.png", components=(0, 2))
+
+
+def _bautin_cycles(folder: Path) -> None:
+    """The Bautin normal form's cycles from its subcritical Hopf point, through their
+    fold at p = -1/4 (the landscape page's example)."""
+    import jax
+    import jax.numpy as jnp
+
+    from et_ode import analysis
+
+    jax.config.update("jax_enable_x64", True)
+
+    def bautin(u, p, omega):
+        x, y = u
+        growth = p + (x**2 + y**2) - (x**2 + y**2) ** 2
+        return jnp.stack([growth * x - omega * y, omega * x + growth * y])
+
+    steady = analysis.continuation(bautin, jnp.zeros(2), -0.5, p_span=(-0.5, 0.5), args=2.0, ds=0.1)
+    (hopf,) = steady["bifurcations"]
+    cycles = analysis.cycle_continuation(bautin, hopf, p_span=(-0.5, 0.5), args=2.0, ds=0.05)
+    analysis.plot_cycle_continuation(cycles, folder / "cycle_continuation.png")
 
 
 def render(name: str, folder: Path) -> Path:

@@ -667,6 +667,40 @@ def periodic_orbit_result(shape=(3,), stable=False):
     )
 
 
+def cycle_continuation_result():
+    """A branch of cycles of a planar-like field through a fold at p = -1/4 (unstable
+    before it) and a period doubling at p = 0.1, with three multipliers per point (the
+    trivial one second), one of them tiny (the log axis' floor)."""
+    r2 = np.linspace(0.1, 0.9, 12)
+    p = r2**2 - r2
+    other = np.exp(2 * r2 * (1 - 2 * r2) * np.pi)
+    multipliers = np.stack([other, np.ones(12), np.full(12, 1e-300)], axis=1).astype(complex)
+    return dict(
+        p=p,
+        period=np.full(12, np.pi),
+        x0=np.stack([np.sqrt(r2), np.zeros(12)], axis=1),
+        amplitude=2 * np.sqrt(r2),
+        multipliers=multipliers,
+        trivial_index=np.ones(12, int),
+        unstable=(r2 < 0.5).astype(int),
+        stable=r2 > 0.5,
+        s=np.cumsum(np.r_[0.0, np.full(11, 0.1)]),
+        bifurcations=[
+            dict(kind="fold", p=-0.25, s=0.55),
+            dict(kind="period_doubling", p=0.1, s=0.95),
+        ],
+        stop_reason="p_span",
+        metadata=meta(
+            "cycle_continuation",
+            dtype="float64",
+            solver="dopri8",
+            rtol=1e-11,
+            atol=1e-13,
+            tol=1e-8,
+        ),
+    )
+
+
 def lyapunov_spectrum_result():
     """Lorenz's spectrum converging over 100 intervals of 0.5."""
     times = 0.5 * np.arange(1, 101)
@@ -966,6 +1000,17 @@ FIGURES = {
         lambda: analysis.plot_periodic_orbit(periodic_orbit_result(shape=(8, 2), stable=None)),
         ["stability undecided"],
     ),
+    "plot_cycle_continuation": (
+        lambda: analysis.plot_cycle_continuation(cycle_continuation_result()),
+        [
+            "fold of cycles at p = -0.25",
+            "period doubling at p = 0.1",
+            "12 points",
+            "stopped: p_span",
+            "dopri8 rtol 1e-11",
+            "Newton tol 1e-08",
+        ],
+    ),
     "plot_lyapunov_spectrum": (
         lambda: analysis.plot_lyapunov_spectrum(lyapunov_spectrum_result()),
         ["top 3", "t1 = 50", "float64", "tsit5 rtol 1e-08", "renormalised every 0.5"],
@@ -1218,6 +1263,7 @@ DOCS_IMAGES = {  # figure function -> its image in docs/images (docs/make_figure
     "plot_image_basins": "image-basins",
     "plot_lyapunov_spectrum": "lyapunov-spectrum",
     "plot_periodic_orbit": "periodic-orbit",
+    "plot_cycle_continuation": "cycle-continuation",
 }
 
 

@@ -1,0 +1,534 @@
+"""Periodic orbits followed in a parameter: pseudo-arclength continuation of the shooting
+problem, the Floquet multipliers at every point, and the bifurcations of cycles between
+points located to a tolerance.
+
+A cycle of `dx/dt = f(x, p)` is a zero of `H(x0, T, p) = (phi(x0, T; p) - x0,
+f_j(x0, p))` in the `n + 2` unknowns `y = (x0, T, p)`: the flow over one period returns
+to its start, which sits where the state's entry `j` (`phase_entry`, by default the one
+that varies most over the first orbit) is at an extremum (a phase condition that needs
+no reference orbit, so that the system is the same at every point). The branch is a
+curve `y(s)` in arclength, `ds^2 = RMS(dx0)^2 + (dT / T_0)^2 + dp^2`, followed as
+`continuation` follows steady states: predict along the unit tangent, correct by Newton
+(optimistix, LU) on `H = 0` and `t . (y - y_pred) = 0`, accept where Newton converged and
+the tangent turned by less than `max_turn`, else halve the step.
+
+The Jacobian `dH/dy` (`n + 2` tangent solves through the flow, one compiled program) gives
+both the tangent (its null vector) and the monodromy matrix: its first `n` columns are
+`M - I`, `M = dphi/dx0`, whose eigenvalues are the Floquet multipliers. One of them is 1
+(the shift along the orbit; identified by its eigenvector along the flow). Between two
+points, with the trivial multiplier set aside:
+
+- a **fold** of cycles (`"fold"`) where the tangent's `p` component changes sign (a real
+  multiplier passes through +1 as the branch turns: two cycles, one stable, meet and
+  vanish);
+- a **period doubling** (`"period_doubling"`) where the number of real multipliers below
+  -1 changes: a cycle of about twice the period branches off;
+- a **Neimark-Sacker** point (`"neimark_sacker"`) where the number of complex multipliers
+  outside the unit circle changes (by two): an invariant torus branches off;
+- a **branch point** of cycles (`"branch_point"`) where the number of real multipliers
+  above +1 changes and `p` does not turn.
+
+Each is located by bisection in arclength (a fold on the sign of the tangent's `p`
+component) until the bracket is below `locate_tol`. The branch stops outside `p_span`,
+after `max_points`, where the step falls below `ds_min`, where the period exceeds
+`max_period` (as where the cycles approach a homoclinic orbit, whose period is
+infinite), or at a Hopf point (`"hopf"`), where the cycles shrink onto a steady state:
+an orbit's amplitude below `COLLAPSE` times the largest on the branch.
+"""
+
+import math
+import warnings
+from typing import Any, Literal
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import lineax as lx
+import numpy as np
+import optimistix as optx
+
+from ._branch_kernels import DENSE_MAX, real_eigenvalues
+from ._continuation import Field, check_field_shape, dtype_of, is_float
+from ._hopf import hopf_cycle
+from ._periodic_orbit import DEFAULTS, SOLVERS, _trivial, periodic_orbit
+from ._records import metadata
+
+STOP_REASONS = ("p_span", "max_points", "ds_min", "max_period", "hopf")
+# The cycles have shrunk onto a steady state (a Hopf point) where an orbit's amplitude
+# falls below this fraction of the largest on the branch.
+COLLAPSE = 1e-3
+KINDS = ("fold", "period_doubling", "neimark_sacker", "branch_point")
+# A corrector that needed at most this many Newton iterations lengthens the next step.
+FAST_NEWTON = 3
+STEP_GROWTH = 1.5
+
+
+class _Cycles(eqx.Module):
+    """The field, its conditions and the solve's settings, with the shooting residual of
+    `y = (x0 flat, T, p)`: what each compiled kernel below takes."""
+
+    field: Any = eqx.field(static=True)
+    solver: Any = eqx.field(static=True)
+    shape: tuple[int, ...] = eqx.field(static=True)
+    phase_entry: int = eqx.field(static=True)
+    args: Any
+    rtol: Any
+    atol: Any
+    max_steps: int = eqx.field(static=True)
+
+    def flow(self, x, period, p, saveat=None):
+        """One solve of `dx/ds = period f(x, p, args)` over `s` in `[0, 1]`."""
+        term = diffrax.ODETerm(lambda s, u, a: period * self.field(u, p, a))
+        return diffrax.diffeqsolve(
+            term,
+            self.solver,
+            0.0,
+            1.0,
+            None,
+            x,
+            self.args,
+            saveat=saveat or diffrax.SaveAt(t1=True),
+            stepsize_controller=diffrax.PIDController(rtol=self.rtol, atol=self.atol),
+            adjoint=diffrax.ForwardMode(),
+            max_steps=self.max_steps,
+            throw=False,
+        )
+
+    def residual(self, y):
+        """`H(y)` (`[n + 1]`): the return `phi(x0, T; p) - x0` and the phase condition
+        `f_j(x0, p)`; NaN where the solve failed."""
+        x = y[:-2].reshape(self.shape)
+        sol = self.flow(x, y[-2], y[-1])
+        velocity = self.field(x, y[-1], self.args).ravel()
+        r = jnp.concatenate([sol.ys[-1].ravel() - y[:-2], velocity[self.phase_entry][None]])
+        return jnp.where(sol.result == diffrax.RESULTS.successful, r, jnp.nan)
+
+
+@eqx.filter_jit
+def _correct(cycles, y_pred, border, weights, tol, max_newton: int):
+    """Newton on `H(y) = 0`, `border . (weights * (y - y_pred)) = 0` from `y_pred`:
+    `(y, iterations, RMS of H there)`."""
+    newton: optx.Newton = optx.Newton(rtol=tol, atol=tol, norm=optx.rms_norm, linear_solver=lx.LU())
+
+    def bordered(y, _):
+        return jnp.concatenate([cycles.residual(y), jnp.sum(border * weights * (y - y_pred))[None]])
+
+    solution: optx.Solution = optx.root_find(
+        bordered, newton, y_pred, max_steps=max_newton, throw=False
+    )
+    y = solution.value
+    return y, solution.stats["num_steps"], jnp.sqrt(jnp.mean(cycles.residual(y) ** 2))
+
+
+@eqx.filter_jit
+def _linearise(cycles, y, previous, weights, points: int):
+    """At a point `y` of the branch: the unit tangent (in the arclength's metric,
+    oriented along `previous`), the monodromy matrix (`[n, n]`), the field at `x0`
+    (flat) and the orbit at `points` equal times (`[points, *shape]`)."""
+    jac = jax.jacfwd(cycles.residual)(y)  # [n + 1, n + 2]
+    n = y.size - 2
+    bordered = jnp.concatenate([jac, (weights * previous)[None]])
+    t = jnp.linalg.solve(bordered, jnp.zeros(n + 2, y.dtype).at[-1].set(1.0))
+    t = t / jnp.sqrt(jnp.sum(weights * t * t))
+    t = t * jnp.sign(jnp.sum(weights * t * previous))
+    monodromy = jac[:n, :n] + jnp.eye(n, dtype=y.dtype)
+    x = y[:-2].reshape(cycles.shape)
+    velocity = cycles.field(x, y[-1], cycles.args).ravel()
+    grid = jnp.arange(points, dtype=y.dtype) / points
+    orbit = cycles.flow(x, y[-2], y[-1], diffrax.SaveAt(ts=grid)).ys
+    return t, monodromy, velocity, orbit
+
+
+def _classify(values, trivial):
+    """The counts that change at a bifurcation of cycles, the trivial multiplier set
+    aside: real multipliers below -1, complex ones outside the unit circle, real ones
+    above +1."""
+    others = np.delete(values, trivial) if trivial is not None else values
+    real = real_eigenvalues(others)
+    return (
+        int(np.sum(real & (others.real < -1.0))),
+        int(np.sum(~real & (np.abs(others) > 1.0))),
+        int(np.sum(real & (others.real > 1.0))),
+    )
+
+
+class _Branch:
+    """The compiled pieces bound to one field and its settings, and the points found."""
+
+    def __init__(self, cycles, weights, tol, max_newton, max_turn, points):
+        self.cycles, self.weights = cycles, weights
+        self.tol, self.max_newton, self.max_turn = tol, int(max_newton), float(max_turn)
+        self.points = int(points)
+        self.failure: dict | None = None
+
+    def point(self, y, previous, s, iterations=0, residual=0.0):
+        """The branch's record of the corrected `y`: tangent, multipliers (descending
+        modulus), trivial index, counts, stability and orbit."""
+        t, monodromy, velocity, orbit = _linearise(
+            self.cycles, y, previous, self.weights, self.points
+        )
+        if not bool(jnp.all(jnp.isfinite(t))):
+            return None
+        values, vectors = np.linalg.eig(np.asarray(monodromy, np.float64))
+        order = np.argsort(-np.abs(values), kind="stable")
+        values, vectors = values[order].astype(complex), vectors[:, order]
+        velocity = np.asarray(velocity, np.float64)
+        trivial = _trivial(values, vectors, velocity, np.asarray(monodromy, np.float64) @ velocity)
+        counts = _classify(values, trivial)
+        others = np.abs(np.delete(values, trivial) if trivial is not None else values)
+        flat = np.asarray(orbit).reshape(self.points, -1)
+        return dict(
+            y=y,
+            t=t,
+            s=float(s),
+            multipliers=values,
+            trivial=trivial,
+            counts=counts,
+            unstable=int(np.sum(others > 1.0)),
+            orbit=np.asarray(orbit),
+            amplitude=float(np.max(np.ptp(flat, axis=0))),
+            iterations=int(iterations),
+            residual=float(residual),
+        )
+
+    def along(self, a, step):
+        """The corrected point at arclength `step` past point `a` (its tangent as the
+        border), or None where Newton fails or the tangent turned past `max_turn`."""
+        y_pred = a["y"] + step * a["t"]
+        y, iterations, residual = _correct(
+            self.cycles, y_pred, a["t"], self.weights, self.tol, self.max_newton
+        )
+        residual = float(residual)
+        if not (residual <= float(self.tol)) or not float(y[-2]) > 0:
+            cause = "newton" if math.isfinite(residual) else "nonfinite"
+            self.failure = dict(p=float(y[-1]), residual_rms=residual, cause=cause, step=step)
+            return None
+        point = self.point(y, a["t"], a["s"] + step, iterations, residual)
+        if point is None:
+            self.failure = dict(p=float(y[-1]), residual_rms=residual, cause="singular", step=step)
+            return None
+        turn = math.acos(min(1.0, abs(float(jnp.sum(self.weights * point["t"] * a["t"])))))
+        if turn > self.max_turn:
+            self.failure = dict(p=float(y[-1]), residual_rms=residual, cause="turn", step=step)
+            return None
+        return point
+
+
+def _bisect(branch, a, b, side, locate_tol):
+    """Bisect in arclength between points `a` and `b`, on which `side(point)` differs,
+    until the bracket is below `locate_tol` (or a trial fails): `(the last point before
+    the change, the final bracket)`."""
+    lo, hi = a, b
+    target = side(a)
+    while hi["s"] - lo["s"] > locate_tol:
+        middle = branch.along(lo, 0.5 * (hi["s"] - lo["s"]))
+        if middle is None:
+            break
+        if side(middle) == target:
+            lo = middle
+        else:
+            hi = middle
+    return lo, hi["s"] - lo["s"]
+
+
+def _crossing_multiplier(point, kind):
+    """The multiplier that crosses the unit circle at a bifurcation of `kind`."""
+    values = point["multipliers"]
+    keep = np.ones(values.size, bool)
+    if point["trivial"] is not None:
+        keep[point["trivial"]] = False
+    candidates = values[keep]
+    target = {"fold": 1.0, "branch_point": 1.0, "period_doubling": -1.0}.get(kind)
+    if target is None:  # a complex pair: the one with a positive imaginary part
+        candidates = candidates[candidates.imag > 0] if np.any(candidates.imag > 0) else candidates
+        return complex(candidates[np.argmin(np.abs(np.abs(candidates) - 1.0))])
+    return complex(candidates[np.argmin(np.abs(candidates - target))])
+
+
+def _record(kind, point, bracket, locate_tol, cycles):
+    return dict(
+        kind=kind,
+        p=float(point["y"][-1]),
+        period=float(point["y"][-2]),
+        x0=np.asarray(point["y"][:-2]).reshape(cycles.shape),
+        s=point["s"],
+        multiplier=_crossing_multiplier(point, kind),
+        multipliers=point["multipliers"],
+        amplitude=point["amplitude"],
+        s_bracket=float(bracket),
+        located=bool(bracket <= locate_tol),
+    )
+
+
+def _detect(branch, a, b, locate_tol):
+    """The bifurcations of cycles between consecutive points `a` and `b` (module
+    docstring)."""
+    found = []
+    cycles = branch.cycles
+    if np.sign(float(a["t"][-1])) * np.sign(float(b["t"][-1])) < 0:
+        point, bracket = _bisect(branch, a, b, lambda q: np.sign(float(q["t"][-1])), locate_tol)
+        found.append(_record("fold", point, bracket, locate_tol, cycles))
+    names = ("period_doubling", "neimark_sacker", "branch_point")
+    for index, kind in enumerate(names):
+        if a["counts"][index] == b["counts"][index]:
+            continue
+        if kind == "branch_point" and found and found[0]["kind"] == "fold":
+            continue  # the multiplier through +1 at the fold itself
+        point, bracket = _bisect(branch, a, b, lambda q: q["counts"][index], locate_tol)
+        found.append(_record(kind, point, bracket, locate_tol, cycles))
+    return sorted(found, key=lambda r: r["s"])
+
+
+def _start(field, start, args, p_span, direction, hopf_radius, options):
+    """The first orbit: `(x0, period, p)` from a `periodic_orbit` result, or from a Hopf
+    record of `continuation` (its normal form's cycle at radius `hopf_radius`, polished
+    by `periodic_orbit`); and the direction in `p` the branch starts in."""
+    if not isinstance(start, dict):
+        raise TypeError(
+            "start must be a periodic_orbit result or a Hopf record of continuation "
+            f"(got {type(start).__name__})."
+        )
+    if start.get("kind") == "hopf":
+        form = start.get("normal_form")
+        if form is None or start.get("criticality") == "degenerate":
+            raise ValueError(
+                "this Hopf point has no usable normal form "
+                f"({start.get('normal_form_error', 'criticality degenerate')}): start from "
+                "a periodic_orbit found beside it instead."
+            )
+        c1, a = complex(form["c1"]), complex(form["a"])
+        # the cycles exist where Re(a) dp / Re(c1) < 0, with |z|^2 = -Re(a) dp / Re(c1)
+        dp = -c1.real * hopf_radius**2 / a.real
+        p = float(start["p"]) + dp
+        cycle = hopf_cycle(start, p)
+        orbit = periodic_orbit(field, cycle["x"][0], cycle["period"], p, args, **options)
+        return orbit, int(np.sign(dp))
+    if "multipliers" not in start or "x0" not in start:
+        raise ValueError(
+            "start must be a periodic_orbit result (with x0, period, p, x) or a Hopf "
+            f"record of continuation (kind 'hopf'); got keys {sorted(start)[:8]}."
+        )
+    return start, direction
+
+
+def cycle_continuation(
+    field: Field,
+    start: dict,
+    *,
+    p_span: tuple[float, float],
+    args: Any = None,
+    direction: Literal[1, -1] = 1,
+    ds: float = 0.01,
+    ds_min: float = 1e-7,
+    ds_max: float = 0.1,
+    max_points: int = 200,
+    tol: float | None = None,
+    max_newton: int = 8,
+    max_turn: float = 0.5,
+    locate_tol: float = 1e-7,
+    max_period: float | None = None,
+    phase_entry: int | None = None,
+    hopf_radius: float = 0.02,
+    solver: Literal["tsit5", "dopri5", "dopri8"] = "dopri8",
+    rtol: float | None = None,
+    atol: float | None = None,
+    max_steps: int = 100_000,
+    points: int = 32,
+    dtype: Any = None,
+) -> dict[str, Any]:
+    """Follow the branch of periodic orbits of `dx/dt = field(x, p, args)` through
+    `start` in `p`, with the Floquet multipliers at every point and the bifurcations of
+    cycles located (module docstring).
+
+    **Arguments:**
+
+    - `field`: `f(x, p, args) -> dx/dt`, `x` of any shape (as `continuation` takes it).
+    - `start`: a `periodic_orbit` result, or a Hopf record of `continuation` (kind
+      `"hopf"`, with its normal form): the branch then starts from the cycle of radius
+      `hopf_radius` (`|z|`, state units) that the normal form predicts, polished by
+      `periodic_orbit`, and moves away from the Hopf point (`direction` is ignored).
+    - `p_span`: `(low, high)`: the branch stops at its first point outside.
+    - `direction`: `+1` starts towards larger `p`, `-1` smaller (from a `periodic_orbit`
+      start).
+    - `ds`, `ds_min`, `ds_max`: the first, smallest and largest step in arclength,
+      `ds^2 = RMS(dx0)^2 + (dT / T_0)^2 + dp^2` (`T_0` the first period).
+    - `max_points`; `tol` (RMS of the shooting residual at which Newton has converged;
+      default as `periodic_orbit`'s); `max_newton`; `max_turn` (radians between
+      consecutive tangents before a step is refused); `locate_tol` (arclength bracket of
+      a located bifurcation); `max_period` (stop where the period exceeds it: default 20
+      times the first).
+    - `phase_entry`: the flat index `j` of the state's entry whose extremum fixes the
+      orbit's start (`f_j(x0) = 0`); default the entry that varies most over the first
+      orbit.
+    - `solver`, `rtol`, `atol`, `max_steps`: the solve of one period (as
+      `periodic_orbit`'s). `points`: orbit samples kept per point. `dtype`: the
+      arithmetic (default the start's).
+
+    **Returns:** a dict: `p [m]`, `period [m]`, `x0 [m, *shape]`, `orbits [m, points,
+    *shape]`, `amplitude [m]` (largest peak-to-peak range of an entry over each orbit),
+    `multipliers [m, n]` (complex, descending modulus), `trivial_index [m]` (-1 where not
+    identified), `unstable [m]` (multipliers outside the unit circle, the trivial one
+    aside), `stable [m]`, `s [m]`, `tangent_p [m]`, `newton_iterations [m]`,
+    `residual_rms [m]`; `bifurcations` (dicts with `kind` in `KINDS`, `p`, `period`,
+    `x0`, `s`, `multiplier` (the one crossing: near +1 at a fold or branch point, -1 at a
+    period doubling, on the unit circle at a Neimark-Sacker point), `multipliers`,
+    `s_bracket`, `located`); `stop_reason` (one of `STOP_REASONS`), `stall` (with
+    `ds_min`: where the last refused step ended and why: `"newton"`, `"nonfinite"`,
+    `"singular"`, `"turn"`; else None), `phase_entry`, `metadata`.
+    """
+    if callable(getattr(field, "vector_field", None)):
+        raise ValueError(
+            "cycle_continuation takes a field f(x, p, args) -> dx/dt, not an energy "
+            "model: an energy model's flow descends its energy, so it has no cycles."
+        )
+    lo, hi = (float(v) for v in p_span)
+    if not lo < hi:
+        raise ValueError(f"p_span must be (low, high) with low < high (got {p_span!r}).")
+    if direction not in (1, -1):
+        raise ValueError(f"direction must be +1 or -1 (got {direction!r}).")
+    if not 0 < ds_min <= ds <= ds_max:
+        raise ValueError(
+            f"the steps must satisfy 0 < ds_min <= ds <= ds_max (got {ds_min}, {ds}, {ds_max})."
+        )
+    if not hopf_radius > 0:
+        raise ValueError(f"hopf_radius must be positive (got {hopf_radius}).")
+    options = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, dtype=dtype)
+    orbit, direction = _start(field, start, args, p_span, direction, hopf_radius, options)
+    x0 = np.asarray(orbit["x0"])
+    dtype = dtype_of(x0, dtype)
+    name = jnp.dtype(dtype).name
+    defaults = DEFAULTS.get(name, DEFAULTS["float32"])
+    tol = defaults["tol"] if tol is None else float(tol)
+    rtol = defaults["rtol"] if rtol is None else float(rtol)
+    atol = defaults["atol"] if atol is None else float(atol)
+    n = x0.size
+    if n + 2 > DENSE_MAX:
+        raise ValueError(
+            f"cycle_continuation forms the {n + 1} x {n + 2} shooting Jacobian at every "
+            f"point, up to {DENSE_MAX - 2} state entries (got {n}); periodic_orbit finds "
+            "single orbits of larger states matrix-free."
+        )
+    check_field_shape(field, jnp.asarray(x0, dtype), float(orbit["p"]), args)
+    args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
+    samples = np.asarray(orbit["x"]).reshape(len(orbit["x"]), -1)
+    if phase_entry is None:
+        phase_entry = int(np.argmax(np.ptp(samples, axis=0)))
+    elif not (isinstance(phase_entry, (int, np.integer)) and 0 <= phase_entry < n):
+        raise ValueError(f"phase_entry must be a flat index below {n} (got {phase_entry!r}).")
+    cycles = _Cycles(
+        field=field,
+        solver=SOLVERS[solver](),
+        shape=x0.shape,
+        phase_entry=int(phase_entry),
+        args=args,
+        rtol=jnp.asarray(rtol, dtype),
+        atol=jnp.asarray(atol, dtype),
+        max_steps=int(max_steps),
+    )
+    period0 = float(orbit["period"])
+    weights = jnp.asarray(np.concatenate([np.full(n, 1.0 / n), [1.0 / period0**2, 1.0]]), dtype)
+    max_period = 20.0 * period0 if max_period is None else float(max_period)
+    branch = _Branch(cycles, weights, jnp.asarray(tol, dtype), max_newton, max_turn, points)
+
+    # the start moved onto the phase condition: from its sample where entry j peaks
+    top = int(np.argmax(samples[:, phase_entry]))
+    y_guess = jnp.asarray(np.concatenate([samples[top], [period0, float(orbit["p"])]]), dtype)
+    pin_p = jnp.zeros(n + 2, dtype).at[-1].set(1.0)
+    y, iterations, residual = _correct(
+        cycles, y_guess, pin_p / weights, weights, branch.tol, max_newton
+    )
+    if not float(residual) <= tol:
+        raise ValueError(
+            f"cycle_continuation: the start could not be put on the phase condition (entry "
+            f"{phase_entry} at its extremum): RMS residual {float(residual):.3g} after "
+            f"{int(iterations)} Newton iterations; pass another phase_entry."
+        )
+    previous = jnp.zeros(n + 2, dtype).at[-1].set(float(direction)) / weights[-1]
+    first = branch.point(y, previous, 0.0, iterations, residual)
+    if first is None:
+        raise ValueError(
+            "cycle_continuation: the branch has no tangent at the start (a bifurcation of "
+            "cycles there): start beside it."
+        )
+    points_found, bifurcations = [first], []
+    step, stop_reason = float(ds), "max_points"
+    while len(points_found) < max_points:
+        a = points_found[-1]
+        b = branch.along(a, step)
+        if b is None:
+            step *= 0.5
+            if step < ds_min:
+                stop_reason = "ds_min"
+                break
+            continue
+        largest = max(q["amplitude"] for q in points_found)
+        found = _detect(branch, a, b, locate_tol)
+        # a turn where the orbit has shrunk to a point is the Hopf point the cycles
+        # end at (past it the shooting problem follows the steady state), not a fold
+        if b["amplitude"] < COLLAPSE * largest or any(
+            r["amplitude"] < COLLAPSE * largest for r in found
+        ):
+            stop_reason = "hopf"
+            break
+        bifurcations += found
+        points_found.append(b)
+        p_b = float(b["y"][-1])
+        if not lo <= p_b <= hi:
+            stop_reason = "p_span"
+            break
+        if float(b["y"][-2]) > max_period:
+            stop_reason = "max_period"
+            break
+        if b["iterations"] <= FAST_NEWTON:
+            step = min(step * STEP_GROWTH, ds_max)
+    if stop_reason == "ds_min":
+        warnings.warn(
+            f"cycle_continuation stopped at p = {float(points_found[-1]['y'][-1]):.6g}: the "
+            f"step fell below ds_min ({branch.failure}); near a Hopf point the cycles "
+            "shrink onto the steady state and the shooting problem is singular there.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    settings = dict(
+        solver=solver, rtol=rtol, atol=atol, tol=tol, locate_tol=locate_tol, ds=ds, ds_max=ds_max
+    )
+    return _result(points_found, bifurcations, stop_reason, branch, cycles, dtype, settings)
+
+
+def _result(points_found, bifurcations, stop_reason, branch, cycles, dtype, settings):
+    stack = lambda key: np.asarray([q[key] for q in points_found])  # noqa: E731
+    ys = np.asarray([np.asarray(q["y"]) for q in points_found])
+    unstable = stack("unstable")
+    return dict(
+        p=ys[:, -1],
+        period=ys[:, -2],
+        x0=ys[:, :-2].reshape((len(ys), *cycles.shape)),
+        orbits=np.asarray([q["orbit"] for q in points_found]),
+        amplitude=stack("amplitude"),
+        multipliers=np.asarray([q["multipliers"] for q in points_found]),
+        trivial_index=np.asarray(
+            [-1 if q["trivial"] is None else q["trivial"] for q in points_found]
+        ),
+        unstable=unstable,
+        stable=unstable == 0,
+        s=stack("s"),
+        tangent_p=np.asarray([float(q["t"][-1]) for q in points_found]),
+        newton_iterations=stack("iterations"),
+        residual_rms=stack("residual"),
+        bifurcations=bifurcations,
+        stop_reason=stop_reason,
+        stall=branch.failure if stop_reason == "ds_min" else None,
+        phase_entry=cycles.phase_entry,
+        metadata=metadata(
+            study="cycle_continuation",
+            dtype=dtype,
+            solver=settings["solver"],
+            rtol=settings["rtol"],
+            atol=settings["atol"],
+            tol=settings["tol"],
+            locate_tol=settings["locate_tol"],
+            ds=settings["ds"],
+            ds_max=settings["ds_max"],
+        ),
+    )

@@ -1,0 +1,199 @@
+"""Periodic orbits followed in a parameter (`analysis.cycle_continuation`), checked on
+fields whose cycles, periods, Floquet multipliers and bifurcations of cycles are known in
+closed form: the Hopf normal form (from its Hopf point), the Bautin normal form's fold of
+cycles, a period doubling built on a Moebius band and a Neimark-Sacker point built on a
+torus."""
+
+import math
+import pathlib
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import run_page_example
+from et_ode import analysis
+
+OMEGA, TWIST = 2.0, 0.5
+
+
+def hopf_form(x, p, args):
+    """`z' = (p + i omega) z - (1 + i twist) |z|^2 z`: cycles `|z| = sqrt(p)` for
+    `p > 0`, period `2 pi / (omega - twist p)`, multiplier `exp(-2 p T)`."""
+    r2 = x[0] ** 2 + x[1] ** 2
+    return jnp.stack(
+        [
+            p * x[0] - OMEGA * x[1] - (x[0] - TWIST * x[1]) * r2,
+            OMEGA * x[0] + p * x[1] - (x[1] + TWIST * x[0]) * r2,
+        ]
+    )
+
+
+def other_multiplier(result):
+    """The non-trivial multiplier of each point of a branch of a planar field."""
+    return np.array([m[1 - i] for m, i in zip(result["multipliers"], result["trivial_index"])])
+
+
+def test_the_branch_from_a_hopf_point_is_the_normal_forms():
+    """From `continuation`'s Hopf point: every cycle's radius, period and multiplier in
+    closed form along the branch, all stable, no bifurcation."""
+    steady = analysis.continuation(hopf_form, jnp.zeros(2), -0.5, p_span=(-0.5, 0.5), ds=0.1)
+    (hopf,) = steady["bifurcations"]
+    cycles = analysis.cycle_continuation(hopf_form, hopf, p_span=(-0.5, 1.0), ds=0.05, ds_max=0.2)
+    p = cycles["p"]
+    assert cycles["stop_reason"] == "p_span" and p[0] > 0 and p[-1] > 1.0 and len(p) > 5
+    period = 2 * np.pi / (OMEGA - TWIST * p)
+    np.testing.assert_allclose(cycles["period"], period, atol=1e-9)
+    np.testing.assert_allclose(np.hypot(*cycles["x0"].T), np.sqrt(p), atol=1e-9)
+    np.testing.assert_allclose(other_multiplier(cycles), np.exp(-2 * p * period), atol=1e-9)
+    assert cycles["stable"].all() and cycles["bifurcations"] == []
+    # the start's phase condition: the entry that varies most at an extremum
+    j = cycles["phase_entry"]
+    velocity = np.stack([np.asarray(hopf_form(x, q, None)) for x, q in zip(cycles["x0"], p)])
+    np.testing.assert_allclose(velocity[:, j], 0.0, atol=1e-9)
+    assert cycles["orbits"].shape == (len(p), 32, 2)
+
+
+PAGE = pathlib.Path(__file__).parents[1] / "docs" / "how-to" / "landscape.md"
+
+
+def test_the_pages_fold_of_cycles_and_the_branch_ending_at_the_hopf_point():
+    """docs/how-to/landscape.md's Bautin example, run as written (its printed lines are
+    the page's): `z' = (p + i omega) z + |z|^2 z - |z|^4 z`, whose cycles lie on
+    `p = r^4 - r^2`, from its subcritical Hopf point: the fold of cycles at `p = -1/4`
+    (1e-8) with `r^2 = 1/2` and a multiplier through +1, unstable cycles before it and
+    stable ones after, every cycle's multiplier `exp(2 r^2 (1 - 2 r^2) T)` (`T = 2 pi /
+    omega`); and, followed the other way from an inner cycle, the branch stops where the
+    cycles shrink onto the Hopf point."""
+    namespace, out, printed = run_page_example(PAGE, 4)
+    assert out == printed
+    bautin, cycles, fold = namespace["bautin"], namespace["cycles"], namespace["fold"]
+    assert fold["kind"] == "fold" and fold["located"]
+    assert fold["p"] == pytest.approx(-0.25, abs=1e-8)
+    assert float(np.sum(fold["x0"] ** 2)) == pytest.approx(0.5, abs=1e-4)
+    assert abs(fold["multiplier"] - 1.0) < 1e-4
+    r2 = np.sum(cycles["x0"] ** 2, axis=1)
+    period = 2 * math.pi / 2.0
+    np.testing.assert_allclose(cycles["p"], r2**2 - r2, atol=1e-9)
+    np.testing.assert_allclose(cycles["period"], period, atol=1e-9)
+    np.testing.assert_allclose(
+        other_multiplier(cycles), np.exp(2 * r2 * (1 - 2 * r2) * period), atol=1e-9
+    )
+    np.testing.assert_array_equal(cycles["stable"], r2 > 0.5)
+
+    p0 = -0.1
+    inner = (1 - math.sqrt(1 + 4 * p0)) / 2
+    start = analysis.periodic_orbit(bautin, np.array([math.sqrt(inner), 0.0]), 3.0, p0, args=2.0)
+    assert start["unstable"] == 1
+    shrinking = analysis.cycle_continuation(
+        bautin, start, p_span=(-0.5, 0.5), args=2.0, direction=1, ds=0.02
+    )
+    assert shrinking["stop_reason"] == "hopf" and -0.02 < shrinking["p"][-1] < 0
+
+
+W = 1.0
+
+
+def moebius(u, mu, args):
+    """The unit circle `(cos wt, sin wt, 0)` with its transverse plane `(r - 1, z)`
+    turning half a turn per period: in the turning frame `s' = mu s - s^3`, `q' = -q`.
+    The circle's multipliers are `-exp(mu T)` and `-exp(-T)` (`T = 2 pi / w`): a period
+    doubling at `mu = 0`, where the orbit `s = sqrt(mu)` (in the frame) of period `2 T`
+    is born, with multipliers `exp(-4 mu T)` and `exp(-2 T)`. The half-turn frame's
+    `e e^T` is `P`, single-valued on the circle."""
+    x, y, z = u
+    r = jnp.sqrt(x * x + y * y)
+    c, s = x / r, y / r
+    v = jnp.stack([r - 1.0, z])
+    P = 0.5 * jnp.array([[1 + c, s], [s, 1 - c]])
+    turn = 0.5 * W * jnp.array([-v[1], v[0]])
+    dv = turn + mu * (P @ v) - (v - P @ v) - (P @ v) * (v @ P @ v)
+    return jnp.stack([dv[0] * c - W * y, dv[0] * s + W * x, dv[1]])
+
+
+def test_a_period_doubling_located_and_the_doubled_orbit_found():
+    """The Moebius circle's period doubling at `mu = 0` located (1e-8) with a multiplier
+    -1; the multiplier `-exp(mu T)` along the branch; and the orbit born there, of twice
+    the period, found by `periodic_orbit` as itself (not the circle travelled twice)."""
+    period = 2 * math.pi / W
+    start = analysis.periodic_orbit(moebius, np.array([1.0, 0.0, 0.0]), 6.0, -0.2)
+    cycles = analysis.cycle_continuation(moebius, start, p_span=(-0.2, 0.2), ds=0.05)
+    (doubling,) = cycles["bifurcations"]
+    assert doubling["kind"] == "period_doubling" and doubling["located"]
+    assert doubling["p"] == pytest.approx(0.0, abs=1e-8)
+    assert abs(doubling["multiplier"] + 1.0) < 1e-6
+    np.testing.assert_allclose(cycles["period"], period, atol=1e-9)
+    crossing = [
+        m[np.argmin(np.abs(m + np.exp(mu * period)))]
+        for m, mu in zip(cycles["multipliers"], cycles["p"])
+    ]
+    np.testing.assert_allclose(crossing, -np.exp(cycles["p"] * period), atol=1e-9)
+    np.testing.assert_array_equal(cycles["stable"], cycles["p"] < 0)
+
+    mu = 0.1
+    doubled = analysis.periodic_orbit(
+        moebius, np.array([1.0 + math.sqrt(mu), 0.0, 0.0]), 2 * period * 1.01, mu
+    )
+    assert doubled["period"] == pytest.approx(2 * period, abs=1e-9)
+    want = [1.0, math.exp(-4 * mu * period), math.exp(-2 * period)]
+    np.testing.assert_allclose(doubled["multipliers"], want, atol=1e-9)
+    assert doubled["stable"] is True
+
+
+B = 0.7
+
+
+def torus(u, mu, args):
+    """The unit circle with its transverse plane `(r - 1, z)` carrying a Hopf normal form
+    `w' = (mu + i b) w - |w|^2 w`: multipliers `exp((mu +- i b) T)`, a Neimark-Sacker
+    point at `mu = 0` at the angle `b T`."""
+    x, y, z = u
+    r = jnp.sqrt(x * x + y * y)
+    c, s = x / r, y / r
+    rho = r - 1.0
+    size = rho**2 + z**2
+    drho = mu * rho - B * z - size * rho
+    dz = B * rho + mu * z - size * z
+    return jnp.stack([drho * c - W * y, drho * s + W * x, dz])
+
+
+def test_a_neimark_sacker_point_located():
+    """The torus field's Neimark-Sacker point at `mu = 0` located (1e-8), its multiplier
+    `exp(i b T)` on the unit circle; the pair `exp((mu +- i b) T)` along the branch."""
+    period = 2 * math.pi / W
+    start = analysis.periodic_orbit(torus, np.array([1.0, 0.0, 0.0]), 6.0, -0.2)
+    cycles = analysis.cycle_continuation(torus, start, p_span=(-0.2, 0.2), ds=0.05)
+    (point,) = cycles["bifurcations"]
+    assert point["kind"] == "neimark_sacker" and point["located"]
+    assert point["p"] == pytest.approx(0.0, abs=1e-8)
+    # the pair's member with a positive imaginary part
+    want = np.exp(1j * B * period)
+    assert point["multiplier"] == pytest.approx(want if want.imag > 0 else want.conj(), abs=1e-6)
+    pair = np.exp((cycles["p"] + 1j * B) * period)
+    for values, want in zip(cycles["multipliers"], pair):
+        assert np.min(np.abs(values - want)) < 1e-9 and np.min(np.abs(values - want.conj())) < 1e-9
+    assert cycles["unstable"].tolist() == [0 if p < 0 else 2 for p in cycles["p"]]
+
+
+class _EnergyModel:
+    def vector_field(self, t, x, args):
+        return -x
+
+
+def test_bad_starts_and_settings_are_refused(no_runtime_types):
+    start = dict(x0=np.array([0.5, 0.0]), period=math.pi, p=0.25, multipliers=[], x=[])
+    for kwargs, match in (
+        (dict(field=_EnergyModel()), "not an energy model"),
+        (dict(p_span=(1.0, -1.0)), "low < high"),
+        (dict(ds=1.0, ds_max=0.1), "ds_min <= ds <= ds_max"),
+        (dict(start=[1.0, 2.0]), "start must be a periodic_orbit result"),
+        (dict(start=dict(kind="fold", p=0.0)), "start must be a periodic_orbit result"),
+        (
+            dict(start=dict(kind="hopf", p=0.0, normal_form_error="a kink")),
+            "no usable normal form .*a kink",
+        ),
+        (dict(direction=0), "direction must be"),
+    ):
+        settings = dict(field=hopf_form, start=start, p_span=(-1.0, 1.0)) | kwargs
+        with pytest.raises((ValueError, TypeError), match=match):
+            analysis.cycle_continuation(settings.pop("field"), settings.pop("start"), **settings)
