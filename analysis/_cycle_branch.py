@@ -51,7 +51,7 @@ import optimistix as optx
 from ._branch_kernels import DENSE_MAX, real_eigenvalues
 from ._continuation import Field, check_field_shape, dtype_of, is_float
 from ._hopf import hopf_cycle
-from ._periodic_orbit import DEFAULTS, SOLVERS, _trivial, periodic_orbit
+from ._periodic_orbit import DEFAULTS, SOLVERS, _trivial, periodic_orbit, rescaled_flow
 from ._records import metadata
 
 STOP_REASONS = ("p_span", "max_points", "ds_min", "max_period", "hopf")
@@ -78,21 +78,16 @@ class _Cycles(eqx.Module):
     max_steps: int = eqx.field(static=True)
 
     def flow(self, x, period, p, saveat=None):
-        """One solve of `dx/ds = period f(x, p, args)` over `s` in `[0, 1]`."""
-        term = diffrax.ODETerm(lambda s, u, a: period * self.field(u, p, a))
-        return diffrax.diffeqsolve(
-            term,
+        """One solve over the period from `x` at `p` (`rescaled_flow`)."""
+        return rescaled_flow(
+            self.field,
             self.solver,
-            0.0,
-            1.0,
-            None,
             x,
+            period,
+            p,
             self.args,
-            saveat=saveat or diffrax.SaveAt(t1=True),
-            stepsize_controller=diffrax.PIDController(rtol=self.rtol, atol=self.atol),
-            adjoint=diffrax.ForwardMode(),
-            max_steps=self.max_steps,
-            throw=False,
+            (self.rtol, self.atol, self.max_steps),
+            saveat,
         )
 
     def residual(self, y):

@@ -86,6 +86,29 @@ FRACTIONS = tuple(range(2, 13))
 AHEAD = 1e-6
 
 
+def rescaled_flow(field, solver, x, period, p, args, tolerances, saveat=None):
+    """One solve of `dx/ds = period f(x, p, args)` from `s = 0` to 1, the flow over one
+    period in rescaled time (`tolerances`: `(rtol, atol, max_steps)`; diffrax's
+    `ForwardMode`, so that Jacobian-vector products through it are tangent solves;
+    `throw=False`: the caller reads `result`)."""
+    rtol, atol, max_steps = tolerances
+    term = diffrax.ODETerm(lambda s, y, a: period * field(y, p, a))
+    return diffrax.diffeqsolve(
+        term,
+        solver,
+        0.0,
+        1.0,
+        None,
+        x,
+        args,
+        saveat=saveat or diffrax.SaveAt(t1=True),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        adjoint=diffrax.ForwardMode(),
+        max_steps=max_steps,
+        throw=False,
+    )
+
+
 class _Setting(eqx.Module):
     """The field, its parameter and conditions, and the solve's settings: what every
     compiled kernel below takes (one compilation per field, solver and shapes)."""
@@ -99,22 +122,16 @@ class _Setting(eqx.Module):
     max_steps: int = eqx.field(static=True)
 
     def flow(self, x, period, saveat=None):
-        """One solve of `dx/ds = period f(x, p, args)` from `s = 0` to 1 (diffrax
-        `ForwardMode`: Jacobian-vector products through it are tangent solves)."""
-        term = diffrax.ODETerm(lambda s, y, a: period * self.field(y, self.p, a))
-        return diffrax.diffeqsolve(
-            term,
+        """One solve over the period from `x` (`rescaled_flow`)."""
+        return rescaled_flow(
+            self.field,
             self.solver,
-            0.0,
-            1.0,
-            None,
             x,
+            period,
+            self.p,
             self.args,
-            saveat=saveat or diffrax.SaveAt(t1=True),
-            stepsize_controller=diffrax.PIDController(rtol=self.rtol, atol=self.atol),
-            adjoint=diffrax.ForwardMode(),
-            max_steps=self.max_steps,
-            throw=False,
+            (self.rtol, self.atol, self.max_steps),
+            saveat,
         )
 
     def end(self, x_flat, period, shape):
