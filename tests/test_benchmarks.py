@@ -186,13 +186,14 @@ def test_sparse(problem):
 
 @pytest.mark.skipif(
     not os.environ.get("ET_ODE_SLOW_TESTS"),
-    reason="four landscape rows and their references (60 s of CPU); set ET_ODE_SLOW_TESTS=1",
+    reason="five landscape rows and their references (70 s of CPU); set ET_ODE_SLOW_TESTS=1",
 )
 def test_landscape(problem):
     """The landscape rows: the continued points are the independent fixed points (same
     tolerance), the spectrum has 8 descending exponents, and the basin grid's batched
     solve compiles once and runs fewer sequential steps than one by one; the stiff
-    field's fold is the same matrix-free (preconditioned) and dense."""
+    field's fold is the same matrix-free (preconditioned) and dense; Lorenz's periodic
+    orbit has the published period by both shootings, the same unstable multiplier."""
     _, rows = _run_rows(("landscape",), problem)
     branch = next(r for name, r in rows.items() if name.startswith("continuation"))
     assert branch["points"] >= 1 and branch["largest_distance_rms"] < 1e-6
@@ -205,3 +206,8 @@ def test_landscape(problem):
     stiff = next(r for name, r in rows.items() if name.startswith("stiff continuation"))
     assert stiff["matrix_free"]["points"] == stiff["dense"]["points"] == 14
     assert stiff["fold_difference"] < 1e-9  # the same fold, matrix-free and dense
+    orbit = next(r for name, r in rows.items() if name.startswith("periodic orbit"))
+    assert orbit["period_error"] < 1e-8 and orbit["scipy_period_error"] < 1e-8
+    assert orbit["unstable_multiplier"] == pytest.approx(
+        orbit["scipy_unstable_multiplier"], rel=1e-4
+    )
