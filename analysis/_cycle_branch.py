@@ -7,7 +7,9 @@ f_j(x0, p))` in the `n + 2` unknowns `y = (x0, T, p)`: the flow over one period 
 to its start, which sits where the state's entry `j` (`phase_entry`, by default the one
 that varies most over the first orbit) is at an extremum (a phase condition that needs
 no reference orbit, so that the system is the same at every point). The branch is a
-curve `y(s)` in arclength, `ds^2 = RMS(dx0)^2 + (dT / T_0)^2 + dp^2`, followed as
+curve `y(s)` in arclength, `ds^2 = RMS(dx0)^2 + (dT / T)^2 + dp^2` (the period enters
+as `log T`, so that a step changes it by a bounded factor: near a homoclinic orbit,
+where `T` grows without bound, the steps still reach it), followed as
 `continuation` follows steady states: predict along the unit tangent, correct by Newton
 (optimistix, LU) on `H = 0` and `t . (y - y_pred) = 0`, accept where Newton converged and
 the tangent turned by less than `max_turn`, else halve the step.
@@ -50,11 +52,11 @@ import optimistix as optx
 
 from ._branch_kernels import DENSE_MAX, real_eigenvalues
 from ._continuation import Field, check_field_shape, dtype_of, is_float
-from ._hopf import hopf_cycle
+from ._hopf import _from_json, hopf_cycle
 from ._periodic_orbit import DEFAULTS, SOLVERS, _trivial, periodic_orbit, rescaled_flow
 from ._records import metadata
 
-STOP_REASONS = ("p_span", "max_points", "ds_min", "max_period", "hopf")
+STOP_REASONS = ("p_span", "max_points", "ds_min", "max_period", "hopf", "period_doubling")
 # The cycles have shrunk onto a steady state (a Hopf point) where an orbit's amplitude
 # falls below this fraction of the largest on the branch.
 COLLAPSE = 1e-3
@@ -91,10 +93,10 @@ class _Cycles(eqx.Module):
         )
 
     def residual(self, y):
-        """`H(y)` (`[n + 1]`): the return `phi(x0, T; p) - x0` and the phase condition
-        `f_j(x0, p)`; NaN where the solve failed."""
+        """`H(y)` (`[n + 1]`) of `y = (x0 flat, log T, p)`: the return `phi(x0, T; p) -
+        x0` and the phase condition `f_j(x0, p)`; NaN where the solve failed."""
         x = y[:-2].reshape(self.shape)
-        sol = self.flow(x, y[-2], y[-1])
+        sol = self.flow(x, jnp.exp(y[-2]), y[-1])
         velocity = self.field(x, y[-1], self.args).ravel()
         r = jnp.concatenate([sol.ys[-1].ravel() - y[:-2], velocity[self.phase_entry][None]])
         return jnp.where(sol.result == diffrax.RESULTS.successful, r, jnp.nan)
@@ -131,7 +133,7 @@ def _linearise(cycles, y, previous, weights, points: int):
     x = y[:-2].reshape(cycles.shape)
     velocity = cycles.field(x, y[-1], cycles.args).ravel()
     grid = jnp.arange(points, dtype=y.dtype) / points
-    orbit = cycles.flow(x, y[-2], y[-1], diffrax.SaveAt(ts=grid)).ys
+    orbit = cycles.flow(x, jnp.exp(y[-2]), y[-1], diffrax.SaveAt(ts=grid)).ys
     return t, monodromy, velocity, orbit
 
 
@@ -195,7 +197,7 @@ class _Branch:
             self.cycles, y_pred, a["t"], self.weights, self.tol, self.max_newton
         )
         residual = float(residual)
-        if not (residual <= float(self.tol)) or not float(y[-2]) > 0:
+        if not (residual <= float(self.tol)):
             cause = "newton" if math.isfinite(residual) else "nonfinite"
             self.failure = dict(p=float(y[-1]), residual_rms=residual, cause=cause, step=step)
             return None
@@ -212,8 +214,8 @@ class _Branch:
 
 def _bisect(branch, a, b, side, locate_tol):
     """Bisect in arclength between points `a` and `b`, on which `side(point)` differs,
-    until the bracket is below `locate_tol` (or a trial fails): `(the last point before
-    the change, the final bracket)`."""
+    until the bracket is below `locate_tol` (or a trial fails): the bracket's two ends
+    `(lo, hi)`, `lo` on `a`'s side."""
     lo, hi = a, b
     target = side(a)
     while hi["s"] - lo["s"] > locate_tol:
@@ -224,7 +226,7 @@ def _bisect(branch, a, b, side, locate_tol):
             lo = middle
         else:
             hi = middle
-    return lo, hi["s"] - lo["s"]
+    return lo, hi
 
 
 def _crossing_multiplier(point, kind):
@@ -241,65 +243,127 @@ def _crossing_multiplier(point, kind):
     return complex(candidates[np.argmin(np.abs(candidates - target))])
 
 
-def _record(kind, point, bracket, locate_tol, cycles):
+def _record(kind, lo, hi, locate_tol, cycles):
+    """A bifurcation located between `lo` and `hi`, recorded at `lo`."""
+    bracket = hi["s"] - lo["s"]
     return dict(
         kind=kind,
-        p=float(point["y"][-1]),
-        period=float(point["y"][-2]),
-        x0=np.asarray(point["y"][:-2]).reshape(cycles.shape),
-        s=point["s"],
-        multiplier=_crossing_multiplier(point, kind),
-        multipliers=point["multipliers"],
-        amplitude=point["amplitude"],
+        p=float(lo["y"][-1]),
+        period=math.exp(float(lo["y"][-2])),
+        x0=np.asarray(lo["y"][:-2]).reshape(cycles.shape),
+        s=lo["s"],
+        multiplier=_crossing_multiplier(lo, kind),
+        multipliers=lo["multipliers"],
+        amplitude=lo["amplitude"],
         s_bracket=float(bracket),
         located=bool(bracket <= locate_tol),
     )
 
 
+# The kinds located on a count of multipliers (`_classify`'s order).
+COUNTED = ("period_doubling", "neimark_sacker", "branch_point")
+# A branch point of cycles within this fraction of the step from a fold is the fold's own
+# multiplier through +1 (it crosses at the turn, located to rounding apart from it).
+FOLD_SIDE = 1e-3
+# Stretches searched again for further crossings past a located one, at most.
+MAX_SEARCHES = 8
+
+
+def _counted(branch, a, b, locate_tol, searches=0):
+    """The period doublings, Neimark-Sacker and branch points between points `a` and `b`:
+    the first change of any count located by bisection (every kind whose count changed
+    across its bracket recorded), then the stretch past it searched again, so that two
+    crossings in one step are both found."""
+    if a["counts"] == b["counts"]:
+        return []
+    lo, hi = _bisect(branch, a, b, lambda q: q["counts"], locate_tol)
+    found = [
+        _record(kind, lo, hi, locate_tol, branch.cycles)
+        for index, kind in enumerate(COUNTED)
+        if lo["counts"][index] != hi["counts"][index]
+    ]
+    if hi is not b and searches < MAX_SEARCHES:
+        found += _counted(branch, hi, b, locate_tol, searches + 1)
+    return found
+
+
 def _detect(branch, a, b, locate_tol):
     """The bifurcations of cycles between consecutive points `a` and `b` (module
-    docstring)."""
-    found = []
-    cycles = branch.cycles
-    if np.sign(float(a["t"][-1])) * np.sign(float(b["t"][-1])) < 0:
-        point, bracket = _bisect(branch, a, b, lambda q: np.sign(float(q["t"][-1])), locate_tol)
-        found.append(_record("fold", point, bracket, locate_tol, cycles))
-    names = ("period_doubling", "neimark_sacker", "branch_point")
-    for index, kind in enumerate(names):
-        if a["counts"][index] == b["counts"][index]:
-            continue
-        if kind == "branch_point" and found and found[0]["kind"] == "fold":
-            continue  # the multiplier through +1 at the fold itself
-        point, bracket = _bisect(branch, a, b, lambda q: q["counts"][index], locate_tol)
-        found.append(_record(kind, point, bracket, locate_tol, cycles))
-    return sorted(found, key=lambda r: r["s"])
+    docstring): a fold where the tangent's `p` component changes sign, located on it,
+    the stretches on either side of its bracket searched for the counted kinds (across
+    the bracket itself a multiplier passes through +1: the fold's own); else the counted
+    kinds over the whole step."""
+    if np.sign(float(a["t"][-1])) * np.sign(float(b["t"][-1])) >= 0:
+        return _counted(branch, a, b, locate_tol)
+    lo, hi = _bisect(branch, a, b, lambda q: np.sign(float(q["t"][-1])), locate_tol)
+    fold = _record("fold", lo, hi, locate_tol, branch.cycles)
+    fold["doubled"] = _closes_halfway(lo)
+    before = _counted(branch, a, lo, locate_tol) if lo is not a else []
+    after = _counted(branch, hi, b, locate_tol) if hi is not b else []
+    # the fold's own multiplier through +1, located a rounding error off its turn
+    near = FOLD_SIDE * (b["s"] - a["s"])
+    own = {
+        id(r)
+        for r in before + after
+        if r["kind"] == "branch_point" and abs(r["s"] - lo["s"]) <= near
+    }
+    return [r for r in before if id(r) not in own] + [fold] + [r for r in after if id(r) not in own]
 
 
-def _start(field, start, args, p_span, direction, hopf_radius, options):
-    """The first orbit: `(x0, period, p)` from a `periodic_orbit` result, or from a Hopf
-    record of `continuation` (its normal form's cycle at radius `hopf_radius`, polished
-    by `periodic_orbit`); and the direction in `p` the branch starts in."""
+def _closes_halfway(point) -> bool:
+    """Whether the orbit of `point` comes back to its start after half its period: the
+    orbit is a cycle of half the period travelled twice (where a branch of doubled
+    cycles meets the cycle it doubled from)."""
+    orbit = point["orbit"].reshape(len(point["orbit"]), -1)
+    if len(orbit) % 2:
+        return False
+    return bool(np.max(np.abs(orbit[len(orbit) // 2] - orbit[0])) <= COLLAPSE * point["amplitude"])
+
+
+def _start(field, start, args, direction, hopf_radius, options):
+    """The first orbit, a `periodic_orbit` result: `start` itself, or from a Hopf record
+    of `continuation` (its normal form's cycle of radius `hopf_radius`, polished by
+    `periodic_orbit`); and the direction in `p` the branch starts in."""
     if not isinstance(start, dict):
         raise TypeError(
             "start must be a periodic_orbit result or a Hopf record of continuation "
             f"(got {type(start).__name__})."
         )
+    if start.get("kind") in KINDS:
+        raise ValueError(
+            f"start is a {start['kind']} record of cycle_continuation: start from "
+            "periodic_orbit beside it instead (for the cycles a period doubling gives "
+            "birth to, with a guess of twice its period just past it)."
+        )
+    if "bifurcations" in start and "stop_reason" in start:
+        raise ValueError(
+            "start is a whole branch: start from one orbit, periodic_orbit(field, "
+            "branch['x0'][i], branch['period'][i], branch['p'][i]) for its point i."
+        )
     if start.get("kind") == "hopf":
-        form = start.get("normal_form")
-        if form is None or start.get("criticality") == "degenerate":
+        if "normal_form" not in start or start.get("criticality") == "degenerate":
             raise ValueError(
                 "this Hopf point has no usable normal form "
                 f"({start.get('normal_form_error', 'criticality degenerate')}): start from "
                 "a periodic_orbit found beside it instead."
             )
+        form = {key: _from_json(value) for key, value in start["normal_form"].items()}
         c1, a = complex(form["c1"]), complex(form["a"])
-        # the cycles exist where Re(a) dp / Re(c1) < 0, with |z|^2 = -Re(a) dp / Re(c1)
+        # hopf_cycle's radius is |z| with |z|^2 = -Re(a) dp / Re(c1)
         dp = -c1.real * hopf_radius**2 / a.real
         p = float(start["p"]) + dp
         cycle = hopf_cycle(start, p)
-        orbit = periodic_orbit(field, cycle["x"][0], cycle["period"], p, args, **options)
+        try:
+            orbit = periodic_orbit(field, cycle["x"][0], cycle["period"], p, args, **options)
+        except ValueError as error:
+            raise ValueError(
+                f"cycle_continuation: the normal form's cycle of radius {hopf_radius:g} at "
+                f"p = {p:.6g} did not lead to an orbit ({error}); a smaller hopf_radius "
+                "starts nearer the Hopf point, where the normal form holds."
+            ) from error
         return orbit, int(np.sign(dp))
-    if "multipliers" not in start or "x0" not in start:
+    needed = ("x0", "period", "p", "multipliers", "x")
+    if any(key not in start for key in needed) or np.ndim(start["period"]) != 0:
         raise ValueError(
             "start must be a periodic_orbit result (with x0, period, p, x) or a Hopf "
             f"record of continuation (kind 'hopf'); got keys {sorted(start)[:8]}."
@@ -347,7 +411,7 @@ def cycle_continuation(
     - `direction`: `+1` starts towards larger `p`, `-1` smaller (from a `periodic_orbit`
       start).
     - `ds`, `ds_min`, `ds_max`: the first, smallest and largest step in arclength,
-      `ds^2 = RMS(dx0)^2 + (dT / T_0)^2 + dp^2` (`T_0` the first period).
+      `ds^2 = RMS(dx0)^2 + (d log T)^2 + dp^2`.
     - `max_points`; `tol` (RMS of the shooting residual at which Newton has converged;
       default as `periodic_orbit`'s); `max_newton`; `max_turn` (radians between
       consecutive tangents before a step is refused); `locate_tol` (arclength bracket of
@@ -389,7 +453,9 @@ def cycle_continuation(
     if not hopf_radius > 0:
         raise ValueError(f"hopf_radius must be positive (got {hopf_radius}).")
     options = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, dtype=dtype)
-    orbit, direction = _start(field, start, args, p_span, direction, hopf_radius, options)
+    orbit, direction = _start(field, start, args, direction, hopf_radius, options)
+    if not lo <= float(orbit["p"]) <= hi:
+        raise ValueError(f"the start's p = {float(orbit['p']):.6g} lies outside p_span {p_span!r}.")
     x0 = np.asarray(orbit["x0"])
     dtype = dtype_of(x0, dtype)
     name = jnp.dtype(dtype).name
@@ -409,7 +475,9 @@ def cycle_continuation(
     samples = np.asarray(orbit["x"]).reshape(len(orbit["x"]), -1)
     if phase_entry is None:
         phase_entry = int(np.argmax(np.ptp(samples, axis=0)))
-    elif not (isinstance(phase_entry, (int, np.integer)) and 0 <= phase_entry < n):
+    elif isinstance(phase_entry, bool) or not (
+        isinstance(phase_entry, (int, np.integer)) and 0 <= phase_entry < n
+    ):
         raise ValueError(f"phase_entry must be a flat index below {n} (got {phase_entry!r}).")
     cycles = _Cycles(
         field=field,
@@ -422,13 +490,15 @@ def cycle_continuation(
         max_steps=int(max_steps),
     )
     period0 = float(orbit["period"])
-    weights = jnp.asarray(np.concatenate([np.full(n, 1.0 / n), [1.0 / period0**2, 1.0]]), dtype)
+    weights = jnp.asarray(np.concatenate([np.full(n, 1.0 / n), [1.0, 1.0]]), dtype)
     max_period = 20.0 * period0 if max_period is None else float(max_period)
     branch = _Branch(cycles, weights, jnp.asarray(tol, dtype), max_newton, max_turn, points)
 
     # the start moved onto the phase condition: from its sample where entry j peaks
     top = int(np.argmax(samples[:, phase_entry]))
-    y_guess = jnp.asarray(np.concatenate([samples[top], [period0, float(orbit["p"])]]), dtype)
+    y_guess = jnp.asarray(
+        np.concatenate([samples[top], [math.log(period0), float(orbit["p"])]]), dtype
+    )
     pin_p = jnp.zeros(n + 2, dtype).at[-1].set(1.0)
     y, iterations, residual = _correct(
         cycles, y_guess, pin_p / weights, weights, branch.tol, max_newton
@@ -466,22 +536,43 @@ def cycle_continuation(
         ):
             stop_reason = "hopf"
             break
+        # a turn where the orbit is a cycle of half the period travelled twice is the
+        # period doubling a branch of doubled cycles was born at: past it the branch
+        # comes back along itself, shifted by half a period
+        ends = [i for i, r in enumerate(found) if r.pop("doubled", False)]
+        if ends:
+            found[ends[0]]["kind"] = "period_doubling"
+            bifurcations += found[: ends[0] + 1]
+            stop_reason = "period_doubling"
+            break
         bifurcations += found
         points_found.append(b)
         p_b = float(b["y"][-1])
         if not lo <= p_b <= hi:
             stop_reason = "p_span"
             break
-        if float(b["y"][-2]) > max_period:
+        if math.exp(float(b["y"][-2])) > max_period:
             stop_reason = "max_period"
             break
         if b["iterations"] <= FAST_NEWTON:
             step = min(step * STEP_GROWTH, ds_max)
     if stop_reason == "ds_min":
+        failure = branch.failure or {}
+        last = points_found[-1]
+        shrinking = last["amplitude"] < 0.1 * max(q["amplitude"] for q in points_found)
+        hint = {
+            "newton": "Newton did not converge on the shortest step (loosen tol, or tighten "
+            "rtol/atol where tol is at the solve's error)",
+            "nonfinite": "the flow failed where Newton went",
+            "singular": "the branch has no tangent there (a bifurcation of cycles that is "
+            "not simple)",
+            "turn": f"the tangent turned past max_turn={max_turn:g} on the shortest step",
+        }.get(str(failure.get("cause")), "")
+        if shrinking:
+            hint += "; the cycles are shrinking: near a Hopf point the shooting problem is singular"
         warnings.warn(
-            f"cycle_continuation stopped at p = {float(points_found[-1]['y'][-1]):.6g}: the "
-            f"step fell below ds_min ({branch.failure}); near a Hopf point the cycles "
-            "shrink onto the steady state and the shooting problem is singular there.",
+            f"cycle_continuation stopped at p = {float(last['y'][-1]):.6g}: the step fell "
+            f"below ds_min={ds_min:g} ({hint}; the last refused step: {failure}).",
             RuntimeWarning,
             stacklevel=2,
         )
@@ -497,7 +588,7 @@ def _result(points_found, bifurcations, stop_reason, branch, cycles, dtype, sett
     unstable = stack("unstable")
     return dict(
         p=ys[:, -1],
-        period=ys[:, -2],
+        period=np.exp(ys[:, -2]),
         x0=ys[:, :-2].reshape((len(ys), *cycles.shape)),
         orbits=np.asarray([q["orbit"] for q in points_found]),
         amplitude=stack("amplitude"),

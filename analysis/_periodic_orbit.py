@@ -93,11 +93,12 @@ def rescaled_flow(field, solver, x, period, p, args, tolerances, saveat=None):
     `throw=False`: the caller reads `result`)."""
     rtol, atol, max_steps = tolerances
     term = diffrax.ODETerm(lambda s, y, a: period * field(y, p, a))
+    dtype = jnp.result_type(x)
     return diffrax.diffeqsolve(
         term,
         solver,
-        0.0,
-        1.0,
+        jnp.zeros((), dtype),  # times of the state's dtype: float32 stays float32
+        jnp.ones((), dtype),
         None,
         x,
         args,

@@ -4,6 +4,7 @@ closed form: the Hopf normal form (from its Hopf point), the Bautin normal form'
 cycles, a period doubling built on a Moebius band and a Neimark-Sacker point built on a
 torus."""
 
+import json
 import math
 import pathlib
 
@@ -52,6 +53,10 @@ def test_the_branch_from_a_hopf_point_is_the_normal_forms():
     velocity = np.stack([np.asarray(hopf_form(x, q, None)) for x, q in zip(cycles["x0"], p)])
     np.testing.assert_allclose(velocity[:, j], 0.0, atol=1e-9)
     assert cycles["orbits"].shape == (len(p), 32, 2)
+    # a Hopf record read back from JSON starts the same branch
+    record = json.loads(json.dumps(analysis.to_json(hopf)))
+    again = analysis.cycle_continuation(hopf_form, record, p_span=(-0.5, 0.3), ds=0.05)
+    assert again["p"][0] == pytest.approx(p[0], abs=1e-12)
 
 
 PAGE = pathlib.Path(__file__).parents[1] / "docs" / "how-to" / "landscape.md"
@@ -138,6 +143,13 @@ def test_a_period_doubling_located_and_the_doubled_orbit_found():
     want = [1.0, math.exp(-4 * mu * period), math.exp(-2 * period)]
     np.testing.assert_allclose(doubled["multipliers"], want, atol=1e-9)
     assert doubled["stable"] is True
+    # followed back, the doubled cycles end where they were born: the circle travelled
+    # twice at mu = 0
+    back = analysis.cycle_continuation(moebius, doubled, p_span=(-0.2, 0.2), direction=-1, ds=0.02)
+    assert back["stop_reason"] == "period_doubling"
+    (birth,) = back["bifurcations"]
+    assert birth["kind"] == "period_doubling" and birth["p"] == pytest.approx(0.0, abs=1e-7)
+    assert birth["period"] == pytest.approx(2 * period, abs=1e-7)
 
 
 B = 0.7
@@ -175,24 +187,51 @@ def test_a_neimark_sacker_point_located():
     assert cycles["unstable"].tolist() == [0 if p < 0 else 2 for p in cycles["p"]]
 
 
+def two_branch_points(x, p, args):
+    """`hopf_form`'s cycle beside two directions `w' = (p - c) w - w^3` (`c` = 0.3, 0.35):
+    branch points of cycles at `p = c`, where the multiplier `exp((p - c) T)` passes
+    through +1."""
+    w = x[2:]
+    return jnp.concatenate([hopf_form(x[:2], p, None), (p - jnp.array([0.3, 0.35])) * w - w**3])
+
+
+def test_two_branch_points_in_one_step_are_both_found():
+    """A step over both branch points finds both (the stretch past the first located one
+    is searched again), each at its `c` (1e-7) with a multiplier through +1."""
+    start = analysis.periodic_orbit(two_branch_points, np.array([0.45, 0.0, 0.0, 0.0]), 3.5, 0.2)
+    cycles = analysis.cycle_continuation(
+        two_branch_points, start, p_span=(0.1, 0.6), ds=0.3, ds_max=0.3
+    )
+    points = [b for b in cycles["bifurcations"] if b["kind"] == "branch_point"]
+    assert [b["p"] for b in points] == pytest.approx([0.3, 0.35], abs=1e-7)
+    assert all(abs(b["multiplier"] - 1.0) < 1e-5 and b["located"] for b in points)
+    assert cycles["unstable"][-1] == 2
+
+
 class _EnergyModel:
     def vector_field(self, t, x, args):
         return -x
 
 
 def test_bad_starts_and_settings_are_refused(no_runtime_types):
-    start = dict(x0=np.array([0.5, 0.0]), period=math.pi, p=0.25, multipliers=[], x=[])
+    circle = 0.5 * np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
+    start = dict(x0=circle[0], period=math.pi, p=0.25, multipliers=np.ones(2), x=circle)
     for kwargs, match in (
         (dict(field=_EnergyModel()), "not an energy model"),
         (dict(p_span=(1.0, -1.0)), "low < high"),
         (dict(ds=1.0, ds_max=0.1), "ds_min <= ds <= ds_max"),
         (dict(start=[1.0, 2.0]), "start must be a periodic_orbit result"),
-        (dict(start=dict(kind="fold", p=0.0)), "start must be a periodic_orbit result"),
+        (dict(start=dict(kind="hopf_cycle", p=0.0)), "start must be a periodic_orbit result"),
+        (dict(start=dict(kind="fold", p=0.0)), "fold record of cycle_continuation"),
         (
             dict(start=dict(kind="hopf", p=0.0, normal_form_error="a kink")),
             "no usable normal form .*a kink",
         ),
         (dict(direction=0), "direction must be"),
+        (dict(p_span=(0.5, 1.0)), "outside p_span"),
+        (dict(start=dict(kind="period_doubling", p=0.0)), "period_doubling record .* twice"),
+        (dict(start=dict(bifurcations=[], stop_reason="p_span")), "a whole branch"),
+        (dict(phase_entry=True), "phase_entry must be a flat index"),
     ):
         settings = dict(field=hopf_form, start=start, p_span=(-1.0, 1.0)) | kwargs
         with pytest.raises((ValueError, TypeError), match=match):
