@@ -31,11 +31,16 @@ points, with the trivial multiplier set aside:
   above +1 changes and `p` does not turn.
 
 Each is located by bisection in arclength (a fold on the sign of the tangent's `p`
-component) until the bracket is below `locate_tol`. The branch stops outside `p_span`,
-after `max_points`, where the step falls below `ds_min`, where the period exceeds
-`max_period` (as where the cycles approach a homoclinic orbit, whose period is
-infinite), or at a Hopf point (`"hopf"`), where the cycles shrink onto a steady state:
-an orbit's amplitude below `COLLAPSE` times the largest on the branch.
+component) until the bracket is below `locate_tol`; the stretch past a located crossing
+is searched again, so that two in one step are both found (beside a fold, on either side
+of its bracket). The branch stops outside `p_span`, after `max_points`, where the step
+falls below `ds_min`, where the period exceeds `max_period` (as where the cycles approach
+a homoclinic orbit, whose period is infinite), at a Hopf point (`"hopf"`), where the
+cycles shrink onto a steady state (an orbit's amplitude below `COLLAPSE` times the
+largest on the branch), or, on a branch of doubled cycles, at the period doubling it was
+born at (`"period_doubling"`: the branch turns where its orbit is the parent cycle
+travelled twice, and would come back along itself shifted by half a period; recorded as
+a `period_doubling`, whose multiplier there is +1, the square of the parent's -1).
 """
 
 import math
@@ -404,9 +409,12 @@ def cycle_continuation(
 
     - `field`: `f(x, p, args) -> dx/dt`, `x` of any shape (as `continuation` takes it).
     - `start`: a `periodic_orbit` result, or a Hopf record of `continuation` (kind
-      `"hopf"`, with its normal form): the branch then starts from the cycle of radius
-      `hopf_radius` (`|z|`, state units) that the normal form predicts, polished by
-      `periodic_orbit`, and moves away from the Hopf point (`direction` is ignored).
+      `"hopf"`, with its normal form; also read back from JSON): the branch then starts
+      from the cycle of radius `hopf_radius` that the normal form predicts
+      (`hopf_cycle`'s `radius`, `|z|` in state units: the orbit's distance from the
+      steady state is about `sqrt(2)` times it), polished by `periodic_orbit`, and moves
+      away from the Hopf point (`direction` is ignored). Refused: a bifurcation record
+      or a whole result of `cycle_continuation`, a start outside `p_span`.
     - `p_span`: `(low, high)`: the branch stops at its first point outside.
     - `direction`: `+1` starts towards larger `p`, `-1` smaller (from a `periodic_orbit`
       start).
@@ -425,14 +433,16 @@ def cycle_continuation(
       arithmetic (default the start's).
 
     **Returns:** a dict: `p [m]`, `period [m]`, `x0 [m, *shape]`, `orbits [m, points,
-    *shape]`, `amplitude [m]` (largest peak-to-peak range of an entry over each orbit),
+    *shape]`, `amplitude [m]` (largest peak-to-peak range of an entry over each orbit's
+    `points` samples: a little below the true range),
     `multipliers [m, n]` (complex, descending modulus), `trivial_index [m]` (-1 where not
     identified), `unstable [m]` (multipliers outside the unit circle, the trivial one
     aside), `stable [m]`, `s [m]`, `tangent_p [m]`, `newton_iterations [m]`,
     `residual_rms [m]`; `bifurcations` (dicts with `kind` in `KINDS`, `p`, `period`,
     `x0`, `s`, `multiplier` (the one crossing: near +1 at a fold or branch point, -1 at a
     period doubling, on the unit circle at a Neimark-Sacker point), `multipliers`,
-    `s_bracket`, `located`); `stop_reason` (one of `STOP_REASONS`), `stall` (with
+    `s_bracket`, `located`); `stop_reason` (one of `STOP_REASONS`: module docstring),
+    `stall` (with
     `ds_min`: where the last refused step ended and why: `"newton"`, `"nonfinite"`,
     `"singular"`, `"turn"`; else None), `phase_entry`, `metadata`.
     """
