@@ -41,6 +41,9 @@ largest on the branch), or, on a branch of doubled cycles, at the period doublin
 born at (`"period_doubling"`: the branch turns where its orbit is the parent cycle
 travelled twice, and would come back along itself shifted by half a period; recorded as
 a `period_doubling`, whose multiplier there is +1, the square of the parent's -1).
+
+Started from a located period doubling or branch point of cycles, the branch is the one
+born there (`_switch`): the doubled cycles, or the other branch through the branch point.
 """
 
 import math
@@ -66,6 +69,16 @@ STOP_REASONS = ("p_span", "max_points", "ds_min", "max_period", "hopf", "period_
 # falls below this fraction of the largest on the branch.
 COLLAPSE = 1e-3
 KINDS = ("fold", "period_doubling", "neimark_sacker", "branch_point")
+# The bifurcations a branch of cycles is born at (`_switch`), and what their records hold
+# for it.
+SWITCHES = ("period_doubling", "branch_point")
+SWITCH_KEYS = ("x0", "period", "p", "tangent", "phase_entry")
+# At a simple period doubling or branch point the shooting Jacobian's second smallest
+# singular value is below this fraction of the third: its kernel is two-dimensional.
+KERNEL_GAP = 1e-2
+# A switch whose first point's tangent is within this cosine of the parent's came back
+# onto the parent branch.
+SAME_BRANCH = 0.999
 # A corrector that needed at most this many Newton iterations lengthens the next step.
 FAST_NEWTON = 3
 STEP_GROWTH = 1.5
@@ -127,7 +140,9 @@ def _correct(cycles, y_pred, border, weights, tol, max_newton: int):
 def _linearise(cycles, y, previous, weights, points: int):
     """At a point `y` of the branch: the unit tangent (in the arclength's metric,
     oriented along `previous`), the monodromy matrix (`[n, n]`), the field at `x0`
-    (flat) and the orbit at `points` equal times (`[points, *shape]`)."""
+    (flat), the orbit at `points` equal times (`[points, *shape]`) and the Jacobian
+    `dH/dy` (`[n + 1, n + 2]`; at a branch point, where the tangent is not defined,
+    the one output that is)."""
     jac = jax.jacfwd(cycles.residual)(y)  # [n + 1, n + 2]
     n = y.size - 2
     bordered = jnp.concatenate([jac, (weights * previous)[None]])
@@ -139,7 +154,14 @@ def _linearise(cycles, y, previous, weights, points: int):
     velocity = cycles.field(x, y[-1], cycles.args).ravel()
     grid = jnp.arange(points, dtype=y.dtype) / points
     orbit = cycles.flow(x, jnp.exp(y[-2]), y[-1], diffrax.SaveAt(ts=grid)).ys
-    return t, monodromy, velocity, orbit
+    return t, monodromy, velocity, orbit, jac
+
+
+@eqx.filter_jit
+def _curvature(cycles, y, u, v):
+    """`d^2 H(y)[u, v]` (`[n + 1]`), by a JVP of a JVP through the flow."""
+    once = lambda z: jax.jvp(cycles.residual, (z,), (u,))[1]  # noqa: E731
+    return jax.jvp(once, (y,), (v,))[1]
 
 
 def _classify(values, trivial):
@@ -167,7 +189,7 @@ class _Branch:
     def point(self, y, previous, s, iterations=0, residual=0.0):
         """The branch's record of the corrected `y`: tangent, multipliers (descending
         modulus), trivial index, counts, stability and orbit."""
-        t, monodromy, velocity, orbit = _linearise(
+        t, monodromy, velocity, orbit, _ = _linearise(
             self.cycles, y, previous, self.weights, self.points
         )
         if not bool(jnp.all(jnp.isfinite(t))):
@@ -257,6 +279,8 @@ def _record(kind, lo, hi, locate_tol, cycles):
         period=math.exp(float(lo["y"][-2])),
         x0=np.asarray(lo["y"][:-2]).reshape(cycles.shape),
         s=lo["s"],
+        tangent=np.asarray(lo["t"]),
+        phase_entry=cycles.phase_entry,
         multiplier=_crossing_multiplier(lo, kind),
         multipliers=lo["multipliers"],
         amplitude=lo["amplitude"],
@@ -325,20 +349,113 @@ def _closes_halfway(point) -> bool:
     return bool(np.max(np.abs(orbit[len(orbit) // 2] - orbit[0])) <= COLLAPSE * point["amplitude"])
 
 
+def _switch(branch, record, ds, direction):
+    """The first point of the branch of cycles born at `record`, a period doubling or a
+    branch point of `cycle_continuation`, and the tangent it is oriented along.
+
+    At a branch point the Jacobian `dH/dy` has a two-dimensional kernel spanned by the
+    parent branch's tangent `t` and a second direction `w` (its kernel direction
+    orthogonal to `t` in the arclength's metric); the other branch leaves along `d = w -
+    a_ww / (2 a_tw) t`, the root of the algebraic bifurcation equation `psi . d^2H[d, d]
+    = 0` other than `t` (`psi` the left null vector, `a_uv = psi . d^2H[u, v]`;
+    Kuznetsov, *Elements of Applied Bifurcation Theory*, section 10.2). A period doubling
+    is a branch point of the shooting problem for twice the period, where the parent is
+    the cycle travelled twice (its multiplier -1 squares to +1); the doubled cycles leave
+    it along `w` itself (`a_ww = 0`: `w` and `-w` give the same orbit, shifted by the
+    parent's period). The predictor `y + ds d` (`ds` times `direction`) is corrected on
+    `d . (y - y_pred) = 0`, which keeps the point off the parent."""
+    cycles, weights = branch.cycles, np.asarray(branch.weights, np.float64)
+    dtype = branch.weights.dtype
+    doubling = record["kind"] == "period_doubling"
+    log_period = math.log(float(record["period"])) + (math.log(2.0) if doubling else 0.0)
+    y = np.concatenate([np.ravel(record["x0"]), [log_period, float(record["p"])]])
+    y = jnp.asarray(y, dtype)
+    t = np.asarray(record["tangent"], np.float64)
+    jac = _linearise(cycles, y, jnp.asarray(t, dtype), branch.weights, branch.points)[-1]
+    u, sigma, vt = np.linalg.svd(np.asarray(jac, np.float64))
+    n = y.size - 2
+    where = f"the {record['kind']} at p = {float(record['p']):.6g}"
+    if not np.all(np.isfinite(sigma)):
+        raise ValueError(f"cycle_continuation: the flow failed at {where}.")
+    if sigma[n] > KERNEL_GAP * sigma[n - 1]:
+        raise ValueError(
+            f"cycle_continuation: at {where} the shooting Jacobian's kernel is not "
+            f"two-dimensional (its smallest singular values {sigma[n - 1]:.3g}, "
+            f"{sigma[n]:.3g}): not a simple {record['kind']}, or not located (locate it "
+            "with a smaller locate_tol)."
+        )
+    kernel = vt[-2:].T  # [n + 2, 2]
+    along = (weights * t) @ kernel
+    w = kernel @ np.array([-along[1], along[0]])
+    w = w / np.sqrt(np.sum(weights * w * w))
+    w = w * np.sign(w[np.argmax(np.abs(w[:n]))])
+    d = w
+    if not doubling:
+        psi = jnp.asarray(u[:, -1], dtype)
+        t_, w_ = jnp.asarray(t, dtype), jnp.asarray(w, dtype)
+        a_tw = float(psi @ _curvature(cycles, y, t_, w_))
+        a_ww = float(psi @ _curvature(cycles, y, w_, w_))
+        if a_tw != 0.0:
+            d = w - a_ww / (2.0 * a_tw) * t
+            d = d / np.sqrt(np.sum(weights * d * d))
+    d = jnp.asarray(direction * d, dtype)
+    y_pred = y + ds * d
+    y_new, iterations, residual = _correct(
+        cycles, y_pred, d, branch.weights, branch.tol, branch.max_newton
+    )
+    if not float(residual) <= float(branch.tol):
+        raise ValueError(
+            f"cycle_continuation: the step of ds = {ds:g} off {where} did not converge "
+            f"(RMS residual {float(residual):.3g} after {int(iterations)} Newton "
+            "iterations): pass a smaller ds."
+        )
+    first = branch.point(y_new, d, 0.0, iterations, residual)
+    if first is None:
+        raise ValueError(
+            f"cycle_continuation: the first point off {where} has no tangent: pass another ds."
+        )
+    back = (
+        _closes_halfway(first)
+        if doubling
+        else abs(float(np.sum(weights * np.asarray(first["t"], np.float64) * t))) > SAME_BRANCH
+    )
+    if back:
+        raise ValueError(
+            f"cycle_continuation: the step of ds = {ds:g} off {where} came back onto the "
+            "parent branch: pass a smaller ds."
+        )
+    return first
+
+
 def _start(field, start, args, direction, hopf_radius, options):
-    """The first orbit, a `periodic_orbit` result: `start` itself, or from a Hopf record
-    of `continuation` (its normal form's cycle of radius `hopf_radius`, polished by
-    `periodic_orbit`); and the direction in `p` the branch starts in."""
+    """`(orbit, direction, switch)`: the first orbit, a `periodic_orbit` result (`start`
+    itself, or from a Hopf record of `continuation`: its normal form's cycle of radius
+    `hopf_radius`, polished by `periodic_orbit`) and the direction in `p` the branch
+    starts in; or, where `start` is a period doubling or branch point of
+    `cycle_continuation`, `(None, direction, start)`: `_switch` starts there."""
     if not isinstance(start, dict):
         raise TypeError(
             "start must be a periodic_orbit result or a Hopf record of continuation "
             f"(got {type(start).__name__})."
         )
+    if start.get("kind") in SWITCHES:
+        missing = [key for key in SWITCH_KEYS if key not in start]
+        if missing:
+            raise ValueError(
+                f"start is a {start['kind']} record without {', '.join(missing)}: pass a "
+                "record from the bifurcations of cycle_continuation itself."
+            )
+        return None, direction, start
     if start.get("kind") in KINDS:
         raise ValueError(
-            f"start is a {start['kind']} record of cycle_continuation: start from "
-            "periodic_orbit beside it instead (for the cycles a period doubling gives "
-            "birth to, with a guess of twice its period just past it)."
+            f"start is a {start['kind']} record of cycle_continuation, where no other "
+            "branch of cycles is born ("
+            + (
+                "at a fold the branch turns: continue through it"
+                if start["kind"] == "fold"
+                else "a torus branches off a Neimark-Sacker point, not a cycle"
+            )
+            + "): start from periodic_orbit instead."
         )
     if "bifurcations" in start and "stop_reason" in start:
         raise ValueError(
@@ -366,14 +483,14 @@ def _start(field, start, args, direction, hopf_radius, options):
                 f"p = {p:.6g} did not lead to an orbit ({error}); a smaller hopf_radius "
                 "starts nearer the Hopf point, where the normal form holds."
             ) from error
-        return orbit, int(np.sign(dp))
+        return orbit, int(np.sign(dp)), None
     needed = ("x0", "period", "p", "multipliers", "x")
     if any(key not in start for key in needed) or np.ndim(start["period"]) != 0:
         raise ValueError(
             "start must be a periodic_orbit result (with x0, period, p, x) or a Hopf "
             f"record of continuation (kind 'hopf'); got keys {sorted(start)[:8]}."
         )
-    return start, direction
+    return start, direction, None
 
 
 def cycle_continuation(
@@ -413,8 +530,14 @@ def cycle_continuation(
       from the cycle of radius `hopf_radius` that the normal form predicts
       (`hopf_cycle`'s `radius`, `|z|` in state units: the orbit's distance from the
       steady state is about `sqrt(2)` times it), polished by `periodic_orbit`, and moves
-      away from the Hopf point (`direction` is ignored). Refused: a bifurcation record
-      or a whole result of `cycle_continuation`, a start outside `p_span`.
+      away from the Hopf point (`direction` is ignored). Or a `"period_doubling"` or
+      `"branch_point"` record from the `bifurcations` of `cycle_continuation`: the
+      branch born there, the cycles of twice the period or the other branch of cycles
+      (`_switch`: its first point is `ds` off the bifurcation along the new branch's
+      tangent, `direction` picking which way; a period doubling's two ways are one
+      orbit); its `phase_entry` is the record's. Refused: a fold or Neimark-Sacker
+      record (no branch of cycles is born there), a whole result of
+      `cycle_continuation`, a start outside `p_span`.
     - `p_span`: `(low, high)`: the branch stops at its first point outside.
     - `direction`: `+1` starts towards larger `p`, `-1` smaller (from a `periodic_orbit`
       start).
@@ -444,7 +567,11 @@ def cycle_continuation(
     `s_bracket`, `located`); `stop_reason` (one of `STOP_REASONS`: module docstring),
     `stall` (with
     `ds_min`: where the last refused step ended and why: `"newton"`, `"nonfinite"`,
-    `"singular"`, `"turn"`; else None), `phase_entry`, `metadata`.
+    `"singular"`, `"turn"`; else None), `phase_entry`, `switched_from` (the `kind`, `p`
+    and `period` of the bifurcation the branch was started from; None from an orbit or
+    a Hopf point), `metadata`. A bifurcation record also holds `tangent` (the branch's
+    unit tangent there, `[n + 2]` in `(x0 flat, log T, p)`) and `phase_entry`: what a
+    switch onto the branch born there needs.
     """
     if callable(getattr(field, "vector_field", None)):
         raise ValueError(
@@ -463,10 +590,13 @@ def cycle_continuation(
     if not hopf_radius > 0:
         raise ValueError(f"hopf_radius must be positive (got {hopf_radius}).")
     options = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, dtype=dtype)
-    orbit, direction = _start(field, start, args, direction, hopf_radius, options)
-    if not lo <= float(orbit["p"]) <= hi:
-        raise ValueError(f"the start's p = {float(orbit['p']):.6g} lies outside p_span {p_span!r}.")
-    x0 = np.asarray(orbit["x0"])
+    orbit, direction, switch = _start(field, start, args, direction, hopf_radius, options)
+    origin = orbit if switch is None else switch
+    if not lo <= float(origin["p"]) <= hi:
+        raise ValueError(
+            f"the start's p = {float(origin['p']):.6g} lies outside p_span {p_span!r}."
+        )
+    x0 = np.asarray(origin["x0"])
     dtype = dtype_of(x0, dtype)
     name = jnp.dtype(dtype).name
     defaults = DEFAULTS.get(name, DEFAULTS["float32"])
@@ -480,9 +610,12 @@ def cycle_continuation(
             f"point, up to {DENSE_MAX - 2} state entries (got {n}); periodic_orbit finds "
             "single orbits of larger states matrix-free."
         )
-    check_field_shape(field, jnp.asarray(x0, dtype), float(orbit["p"]), args)
+    check_field_shape(field, jnp.asarray(x0, dtype), float(origin["p"]), args)
     args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
-    samples = np.asarray(orbit["x"]).reshape(len(orbit["x"]), -1)
+    if switch is not None:  # the record's x0 satisfies its branch's phase condition
+        phase_entry = switch["phase_entry"]
+    else:
+        samples = np.asarray(orbit["x"]).reshape(len(orbit["x"]), -1)
     if phase_entry is None:
         phase_entry = int(np.argmax(np.ptp(samples, axis=0)))
     elif isinstance(phase_entry, bool) or not (
@@ -499,33 +632,16 @@ def cycle_continuation(
         atol=jnp.asarray(atol, dtype),
         max_steps=int(max_steps),
     )
-    period0 = float(orbit["period"])
+    period0 = float(origin["period"]) * (2.0 if _doubles(switch) else 1.0)
     weights = jnp.asarray(np.concatenate([np.full(n, 1.0 / n), [1.0, 1.0]]), dtype)
     max_period = 20.0 * period0 if max_period is None else float(max_period)
     branch = _Branch(cycles, weights, jnp.asarray(tol, dtype), max_newton, max_turn, points)
 
-    # the start moved onto the phase condition: from its sample where entry j peaks
-    top = int(np.argmax(samples[:, phase_entry]))
-    y_guess = jnp.asarray(
-        np.concatenate([samples[top], [math.log(period0), float(orbit["p"])]]), dtype
-    )
-    pin_p = jnp.zeros(n + 2, dtype).at[-1].set(1.0)
-    y, iterations, residual = _correct(
-        cycles, y_guess, pin_p / weights, weights, branch.tol, max_newton
-    )
-    if not float(residual) <= tol:
-        raise ValueError(
-            f"cycle_continuation: the start could not be put on the phase condition (entry "
-            f"{phase_entry} at its extremum): RMS residual {float(residual):.3g} after "
-            f"{int(iterations)} Newton iterations; pass another phase_entry."
-        )
-    previous = jnp.zeros(n + 2, dtype).at[-1].set(float(direction)) / weights[-1]
-    first = branch.point(y, previous, 0.0, iterations, residual)
-    if first is None:
-        raise ValueError(
-            "cycle_continuation: the branch has no tangent at the start (a bifurcation of "
-            "cycles there): start beside it."
-        )
+    if switch is not None:
+        _check_located(switch)
+        first = _switch(branch, switch, float(ds), direction)
+    else:
+        first = _first_point(branch, samples, period0, float(orbit["p"]), direction)
     points_found, bifurcations = [first], []
     step, stop_reason = float(ds), "max_points"
     while len(points_found) < max_points:
@@ -589,7 +705,57 @@ def cycle_continuation(
     settings = dict(
         solver=solver, rtol=rtol, atol=atol, tol=tol, locate_tol=locate_tol, ds=ds, ds_max=ds_max
     )
-    return _result(points_found, bifurcations, stop_reason, branch, cycles, dtype, settings)
+    switched_from = None
+    if switch is not None:
+        switched_from = dict(
+            kind=switch["kind"], p=float(switch["p"]), period=float(switch["period"])
+        )
+    result = _result(points_found, bifurcations, stop_reason, branch, cycles, dtype, settings)
+    return result | dict(switched_from=switched_from)
+
+
+def _doubles(switch) -> bool:
+    return switch is not None and switch["kind"] == "period_doubling"
+
+
+def _check_located(record):
+    if not record.get("located", True):
+        warnings.warn(
+            f"cycle_continuation: this {record['kind']} (p = {float(record['p']):.6g}) was "
+            f"not located (its bracket in s is {record.get('s_bracket', float('nan')):.3g}): "
+            "the switch may fail or follow the parent branch; continue with a smaller "
+            "locate_tol to locate it first.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _first_point(branch, samples, period, p, direction):
+    """The start's orbit (`samples`, `[points, n]`, of period `period` at `p`) moved onto
+    the phase condition from its sample where entry `j` peaks, corrected at fixed `p`:
+    the branch's first point, its tangent oriented towards `direction` in `p`."""
+    cycles, weights = branch.cycles, branch.weights
+    dtype, n = weights.dtype, samples.shape[1]
+    top = int(np.argmax(samples[:, cycles.phase_entry]))
+    y_guess = jnp.asarray(np.concatenate([samples[top], [math.log(period), p]]), dtype)
+    pin_p = jnp.zeros(n + 2, dtype).at[-1].set(1.0)
+    y, iterations, residual = _correct(
+        cycles, y_guess, pin_p / weights, weights, branch.tol, branch.max_newton
+    )
+    if not float(residual) <= float(branch.tol):
+        raise ValueError(
+            f"cycle_continuation: the start could not be put on the phase condition (entry "
+            f"{cycles.phase_entry} at its extremum): RMS residual {float(residual):.3g} after "
+            f"{int(iterations)} Newton iterations; pass another phase_entry."
+        )
+    previous = jnp.zeros(n + 2, dtype).at[-1].set(float(direction)) / weights[-1]
+    first = branch.point(y, previous, 0.0, iterations, residual)
+    if first is None:
+        raise ValueError(
+            "cycle_continuation: the branch has no tangent at the start (a bifurcation of "
+            "cycles there): start beside it."
+        )
+    return first
 
 
 def _result(points_found, bifurcations, stop_reason, branch, cycles, dtype, settings):

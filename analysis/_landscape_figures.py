@@ -110,14 +110,7 @@ def plot_continuation(
             ylabel = observable_label or observable
         p, value, stable, leading = _with_bifurcations(branch, per_point, reference)
         for ax, y in ((axes[0, 0], value), (axes[0, 1], leading)):
-            for start, stop, solid in _runs(stable[1:]):  # segment i ends at point i + 1
-                ax.plot(
-                    p[start : stop + 1],
-                    y[start : stop + 1],
-                    "-" if solid else "--",
-                    color=colour,
-                    lw=1.4,
-                )
+            _plot_by_stability(ax, p, y, stable, colour)
         axes[0, 0].plot([], [], "-", color=colour, label=f"{label}: stable")
         if not stable[1:].all():
             axes[0, 0].plot([], [], "--", color=colour, label=f"{label}: unstable")
@@ -376,49 +369,105 @@ CYCLE_NAMES = {
 }
 
 
-def plot_cycle_continuation(result: dict[str, Any], path: Path | str | None = None) -> Figure:
-    """The branch of periodic orbits of `cycle_continuation`: left, each orbit's
-    amplitude (the largest peak-to-peak range of an entry) against `p`, solid where
-    stable, dashed where not, each bifurcation of cycles marked and named; right, the
-    moduli of the non-trivial Floquet multipliers against `p` (log scale), with the unit
-    circle's 1 marked. Returns the `Figure`."""
+def plot_cycle_continuation(
+    result: Branches,
+    path: Path | str | None = None,
+    *,
+    labels: Sequence[str] | None = None,
+) -> Figure:
+    """The branch of periodic orbits of `cycle_continuation`, or a list of branches (one
+    and those switched onto at its period doublings or branch points): left, each
+    orbit's amplitude (the largest peak-to-peak range of an entry) against `p`, solid
+    where stable, dashed where not, each bifurcation of cycles marked and named; right,
+    the moduli of the non-trivial Floquet multipliers against `p` (log scale), with the
+    unit circle's 1 marked and the moduli below the solve's `rtol` times the largest
+    shaded (the monodromy matrix is computed to about that: smaller multipliers there are
+    rounding). `labels`: a name per branch (default: its period at its first point).
+    Returns the `Figure`."""
+    branches = list(result) if isinstance(result, (list, tuple)) else [result]
+    labels = labels or [f"period {float(b['period'][0]):.4g}" for b in branches]
+    if len(labels) != len(branches):
+        raise ValueError(f"labels: one per branch ({len(branches)}), got {len(labels)}.")
+    several = len(branches) > 1
     fig, axes = figure(2, 1, height=3.4)
-    p = np.asarray(result["p"], float)
-    amplitude = np.asarray(result["amplitude"], float)
-    stable = np.asarray(result["stable"], bool)
-    ax = axes[0, 0]
-    for start, stop, solid in _runs(stable[1:]):  # segment i ends at point i + 1
-        ax.plot(
-            p[start : stop + 1],
-            amplitude[start : stop + 1],
-            "-" if solid else "--",
-            color="C0",
-            lw=1.4,
-        )
-    ax.plot([], [], "-", color="C0", label="stable")
-    if not stable.all():
-        ax.plot([], [], "--", color="C0", label="unstable")
     found = []
-    s = np.asarray(result["s"], float)
-    for b in result["bifurcations"]:
-        marker, colour = CYCLE_MARKERS[b["kind"]]
-        ax.plot([b["p"]], [np.interp(b["s"], s, amplitude)], marker, color=colour, ms=7, zorder=5)
-        found.append(f"{CYCLE_NAMES[b['kind']]} at p = {b['p']:.4g}")
+    for index, (branch, label) in enumerate(zip(branches, labels)):
+        colour = f"C{index}"
+        p = np.asarray(branch["p"], float)
+        amplitude = np.asarray(branch["amplitude"], float)
+        stable = np.asarray(branch["stable"], bool)
+        ax = axes[0, 0]
+        _plot_by_stability(ax, p, amplitude, stable, colour)
+        name = f"{label}: " if several else ""
+        ax.plot([], [], "-", color=colour, label=f"{name}stable")
+        if not stable.all():
+            ax.plot([], [], "--", color=colour, label=f"{name}unstable")
+        s = np.asarray(branch["s"], float)
+        for b in branch["bifurcations"]:
+            marker, colour_b = CYCLE_MARKERS[b["kind"]]
+            ax.plot(
+                [b["p"]], [np.interp(b["s"], s, amplitude)], marker, color=colour_b, ms=7, zorder=5
+            )
+            found.append(f"{CYCLE_NAMES[b['kind']]} at p = {b['p']:.4g}")
+        _plot_moduli(axes[0, 1], branch, colour if several else None)
     for kind, (marker, colour) in CYCLE_MARKERS.items():
-        if any(b["kind"] == kind for b in result["bifurcations"]):
-            ax.plot([], [], marker, color=colour, label=CYCLE_NAMES[kind])
-    ax.set_xlabel("parameter p")
-    ax.set_ylabel("amplitude (largest range of an entry)")
-    ax.set_title("periodic orbits (dashed: unstable)", fontsize=9)
-    ax.legend(fontsize=7, loc="best")
-
+        if any(b["kind"] == kind for branch in branches for b in branch["bifurcations"]):
+            axes[0, 0].plot([], [], marker, color=colour, label=CYCLE_NAMES[kind])
+    axes[0, 0].set_xlabel("parameter p")
+    axes[0, 0].set_ylabel("amplitude (largest range of an entry)")
+    axes[0, 0].set_title("periodic orbits (dashed: unstable)", fontsize=9)
+    axes[0, 0].legend(fontsize=7, loc="best")
     ax = axes[0, 1]
-    multipliers = np.asarray(result["multipliers"])
-    # per point the non-trivial multipliers by descending modulus: a line per rank
+    ax.axhline(1.0, color="0.5", lw=0.8)
+    ax.set_yscale("log")
+    rtol = branches[0].get("metadata", {}).get("rtol")
+    if rtol is not None:  # the monodromy matrix is good to about rtol times its norm
+        largest = max(float(np.max(np.abs(np.asarray(b["multipliers"])))) for b in branches)
+        bottom, top = ax.get_ylim()
+        resolved = float(rtol) * largest
+        if resolved > bottom:
+            ax.axhspan(
+                bottom, resolved, color="0.9", zorder=0, label="unresolved (< rtol x largest)"
+            )
+            ax.set_ylim(bottom, top)
+            ax.legend(fontsize=7, loc="lower left")
+    ax.set_xlabel("parameter p")
+    ax.set_ylabel("|multiplier| (trivial one left out)")
+    for ax in axes[0]:  # a short span of p gets long tick labels
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    axes[0, 1].set_title("stability: Floquet multipliers", fontsize=9)
+    meta = branches[0].get("metadata", {})
+    what = (
+        "Periodic orbits followed in p: " if not several else "Branches of periodic orbits: "
+    ) + ("; ".join(found) if found else "no bifurcation of cycles on the branch")
+    stops = ", ".join(str(b["stop_reason"]) for b in branches)
+    extra = [
+        f"{sum(len(b['p']) for b in branches)} points",
+        f"stopped: {stops}",
+        f"Newton tol {number(meta['tol'])}" if meta.get("tol") is not None else "",
+    ]
+    title(fig, what, caption(meta, extra=[e for e in extra if e]))
+    return finish(fig, path)
+
+
+def _plot_by_stability(ax, p, y, stable, colour: str) -> None:
+    """`y` against `p` on `ax`, solid where `stable`, dashed where not (segment `i` ends
+    at point `i + 1` and takes its stability)."""
+    for start, stop, solid in _runs(stable[1:]):
+        ax.plot(
+            p[start : stop + 1], y[start : stop + 1], "-" if solid else "--", color=colour, lw=1.4
+        )
+
+
+def _plot_moduli(ax, branch: dict[str, Any], colour: str | None) -> None:
+    """A branch's non-trivial multipliers' moduli against `p` on `ax`: a line per rank
+    (descending modulus), in `colour` (each rank its own where None)."""
+    p = np.asarray(branch["p"], float)
+    multipliers = np.asarray(branch["multipliers"])
     moduli = np.array(
         [
             np.abs(np.delete(row, t) if t >= 0 else row)[: multipliers.shape[1] - 1]
-            for row, t in zip(multipliers, np.asarray(result["trivial_index"]))
+            for row, t in zip(multipliers, np.asarray(branch["trivial_index"]))
         ],
         float,
     )
@@ -430,23 +479,5 @@ def plot_cycle_continuation(result: dict[str, Any], path: Path | str | None = No
             ".-",
             ms=3,
             lw=0.8,
-            color=f"C{(rank + 1) % 10}",
+            color=colour or f"C{(rank + 1) % 10}",
         )
-    ax.axhline(1.0, color="0.5", lw=0.8)
-    ax.set_yscale("log")
-    ax.set_xlabel("parameter p")
-    ax.set_ylabel("|multiplier| (trivial one left out)")
-    for ax in axes[0]:  # a short span of p gets long tick labels
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
-    ax.set_title("stability: Floquet multipliers", fontsize=9)
-    meta = result.get("metadata", {})
-    what = "Periodic orbits followed in p: " + (
-        "; ".join(found) if found else "no bifurcation of cycles on the branch"
-    )
-    extra = [
-        f"{len(p)} points",
-        f"stopped: {result['stop_reason']}",
-        f"Newton tol {number(meta['tol'])}" if meta.get("tol") is not None else "",
-    ]
-    title(fig, what, caption(meta, extra=[e for e in extra if e]))
-    return finish(fig, path)

@@ -83,6 +83,11 @@ FIGURES = {
         lambda folder: _bautin_cycles(folder),
         "cycle_continuation.png",
     ),
+    "cycle-doublings": (
+        "landscape.md",
+        lambda folder: _rossler_doublings(folder),
+        "cycle_continuation.png",
+    ),
 }
 
 
@@ -193,6 +198,31 @@ def _bautin_cycles(folder: Path) -> None:
     (hopf,) = steady["bifurcations"]
     cycles = analysis.cycle_continuation(bautin, hopf, p_span=(-0.5, 0.5), args=2.0, ds=0.05)
     analysis.plot_cycle_continuation(cycles, folder / "cycle_continuation.png")
+
+
+def _rossler_doublings(folder: Path) -> None:
+    """The Rossler system's (a = b = 0.2) period-1 cycles from c = 2.5 and the doubled
+    cycles switched onto at their period doubling, to c = 4."""
+    import jax
+    import jax.numpy as jnp
+
+    from et_ode import analysis
+
+    jax.config.update("jax_enable_x64", True)
+
+    def rossler(u, c, args):
+        x, y, z = u
+        return jnp.stack([-y - z, x + 0.2 * y, 0.2 + z * (x - c)])
+
+    start = analysis.periodic_orbit(rossler, jnp.array([-3.71, 0.0, 0.034]), 5.75, 2.5)
+    period_1 = analysis.cycle_continuation(rossler, start, p_span=(2.5, 4.0), ds=0.05)
+    doubling = next(b for b in period_1["bifurcations"] if b["kind"] == "period_doubling")
+    period_2 = analysis.cycle_continuation(rossler, doubling, p_span=(2.5, 4.0), ds=0.05)
+    analysis.plot_cycle_continuation(
+        [period_1, period_2],
+        folder / "cycle_continuation.png",
+        labels=["period 1", "period 2"],
+    )
 
 
 def render(name: str, folder: Path) -> Path:

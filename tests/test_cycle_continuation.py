@@ -1,13 +1,15 @@
 """Periodic orbits followed in a parameter (`analysis.cycle_continuation`), checked on
 fields whose cycles, periods, Floquet multipliers and bifurcations of cycles are known in
 closed form: the Hopf normal form (from its Hopf point), the Bautin normal form's fold of
-cycles, a period doubling built on a Moebius band and a Neimark-Sacker point built on a
-torus."""
+cycles, a period doubling built on a Moebius band (and the doubled cycles born there), a
+Neimark-Sacker point built on a torus and branch points of cycles (and the other branch
+through one)."""
 
 import json
 import math
 import pathlib
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -96,6 +98,44 @@ def test_the_pages_fold_of_cycles_and_the_branch_ending_at_the_hopf_point():
     assert shrinking["stop_reason"] == "hopf" and -0.02 < shrinking["p"][-1] < 0
 
 
+def scipy_monodromy(field, x0, period, c):
+    """The flow's return error from `x0` over `period` and the monodromy matrix, by
+    scipy's DOP853 on the variational equations (the Jacobian by jax, the integration
+    independent of et-ode)."""
+    from scipy.integrate import solve_ivp
+
+    jacobian = jax.jit(jax.jacfwd(lambda x: field(x, c, None)))
+    rhs = jax.jit(lambda x: field(x, c, None))
+
+    def variational(t, u):
+        x, m = u[:3], u[3:].reshape(3, 3)
+        return np.concatenate([np.asarray(rhs(x)), (np.asarray(jacobian(x)) @ m).ravel()])
+
+    u0 = np.concatenate([np.asarray(x0, float), np.eye(3).ravel()])
+    sol = solve_ivp(variational, (0.0, period), u0, method="DOP853", rtol=1e-12, atol=1e-12)
+    end = sol.y[:, -1]
+    return np.max(np.abs(end[:3] - x0)), end[3:].reshape(3, 3)
+
+
+def test_the_pages_rossler_period_doublings():
+    """docs/how-to/landscape.md's Rossler example, run as written: its first period
+    doubling at c = 2.83 and, on the doubled branch switched onto there, its second at
+    c = 3.84 (published: 2.83 and 3.84 for a = b = 0.2); at each located point scipy's
+    integration of the variational equations closes the orbit and finds a multiplier -1."""
+    namespace, out, printed = run_page_example(PAGE, 5)
+    assert out == printed
+    first, second = namespace["first"], namespace["second"]
+    assert (round(first["p"], 2), round(second["p"], 2)) == (2.83, 3.84)
+    assert second["period"] == pytest.approx(2 * first["period"], rel=0.01)
+    for doubling in (first, second):
+        assert doubling["kind"] == "period_doubling" and doubling["located"]
+        error, monodromy = scipy_monodromy(
+            namespace["rossler"], doubling["x0"], doubling["period"], doubling["p"]
+        )
+        assert error < 1e-7
+        assert np.min(np.abs(np.linalg.eigvals(monodromy) + 1.0)) < 1e-5
+
+
 W = 1.0
 
 
@@ -151,6 +191,32 @@ def test_a_period_doubling_located_and_the_doubled_orbit_found():
     assert birth["kind"] == "period_doubling" and birth["p"] == pytest.approx(0.0, abs=1e-7)
     assert birth["period"] == pytest.approx(2 * period, abs=1e-7)
 
+    # switched onto at the period doubling itself: the doubled cycles, at distance
+    # sqrt(mu) from the circle in its transverse plane, stable, for mu > 0 only
+    born = analysis.cycle_continuation(moebius, doubling, p_span=(-0.2, 0.2), ds=0.02)
+    assert born["switched_from"]["kind"] == "period_doubling"
+    assert born["stop_reason"] == "p_span" and born["bifurcations"] == []
+    mu = born["p"]
+    # the first point is ds off the doubling in RMS over the 3 entries, all of it in
+    # the transverse deviation sqrt(mu): mu = 3 ds^2
+    assert np.all(mu > 0) and mu[0] == pytest.approx(3 * 0.02**2, rel=1e-6)
+    np.testing.assert_allclose(born["period"], 2 * period, atol=1e-9)
+    orbits = born["orbits"]
+    transverse = np.hypot(np.hypot(orbits[..., 0], orbits[..., 1]) - 1.0, orbits[..., 2])
+    np.testing.assert_allclose(
+        transverse, np.sqrt(mu)[:, None] * np.ones(orbits.shape[1]), atol=1e-8
+    )
+    for values, m in zip(born["multipliers"], mu):
+        want = [1.0, math.exp(-4 * m * period), math.exp(-2 * period)]
+        np.testing.assert_allclose(values, want, atol=1e-9)
+    assert born["stable"].all()
+    # a record moved off its period doubling is no branch point of the doubled problem
+    with pytest.raises(ValueError, match="kernel is not two-dimensional"):
+        analysis.cycle_continuation(moebius, doubling | dict(p=0.05), p_span=(-0.2, 0.2))
+    with pytest.warns(RuntimeWarning, match="was not located"):
+        unlocated = doubling | dict(located=False, s_bracket=1e-3)
+        analysis.cycle_continuation(moebius, unlocated, p_span=(-0.2, 0.2), max_points=2)
+
 
 B = 0.7
 
@@ -188,16 +254,22 @@ def test_a_neimark_sacker_point_located():
 
 
 def two_branch_points(x, p, args):
-    """`hopf_form`'s cycle beside two directions `w' = (p - c) w - w^3` (`c` = 0.3, 0.35):
-    branch points of cycles at `p = c`, where the multiplier `exp((p - c) T)` passes
-    through +1."""
-    w = x[2:]
-    return jnp.concatenate([hopf_form(x[:2], p, None), (p - jnp.array([0.3, 0.35])) * w - w**3])
+    """`hopf_form`'s cycle beside two directions, `u' = (p - 0.3) u - u^2` and `v' = (p -
+    0.35) v - v^3`: branch points of cycles at `p = 0.3` (transcritical: the cycles with
+    `u = p - 0.3` cross) and `p = 0.35` (a pitchfork), where the multipliers `exp((p -
+    c) T)` pass through +1."""
+    u, v = x[2], x[3]
+    return jnp.concatenate(
+        [hopf_form(x[:2], p, None), jnp.stack([(p - 0.3) * u - u**2, (p - 0.35) * v - v**3])]
+    )
 
 
-def test_two_branch_points_in_one_step_are_both_found():
+def test_two_branch_points_in_one_step_are_both_found_and_the_other_branch_followed():
     """A step over both branch points finds both (the stretch past the first located one
-    is searched again), each at its `c` (1e-7) with a multiplier through +1."""
+    is searched again), each at its `c` (1e-7) with a multiplier through +1. Started from
+    the transcritical one, the other branch `u = p - 0.3` on both sides: every cycle's
+    `u`, radius, period and multipliers (`exp(-(p - 0.3) T)` along `u`) in closed form,
+    and on it the pitchfork at 0.35 found again."""
     start = analysis.periodic_orbit(two_branch_points, np.array([0.45, 0.0, 0.0, 0.0]), 3.5, 0.2)
     cycles = analysis.cycle_continuation(
         two_branch_points, start, p_span=(0.1, 0.6), ds=0.3, ds_max=0.3
@@ -206,6 +278,24 @@ def test_two_branch_points_in_one_step_are_both_found():
     assert [b["p"] for b in points] == pytest.approx([0.3, 0.35], abs=1e-7)
     assert all(abs(b["multiplier"] - 1.0) < 1e-5 and b["located"] for b in points)
     assert cycles["unstable"][-1] == 2
+
+    for direction in (1, -1):
+        other = analysis.cycle_continuation(
+            two_branch_points, points[0], p_span=(0.1, 0.6), direction=direction, ds=0.02
+        )
+        assert other["switched_from"]["kind"] == "branch_point"
+        assert other["stop_reason"] == "p_span" and len(other["p"]) > 5
+        p, period = other["p"], 2 * math.pi / (OMEGA - TWIST * other["p"])
+        assert np.all(direction * (p - 0.3) > 0)
+        np.testing.assert_allclose(other["x0"][:, 2], p - 0.3, atol=1e-9)
+        np.testing.assert_allclose(other["x0"][:, 3], 0.0, atol=1e-9)
+        np.testing.assert_allclose(np.hypot(other["x0"][:, 0], other["x0"][:, 1]), np.sqrt(p))
+        np.testing.assert_allclose(other["period"], period, rtol=1e-9)
+        for values, mu, t in zip(other["multipliers"], p, period):
+            want = [1.0, np.exp(-2 * mu * t), np.exp(-(mu - 0.3) * t), np.exp((mu - 0.35) * t)]
+            np.testing.assert_allclose(np.sort(values.real), np.sort(want), atol=1e-8)
+        kinds = [(b["kind"], round(b["p"], 6)) for b in other["bifurcations"]]
+        assert kinds == ([("branch_point", 0.35)] if direction == 1 else [])
 
 
 class _EnergyModel:
@@ -229,7 +319,8 @@ def test_bad_starts_and_settings_are_refused(no_runtime_types):
         ),
         (dict(direction=0), "direction must be"),
         (dict(p_span=(0.5, 1.0)), "outside p_span"),
-        (dict(start=dict(kind="period_doubling", p=0.0)), "period_doubling record .* twice"),
+        (dict(start=dict(kind="period_doubling", p=0.0)), "period_doubling record without x0"),
+        (dict(start=dict(kind="neimark_sacker", p=0.0)), "a torus branches off"),
         (dict(start=dict(bifurcations=[], stop_reason="p_span")), "a whole branch"),
         (dict(phase_entry=True), "phase_entry must be a flat index"),
     ):

@@ -667,6 +667,28 @@ def periodic_orbit_result(shape=(3,), stable=False):
     )
 
 
+def doubled_branch_result():
+    """Ten cycles of twice the period, born at p = 0.1 with the parent's amplitude,
+    stable, their multiplier `exp(-4 (p - 0.1) T)`."""
+    p = np.linspace(0.1001, 0.3, 10)
+    multipliers = np.stack(
+        [np.ones(10), np.exp(-4 * (p - 0.1) * np.pi), np.full(10, 1e-12)], axis=1
+    ).astype(complex)
+    return dict(
+        p=p,
+        period=np.full(10, 2 * np.pi),
+        amplitude=2 * np.sqrt(0.8) + np.sqrt(p - 0.1),
+        multipliers=multipliers,
+        trivial_index=np.zeros(10, int),
+        unstable=np.zeros(10, int),
+        stable=np.ones(10, bool),
+        s=np.linspace(0.0, 0.9, 10),
+        bifurcations=[],
+        stop_reason="p_span",
+        switched_from=dict(kind="period_doubling", p=0.1, period=np.pi),
+    )
+
+
 def cycle_continuation_result():
     """A branch of cycles of a planar-like field through a fold at p = -1/4 (unstable
     before it) and a period doubling at p = 0.1, with three multipliers per point (the
@@ -1011,6 +1033,18 @@ FIGURES = {
             "Newton tol 1e-08",
         ],
     ),
+    "plot_cycle_continuation (a branch and the doubled one born on it)": (
+        lambda: analysis.plot_cycle_continuation(
+            [cycle_continuation_result(), doubled_branch_result()],
+            labels=["period 1", "period 2 (switched at p = 0.1)"],
+        ),
+        [
+            "Branches of periodic orbits",
+            "period doubling at p = 0.1",
+            "22 points",
+            "stopped: p_span, p_span",
+        ],
+    ),
     "plot_lyapunov_spectrum": (
         lambda: analysis.plot_lyapunov_spectrum(lyapunov_spectrum_result()),
         ["top 3", "t1 = 50", "float64", "tsit5 rtol 1e-08", "renormalised every 0.5"],
@@ -1241,7 +1275,7 @@ def test_work_precision_says_when_a_point_has_no_room_for_its_label():
 
 # ---------------------------------------------------------------------------- docs
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-DOCS_IMAGES = {  # figure function -> its image in docs/images (docs/make_figures.py)
+DOCS_IMAGES = {  # figure function -> its images in docs/images (docs/make_figures.py)
     "plot_work_precision": "compare-solvers",
     "energy_video_frames": "energy-video",
     "position_similarity_figure": "fig2-positions",
@@ -1263,7 +1297,7 @@ DOCS_IMAGES = {  # figure function -> its image in docs/images (docs/make_figure
     "plot_image_basins": "image-basins",
     "plot_lyapunov_spectrum": "lyapunov-spectrum",
     "plot_periodic_orbit": "periodic-orbit",
-    "plot_cycle_continuation": "cycle-continuation",
+    "plot_cycle_continuation": ("cycle-continuation", "cycle-doublings"),
 }
 
 
@@ -1274,8 +1308,13 @@ def test_every_figure_is_shown_on_its_how_to_page():
     make_figures = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(make_figures)
     assert sorted(DOCS_IMAGES) == figure_functions()
-    assert sorted(DOCS_IMAGES.values()) == sorted(make_figures.FIGURES)
-    for function, image in DOCS_IMAGES.items():
+    images = [
+        (function, image)
+        for function, names in DOCS_IMAGES.items()
+        for image in ((names,) if isinstance(names, str) else names)
+    ]
+    assert sorted(image for _, image in images) == sorted(make_figures.FIGURES)
+    for function, image in images:
         path = DOCS / "images" / f"{image}.png"
         assert path.exists(), f"{function}: {path} is missing (make docs-figures)"
         assert path.stat().st_size <= make_figures.MAX_BYTES, path
