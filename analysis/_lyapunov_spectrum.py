@@ -107,6 +107,9 @@ def _orthonormalise(measure, x, q, args):
 
 _orthonormalise_compiled = eqx.filter_jit(_orthonormalise)
 
+# Where a solve failed, the field is tried this fraction of the interval ahead along it.
+AHEAD = 1e-6
+
 # Up to this many tangent vectors, each one's JVP is written out in the program rather
 # than batched by `vmap`: on a CPU XLA runs the batched products slower than the same
 # products one by one (the shipped core, 8 vectors: 2.6 ms against 1.9 ms per evaluation
@@ -169,11 +172,16 @@ def _spectrum(
         # (an adaptive step rejects a non-finite field until max_steps)
         dx = field(sol.ts[-1], x, args)
         finite = jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(dx))
+        # a field that turns NaN a hair ahead along the flow (beyond a boundary the
+        # state reaches) shows no NaN state: every step past it is rejected
+        ahead = jnp.all(jnp.isfinite(field(sol.ts[-1], x + AHEAD * interval * dx, args)))
         ended = (sol.ts[-1], solvers.rms(x), solvers.rms(dx))
-        return (x, q), (jnp.log(growth), sol.stats["num_steps"], ok, finite, ended)
+        return (x, q), (jnp.log(growth), sol.stats["num_steps"], ok, finite, ahead, ended)
 
-    (x, q), (logs, steps, ok, finite, ended) = lax.scan(step, (x0, q0), jnp.arange(n_intervals))
-    return x, q, logs, steps, ok, finite, ended
+    (x, q), (logs, steps, ok, finite, ahead, ended) = lax.scan(
+        step, (x0, q0), jnp.arange(n_intervals)
+    )
+    return x, q, logs, steps, ok, finite, ahead, ended
 
 
 def _check_field(field, x0, args, energy_system: bool) -> None:
@@ -200,11 +208,13 @@ def _check_field(field, x0, args, energy_system: bool) -> None:
         )
 
 
-def _check_intervals(ok, finite, ended, start, renormalise: float, max_steps: int) -> None:
-    """Refuse a spectrum any of whose interval solves failed, saying why and when (and
-    where the state grew as a blow-up does: `solvers.growth_note` from `start()`, the
-    RMS of the state and of the field at `x0`, to where the failed solve `ended`: per
-    interval, its time, the state's RMS and the field's)."""
+def _check_intervals(ok, finite, ahead, ended, start, renormalise: float, max_steps: int) -> None:
+    """Refuse a spectrum any of whose interval solves failed, saying why and when: a
+    NaN or inf state or field where it stopped, a field undefined just `ahead` of it
+    (`AHEAD` of the interval along the field), a state that grew as a blow-up does
+    (`solvers.growth_note` from `start()`, the RMS of the state and of the field at
+    `x0`, to where the failed solve `ended`: per interval, its time, the state's RMS and
+    the field's), else max_steps."""
     if ok.all():
         return
     first = int(np.argmin(ok))
@@ -217,6 +227,13 @@ def _check_intervals(ok, finite, ended, start, renormalise: float, max_steps: in
             "check the field and x0."
         )
     time, scale, speed = (np.asarray(v)[first] for v in ended)
+    if not ahead[first]:
+        raise ValueError(
+            f"lyapunov_spectrum: {count}: the field is NaN or inf just ahead of where the "
+            f"solve stopped, at t = {time:.6g} (state RMS {scale:.3g}): every step past it "
+            "was rejected until max_steps (a field undefined beyond a boundary the flow "
+            "reaches, as the square root of a negative); check the field there."
+        )
     rms_start, speed_start = start()
     note = solvers.growth_note(rms_start, scale, speed_start, speed, time, time)
     if note:
@@ -405,7 +422,7 @@ def lyapunov_spectrum(
     averaged = max(1, int(round(t1 / renormalise)))
     # the transient and the averaging in one loop (one compilation); the transient's
     # growth rates are dropped
-    x, q, logs, steps, ok, finite, ended = _spectrum(
+    x, q, logs, steps, ok, finite, ahead, ended = _spectrum(
         field,
         gauge,
         x0,
@@ -421,7 +438,9 @@ def lyapunov_spectrum(
     )
     steps_total = int(np.sum(steps))
     start = lambda: (solvers.rms(x0), solvers.rms(field(jnp.zeros((), dtype), x0, args)))  # noqa: E731
-    _check_intervals(np.asarray(ok), np.asarray(finite), ended, start, renormalise, max_steps)
+    _check_intervals(
+        np.asarray(ok), np.asarray(finite), np.asarray(ahead), ended, start, renormalise, max_steps
+    )
     spread = _interval_precision(np.asarray(logs, np.float64), renormalise, dtype, atol)
     logs = logs[warm:]
     logs = np.asarray(logs, np.float64)

@@ -131,6 +131,15 @@ def test_a_start_a_field_or_a_solve_that_cannot_give_a_spectrum_is_refused_sayin
     undefined = lambda t, x, args: jnp.sqrt(2.0 - x)  # noqa: E731
     with pytest.raises(ValueError, match=r"from t = 0 to 1: the state or the field there is NaN"):
         analysis.lyapunov_spectrum(undefined, jnp.array([3.0]), t1=2.0)
+    # x' = -sqrt(x) from 0.81 reaches x = 0 at t = 1.8, beyond which the field is NaN:
+    # no state is NaN (every step past it is rejected), the field just ahead is
+    drains = lambda t, x, args: -jnp.sqrt(x)  # noqa: E731
+    with pytest.raises(
+        ValueError, match=r"from t = 1 to 2: the field is NaN or inf just ahead"
+    ) as info:
+        analysis.lyapunov_spectrum(drains, jnp.array([0.81]), t1=3.0)
+    found = re.search(r"stopped, at t = ([0-9.]+)", str(info.value))
+    assert found and abs(float(found[1]) - 1.8) < 1e-3, str(info.value)
     # x' = x^2 - x from 1.5 blows up at t = ln 3, in the second interval: named, with when
     blows_up = lambda t, x, args: x**2 - x  # noqa: E731
     with pytest.raises(
