@@ -255,8 +255,33 @@ def tidy_log_axes(fig: Figure) -> None:
             axis.set_minor_formatter(ticker.NullFormatter())
             values = _log_ticks(low, high)
             if len(values) >= 2 and not _powers_of_ten(values):
+                if axis is ax.xaxis:
+                    values = _spaced(values, low, high, ax, fig)
                 axis.set_major_locator(ticker.FixedLocator(values))
                 axis.set_major_formatter(ticker.FuncFormatter(_tick_label))
+
+
+def _spaced(values: list[float], low: float, high: float, ax, fig: Figure) -> list[float]:
+    """Every `step`-th of the log x axis' tick `values` (first and last always kept), the
+    smallest step at which neighbouring labels, as wide as their text at the tick font
+    size, keep a gap between them on the axis' length (where integer multiples of a
+    power of ten crowd a narrow axis: `0.07`, `0.08`, `0.09`)."""
+    size = FontProperties(size=ax.xaxis.get_major_ticks()[0].label1.get_fontsize())
+    size = size.get_size_in_points()
+    length = ax.get_position().width * fig.get_size_inches()[0] * 72.0  # points
+    span = math.log10(high) - math.log10(low)
+    where = lambda v: (math.log10(v) - math.log10(low)) / span * length  # noqa: E731
+    width = lambda v: 0.6 * size * len(_tick_label(v).replace("$", ""))  # noqa: E731
+    for step in range(1, len(values)):
+        kept = values[::step]
+        if kept[-1] != values[-1]:
+            kept = kept[:-1] + [values[-1]] if len(kept) > 1 else [values[0], values[-1]]
+        gaps = [
+            where(b) - where(a) - 0.5 * (width(a) + width(b)) for a, b in itertools.pairwise(kept)
+        ]
+        if min(gaps) >= size:
+            return kept
+    return [values[0], values[-1]]
 
 
 def _powers_of_ten(values) -> bool:
