@@ -69,6 +69,9 @@ STOP_REASONS = ("p_span", "max_points", "ds_min", "max_period", "hopf", "period_
 # falls below this fraction of the largest on the branch.
 COLLAPSE = 1e-3
 KINDS = ("fold", "period_doubling", "neimark_sacker", "branch_point")
+# The arclength bracket of a located bifurcation, by default: in float32 a narrower one
+# is below the rounding of a state of order 1.
+LOCATE_TOL = {"float64": 1e-7, "float32": 1e-5}
 # The bifurcations a branch of cycles is born at (`_switch`), and what their records hold
 # for it.
 SWITCHES = ("period_doubling", "branch_point")
@@ -76,9 +79,9 @@ SWITCH_KEYS = ("x0", "period", "p", "tangent", "phase_entry")
 # At a simple period doubling or branch point the shooting Jacobian's second smallest
 # singular value is below this fraction of the third: its kernel is two-dimensional.
 KERNEL_GAP = 1e-2
-# A switch whose first point's tangent is within this cosine of the parent's came back
-# onto the parent branch.
-SAME_BRANCH = 0.999
+# A corrected point farther than this fraction of the step from its prediction is
+# refused (the step halved): Newton may have gone to another branch.
+MAX_MISS = 0.5
 # A corrector that needed at most this many Newton iterations lengthens the next step.
 FAST_NEWTON = 3
 STEP_GROWTH = 1.5
@@ -140,10 +143,10 @@ def _correct(cycles, y_pred, border, weights, tol, max_newton: int):
 def _linearise(cycles, y, previous, weights, points: int):
     """At a point `y` of the branch: the unit tangent (in the arclength's metric,
     oriented along `previous`), the monodromy matrix (`[n, n]`), the field at `x0`
-    (flat), the orbit at `points` equal times (`[points, *shape]`) and the Jacobian
+    (flat), the orbit at `points` equal times (`[points, *shape]`), the Jacobian
     `dH/dy` (`[n + 1, n + 2]`; at a branch point, where the tangent is not defined,
-    the one output that is)."""
-    jac = jax.jacfwd(cycles.residual)(y)  # [n + 1, n + 2]
+    what `_switch` uses) and `H(y)`."""
+    jac, residual = jax.jacfwd(lambda z: (cycles.residual(z),) * 2, has_aux=True)(y)
     n = y.size - 2
     bordered = jnp.concatenate([jac, (weights * previous)[None]])
     t = jnp.linalg.solve(bordered, jnp.zeros(n + 2, y.dtype).at[-1].set(1.0))
@@ -154,7 +157,7 @@ def _linearise(cycles, y, previous, weights, points: int):
     velocity = cycles.field(x, y[-1], cycles.args).ravel()
     grid = jnp.arange(points, dtype=y.dtype) / points
     orbit = cycles.flow(x, jnp.exp(y[-2]), y[-1], diffrax.SaveAt(ts=grid)).ys
-    return t, monodromy, velocity, orbit, jac
+    return t, monodromy, velocity, orbit, jac, residual
 
 
 @eqx.filter_jit
@@ -189,7 +192,7 @@ class _Branch:
     def point(self, y, previous, s, iterations=0, residual=0.0):
         """The branch's record of the corrected `y`: tangent, multipliers (descending
         modulus), trivial index, counts, stability and orbit."""
-        t, monodromy, velocity, orbit, _ = _linearise(
+        t, monodromy, velocity, orbit, _, _ = _linearise(
             self.cycles, y, previous, self.weights, self.points
         )
         if not bool(jnp.all(jnp.isfinite(t))):
@@ -218,7 +221,9 @@ class _Branch:
 
     def along(self, a, step):
         """The corrected point at arclength `step` past point `a` (its tangent as the
-        border), or None where Newton fails or the tangent turned past `max_turn`."""
+        border), or None where Newton fails, the corrected point lies farther than
+        `MAX_MISS` times the step from its prediction, or the tangent turned past
+        `max_turn`."""
         y_pred = a["y"] + step * a["t"]
         y, iterations, residual = _correct(
             self.cycles, y_pred, a["t"], self.weights, self.tol, self.max_newton
@@ -227,6 +232,11 @@ class _Branch:
         if not (residual <= float(self.tol)):
             cause = "newton" if math.isfinite(residual) else "nonfinite"
             self.failure = dict(p=float(y[-1]), residual_rms=residual, cause=cause, step=step)
+            return None
+        # a corrector that went far from its prediction may have reached another branch
+        miss = float(jnp.sqrt(jnp.sum(self.weights * (y - y_pred) ** 2)))
+        if miss > MAX_MISS * step:
+            self.failure = dict(p=float(y[-1]), residual_rms=residual, cause="jump", step=step)
             return None
         point = self.point(y, a["t"], a["s"] + step, iterations, residual)
         if point is None:
@@ -349,34 +359,55 @@ def _closes_halfway(point) -> bool:
     return bool(np.max(np.abs(orbit[len(orbit) // 2] - orbit[0])) <= COLLAPSE * point["amplitude"])
 
 
-def _switch(branch, record, ds, direction):
+def _switch(branch, record, ds, ds_min, direction):
     """The first point of the branch of cycles born at `record`, a period doubling or a
-    branch point of `cycle_continuation`, and the tangent it is oriented along.
+    branch point of `cycle_continuation`, and the step that reached it (the branch's
+    next step).
 
-    At a branch point the Jacobian `dH/dy` has a two-dimensional kernel spanned by the
-    parent branch's tangent `t` and a second direction `w` (its kernel direction
-    orthogonal to `t` in the arclength's metric); the other branch leaves along `d = w -
-    a_ww / (2 a_tw) t`, the root of the algebraic bifurcation equation `psi . d^2H[d, d]
-    = 0` other than `t` (`psi` the left null vector, `a_uv = psi . d^2H[u, v]`;
-    Kuznetsov, *Elements of Applied Bifurcation Theory*, section 10.2). A period doubling
-    is a branch point of the shooting problem for twice the period, where the parent is
-    the cycle travelled twice (its multiplier -1 squares to +1); the doubled cycles leave
-    it along `w` itself (`a_ww = 0`: `w` and `-w` give the same orbit, shifted by the
-    parent's period). The predictor `y + ds d` (`ds` times `direction`) is corrected on
-    `d . (y - y_pred) = 0`, which keeps the point off the parent."""
+    At a simple branch point the Jacobian `dH/dy` has a two-dimensional kernel; the
+    branches through it leave along the two real roots `d` of the algebraic bifurcation
+    equation `psi . d^2H[d, d] = 0` on that kernel (`psi` the left null vector; Kuznetsov,
+    *Elements of Applied Bifurcation Theory*, section 10.2): the parent's (the root
+    nearer the record's tangent) and the new one. A period doubling is a branch point of
+    the shooting problem for twice the period, where the parent is the cycle travelled
+    twice (its multiplier -1 squares to +1): the same equation there gives the doubled
+    cycles' direction (`d` and `-d` give one orbit, shifted by the parent's period).
+    `direction` orients `d`: towards larger `p` where the new branch crosses `p = const`
+    at an angle, else by the sign of its largest state entry. The predictor `y + ds d`
+    is corrected on `d . (y - y_pred) = 0`; a first point far from the prediction,
+    nearer the parent's root than the new one, or whose tangent turned past `max_turn`
+    from `d` halves `ds` (down to `ds_min`)."""
     cycles, weights = branch.cycles, np.asarray(branch.weights, np.float64)
     dtype = branch.weights.dtype
     doubling = record["kind"] == "period_doubling"
-    log_period = math.log(float(record["period"])) + (math.log(2.0) if doubling else 0.0)
-    y = np.concatenate([np.ravel(record["x0"]), [log_period, float(record["p"])]])
+    where = f"the {record['kind']} at p = {float(record['p']):.6g}"
+    y = np.concatenate([np.ravel(record["x0"]), [math.log(float(record["period"])), record["p"]]])
+    jac, residual = _linearise(
+        cycles,
+        jnp.asarray(y, dtype),
+        jnp.asarray(record["tangent"], dtype),
+        branch.weights,
+        branch.points,
+    )[-2:]
+    residual = float(jnp.sqrt(jnp.mean(residual**2)))
+    if not residual <= RECORD_RESIDUAL * float(branch.tol):
+        raise ValueError(
+            f"cycle_continuation: {where} is not a cycle of this field (its shooting "
+            f"residual's RMS is {residual:.3g}, tol {float(branch.tol):.3g}): pass a "
+            "bifurcation record of cycle_continuation on this field, with its args."
+        )
+    if doubling:  # the doubled problem's branch point: the parent travelled twice
+        y[-2] += math.log(2.0)
+        jac = _linearise(
+            cycles,
+            jnp.asarray(y, dtype),
+            jnp.asarray(record["tangent"], dtype),
+            branch.weights,
+            branch.points,
+        )[-2]
     y = jnp.asarray(y, dtype)
-    t = np.asarray(record["tangent"], np.float64)
-    jac = _linearise(cycles, y, jnp.asarray(t, dtype), branch.weights, branch.points)[-1]
     u, sigma, vt = np.linalg.svd(np.asarray(jac, np.float64))
     n = y.size - 2
-    where = f"the {record['kind']} at p = {float(record['p']):.6g}"
-    if not np.all(np.isfinite(sigma)):
-        raise ValueError(f"cycle_continuation: the flow failed at {where}.")
     if sigma[n] > KERNEL_GAP * sigma[n - 1]:
         raise ValueError(
             f"cycle_continuation: at {where} the shooting Jacobian's kernel is not "
@@ -384,47 +415,120 @@ def _switch(branch, record, ds, direction):
             f"{sigma[n]:.3g}): not a simple {record['kind']}, or not located (locate it "
             "with a smaller locate_tol)."
         )
-    kernel = vt[-2:].T  # [n + 2, 2]
-    along = (weights * t) @ kernel
-    w = kernel @ np.array([-along[1], along[0]])
-    w = w / np.sqrt(np.sum(weights * w * w))
-    w = w * np.sign(w[np.argmax(np.abs(w[:n]))])
-    d = w
-    if not doubling:
-        psi = jnp.asarray(u[:, -1], dtype)
-        t_, w_ = jnp.asarray(t, dtype), jnp.asarray(w, dtype)
-        a_tw = float(psi @ _curvature(cycles, y, t_, w_))
-        a_ww = float(psi @ _curvature(cycles, y, w_, w_))
-        if a_tw != 0.0:
-            d = w - a_ww / (2.0 * a_tw) * t
-            d = d / np.sqrt(np.sum(weights * d * d))
-    d = jnp.asarray(direction * d, dtype)
-    y_pred = y + ds * d
+    parent, new = _branch_directions(cycles, y, vt[-2:].T, u[:, -1], record, weights, where)
+    if abs(new[-1]) > ORIENT_BY_P:
+        new = new * np.sign(new[-1])
+    else:
+        new = new * np.sign(new[np.argmax(np.abs(new[:n]))])
+    d = jnp.asarray(direction * new, dtype)
+    step = float(ds)
+    while True:
+        first, refusal = _switch_step(branch, y, d, jnp.asarray(parent, dtype), step)
+        if first is not None:
+            return first, step
+        step *= 0.5
+        if step < ds_min:
+            raise ValueError(
+                f"cycle_continuation: no step off {where} down to ds_min={ds_min:g} "
+                f"reached the branch born there ({refusal})."
+            )
+
+
+# The record of a bifurcation is a cycle: its shooting residual's RMS is below `tol`
+# (the corrector's), within this factor.
+RECORD_RESIDUAL = 10.0
+# The new branch's direction is oriented by its `p` component where that exceeds this
+# (in the arclength's metric, of a unit tangent), else by its largest state entry.
+ORIENT_BY_P = 1e-2
+
+
+def _branch_directions(cycles, y, kernel, psi, record, weights, where):
+    """The two branch directions through the branch point `y` (unit in the arclength's
+    metric): the real roots of `psi . d^2H[d, d] = 0` for `d` in the span of `kernel`'s
+    two columns; the one nearer the record's tangent first (the parent's)."""
+    dtype = y.dtype
+    k = [jnp.asarray(kernel[:, i], dtype) for i in range(2)]
+    psi = jnp.asarray(psi, dtype)
+    form = np.empty((2, 2))
+    for i, j in ((0, 0), (0, 1), (1, 1)):
+        form[i, j] = form[j, i] = float(psi @ _curvature(cycles, y, k[i], k[j]))
+    values, vectors = np.linalg.eigh(form)
+    scale = np.max(np.abs(values))
+    if not (values[0] < -SIMPLE_CROSSING * scale and values[1] > SIMPLE_CROSSING * scale):
+        raise ValueError(
+            f"cycle_continuation: at {where} the branches do not cross transversally (the "
+            f"bifurcation equation's form has eigenvalues {values[0]:.3g}, {values[1]:.3g}): "
+            "no second branch to switch onto."
+        )
+    roots = [
+        kernel @ (vectors @ np.array([math.sqrt(values[1]), sign * math.sqrt(-values[0])]))
+        for sign in (1.0, -1.0)
+    ]
+    roots = [r / np.sqrt(np.sum(weights * r * r)) for r in roots]
+    tangent = np.asarray(record["tangent"], np.float64)
+    along = [abs(float(np.sum(weights * r * tangent))) for r in roots]
+    return (roots[0], roots[1]) if along[0] >= along[1] else (roots[1], roots[0])
+
+
+# The bifurcation equation's form has eigenvalues of both signs, each above this
+# fraction of the larger in modulus: two branches crossing at an angle.
+SIMPLE_CROSSING = 1e-6
+
+
+def _switch_step(branch, y, d, parent, step):
+    """One try at the switch's first point, `step` along `d` from the branch point `y`:
+    `(point, None)`, or `(None, why)` where Newton failed, the point has no tangent, lies
+    far from its prediction or nearer the parent's direction than `d`, or its tangent
+    turned from `d` by more than `max_turn` (as the main loop refuses a step)."""
+    weights = branch.weights
+    y_pred = y + step * d
     y_new, iterations, residual = _correct(
-        cycles, y_pred, d, branch.weights, branch.tol, branch.max_newton
+        branch.cycles, y_pred, d, weights, branch.tol, branch.max_newton
     )
     if not float(residual) <= float(branch.tol):
-        raise ValueError(
-            f"cycle_continuation: the step of ds = {ds:g} off {where} did not converge "
-            f"(RMS residual {float(residual):.3g} after {int(iterations)} Newton "
-            "iterations): pass a smaller ds."
-        )
+        return None, f"Newton: RMS residual {float(residual):.3g}"
+    miss = float(jnp.sqrt(jnp.sum(weights * (y_new - y_pred) ** 2)))
+    if miss > MAX_MISS * step:
+        return None, f"the corrected point lay {miss:.3g} from its prediction"
+    offset = y_new - y
+    cosines = [abs(float(jnp.sum(weights * offset * v))) for v in (d, parent)]
+    if cosines[1] >= cosines[0]:
+        return None, "the corrected point lay on the parent branch"
     first = branch.point(y_new, d, 0.0, iterations, residual)
     if first is None:
+        return None, "no tangent at the corrected point"
+    turn = math.acos(min(1.0, abs(float(jnp.sum(weights * first["t"] * d)))))
+    if turn > branch.max_turn:
+        return None, f"the branch's tangent there turned {turn:.3g} rad from the way out"
+    return first, None
+
+
+def _check_switch_record(record):
+    """Refuse a period doubling or branch point record `_switch` cannot start from,
+    naming what is wrong with it."""
+    kind = record["kind"]
+    missing = [key for key in SWITCH_KEYS if key not in record]
+    if missing:
         raise ValueError(
-            f"cycle_continuation: the first point off {where} has no tangent: pass another ds."
+            f"start is a {kind} record without {', '.join(missing)}: pass a record from "
+            "the bifurcations of cycle_continuation itself."
         )
-    back = (
-        _closes_halfway(first)
-        if doubling
-        else abs(float(np.sum(weights * np.asarray(first["t"], np.float64) * t))) > SAME_BRANCH
-    )
-    if back:
+    if np.ndim(record["period"]) != 0 or np.ndim(record["p"]) != 0:
+        raise ValueError(f"the {kind} record's period and p must be numbers.")
+    tangent = np.asarray(record["tangent"])
+    size = np.size(record["x0"]) + 2
+    if tangent.shape != (size,) or not np.all(np.isfinite(tangent)) or not np.any(tangent):
         raise ValueError(
-            f"cycle_continuation: the step of ds = {ds:g} off {where} came back onto the "
-            "parent branch: pass a smaller ds."
+            f"the {kind} record's tangent must be a finite, non-zero vector of {size} "
+            f"entries, (x0 flat, log T, p) (got shape {tangent.shape})."
         )
-    return first
+    multiplier = complex(record.get("multiplier", -1.0))
+    if kind == "period_doubling" and multiplier.real > 0:
+        raise ValueError(
+            "start is the period doubling that ends a branch of doubled cycles (where it "
+            f"meets its parent: multiplier {multiplier.real:.4g}, the square of the "
+            "parent's -1): switch from the parent branch's record, whose multiplier is -1."
+        )
 
 
 def _start(field, start, args, direction, hopf_radius, options):
@@ -439,13 +543,9 @@ def _start(field, start, args, direction, hopf_radius, options):
             f"(got {type(start).__name__})."
         )
     if start.get("kind") in SWITCHES:
-        missing = [key for key in SWITCH_KEYS if key not in start]
-        if missing:
-            raise ValueError(
-                f"start is a {start['kind']} record without {', '.join(missing)}: pass a "
-                "record from the bifurcations of cycle_continuation itself."
-            )
-        return None, direction, start
+        record = {key: _from_json(value) for key, value in start.items()}  # also from JSON
+        _check_switch_record(record)
+        return None, direction, record
     if start.get("kind") in KINDS:
         raise ValueError(
             f"start is a {start['kind']} record of cycle_continuation, where no other "
@@ -507,7 +607,7 @@ def cycle_continuation(
     tol: float | None = None,
     max_newton: int = 8,
     max_turn: float = 0.5,
-    locate_tol: float = 1e-7,
+    locate_tol: float | None = None,
     max_period: float | None = None,
     phase_entry: int | None = None,
     hopf_radius: float = 0.02,
@@ -546,8 +646,9 @@ def cycle_continuation(
     - `max_points`; `tol` (RMS of the shooting residual at which Newton has converged;
       default as `periodic_orbit`'s); `max_newton`; `max_turn` (radians between
       consecutive tangents before a step is refused); `locate_tol` (arclength bracket of
-      a located bifurcation); `max_period` (stop where the period exceeds it: default 20
-      times the first).
+      a located bifurcation: default 1e-7 in float64, 1e-5 in float32, where a
+      narrower bracket is below the state's rounding); `max_period` (stop where the
+      period exceeds it: default 20 times the first).
     - `phase_entry`: the flat index `j` of the state's entry whose extremum fixes the
       orbit's start (`f_j(x0) = 0`); default the entry that varies most over the first
       orbit.
@@ -565,11 +666,11 @@ def cycle_continuation(
     `x0`, `s`, `multiplier` (the one crossing: near +1 at a fold or branch point, -1 at a
     period doubling, on the unit circle at a Neimark-Sacker point), `multipliers`,
     `s_bracket`, `located`); `stop_reason` (one of `STOP_REASONS`: module docstring),
-    `stall` (with
-    `ds_min`: where the last refused step ended and why: `"newton"`, `"nonfinite"`,
-    `"singular"`, `"turn"`; else None), `phase_entry`, `switched_from` (the `kind`, `p`
-    and `period` of the bifurcation the branch was started from; None from an orbit or
-    a Hopf point), `metadata`. A bifurcation record also holds `tangent` (the branch's
+    `stall` (with `ds_min`: where the last refused step ended and why: `"newton"`,
+    `"nonfinite"`, `"singular"`, `"turn"`, `"jump"` (the corrected point far from its
+    prediction: another branch near); else None), `phase_entry`, `switched_from` (the
+    `kind`, `p` and `period` of the bifurcation the branch was started from; None from
+    an orbit or a Hopf point), `metadata`. A bifurcation record also holds `tangent` (the branch's
     unit tangent there, `[n + 2]` in `(x0 flat, log T, p)`) and `phase_entry`: what a
     switch onto the branch born there needs.
     """
@@ -603,6 +704,7 @@ def cycle_continuation(
     tol = defaults["tol"] if tol is None else float(tol)
     rtol = defaults["rtol"] if rtol is None else float(rtol)
     atol = defaults["atol"] if atol is None else float(atol)
+    locate_tol = LOCATE_TOL.get(name, LOCATE_TOL["float32"]) if locate_tol is None else locate_tol
     n = x0.size
     if n + 2 > DENSE_MAX:
         raise ValueError(
@@ -613,6 +715,11 @@ def cycle_continuation(
     check_field_shape(field, jnp.asarray(x0, dtype), float(origin["p"]), args)
     args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
     if switch is not None:  # the record's x0 satisfies its branch's phase condition
+        if phase_entry is not None and phase_entry != switch["phase_entry"]:
+            raise ValueError(
+                f"phase_entry={phase_entry!r}: a switch keeps the record's phase condition "
+                f"(entry {switch['phase_entry']}); leave phase_entry out."
+            )
         phase_entry = switch["phase_entry"]
     else:
         samples = np.asarray(orbit["x"]).reshape(len(orbit["x"]), -1)
@@ -639,11 +746,12 @@ def cycle_continuation(
 
     if switch is not None:
         _check_located(switch)
-        first = _switch(branch, switch, float(ds), direction)
+        first, step = _switch(branch, switch, float(ds), float(ds_min), direction)
     else:
         first = _first_point(branch, samples, period0, float(orbit["p"]), direction)
+        step = float(ds)
     points_found, bifurcations = [first], []
-    step, stop_reason = float(ds), "max_points"
+    stop_reason = "max_points"
     while len(points_found) < max_points:
         a = points_found[-1]
         b = branch.along(a, step)
@@ -693,6 +801,8 @@ def cycle_continuation(
             "singular": "the branch has no tangent there (a bifurcation of cycles that is "
             "not simple)",
             "turn": f"the tangent turned past max_turn={max_turn:g} on the shortest step",
+            "jump": "the corrected point lay far from its prediction on the shortest step "
+            "(another branch near)",
         }.get(str(failure.get("cause")), "")
         if shrinking:
             hint += "; the cycles are shrinking: near a Hopf point the shooting problem is singular"

@@ -266,8 +266,8 @@ def _spaced(values: list[float], low: float, high: float, ax, fig: Figure) -> li
     smallest step at which neighbouring labels, as wide as their text at the tick font
     size, keep a gap between them on the axis' length (where integer multiples of a
     power of ten crowd a narrow axis: `0.07`, `0.08`, `0.09`)."""
-    size = FontProperties(size=ax.xaxis.get_major_ticks()[0].label1.get_fontsize())
-    size = size.get_size_in_points()
+    font = FontProperties(size=ax.xaxis.get_major_ticks()[0].label1.get_fontsize())
+    size = font.get_size_in_points()
     length = ax.get_position().width * fig.get_size_inches()[0] * 72.0  # points
     span = math.log10(high) - math.log10(low)
     where = lambda v: (math.log10(v) - math.log10(low)) / span * length  # noqa: E731

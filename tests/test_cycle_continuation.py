@@ -210,9 +210,15 @@ def test_a_period_doubling_located_and_the_doubled_orbit_found():
         want = [1.0, math.exp(-4 * m * period), math.exp(-2 * period)]
         np.testing.assert_allclose(values, want, atol=1e-9)
     assert born["stable"].all()
-    # a record moved off its period doubling is no branch point of the doubled problem
+    # a record moved off its period doubling is no branch point of the doubled problem;
+    # one with another period is no cycle; the doubling that ends the doubled branch
+    # (multiplier +1) is not where cycles double
     with pytest.raises(ValueError, match="kernel is not two-dimensional"):
         analysis.cycle_continuation(moebius, doubling | dict(p=0.05), p_span=(-0.2, 0.2))
+    with pytest.raises(ValueError, match="is not a cycle of this field"):
+        analysis.cycle_continuation(moebius, doubling | dict(period=7.0), p_span=(-0.2, 0.2))
+    with pytest.raises(ValueError, match="ends a branch of doubled cycles"):
+        analysis.cycle_continuation(moebius, birth, p_span=(-0.2, 0.2))
     with pytest.warns(RuntimeWarning, match="was not located"):
         unlocated = doubling | dict(located=False, s_bracket=1e-3)
         analysis.cycle_continuation(moebius, unlocated, p_span=(-0.2, 0.2), max_points=2)
@@ -253,15 +259,30 @@ def test_a_neimark_sacker_point_located():
     assert cycles["unstable"].tolist() == [0 if p < 0 else 2 for p in cycles["p"]]
 
 
+# the coordinates the branch-point field is seen in: a fixed, skewed linear map
+SKEW = np.array(
+    [[1.0, 0.3, 0.5, 0.2], [-0.2, 1.1, 0.4, 0.0], [0.3, -0.5, 0.9, 0.1], [0.1, 0.2, -0.3, 1.0]]
+)
+
+
 def two_branch_points(x, p, args):
-    """`hopf_form`'s cycle beside two directions, `u' = (p - 0.3) u - u^2` and `v' = (p -
-    0.35) v - v^3`: branch points of cycles at `p = 0.3` (transcritical: the cycles with
-    `u = p - 0.3` cross) and `p = 0.35` (a pitchfork), where the multipliers `exp((p -
-    c) T)` pass through +1."""
-    u, v = x[2], x[3]
-    return jnp.concatenate(
-        [hopf_form(x[:2], p, None), jnp.stack([(p - 0.3) * u - u**2, (p - 0.35) * v - v**3])]
+    """A cycle beside two directions, seen through `SKEW`: in `z = SKEW^-1 x`, `(a, b)`
+    turning at `omega + 0.4 u` with `r' = r (p + 0.5 u - r^2)`, `u' = (p - 0.3) u - u^2`
+    and `v' = (p - 0.35) v - v^3`. Branch points of cycles at `p = 0.3` (transcritical:
+    the cycles with `u = p - 0.3`, `r^2 = p + 0.5 u`, period `2 pi / (omega + 0.4 u)`
+    cross those with `u = 0`) and `p = 0.35` (a pitchfork), where the multipliers
+    `exp((p - c) T)` pass through +1."""
+    a, b, u, v = jnp.linalg.solve(jnp.asarray(SKEW), x)
+    growth, turning = p + 0.5 * u - (a * a + b * b), OMEGA + 0.4 * u
+    z = jnp.stack(
+        [
+            growth * a - turning * b,
+            turning * a + growth * b,
+            (p - 0.3) * u - u**2,
+            (p - 0.35) * v - v**3,
+        ]
     )
+    return jnp.asarray(SKEW) @ z
 
 
 def test_two_branch_points_in_one_step_are_both_found_and_the_other_branch_followed():
@@ -269,8 +290,12 @@ def test_two_branch_points_in_one_step_are_both_found_and_the_other_branch_follo
     is searched again), each at its `c` (1e-7) with a multiplier through +1. Started from
     the transcritical one, the other branch `u = p - 0.3` on both sides: every cycle's
     `u`, radius, period and multipliers (`exp(-(p - 0.3) T)` along `u`) in closed form,
-    and on it the pitchfork at 0.35 found again."""
-    start = analysis.periodic_orbit(two_branch_points, np.array([0.45, 0.0, 0.0, 0.0]), 3.5, 0.2)
+    on it the pitchfork at 0.35 found again, and the Hopf point at 0.1 its cycles shrink
+    onto. In these skewed coordinates the parent's tangent at the located branch point
+    is ill-determined: the switch must not rely on it (it picks the parent among the
+    bifurcation equation's two roots)."""
+    guess = SKEW @ np.array([math.sqrt(0.2), 0.0, 0.0, 0.0])
+    start = analysis.periodic_orbit(two_branch_points, guess, 3.1, 0.2)
     cycles = analysis.cycle_continuation(
         two_branch_points, start, p_span=(0.1, 0.6), ds=0.3, ds_max=0.3
     )
@@ -279,20 +304,30 @@ def test_two_branch_points_in_one_step_are_both_found_and_the_other_branch_follo
     assert all(abs(b["multiplier"] - 1.0) < 1e-5 and b["located"] for b in points)
     assert cycles["unstable"][-1] == 2
 
+    # the record's tangent as rounding can leave it where the kernel is two-dimensional:
+    # turned a third of the way towards the other branch (u grows along it)
+    record = dict(points[0])
+    towards = np.concatenate([SKEW @ np.array([0.0, 0.0, 1.0, 0.0]), [0.0, 1.0]])
+    record["tangent"] = record["tangent"] + 0.5 * towards / np.linalg.norm(towards)
     for direction in (1, -1):
         other = analysis.cycle_continuation(
-            two_branch_points, points[0], p_span=(0.1, 0.6), direction=direction, ds=0.02
+            two_branch_points, record, p_span=(0.1, 0.6), direction=direction, ds=0.05
         )
         assert other["switched_from"]["kind"] == "branch_point"
-        assert other["stop_reason"] == "p_span" and len(other["p"]) > 5
-        p, period = other["p"], 2 * math.pi / (OMEGA - TWIST * other["p"])
+        p = other["p"]
+        # towards smaller p the cycles shrink (r^2 = 1.5 p - 0.15) onto a Hopf point at 0.1
+        assert other["stop_reason"] == ("p_span" if direction == 1 else "hopf")
+        assert len(p) >= 4 and (direction == 1 or 0.1 < p[-1] < 0.11)
+        a, b, u, v = np.linalg.solve(SKEW, other["x0"].T)
+        period = 2 * math.pi / (OMEGA + 0.4 * (p - 0.3))
+        radius2 = p + 0.5 * (p - 0.3)
         assert np.all(direction * (p - 0.3) > 0)
-        np.testing.assert_allclose(other["x0"][:, 2], p - 0.3, atol=1e-9)
-        np.testing.assert_allclose(other["x0"][:, 3], 0.0, atol=1e-9)
-        np.testing.assert_allclose(np.hypot(other["x0"][:, 0], other["x0"][:, 1]), np.sqrt(p))
+        np.testing.assert_allclose(u, p - 0.3, atol=1e-9)
+        np.testing.assert_allclose(v, 0.0, atol=1e-9)
+        np.testing.assert_allclose(a * a + b * b, radius2, atol=1e-9)
         np.testing.assert_allclose(other["period"], period, rtol=1e-9)
-        for values, mu, t in zip(other["multipliers"], p, period):
-            want = [1.0, np.exp(-2 * mu * t), np.exp(-(mu - 0.3) * t), np.exp((mu - 0.35) * t)]
+        for values, mu, t, r2 in zip(other["multipliers"], p, period, radius2):
+            want = [1.0, np.exp(-2 * r2 * t), np.exp(-(mu - 0.3) * t), np.exp((mu - 0.35) * t)]
             np.testing.assert_allclose(np.sort(values.real), np.sort(want), atol=1e-8)
         kinds = [(b["kind"], round(b["p"], 6)) for b in other["bifurcations"]]
         assert kinds == ([("branch_point", 0.35)] if direction == 1 else [])
