@@ -224,17 +224,18 @@ def test_the_pages_brusselator_orbit_from_its_hopf_point():
     assert orbit["stable"] is cycle["stable"] is True
 
 
-def harmonic(x, p, args):
-    return jnp.stack([x[1], -x[0]])
+CENTRE, BLOW_UP, UNDEFINED_AHEAD = 0.0, 1.0, 2.0
 
 
-def blow_up(x, p, args):
-    return jnp.stack([x[0] ** 2, x[1] + 1.0])
-
-
-def undefined_ahead(x, p, args):
-    """NaN where `x[0] < 1/2`, where the flow from `(1, 0)` goes."""
-    return jnp.stack([-x[1] + jnp.sqrt(x[0] - 0.5), x[0]])
+def without_orbits(x, p, args):
+    """Three planar fields in one (one compilation), `p` picking: `CENTRE` the harmonic
+    oscillator (a centre: orbits of period 2 pi, none isolated); `BLOW_UP` `x0' = x0^2`
+    (from 1: infinite at t = 1); `UNDEFINED_AHEAD` a field that is NaN where `x[0] <
+    1/2`, where the flow from `(1, 0)` goes."""
+    centre = jnp.stack([x[1], -x[0]])
+    blow_up = jnp.stack([x[0] ** 2, x[1] + 1.0])
+    undefined = jnp.stack([-x[1] + jnp.sqrt(x[0] - 0.5), x[0]])
+    return jnp.select([p == CENTRE, p == BLOW_UP], [centre, blow_up], undefined)
 
 
 class _EnergyModel:
@@ -252,14 +253,15 @@ def test_what_has_no_periodic_orbit_says_why(no_runtime_types):
         analysis.periodic_orbit(stuart_landau, [0.3, 0.0, 0.0], 3.0, -0.2, max_newton=3)
     # the centre's orbits all have the period 2 pi, none isolated: Newton meets the
     # singular Jacobian, or the steady state on the section (rounding decides which)
+    plane = np.array([1.0, 0.0])
     with pytest.raises(ValueError, match="singular|did not converge|onto a steady state"):
-        analysis.periodic_orbit(harmonic, [1.0, 0.0], 6.0, 0.0)
+        analysis.periodic_orbit(without_orbits, plane, 6.0, CENTRE, max_steps=4000)
     with pytest.raises(
         ValueError, match=r"at the guess, the flow failed at t = (0\.99\d*|1) of .* blows up"
     ):
-        analysis.periodic_orbit(blow_up, [1.0, 0.0], 2.0, 0.0, max_steps=4000)
+        analysis.periodic_orbit(without_orbits, plane, 2.0, BLOW_UP, max_steps=4000)
     with pytest.raises(ValueError, match="stopped at t = 1.77.* NaN or inf just ahead"):
-        analysis.periodic_orbit(undefined_ahead, [1.0, 0.0], 6.3, 0.0, max_steps=3000)
+        analysis.periodic_orbit(without_orbits, plane, 6.3, UNDEFINED_AHEAD, max_steps=4000)
     with pytest.raises(ValueError, match="not an energy model"):
         analysis.periodic_orbit(_EnergyModel(), [1.0, 0.0], 2.0, 0.0)
     for bad, match in (
