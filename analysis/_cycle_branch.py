@@ -94,7 +94,9 @@ class _Cycles(eqx.Module):
     field: Any = eqx.field(static=True)
     solver: Any = eqx.field(static=True)
     shape: tuple[int, ...] = eqx.field(static=True)
-    phase_entry: int = eqx.field(static=True)
+    # traced, not static: a branch with another phase entry (the doubled cycles', a
+    # restart's) runs the same compiled kernels
+    phase_entry: Any
     args: Any
     rtol: Any
     atol: Any
@@ -290,7 +292,7 @@ def _record(kind, lo, hi, locate_tol, cycles):
         x0=np.asarray(lo["y"][:-2]).reshape(cycles.shape),
         s=lo["s"],
         tangent=np.asarray(lo["t"]),
-        phase_entry=cycles.phase_entry,
+        phase_entry=int(cycles.phase_entry),
         multiplier=_crossing_multiplier(lo, kind),
         multipliers=lo["multipliers"],
         amplitude=lo["amplitude"],
@@ -733,7 +735,7 @@ def cycle_continuation(
         field=field,
         solver=SOLVERS[solver](),
         shape=x0.shape,
-        phase_entry=int(phase_entry),
+        phase_entry=jnp.asarray(phase_entry, jnp.int32),
         args=args,
         rtol=jnp.asarray(rtol, dtype),
         atol=jnp.asarray(atol, dtype),
@@ -846,7 +848,7 @@ def _first_point(branch, samples, period, p, direction):
     the branch's first point, its tangent oriented towards `direction` in `p`."""
     cycles, weights = branch.cycles, branch.weights
     dtype, n = weights.dtype, samples.shape[1]
-    top = int(np.argmax(samples[:, cycles.phase_entry]))
+    top = int(np.argmax(samples[:, int(cycles.phase_entry)]))
     y_guess = jnp.asarray(np.concatenate([samples[top], [math.log(period), p]]), dtype)
     pin_p = jnp.zeros(n + 2, dtype).at[-1].set(1.0)
     y, iterations, residual = _correct(
@@ -855,7 +857,7 @@ def _first_point(branch, samples, period, p, direction):
     if not float(residual) <= float(branch.tol):
         raise ValueError(
             f"cycle_continuation: the start could not be put on the phase condition (entry "
-            f"{cycles.phase_entry} at its extremum): RMS residual {float(residual):.3g} after "
+            f"{int(cycles.phase_entry)} at its extremum): RMS residual {float(residual):.3g} after "
             f"{int(iterations)} Newton iterations; pass another phase_entry."
         )
     previous = jnp.zeros(n + 2, dtype).at[-1].set(float(direction)) / weights[-1]
@@ -891,7 +893,7 @@ def _result(points_found, bifurcations, stop_reason, branch, cycles, dtype, sett
         bifurcations=bifurcations,
         stop_reason=stop_reason,
         stall=branch.failure if stop_reason == "ds_min" else None,
-        phase_entry=cycles.phase_entry,
+        phase_entry=int(cycles.phase_entry),
         metadata=metadata(
             study="cycle_continuation",
             dtype=dtype,

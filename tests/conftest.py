@@ -230,52 +230,60 @@ def no_runtime_types():
 # `installed_demo` (the demo run from the installed wheel), which then runs once; and the
 # units go to the workers in the order of `COSTS`, the longest first, so that the two
 # workers finish together (xdist's own order is by number of tests, and the longest
-# module last would leave one worker idle). The costs are seconds per module measured
-# with this file's order on the 2-core machine (2026-11-25, -O0); only their order
-# matters. A module not listed counts as `DEFAULT_COST`. (`--dist loadgroup` with `xdist_group`
-# marks would do the joining, but pytest-xdist 3.8 cannot group under pytest 9: it
-# renames `item._nodeid`, which pytest 9's `nodeid` no longer reads.)
+# module last would leave one worker idle). The costs are seconds per module (setup, call
+# and teardown, `--durations=0`; test_install.py's in test_cli.py's) measured from a fresh
+# clone on the 2-core AMD EPYC VM (2026-11-27, f21b930); only their order matters. A
+# module not listed (each under a second) counts as `DEFAULT_COST`. Re-measure when a
+# module grows: a long one sorted late leaves one worker alone at the end (before this
+# measurement the landscape's modules, about 450 s of the suite's 1,855, were sorted last).
+# (`--dist loadgroup` with `xdist_group` marks would do the joining, but pytest-xdist 3.8
+# cannot group under pytest 9: it renames `item._nodeid`, which pytest 9's `nodeid` no
+# longer reads.)
 JOINED = {"test_install.py": "test_cli.py"}
 COSTS = {
-    "test_cli.py": 55,
-    "test_analysis.py": 49,
-    "test_benchmarks.py": 45,
-    "test_authors_checkpoint.py": 52,
-    "test_graphs.py": 37,
-    "test_shipped.py": 31,
-    "test_verdicts.py": 30,
-    "test_sparse_attention.py": 30,
-    "test_counting.py": 30,
-    "test_gradients.py": 29,
-    "test_reliability.py": 29,
-    "test_trajectories.py": 25,
-    "test_own_model.py": 24,
-    "test_solver_objects.py": 24,
-    "test_docs_recipe.py": 17,
-    "test_auto_solver.py": 16,
-    "test_long_horizon.py": 16,
-    "test_figures.py": 16,
-    "test_training.py": 14,
-    "test_docs_examples.py": 12,
-    "test_fixed_points.py": 11,
-    "test_anderson.py": 8,
-    "test_lyapunov_spectrum.py": 6,
-    "test_continuation.py": 4,
-    "test_basins.py": 3,
-    "test_figure_layout.py": 10,
-    "test_fuzz.py": 9,
-    "test_errors.py": 9,
-    "test_multiprocess.py": 8,
-    "test_order.py": 6,
-    "test_model.py": 6,
-    "test_readme.py": 5,
-    "test_docs.py": 5,
-    "test_layout.py": 3,
-    "test_install.py": 2,
-    "test_data.py": 2,
-    "test_graph_data.py": 1,
+    "test_cli.py": 146,
+    "test_cycle_continuation.py": 131,
+    "test_authors_checkpoint.py": 127,
+    "test_analysis.py": 98,
+    "test_benchmarks.py": 93,
+    "test_graphs.py": 85,
+    "test_stiff_continuation.py": 74,
+    "test_shipped.py": 71,
+    "test_periodic_orbit.py": 71,
+    "test_verdicts.py": 66,
+    "test_gradients.py": 64,
+    "test_reliability.py": 63,
+    "test_continuation.py": 63,
+    "test_counting.py": 58,
+    "test_sparse_attention.py": 56,
+    "test_lyapunov_spectrum.py": 54,
+    "test_trajectories.py": 53,
+    "test_own_model.py": 47,
+    "test_solver_objects.py": 45,
+    "test_auto_solver.py": 37,
+    "test_figure_layout.py": 37,
+    "test_hopf_normal_form.py": 35,
+    "test_figures.py": 32,
+    "test_fuzz.py": 26,
+    "test_long_horizon.py": 26,
+    "test_training.py": 20,
+    "test_docs_examples.py": 20,
+    "test_fixed_points.py": 20,
+    "test_docs_recipe.py": 19,
+    "test_basins.py": 17,
+    "test_anderson.py": 15,
+    "test_errors.py": 15,
+    "test_docs.py": 14,
+    "test_multiprocess.py": 14,
+    "test_order.py": 13,
+    "test_model.py": 12,
+    "test_readme.py": 9,
+    "test_layout.py": 4,
+    "test_krylov_schur.py": 4,
+    "test_graph_data.py": 2,
+    "test_data.py": 1,
 }
-DEFAULT_COST = 10
+DEFAULT_COST = 1
 
 
 def _unit(module_path: str) -> str:
