@@ -35,6 +35,7 @@ the geometry module (`et_ode.analysis._geometry`).
 | `hopf_cycle` | the periodic orbit born at a Hopf point found by `continuation`, to leading order |
 | `periodic_orbit` | the periodic orbit near a guess (shooting) and its Floquet multipliers |
 | `cycle_continuation` | periodic orbits followed in a parameter; folds, period doublings, tori |
+| `fold_continuation` | a fold followed in a second parameter; its cusps, Bogdanov-Takens points |
 | `basins` | which attractor does each start reach; how many, how large, how mixed? |
 | `steady_states` | which steady states exist at one parameter (deflated Newton)? |
 """
@@ -51,6 +52,7 @@ from ._cycle_branch import cycle_continuation
 from ._deflation import steady_states
 from ._energy_descent import energy_descent, energy_rises, plot_energy_descent
 from ._fixed_points import fixed_points, matched_noise, plot_fixed_points, standard_starts
+from ._fold_curve import fold_continuation
 from ._gradient_depth import gradient_depth, plot_gradient_depth
 from ._graph_overshoot import graph_overshoot, plot_graph_overshoot
 from ._hopf import hopf_cycle
@@ -74,6 +76,7 @@ from ._landscape_figures import (
     plot_basins,
     plot_continuation,
     plot_cycle_continuation,
+    plot_fold_curve,
     plot_lyapunov_spectrum,
     plot_periodic_orbit,
 )
@@ -109,6 +112,7 @@ __all__ = [
     "figure_to_frame",
     "finite_time_lyapunov",
     "fixed_points",
+    "fold_continuation",
     "float64_available",
     "frame_times",
     "gradient_depth",
@@ -137,6 +141,7 @@ __all__ = [
     "plot_convergence",
     "plot_energy_descent",
     "plot_fixed_points",
+    "plot_fold_curve",
     "plot_gradient_depth",
     "plot_graph_overshoot",
     "plot_image_basins",

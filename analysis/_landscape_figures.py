@@ -436,17 +436,10 @@ def plot_cycle_continuation(
     for ax in axes[0]:  # a short span of p gets long tick labels
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
     axes[0, 1].set_title("stability: Floquet multipliers", fontsize=9)
-    meta = branches[0].get("metadata", {})
     what = (
         "Periodic orbits followed in p: " if not several else "Branches of periodic orbits: "
     ) + ("; ".join(found) if found else "no bifurcation of cycles on the branch")
-    stops = ", ".join(str(b["stop_reason"]) for b in branches)
-    extra = [
-        f"{sum(len(b['p']) for b in branches)} points",
-        f"stopped: {stops}",
-        f"Newton tol {number(meta['tol'])}" if meta.get("tol") is not None else "",
-    ]
-    title(fig, what, caption(meta, extra=[e for e in extra if e]))
+    title(fig, what, _branches_caption(branches))
     return finish(fig, path)
 
 
@@ -481,3 +474,83 @@ def _plot_moduli(ax, branch: dict[str, Any], colour: str | None) -> None:
             lw=0.8,
             color=colour or f"C{(rank + 1) % 10}",
         )
+
+
+FOLD_CURVE_MARKERS = {"cusp": ("^", "tab:red"), "bogdanov_takens": ("P", "tab:green")}
+FOLD_CURVE_NAMES = {"cusp": "cusp", "bogdanov_takens": "Bogdanov-Takens"}
+
+
+def plot_fold_curve(
+    result: Branches,
+    path: Path | str | None = None,
+    *,
+    labels: Sequence[str] | None = None,
+    names: tuple[str, str] = ("p", "q"),
+) -> Figure:
+    """The fold curve of `fold_continuation`, or a list of them: left, the curve in the
+    parameter plane (`q` across, `p` up), each cusp and Bogdanov-Takens point marked
+    and named with its normal-form coefficients; right, the two test functions against
+    the arclength, whose zeros those points are. `labels`: a name per curve; `names`:
+    what `p` and `q` are (the axes' labels). Returns the `Figure`."""
+    curves = list(result) if isinstance(result, (list, tuple)) else [result]
+    labels = labels or [f"fold curve {i + 1}" for i in range(len(curves))]
+    if len(labels) != len(curves):
+        raise ValueError(f"labels: one per curve ({len(curves)}), got {len(labels)}.")
+    fig, axes = figure(2, 1, height=3.4)
+    found = []
+    for index, (curve, label) in enumerate(zip(curves, labels)):
+        colour = f"C{index}"
+        q, p = np.asarray(curve["q"], float), np.asarray(curve["p"], float)
+        axes[0, 0].plot(q, p, "-", color=colour, label=label)
+        s, tests = np.asarray(curve["s"], float), np.asarray(curve["tests"], float)
+        axes[0, 1].plot(s, tests[:, 0], "-", color=colour, label=f"{label}: cusp test")
+        axes[0, 1].plot(s, tests[:, 1], ":", color=colour, label=f"{label}: BT test")
+        for point in curve["codim2"]:
+            marker, colour_c = FOLD_CURVE_MARKERS[point["kind"]]
+            axes[0, 0].plot([point["q"]], [point["p"]], marker, color=colour_c, ms=8, zorder=5)
+            coefficients = (
+                f"c = {number(point['c'])}"
+                if "c" in point
+                else f"a = {number(point['a'])}, b = {number(point['b'])}"
+                if "a" in point
+                else "not located"
+            )
+            # a coordinate zero to rounding is shown as 0, not as 1e-34
+            scale = max(1.0, float(np.max(np.abs(p))), float(np.max(np.abs(q))))
+            at_q, at_p = (v if abs(v) > 1e-12 * scale else 0.0 for v in (point["q"], point["p"]))
+            found.append(
+                f"{FOLD_CURVE_NAMES[point['kind']]} at {names[1]} = {number(at_q)}, "
+                f"{names[0]} = {number(at_p)} ({coefficients})"
+            )
+    for kind, (marker, colour_c) in FOLD_CURVE_MARKERS.items():
+        if any(point["kind"] == kind for curve in curves for point in curve["codim2"]):
+            axes[0, 0].plot([], [], marker, color=colour_c, label=FOLD_CURVE_NAMES[kind])
+    axes[0, 0].set_xlabel(f"second parameter {names[1]}")
+    axes[0, 0].set_ylabel(f"parameter {names[0]}")
+    axes[0, 0].set_title("folds in the parameter plane", fontsize=9)
+    axes[0, 0].legend(fontsize=7, loc="best")
+    axes[0, 1].axhline(0.0, color="0.5", lw=0.8)
+    axes[0, 1].set_xlabel("arclength along the curve")
+    axes[0, 1].set_ylabel("test function")
+    axes[0, 1].set_title("zeros: cusp (solid), Bogdanov-Takens (dotted)", fontsize=9)
+    axes[0, 1].legend(fontsize=7, loc="best")
+    for ax in axes[0]:
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    what = "Folds followed in two parameters: " + (
+        "; ".join(found) if found else "no cusp or Bogdanov-Takens point on the curve"
+    )
+    title(fig, what, _branches_caption(curves))
+    return finish(fig, path)
+
+
+def _branches_caption(branches: list[dict[str, Any]]) -> str:
+    """The caption of a figure of branches: the first one's metadata, then how many
+    points in all, why each stopped and Newton's tolerance."""
+    meta = branches[0].get("metadata", {})
+    stops = ", ".join(str(b["stop_reason"]) for b in branches)
+    extra = [
+        f"{sum(len(b['s']) for b in branches)} points",
+        f"stopped: {stops}",
+        f"Newton tol {number(meta['tol'])}" if meta.get("tol") is not None else "",
+    ]
+    return caption(meta, extra=[e for e in extra if e])

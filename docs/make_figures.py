@@ -88,6 +88,7 @@ FIGURES = {
         lambda folder: _rossler_doublings(folder),
         "cycle_continuation.png",
     ),
+    "fold-curve": ("landscape.md", lambda folder: _two_memories_cusp(folder), "fold_curve.png"),
 }
 
 
@@ -222,6 +223,46 @@ def _rossler_doublings(folder: Path) -> None:
         [period_1, period_2],
         folder / "cycle_continuation.png",
         labels=["period 1", "period 2"],
+    )
+
+
+def _two_memories_cusp(folder: Path) -> None:
+    """Two Hopfield memories +-xi in a field h: the fold at beta = 2 followed in beta
+    down through the cusp at beta = 1 (the landscape page's example), and up."""
+    import jax
+    import jax.numpy as jnp
+
+    from et_ode import analysis
+
+    jax.config.update("jax_enable_x64", True)
+    xi = jnp.array([0.6, 0.0, 0.8])
+
+    def two_memories(x, h, args):
+        m = jnp.dot(args["xi"], x)
+        return -x + args["xi"] * (jnp.tanh(args["beta"] * m) + h)
+
+    args = {"xi": xi, "beta": 2.0}
+    branch = analysis.continuation(
+        two_memories, -1.5 * xi, -0.5, p_span=(-0.5, 0.5), args=args, ds=0.05
+    )
+    curves = [
+        analysis.fold_continuation(
+            two_memories,
+            branch["bifurcations"][0],
+            2.0,
+            second=lambda a, beta: {**a, "beta": beta},
+            q_span=(0.5, 3.0),
+            args=args,
+            direction=direction,
+            ds=0.05,
+        )
+        for direction in (-1, 1)
+    ]
+    analysis.plot_fold_curve(
+        curves,
+        folder / "fold_curve.png",
+        labels=["from beta = 2 down", "from beta = 2 up"],
+        names=("h", "beta"),
     )
 
 

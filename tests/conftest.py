@@ -181,16 +181,20 @@ def x0():
 
 
 def run_page_example(
-    page: Path, index: int, namespace: dict | None = None
+    page: Path, index: int | str, namespace: dict | None = None
 ) -> tuple[dict, str, str]:
-    """The `index`-th Python block of the how-to page `page`, run as written (in
-    `namespace`, where it goes on from an earlier block's): its namespace, what it
-    printed, and the page's `index`-th text block (what the page says it prints)."""
+    """The `index`-th Python block of the how-to page `page` (or the first that holds the
+    string `index`), run as written (in `namespace`, where it goes on from an earlier
+    block's): its namespace, what it printed, and the page's text block of the same
+    number (what the page says it prints)."""
     import io
     import re
 
     text = page.read_text()
-    code = re.findall(r"```python\n(.*?)```", text, re.S)[index]
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    if isinstance(index, str):
+        index = next(i for i, block in enumerate(blocks) if index in block)
+    code = blocks[index]
     printed = re.findall(r"```text\n(.*?)```", text, re.S)[index]
     namespace = {} if namespace is None else namespace
     out = io.StringIO()
@@ -263,6 +267,7 @@ COSTS = {
     "test_auto_solver.py": 37,
     "test_figure_layout.py": 37,
     "test_hopf_normal_form.py": 35,
+    "test_fold_curve.py": 30,
     "test_figures.py": 32,
     "test_fuzz.py": 26,
     "test_long_horizon.py": 26,

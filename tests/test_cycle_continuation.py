@@ -72,7 +72,7 @@ def test_the_pages_fold_of_cycles_and_the_branch_ending_at_the_hopf_point():
     stable ones after, every cycle's multiplier `exp(2 r^2 (1 - 2 r^2) T)` (`T = 2 pi /
     omega`); and, followed the other way from an inner cycle, the branch stops where the
     cycles shrink onto the Hopf point."""
-    namespace, out, printed = run_page_example(PAGE, 4)
+    namespace, out, printed = run_page_example(PAGE, "bautin")
     assert out == printed
     bautin, cycles, fold = namespace["bautin"], namespace["cycles"], namespace["fold"]
     assert fold["kind"] == "fold" and fold["located"]
@@ -122,7 +122,7 @@ def test_the_pages_rossler_period_doublings():
     doubling at c = 2.83 and, on the doubled branch switched onto there, its second at
     c = 3.84 (published: 2.83 and 3.84 for a = b = 0.2); at each located point scipy's
     integration of the variational equations closes the orbit and finds a multiplier -1."""
-    namespace, out, printed = run_page_example(PAGE, 5)
+    namespace, out, printed = run_page_example(PAGE, "rossler")
     assert out == printed
     first, second = namespace["first"], namespace["second"]
     assert (round(first["p"], 2), round(second["p"], 2)) == (2.83, 3.84)

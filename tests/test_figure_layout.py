@@ -732,6 +732,27 @@ def cycle_continuation_result():
     )
 
 
+def fold_curve_result(points: int = 30):
+    """The two memories' fold curve (`h = m - tanh(beta m)`, `beta = 1 / (1 - tanh^2)`
+    in `m`) with its cusp at beta = 1, and one unlocated Bogdanov-Takens point."""
+    t = np.linspace(-0.8, 0.8, points)  # tanh(beta m)
+    beta = 1 / (1 - t**2)
+    m = np.arctanh(t) / beta
+    return dict(
+        p=m - t,
+        q=beta,
+        x=m[:, None] * np.array([0.6, 0.0, 0.8]),
+        s=np.cumsum(np.r_[0.0, np.hypot(np.diff(beta), np.diff(m - t))]),
+        tests=np.stack([-2 * t, np.ones(points)], axis=1),
+        codim2=[
+            dict(kind="cusp", p=0.0, q=1.0, located=True, c=-1 / 3, index=points // 2 - 1),
+            dict(kind="bogdanov_takens", p=0.1, q=1.2, located=False, index=3),
+        ],
+        stop_reason="p_span",
+        metadata=meta("fold_continuation", dtype="float64", tol=1e-10),
+    )
+
+
 def lyapunov_spectrum_result():
     """Lorenz's spectrum converging over 100 intervals of 0.5."""
     times = 0.5 * np.arange(1, 101)
@@ -1058,6 +1079,22 @@ FIGURES = {
             "stopped: p_span, p_span",
         ],
     ),
+    "plot_fold_curve": (
+        lambda: analysis.plot_fold_curve(fold_curve_result(), names=("h", "beta")),
+        [
+            "cusp at beta = 1, h = 0 (c = -0.3333)",
+            "Bogdanov-Takens at beta = 1.2, h = 0.1 (not located)",
+            "30 points",
+            "stopped: p_span",
+            "Newton tol 1e-10",
+        ],
+    ),
+    "plot_fold_curve (two curves)": (
+        lambda: analysis.plot_fold_curve(
+            [fold_curve_result(), fold_curve_result(12)], labels=["fine", "coarse"]
+        ),
+        ["42 points", "stopped: p_span, p_span"],
+    ),
     "plot_lyapunov_spectrum": (
         lambda: analysis.plot_lyapunov_spectrum(lyapunov_spectrum_result()),
         ["top 3", "t1 = 50", "float64", "tsit5 rtol 1e-08", "renormalised every 0.5"],
@@ -1311,6 +1348,7 @@ DOCS_IMAGES = {  # figure function -> its images in docs/images (docs/make_figur
     "plot_lyapunov_spectrum": "lyapunov-spectrum",
     "plot_periodic_orbit": "periodic-orbit",
     "plot_cycle_continuation": ("cycle-continuation", "cycle-doublings"),
+    "plot_fold_curve": "fold-curve",
 }
 
 

@@ -280,7 +280,7 @@ def test_the_pages_brusselator_cycle_against_scipy():
     the page's): the Brusselator's Hopf point at `b = 1 + a^2` (frequency `a`), where
     the trace of its 2 x 2 Jacobian, `b - 1 - a^2`, gives `Re(a) = 1/2`; its cycle (stable:
     supercritical) against the one scipy's integration settles on."""
-    namespace, out, printed = run_page_example(PAGE, 2)
+    namespace, out, printed = run_page_example(PAGE, "analysis.hopf_cycle(")
     assert out == printed
     point, a = namespace["hopf"], 1.0
     assert "normal_form_error" not in point

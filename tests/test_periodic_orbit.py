@@ -209,8 +209,8 @@ def test_the_pages_brusselator_orbit_from_its_hopf_point():
     within `4 delta` of its radius, as the normal form's own test measured against scipy)
     and its non-trivial multiplier against the normal form's radial rate, `exp(-2 Re(a)
     delta T)` (`Re(a) = 1/2`)."""
-    namespace, _, _ = run_page_example(PAGE, 2)
-    namespace, out, printed = run_page_example(PAGE, 3, namespace)
+    namespace, _, _ = run_page_example(PAGE, "analysis.hopf_cycle(")
+    namespace, out, printed = run_page_example(PAGE, "analysis.periodic_orbit(", namespace)
     assert out == printed
     cycle, orbit, delta = namespace["cycle"], namespace["orbit"], 0.01
     assert orbit["period"] == pytest.approx(cycle["period"], abs=delta**2)

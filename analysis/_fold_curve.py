@@ -1,0 +1,460 @@
+"""Folds followed in two parameters: the curve in `(p, q)` along which a steady state of
+`f(x, p, args)` is a fold, with its cusps and Bogdanov-Takens points located and their
+normal forms.
+
+The fold curve is the branch of zeros of the minimally augmented system (Govaerts,
+*Numerical Methods for Bifurcations of Dynamical Equilibria*, SIAM 2000, ch. 4)
+
+    G(x, p; q) = (f(x, p, args(q)), g(x, p, q)),
+
+in the `n + 1` unknowns `(x, p)`, where `args(q) = second(args, q)` sets the second
+parameter and `g` is the last entry of the solution of the bordered system
+
+    [ J    b ] [v]   [0]
+    [ c^T  0 ] [g] = [1],        J = df/dx at (x, p, q),
+
+with `b` and `c` fixed vectors, the left and right null vectors of `J` at the start. The
+bordered matrix stays regular while `c . v` and `b . w` stay away from zero (`v`, `w` the
+right and left null vectors along the curve), and `g = 0` exactly where `J` is singular.
+`continuation` follows `G`'s zeros in `q` as it follows any field's, so the curve is traced
+by pseudo-arclength through its turns in `p` or in `q`. Along it two test functions,
+both smooth where the bordered matrix is regular:
+
+- `cusp = w . d^2f[v, v] / (|w| |v|^2)`, the fold's quadratic coefficient: where it
+  passes through zero two folds of the one-parameter branches meet and vanish (a
+  **cusp**, normal form `y' = b1 + b2 y + c y^3`);
+- `bogdanov_takens = w . v / (|w| |v|)`: where it passes through zero the zero
+  eigenvalue is double, with a Jordan block (a **Bogdanov-Takens point**, where a Hopf
+  curve is born; normal form `y0' = y1, y1' = b1 + b2 y0 + a y0^2 + b y0 y1`).
+
+Here `v` solves the bordered system above (`c . v = 1`) and `w` its transpose
+(`[J^T c; b^T 0] [w; h] = [0; 1]`, `b . w = 1`), so their signs are fixed along the
+curve and a sign change of a test function is a zero, not a flipped vector. Each
+crossing is located by Newton on `(f, g, test) = 0` in the `n + 2` unknowns
+`(x, p, q)` (dense Jacobians), started where the test function interpolates to zero,
+and its normal-form coefficients computed there (Kuznetsov, *Elements of Applied
+Bifurcation Theory*, 3rd ed., 2004, sections 8.2 and 8.4; the vectors normalised as in
+Kuznetsov, SIAM J. Numer. Anal. 36, 1999): the cusp's `c = <p0, C(q0, q0, q0) + 3
+B(q0, h2)> / 6` (`|q0| = 1`, `<p0, q0> = 1`, `J h2 = -B(q0, q0)` with `<p0, h2> = 0`;
+`c < 0`: the three steady states on the bistable side are stable, unstable, stable),
+the Bogdanov-Takens point's `a = <p1, B(q0, q0)> / 2` and `b = <p0, B(q0, q0)> + <p1,
+B(q0, q1)>` (`J q0 = 0`, `J q1 = q0`, `J^T p1 = 0`, `J^T p0 = p1`, `|q0| = 1`,
+`<q0, q1> = 0`, `<p0, q0> = <p1, q1> = 1`, `<p0, q1> = 0`).
+
+Dense only: `J` is formed in every evaluation of `G` and differentiated again by the
+corrector, so the cost grows as `n^2` field evaluations per Newton step; states of more
+than `FOLD_DENSE_MAX` entries are refused.
+"""
+
+import warnings
+from collections.abc import Callable
+from typing import Any, Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+from jax.typing import DTypeLike
+
+from ._continuation import Field, continuation, default_tol, dtype_of
+from ._records import metadata
+
+# The largest state (entries) whose fold curve is followed: every evaluation of the
+# augmented system forms the n x n Jacobian, and the corrector differentiates it again.
+FOLD_DENSE_MAX = 400
+# At a fold the smallest singular value of df/dx is this far below the next one at most:
+# else the record is not a (simple) fold of this field at q0.
+FOLD_GAP = 1e-3
+# A start whose field residual exceeds this multiple of tol is not a steady state of the
+# field at q0 (another field, other args, another q0).
+RECORD_RESIDUAL = 1e3
+# The bordered matrix is ill-conditioned where the null vectors turn away from the borders
+# fixed at the start: below this cosine a RuntimeWarning says so.
+BORDER_COSINE = 0.1
+# The test functions' order in `tests`, and the kind of the point where each is zero.
+TEST_FUNCTIONS = ("cusp", "bogdanov_takens")
+
+
+class _Problem(eqx.Module):
+    """The user's field and how the second parameter enters it: `f(y, p, q)` of a flat
+    state `y` (`[n]`), and the pieces of the bordered systems."""
+
+    field: Callable = eqx.field(static=True)
+    second: Callable = eqx.field(static=True)
+    shape: tuple[int, ...] = eqx.field(static=True)
+
+    def f(self, y, p, q, args):
+        """`f` flat (`[n]`) at the flat state `y`, `p` and `q`."""
+        value = self.field(y.reshape(self.shape), p, self.second(args, q))
+        return jnp.ravel(value).astype(y.dtype)
+
+    def jacobian(self, y, p, q, args):
+        """`df/dx` (`[n, n]`) at `(y, p, q)`."""
+        return jax.jacfwd(lambda z: self.f(z, p, q, args))(y)
+
+    def null_vectors(self, y, p, q, args, b, c):
+        """`(v, g, w)`: the bordered solutions (module docstring) at `(y, p, q)`."""
+        jac = self.jacobian(y, p, q, args)
+        n = y.size
+        last = jnp.zeros(n + 1, y.dtype).at[-1].set(1.0)
+        bordered = jnp.block([[jac, b[:, None]], [c[None, :], jnp.zeros((1, 1), y.dtype)]])
+        right = jnp.linalg.solve(bordered, last)
+        left = jnp.linalg.solve(bordered.T, last)
+        return right[:n], right[n], left[:n]
+
+    def second_derivative(self, y, p, q, args, u, v):
+        """`d^2 f/dx^2 [u, v]` (`[n]`), a JVP of a JVP."""
+        f = lambda z: self.f(z, p, q, args)  # noqa: E731
+        return jax.jvp(lambda z: jax.jvp(f, (z,), (u,))[1], (y,), (v,))[1]
+
+    def tests(self, y, p, q, args, v, w):
+        """The test functions `(cusp, bogdanov_takens)` at `(y, p, q)`, whose bordered
+        solutions are `v` and `w`."""
+        nv, nw = jnp.linalg.norm(v), jnp.linalg.norm(w)
+        cusp = jnp.dot(w, self.second_derivative(y, p, q, args, v, v)) / (nw * nv * nv)
+        return jnp.stack([cusp, jnp.dot(w, v) / (nw * nv)])
+
+
+def _augmented(z, q, packed):
+    """`G(z; q)` (module docstring) of `z = (x flat, p)`: the field followed by
+    `continuation`; `packed = (problem, args, b, c)`."""
+    problem, args, b, c = packed
+    y, p = z[:-1], z[-1]
+    _, g, _ = problem.null_vectors(y, p, q, args, b, c)
+    return jnp.concatenate([problem.f(y, p, q, args), g[None]])
+
+
+@eqx.filter_jit
+def _point_data(problem, y, p, q, args, b, c):
+    """At a point of the curve: `df/dx`, the test functions, and the cosines between the
+    null vectors and the borders (`c . v / |v|`, `b . w / |w|`, the borders unit)."""
+    jac = problem.jacobian(y, p, q, args)
+    v, _, w = problem.null_vectors(y, p, q, args, b, c)
+    cosines = jnp.stack([jnp.dot(c, v) / jnp.linalg.norm(v), jnp.dot(b, w) / jnp.linalg.norm(w)])
+    return jac, problem.tests(y, p, q, args, v, w), cosines
+
+
+@eqx.filter_jit
+def _locate(problem, u0, args, b, c, which: int, tol, max_steps: int):
+    """Newton on `(f, g, test_which) = 0` in `u = (x flat, p, q)` from `u0`: `(u, RMS of
+    the system there, converged)`."""
+
+    def system(u, _):
+        y, p, q = u[:-2], u[-2], u[-1]
+        v, g, w = problem.null_vectors(y, p, q, args, b, c)
+        test = problem.tests(y, p, q, args, v, w)[which]
+        return jnp.concatenate([problem.f(y, p, q, args), g[None], test[None]])
+
+    solver: optx.Newton = optx.Newton(rtol=tol, atol=tol, norm=optx.rms_norm)
+    solution: optx.Solution = optx.root_find(system, solver, u0, max_steps=max_steps, throw=False)
+    u = solution.value
+    residual = jnp.sqrt(jnp.mean(system(u, None) ** 2))
+    return u, residual, solution.result == optx.RESULTS.successful
+
+
+@eqx.filter_jit
+def _bilinear(problem, y, p, q, args, u, v):
+    """`B(u, v) = d^2f/dx^2 [u, v]` (`[n]`) at `(y, p, q)`."""
+    return problem.second_derivative(y, p, q, args, u, v)
+
+
+@eqx.filter_jit
+def _trilinear(problem, y, p, q, args, u):
+    """`C(u, u, u) = d^3f/dx^3 [u, u, u]` (`[n]`) at `(y, p, q)`."""
+    return jax.jvp(lambda z: problem.second_derivative(z, p, q, args, u, u), (y,), (u,))[1]
+
+
+def _null(matrix):
+    """Unit right and left null vectors of a singular `[n, n]` matrix (float64)."""
+    u, _, vt = np.linalg.svd(matrix)
+    return vt[-1], u[:, -1]
+
+
+class _At:
+    """The multilinear forms of `f` at one point, in float64 numpy."""
+
+    def __init__(self, problem, y, p, q, args):
+        self.call = (problem, y, p, q, args)
+        self.dtype = y.dtype
+
+    def B(self, u, v):
+        as_array = lambda a: jnp.asarray(a, self.dtype)  # noqa: E731
+        return np.asarray(_bilinear(*self.call, as_array(u), as_array(v)), np.float64)
+
+    def C(self, u):
+        return np.asarray(_trilinear(*self.call, jnp.asarray(u, self.dtype)), np.float64)
+
+
+def cusp_coefficient(forms: _At, jac) -> float:
+    """The cusp's `c` (module docstring) where `jac = df/dx` has the simple zero
+    eigenvalue of a cusp."""
+    q0, p0 = _null(jac)
+    p0 = p0 / float(p0 @ q0)
+    bqq = forms.B(q0, q0)
+    # J h2 = -B(q0, q0) with <p0, h2> = 0; at a cusp <p0, B(q0, q0)> = 0 makes it solvable
+    n = q0.size
+    bordered = np.block([[jac, p0[:, None]], [p0[None, :], np.zeros((1, 1))]])
+    h2 = np.linalg.solve(bordered, np.concatenate([-bqq, [0.0]]))[:n]
+    return float(p0 @ (forms.C(q0) + 3.0 * forms.B(q0, h2))) / 6.0
+
+
+def bogdanov_takens_coefficients(forms: _At, jac) -> tuple[float, float]:
+    """The Bogdanov-Takens point's `(a, b)` (module docstring) where `jac = df/dx` has a
+    double zero eigenvalue with a Jordan block."""
+    q0, p1 = _null(jac)
+    q1 = np.linalg.lstsq(jac, q0, rcond=None)[0]
+    q1 -= (q1 @ q0) * q0
+    p0 = np.linalg.lstsq(jac.T, p1, rcond=None)[0]
+    scale = float(p1 @ q1)
+    p1, p0 = p1 / scale, p0 / scale
+    p0 -= (p0 @ q1) * p1
+    bqq = forms.B(q0, q0)
+    a, b = 0.5 * float(p1 @ bqq), float(p0 @ bqq + p1 @ forms.B(q0, q1))
+    # -q0 for q0 flips both (and nothing else): the sign with a >= 0; a * b is invariant
+    return (a, b) if a >= 0 else (-a, -b)
+
+
+def _check_fold(fold, field, second) -> None:
+    if not callable(field) or callable(getattr(field, "vector_field", None)):
+        raise TypeError(
+            "fold_continuation takes a field f(x, p, args) -> dx/dt (energy models are not "
+            "built: continue their folds in one parameter with continuation)."
+        )
+    if not callable(second):
+        raise TypeError(
+            "second must be a function (args, q) -> args that sets the second parameter "
+            f"(got {type(second).__name__})."
+        )
+    if not isinstance(fold, dict) or fold.get("kind") != "fold":
+        kind = fold.get("kind") if isinstance(fold, dict) else type(fold).__name__
+        raise ValueError(
+            f"fold_continuation starts from a 'fold' record of continuation's bifurcations "
+            f"(got {kind!r})."
+        )
+    for key in ("x", "p"):
+        if key not in fold:
+            raise ValueError(f"the fold record has no {key!r}: pass continuation's record.")
+
+
+def fold_continuation(
+    field: Field,
+    fold: dict,
+    q0: float,
+    *,
+    second: Callable[[Any, Any], Any],
+    q_span: tuple[float, float],
+    args: Any = None,
+    ds: float = 0.01,
+    ds_min: float = 1e-8,
+    ds_max: float = 0.1,
+    direction: Literal[1, -1] = 1,
+    max_points: int = 1000,
+    tol: float | None = None,
+    max_newton: int = 10,
+    max_turn: float = 0.5,
+    state_weight: float = 1.0,
+    dtype: DTypeLike | None = None,
+) -> dict:
+    """Follow the fold `fold` of `field`'s steady states in a second parameter `q`: the
+    curve in `(p, q)` where the steady state is a fold, with its cusps and
+    Bogdanov-Takens points located and their normal forms (module docstring).
+
+    **Arguments:**
+
+    - `field`: `f(x, p, args) -> dx/dt`, the field `continuation` found the fold on
+      (`x` of any shape, at most `FOLD_DENSE_MAX` entries).
+    - `fold`: a `"fold"` record of `continuation(field, ...)["bifurcations"]` (also read
+      back from JSON): its `x` and `p` start the curve.
+    - `q0`: the second parameter's value on that branch; `second(args, q) -> args` sets it
+      in the field's conditions (for example `lambda a, q: {**a, "h": q}`). `q` is traced:
+      one compilation serves the curve.
+    - `q_span`: `(low, high)`; the curve stops at its first point outside.
+    - `args`: the field's conditions as `continuation` had them (at `q0`).
+    - `ds`, `ds_min`, `ds_max`, `direction` (`+1`: towards larger `q`), `max_points`,
+      `tol`, `max_newton`, `max_turn`, `state_weight`, `dtype`: as for `continuation`,
+      in the unknowns `(x, p)` with `q` the parameter (the arclength is
+      `ds^2 = state_weight RMS(dx)^2 + dp^2 + dq^2` with `dp` counted as a state entry).
+
+    **Returns:** a dict: `p [m]`, `q [m]`, `x [m, *shape]` (the fold's steady state),
+    `s [m]` (arclength), `eigenvalues [m, n]` (of `df/dx`, complex, largest real part
+    first: one of them zero to the corrector's tolerance), `tests [m, 2]` (the `cusp`
+    and `bogdanov_takens` test functions), `border_cosines [m, 2]` (`c . v / |v|` and
+    `b . w / |w|`: the bordered matrix is regular while both are away from zero; a
+    `RuntimeWarning` below `BORDER_COSINE`), `residual_rms [m]` (of the augmented
+    system), `newton_iterations [m]`; `codim2`: a list of dicts with `kind` (`"cusp"`,
+    `"bogdanov_takens"`), `p`, `q`, `x`, `index` (the point before it), `located`
+    (Newton on the extended system converged), `residual_rms`, `eigenvalues`, and the
+    normal form: `c` (cusp) or `a` and `b` (Bogdanov-Takens); `stop_reason` and
+    `stall` (as `continuation`'s), `metadata`.
+    """
+    _check_fold(fold, field, second)
+    if np.shape(q_span) != (2,) or not float(q_span[0]) <= float(q0) <= float(q_span[1]):
+        raise ValueError(
+            f"q_span must be a pair (low, high) that holds q0 = {float(q0):g} (got {q_span!r})."
+        )
+    x_fold = np.asarray(fold["x"])
+    shape, n = x_fold.shape, x_fold.size
+    if n > FOLD_DENSE_MAX:
+        raise ValueError(
+            f"fold_continuation forms df/dx densely: the state has {n} entries, above "
+            f"FOLD_DENSE_MAX = {FOLD_DENSE_MAX}; matrix-free fold curves are not built."
+        )
+    dtype = dtype_of(x_fold, dtype)
+    tol = default_tol(dtype) if tol is None else float(tol)
+    problem = _Problem(field=field, second=second, shape=shape)
+    y0 = jnp.asarray(x_fold.ravel(), dtype)
+    p0, q0_ = jnp.asarray(float(fold["p"]), dtype), jnp.asarray(float(q0), dtype)
+    args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if _is_float(v) else v, args)
+    residual = float(jnp.sqrt(jnp.mean(problem.f(y0, p0, q0_, args) ** 2)))
+    if not residual <= RECORD_RESIDUAL * tol:
+        raise ValueError(
+            f"the fold at p = {float(p0):.6g} is not a steady state of this field at "
+            f"q0 = {float(q0):g} (RMS of f there {residual:.3g}, tol {tol:.3g}): pass the "
+            "fold record of continuation on this field, with its args and q0."
+        )
+    jac = np.asarray(problem.jacobian(y0, p0, q0_, args), np.float64)
+    sigma = np.linalg.svd(jac, compute_uv=False)
+    if n > 1 and not sigma[-1] <= FOLD_GAP * sigma[-2]:
+        raise ValueError(
+            f"df/dx at the fold at p = {float(p0):.6g} is not singular (its smallest "
+            f"singular values {sigma[-1]:.3g} and {sigma[-2]:.3g}): not a fold of this "
+            f"field at q0 = {float(q0):g}, or not a located one."
+        )
+    right, left = _null(jac)
+    b, c = jnp.asarray(left, dtype), jnp.asarray(right, dtype)
+    branch = continuation(
+        _augmented,
+        jnp.concatenate([y0, p0[None]]),
+        float(q0),
+        p_span=q_span,
+        args=(problem, args, b, c),
+        ds=ds,
+        ds_min=ds_min,
+        ds_max=ds_max,
+        direction=direction,
+        max_points=max_points,
+        k=1,
+        tol=tol,
+        max_newton=max_newton,
+        max_turn=max_turn,
+        matrix_free=False,
+        state_weight=state_weight,
+        dtype=dtype,
+    )
+    return _result(_Curve(problem, args, b, c, dtype, tol, max_newton), branch)
+
+
+def _is_float(leaf) -> bool:
+    return isinstance(leaf, (float, np.floating, np.ndarray, jax.Array)) and jnp.issubdtype(
+        jnp.asarray(leaf).dtype, jnp.floating
+    )
+
+
+class _Curve:
+    """The fold curve's problem, borders and settings: what each point of it is measured
+    with after the continuation, and how a codimension-two point is located."""
+
+    def __init__(self, problem, args, b, c, dtype, tol: float, max_newton: int):
+        self.problem, self.args, self.b, self.c = problem, args, b, c
+        self.dtype, self.tol, self.max_newton = dtype, tol, int(max_newton)
+
+    def cast(self, *values):
+        return tuple(jnp.asarray(v, self.dtype) for v in values)
+
+    def measure(self, y, p, q):
+        """`(eigenvalues of df/dx (largest real part first), tests, cosines)` at a point."""
+        jac, tests, cosines = _point_data(
+            self.problem, *self.cast(y, p, q), self.args, self.b, self.c
+        )
+        return _sorted_eigenvalues(jac), np.asarray(tests, np.float64), np.asarray(cosines)
+
+    def codim2(self, which: int, i: int, points, tests) -> dict:
+        """The zero of test function `which` between points `i` and `i + 1` (`points`:
+        `[m, n + 2]` of `(x flat, p, q)`), located by Newton on the extended system
+        from where the test function interpolates to zero, with its normal form."""
+        weight = tests[i] / (tests[i] - tests[i + 1])
+        guess = (1 - weight) * points[i] + weight * points[i + 1]
+        u0, tol = self.cast(guess, self.tol)
+        u, residual, converged = _locate(
+            self.problem, u0, self.args, self.b, self.c, which, tol, self.max_newton
+        )
+        u = np.asarray(u, np.float64)
+        shape = self.problem.shape
+        # converged, and no farther from the guess than the step that bracketed the zero
+        located = bool(
+            converged
+            and np.all(np.isfinite(u))
+            and np.linalg.norm(u - guess) <= np.linalg.norm(points[i + 1] - points[i])
+        )
+        at = u if located else guess
+        record = dict(
+            kind=TEST_FUNCTIONS[which],
+            p=float(at[-2]),
+            q=float(at[-1]),
+            x=at[:-2].reshape(shape),
+            index=int(i),
+            located=located,
+            residual_rms=float(residual),
+        )
+        if not located:
+            return record
+        y, p, q = self.cast(u[:-2], u[-2], u[-1])
+        jac = np.asarray(self.problem.jacobian(y, p, q, self.args), np.float64)
+        record["eigenvalues"] = _sorted_eigenvalues(jac)
+        forms = _At(self.problem, y, p, q, self.args)
+        if record["kind"] == "cusp":
+            record["c"] = cusp_coefficient(forms, jac)
+        else:
+            record["a"], record["b"] = bogdanov_takens_coefficients(forms, jac)
+        return record
+
+
+def _sorted_eigenvalues(jac) -> np.ndarray:
+    values = np.linalg.eigvals(np.asarray(jac, np.float64))
+    return values[np.argsort(-values.real, kind="stable")]
+
+
+def _result(curve: _Curve, branch: dict) -> dict:
+    """`fold_continuation`'s result from `continuation`'s `branch` of `G`'s zeros."""
+    z, q = np.asarray(branch["x"], np.float64), np.asarray(branch["p"], np.float64)
+    points = np.concatenate([z, q[:, None]], axis=1)
+    measured = [curve.measure(u[:-2], u[-2], u[-1]) for u in points]
+    eigenvalues, tests, cosines = (np.stack(parts) for parts in zip(*measured))
+    if np.min(np.abs(cosines)) < BORDER_COSINE:
+        warnings.warn(
+            "fold_continuation: the null vectors turned away from the borders fixed at "
+            f"the start (smallest cosine {np.min(np.abs(cosines)):.3g}): the augmented "
+            "system is ill-conditioned there; start a new curve from a fold near the "
+            "curve's end.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    codim2 = [
+        curve.codim2(which, int(i), points, tests[:, which])
+        for which in range(len(TEST_FUNCTIONS))
+        for i in np.flatnonzero(np.sign(tests[:-1, which]) * np.sign(tests[1:, which]) < 0)
+    ]
+    codim2.sort(key=lambda record: (record["index"], record["kind"]))
+    shape = curve.problem.shape
+    return dict(
+        p=points[:, -2],
+        q=q,
+        x=points[:, :-2].reshape((len(q),) + shape),
+        s=np.asarray(branch["s"]),
+        eigenvalues=eigenvalues,
+        tests=tests,
+        border_cosines=cosines,
+        residual_rms=np.asarray(branch["residual_rms"]),
+        newton_iterations=np.asarray(branch["newton_iterations"]),
+        codim2=codim2,
+        stop_reason=branch["stop_reason"],
+        stall=branch["stall"],
+        metadata=metadata(
+            study="fold_continuation",
+            dtype=curve.dtype,
+            tol=curve.tol,
+            fold_dense_max=FOLD_DENSE_MAX,
+            continuation=branch["metadata"],
+        ),
+    )

@@ -1,0 +1,208 @@
+"""Folds followed in a second parameter (`analysis.fold_continuation`), checked on
+fields whose fold curves, cusps and Bogdanov-Takens points are known in closed form
+(two Hopfield memories, the mean-field magnet; the Bogdanov-Takens normal form) and on
+the Bratu-Gelfand problem against scipy's root finder on the extended systems."""
+
+import json
+import pathlib
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import fsolve
+
+from conftest import run_page_example
+from et_ode import analysis
+
+PAGE = pathlib.Path(__file__).parents[1] / "docs" / "how-to" / "landscape.md"
+
+
+def test_the_pages_two_memories_fold_where_beta_exceeds_one():
+    """The landscape page's example run as written (its printed lines are the page's):
+    every point of the curve on `h = m - tanh(beta m)`, `beta (1 - tanh^2(beta m)) = 1`
+    (1e-9); the cusp at `beta = 1`, `h = 0`, `x = 0` (1e-9) with `c = -1/3` (the cubic
+    term of `tanh`) and the eigenvalues `0, -1, -1`; the cusp test function changing
+    sign there and nowhere else; the fold's `h` at `beta = 2` against the closed form."""
+    namespace, out, printed = run_page_example(PAGE, "analysis.fold_continuation(")
+    assert out == printed
+    curve, branch, xi = namespace["curve"], namespace["branch"], namespace["xi"]
+    m_fold = np.arctanh(np.sqrt(0.5)) / 2.0
+    h_fold = np.tanh(2 * m_fold) - m_fold
+    assert sorted(b["p"] for b in branch["bifurcations"]) == pytest.approx(
+        [-h_fold, h_fold], abs=1e-9
+    )
+    beta, m, h = curve["q"], curve["x"] @ xi, curve["p"]
+    np.testing.assert_allclose(h, m - np.tanh(beta * m), atol=1e-9)
+    np.testing.assert_allclose(beta * (1 - np.tanh(beta * m) ** 2), 1.0, atol=1e-9)
+    # the state stays on the memories' line
+    np.testing.assert_allclose(curve["x"], m[:, None] * xi[None, :], atol=1e-9)
+    (cusp,) = curve["codim2"]
+    assert cusp["located"] and cusp["kind"] == "cusp"
+    assert (cusp["q"], cusp["p"]) == pytest.approx((1.0, 0.0), abs=1e-9)
+    np.testing.assert_allclose(cusp["x"], 0.0, atol=1e-9)
+    assert cusp["c"] == pytest.approx(-1 / 3, abs=1e-8)
+    np.testing.assert_allclose(np.sort(cusp["eigenvalues"].real), [-1, -1, 0], atol=1e-9)
+    changes = np.flatnonzero(np.diff(np.sign(curve["tests"][:, 0])))
+    assert changes.tolist() == [cusp["index"]]
+    assert np.all(np.abs(curve["tests"][:, 1]) > 0.5)  # no Bogdanov-Takens point
+    np.testing.assert_allclose(np.min(np.abs(curve["eigenvalues"]), axis=1), 0.0, atol=1e-8)
+
+
+def bogdanov_takens(u, p, args):
+    """`x' = y, y' = p + a x + x^2 + x y`: folds on `p = a^2 / 4` at `x = -a / 2`, a
+    Bogdanov-Takens point at `a = p = 0` with normal form `a = b = 1`."""
+    x, y = u
+    return jnp.stack([y, p + args["a"] * x + x**2 + x * y])
+
+
+def test_the_bogdanov_takens_normal_form():
+    """From a fold at `a = 1` read back from JSON: every point on `p = a^2 / 4`,
+    `x = (-a / 2, 0)` (1e-9); the Bogdanov-Takens point at the origin (1e-9) with a
+    double zero eigenvalue and the normal form's `a = b = 1` (1e-8); no cusp."""
+    args = {"a": 1.0}
+    branch = analysis.continuation(
+        bogdanov_takens, jnp.array([-0.8, 0.0]), 0.16, p_span=(-1.0, 1.0), args=args, ds=0.05
+    )
+    (fold,) = branch["bifurcations"]
+    assert fold["kind"] == "fold" and fold["p"] == pytest.approx(0.25, abs=1e-9)
+    record = json.loads(json.dumps(analysis.to_json(fold)))
+    curve = analysis.fold_continuation(
+        bogdanov_takens,
+        record,
+        1.0,
+        second=lambda a, q: {**a, "a": q},
+        q_span=(-1.0, 1.5),
+        args=args,
+        direction=-1,
+        ds=0.1,
+    )
+    assert curve["stop_reason"] == "p_span" and curve["q"][-1] < -1.0
+    a = curve["q"]
+    np.testing.assert_allclose(curve["p"], a**2 / 4, atol=1e-9)
+    np.testing.assert_allclose(curve["x"], np.stack([-a / 2, 0 * a], axis=1), atol=1e-9)
+    (point,) = curve["codim2"]
+    assert point["kind"] == "bogdanov_takens" and point["located"]
+    assert (point["q"], point["p"]) == pytest.approx((0.0, 0.0), abs=1e-9)
+    np.testing.assert_allclose(point["eigenvalues"], 0.0, atol=1e-7)
+    assert (point["a"], point["b"]) == pytest.approx((1.0, 1.0), abs=1e-8)
+
+
+N = 20
+H = 1.0 / (N + 1)
+
+
+def bratu(u, lam, args):
+    """`u'' + lam exp(u / (1 + eps u)) = 0`, `u(0) = u(1) = 0`, on `N` interior points."""
+    pad = jnp.concatenate([jnp.zeros(1), u, jnp.zeros(1)])
+    return (pad[2:] - 2 * u + pad[:-2]) / H**2 + lam * jnp.exp(u / (1 + args["eps"] * u))
+
+
+def _bratu_numpy(u, lam, eps):
+    """The field, `df/du` (tridiagonal) and `f''(u)` of the source, in numpy."""
+    source = np.exp(u / (1 + eps * u))
+    lap = (np.diag(np.ones(N - 1), 1) - 2 * np.eye(N) + np.diag(np.ones(N - 1), -1)) / H**2
+    first = source / (1 + eps * u) ** 2
+    second = source * (1 / (1 + eps * u) ** 4 - 2 * eps / (1 + eps * u) ** 3)
+    return lap @ u + lam * source, lap + lam * np.diag(first), second
+
+
+def _fold_reference(u, lam, eps, v):
+    """scipy's root of `f = 0, J v = 0, |v| = 1` in `(u, v, lambda)` at fixed `eps`."""
+
+    def equations(z):
+        u_, v_, lam_ = z[:N], z[N:-1], z[-1]
+        f, jac, _ = _bratu_numpy(u_, lam_, eps)
+        return np.concatenate([f, jac @ v_, [v_ @ v_ - 1]])
+
+    z = fsolve(equations, np.concatenate([u, v, [lam]]), xtol=1e-12)
+    assert np.max(np.abs(equations(z))) < 1e-8
+    return z[:N], z[-1]
+
+
+def _cusp_reference(u, lam, eps, v):
+    """scipy's root of `f = 0, J v = 0, |v| = 1, sum f''(u) v^3 = 0` (the fold's
+    quadratic coefficient; `J` is symmetric, so `v` is also the left null vector) in
+    `(u, v, lambda, eps)`."""
+
+    def equations(z):
+        u_, v_, lam_, eps_ = z[:N], z[N : 2 * N], z[-2], z[-1]
+        f, jac, second = _bratu_numpy(u_, lam_, eps_)
+        return np.concatenate([f, jac @ v_, [v_ @ v_ - 1, np.sum(second * v_**3)]])
+
+    z = fsolve(equations, np.concatenate([u, v, [lam, eps]]), xtol=1e-12)
+    assert np.max(np.abs(equations(z))) < 1e-8
+    return z[-2], z[-1]
+
+
+def test_the_bratu_gelfand_cusp_against_scipy():
+    """The S-shaped branch's upper fold at `eps = 0.2` followed in `eps` to where it
+    meets the lower fold: at the first and last points `lambda` equals scipy's fold at
+    that `eps` (1e-8), and the cusp `(lambda, eps)` equals scipy's root of the cusp's
+    extended system started from the point before it (1e-8)."""
+    args = {"eps": 0.2}
+    branch = analysis.continuation(
+        bratu, jnp.zeros(N), 0.0, p_span=(0.0, 6.0), args=args, ds=0.2, ds_max=1.0
+    )
+    folds = [b for b in branch["bifurcations"] if b["kind"] == "fold"]
+    assert len(folds) == 2
+    curve = analysis.fold_continuation(
+        bratu,
+        folds[0],
+        0.2,
+        second=lambda a, eps: {**a, "eps": eps},
+        q_span=(0.15, 0.3),
+        args=args,
+        ds=0.05,
+        ds_max=0.5,
+        max_points=12,
+    )
+    for i in (0, -1):
+        u, eps = curve["x"][i], curve["q"][i]
+        _, jac, _ = _bratu_numpy(u, curve["p"][i], eps)
+        v = np.linalg.svd(jac)[2][-1]
+        u_ref, lam_ref = _fold_reference(u, curve["p"][i], eps, v)
+        assert curve["p"][i] == pytest.approx(lam_ref, abs=1e-8)
+        np.testing.assert_allclose(u, u_ref, atol=1e-8)
+    (cusp,) = curve["codim2"]
+    assert cusp["kind"] == "cusp" and cusp["located"]
+    before = cusp["index"]
+    u, lam, eps = curve["x"][before], curve["p"][before], curve["q"][before]
+    v = np.linalg.svd(_bratu_numpy(u, lam, eps)[1])[2][-1]
+    lam_ref, eps_ref = _cusp_reference(u, lam, eps, v)
+    assert (cusp["p"], cusp["q"]) == pytest.approx((lam_ref, eps_ref), abs=1e-8)
+    assert 0.2 < cusp["q"] < 0.3 and cusp["c"] < 0
+
+
+def _two_memories(x, h, args):
+    return -x + args["xi"] * (jnp.tanh(args["beta"] * jnp.dot(args["xi"], x)) + h)
+
+
+class _EnergyModel:
+    def vector_field(self, t, x, args):
+        return -x
+
+
+def test_what_is_no_fold_of_this_field_is_refused(no_runtime_types):
+    xi = np.array([0.6, 0.0, 0.8])
+    args = {"xi": jnp.asarray(xi), "beta": 2.0}
+    m = np.arctanh(np.sqrt(0.5)) / 2.0
+    fold = dict(kind="fold", p=np.tanh(2 * m) - m, x=-m * xi)  # the fold at h > 0
+    second = lambda a, q: {**a, "beta": q}  # noqa: E731
+    call = dict(second=second, q_span=(0.5, 3.0), args=args)
+    for record, q0, kwargs, error, match in (
+        (dict(fold, kind="hopf"), 2.0, {}, ValueError, "starts from a 'fold' record"),
+        ({k: v for k, v in fold.items() if k != "x"}, 2.0, {}, ValueError, "has no 'x'"),
+        (fold, 2.5, {}, ValueError, "is not a steady state of this field at q0 = 2.5"),
+        (dict(fold, p=-0.5, x=-1.49 * xi), 2.0, {}, ValueError, "not a steady state"),
+        (fold, 2.0, dict(second=2.0), TypeError, "second must be a function"),
+        (dict(fold, x=np.zeros(401)), 2.0, {}, ValueError, "FOLD_DENSE_MAX = 400"),
+    ):
+        with pytest.raises(error, match=match):
+            analysis.fold_continuation(_two_memories, record, q0, **(call | kwargs))
+    # a steady state that is no fold: df/dx regular there
+    m_start = fsolve(lambda z: -z + np.tanh(2 * z) - 0.5, -1.5)[0]
+    regular = dict(fold, p=-0.5, x=m_start * xi)
+    with pytest.raises(ValueError, match="is not singular"):
+        analysis.fold_continuation(_two_memories, regular, 2.0, **call)
+    with pytest.raises(TypeError, match="energy models are not built"):
+        analysis.fold_continuation(_EnergyModel(), fold, 2.0, **call)
