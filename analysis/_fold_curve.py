@@ -48,7 +48,7 @@ than `FOLD_DENSE_MAX` entries are refused.
 
 import warnings
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import equinox as eqx
 import jax
@@ -57,8 +57,11 @@ import numpy as np
 import optimistix as optx
 from jax.typing import DTypeLike
 
-from ._continuation import Field, continuation, default_tol, dtype_of
+from et_ode import solvers
+
+from ._continuation import Field, Parameter, continuation, default_tol, dtype_of, is_float
 from ._records import metadata
+from ._system_branch import parameter_function, state_and_residual, system_field
 
 # The largest state (entries) whose fold curve is followed: every evaluation of the
 # augmented system forms the n x n Jacobian, and the corrector differentiates it again.
@@ -215,13 +218,22 @@ def bogdanov_takens_coefficients(forms: _At, jac) -> tuple[float, float]:
     return (a, b) if a >= 0 else (-a, -b)
 
 
-def _check_fold(fold, field, second) -> None:
-    if not callable(field) or callable(getattr(field, "vector_field", None)):
+def _check_fold(fold, field, second, parameter) -> None:
+    energy_model = callable(getattr(field, "vector_field", None))
+    if not (callable(field) or energy_model):
         raise TypeError(
-            "fold_continuation takes a field f(x, p, args) -> dx/dt (energy models are not "
-            "built: continue their folds in one parameter with continuation)."
+            "fold_continuation takes a field f(x, p, args) -> dx/dt or an energy model "
+            f"(got {type(field).__name__})."
         )
-    if not callable(second):
+    if energy_model and parameter is None:
+        raise ValueError(
+            "fold_continuation of an energy model needs parameter= (what p is, as for "
+            "continuation; second= says what q is): each one of beta, memory_scale, "
+            "field_strength or a function (model, args, value) -> (model, args)."
+        )
+    if not energy_model and parameter is not None:
+        raise ValueError("parameter= is for energy models; a field takes p itself.")
+    if not (callable(second) or (energy_model and isinstance(second, str))):
         raise TypeError(
             "second must be a function (args, q) -> args that sets the second parameter "
             f"(got {type(second).__name__})."
@@ -235,16 +247,31 @@ def _check_fold(fold, field, second) -> None:
     for key in ("x", "p"):
         if key not in fold:
             raise ValueError(f"the fold record has no {key!r}: pass continuation's record.")
+    if not np.all(np.isfinite(np.asarray(fold["x"], float))) or not np.isfinite(float(fold["p"])):
+        raise ValueError("the fold record holds NaN or inf: pass continuation's record.")
+
+
+class _OnModel(eqx.Module):
+    """`second` for an energy model: the packed conditions of `manifold_field` with the
+    model and its conditions set to `q` by `function(model, args, q)`."""
+
+    function: Callable = eqx.field(static=True)
+
+    def __call__(self, packed, q):
+        model, x_ref, args, y_ref, pinned, parameter = packed
+        model, args = self.function(model, args, q)
+        return (model, x_ref, args, y_ref, pinned, parameter)
 
 
 def fold_continuation(
-    field: Field,
+    field: solvers.EnergySystem | Field,
     fold: dict,
     q0: float,
     *,
-    second: Callable[[Any, Any], Any],
+    second: Callable[..., Any] | str,
     q_span: tuple[float, float],
     args: Any = None,
+    parameter: Parameter | None = None,
     ds: float = 0.01,
     ds_min: float = 1e-8,
     ds_max: float = 0.1,
@@ -263,12 +290,18 @@ def fold_continuation(
     **Arguments:**
 
     - `field`: `f(x, p, args) -> dx/dt`, the field `continuation` found the fold on
-      (`x` of any shape, at most `FOLD_DENSE_MAX` entries).
+      (`x` of any shape, at most `FOLD_DENSE_MAX` entries); or an energy model
+      (`solvers.EnergySystem`) with `parameter` naming `p` as for `continuation`: its
+      fold curve is followed in the model's manifold coordinates (at most
+      `FOLD_DENSE_MAX` of them).
     - `fold`: a `"fold"` record of `continuation(field, ...)["bifurcations"]` (also read
       back from JSON): its `x` and `p` start the curve.
     - `q0`: the second parameter's value on that branch; `second(args, q) -> args` sets it
-      in the field's conditions (for example `lambda a, q: {**a, "h": q}`). `q` is traced:
-      one compilation serves the curve.
+      in the field's conditions (for example `lambda a, q: {**a, "h": q}`). For an
+      energy model `second` is a parameter as `parameter` is (`"beta"`,
+      `"memory_scale"`, `"field_strength"`, or a function `(model, args, q) -> (model,
+      args)`), and `q0` the model's own value of it (1 for `"memory_scale"`). `q` is
+      traced: one compilation serves the curve.
     - `q_span`: `(low, high)`; the curve stops at its first point outside.
     - `args`: the field's conditions as `continuation` had them (at `q0`).
     - `ds`, `ds_min`, `ds_max`, `direction` (`+1`: towards larger `q`), `max_points`,
@@ -286,26 +319,40 @@ def fold_continuation(
     `"bogdanov_takens"`), `p`, `q`, `x`, `index` (the point before it), `located`
     (Newton on the extended system converged), `residual_rms`, `eigenvalues`, and the
     normal form: `c` (cusp) or `a` and `b` (Bogdanov-Takens); `stop_reason` and
-    `stall` (as `continuation`'s), `metadata`.
+    `stall` (as `continuation`'s), `metadata`. For an energy model `x` holds its own
+    states, `y` the manifold coordinates followed, `fixed_point_residual_rms [m]` the
+    model's RMS residual at each point (each codimension-two point has its `y` and
+    `fixed_point_residual_rms` too), and the eigenvalues are the linearised projected
+    flow's on the manifold (as `continuation`'s, with the directions off it at
+    `-NORMAL_RATE`).
     """
-    _check_fold(fold, field, second)
+    _check_fold(fold, field, second, parameter)
     if np.shape(q_span) != (2,) or not float(q_span[0]) <= float(q0) <= float(q_span[1]):
         raise ValueError(
             f"q_span must be a pair (low, high) that holds q0 = {float(q0):g} (got {q_span!r})."
         )
     x_fold = np.asarray(fold["x"])
+    dtype = dtype_of(x_fold, dtype)
+    args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
+    energy_model = callable(getattr(field, "vector_field", None))
+    function: Callable[..., Any] = cast(Callable[..., Any], field)
+    set_q: Callable[..., Any] = cast(Callable[..., Any], second)
+    if energy_model:  # followed in the model's manifold coordinates, as by continuation
+        model = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, field)
+        function, y_ref, args = system_field(
+            model, jnp.asarray(x_fold, dtype), float(fold["p"]), args, parameter
+        )
+        x_fold, set_q = np.asarray(y_ref), _OnModel(parameter_function(second))
     shape, n = x_fold.shape, x_fold.size
     if n > FOLD_DENSE_MAX:
         raise ValueError(
             f"fold_continuation forms df/dx densely: the state has {n} entries, above "
             f"FOLD_DENSE_MAX = {FOLD_DENSE_MAX}; matrix-free fold curves are not built."
         )
-    dtype = dtype_of(x_fold, dtype)
     tol = default_tol(dtype) if tol is None else float(tol)
-    problem = _Problem(field=field, second=second, shape=shape)
+    problem = _Problem(field=function, second=set_q, shape=shape)
     y0 = jnp.asarray(x_fold.ravel(), dtype)
     p0, q0_ = jnp.asarray(float(fold["p"]), dtype), jnp.asarray(float(q0), dtype)
-    args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if _is_float(v) else v, args)
     residual = float(jnp.sqrt(jnp.mean(problem.f(y0, p0, q0_, args) ** 2)))
     if not residual <= RECORD_RESIDUAL * tol:
         raise ValueError(
@@ -342,13 +389,10 @@ def fold_continuation(
         state_weight=state_weight,
         dtype=dtype,
     )
-    return _result(_Curve(problem, args, b, c, dtype, tol, max_newton), branch)
-
-
-def _is_float(leaf) -> bool:
-    return isinstance(leaf, (float, np.floating, np.ndarray, jax.Array)) and jnp.issubdtype(
-        jnp.asarray(leaf).dtype, jnp.floating
-    )
+    result = _result(_Curve(problem, args, b, c, dtype, tol, max_newton), branch)
+    if energy_model:
+        _to_model_coordinates(result, problem, args)
+    return result
 
 
 class _Curve:
@@ -458,3 +502,24 @@ def _result(curve: _Curve, branch: dict) -> dict:
             continuation=branch["metadata"],
         ),
     )
+
+
+def _to_model_coordinates(result: dict, problem: _Problem, packed) -> None:
+    """An energy model's fold curve in its own coordinates: `x` (and each codimension-two
+    point's) from the manifold coordinates, which move to `y`; `fixed_point_residual_rms
+    [m]`, the model's RMS residual at each point (`q` applied as `second` applies it)."""
+
+    def model_state(y, p, q):
+        at_q = problem.second(packed, jnp.asarray(q))
+        dtype = np.asarray(y).dtype
+        x, residual = state_and_residual(
+            jnp.asarray(y).reshape(problem.shape), jnp.asarray(p, dtype), at_q
+        )
+        return np.asarray(x), float(residual)
+
+    pairs = [model_state(y, p, q) for y, p, q in zip(result["x"], result["p"], result["q"])]
+    result["y"], result["x"] = result["x"], np.stack([x for x, _ in pairs])
+    result["fixed_point_residual_rms"] = np.array([r for _, r in pairs])
+    for point in result["codim2"]:
+        x, residual = model_state(point["x"], point["p"], point["q"])
+        point["y"], point["x"], point["fixed_point_residual_rms"] = point["x"], x, residual

@@ -6,6 +6,8 @@ the Bratu-Gelfand problem against scipy's root finder on the extended systems.""
 import json
 import pathlib
 
+import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -177,11 +179,6 @@ def _two_memories(x, h, args):
     return -x + args["xi"] * (jnp.tanh(args["beta"] * jnp.dot(args["xi"], x)) + h)
 
 
-class _EnergyModel:
-    def vector_field(self, t, x, args):
-        return -x
-
-
 def test_what_is_no_fold_of_this_field_is_refused(no_runtime_types):
     xi = np.array([0.6, 0.0, 0.8])
     args = {"xi": jnp.asarray(xi), "beta": 2.0}
@@ -204,5 +201,70 @@ def test_what_is_no_fold_of_this_field_is_refused(no_runtime_types):
     regular = dict(fold, p=-0.5, x=m_start * xi)
     with pytest.raises(ValueError, match="is not singular"):
         analysis.fold_continuation(_two_memories, regular, 2.0, **call)
-    with pytest.raises(TypeError, match="energy models are not built"):
-        analysis.fold_continuation(_EnergyModel(), fold, 2.0, **call)
+    with pytest.raises(TypeError, match="second must be a function"):
+        analysis.fold_continuation(_two_memories, fold, 2.0, **(call | dict(second="beta")))
+    with pytest.raises(ValueError, match="parameter= is for energy models"):
+        analysis.fold_continuation(_two_memories, fold, 2.0, parameter="beta", **call)
+    with pytest.raises(ValueError, match="that holds q0 = 2"):
+        analysis.fold_continuation(_two_memories, fold, 2.0, **(call | dict(q_span=(3.0, 4.0))))
+    with pytest.raises(ValueError, match="NaN or inf"):
+        analysis.fold_continuation(_two_memories, dict(fold, p=np.nan), 2.0, **call)
+
+
+class TwoMemories(eqx.Module):
+    """The two memories as an energy model (flat: no manifold), with its inverse
+    temperature and field as array fields."""
+
+    xi: jax.Array
+    beta: jax.Array
+    h: jax.Array
+
+    def energy(self, x, args=None):
+        m = jnp.dot(self.xi, x)
+        return 0.5 * jnp.sum(x**2) - jnp.log(2 * jnp.cosh(self.beta * m)) / self.beta - self.h * m
+
+    def residual(self, x, args=None):
+        return jax.grad(self.energy)(x, args)
+
+    def vector_field(self, t, x, args=None, flow="native"):
+        return -self.residual(x, args)
+
+
+def _field_h(model, args, h):
+    return eqx.tree_at(lambda m: m.h, model, h), args
+
+
+def _inverse_temperature(model, args, beta):
+    return eqx.tree_at(lambda m: m.beta, model, beta), args
+
+
+def test_an_energy_models_fold_in_two_of_its_parameters():
+    """The two memories as an energy model, `p` and `q` given as functions of the model:
+    the same curve and cusp as the field's (closed form, 1e-9), the states in the model's
+    coordinates with its residual at each point (below 1e-9)."""
+    xi = jnp.array([0.6, 0.0, 0.8])
+    model = TwoMemories(xi, jnp.asarray(2.0), jnp.asarray(-0.5))
+    branch = analysis.continuation(
+        model, -1.494 * xi, -0.5, p_span=(-0.5, 0.5), parameter=_field_h, ds=0.05
+    )
+    fold = branch["bifurcations"][0]
+    with pytest.raises(ValueError, match="needs parameter="):
+        analysis.fold_continuation(model, fold, 2.0, second=_inverse_temperature, q_span=(0.5, 3))
+    curve = analysis.fold_continuation(
+        model,
+        fold,
+        2.0,
+        second=_inverse_temperature,
+        parameter=_field_h,
+        q_span=(0.5, 3.0),
+        direction=-1,
+        ds=0.05,
+    )
+    beta, m = curve["q"], curve["x"] @ np.asarray(xi)
+    np.testing.assert_allclose(curve["p"], m - np.tanh(beta * m), atol=1e-9)
+    np.testing.assert_allclose(beta * (1 - np.tanh(beta * m) ** 2), 1.0, atol=1e-9)
+    assert np.all(curve["fixed_point_residual_rms"] < 1e-9)
+    np.testing.assert_array_equal(curve["y"], curve["x"])  # flat: no manifold
+    (cusp,) = curve["codim2"]
+    assert (cusp["q"], cusp["p"], cusp["c"]) == pytest.approx((1.0, 0.0, -1 / 3), abs=1e-8)
+    assert cusp["fixed_point_residual_rms"] < 1e-9
