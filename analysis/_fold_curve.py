@@ -13,12 +13,15 @@ parameter and `g` is the last entry of the solution of the bordered system
     [ J    b ] [v]   [0]
     [ c^T  0 ] [g] = [1],        J = df/dx at (x, p, q),
 
-with `b` and `c` fixed vectors, the left and right null vectors of `J` at the start. The
-bordered matrix stays regular while `c . v` and `b . w` stay away from zero (`v`, `w` the
-right and left null vectors along the curve), and `g = 0` exactly where `J` is singular.
-`continuation` follows `G`'s zeros in `q` as it follows any field's, so the curve is traced
-by pseudo-arclength through its turns in `p` or in `q`. Along it two test functions,
-both smooth where the bordered matrix is regular:
+with `b` and `c` fixed vectors, the unit left and right null vectors of `J` at the start.
+The bordered matrix stays regular while `c . v` and `b . w` stay away from zero (`v`, `w`
+the right and left null vectors along the curve), and `g = 0` exactly where `J` is
+singular. Where either cosine falls below `RESEED_COSINE` (the null vectors have turned
+far from the borders: on a gradient field, where `w = v`, the bordered matrix would turn
+singular at a right angle) the curve is followed on from that point with its own null
+vectors as the borders. `continuation` follows `G`'s zeros in `q` as it follows any
+field's, so the curve is traced by pseudo-arclength through its turns in `p` or in `q`.
+Along it two test functions, smooth where the bordered matrix is regular:
 
 - `cusp = w . d^2f[v, v] / (|w| |v|^2)`, the fold's quadratic coefficient: where it
   passes through zero two folds of the one-parameter branches meet and vanish (a
@@ -27,12 +30,14 @@ both smooth where the bordered matrix is regular:
   eigenvalue is double, with a Jordan block (a **Bogdanov-Takens point**, where a Hopf
   curve is born; normal form `y0' = y1, y1' = b1 + b2 y0 + a y0^2 + b y0 y1`).
 
-Here `v` solves the bordered system above (`c . v = 1`) and `w` its transpose
-(`[J^T c; b^T 0] [w; h] = [0; 1]`, `b . w = 1`), so their signs are fixed along the
-curve and a sign change of a test function is a zero, not a flipped vector. Each
-crossing is located by Newton on `(f, g, test) = 0` in the `n + 2` unknowns
-`(x, p, q)` (dense Jacobians), started where the test function interpolates to zero,
-and its normal-form coefficients computed there (Kuznetsov, *Elements of Applied
+Here `v` solves the bordered system above and `w` its transpose (`[J^T c; b^T 0] [w; h]
+= [0; 1]`); normalised, they are `J`'s own null vectors up to a sign that the borders
+set, which flips where the bordered solution passes through infinity or the borders are
+re-seeded. The signs are aligned from point to point (`_aligned_tests`), so that a
+test function changes sign only at its zero. Each crossing is located by Newton on
+`(f, g, test) = 0` in the `n + 2` unknowns `(x, p, q)` (dense Jacobians), started where
+the test function interpolates to zero, and its normal-form coefficients computed there
+(Kuznetsov, *Elements of Applied
 Bifurcation Theory*, 3rd ed., 2004, sections 8.2 and 8.4; the vectors normalised as in
 Kuznetsov, SIAM J. Numer. Anal. 36, 1999): the cusp's `c = <p0, C(q0, q0, q0) + 3
 B(q0, h2)> / 6` (`|q0| = 1`, `<p0, q0> = 1`, `J h2 = -B(q0, q0)` with `<p0, h2> = 0`;
@@ -59,6 +64,7 @@ from jax.typing import DTypeLike
 
 from et_ode import solvers
 
+from ._common import is_count
 from ._continuation import Field, Parameter, continuation, default_tol, dtype_of, is_float
 from ._records import metadata
 from ._system_branch import parameter_function, state_and_residual, system_field
@@ -72,9 +78,13 @@ FOLD_GAP = 1e-3
 # A start whose field residual exceeds this multiple of tol is not a steady state of the
 # field at q0 (another field, other args, another q0).
 RECORD_RESIDUAL = 1e3
-# The bordered matrix is ill-conditioned where the null vectors turn away from the borders
-# fixed at the start: below this cosine a RuntimeWarning says so.
-BORDER_COSINE = 0.1
+# Where a cosine between the null vectors and the borders falls below this, the bordered
+# matrix is on its way to singular: the curve is followed on from there with new borders.
+RESEED_COSINE = 0.3
+# The curve is followed in stretches of at most this many points (each a `continuation`
+# call that goes on from the last point of the one before): the borders are checked at
+# the end of each, so that a stretch past where they should have been re-seeded is short.
+SEGMENT_POINTS = 40
 # The test functions' order in `tests`, and the kind of the point where each is zero.
 TEST_FUNCTIONS = ("cusp", "bogdanov_takens")
 
@@ -130,12 +140,14 @@ def _augmented(z, q, packed):
 
 @eqx.filter_jit
 def _point_data(problem, y, p, q, args, b, c):
-    """At a point of the curve: `df/dx`, the test functions, and the cosines between the
-    null vectors and the borders (`c . v / |v|`, `b . w / |w|`, the borders unit)."""
+    """At a point of the curve: `df/dx`, the test functions, the cosines between the
+    null vectors and the borders (`c . v / |v|`, `b . w / |w|`, the borders unit), and
+    the unit null vectors `v / |v|`, `w / |w|` (their signs set by the borders)."""
     jac = problem.jacobian(y, p, q, args)
     v, _, w = problem.null_vectors(y, p, q, args, b, c)
-    cosines = jnp.stack([jnp.dot(c, v) / jnp.linalg.norm(v), jnp.dot(b, w) / jnp.linalg.norm(w)])
-    return jac, problem.tests(y, p, q, args, v, w), cosines
+    nv, nw = jnp.linalg.norm(v), jnp.linalg.norm(w)
+    cosines = jnp.stack([jnp.dot(c, v) / nv, jnp.dot(b, w) / nw])
+    return jac, problem.tests(y, p, q, args, v, w), cosines, v / nv, w / nw
 
 
 @eqx.filter_jit
@@ -313,11 +325,14 @@ def fold_continuation(
     `s [m]` (arclength), `eigenvalues [m, n]` (of `df/dx`, complex, largest real part
     first: one of them zero to the corrector's tolerance), `tests [m, 2]` (the `cusp`
     and `bogdanov_takens` test functions), `border_cosines [m, 2]` (`c . v / |v|` and
-    `b . w / |w|`: the bordered matrix is regular while both are away from zero; a
-    `RuntimeWarning` below `BORDER_COSINE`), `residual_rms [m]` (of the augmented
+    `b . w / |w|` with the borders in use there: below `RESEED_COSINE` the borders
+    are re-seeded), `residual_rms [m]` (of the augmented
     system), `newton_iterations [m]`; `codim2`: a list of dicts with `kind` (`"cusp"`,
-    `"bogdanov_takens"`), `p`, `q`, `x`, `index` (the point before it), `located`
-    (Newton on the extended system converged), `residual_rms`, `eigenvalues`, and the
+    `"bogdanov_takens"`), `p`, `q`, `x`, `index` (the point before it), `s` (its
+    arclength, interpolated; the list is in its order), `located` (Newton on the
+    extended system converged, no farther than the bracketing step from where it
+    started; else `p`, `q`, `x` are the interpolated guess), `residual_rms`,
+    `eigenvalues`, and the
     normal form: `c` (cusp) or `a` and `b` (Bogdanov-Takens); `stop_reason` and
     `stall` (as `continuation`'s), `metadata`. For an energy model `x` holds its own
     states, `y` the manifold coordinates followed, `fixed_point_residual_rms [m]` the
@@ -331,6 +346,8 @@ def fold_continuation(
         raise ValueError(
             f"q_span must be a pair (low, high) that holds q0 = {float(q0):g} (got {q_span!r})."
         )
+    if not is_count(max_points, 2):
+        raise ValueError(f"max_points must be an integer >= 2 (got {max_points!r}).")
     x_fold = np.asarray(fold["x"])
     dtype = dtype_of(x_fold, dtype)
     args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
@@ -362,25 +379,29 @@ def fold_continuation(
         )
     jac = np.asarray(problem.jacobian(y0, p0, q0_, args), np.float64)
     sigma = np.linalg.svd(jac, compute_uv=False)
+    right, left = _null(jac)
+    b0, c0 = jnp.asarray(left, dtype), jnp.asarray(right, dtype)
     if n > 1 and not sigma[-1] <= FOLD_GAP * sigma[-2]:
         raise ValueError(
             f"df/dx at the fold at p = {float(p0):.6g} is not singular (its smallest "
             f"singular values {sigma[-1]:.3g} and {sigma[-2]:.3g}): not a fold of this "
             f"field at q0 = {float(q0):g}, or not a located one."
         )
-    right, left = _null(jac)
-    b, c = jnp.asarray(left, dtype), jnp.asarray(right, dtype)
-    branch = continuation(
-        _augmented,
-        jnp.concatenate([y0, p0[None]]),
-        float(q0),
+    z0 = jnp.concatenate([y0, p0[None]])
+    moved = jax.jvp(
+        lambda q: _augmented(z0, q, (problem, args, b0, c0)), (q0_,), (jnp.ones_like(q0_),)
+    )[1]
+    if not bool(jnp.any(moved != 0)):
+        raise ValueError(
+            "the field does not change with q at the fold (second(args, q) sets nothing "
+            "the field reads, or sets it where it has no effect): check second."
+        )
+    curve = _Curve(problem, args, dtype, tol, max_newton)
+    options = dict(
         p_span=q_span,
-        args=(problem, args, b, c),
         ds=ds,
         ds_min=ds_min,
         ds_max=ds_max,
-        direction=direction,
-        max_points=max_points,
         k=1,
         tol=tol,
         max_newton=max_newton,
@@ -389,57 +410,129 @@ def fold_continuation(
         state_weight=state_weight,
         dtype=dtype,
     )
-    result = _result(_Curve(problem, args, b, c, dtype, tol, max_newton), branch)
+    points, stop = curve.follow(np.asarray(z0), float(q0), jac, direction, max_points, options)
+    result = _result(curve, points, stop)
     if energy_model:
         _to_model_coordinates(result, problem, args)
     return result
 
 
 class _Curve:
-    """The fold curve's problem, borders and settings: what each point of it is measured
-    with after the continuation, and how a codimension-two point is located."""
+    """The fold curve's problem and settings: how it is followed (`continuation` on `G`,
+    the borders re-seeded where the null vectors turn from them), each point measured,
+    and a codimension-two point located."""
 
-    def __init__(self, problem, args, b, c, dtype, tol: float, max_newton: int):
-        self.problem, self.args, self.b, self.c = problem, args, b, c
+    def __init__(self, problem, args, dtype, tol: float, max_newton: int):
+        self.problem, self.args = problem, args
         self.dtype, self.tol, self.max_newton = dtype, tol, int(max_newton)
 
     def cast(self, *values):
         return tuple(jnp.asarray(v, self.dtype) for v in values)
 
-    def measure(self, y, p, q):
-        """`(eigenvalues of df/dx (largest real part first), tests, cosines)` at a point."""
-        jac, tests, cosines = _point_data(
-            self.problem, *self.cast(y, p, q), self.args, self.b, self.c
-        )
-        return _sorted_eigenvalues(jac), np.asarray(tests, np.float64), np.asarray(cosines)
+    def borders(self, jac):
+        """`(b, c)`: the unit left and right null vectors of `jac`."""
+        right, left = _null(np.asarray(jac, np.float64))
+        return self.cast(left, right)
 
-    def codim2(self, which: int, i: int, points, tests) -> dict:
-        """The zero of test function `which` between points `i` and `i + 1` (`points`:
-        `[m, n + 2]` of `(x flat, p, q)`), located by Newton on the extended system
-        from where the test function interpolates to zero, with its normal form."""
+    def measure(self, u, b, c) -> dict:
+        """A point `u = (x flat, p, q)` of the curve, measured with the borders `b, c`."""
+        y, p, q = self.cast(u[:-2], u[-2], u[-1])
+        jac, tests, cosines, v, w = _point_data(self.problem, y, p, q, self.args, b, c)
+        return dict(
+            u=np.asarray(u, np.float64),
+            jac=np.asarray(jac, np.float64),
+            tests=np.asarray(tests, np.float64),
+            cosines=np.asarray(cosines, np.float64),
+            v=np.asarray(v, np.float64),
+            w=np.asarray(w, np.float64),
+        )
+
+    def follow(
+        self, z0, q0: float, jac0, direction: Literal[1, -1], max_points: int, options: dict
+    ):
+        """The points of the curve from `(z0, q0)` (`jac0`: `df/dx` there), and
+        `(stop_reason, stall)`. The borders are the null vectors at the start; where a
+        cosine between them and the null vectors falls below `RESEED_COSINE` the curve
+        is cut there and followed on from that point with its own null vectors as
+        borders (along the secant of the last step), so the bordered matrix stays
+        regular however far the null vectors turn."""
+        b, c = self.borders(jac0)
+        points: list[dict] = []
+        s0, z, q, tangent = 0.0, z0, q0, None
+        while True:
+            remaining = max_points - len(points) + (1 if points else 0)
+            budget = min(SEGMENT_POINTS, remaining)
+            # continuation's warnings are kept for the stretch that is kept: one that is
+            # cut was past where the borders were re-seeded (a stall there is theirs)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                branch = continuation(
+                    _augmented,
+                    jnp.asarray(z, self.dtype),
+                    q,
+                    args=(self.problem, self.args, b, c),
+                    direction=direction if tangent is None else 1,
+                    tangent_start=tangent,
+                    max_points=budget,
+                    **options,
+                )
+            zs, qs = np.asarray(branch["x"], np.float64), np.asarray(branch["p"], np.float64)
+            new = [self.measure(np.append(zi, qi), b, c) for zi, qi in zip(zs, qs)]
+            for point, s, it, res in zip(
+                new, branch["s"], branch["newton_iterations"], branch["residual_rms"]
+            ):
+                point.update(s=s0 + float(s), iterations=int(it), residual=float(res))
+            low = [
+                i
+                for i, point in enumerate(new)
+                if i > 0 and np.min(np.abs(point["cosines"])) < RESEED_COSINE
+            ]
+            more = branch["stop_reason"] == "max_points" and budget < remaining
+            if points:  # the first point is the last one kept, measured again
+                new = new[1:]
+                low = [i - 1 for i in low]
+            if not low and not more:
+                points += new
+                for warning in caught:
+                    warnings.warn(warning.message, warning.category, stacklevel=4)
+                return points, (branch["stop_reason"], branch["stall"])
+            points += new[: low[0] + 1] if low else new
+            cut = points[-1]
+            if low:
+                b, c = self.borders(cut["jac"])
+            secant = cut["u"] - points[-2]["u"]
+            s0, z, q, tangent = cut["s"], cut["u"][:-1], float(cut["u"][-1]), secant
+
+    def codim2(self, which: int, i: int, points: list[dict], tests) -> dict:
+        """The zero of test function `which` between points `i` and `i + 1` (`tests`:
+        that function along the curve, signs aligned), located by Newton on the
+        extended system (borders: the null vectors at point `i`) from where the test
+        function interpolates to zero, with its normal form."""
         weight = tests[i] / (tests[i] - tests[i + 1])
-        guess = (1 - weight) * points[i] + weight * points[i + 1]
+        ends = points[i]["u"], points[i + 1]["u"]
+        guess = (1 - weight) * ends[0] + weight * ends[1]
+        b, c = self.borders(points[i]["jac"])
         u0, tol = self.cast(guess, self.tol)
         u, residual, converged = _locate(
-            self.problem, u0, self.args, self.b, self.c, which, tol, self.max_newton
+            self.problem, u0, self.args, b, c, which, tol, self.max_newton
         )
         u = np.asarray(u, np.float64)
-        shape = self.problem.shape
         # converged, and no farther from the guess than the step that bracketed the zero
         located = bool(
             converged
             and np.all(np.isfinite(u))
-            and np.linalg.norm(u - guess) <= np.linalg.norm(points[i + 1] - points[i])
+            and np.linalg.norm(u - guess) <= np.linalg.norm(ends[1] - ends[0])
         )
         at = u if located else guess
         record = dict(
             kind=TEST_FUNCTIONS[which],
             p=float(at[-2]),
             q=float(at[-1]),
-            x=at[:-2].reshape(shape),
+            x=at[:-2].reshape(self.problem.shape),
             index=int(i),
             located=located,
             residual_rms=float(residual),
+            s=float((1 - weight) * points[i]["s"] + weight * points[i + 1]["s"]),
         )
         if not located:
             return record
@@ -459,47 +552,55 @@ def _sorted_eigenvalues(jac) -> np.ndarray:
     return values[np.argsort(-values.real, kind="stable")]
 
 
-def _result(curve: _Curve, branch: dict) -> dict:
-    """`fold_continuation`'s result from `continuation`'s `branch` of `G`'s zeros."""
-    z, q = np.asarray(branch["x"], np.float64), np.asarray(branch["p"], np.float64)
-    points = np.concatenate([z, q[:, None]], axis=1)
-    measured = [curve.measure(u[:-2], u[-2], u[-1]) for u in points]
-    eigenvalues, tests, cosines = (np.stack(parts) for parts in zip(*measured))
-    if np.min(np.abs(cosines)) < BORDER_COSINE:
-        warnings.warn(
-            "fold_continuation: the null vectors turned away from the borders fixed at "
-            f"the start (smallest cosine {np.min(np.abs(cosines)):.3g}): the augmented "
-            "system is ill-conditioned there; start a new curve from a fold near the "
-            "curve's end.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+def _aligned_tests(points: list[dict]) -> np.ndarray:
+    """The test functions along the curve (`[m, 2]`) with the null vectors' signs made
+    continuous: the unit null vectors are the Jacobian's own up to a sign, which the
+    borders set (and which flips where a border is re-seeded, or where the bordered
+    solution passes through infinity); aligned with the previous point's, the test
+    functions change sign only at their zeros."""
+    tests = np.stack([point["tests"] for point in points])
+    flip_v = flip_w = 1.0
+    for i in range(1, len(points)):
+        previous, point = points[i - 1], points[i]
+        flip_v *= np.sign(point["v"] @ previous["v"]) or 1.0
+        flip_w *= np.sign(point["w"] @ previous["w"]) or 1.0
+        # cusp = w . B(v, v): w's sign; bogdanov_takens = w . v: both signs
+        tests[i] *= [flip_w, flip_w * flip_v]
+    return tests
+
+
+def _result(curve: _Curve, points: list[dict], stop) -> dict:
+    """`fold_continuation`'s result from the curve's measured points."""
+    u = np.stack([point["u"] for point in points])
+    tests = _aligned_tests(points)
+    cosines = np.stack([point["cosines"] for point in points])
     codim2 = [
         curve.codim2(which, int(i), points, tests[:, which])
         for which in range(len(TEST_FUNCTIONS))
         for i in np.flatnonzero(np.sign(tests[:-1, which]) * np.sign(tests[1:, which]) < 0)
     ]
-    codim2.sort(key=lambda record: (record["index"], record["kind"]))
+    codim2.sort(key=lambda record: record["s"])
     shape = curve.problem.shape
+    stop_reason, stall = stop
     return dict(
-        p=points[:, -2],
-        q=q,
-        x=points[:, :-2].reshape((len(q),) + shape),
-        s=np.asarray(branch["s"]),
-        eigenvalues=eigenvalues,
+        p=u[:, -2].astype(curve.dtype),
+        q=u[:, -1].astype(curve.dtype),
+        x=u[:, :-2].reshape((len(u),) + shape).astype(curve.dtype),
+        s=np.array([point["s"] for point in points]),
+        eigenvalues=np.stack([_sorted_eigenvalues(point["jac"]) for point in points]),
         tests=tests,
         border_cosines=cosines,
-        residual_rms=np.asarray(branch["residual_rms"]),
-        newton_iterations=np.asarray(branch["newton_iterations"]),
+        residual_rms=np.array([point["residual"] for point in points]),
+        newton_iterations=np.array([point["iterations"] for point in points]),
         codim2=codim2,
-        stop_reason=branch["stop_reason"],
-        stall=branch["stall"],
+        stop_reason=stop_reason,
+        stall=stall,
         metadata=metadata(
             study="fold_continuation",
             dtype=curve.dtype,
             tol=curve.tol,
             fold_dense_max=FOLD_DENSE_MAX,
-            continuation=branch["metadata"],
+            reseed_cosine=RESEED_COSINE,
         ),
     )
 

@@ -207,6 +207,10 @@ def test_what_is_no_fold_of_this_field_is_refused(no_runtime_types):
         analysis.fold_continuation(_two_memories, fold, 2.0, parameter="beta", **call)
     with pytest.raises(ValueError, match="that holds q0 = 2"):
         analysis.fold_continuation(_two_memories, fold, 2.0, **(call | dict(q_span=(3.0, 4.0))))
+    with pytest.raises(ValueError, match="does not change with q"):
+        analysis.fold_continuation(_two_memories, fold, 2.0, **(call | dict(second=lambda a, q: a)))
+    with pytest.raises(ValueError, match="max_points must be an integer >= 2"):
+        analysis.fold_continuation(_two_memories, fold, 2.0, max_points=1, **call)
     with pytest.raises(ValueError, match="NaN or inf"):
         analysis.fold_continuation(_two_memories, dict(fold, p=np.nan), 2.0, **call)
 
@@ -268,3 +272,44 @@ def test_an_energy_models_fold_in_two_of_its_parameters():
     (cusp,) = curve["codim2"]
     assert (cusp["q"], cusp["p"], cusp["c"]) == pytest.approx((1.0, 0.0, -1 / 3), abs=1e-8)
     assert cusp["fixed_point_residual_rms"] < 1e-9
+
+
+K = 2.0
+
+
+def turning(u, p, args):
+    """`-grad E`, `E = -p y - q y^2 / 2 + y^4 / 4 + (z - K y^2)^2 / 2`: a gradient field
+    (`df/dx` symmetric, so the start's borders are equal) whose folds lie on `q = 3 y^2`,
+    `p = -2 y^3`, `z = K y^2`, with a cusp at 0 (`c = -1`); the null vector `(1, 2 K y)`
+    turns by almost a right angle between `y = -1 / sqrt(3)` and `y = 0.8`."""
+    y, z = u
+    return jnp.stack([p + args["q"] * y - y**3 + 2 * K * y * (z - K * y**2), K * y**2 - z])
+
+
+def test_a_null_vector_that_turns_past_the_borders():
+    """With the start's borders kept, the bordered matrix of a gradient field turns
+    singular where the null vector is at a right angle to them (the curve stalled
+    there, and a bordered solution passing through infinity faked a Bogdanov-Takens
+    point): the borders are re-seeded, the curve runs to `q_span` on its closed form
+    (1e-9), the cusp is the only point found (`c = -1`)."""
+    y0 = -1 / np.sqrt(3)
+    fold = dict(kind="fold", p=-2 * y0**3, x=np.array([y0, K * y0**2]))
+    curve = analysis.fold_continuation(
+        turning,
+        fold,
+        1.0,
+        second=lambda a, q: {**a, "q": q},
+        q_span=(-0.5, 2.0),
+        args={"q": 1.0},
+        direction=-1,
+        ds=0.05,
+    )
+    assert curve["stop_reason"] == "p_span" and curve["q"][-1] > 2.0
+    y, z = curve["x"].T
+    np.testing.assert_allclose(curve["q"], 3 * y**2, atol=1e-9)
+    np.testing.assert_allclose(curve["p"], -2 * y**3, atol=1e-9)
+    np.testing.assert_allclose(z, K * y**2, atol=1e-9)
+    assert np.min(np.abs(curve["border_cosines"])) < 0.3  # re-seeded on the way
+    (cusp,) = curve["codim2"]
+    assert cusp["kind"] == "cusp" and cusp["located"]
+    assert (cusp["p"], cusp["q"], cusp["c"]) == pytest.approx((0.0, 0.0, -1.0), abs=1e-9)
