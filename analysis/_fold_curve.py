@@ -46,9 +46,11 @@ the Bogdanov-Takens point's `a = <p1, B(q0, q0)> / 2` and `b = <p0, B(q0, q0)> +
 B(q0, q1)>` (`J q0 = 0`, `J q1 = q0`, `J^T p1 = 0`, `J^T p0 = p1`, `|q0| = 1`,
 `<q0, q1> = 0`, `<p0, q0> = <p1, q1> = 1`, `<p0, q1> = 0`).
 
-Dense only: `J` is formed in every evaluation of `G` and differentiated again by the
-corrector, so the cost grows as `n^2` field evaluations per Newton step; states of more
-than `FOLD_DENSE_MAX` entries are refused.
+Not detected: zero-Hopf points (a complex pair of `J` through the imaginary axis on the
+curve; the eigenvalues kept at every point show them). Dense only: `J` is formed in every
+evaluation of `G` and differentiated again by the corrector, so the cost grows as `n^2`
+field evaluations per Newton step; states of more than `FOLD_DENSE_MAX` entries are
+refused.
 """
 
 import warnings

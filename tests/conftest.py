@@ -267,7 +267,7 @@ COSTS = {
     "test_auto_solver.py": 37,
     "test_figure_layout.py": 37,
     "test_hopf_normal_form.py": 35,
-    "test_fold_curve.py": 60,
+    "test_fold_curve.py": 44,
     "test_figures.py": 32,
     "test_fuzz.py": 26,
     "test_long_horizon.py": 26,
