@@ -46,8 +46,12 @@ the Bogdanov-Takens point's `a = <p1, B(q0, q0)> / 2` and `b = <p0, B(q0, q0)> +
 B(q0, q1)>` (`J q0 = 0`, `J q1 = q0`, `J^T p1 = 0`, `J^T p0 = p1`, `|q0| = 1`,
 `<q0, q1> = 0`, `<p0, q0> = <p1, q1> = 1`, `<p0, q1> = 0`).
 
-Not detected: zero-Hopf points (a complex pair of `J` through the imaginary axis on the
-curve; the eigenvalues kept at every point show them). Dense only: `J` is formed in every
+A third kind is found from the eigenvalues at each point: a **zero-Hopf point**, where a
+complex pair of `J` crosses the imaginary axis on the curve (eigenvalues `0, +-i omega`;
+a Hopf curve crosses the fold curve there). It is located by Gauss-Newton on
+`(f, g, G) = 0` in `(x, p, q, kappa)`, `G` the `2 x 2` bordered solution of
+`J^2 + kappa I` (zero where `J` has eigenvalues `+-i sqrt(kappa)`; Govaerts, ch. 4),
+and reported with its `frequency` (no normal form). Dense only: `J` is formed in every
 evaluation of `G` and differentiated again by the corrector, so the cost grows as `n^2`
 field evaluations per Newton step; states of more than `FOLD_DENSE_MAX` entries are
 refused.
@@ -165,6 +169,34 @@ def _locate(problem, u0, args, b, c, which: int, tol, max_steps: int):
 
     solver: optx.Newton = optx.Newton(rtol=tol, atol=tol, norm=optx.rms_norm)
     solution: optx.Solution = optx.root_find(system, solver, u0, max_steps=max_steps, throw=False)
+    u = solution.value
+    residual = jnp.sqrt(jnp.mean(system(u, None) ** 2))
+    return u, residual, solution.result == optx.RESULTS.successful
+
+
+@eqx.filter_jit
+def _locate_zero_hopf(problem, u0, args, b, c, B, C, tol, max_steps: int):
+    """Gauss-Newton on `(f, g, G) = 0` in `u = (x flat, p, q, kappa)` from `u0`, where
+    `G` (`[2, 2]`) is the bordered solution of `J^2 + kappa I` (borders `B`, `C`,
+    `[n, 2]`): zero where `J` has eigenvalues `+-i sqrt(kappa)` beside the fold's zero.
+    Returns `(u, RMS of the system there, converged)`."""
+    n = u0.size - 3
+    eye2 = jnp.eye(2, dtype=u0.dtype)
+
+    def system(u, _):
+        y, p, q, kappa = u[:n], u[n], u[n + 1], u[n + 2]
+        _, g, _ = problem.null_vectors(y, p, q, args, b, c)
+        jac = problem.jacobian(y, p, q, args)
+        square = jac @ jac + kappa * jnp.eye(n, dtype=u.dtype)
+        bordered = jnp.block([[square, B], [C.T, jnp.zeros((2, 2), u.dtype)]])
+        rhs = jnp.concatenate([jnp.zeros((n, 2), u.dtype), eye2])
+        pair = jnp.linalg.solve(bordered, rhs)[n:]
+        return jnp.concatenate([problem.f(y, p, q, args), g[None], pair.ravel()])
+
+    solver: optx.GaussNewton = optx.GaussNewton(rtol=tol, atol=tol, norm=optx.rms_norm)
+    solution: optx.Solution = optx.least_squares(
+        system, solver, u0, max_steps=max_steps, throw=False
+    )
     u = solution.value
     residual = jnp.sqrt(jnp.mean(system(u, None) ** 2))
     return u, residual, solution.result == optx.RESULTS.successful
@@ -330,12 +362,13 @@ def fold_continuation(
     `b . w / |w|` with the borders in use there: below `RESEED_COSINE` the borders
     are re-seeded), `residual_rms [m]` (of the augmented
     system), `newton_iterations [m]`; `codim2`: a list of dicts with `kind` (`"cusp"`,
-    `"bogdanov_takens"`), `p`, `q`, `x`, `index` (the point before it), `s` (its
+    `"bogdanov_takens"`, `"zero_hopf"`), `p`, `q`, `x`, `index` (the point before it), `s` (its
     arclength, interpolated; the list is in its order), `located` (Newton on the
     extended system converged, no farther than the bracketing step from where it
     started; else `p`, `q`, `x` are the interpolated guess), `residual_rms`,
     `eigenvalues`, and the
-    normal form: `c` (cusp) or `a` and `b` (Bogdanov-Takens); `stop_reason` and
+    normal form: `c` (cusp) or `a` and `b` (Bogdanov-Takens), or the `frequency` of the
+    pair on the imaginary axis (zero-Hopf); `stop_reason` and
     `stall` (as `continuation`'s), `metadata`. For an energy model `x` holds its own
     states, `y` the manifold coordinates followed, `fixed_point_residual_rms [m]` the
     model's RMS residual at each point (each codimension-two point has its `y` and
@@ -381,8 +414,6 @@ def fold_continuation(
         )
     jac = np.asarray(problem.jacobian(y0, p0, q0_, args), np.float64)
     sigma = np.linalg.svd(jac, compute_uv=False)
-    right, left = _null(jac)
-    b0, c0 = jnp.asarray(left, dtype), jnp.asarray(right, dtype)
     if n > 1 and not sigma[-1] <= FOLD_GAP * sigma[-2]:
         raise ValueError(
             f"df/dx at the fold at p = {float(p0):.6g} is not singular (its smallest "
@@ -390,14 +421,6 @@ def fold_continuation(
             f"field at q0 = {float(q0):g}, or not a located one."
         )
     z0 = jnp.concatenate([y0, p0[None]])
-    moved = jax.jvp(
-        lambda q: _augmented(z0, q, (problem, args, b0, c0)), (q0_,), (jnp.ones_like(q0_),)
-    )[1]
-    if not bool(jnp.any(moved != 0)):
-        raise ValueError(
-            "the field does not change with q at the fold (second(args, q) sets nothing "
-            "the field reads, or sets it where it has no effect): check second."
-        )
     curve = _Curve(problem, args, dtype, tol, max_newton)
     options = dict(
         p_span=q_span,
@@ -505,6 +528,20 @@ class _Curve:
             secant = cut["u"] - points[-2]["u"]
             s0, z, q, tangent = cut["s"], cut["u"][:-1], float(cut["u"][-1]), secant
 
+    def record(self, kind: str, at, i: int, weight: float, points, located: bool, residual):
+        """A codimension-two point's record at `at = (x flat, p, q)`, found between
+        points `i` and `i + 1` at the fraction `weight` of the step."""
+        return dict(
+            kind=kind,
+            p=float(at[-2]),
+            q=float(at[-1]),
+            x=np.asarray(at[:-2]).reshape(self.problem.shape),
+            index=int(i),
+            located=located,
+            residual_rms=float(residual),
+            s=float((1 - weight) * points[i]["s"] + weight * points[i + 1]["s"]),
+        )
+
     def codim2(self, which: int, i: int, points: list[dict], tests) -> dict:
         """The zero of test function `which` between points `i` and `i + 1` (`tests`:
         that function along the curve, signs aligned), located by Newton on the
@@ -525,16 +562,8 @@ class _Curve:
             and np.all(np.isfinite(u))
             and np.linalg.norm(u - guess) <= np.linalg.norm(ends[1] - ends[0])
         )
-        at = u if located else guess
-        record = dict(
-            kind=TEST_FUNCTIONS[which],
-            p=float(at[-2]),
-            q=float(at[-1]),
-            x=at[:-2].reshape(self.problem.shape),
-            index=int(i),
-            located=located,
-            residual_rms=float(residual),
-            s=float((1 - weight) * points[i]["s"] + weight * points[i + 1]["s"]),
+        record = self.record(
+            TEST_FUNCTIONS[which], u if located else guess, i, weight, points, located, residual
         )
         if not located:
             return record
@@ -547,6 +576,70 @@ class _Curve:
         else:
             record["a"], record["b"] = bogdanov_takens_coefficients(forms, jac)
         return record
+
+    def zero_hopf(self, i: int, points: list[dict], crossing) -> dict:
+        """The zero-Hopf point between points `i` and `i + 1`, where the real part of a
+        complex pair of `df/dx` (values `crossing` at both, the pair's member with a
+        positive imaginary part) changes sign: located by Gauss-Newton on the extended
+        system (borders: the pair's real invariant subspaces at point `i`) from where
+        the real part interpolates to zero."""
+        weight = crossing[0].real / (crossing[0].real - crossing[1].real)
+        ends = points[i]["u"], points[i + 1]["u"]
+        guess = (1 - weight) * ends[0] + weight * ends[1]
+        omega = (1 - weight) * crossing[0].imag + weight * crossing[1].imag
+        jac = points[i]["jac"]
+        b, c = self.borders(jac)
+        right = _pair_basis(jac, crossing[0])
+        left = _pair_basis(jac.T, crossing[0])
+        u0, tol, B, C = self.cast(np.append(guess, omega**2), self.tol, left, right)
+        u, residual, converged = _locate_zero_hopf(
+            self.problem, u0, self.args, b, c, B, C, tol, 2 * self.max_newton
+        )
+        u = np.asarray(u, np.float64)
+        located = bool(
+            converged
+            and np.all(np.isfinite(u))
+            and u[-1] > 0
+            and np.linalg.norm(u[:-1] - guess) <= np.linalg.norm(ends[1] - ends[0])
+        )
+        record = self.record(
+            "zero_hopf", u[:-1] if located else guess, i, weight, points, located, residual
+        )
+        record["frequency"] = float(np.sqrt(u[-1])) if located else float(omega)
+        if located:
+            y, p, q = self.cast(u[:-3], u[-3], u[-2])
+            record["eigenvalues"] = _sorted_eigenvalues(self.problem.jacobian(y, p, q, self.args))
+        return record
+
+
+def _pair_basis(matrix, value) -> np.ndarray:
+    """An orthonormal basis (`[n, 2]`) of the real invariant subspace of `matrix` for
+    its eigenvalue nearest `value` (complex) and that one's conjugate."""
+    values, vectors = np.linalg.eig(np.asarray(matrix, np.float64))
+    vector = vectors[:, np.argmin(np.abs(values - value))]
+    basis, _ = np.linalg.qr(np.stack([vector.real, vector.imag], axis=1))
+    return basis
+
+
+def _hopf_crossings(points: list[dict]) -> list[tuple[int, np.ndarray]]:
+    """`(i, [value at i, value at i + 1])` for each step where a complex pair of
+    `df/dx` (not the fold's zero eigenvalue) crosses the imaginary axis: the number of
+    complex eigenvalues with a positive real part changes by two."""
+
+    def complex_pairs(values):
+        others = np.delete(values, np.argmin(np.abs(values)))
+        return others[others.imag > 1e-8 * max(1.0, float(np.max(np.abs(values))))]
+
+    found = []
+    for i in range(len(points) - 1):
+        before, after = (complex_pairs(_sorted_eigenvalues(points[j]["jac"])) for j in (i, i + 1))
+        if int(np.sum(before.real > 0)) == int(np.sum(after.real > 0)) or not len(before):
+            continue
+        # the pair nearest the axis at both ends: the one that crossed
+        first = before[np.argmin(np.abs(before.real))]
+        second = after[np.argmin(np.abs(after - first))] if len(after) else first
+        found.append((i, np.array([first, second])))
+    return found
 
 
 def _sorted_eigenvalues(jac) -> np.ndarray:
@@ -581,6 +674,7 @@ def _result(curve: _Curve, points: list[dict], stop) -> dict:
         for which in range(len(TEST_FUNCTIONS))
         for i in np.flatnonzero(np.sign(tests[:-1, which]) * np.sign(tests[1:, which]) < 0)
     ]
+    codim2 += [curve.zero_hopf(i, points, crossing) for i, crossing in _hopf_crossings(points)]
     codim2.sort(key=lambda record: record["s"])
     shape = curve.problem.shape
     stop_reason, stall = stop

@@ -476,8 +476,12 @@ def _plot_moduli(ax, branch: dict[str, Any], colour: str | None) -> None:
         )
 
 
-FOLD_CURVE_MARKERS = {"cusp": ("^", "tab:red"), "bogdanov_takens": ("P", "tab:green")}
-FOLD_CURVE_NAMES = {"cusp": "cusp", "bogdanov_takens": "Bogdanov-Takens"}
+FOLD_CURVE_MARKERS = {
+    "cusp": ("^", "tab:red"),
+    "bogdanov_takens": ("P", "tab:green"),
+    "zero_hopf": ("*", "tab:purple"),
+}
+FOLD_CURVE_NAMES = {"cusp": "cusp", "bogdanov_takens": "Bogdanov-Takens", "zero_hopf": "zero-Hopf"}
 
 
 def plot_fold_curve(
@@ -488,10 +492,11 @@ def plot_fold_curve(
     names: tuple[str, str] = ("p", "q"),
 ) -> Figure:
     """The fold curve of `fold_continuation`, or a list of them: left, the curve in the
-    parameter plane (`q` across, `p` up), each cusp and Bogdanov-Takens point marked
-    and named with its normal-form coefficients; right, the two test functions against
-    the arclength, whose zeros those points are. `labels`: a name per curve; `names`:
-    what `p` and `q` are (the axes' labels). Returns the `Figure`."""
+    parameter plane (`q` across, `p` up), each cusp, Bogdanov-Takens and zero-Hopf point
+    marked and named with its normal-form coefficients (or frequency); right, the two
+    test functions against the arclength, whose zeros the first two are. `labels`: a
+    name per curve; `names`: what `p` and `q` are (the axes' labels). Returns the
+    `Figure`."""
     curves = list(result) if isinstance(result, (list, tuple)) else [result]
     labels = labels or [f"fold curve {i + 1}" for i in range(len(curves))]
     if len(labels) != len(curves):
@@ -509,11 +514,13 @@ def plot_fold_curve(
             marker, colour_c = FOLD_CURVE_MARKERS[point["kind"]]
             axes[0, 0].plot([point["q"]], [point["p"]], marker, color=colour_c, ms=8, zorder=5)
             coefficients = (
-                f"c = {number(point['c'])}"
+                "not located"
+                if not point.get("located", True)
+                else f"c = {number(point['c'])}"
                 if "c" in point
                 else f"a = {number(point['a'])}, b = {number(point['b'])}"
                 if "a" in point
-                else "not located"
+                else f"omega = {number(point['frequency'])}"
             )
             # a coordinate zero to rounding is shown as 0, not as 1e-34
             scale = max(1.0, float(np.max(np.abs(p))), float(np.max(np.abs(q))))
@@ -537,7 +544,7 @@ def plot_fold_curve(
     for ax in axes[0]:
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
     what = "Folds followed in two parameters: " + (
-        "; ".join(found) if found else "no cusp or Bogdanov-Takens point on the curve"
+        "; ".join(found) if found else "no cusp, Bogdanov-Takens or zero-Hopf point on the curve"
     )
     title(fig, what, _branches_caption(curves))
     return finish(fig, path)

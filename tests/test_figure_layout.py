@@ -747,6 +747,7 @@ def fold_curve_result(points: int = 30):
         codim2=[
             dict(kind="cusp", p=0.0, q=1.0, located=True, c=-1 / 3, index=points // 2 - 1),
             dict(kind="bogdanov_takens", p=0.1, q=1.2, located=False, index=3),
+            dict(kind="zero_hopf", p=-0.1, q=2.0, located=True, frequency=1.5, index=20),
         ],
         stop_reason="p_span",
         metadata=meta("fold_continuation", dtype="float64", tol=1e-10),
@@ -1084,6 +1085,7 @@ FIGURES = {
         [
             "cusp at beta = 1, h = 0 (c = -0.3333)",
             "Bogdanov-Takens at beta = 1.2, h = 0.1 (not located)",
+            "zero-Hopf at beta = 2, h = -0.1 (omega = 1.5)",
             "30 points",
             "stopped: p_span",
             "Newton tol 1e-10",

@@ -207,8 +207,6 @@ def test_what_is_no_fold_of_this_field_is_refused(no_runtime_types):
         analysis.fold_continuation(_two_memories, fold, 2.0, parameter="beta", **call)
     with pytest.raises(ValueError, match="that holds q0 = 2"):
         analysis.fold_continuation(_two_memories, fold, 2.0, **(call | dict(q_span=(3.0, 4.0))))
-    with pytest.raises(ValueError, match="does not change with q"):
-        analysis.fold_continuation(_two_memories, fold, 2.0, **(call | dict(second=lambda a, q: a)))
     with pytest.raises(ValueError, match="max_points must be an integer >= 2"):
         analysis.fold_continuation(_two_memories, fold, 2.0, max_points=1, **call)
     with pytest.raises(ValueError, match="NaN or inf"):
@@ -313,3 +311,48 @@ def test_a_null_vector_that_turns_past_the_borders():
     (cusp,) = curve["codim2"]
     assert cusp["kind"] == "cusp" and cusp["located"]
     assert (cusp["p"], cusp["q"], cusp["c"]) == pytest.approx((0.0, 0.0, -1.0), abs=1e-9)
+
+
+W = 1.5
+
+
+def fold_beside_a_rotation(u, p, args):
+    """`x' = p - x^2` beside the plane `(y, z)` turning at `W` and growing at `q + x`:
+    folds on `p = 0`, `x = 0` for every `q`, where the other eigenvalues are
+    `q +- i W`: a zero-Hopf point at `q = 0`."""
+    x, y, z = u
+    growth = args["q"] + x
+    return jnp.stack([p - x**2, growth * y - W * z, W * y + growth * z])
+
+
+def test_a_zero_hopf_point_where_a_pair_crosses_on_the_fold_curve():
+    """The fold curve `p = 0`, `x = 0` (1e-10), and on it the zero-Hopf point at `q = 0`
+    (1e-9), frequency `W` (1e-9), eigenvalues `0, +-i W`; nothing else."""
+    args = {"q": -0.5}
+    branch = analysis.continuation(
+        fold_beside_a_rotation,
+        jnp.array([-0.5, 0.0, 0.0]),
+        0.25,
+        p_span=(-0.5, 0.5),
+        args=args,
+        ds=0.05,
+        direction=-1,
+    )
+    fold = next(b for b in branch["bifurcations"] if b["kind"] == "fold")
+    curve = analysis.fold_continuation(
+        fold_beside_a_rotation,
+        fold,
+        -0.5,
+        second=lambda a, q: {**a, "q": q},
+        q_span=(-0.5, 0.5),
+        args=args,
+        ds=0.1,
+    )
+    assert curve["stop_reason"] == "p_span" and curve["q"][-1] > 0.5
+    np.testing.assert_allclose(curve["p"], 0.0, atol=1e-10)
+    np.testing.assert_allclose(curve["x"], 0.0, atol=1e-10)
+    (point,) = curve["codim2"]
+    assert point["kind"] == "zero_hopf" and point["located"]
+    assert (point["q"], point["p"], point["frequency"]) == pytest.approx((0.0, 0.0, W), abs=1e-9)
+    values = point["eigenvalues"][np.argsort(point["eigenvalues"].imag)]
+    np.testing.assert_allclose(values, [-1j * W, 0.0, 1j * W], atol=1e-9)
