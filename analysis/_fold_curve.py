@@ -622,23 +622,26 @@ def _pair_basis(matrix, value) -> np.ndarray:
 
 
 def _hopf_crossings(points: list[dict]) -> list[tuple[int, np.ndarray]]:
-    """`(i, [value at i, value at i + 1])` for each step where a complex pair of
-    `df/dx` (not the fold's zero eigenvalue) crosses the imaginary axis: the number of
-    complex eigenvalues with a positive real part changes by two."""
+    """`(i, [value at i, value at i + 1])` for each complex pair of `df/dx` (not the
+    fold's zero eigenvalue) whose real part changes sign between points `i` and `i + 1`
+    (from nonzero to zero or beyond). Each pair at `i` (the member with a positive
+    imaginary part) is matched to the nearest at `i + 1`; a pair that is real at
+    either end (a complex pair splitting into two real eigenvalues) is no crossing."""
 
-    def complex_pairs(values):
+    def upper_members(values):
         others = np.delete(values, np.argmin(np.abs(values)))
         return others[others.imag > 1e-8 * max(1.0, float(np.max(np.abs(values))))]
 
     found = []
     for i in range(len(points) - 1):
-        before, after = (complex_pairs(_sorted_eigenvalues(points[j]["jac"])) for j in (i, i + 1))
-        if int(np.sum(before.real > 0)) == int(np.sum(after.real > 0)) or not len(before):
-            continue
-        # the pair nearest the axis at both ends: the one that crossed
-        first = before[np.argmin(np.abs(before.real))]
-        second = after[np.argmin(np.abs(after - first))] if len(after) else first
-        found.append((i, np.array([first, second])))
+        before, after = (upper_members(_sorted_eigenvalues(points[j]["jac"])) for j in (i, i + 1))
+        unmatched = list(after)
+        for first in sorted(before, key=lambda value: abs(value.real)):
+            if not unmatched:
+                break
+            second = unmatched.pop(int(np.argmin(np.abs(np.array(unmatched) - first))))
+            if (first.real < 0 <= second.real) or (first.real > 0 >= second.real):
+                found.append((i, np.array([first, second])))
     return found
 
 
