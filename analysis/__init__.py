@@ -36,6 +36,7 @@ the geometry module (`et_ode.analysis._geometry`).
 | `periodic_orbit` | the periodic orbit near a guess (shooting) and its Floquet multipliers |
 | `cycle_continuation` | periodic orbits followed in a parameter; folds, period doublings, tori |
 | `fold_continuation` | a fold followed in a second parameter; its cusps, Bogdanov-Takens points |
+| `hopf_continuation` | a Hopf point followed in a second parameter; Bautin, BT, double Hopf |
 | `basins` | which attractor does each start reach; how many, how large, how mixed? |
 | `steady_states` | which steady states exist at one parameter (deflated Newton)? |
 """
@@ -56,6 +57,7 @@ from ._fold_curve import fold_continuation
 from ._gradient_depth import gradient_depth, plot_gradient_depth
 from ._graph_overshoot import graph_overshoot, plot_graph_overshoot
 from ._hopf import hopf_cycle
+from ._hopf_curve import hopf_continuation
 from ._image_basins import image_basins, plot_image_basins
 from ._image_figures import (
     attention_weights_figure,
@@ -76,8 +78,8 @@ from ._landscape_figures import (
     plot_basins,
     plot_continuation,
     plot_cycle_continuation,
-    plot_fold_curve,
     plot_lyapunov_spectrum,
+    plot_parameter_plane,
     plot_periodic_orbit,
 )
 from ._long_horizon import finite_time_lyapunov, long_horizon
@@ -120,6 +122,7 @@ __all__ = [
     "grid_starts",
     "held_out_images",
     "hessian_eigenvalues",
+    "hopf_continuation",
     "hopf_cycle",
     "image_basins",
     "layout_problems",
@@ -141,7 +144,6 @@ __all__ = [
     "plot_convergence",
     "plot_energy_descent",
     "plot_fixed_points",
-    "plot_fold_curve",
     "plot_gradient_depth",
     "plot_graph_overshoot",
     "plot_image_basins",
@@ -149,6 +151,7 @@ __all__ = [
     "plot_lyapunov_spectrum",
     "plot_periodic_orbit",
     "plot_overshoot",
+    "plot_parameter_plane",
     "plot_stability",
     "plot_work_precision",
     "position_similarity_figure",

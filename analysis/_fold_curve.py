@@ -297,6 +297,22 @@ def _check_fold(fold, field, second, parameter) -> None:
         raise ValueError("the fold record holds NaN or inf: pass continuation's record.")
 
 
+def check_span(q0, q_span, max_points) -> None:
+    """A curve's `q_span` holds `q0`, and `max_points` is a count of at least 2."""
+    if np.shape(q_span) != (2,) or not float(q_span[0]) <= float(q0) <= float(q_span[1]):
+        raise ValueError(
+            f"q_span must be a pair (low, high) that holds q0 = {float(q0):g} (got {q_span!r})."
+        )
+    if not is_count(max_points, 2):
+        raise ValueError(f"max_points must be an integer >= 2 (got {max_points!r}).")
+
+
+def curve_options(**settings) -> dict:
+    """`continuation`'s options for a curve of codimension-one points: the user's
+    settings, one eigenvalue kept (each point's are computed densely), dense Newton."""
+    return dict(settings, k=1, matrix_free=False)
+
+
 class _OnModel(eqx.Module):
     """`second` for an energy model: the packed conditions of `manifold_field` with the
     model and its conditions set to `q` by `function(model, args, q)`."""
@@ -377,12 +393,7 @@ def fold_continuation(
     `-NORMAL_RATE`).
     """
     _check_fold(fold, field, second, parameter)
-    if np.shape(q_span) != (2,) or not float(q_span[0]) <= float(q0) <= float(q_span[1]):
-        raise ValueError(
-            f"q_span must be a pair (low, high) that holds q0 = {float(q0):g} (got {q_span!r})."
-        )
-    if not is_count(max_points, 2):
-        raise ValueError(f"max_points must be an integer >= 2 (got {max_points!r}).")
+    check_span(q0, q_span, max_points)
     x_fold = np.asarray(fold["x"])
     dtype = dtype_of(x_fold, dtype)
     args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
@@ -422,20 +433,20 @@ def fold_continuation(
         )
     z0 = jnp.concatenate([y0, p0[None]])
     curve = _Curve(problem, args, dtype, tol, max_newton)
-    options = dict(
+    options = curve_options(
         p_span=q_span,
         ds=ds,
         ds_min=ds_min,
         ds_max=ds_max,
-        k=1,
         tol=tol,
         max_newton=max_newton,
         max_turn=max_turn,
-        matrix_free=False,
         state_weight=state_weight,
         dtype=dtype,
     )
-    points, stop = curve.follow(np.asarray(z0), float(q0), jac, direction, max_points, options)
+    points, stop = curve.follow(
+        np.asarray(z0), float(q0), curve.borders(jac), direction, max_points, options
+    )
     result = _result(curve, points, stop)
     if energy_model:
         _to_model_coordinates(result, problem, args)
@@ -445,7 +456,15 @@ def fold_continuation(
 class _Curve:
     """The fold curve's problem and settings: how it is followed (`continuation` on `G`,
     the borders re-seeded where the null vectors turn from them), each point measured,
-    and a codimension-two point located."""
+    and a codimension-two point located.
+
+    `follow` is shared with the Hopf curve (`_hopf_curve`), which overrides what is
+    specific to a kind of curve: its augmented field (`augmented`, called with
+    `packed(borders)`), how a point is measured with given borders (`measure`: a dict
+    with at least `u`, `jac` and `cosines`) and the borders taken afresh at a point
+    (`reseed`)."""
+
+    augmented = staticmethod(_augmented)
 
     def __init__(self, problem, args, dtype, tol: float, max_newton: int):
         self.problem, self.args = problem, args
@@ -459,8 +478,17 @@ class _Curve:
         right, left = _null(np.asarray(jac, np.float64))
         return self.cast(left, right)
 
-    def measure(self, u, b, c) -> dict:
-        """A point `u = (x flat, p, q)` of the curve, measured with the borders `b, c`."""
+    def packed(self, borders) -> tuple:
+        """`continuation`'s `args` for `augmented` with these borders."""
+        return (self.problem, self.args, *borders)
+
+    def reseed(self, point: dict):
+        """The borders taken afresh at a measured point."""
+        return self.borders(point["jac"])
+
+    def measure(self, u, borders) -> dict:
+        """A point `u = (x flat, p, q)` of the curve, measured with the borders `(b, c)`."""
+        b, c = borders
         y, p, q = self.cast(u[:-2], u[-2], u[-1])
         jac, tests, cosines, v, w = _point_data(self.problem, y, p, q, self.args, b, c)
         return dict(
@@ -473,15 +501,13 @@ class _Curve:
         )
 
     def follow(
-        self, z0, q0: float, jac0, direction: Literal[1, -1], max_points: int, options: dict
+        self, z0, q0: float, borders, direction: Literal[1, -1], max_points: int, options: dict
     ):
-        """The points of the curve from `(z0, q0)` (`jac0`: `df/dx` there), and
-        `(stop_reason, stall)`. The borders are the null vectors at the start; where a
-        cosine between them and the null vectors falls below `RESEED_COSINE` the curve
-        is cut there and followed on from that point with its own null vectors as
-        borders (along the secant of the last step), so the bordered matrix stays
-        regular however far the null vectors turn."""
-        b, c = self.borders(jac0)
+        """The points of the curve from `(z0, q0)` with the start's `borders`, and
+        `(stop_reason, stall)`. Where a cosine between the borders and the null vectors
+        falls below `RESEED_COSINE` the curve is cut there and followed on from that
+        point with borders taken afresh (`reseed`, along the secant of the last step),
+        so the bordered matrix stays regular however far the null vectors turn."""
         points: list[dict] = []
         s0, z, q, tangent = 0.0, z0, q0, None
         while True:
@@ -492,17 +518,17 @@ class _Curve:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 branch = continuation(
-                    _augmented,
+                    self.augmented,
                     jnp.asarray(z, self.dtype),
                     q,
-                    args=(self.problem, self.args, b, c),
+                    args=self.packed(borders),
                     direction=direction if tangent is None else 1,
                     tangent_start=tangent,
                     max_points=budget,
                     **options,
                 )
             zs, qs = np.asarray(branch["x"], np.float64), np.asarray(branch["p"], np.float64)
-            new = [self.measure(np.append(zi, qi), b, c) for zi, qi in zip(zs, qs)]
+            new = [self.measure(np.append(zi, qi), borders) for zi, qi in zip(zs, qs)]
             for point, s, it, res in zip(
                 new, branch["s"], branch["newton_iterations"], branch["residual_rms"]
             ):
@@ -524,9 +550,32 @@ class _Curve:
             points += new[: low[0] + 1] if low else new
             cut = points[-1]
             if low:
-                b, c = self.borders(cut["jac"])
+                borders = self.reseed(cut)
             secant = cut["u"] - points[-2]["u"]
             s0, z, q, tangent = cut["s"], cut["u"][:-1], float(cut["u"][-1]), secant
+
+    def summary(self, points: list[dict], stop, codim2: list[dict], study: str) -> dict:
+        """What a curve's result holds besides its coordinates and test functions: `s`,
+        `eigenvalues`, `border_cosines`, `residual_rms`, `newton_iterations`, `codim2`
+        (in arclength order), `stop_reason`, `stall`, `metadata`."""
+        stop_reason, stall = stop
+        return dict(
+            s=np.array([point["s"] for point in points]),
+            eigenvalues=np.stack([_sorted_eigenvalues(point["jac"]) for point in points]),
+            border_cosines=np.stack([point["cosines"] for point in points]),
+            residual_rms=np.array([point["residual"] for point in points]),
+            newton_iterations=np.array([point["iterations"] for point in points]),
+            codim2=sorted(codim2, key=lambda record: record["s"]),
+            stop_reason=stop_reason,
+            stall=stall,
+            metadata=metadata(
+                study=study,
+                dtype=self.dtype,
+                tol=self.tol,
+                fold_dense_max=FOLD_DENSE_MAX,
+                reseed_cosine=RESEED_COSINE,
+            ),
+        )
 
     def record(self, kind: str, at, i: int, weight: float, points, located: bool, residual):
         """A codimension-two point's record at `at = (x flat, p, q)`, found between
@@ -622,19 +671,30 @@ def _pair_basis(matrix, value) -> np.ndarray:
 
 
 def _hopf_crossings(points: list[dict]) -> list[tuple[int, np.ndarray]]:
-    """`(i, [value at i, value at i + 1])` for each complex pair of `df/dx` (not the
-    fold's zero eigenvalue) whose real part changes sign between points `i` and `i + 1`
-    (from nonzero to zero or beyond). Each pair at `i` (the member with a positive
-    imaginary part) is matched to the nearest at `i + 1`; a pair that is real at
-    either end (a complex pair splitting into two real eigenvalues) is no crossing."""
+    """`pair_crossings` of `df/dx`'s eigenvalues along the fold curve, the fold's zero
+    eigenvalue left out."""
+    others = []
+    for point in points:
+        values = _sorted_eigenvalues(point["jac"])
+        others.append(np.delete(values, np.argmin(np.abs(values))))
+    return pair_crossings(others)
+
+
+def pair_crossings(others: list[np.ndarray]) -> list[tuple[int, np.ndarray]]:
+    """`(i, [value at i, value at i + 1])` for each complex pair among the eigenvalues
+    `others[i]` (those a curve does not track, at each of its points) whose real part
+    changes sign between points `i` and `i + 1` (from nonzero to zero or beyond). Each
+    pair at `i` (the member with a positive imaginary part) is matched to the nearest
+    at `i + 1`; a pair that is real at either end (a complex pair splitting into two
+    real eigenvalues) is no crossing."""
 
     def upper_members(values):
-        others = np.delete(values, np.argmin(np.abs(values)))
-        return others[others.imag > 1e-8 * max(1.0, float(np.max(np.abs(values))))]
+        scale = max(1.0, float(np.max(np.abs(values)))) if values.size else 1.0
+        return values[values.imag > 1e-8 * scale]
 
     found = []
-    for i in range(len(points) - 1):
-        before, after = (upper_members(_sorted_eigenvalues(points[j]["jac"])) for j in (i, i + 1))
+    for i in range(len(others) - 1):
+        before, after = upper_members(others[i]), upper_members(others[i + 1])
         unmatched = list(after)
         for first in sorted(before, key=lambda value: abs(value.real)):
             if not unmatched:
@@ -671,36 +731,19 @@ def _result(curve: _Curve, points: list[dict], stop) -> dict:
     """`fold_continuation`'s result from the curve's measured points."""
     u = np.stack([point["u"] for point in points])
     tests = _aligned_tests(points)
-    cosines = np.stack([point["cosines"] for point in points])
     codim2 = [
         curve.codim2(which, int(i), points, tests[:, which])
         for which in range(len(TEST_FUNCTIONS))
         for i in np.flatnonzero(np.sign(tests[:-1, which]) * np.sign(tests[1:, which]) < 0)
     ]
     codim2 += [curve.zero_hopf(i, points, crossing) for i, crossing in _hopf_crossings(points)]
-    codim2.sort(key=lambda record: record["s"])
     shape = curve.problem.shape
-    stop_reason, stall = stop
     return dict(
         p=u[:, -2].astype(curve.dtype),
         q=u[:, -1].astype(curve.dtype),
         x=u[:, :-2].reshape((len(u),) + shape).astype(curve.dtype),
-        s=np.array([point["s"] for point in points]),
-        eigenvalues=np.stack([_sorted_eigenvalues(point["jac"]) for point in points]),
         tests=tests,
-        border_cosines=cosines,
-        residual_rms=np.array([point["residual"] for point in points]),
-        newton_iterations=np.array([point["iterations"] for point in points]),
-        codim2=codim2,
-        stop_reason=stop_reason,
-        stall=stall,
-        metadata=metadata(
-            study="fold_continuation",
-            dtype=curve.dtype,
-            tol=curve.tol,
-            fold_dense_max=FOLD_DENSE_MAX,
-            reseed_cosine=RESEED_COSINE,
-        ),
+        **curve.summary(points, stop, codim2, "fold_continuation"),
     )
 
 

@@ -476,75 +476,113 @@ def _plot_moduli(ax, branch: dict[str, Any], colour: str | None) -> None:
         )
 
 
-FOLD_CURVE_MARKERS = {
+CODIM2_MARKERS = {
     "cusp": ("^", "tab:red"),
     "bogdanov_takens": ("P", "tab:green"),
     "zero_hopf": ("*", "tab:purple"),
+    "bautin": ("D", "tab:orange"),
+    "double_hopf": ("X", "tab:brown"),
 }
-FOLD_CURVE_NAMES = {"cusp": "cusp", "bogdanov_takens": "Bogdanov-Takens", "zero_hopf": "zero-Hopf"}
+CODIM2_NAMES = {
+    "cusp": "cusp",
+    "bogdanov_takens": "Bogdanov-Takens",
+    "zero_hopf": "zero-Hopf",
+    "bautin": "Bautin",
+    "double_hopf": "double Hopf",
+}
 
 
-def plot_fold_curve(
+def _codim2_coefficients(point: dict[str, Any]) -> str:
+    """What a codimension-two point's label says of its normal form."""
+    if not point.get("located", True):
+        return "not located"
+    if "c" in point:
+        return f"c = {number(point['c'])}"
+    if "a" in point:
+        return f"a = {number(point['a'])}, b = {number(point['b'])}"
+    if "second_lyapunov_coefficient" in point:
+        return f"l2 = {number(point['second_lyapunov_coefficient'])}"
+    if "frequencies" in point:
+        return "omega = " + ", ".join(number(w) for w in point["frequencies"])
+    return f"omega = {number(point['frequency'])}"
+
+
+def _curve_tests(curve: dict[str, Any]) -> list[tuple[np.ndarray, str, str]]:
+    """A curve's test functions: `(values, line style, name)` each."""
+    if curve.get("metadata", {}).get("study") == "hopf_continuation":
+        return [
+            (np.asarray(curve["kappa"], float), ":", "omega^2 (BT test)"),
+            (np.asarray(curve["first_lyapunov"], float), "-", "l1 (Bautin test)"),
+        ]
+    tests = np.asarray(curve["tests"], float)
+    return [(tests[:, 0], "-", "cusp test"), (tests[:, 1], ":", "BT test")]
+
+
+def plot_parameter_plane(
     result: Branches,
     path: Path | str | None = None,
     *,
     labels: Sequence[str] | None = None,
     names: tuple[str, str] = ("p", "q"),
 ) -> Figure:
-    """The fold curve of `fold_continuation`, or a list of them: left, the curve in the
-    parameter plane (`q` across, `p` up), each cusp, Bogdanov-Takens and zero-Hopf point
-    marked and named with its normal-form coefficients (or frequency); right, the two
-    test functions against the arclength, whose zeros the first two are. `labels`: a
-    name per curve; `names`: what `p` and `q` are (the axes' labels). Returns the
-    `Figure`."""
+    """Curves of `fold_continuation` and `hopf_continuation` (one, or a list of
+    either): left, the curves in the parameter plane (`q` across, `p` up; folds solid,
+    Hopf curves dashed), each codimension-two point marked and named with its
+    normal-form coefficients (or frequencies); right, each curve's test functions
+    against its arclength (a fold curve's cusp and Bogdanov-Takens tests; a Hopf
+    curve's `omega^2`, whose zero is a Bogdanov-Takens point, and first Lyapunov
+    coefficient, whose zero is a Bautin point; a symmetric log scale where they span
+    decades). `labels`: a name per curve; `names`: what `p` and `q` are (the axes'
+    labels). Returns the `Figure`."""
     curves = list(result) if isinstance(result, (list, tuple)) else [result]
-    labels = labels or [f"fold curve {i + 1}" for i in range(len(curves))]
+    hopf = [c.get("metadata", {}).get("study") == "hopf_continuation" for c in curves]
+    labels = labels or [
+        f"{'Hopf' if is_hopf else 'fold'} curve {i + 1}" for i, is_hopf in enumerate(hopf)
+    ]
     if len(labels) != len(curves):
         raise ValueError(f"labels: one per curve ({len(curves)}), got {len(labels)}.")
     fig, axes = figure(2, 1, height=3.4)
-    found = []
-    for index, (curve, label) in enumerate(zip(curves, labels)):
+    found, largest = [], 0.0
+    for index, (curve, label, is_hopf) in enumerate(zip(curves, labels, hopf)):
         colour = f"C{index}"
         q, p = np.asarray(curve["q"], float), np.asarray(curve["p"], float)
-        axes[0, 0].plot(q, p, "-", color=colour, label=label)
-        s, tests = np.asarray(curve["s"], float), np.asarray(curve["tests"], float)
-        axes[0, 1].plot(s, tests[:, 0], "-", color=colour, label=f"{label}: cusp test")
-        axes[0, 1].plot(s, tests[:, 1], ":", color=colour, label=f"{label}: BT test")
+        axes[0, 0].plot(q, p, "--" if is_hopf else "-", color=colour, label=label)
+        s = np.asarray(curve["s"], float)
+        for values, style, name in _curve_tests(curve):
+            axes[0, 1].plot(s, values, style, color=colour, label=f"{label}: {name}")
+            if np.any(np.isfinite(values)):
+                largest = max(largest, float(np.nanmax(np.abs(values))))
+        # a coordinate zero to rounding is shown as 0, not as 1e-34
+        scale = max(1.0, float(np.max(np.abs(p))), float(np.max(np.abs(q))))
         for point in curve["codim2"]:
-            marker, colour_c = FOLD_CURVE_MARKERS[point["kind"]]
+            marker, colour_c = CODIM2_MARKERS[point["kind"]]
             axes[0, 0].plot([point["q"]], [point["p"]], marker, color=colour_c, ms=8, zorder=5)
-            coefficients = (
-                "not located"
-                if not point.get("located", True)
-                else f"c = {number(point['c'])}"
-                if "c" in point
-                else f"a = {number(point['a'])}, b = {number(point['b'])}"
-                if "a" in point
-                else f"omega = {number(point['frequency'])}"
-            )
-            # a coordinate zero to rounding is shown as 0, not as 1e-34
-            scale = max(1.0, float(np.max(np.abs(p))), float(np.max(np.abs(q))))
             at_q, at_p = (v if abs(v) > 1e-12 * scale else 0.0 for v in (point["q"], point["p"]))
             found.append(
-                f"{FOLD_CURVE_NAMES[point['kind']]} at {names[1]} = {number(at_q)}, "
-                f"{names[0]} = {number(at_p)} ({coefficients})"
+                f"{CODIM2_NAMES[point['kind']]} at {names[1]} = {number(at_q)}, "
+                f"{names[0]} = {number(at_p)} ({_codim2_coefficients(point)})"
             )
-    for kind, (marker, colour_c) in FOLD_CURVE_MARKERS.items():
+    for kind, (marker, colour_c) in CODIM2_MARKERS.items():
         if any(point["kind"] == kind for curve in curves for point in curve["codim2"]):
-            axes[0, 0].plot([], [], marker, color=colour_c, label=FOLD_CURVE_NAMES[kind])
+            axes[0, 0].plot([], [], marker, color=colour_c, label=CODIM2_NAMES[kind])
     axes[0, 0].set_xlabel(f"second parameter {names[1]}")
     axes[0, 0].set_ylabel(f"parameter {names[0]}")
-    axes[0, 0].set_title("folds in the parameter plane", fontsize=9)
+    kinds = " and ".join(
+        name for name, present in (("folds", not all(hopf)), ("Hopf points", any(hopf))) if present
+    )
+    axes[0, 0].set_title(f"{kinds} in the parameter plane", fontsize=9)
     axes[0, 0].legend(fontsize=7, loc="best")
     axes[0, 1].axhline(0.0, color="0.5", lw=0.8)
+    if largest > 20.0:
+        axes[0, 1].set_yscale("symlog", linthresh=1.0)
     axes[0, 1].set_xlabel("arclength along the curve")
     axes[0, 1].set_ylabel("test function")
-    axes[0, 1].set_title("zeros: cusp (solid), Bogdanov-Takens (dotted)", fontsize=9)
+    axes[0, 1].set_title("each zero a codimension-two point", fontsize=9)
     axes[0, 1].legend(fontsize=7, loc="best")
     for ax in axes[0]:
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
-    what = "Folds followed in two parameters: " + (
-        "; ".join(found) if found else "no cusp, Bogdanov-Takens or zero-Hopf point on the curve"
+    what = f"{kinds[0].upper()}{kinds[1:]} followed in two parameters: " + (
+        "; ".join(found) if found else "no codimension-two point on the curves"
     )
     title(fig, what, _branches_caption(curves))
     return finish(fig, path)

@@ -89,6 +89,11 @@ FIGURES = {
         "cycle_continuation.png",
     ),
     "fold-curve": ("landscape.md", lambda folder: _two_memories_cusp(folder), "fold_curve.png"),
+    "bogdanov-takens-plane": (
+        "landscape.md",
+        lambda folder: _bogdanov_takens_plane(folder),
+        "bogdanov_takens_plane.png",
+    ),
 }
 
 
@@ -258,11 +263,42 @@ def _two_memories_cusp(folder: Path) -> None:
         )
         for direction in (-1, 1)
     ]
-    analysis.plot_fold_curve(
+    analysis.plot_parameter_plane(
         curves,
         folder / "fold_curve.png",
         labels=["from beta = 2 down", "from beta = 2 up"],
         names=("h", "beta"),
+    )
+
+
+def _bogdanov_takens_plane(folder: Path) -> None:
+    """The Bogdanov-Takens normal form's fold and Hopf curves, as the landscape page
+    follows them, meeting at the Bogdanov-Takens point."""
+    import jax
+    import jax.numpy as jnp
+
+    from et_ode import analysis
+
+    jax.config.update("jax_enable_x64", True)
+
+    def bogdanov_takens(u, p, a):
+        x, y = u
+        return jnp.stack([y, p + a * x + x**2 + x * y])
+
+    branch = analysis.continuation(
+        bogdanov_takens, jnp.array([-0.1, 0.0]), -0.11, p_span=(-0.11, 0.3), args=-1.0, ds=0.05
+    )
+    hopf, fold = sorted(branch["bifurcations"], key=lambda b: b["kind"], reverse=True)
+    options = dict(second=lambda args, a: a, q_span=(-1.0, 0.5), args=-1.0, ds=0.05)
+    curves = [
+        analysis.fold_continuation(bogdanov_takens, fold, -1.0, **options),
+        analysis.hopf_continuation(bogdanov_takens, hopf, -1.0, **options),
+    ]
+    analysis.plot_parameter_plane(
+        curves,
+        folder / "bogdanov_takens_plane.png",
+        labels=["fold curve", "Hopf curve (neutral saddle past BT)"],
+        names=("p", "a"),
     )
 
 

@@ -754,6 +754,43 @@ def fold_curve_result(points: int = 30):
     )
 
 
+def hopf_curve_result(points: int = 40):
+    """A Hopf curve `p = 0.2` from `q = 0.5` (a Bogdanov-Takens point, where `l1`
+    grows without bound) with a Bautin and a double-Hopf point."""
+    q = np.linspace(0.4, 3.0, points)
+    kappa = q - 0.5
+    return dict(
+        p=np.full(points, 0.2),
+        q=q,
+        s=q - q[0],
+        kappa=kappa,
+        first_lyapunov=np.where(kappa > 0, (1.5 - q) / np.sqrt(np.abs(kappa)) ** 3, np.nan),
+        codim2=[
+            dict(kind="bogdanov_takens", p=0.2, q=0.5, located=True, a=1.0, b=-1.0, index=1),
+            dict(
+                kind="bautin",
+                p=0.2,
+                q=1.5,
+                located=True,
+                frequency=1.0,
+                second_lyapunov_coefficient=-0.75,
+                index=15,
+            ),
+            dict(
+                kind="double_hopf",
+                p=0.2,
+                q=2.5,
+                located=True,
+                frequency=1.0,
+                frequencies=(1.0, 2.3),
+                index=32,
+            ),
+        ],
+        stop_reason="p_span",
+        metadata=meta("hopf_continuation", dtype="float64", tol=1e-10),
+    )
+
+
 def lyapunov_spectrum_result():
     """Lorenz's spectrum converging over 100 intervals of 0.5."""
     times = 0.5 * np.arange(1, 101)
@@ -1080,8 +1117,8 @@ FIGURES = {
             "stopped: p_span, p_span",
         ],
     ),
-    "plot_fold_curve": (
-        lambda: analysis.plot_fold_curve(fold_curve_result(), names=("h", "beta")),
+    "plot_parameter_plane": (
+        lambda: analysis.plot_parameter_plane(fold_curve_result(), names=("h", "beta")),
         [
             "cusp at beta = 1, h = 0 (c = -0.3333)",
             "Bogdanov-Takens at beta = 1.2, h = 0.1 (not located)",
@@ -1091,11 +1128,23 @@ FIGURES = {
             "Newton tol 1e-10",
         ],
     ),
-    "plot_fold_curve (two curves)": (
-        lambda: analysis.plot_fold_curve(
+    "plot_parameter_plane (two curves)": (
+        lambda: analysis.plot_parameter_plane(
             [fold_curve_result(), fold_curve_result(12)], labels=["fine", "coarse"]
         ),
         ["42 points", "stopped: p_span, p_span"],
+    ),
+    "plot_parameter_plane (a fold and a Hopf curve)": (
+        lambda: analysis.plot_parameter_plane(
+            [fold_curve_result(), hopf_curve_result()], names=("h", "beta")
+        ),
+        [
+            "Folds and Hopf points followed in two parameters",
+            "Bautin at beta = 1.5, h = 0.2 (l2 = -0.75)",
+            "double Hopf at beta = 2.5, h = 0.2 (omega = 1, 2.3)",
+            "Bogdanov-Takens at beta = 0.5, h = 0.2 (a = 1, b = -1)",
+            "70 points",
+        ],
     ),
     "plot_lyapunov_spectrum": (
         lambda: analysis.plot_lyapunov_spectrum(lyapunov_spectrum_result()),
@@ -1350,7 +1399,7 @@ DOCS_IMAGES = {  # figure function -> its images in docs/images (docs/make_figur
     "plot_lyapunov_spectrum": "lyapunov-spectrum",
     "plot_periodic_orbit": "periodic-orbit",
     "plot_cycle_continuation": ("cycle-continuation", "cycle-doublings"),
-    "plot_fold_curve": "fold-curve",
+    "plot_parameter_plane": ("fold-curve", "bogdanov-takens-plane"),
 }
 
 
