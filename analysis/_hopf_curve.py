@@ -85,9 +85,10 @@ from ._multilinear import multilinear
 # At the start the pair nearest the imaginary axis has a real part at most this fraction
 # of its modulus: else the record is not a Hopf point of this field at q0.
 HOPF_GAP = 1e-3
-# The records a Hopf curve starts from: continuation's Hopf points, and a fold curve's
-# zero-Hopf points (where a Hopf curve crosses it).
-START_KINDS = ("hopf", "zero_hopf")
+# The records a Hopf curve starts from: continuation's Hopf points, a fold curve's
+# zero-Hopf points (where a Hopf curve crosses it) and Bogdanov-Takens points (where one
+# starts; kappa = 0 there).
+START_KINDS = ("hopf", "zero_hopf", "bogdanov_takens")
 # The Illinois iterations that locate a Bautin point on its bracket at most.
 BAUTIN_ITERATIONS = 40
 
@@ -624,6 +625,33 @@ def _result(curve: _HopfCurve, points: list[dict], stop) -> dict:
     )
 
 
+def _start_kappa(jac, kind: str, p0: float, q0: float) -> float:
+    """`kappa` at the start: the square of the frequency of the pair of `jac` nearest
+    the imaginary axis, or 0 at a Bogdanov-Takens point (where `J^2` has a
+    two-dimensional null space); refused where there is neither."""
+    where = f"df/dx at p = {p0:.6g}, q0 = {q0:g}"
+    if kind == "bogdanov_takens":
+        sigma = np.linalg.svd(jac @ jac, compute_uv=False)
+        if not sigma[-2] <= HOPF_GAP * max(1.0, float(sigma[0])):
+            raise ValueError(
+                f"{where} has no double zero eigenvalue (the two smallest singular values "
+                f"of its square {sigma[-1]:.3g} and {sigma[-2]:.3g}): not a "
+                "Bogdanov-Takens point of this field, or not a located one."
+            )
+        return 0.0
+    values = _sorted_eigenvalues(jac)
+    scale = max(1.0, float(np.max(np.abs(values))))
+    pairs = values[values.imag > 1e-8 * scale]
+    nearest = pairs[np.argmin(np.abs(pairs.real))] if pairs.size else None
+    if nearest is None or not abs(nearest.real) <= HOPF_GAP * abs(nearest):
+        found = "no complex pair" if nearest is None else f"the nearest pair {nearest:.4g}"
+        raise ValueError(
+            f"{where} has no pair of eigenvalues on the imaginary axis ({found}): not a "
+            "Hopf point of this field, or not a located one."
+        )
+    return float(nearest.imag) ** 2
+
+
 def _check_record(hopf, field, second) -> None:
     if callable(getattr(field, "vector_field", None)):
         raise ValueError(
@@ -644,7 +672,8 @@ def _check_record(hopf, field, second) -> None:
     if kind not in START_KINDS:
         raise ValueError(
             "hopf_continuation starts from a 'hopf' record of continuation's bifurcations "
-            f"or a 'zero_hopf' point of fold_continuation (got {kind!r})."
+            "or a 'zero_hopf' or 'bogdanov_takens' point of fold_continuation or "
+            f"hopf_continuation (got {kind!r})."
         )
     for key in ("x", "p"):
         if key not in hopf:
@@ -683,9 +712,11 @@ def hopf_continuation(
       on (`x` of any shape, at most `FOLD_DENSE_MAX` entries). Energy models are
       refused: their flows have no Hopf points.
     - `hopf`: a `"hopf"` record of `continuation(field, ...)["bifurcations"]`, or a
-      `"zero_hopf"` point of `fold_continuation(field, ...)["codim2"]` (with `q0` its
-      `q`); also read back from JSON. Its `x` and `p` start the curve, and the pair of
-      `df/dx` nearest the imaginary axis there its `omega`.
+      `"zero_hopf"` or `"bogdanov_takens"` point of `fold_continuation(field,
+      ...)["codim2"]` (or of a Hopf curve's; with `q0` its `q`); also read back from
+      JSON. Its `x` and `p` start the curve, and the pair of `df/dx` nearest the
+      imaginary axis there its `omega` (zero from a Bogdanov-Takens point: `direction`
+      then chooses between the Hopf side and the neutral saddles).
     - `q0`, `second`, `q_span`, `args`: as for `fold_continuation`: `second(args, q) ->
       args` sets the second parameter (traced: one compilation serves the curve),
       `q_span = (low, high)` holds `q0`, and the curve stops at its first point outside.
@@ -733,18 +764,7 @@ def hopf_continuation(
             f"{tol:.3g}): pass the record found on this field, with its args and q0."
         )
     jac = np.asarray(problem.jacobian(y0, p0, q0_, args), np.float64)
-    values = _sorted_eigenvalues(jac)
-    scale = max(1.0, float(np.max(np.abs(values))))
-    pairs = values[values.imag > 1e-8 * scale]
-    nearest = pairs[np.argmin(np.abs(pairs.real))] if pairs.size else None
-    if nearest is None or not abs(nearest.real) <= HOPF_GAP * abs(nearest):
-        found = "no complex pair" if nearest is None else f"the nearest pair {nearest:.4g}"
-        raise ValueError(
-            f"df/dx at p = {float(p0):.6g}, q0 = {float(q0):g} has no pair of eigenvalues "
-            f"on the imaginary axis ({found}): not a Hopf point of this field, or not a "
-            "located one."
-        )
-    kappa0 = float(nearest.imag) ** 2
+    kappa0 = _start_kappa(jac, hopf["kind"], float(p0), float(q0))
     u0 = np.concatenate([np.asarray(y0, np.float64), [float(p0), kappa0, float(q0)]])
     curve = _HopfCurve(problem, args, dtype, tol, max_newton)
     options = curve_options(

@@ -32,7 +32,8 @@ def test_the_pages_bogdanov_takens_normal_form():
     coordinates `(x, -y / omega)`, unit eigenvector) `l1 = 1 / (2 omega^3 (1 + omega^2))`
     (1e-7 relative); the curve meets the fold curve `p = a^2 / 4` at the
     Bogdanov-Takens point `a = p = 0` (1e-9) with `a = b = 1`, and goes on as a neutral
-    saddle (`kappa = -a < 0`, no frequency, no `l1`)."""
+    saddle (`kappa = -a < 0`, no frequency, no `l1`). A Hopf curve started at the fold
+    curve's Bogdanov-Takens point retraces the Hopf side."""
     namespace, out, printed = run_page_example(PAGE, "analysis.hopf_continuation(")
     assert out == printed
     curve = namespace["hopf_curve"]
@@ -58,6 +59,21 @@ def test_the_pages_bogdanov_takens_normal_form():
         assert (point["q"], point["p"]) == pytest.approx((0.0, 0.0), abs=1e-9)
         assert (point["a"], point["b"]) == pytest.approx((1.0, 1.0), abs=1e-8)
         np.testing.assert_allclose(point["eigenvalues"], 0.0, atol=1e-6)
+    # from the fold curve's Bogdanov-Takens point (kappa = 0) back along the Hopf side
+    back = analysis.hopf_continuation(
+        namespace["bogdanov_takens"],
+        namespace["fold_curve"]["codim2"][0],
+        0.0,
+        second=namespace["set_a"],
+        q_span=(-0.5, 0.0),
+        args=0.0,
+        ds=0.05,
+        direction=-1,
+    )
+    assert back["stop_reason"] == "p_span" and back["codim2"] == []
+    np.testing.assert_allclose(back["p"], 0.0, atol=1e-9)
+    np.testing.assert_allclose(back["kappa"], -back["q"], atol=1e-9)
+    assert back["kappa"][0] == pytest.approx(0.0, abs=1e-9) and np.all(back["kappa"][1:] > 0)
 
 
 # The Bautin normal form `z' = (p + i omega(q)) z + q z |z|^2 + S z |z|^4` (`z = x + i
@@ -67,6 +83,7 @@ def test_the_pages_bogdanov_takens_normal_form():
 # `sigma = |M (1, -i, 0)| / sqrt 2`, the normal form's `c1 = 2 q`, `c2 = 4 S` (in `z /
 # sqrt 2`) scale to `c1 / sigma^2`, `c2 / sigma^4`.
 SKEW = np.array([[1.0, 0.4, -0.3], [0.2, 0.9, 0.5], [-0.1, 0.3, 1.2]])
+SKEW_INVERSE = np.linalg.inv(SKEW)  # a constant: derivatives through a solve compile slowly
 FIFTH = 0.8
 
 
@@ -78,7 +95,7 @@ def _bautin_map(u):
 
 
 def _bautin_inverse(X):
-    x, y, w = jnp.linalg.solve(jnp.asarray(SKEW), X)
+    x, y, w = jnp.asarray(SKEW_INVERSE) @ X
     x = (x - 0.5 * w**2) / (1 + 0.6 * w)
     y = y + 0.8 * x * w
     return jnp.stack([x, y, w - (0.7 * x**2 - 0.4 * x * y + 0.3 * y**2)])
@@ -136,7 +153,8 @@ def fold_and_rotation(u, p, args):
 def test_a_zero_hopf_point_where_the_hopf_curve_crosses_a_fold():
     """The curve `p = q^2` with `x = (-q, 0, 0)` (1e-9) from `q = -1` to `0.6`, through
     the zero-Hopf point at `q = 0` (1e-9) with frequency 1.5 and eigenvalues `0, +-1.5
-    i`; no Bautin point reported where `l1` passes through infinity beside it."""
+    i`; no Bautin point reported where `l1` passes through infinity beside it; from the
+    zero-Hopf point the curve is followed back."""
     args = {"q": -1.0}
     branch = analysis.continuation(
         fold_and_rotation,
@@ -160,6 +178,19 @@ def test_a_zero_hopf_point_where_the_hopf_curve_crosses_a_fold():
     assert (point["q"], point["p"]) == pytest.approx((0.0, 0.0), abs=1e-9)
     assert point["frequency"] == pytest.approx(1.5, abs=1e-9)
     np.testing.assert_allclose(np.sort_complex(point["eigenvalues"]), [-1.5j, 0.0, 1.5j], atol=1e-8)
+    # the zero-Hopf point (kind as a fold curve's) starts the curve again, down in q
+    back = analysis.hopf_continuation(
+        fold_and_rotation,
+        point,
+        0.0,
+        second=_set_q,
+        q_span=(-0.5, 0.0),
+        args=args,
+        ds=0.1,
+        direction=-1,
+    )
+    assert back["stop_reason"] == "p_span" and back["codim2"] == []
+    np.testing.assert_allclose(back["p"], back["q"] ** 2, atol=1e-9)
 
 
 SKEW4 = np.array(
@@ -167,11 +198,14 @@ SKEW4 = np.array(
 )
 
 
+SKEW4_INVERSE = np.linalg.inv(SKEW4)
+
+
 def two_planes(X, p, args):
     """Two planes turning at 1 and 2.3, growing at `p` and `q + p / 2`, with cubic
     terms and a quadratic coupling, in the skewed coordinates `X = SKEW4 u`: the first
     plane's Hopf curve is `p = 0`, on which the second pair crosses at `q = 0`."""
-    a, b, c, d = jnp.linalg.solve(jnp.asarray(SKEW4), X)
+    a, b, c, d = jnp.asarray(SKEW4_INVERSE) @ X
     r1, r2, m2 = a * a + b * b, c * c + d * d, args["q"] + 0.5 * p
     du = jnp.stack(
         [
@@ -237,6 +271,8 @@ def test_refusals():
         follow({**hopf, "x": np.ones(4)})
     with pytest.raises(ValueError, match="no pair of eigenvalues on the imaginary axis"):
         follow({**hopf, "p": 0.1, "x": np.zeros(4)})
+    with pytest.raises(ValueError, match="no double zero eigenvalue"):
+        follow({**hopf, "kind": "bogdanov_takens"})
     with pytest.raises(ValueError, match="energy model"):
         follow(hopf, field=Quadratic())
 
