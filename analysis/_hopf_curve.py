@@ -39,7 +39,8 @@ Along the curve:
   `z' = i omega z + c1 z |z|^2 + c2 z |z|^4` (Kuznetsov, SIAM J. Numer. Anal. 36, 1999:
   `h20`, `h11`, `h30`, `h21`, `h31`, `h22` of the centre manifold, then `G32`; the
   multilinear forms up to the fifth derivative are nested JVPs, `_multilinear`).
-  `l2 < 0`: the cycle born on the subcritical side of the point is stable.
+  `l2 < 0`: on the subcritical side of the point the unstable cycle born at each Hopf
+  point lies inside a stable one, the two meeting in a fold of cycles.
 - **zero-Hopf point**: a real eigenvalue besides the pair passes through zero (the curve
   crosses a fold curve). Located by Newton on `(f, G_i1, G_i2, g) = 0` in `(x, p, kappa,
   q)` with `g` the fold's bordered test function (`fold_continuation`).

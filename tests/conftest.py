@@ -251,7 +251,7 @@ COSTS = {
     "test_analysis.py": 98,
     "test_benchmarks.py": 93,
     "test_graphs.py": 85,
-    "test_hopf_curve.py": 80,  # measured alone, 2026-11-27
+    "test_hopf_curve.py": 70,  # measured alone, 2026-11-27
     "test_stiff_continuation.py": 74,
     "test_shipped.py": 71,
     "test_periodic_orbit.py": 71,
