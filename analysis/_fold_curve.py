@@ -71,7 +71,15 @@ from jax.typing import DTypeLike
 from et_ode import solvers
 
 from ._common import is_count
-from ._continuation import Field, Parameter, continuation, default_tol, dtype_of, is_float
+from ._continuation import (
+    Field,
+    Parameter,
+    check_field_shape,
+    continuation,
+    default_tol,
+    dtype_of,
+    is_float,
+)
 from ._records import metadata
 from ._system_branch import parameter_function, state_and_residual, system_field
 
@@ -91,6 +99,9 @@ RESEED_COSINE = 0.3
 # call that goes on from the last point of the one before): the borders are checked at
 # the end of each, so that a stretch past where they should have been re-seeded is short.
 SEGMENT_POINTS = 40
+# A codimension-two point found within this fraction of the first step from the start is
+# the start itself (the record the curve started from), and is not reported.
+START_FRACTION = 1e-6
 # The test functions' order in `tests`, and the kind of the point where each is zero.
 TEST_FUNCTIONS = ("cusp", "bogdanov_takens")
 
@@ -214,6 +225,30 @@ def _trilinear(problem, y, p, q, args, u):
     return jax.jvp(lambda z: problem.second_derivative(z, p, q, args, u, u), (y,), (u,))[1]
 
 
+def _closing_index(points: list[dict], new: list[dict]) -> int | None:
+    """The index in `new` (the points that follow `points` on the curve) of the first
+    point whose step from the one before passes the curve's first point, going its way:
+    the curve is closed, and has been followed once round. A step passes the start where
+    the start projects inside it and lies within a quarter of its length from it."""
+    whole = points + new
+    if len(whole) < 2:
+        return None
+    start = whole[0]["u"]
+    heading = whole[1]["u"] - start
+    for j in range(max(len(points), 4), len(whole)):
+        before = whole[j - 1]["u"]
+        step = whole[j]["u"] - before
+        length2 = float(step @ step)
+        if length2 == 0 or step @ heading <= 0:
+            continue
+        along = float((start - before) @ step) / length2
+        if 0 < along <= 1 and np.linalg.norm(before + along * step - start) < 0.25 * np.sqrt(
+            length2
+        ):
+            return j - len(points)
+    return None
+
+
 def _null(matrix):
     """Unit right and left null vectors of a singular `[n, n]` matrix (float64)."""
     u, _, vt = np.linalg.svd(matrix)
@@ -297,14 +332,19 @@ def _check_fold(fold, field, second, parameter) -> None:
         raise ValueError("the fold record holds NaN or inf: pass continuation's record.")
 
 
-def check_span(q0, q_span, max_points) -> None:
-    """A curve's `q_span` holds `q0`, and `max_points` is a count of at least 2."""
+def check_settings(q0, q_span, max_points, tol, max_newton) -> None:
+    """A curve's `q_span` holds `q0`, `max_points` is a count of at least 2, `tol` (where
+    given) positive and `max_newton` a count of at least 1."""
     if np.shape(q_span) != (2,) or not float(q_span[0]) <= float(q0) <= float(q_span[1]):
         raise ValueError(
             f"q_span must be a pair (low, high) that holds q0 = {float(q0):g} (got {q_span!r})."
         )
     if not is_count(max_points, 2):
         raise ValueError(f"max_points must be an integer >= 2 (got {max_points!r}).")
+    if tol is not None and not float(tol) > 0:
+        raise ValueError(f"tol must be positive (got {tol!r}); None takes the dtype's default.")
+    if not is_count(max_newton, 1):
+        raise ValueError(f"max_newton must be an integer >= 1 (got {max_newton!r}).")
 
 
 def curve_options(**settings) -> dict:
@@ -384,8 +424,9 @@ def fold_continuation(
     started; else `p`, `q`, `x` are the interpolated guess), `residual_rms`,
     `eigenvalues`, and the
     normal form: `c` (cusp) or `a` and `b` (Bogdanov-Takens), or the `frequency` of the
-    pair on the imaginary axis (zero-Hopf); `stop_reason` and
-    `stall` (as `continuation`'s), `metadata`. For an energy model `x` holds its own
+    pair on the imaginary axis (zero-Hopf); `stop_reason` (as `continuation`'s:
+    `"closed"` where the curve has come back round to its start, followed once) and
+    `stall`, `metadata`. For an energy model `x` holds its own
     states, `y` the manifold coordinates followed, `fixed_point_residual_rms [m]` the
     model's RMS residual at each point (each codimension-two point has its `y` and
     `fixed_point_residual_rms` too), and the eigenvalues are the linearised projected
@@ -393,7 +434,7 @@ def fold_continuation(
     `-NORMAL_RATE`).
     """
     _check_fold(fold, field, second, parameter)
-    check_span(q0, q_span, max_points)
+    check_settings(q0, q_span, max_points, tol, max_newton)
     x_fold = np.asarray(fold["x"])
     dtype = dtype_of(x_fold, dtype)
     args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
@@ -413,6 +454,7 @@ def fold_continuation(
             f"FOLD_DENSE_MAX = {FOLD_DENSE_MAX}; matrix-free fold curves are not built."
         )
     tol = default_tol(dtype) if tol is None else float(tol)
+    check_field_shape(function, jnp.asarray(x_fold, dtype), float(fold["p"]), args)
     problem = _Problem(field=function, second=set_q, shape=shape)
     y0 = jnp.asarray(x_fold.ravel(), dtype)
     p0, q0_ = jnp.asarray(float(fold["p"]), dtype), jnp.asarray(float(q0), dtype)
@@ -542,12 +584,15 @@ class _Curve:
             if points:  # the first point is the last one kept, measured again
                 new = new[1:]
                 low = [i - 1 for i in low]
+            kept = new[: low[0] + 1] if low else new
+            closing = _closing_index(points, kept)
+            if closing is not None:  # a closed curve, once round
+                return points + kept[: closing + 1], ("closed", None)
+            points += kept
             if not low and not more:
-                points += new
                 for warning in caught:
                     warnings.warn(warning.message, warning.category, stacklevel=4)
                 return points, (branch["stop_reason"], branch["stall"])
-            points += new[: low[0] + 1] if low else new
             cut = points[-1]
             if low:
                 borders = self.reseed(cut)
@@ -559,6 +604,12 @@ class _Curve:
         `eigenvalues`, `border_cosines`, `residual_rms`, `newton_iterations`, `codim2`
         (in arclength order), `stop_reason`, `stall`, `metadata`."""
         stop_reason, stall = stop
+        # a point at the start is the record the curve started from (a double-Hopf or
+        # zero-Hopf point, where an eigenvalue's real part is zero to rounding): not again
+        first_step = points[1]["s"] if len(points) > 1 else 0.0
+        codim2 = [
+            r for r in codim2 if not (r["index"] == 0 and r["s"] <= START_FRACTION * first_step)
+        ]
         return dict(
             s=np.array([point["s"] for point in points]),
             eigenvalues=np.stack([_sorted_eigenvalues(point["jac"]) for point in points]),

@@ -68,7 +68,7 @@ from jax.typing import DTypeLike
 
 from et_ode import solvers
 
-from ._continuation import Field, default_tol, dtype_of, is_float
+from ._continuation import Field, check_field_shape, default_tol, dtype_of, is_float
 from ._fold_curve import (
     FOLD_DENSE_MAX,
     RECORD_RESIDUAL,
@@ -77,7 +77,7 @@ from ._fold_curve import (
     _Problem,
     _sorted_eigenvalues,
     bogdanov_takens_coefficients,
-    check_span,
+    check_settings,
     curve_options,
     pair_crossings,
 )
@@ -88,8 +88,8 @@ from ._multilinear import multilinear
 HOPF_GAP = 1e-3
 # The records a Hopf curve starts from: continuation's Hopf points, a fold curve's
 # zero-Hopf points (where a Hopf curve crosses it) and Bogdanov-Takens points (where one
-# starts; kappa = 0 there).
-START_KINDS = ("hopf", "zero_hopf", "bogdanov_takens")
+# starts; kappa = 0 there), and a Hopf curve's double-Hopf points (the other pair's).
+START_KINDS = ("hopf", "zero_hopf", "bogdanov_takens", "double_hopf")
 # The Illinois iterations that locate a Bautin point on its bracket at most.
 BAUTIN_ITERATIONS = 40
 
@@ -621,16 +621,18 @@ def _result(curve: _HopfCurve, points: list[dict], stop) -> dict:
         x=u[:, :-3].reshape((len(u),) + shape).astype(curve.dtype),
         kappa=kappa.astype(curve.dtype),
         frequency=np.where(kappa > 0, np.sqrt(np.abs(kappa)), np.nan).astype(curve.dtype),
-        first_lyapunov=l1,
+        first_lyapunov=l1.astype(curve.dtype),
         **curve.summary(points, stop, codim2, "hopf_continuation"),
     )
 
 
-def _start_kappa(jac, kind: str, p0: float, q0: float) -> float:
+def _start_kappa(jac, record: dict, p0: float, q0: float) -> float:
     """`kappa` at the start: the square of the frequency of the pair of `jac` nearest
-    the imaginary axis, or 0 at a Bogdanov-Takens point (where `J^2` has a
-    two-dimensional null space); refused where there is neither."""
+    the imaginary axis (at a double-Hopf point, of the pair nearest the record's second
+    frequency: the other Hopf curve through it), or 0 at a Bogdanov-Takens point (where
+    `J^2` has a two-dimensional null space); refused where there is neither."""
     where = f"df/dx at p = {p0:.6g}, q0 = {q0:g}"
+    kind = record["kind"]
     if kind == "bogdanov_takens":
         sigma = np.linalg.svd(jac @ jac, compute_uv=False)
         if not sigma[-2] <= HOPF_GAP * max(1.0, float(sigma[0])):
@@ -643,6 +645,10 @@ def _start_kappa(jac, kind: str, p0: float, q0: float) -> float:
     values = _sorted_eigenvalues(jac)
     scale = max(1.0, float(np.max(np.abs(values))))
     pairs = values[values.imag > 1e-8 * scale]
+    if kind == "double_hopf" and pairs.size:
+        if "frequencies" not in record:
+            raise ValueError("the double_hopf record has no 'frequencies': pass it as found.")
+        pairs = pairs[[np.argmin(np.abs(pairs - 1j * float(record["frequencies"][1])))]]
     nearest = pairs[np.argmin(np.abs(pairs.real))] if pairs.size else None
     if nearest is None or not abs(nearest.real) <= HOPF_GAP * abs(nearest):
         found = "no complex pair" if nearest is None else f"the nearest pair {nearest:.4g}"
@@ -672,9 +678,9 @@ def _check_record(hopf, field, second) -> None:
     kind = hopf.get("kind") if isinstance(hopf, dict) else type(hopf).__name__
     if kind not in START_KINDS:
         raise ValueError(
-            "hopf_continuation starts from a 'hopf' record of continuation's bifurcations "
-            "or a 'zero_hopf' or 'bogdanov_takens' point of fold_continuation or "
-            f"hopf_continuation (got {kind!r})."
+            "hopf_continuation starts from a 'hopf' record of continuation's bifurcations, "
+            "a 'zero_hopf' or 'bogdanov_takens' point of fold_continuation or "
+            f"hopf_continuation, or a 'double_hopf' point of hopf_continuation (got {kind!r})."
         )
     for key in ("x", "p"):
         if key not in hopf:
@@ -717,7 +723,9 @@ def hopf_continuation(
       ...)["codim2"]` (or of a Hopf curve's; with `q0` its `q`); also read back from
       JSON. Its `x` and `p` start the curve, and the pair of `df/dx` nearest the
       imaginary axis there its `omega` (zero from a Bogdanov-Takens point: `direction`
-      then chooses between the Hopf side and the neutral saddles).
+      then chooses between the Hopf side and the neutral saddles). A `"double_hopf"`
+      point of a Hopf curve starts the other Hopf curve through it (the pair of its
+      second frequency).
     - `q0`, `second`, `q_span`, `args`: as for `fold_continuation`: `second(args, q) ->
       args` sets the second parameter (traced: one compilation serves the curve),
       `q_span = (low, high)` holds `q0`, and the curve stops at its first point outside.
@@ -737,11 +745,12 @@ def hopf_continuation(
     `"zero_hopf"`, `"double_hopf"`), `p`, `q`, `x`, `frequency`, `index`, `s`,
     `located`, `residual_rms`, `eigenvalues` (as on a fold curve), and: `a`, `b`
     (Bogdanov-Takens), `second_lyapunov_coefficient` and `normal_form` (`l1`, `l2`,
-    `c1`, `c2`; Bautin), `frequencies` (both pairs'; double Hopf); `stop_reason`,
-    `stall`, `metadata`.
+    `c1`, `c2`; Bautin), `frequencies` (both pairs'; double Hopf); `stop_reason` (as
+    `continuation`'s: `"closed"` where the curve has come back round to its start,
+    followed once), `stall`, `metadata`.
     """
     _check_record(hopf, field, second)
-    check_span(q0, q_span, max_points)
+    check_settings(q0, q_span, max_points, tol, max_newton)
     x_hopf = np.asarray(hopf["x"])
     dtype = dtype_of(x_hopf, dtype)
     args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
@@ -754,6 +763,7 @@ def hopf_continuation(
     if n < 2:
         raise ValueError("a Hopf point needs a state of at least 2 entries.")
     tol = default_tol(dtype) if tol is None else float(tol)
+    check_field_shape(field, jnp.asarray(x_hopf, dtype), float(hopf["p"]), args)
     problem = _Problem(field=cast(Callable[..., Any], field), second=second, shape=shape)
     y0 = jnp.asarray(x_hopf.ravel(), dtype)
     p0, q0_ = jnp.asarray(float(hopf["p"]), dtype), jnp.asarray(float(q0), dtype)
@@ -765,7 +775,7 @@ def hopf_continuation(
             f"{tol:.3g}): pass the record found on this field, with its args and q0."
         )
     jac = np.asarray(problem.jacobian(y0, p0, q0_, args), np.float64)
-    kappa0 = _start_kappa(jac, hopf["kind"], float(p0), float(q0))
+    kappa0 = _start_kappa(jac, hopf, float(p0), float(q0))
     u0 = np.concatenate([np.asarray(y0, np.float64), [float(p0), kappa0, float(q0)]])
     curve = _HopfCurve(problem, args, dtype, tol, max_newton)
     options = curve_options(

@@ -217,7 +217,7 @@ def two_planes(X, p, args):
 
 def test_a_double_hopf_point_in_skewed_coordinates():
     """The curve `p = 0`, `X = 0` (1e-12) and the double-Hopf point at `q = 0` (1e-9)
-    with frequencies 1 and 2.3 (1e-9)."""
+    with frequencies 1 and 2.3 (1e-9); from it, the other pair's curve `q = -p / 2`."""
     args = {"q": -0.4}
     hopf = {"kind": "hopf", "x": np.zeros(4), "p": 0.0}
     curve = analysis.hopf_continuation(
@@ -229,6 +229,47 @@ def test_a_double_hopf_point_in_skewed_coordinates():
     assert point["kind"] == "double_hopf" and point["located"]
     assert (point["q"], point["p"]) == pytest.approx((0.0, 0.0), abs=1e-9)
     assert point["frequencies"] == pytest.approx((1.0, 2.3), abs=1e-9)
+    # the other pair's Hopf curve through the point: q = -p / 2
+    other = analysis.hopf_continuation(
+        two_planes, point, 0.0, second=_set_q, q_span=(-0.2, 0.2), args=args, ds=0.1
+    )
+    np.testing.assert_allclose(other["q"], -other["p"] / 2, atol=1e-9)
+    np.testing.assert_allclose(other["frequency"], 2.3, atol=1e-9)
+    assert len(other["q"]) >= 3 and other["codim2"] == []
+
+
+def circle(u, p, args):
+    """A plane turning at `1 + 0.3 q` and growing at `1 - p^2 - q^2`: its Hopf curve is
+    the unit circle in `(p, q)`, a closed curve."""
+    x, y = u
+    growth, omega, r2 = 1 - p**2 - args["q"] ** 2, 1 + 0.3 * args["q"], x * x + y * y
+    return jnp.stack([growth * x - omega * y - x * r2, omega * x + growth * y - y * r2])
+
+
+def test_a_closed_hopf_curve_is_followed_once_round():
+    """The unit circle from `(p, q) = (1, 0)`, through both turns in `q`, stops
+    `"closed"` after one lap (the last step passing the start): every point on it
+    (1e-9), its angles covering the circle once, `omega = 1 + 0.3 q`, and `l1 = -2 /
+    omega` (the planar formula: `c1 = -2` for the cubic `-z |z|^2` with the unit
+    eigenvector)."""
+    hopf = {"kind": "hopf", "x": np.zeros(2), "p": 1.0}
+    curve = analysis.hopf_continuation(
+        circle,
+        hopf,
+        0.0,
+        second=_set_q,
+        q_span=(-2.0, 2.0),
+        args={"q": 0.0},
+        ds=0.2,
+        ds_max=0.3,
+    )
+    assert curve["stop_reason"] == "closed" and curve["codim2"] == []
+    p, q = curve["p"], curve["q"]
+    np.testing.assert_allclose(p**2 + q**2, 1.0, atol=1e-9)
+    turned = np.unwrap(np.arctan2(q, p))
+    assert 2 * np.pi <= abs(turned[-1] - turned[0]) < 2 * np.pi + 0.3
+    np.testing.assert_allclose(curve["frequency"], 1 + 0.3 * q, atol=1e-9)
+    np.testing.assert_allclose(curve["first_lyapunov"], -2 / (1 + 0.3 * q), rtol=1e-9)
 
 
 def test_refusals():
@@ -263,6 +304,12 @@ def test_refusals():
         follow({**hopf, "p": 0.1, "x": np.zeros(4)})
     with pytest.raises(ValueError, match="no double zero eigenvalue"):
         follow({**hopf, "kind": "bogdanov_takens"})
+    with pytest.raises(ValueError, match=r"returned shape \(3,\) for a state of shape \(4,\)"):
+        follow(hopf, field=lambda x, p, args: x[:3])
+    with pytest.raises(ValueError, match="tol must be positive"):
+        follow(hopf, tol=-1.0)
+    with pytest.raises(ValueError, match="max_newton must be an integer >= 1"):
+        follow(hopf, max_newton=0)
     with pytest.raises(ValueError, match="energy model"):
         follow(hopf, field=Quadratic())
 
