@@ -102,6 +102,10 @@ SEGMENT_POINTS = 40
 # A codimension-two point found within this fraction of the first step from the start is
 # the start itself (the record the curve started from), and is not reported.
 START_FRACTION = 1e-6
+# The records a fold curve starts from: continuation's folds, and the points of fold and
+# Hopf curves where df/dx is singular (a Hopf curve's Bogdanov-Takens and zero-Hopf
+# points are where a fold curve meets it).
+FOLD_START_KINDS = ("fold", "cusp", "bogdanov_takens", "zero_hopf")
 # The test functions' order in `tests`, and the kind of the point where each is zero.
 TEST_FUNCTIONS = ("cusp", "bogdanov_takens")
 
@@ -319,11 +323,12 @@ def _check_fold(fold, field, second, parameter) -> None:
             "second must be a function (args, q) -> args that sets the second parameter "
             f"(got {type(second).__name__})."
         )
-    if not isinstance(fold, dict) or fold.get("kind") != "fold":
+    if not isinstance(fold, dict) or fold.get("kind") not in FOLD_START_KINDS:
         kind = fold.get("kind") if isinstance(fold, dict) else type(fold).__name__
         raise ValueError(
             f"fold_continuation starts from a 'fold' record of continuation's bifurcations "
-            f"(got {kind!r})."
+            "or a point of a fold or Hopf curve where df/dx is singular ('cusp', "
+            f"'bogdanov_takens', 'zero_hopf') (got {kind!r})."
         )
     for key in ("x", "p"):
         if key not in fold:
@@ -397,7 +402,10 @@ def fold_continuation(
       fold curve is followed in the model's manifold coordinates (at most
       `FOLD_DENSE_MAX` of them).
     - `fold`: a `"fold"` record of `continuation(field, ...)["bifurcations"]` (also read
-      back from JSON): its `x` and `p` start the curve.
+      back from JSON): its `x` and `p` start the curve. Or a point of a fold or Hopf
+      curve where `df/dx` is singular (`"cusp"`, `"bogdanov_takens"`, `"zero_hopf"`,
+      with its `q` as `q0`): from a Hopf curve's Bogdanov-Takens or zero-Hopf point,
+      the fold curve it meets there.
     - `q0`: the second parameter's value on that branch; `second(args, q) -> args` sets it
       in the field's conditions (for example `lambda a, q: {**a, "h": q}`). For an
       energy model `second` is a parameter as `parameter` is (`"beta"`,

@@ -33,7 +33,8 @@ def test_the_pages_bogdanov_takens_normal_form():
     (1e-7 relative); the curve meets the fold curve `p = a^2 / 4` at the
     Bogdanov-Takens point `a = p = 0` (1e-9) with `a = b = 1`, and goes on as a neutral
     saddle (`kappa = -a < 0`, no frequency, no `l1`). A Hopf curve started at the fold
-    curve's Bogdanov-Takens point retraces the Hopf side."""
+    curve's Bogdanov-Takens point retraces the Hopf side, and a fold curve started at
+    the Hopf curve's the fold curve."""
     namespace, out, printed = run_page_example(PAGE, "analysis.hopf_continuation(")
     assert out == printed
     curve = namespace["hopf_curve"]
@@ -74,6 +75,18 @@ def test_the_pages_bogdanov_takens_normal_form():
     np.testing.assert_allclose(back["p"], 0.0, atol=1e-9)
     np.testing.assert_allclose(back["kappa"], -back["q"], atol=1e-9)
     assert back["kappa"][0] == pytest.approx(0.0, abs=1e-9) and np.all(back["kappa"][1:] > 0)
+    # and from the Hopf curve's Bogdanov-Takens point, the fold curve p = a^2 / 4
+    fold = analysis.fold_continuation(
+        namespace["bogdanov_takens"],
+        curve["codim2"][0],
+        0.0,
+        second=namespace["set_a"],
+        q_span=(0.0, 0.4),
+        args=0.0,
+        ds=0.05,
+    )
+    assert fold["stop_reason"] == "p_span" and fold["codim2"] == []
+    np.testing.assert_allclose(fold["p"], fold["q"] ** 2 / 4, atol=1e-9)
 
 
 # The Bautin normal form `z' = (p + i omega(q)) z + q z |z|^2 + S z |z|^4` (`z = x + i
