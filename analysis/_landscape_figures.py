@@ -530,7 +530,8 @@ def plot_parameter_plane(
     Hopf curves dashed), each codimension-two point marked and named with its
     normal-form coefficients (or frequencies); right, each curve's test functions
     against its arclength (a fold curve's cusp and Bogdanov-Takens tests; a Hopf
-    curve's `omega^2`, whose zero is a Bogdanov-Takens point, and first Lyapunov
+    curve's `omega^2`, whose zero is a Bogdanov-Takens point past which the curve is
+    a neutral saddle, drawn dotted, and first Lyapunov
     coefficient, whose zero is a Bautin point; a symmetric log scale where they span
     decades). `labels`: a name per curve; `names`: what `p` and `q` are (the axes'
     labels). Returns the `Figure`."""
@@ -546,7 +547,23 @@ def plot_parameter_plane(
     for index, (curve, label, is_hopf) in enumerate(zip(curves, labels, hopf)):
         colour = f"C{index}"
         q, p = np.asarray(curve["q"], float), np.asarray(curve["p"], float)
-        axes[0, 0].plot(q, p, "--" if is_hopf else "-", color=colour, label=label)
+        if is_hopf:  # past a Bogdanov-Takens point the curve is no Hopf curve
+            saddle = np.asarray(curve["kappa"], float) <= 0
+            hopf_q, hopf_p = np.where(saddle, np.nan, q), np.where(saddle, np.nan, p)
+            axes[0, 0].plot(hopf_q, hopf_p, "--", color=colour, label=label)
+            if saddle.any():
+                # each neutral-saddle stretch with the point before it, so the line joins
+                joined = saddle | np.r_[saddle[1:], False] | np.r_[False, saddle[:-1]]
+                axes[0, 0].plot(
+                    np.where(joined, q, np.nan),
+                    np.where(joined, p, np.nan),
+                    ":",
+                    color=colour,
+                    alpha=0.6,
+                    label=f"{label}: neutral saddle",
+                )
+        else:
+            axes[0, 0].plot(q, p, "-", color=colour, label=label)
         s = np.asarray(curve["s"], float)
         for values, style, name in _curve_tests(curve):
             axes[0, 1].plot(s, values, style, color=colour, label=f"{label}: {name}")

@@ -297,7 +297,7 @@ def _bogdanov_takens_plane(folder: Path) -> None:
     analysis.plot_parameter_plane(
         curves,
         folder / "bogdanov_takens_plane.png",
-        labels=["fold curve", "Hopf curve (neutral saddle past BT)"],
+        labels=["fold curve", "Hopf curve"],
         names=("p", "a"),
     )
 
