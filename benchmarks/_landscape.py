@@ -375,6 +375,188 @@ def _periodic_orbit_row():
     )
 
 
+BRATU_N = 20  # interior points of the Bratu-Gelfand problem
+CURVE_POINTS = (40, 12)  # two-parameter curve points at most (full, quick)
+
+
+def _bratu(u, lam, args):
+    """`u'' + lam exp(u / (1 + eps u)) = 0`, `u(0) = u(1) = 0` on `BRATU_N` points."""
+    h = 1.0 / (BRATU_N + 1)
+    pad = jnp.pad(u, 1)
+    return (pad[2:] - 2 * u + pad[:-2]) / h**2 + lam * jnp.exp(u / (1 + args["eps"] * u))
+
+
+def _bratu_fold_numpy(z, eps):
+    """The fold's extended system `(f, J v, |v|^2 - 1)` in `z = (u, v, lambda)`, numpy."""
+    n, h = BRATU_N, 1.0 / (BRATU_N + 1)
+    u, v, lam = z[:n], z[n:-1], z[-1]
+    source = np.exp(u / (1 + eps * u))
+    lap = (np.diag(np.ones(n - 1), 1) - 2 * np.eye(n) + np.diag(np.ones(n - 1), -1)) / h**2
+    jac = lap + lam * np.diag(source / (1 + eps * u) ** 2)
+    return np.concatenate([lap @ u + lam * source, jac @ v, [v @ v - 1]])
+
+
+def _set_eps(args, eps):
+    return {**args, "eps": eps}
+
+
+def _set_sigma(args, sigma):
+    return {**args, "sigma": sigma}
+
+
+def _lorenz_sigma(x, rho, args):
+    sigma, b = args["sigma"], 8.0 / 3.0
+    return jnp.stack([sigma * (x[1] - x[0]), x[0] * (rho - x[2]) - x[1], x[0] * x[1] - b * x[2]])
+
+
+def _lorenz_hopf_numpy(z, sigma, c):
+    """The Hopf extended system `(f, J a + omega b, J b - omega a, c . a - 1, c . b)` in
+    `z = (x, a, b, rho, omega)` (`J (a + i b) = i omega (a + i b)`), numpy."""
+    b_ = 8.0 / 3.0
+    x, a, b, rho, omega = z[:3], z[3:6], z[6:9], z[9], z[10]
+    f = [sigma * (x[1] - x[0]), x[0] * (rho - x[2]) - x[1], x[0] * x[1] - b_ * x[2]]
+    jac = np.array([[-sigma, sigma, 0.0], [rho - x[2], -1.0, -x[0]], [x[1], x[0], -b_]])
+    return np.concatenate([f, jac @ a + omega * b, jac @ b - omega * a, [c @ a - 1, c @ b]])
+
+
+def _timed(function):
+    start = time.perf_counter()
+    out = function()
+    return out, time.perf_counter() - start
+
+
+def _curve_row(name, follow, reference, reference_name, exact, quick):
+    """A two-parameter curve row: `follow()` from cold (caches cleared) and again warm;
+    `reference(curve) -> (p per point, seconds)` at the curve's `q`; `exact(q) -> p`."""
+    jax.clear_caches()
+    curve, cold = _timed(follow)
+    _, warm = _timed(follow)
+    p_ref, seconds = reference(curve)
+    p, q = np.asarray(curve["p"], float), np.asarray(curve["q"], float)
+    return row(
+        FAMILY,
+        name,
+        value=warm / seconds,
+        unit="x (warm time / scipy time)",
+        reference=reference_name,
+        goal="<= 1x",
+        met=warm <= seconds,
+        note=""
+        if warm <= seconds
+        else (
+            "a few unknowns: per-point dispatch of the compiled steps (tangent, corrector, "
+            "eigenvalues, test functions) against MINPACK's compiled loop; the curve adds "
+            "arclength through turns, every point's eigenvalues and the codim-2 points"
+        ),
+        cold_seconds=cold,
+        warm_seconds=warm,
+        scipy_seconds=seconds,
+        points=len(q),
+        codim2=[point["kind"] for point in curve["codim2"]],
+        max_error=float(np.max(np.abs(p - exact(q)))) if exact else None,
+        max_difference_to_scipy=float(np.max(np.abs(p - p_ref))),
+        quick=quick,
+    )
+
+
+def _fold_curve_row(quick):
+    """The Bratu-Gelfand fold followed in `eps` (0.2 to 0.24, short of the cusp, where a
+    natural-parameter reference would turn back) against scipy `fsolve` on the fold's
+    extended system at each `eps` the curve reached, each started from the one before
+    (its Jacobian by differences: the loop a user writes by hand)."""
+    import scipy.optimize
+
+    args = {"eps": jnp.asarray(0.2)}
+    branch = analysis.continuation(
+        _bratu, jnp.zeros(BRATU_N), 0.0, p_span=(0.0, 6.0), args=args, ds=0.2, ds_max=1.0
+    )
+    fold = next(b for b in branch["bifurcations"] if b["kind"] == "fold")
+
+    def follow():
+        return analysis.fold_continuation(
+            _bratu,
+            fold,
+            0.2,
+            second=_set_eps,
+            q_span=(0.2, 0.24),
+            args=args,
+            ds=0.005,
+            ds_max=0.005,
+            max_points=CURVE_POINTS[bool(quick)],
+        )
+
+    def reference(curve):
+        x0 = np.asarray(curve["x"][0], float)
+        v0 = np.linalg.svd(np.asarray(jax.jacfwd(lambda u: _bratu(u, fold["p"], args))(x0)))[2][-1]
+        z = np.concatenate([x0, v0, [float(curve["p"][0])]])
+        start, found = time.perf_counter(), []
+        for eps in np.asarray(curve["q"], float):
+            z = scipy.optimize.fsolve(_bratu_fold_numpy, z, args=(eps,), xtol=1e-12)
+            found.append(z[-1])
+        return np.array(found), time.perf_counter() - start
+
+    return _curve_row(
+        "fold curve, Bratu-Gelfand (20 points) in eps",
+        follow,
+        reference,
+        "scipy fsolve on the fold's extended system at each eps reached (natural "
+        "continuation, differences for the Jacobian)",
+        None,
+        quick,
+    )
+
+
+def _hopf_curve_row(quick):
+    """Lorenz's Hopf point followed in `sigma` (10 to 16, `b = 8/3`) against scipy
+    `fsolve` on the Hopf extended system at each `sigma` reached, each from the one
+    before; both against the closed form `rho_H = sigma (sigma + b + 3) / (sigma - b -
+    1)`."""
+    import scipy.optimize
+
+    b = 8.0 / 3.0
+    rho_h = lambda sigma: sigma * (sigma + b + 3) / (sigma - b - 1)  # noqa: E731
+    rho0 = rho_h(10.0)
+    c = np.sqrt(b * (rho0 - 1))
+    hopf = {"kind": "hopf", "x": np.array([c, c, rho0 - 1]), "p": rho0}
+
+    def follow():
+        return analysis.hopf_continuation(
+            _lorenz_sigma,
+            hopf,
+            10.0,
+            second=_set_sigma,
+            q_span=(10.0, 16.0),
+            args={"sigma": jnp.asarray(10.0)},
+            ds=0.2,
+            ds_max=0.2,
+            max_points=CURVE_POINTS[bool(quick)],
+        )
+
+    def reference(curve):
+        x0, rho = np.asarray(curve["x"][0], float), float(curve["p"][0])
+        jac = np.array([[-10.0, 10.0, 0.0], [rho - x0[2], -1.0, -x0[0]], [x0[1], x0[0], -b]])
+        values, vectors = np.linalg.eig(jac)
+        k = int(np.argmax(values.imag))
+        border = vectors[:, k].real / np.linalg.norm(vectors[:, k].real)
+        vector = vectors[:, k] / (border @ vectors[:, k])
+        z = np.concatenate([x0, vector.real, vector.imag, [rho, values[k].imag]])
+        start, found = time.perf_counter(), []
+        for sigma in np.asarray(curve["q"], float):
+            z = scipy.optimize.fsolve(_lorenz_hopf_numpy, z, args=(sigma, border), xtol=1e-12)
+            found.append(z[9])
+        return np.array(found), time.perf_counter() - start
+
+    return _curve_row(
+        "Hopf curve, Lorenz in (rho, sigma)",
+        follow,
+        reference,
+        "scipy fsolve on the Hopf extended system at each sigma reached (natural "
+        "continuation, differences for the Jacobian)",
+        rho_h,
+        quick,
+    )
+
+
 def run(problem, opts) -> list[dict]:
     dtype = _precision()[0]
     core, x0 = analysis.cast((problem.core, problem.x0[:2]), dtype)
@@ -384,4 +566,6 @@ def run(problem, opts) -> list[dict]:
         _basin_grid(core, x0, opts.quick),
         _stiff_continuation(opts.quick),
         _periodic_orbit_row(),
+        _fold_curve_row(opts.quick),
+        _hopf_curve_row(opts.quick),
     ]
