@@ -19,6 +19,7 @@ import contextlib
 import datetime
 import errno as _errno
 import fcntl
+import functools
 import json
 import os
 import platform
@@ -60,6 +61,13 @@ PACKAGES = (
 def versions() -> dict[str, str | None]:
     """Installed versions of the packages a result depends on (`None` if absent), and
     the Python version, keyed by distribution name (`"et-ode"`, `"jax"`, ...)."""
+    return dict(_installed_versions())
+
+
+@functools.cache
+def _installed_versions() -> tuple[tuple[str, str | None], ...]:
+    """`versions()`, read once a process: each lookup reads the installed metadata
+    (about 2 ms a package), and every study's result asks."""
     found: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
@@ -67,7 +75,7 @@ def versions() -> dict[str, str | None]:
         except _metadata.PackageNotFoundError:
             found[name] = None
     found["python"] = platform.python_version()
-    return found
+    return tuple(found.items())
 
 
 # fsync of a folder: what a file system that cannot sync folders answers (then there is
