@@ -51,7 +51,8 @@ complex pair of `J` crosses the imaginary axis on the curve (eigenvalues `0, +-i
 a Hopf curve crosses the fold curve there). It is located by Gauss-Newton on
 `(f, g, G) = 0` in `(x, p, q, kappa)`, `G` the `2 x 2` bordered solution of
 `J^2 + kappa I` (zero where `J` has eigenvalues `+-i sqrt(kappa)`; Govaerts, ch. 4),
-and reported with its `frequency` (no normal form). Dense only: `J` is formed in every
+and reported with its `frequency` and the second-order coefficients of its normal form
+(`_normal_forms.zero_hopf_coefficients`). Dense only: `J` is formed in every
 evaluation of `G` and differentiated again by the corrector, so the cost grows as `n^2`
 field evaluations per Newton step; states of more than `FOLD_DENSE_MAX` entries are
 refused.
@@ -80,6 +81,7 @@ from ._continuation import (
     dtype_of,
     is_float,
 )
+from ._normal_forms import forms_at, zero_hopf_coefficients
 from ._records import metadata
 from ._system_branch import parameter_function, state_and_residual, system_field
 
@@ -431,7 +433,8 @@ def fold_continuation(
     extended system converged, no farther than the bracketing step from where it
     started; else `p`, `q`, `x` are the interpolated guess), `residual_rms`,
     `eigenvalues`, and the
-    normal form: `c` (cusp) or `a` and `b` (Bogdanov-Takens), or the `frequency` of the
+    normal form: `c` (cusp) or `a` and `b` (Bogdanov-Takens), or `normal_form` (`G200`,
+    `G011`, `G110`, `s`, `theta`, `q0`, `q1`; zero-Hopf) and the `frequency` of the
     pair on the imaginary axis (zero-Hopf); `stop_reason` (as `continuation`'s:
     `"closed"` where the curve has come back round to its start, followed once) and
     `stall`, `metadata`. For an energy model `x` holds its own
@@ -716,8 +719,21 @@ class _Curve:
         record["frequency"] = float(np.sqrt(u[-1])) if located else float(omega)
         if located:
             y, p, q = self.cast(u[:-3], u[-3], u[-2])
-            record["eigenvalues"] = _sorted_eigenvalues(self.problem.jacobian(y, p, q, self.args))
+            jac = np.asarray(self.problem.jacobian(y, p, q, self.args), np.float64)
+            record["eigenvalues"] = _sorted_eigenvalues(jac)
+            record["normal_form"] = zero_hopf_normal_form(
+                self.problem, (y, p, q, self.args), jac, record["frequency"]
+            )
         return record
+
+
+def zero_hopf_normal_form(problem, at, jac, omega: float) -> dict:
+    """`_normal_forms.zero_hopf_coefficients` at a zero-Hopf point `at = (y, p, q,
+    args)` of either kind of curve, its vectors in the state's shape."""
+    out = zero_hopf_coefficients(forms_at(problem, *at), jac, omega)
+    out["q0"] = out["q0"].reshape(problem.shape)
+    out["q1"] = out["q1"].reshape(problem.shape)
+    return out
 
 
 def _pair_basis(matrix, value) -> np.ndarray:

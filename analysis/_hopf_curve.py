@@ -80,8 +80,10 @@ from ._fold_curve import (
     check_settings,
     curve_options,
     pair_crossings,
+    zero_hopf_normal_form,
 )
 from ._multilinear import multilinear
+from ._normal_forms import forms_at, second_lyapunov
 
 # At the start the pair nearest the imaginary axis has a real part at most this fraction
 # of its modulus: else the record is not a Hopf point of this field at q0.
@@ -267,97 +269,6 @@ def null_space_bases(jac, kappa: float) -> tuple[np.ndarray, np.ndarray]:
     return u[:, -2:], vt[-2:].T
 
 
-def second_lyapunov(form: Callable, jac, omega: float) -> dict:
-    """The normal form at a Bautin point (`J = jac` has `+-i omega`, `Re c1 = 0`):
-    `l1`, `l2 = Re(c2) / omega` and `c1`, `c2` (module docstring; Kuznetsov 1999),
-    from the unit right eigenvector `q` and the left one `p` with `<p, q> = 1`.
-    `form(u1, ..., uk)` is `D^k f[u1, ..., uk]` there at complex vectors."""
-    n = len(jac)
-    values, vectors = np.linalg.eig(jac)
-    k = int(np.argmin(np.abs(values - 1j * omega)))
-    q = vectors[:, k] / np.linalg.norm(vectors[:, k])
-    values_t, vectors_t = np.linalg.eig(jac.T)
-    p = vectors_t[:, int(np.argmin(np.abs(values_t + 1j * omega)))]
-    p = p / np.conj(np.vdot(p, q))
-    eye = np.eye(n)
-    # the derivatives 2 to 5, told apart by their number of arguments
-    B = C = D = E = form
-    qb = np.conj(q)
-    h20 = np.linalg.solve(2j * omega * eye - jac, B(q, q))
-    h11 = -np.linalg.solve(jac, B(q, qb).real)
-    g21 = np.vdot(p, C(q, q, qb) + B(qb, h20) + 2 * B(q, h11))
-    h30 = np.linalg.solve(3j * omega * eye - jac, C(q, q, q) + 3 * B(q, h20))
-    # (i omega - J) h21 = R - G21 q with <p, h21> = 0: solvable since <p, R - G21 q> = 0
-    rhs = C(q, q, qb) + B(qb, h20) + 2 * B(q, h11) - g21 * q
-    bordered = np.block(
-        [[1j * omega * eye - jac, q[:, None]], [np.conj(p)[None, :], np.zeros((1, 1))]]
-    )
-    h21 = np.linalg.solve(bordered, np.append(rhs, 0.0))[:n]
-    h20b, h21b = np.conj(h20), np.conj(h21)
-    h31 = np.linalg.solve(
-        2j * omega * eye - jac,
-        D(q, q, q, qb)
-        + 3 * C(q, q, h11)
-        + 3 * C(q, qb, h20)
-        + 3 * B(h20, h11)
-        + B(qb, h30)
-        + 3 * B(q, h21)
-        - 3 * g21 * h20,
-    )
-    h22 = -np.linalg.solve(
-        jac,
-        (
-            D(q, q, qb, qb)
-            + 4 * C(q, qb, h11)
-            + C(qb, qb, h20)
-            + C(q, q, h20b)
-            + 2 * B(h11, h11)
-            + 2 * B(q, h21b)
-            + 2 * B(qb, h21)
-            + B(h20b, h20)
-            - 2 * (g21 + np.conj(g21)) * h11
-        ).real,
-    )
-    g32 = np.vdot(
-        p,
-        E(q, q, q, qb, qb)
-        + D(q, q, q, h20b)
-        + 3 * D(q, qb, qb, h20)
-        + 6 * D(q, q, qb, h11)
-        + C(qb, qb, h30)
-        + 3 * C(q, q, h21b)
-        + 6 * C(q, qb, h21)
-        + 3 * C(q, h20b, h20)
-        + 6 * C(q, h11, h11)
-        + 6 * C(qb, h20, h11)
-        + 2 * B(qb, h31)
-        + 3 * B(q, h22)
-        + B(h20b, h30)
-        + 3 * B(h21b, h20)
-        + 6 * B(h11, h21),
-    )
-    c1, c2 = g21 / 2, g32 / 12
-    return dict(l1=c1.real / omega, l2=c2.real / omega, c1=complex(c1), c2=complex(c2))
-
-
-@eqx.filter_jit
-def _form(problem, y, p, q, args, vectors):
-    """`D^k f[vectors]` (`[n]`, complex) at `(y, p, q)`, `k = len(vectors)`."""
-    return multilinear(lambda z: problem.f(z, p, q, args), y, *vectors)
-
-
-def _forms_at(problem, y, p, q, args) -> Callable:
-    """`form(u1, ..., uk)`: `D^k f[u1, ..., uk]` at `(y, p, q)` for complex numpy
-    vectors, in complex128 numpy."""
-    complex_dtype = jnp.result_type(y.dtype, jnp.complex64)
-
-    def form(*vectors):
-        cast = tuple(jnp.asarray(np.asarray(v, complex), complex_dtype) for v in vectors)
-        return np.asarray(_form(problem, y, p, q, args, cast), np.complex128)
-
-    return form
-
-
 class _HopfCurve(_Curve):
     """The Hopf curve's problem and settings: `_Curve.follow` on `H` (unknowns `z = (x
     flat, p, kappa)`, a point `u = (z, q)`), each point measured, and a codimension-two
@@ -506,7 +417,7 @@ class _HopfCurve(_Curve):
             y, p, _, q = self.split(u)
             record["eigenvalues"] = _sorted_eigenvalues(jac)
             normal_form = second_lyapunov(
-                _forms_at(self.problem, y, p, q, self.args), jac, record["frequency"]
+                forms_at(self.problem, y, p, q, self.args), jac, record["frequency"]
             )
             record["second_lyapunov_coefficient"] = normal_form["l2"]
             record["normal_form"] = normal_form
@@ -528,7 +439,12 @@ class _HopfCurve(_Curve):
         at = u if located else guess
         record = self.record("zero_hopf", at, i, weight, points, located, residual)
         if located:
-            record["eigenvalues"] = _sorted_eigenvalues(self.jacobian_at(u))
+            jac = self.jacobian_at(u)
+            y, p, _, q = self.split(u)
+            record["eigenvalues"] = _sorted_eigenvalues(jac)
+            record["normal_form"] = zero_hopf_normal_form(
+                self.problem, (y, p, q, self.args), jac, record["frequency"]
+            )
         return record
 
     def double_hopf(self, i: int, points, crossing) -> dict:

@@ -327,7 +327,8 @@ def fold_beside_a_rotation(u, p, args):
 
 def test_a_zero_hopf_point_where_a_pair_crosses_on_the_fold_curve():
     """The fold curve `p = 0`, `x = 0` (1e-10), and on it the zero-Hopf point at `q = 0`
-    (1e-9), frequency `W` (1e-9), eigenvalues `0, +-i W`; nothing else."""
+    (1e-9), frequency `W` (1e-9), eigenvalues `0, +-i W`, its normal form's `G200 = 2`,
+    `G011 = 0`, `G110 = -1` (1e-9); nothing else."""
     args = {"q": -0.5}
     branch = analysis.continuation(
         fold_beside_a_rotation,
@@ -356,3 +357,7 @@ def test_a_zero_hopf_point_where_a_pair_crosses_on_the_fold_curve():
     assert (point["q"], point["p"], point["frequency"]) == pytest.approx((0.0, 0.0, W), abs=1e-9)
     values = point["eigenvalues"][np.argsort(point["eigenvalues"].imag)]
     np.testing.assert_allclose(values, [-1j * W, 0.0, 1j * W], atol=1e-9)
+    # in w0 = -x (G200 > 0), w1 = (y + i z) / sqrt 2: G200 = 2, no |w1|^2 in x', G110 = -1
+    normal_form = point["normal_form"]
+    assert (normal_form["G200"], normal_form["G011"]) == pytest.approx((2.0, 0.0), abs=1e-9)
+    assert normal_form["G110"] == pytest.approx(-1.0, abs=1e-9) and normal_form["s"] == 0

@@ -152,19 +152,35 @@ def test_a_bautin_point_in_nonlinear_coordinates():
 
 
 def fold_and_rotation(u, p, args):
-    """`x' = p - x^2` beside a plane turning at 1.5 and growing at `q + x`: steady
-    states `x = +-sqrt(p)`, a Hopf curve `q = -x`, i.e. `p = q^2`, which crosses the
-    fold curve `p = 0` at a zero-Hopf point at `q = 0`."""
+    """`x' = p - x^2 + (y^2 + z^2) / 2` beside a plane turning at `1.5 + 0.4 x` and
+    growing at `q + x`: steady states `x = +-sqrt(p)`, a Hopf curve `q = -x`, i.e. `p =
+    q^2`, which crosses the fold curve `p = 0` at a zero-Hopf point at `q = 0`. In `w0 =
+    -x` (signed so that `G200 > 0`) and `w1 = (y + i z) / sqrt 2` (the unit eigenvector
+    `(0, 1, -i) / sqrt 2`) its normal form has `G200 = 2`, `G011 = -1` and `G110 = -(1
+    + 0.4 i)`: `s = -1`, `theta = -1`."""
     x, y, z = u
-    growth, r2 = args["q"] + x, y**2 + z**2
-    return jnp.stack([p - x**2, growth * y - 1.5 * z - y * r2, 1.5 * y + growth * z - z * r2])
+    growth, omega, r2 = args["q"] + x, 1.5 + 0.4 * x, y**2 + z**2
+    return jnp.stack(
+        [
+            p - x**2 + 0.5 * r2,
+            growth * y - omega * z - y * r2,
+            omega * y + growth * z - z * r2,
+        ]
+    )
 
 
 def test_a_zero_hopf_point_where_the_hopf_curve_crosses_a_fold():
-    """The curve `p = q^2` with `x = (-q, 0, 0)` (1e-9) from `q = -1` to `0.6`, through
-    the zero-Hopf point at `q = 0` (1e-9) with frequency 1.5 and eigenvalues `0, +-1.5
-    i`; no Bautin point reported where `l1` passes through infinity beside it; from the
-    zero-Hopf point the curve is followed back."""
+    """The curve `p = q^2` with `x = (-q, 0, 0)` and frequency `1.5 - 0.4 q` (1e-9) from
+    `q = -1` to `0.6`, through the zero-Hopf point at `q = 0` (1e-9) with frequency 1.5,
+    eigenvalues `0, +-1.5 i` and the normal form above (1e-9); from the zero-Hopf point
+    the curve is followed back. Before it, a Bautin point where the plane's coupling to
+    `x` turns the Hopf point subcritical: on the curve `x* = -q`, and `x` slaved to
+    `r^2 = y^2 + z^2` on the centre manifold, `x = x* + a1 r^2 + a2 r^4` with `a1 = 1 /
+    (4 x*)`, `a2 = -(3 a1^2 - 2 a1) / (2 x*)` (its invariance, worked by hand), so `r' =
+    r ((a1 - 1) r^2 + a2 r^4)`: `l1 = 2 (a1 - 1) / omega` along the curve (1e-9; `r^2 =
+    2 |w1|^2`), zero at `x* = 1/4` (`q = -1/4`, `p = 1/16`, 1e-9), where `a2 = -2` gives
+    `c2 = -8`, `l2 = -8 / 1.6 = -5` (1e-8); no Bautin point where `l1` passes through
+    infinity at the zero-Hopf point."""
     args = {"q": -1.0}
     branch = analysis.continuation(
         fold_and_rotation,
@@ -182,12 +198,26 @@ def test_a_zero_hopf_point_where_the_hopf_curve_crosses_a_fold():
     q = curve["q"]
     np.testing.assert_allclose(curve["p"], q**2, atol=1e-9)
     np.testing.assert_allclose(curve["x"][:, 0], -q, atol=1e-9)
-    np.testing.assert_allclose(curve["frequency"], 1.5, atol=1e-9)
-    (point,) = curve["codim2"]
+    np.testing.assert_allclose(curve["frequency"], 1.5 - 0.4 * q, atol=1e-9)
+    away = np.abs(q) > 0.05  # l1 passes through infinity at the zero-Hopf point
+    x_star = -q[away]
+    np.testing.assert_allclose(
+        curve["first_lyapunov"][away], 2 * (1 / (4 * x_star) - 1) / (1.5 + 0.4 * x_star), rtol=1e-9
+    )
+    bautin, point = curve["codim2"]
+    assert bautin["kind"] == "bautin" and bautin["located"]
+    assert (bautin["q"], bautin["p"]) == pytest.approx((-0.25, 0.0625), abs=1e-9)
+    assert bautin["second_lyapunov_coefficient"] == pytest.approx(-5.0, rel=1e-8)
     assert point["kind"] == "zero_hopf" and point["located"]
     assert (point["q"], point["p"]) == pytest.approx((0.0, 0.0), abs=1e-9)
     assert point["frequency"] == pytest.approx(1.5, abs=1e-9)
-    np.testing.assert_allclose(np.sort_complex(point["eigenvalues"]), [-1.5j, 0.0, 1.5j], atol=1e-8)
+    values = point["eigenvalues"][np.argsort(point["eigenvalues"].imag)]  # not by rounding
+    np.testing.assert_allclose(values, [-1.5j, 0.0, 1.5j], atol=1e-8)
+    normal_form = point["normal_form"]
+    assert normal_form["G200"] == pytest.approx(2.0, abs=1e-9)
+    assert normal_form["G011"] == pytest.approx(-1.0, abs=1e-9)
+    assert normal_form["G110"] == pytest.approx(-1 - 0.4j, abs=1e-9)
+    assert (normal_form["s"], normal_form["theta"]) == pytest.approx((-1.0, -1.0), abs=1e-9)
     # the zero-Hopf point (kind as a fold curve's) starts the curve again, down in q
     back = analysis.hopf_continuation(
         fold_and_rotation,
@@ -199,7 +229,9 @@ def test_a_zero_hopf_point_where_the_hopf_curve_crosses_a_fold():
         ds=0.1,
         direction=-1,
     )
-    assert back["stop_reason"] == "p_span" and back["codim2"] == []
+    (again,) = back["codim2"]  # the Bautin point, met from the other side
+    assert back["stop_reason"] == "p_span" and again["kind"] == "bautin"
+    assert again["q"] == pytest.approx(-0.25, abs=1e-9)
     np.testing.assert_allclose(back["p"], back["q"] ** 2, atol=1e-9)
 
 
