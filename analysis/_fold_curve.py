@@ -101,8 +101,9 @@ RESEED_COSINE = 0.3
 # call that goes on from the last point of the one before): the borders are checked at
 # the end of each, so that a stretch past where they should have been re-seeded is short.
 SEGMENT_POINTS = 40
-# A codimension-two point found within this fraction of the first step from the start is
-# the start itself (the record the curve started from), and is not reported.
+# A codimension-two point found within this fraction of the first step from the start
+# (or the square root of the dtype's epsilon, if larger) is the start itself (the record
+# the curve started from), and is not reported.
 START_FRACTION = 1e-6
 # The records a fold curve starts from: continuation's folds, and the points of fold and
 # Hopf curves where df/dx is singular (a Hopf curve's Bogdanov-Takens and zero-Hopf
@@ -231,11 +232,12 @@ def _trilinear(problem, y, p, q, args, u):
     return jax.jvp(lambda z: problem.second_derivative(z, p, q, args, u, u), (y,), (u,))[1]
 
 
-def _closing_index(points: list[dict], new: list[dict]) -> int | None:
-    """The index in `new` (the points that follow `points` on the curve) of the first
-    point whose step from the one before passes the curve's first point, going its way:
-    the curve is closed, and has been followed once round. A step passes the start where
-    the start projects inside it and lies within a quarter of its length from it."""
+def _closing_index(points: list[dict], new: list[dict]) -> tuple[int, float] | None:
+    """`(index, fraction)`: the index in `new` (the points that follow `points` on the
+    curve) of the first point whose step from the one before passes the curve's first
+    point, going its way (the curve is closed, and has been followed once round), and
+    where along that step the start lies. A step passes the start where the start
+    projects inside it and lies within a quarter of its length from it."""
     whole = points + new
     if len(whole) < 2:
         return None
@@ -251,7 +253,7 @@ def _closing_index(points: list[dict], new: list[dict]) -> int | None:
         if 0 < along <= 1 and np.linalg.norm(before + along * step - start) < 0.25 * np.sqrt(
             length2
         ):
-            return j - len(points)
+            return j - len(points), along
     return None
 
 
@@ -348,8 +350,10 @@ def check_settings(q0, q_span, max_points, tol, max_newton) -> None:
         )
     if not is_count(max_points, 2):
         raise ValueError(f"max_points must be an integer >= 2 (got {max_points!r}).")
-    if tol is not None and not float(tol) > 0:
-        raise ValueError(f"tol must be positive (got {tol!r}); None takes the dtype's default.")
+    if tol is not None and not 0 < float(tol) < np.inf:
+        raise ValueError(
+            f"tol must be positive and finite (got {tol!r}); None takes the dtype's default."
+        )
     if not is_count(max_newton, 1):
         raise ValueError(f"max_newton must be an integer >= 1 (got {max_newton!r}).")
 
@@ -562,6 +566,7 @@ class _Curve:
         point with borders taken afresh (`reseed`, along the secant of the last step),
         so the bordered matrix stays regular however far the null vectors turn."""
         points: list[dict] = []
+        self.lap_end: float | None = None  # the arclength once round a closed curve
         s0, z, q, tangent = 0.0, z0, q0, None
         while True:
             remaining = max_points - len(points) + (1 if points else 0)
@@ -597,9 +602,21 @@ class _Curve:
                 low = [i - 1 for i in low]
             kept = new[: low[0] + 1] if low else new
             closing = _closing_index(points, kept)
-            if closing is not None:  # a closed curve, once round
-                return points + kept[: closing + 1], ("closed", None)
+            if closing is not None:  # a closed curve, once round: its last step passes
+                index, along = closing
+                points += kept[: index + 1]
+                self.lap_end = (1 - along) * points[-2]["s"] + along * points[-1]["s"]
+                return points, ("closed", None)
             points += kept
+            if branch["stop_reason"] == "closed" and tangent is None and not low:
+                # continuation's own rule (back within half a step of its start, which is
+                # the curve's) stopped short of it: the start closes the loop
+                back = dict(points[0])
+                back["s"] = points[-1]["s"] + float(
+                    np.linalg.norm(points[0]["u"] - points[-1]["u"])
+                )
+                self.lap_end = back["s"]
+                return points + [back], ("closed", None)
             if not low and not more:
                 for warning in caught:
                     warnings.warn(warning.message, warning.category, stacklevel=4)
@@ -615,19 +632,13 @@ class _Curve:
         `eigenvalues`, `border_cosines`, `residual_rms`, `newton_iterations`, `codim2`
         (in arclength order), `stop_reason`, `stall`, `metadata`."""
         stop_reason, stall = stop
-        # a point at the start is the record the curve started from (a double-Hopf or
-        # zero-Hopf point, where an eigenvalue's real part is zero to rounding): not again
-        first_step = points[1]["s"] if len(points) > 1 else 0.0
-        codim2 = [
-            r for r in codim2 if not (r["index"] == 0 and r["s"] <= START_FRACTION * first_step)
-        ]
         return dict(
             s=np.array([point["s"] for point in points]),
             eigenvalues=np.stack([_sorted_eigenvalues(point["jac"]) for point in points]),
             border_cosines=np.stack([point["cosines"] for point in points]),
             residual_rms=np.array([point["residual"] for point in points]),
             newton_iterations=np.array([point["iterations"] for point in points]),
-            codim2=sorted(codim2, key=lambda record: record["s"]),
+            codim2=self.distinct(points, codim2),
             stop_reason=stop_reason,
             stall=stall,
             metadata=metadata(
@@ -638,6 +649,34 @@ class _Curve:
                 reseed_cosine=RESEED_COSINE,
             ),
         )
+
+    def distinct(self, points: list[dict], codim2: list[dict]) -> list[dict]:
+        """The codimension-two points in arclength order, without: one at the start (the
+        record the curve started from: a zero-Hopf or double-Hopf point, whose
+        eigenvalue's real part is zero to rounding there), one past the start once round
+        a closed curve (found again), and a second record of one point (found from two
+        brackets where a point of the curve lies on it)."""
+        eps = float(jnp.finfo(self.dtype).eps)
+        first_step = points[1]["s"] if len(points) > 1 else 0.0
+        near_start = max(START_FRACTION, np.sqrt(eps)) * first_step
+        kept: list[dict] = []
+        for record in sorted(codim2, key=lambda r: r["s"]):
+            if record["index"] == 0 and record["s"] <= near_start:
+                continue
+            if self.lap_end is not None and record["s"] > self.lap_end:
+                continue
+            scale = 1.0 + abs(record["p"]) + abs(record["q"])
+            if any(
+                other["kind"] == record["kind"]
+                and other["located"]
+                and record["located"]
+                and abs(other["p"] - record["p"]) + abs(other["q"] - record["q"])
+                <= np.sqrt(eps) * scale
+                for other in kept
+            ):
+                continue
+            kept.append(record)
+        return kept
 
     def record(self, kind: str, at, i: int, weight: float, points, located: bool, residual):
         """A codimension-two point's record at `at = (x flat, p, q)`, found between

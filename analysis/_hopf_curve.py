@@ -661,9 +661,10 @@ def hopf_continuation(
     `"zero_hopf"`, `"double_hopf"`), `p`, `q`, `x`, `frequency`, `index`, `s`,
     `located`, `residual_rms`, `eigenvalues` (as on a fold curve), and: `a`, `b`
     (Bogdanov-Takens), `second_lyapunov_coefficient` and `normal_form` (`l1`, `l2`,
-    `c1`, `c2`; Bautin), `frequencies` (both pairs'; double Hopf); `stop_reason` (as
-    `continuation`'s: `"closed"` where the curve has come back round to its start,
-    followed once), `stall`, `metadata`.
+    `c1`, `c2`; Bautin), `normal_form` (`G200`, `G011`, `G110`, `s`, `theta`, `q0`,
+    `q1`; zero-Hopf, as on a fold curve), `frequencies` (both pairs'; double Hopf);
+    `stop_reason` (as `continuation`'s: `"closed"` where the curve has come back round
+    to its start, followed once), `stall`, `metadata`.
     """
     _check_record(hopf, field, second)
     check_settings(q0, q_span, max_points, tol, max_newton)

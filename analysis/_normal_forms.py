@@ -133,7 +133,7 @@ def zero_hopf_coefficients(form: Callable, jac, omega: float) -> dict:
     p1 = vectors_t[:, int(np.argmin(np.abs(values_t + 1j * omega)))]
     p1 = p1 / np.conj(np.vdot(p1, q1))
     g200 = float(np.vdot(p0, form(q0, q0)).real)
-    if g200 < 0:  # q0 -> -q0 (and p0 -> -p0) flips G200 and G110, not G011
+    if g200 < 0:  # q0 -> -q0 with p0 -> -p0 flips G200, G011 and G110 (taken after)
         q0, p0, g200 = -q0, -p0, -g200
     g011 = float(np.vdot(p0, form(q1, np.conj(q1))).real)
     g110 = complex(np.vdot(p1, form(q0, q1)))

@@ -293,28 +293,30 @@ def circle(u, p, args):
 
 def test_a_closed_hopf_curve_is_followed_once_round():
     """The unit circle from `(p, q) = (1, 0)`, through both turns in `q`, stops
-    `"closed"` after one lap (the last step passing the start): every point on it
-    (1e-9), its angles covering the circle once, `omega = 1 + 0.3 q`, and `l1 = -2 /
-    omega` (the planar formula: `c1 = -2` for the cubic `-z |z|^2` with the unit
-    eigenvector)."""
+    `"closed"` after one lap (here the last step passes the start, or with other steps
+    continuation's own rule stops short of it and the start closes the loop): every
+    point on it (1e-9), its angles covering the circle once, `omega = 1 + 0.3 q`, and
+    `l1 = -2 / omega` (the planar formula: `c1 = -2` for the cubic `-z |z|^2` with the
+    unit eigenvector)."""
     hopf = {"kind": "hopf", "x": np.zeros(2), "p": 1.0}
-    curve = analysis.hopf_continuation(
-        circle,
-        hopf,
-        0.0,
-        second=_set_q,
-        q_span=(-2.0, 2.0),
-        args={"q": 0.0},
-        ds=0.2,
-        ds_max=0.3,
-    )
-    assert curve["stop_reason"] == "closed" and curve["codim2"] == []
-    p, q = curve["p"], curve["q"]
-    np.testing.assert_allclose(p**2 + q**2, 1.0, atol=1e-9)
-    turned = np.unwrap(np.arctan2(q, p))
-    assert 2 * np.pi <= abs(turned[-1] - turned[0]) < 2 * np.pi + 0.3
-    np.testing.assert_allclose(curve["frequency"], 1 + 0.3 * q, atol=1e-9)
-    np.testing.assert_allclose(curve["first_lyapunov"], -2 / (1 + 0.3 * q), rtol=1e-9)
+    for ds_max in (0.3, 0.2):
+        curve = analysis.hopf_continuation(
+            circle,
+            hopf,
+            0.0,
+            second=_set_q,
+            q_span=(-2.0, 2.0),
+            args={"q": 0.0},
+            ds=0.2,
+            ds_max=ds_max,
+        )
+        assert curve["stop_reason"] == "closed" and curve["codim2"] == []
+        p, q = curve["p"], curve["q"]
+        np.testing.assert_allclose(p**2 + q**2, 1.0, atol=1e-9)
+        turned = np.unwrap(np.arctan2(q, p))
+        assert 2 * np.pi - 1e-9 <= abs(turned[-1] - turned[0]) < 2 * np.pi + 0.3
+        np.testing.assert_allclose(curve["frequency"], 1 + 0.3 * q, atol=1e-9)
+        np.testing.assert_allclose(curve["first_lyapunov"], -2 / (1 + 0.3 * q), rtol=1e-9)
 
 
 def test_refusals():
