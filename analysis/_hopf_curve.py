@@ -276,9 +276,6 @@ class _HopfCurve(_Curve):
 
     augmented = staticmethod(_augmented)
 
-    def packed(self, borders) -> tuple:
-        return (self.problem, self.args, *borders)
-
     def split(self, u):
         """`(y, p, kappa, q)` of a point `u`, cast."""
         return self.cast(u[:-3], u[-3], u[-2], u[-1])
@@ -318,7 +315,7 @@ class _HopfCurve(_Curve):
             borders=borders,
         )
 
-    def record(self, kind, at, i, weight, points, located, residual, kappa_index=-2) -> dict:
+    def record(self, kind, at, i, weight, points, located, residual) -> dict:
         """A codimension-two point's record at `at = (x flat, p, kappa, q)`."""
         n = at.size - 3
         return dict(

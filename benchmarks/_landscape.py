@@ -459,12 +459,23 @@ def _curve_row(name, follow, reference, reference_name, exact, quick):
     )
 
 
+def _natural_continuation(system, z, qs, extra: tuple, entry: int):
+    """scipy `fsolve` on `system(z, q, *extra) = 0` at each `q` in turn, each from the
+    one before (differences for the Jacobian): `z[entry]` at each, and the seconds."""
+    import scipy.optimize
+
+    start, found = time.perf_counter(), []
+    for q in np.asarray(qs, float):
+        z = scipy.optimize.fsolve(system, z, args=(q, *extra), xtol=1e-12)
+        found.append(z[entry])
+    return np.array(found), time.perf_counter() - start
+
+
 def _fold_curve_row(quick):
     """The Bratu-Gelfand fold followed in `eps` (0.2 to 0.24, short of the cusp, where a
     natural-parameter reference would turn back) against scipy `fsolve` on the fold's
     extended system at each `eps` the curve reached, each started from the one before
     (its Jacobian by differences: the loop a user writes by hand)."""
-    import scipy.optimize
 
     args = {"eps": jnp.asarray(0.2)}
     branch = analysis.continuation(
@@ -489,11 +500,7 @@ def _fold_curve_row(quick):
         x0 = np.asarray(curve["x"][0], float)
         v0 = np.linalg.svd(np.asarray(jax.jacfwd(lambda u: _bratu(u, fold["p"], args))(x0)))[2][-1]
         z = np.concatenate([x0, v0, [float(curve["p"][0])]])
-        start, found = time.perf_counter(), []
-        for eps in np.asarray(curve["q"], float):
-            z = scipy.optimize.fsolve(_bratu_fold_numpy, z, args=(eps,), xtol=1e-12)
-            found.append(z[-1])
-        return np.array(found), time.perf_counter() - start
+        return _natural_continuation(_bratu_fold_numpy, z, curve["q"], (), -1)
 
     return _curve_row(
         "fold curve, Bratu-Gelfand (20 points) in eps",
@@ -511,7 +518,6 @@ def _hopf_curve_row(quick):
     `fsolve` on the Hopf extended system at each `sigma` reached, each from the one
     before; both against the closed form `rho_H = sigma (sigma + b + 3) / (sigma - b -
     1)`."""
-    import scipy.optimize
 
     b = 8.0 / 3.0
     rho_h = lambda sigma: sigma * (sigma + b + 3) / (sigma - b - 1)  # noqa: E731
@@ -540,11 +546,7 @@ def _hopf_curve_row(quick):
         border = vectors[:, k].real / np.linalg.norm(vectors[:, k].real)
         vector = vectors[:, k] / (border @ vectors[:, k])
         z = np.concatenate([x0, vector.real, vector.imag, [rho, values[k].imag]])
-        start, found = time.perf_counter(), []
-        for sigma in np.asarray(curve["q"], float):
-            z = scipy.optimize.fsolve(_lorenz_hopf_numpy, z, args=(sigma, border), xtol=1e-12)
-            found.append(z[9])
-        return np.array(found), time.perf_counter() - start
+        return _natural_continuation(_lorenz_hopf_numpy, z, curve["q"], (border,), 9)
 
     return _curve_row(
         "Hopf curve, Lorenz in (rho, sigma)",
