@@ -38,9 +38,11 @@ the geometry module (`et_ode.analysis._geometry`).
 | `fold_continuation` | a fold followed in a second parameter; its cusps, Bogdanov-Takens points |
 | `hopf_continuation` | a Hopf point followed in a second parameter; Bautin, BT, double Hopf |
 | `basins` | which attractor does each start reach; how many, how large, how mixed? |
+| `basin_continuation` | how do the attractors and their basins change with a parameter? |
 | `steady_states` | which steady states exist at one parameter (deflated Newton)? |
 """
 
+from ._basin_continuation import basin_continuation
 from ._basins import basin_entropy, basins, grid_starts
 from ._common import cast, float64_available, take
 from ._continuation import continuation, switch_branch
@@ -100,6 +102,7 @@ from ._work_precision import plot_work_precision, work_precision
 
 __all__ = [
     "attention_weights_figure",
+    "basin_continuation",
     "basin_entropy",
     "basins",
     "cast",

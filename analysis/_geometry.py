@@ -48,6 +48,7 @@ STUDY_NEEDS = {
     "fixed_points": ("energy", "residual", "vector_field"),
     "long_horizon": ("energy", "residual", "vector_field"),
     "basins": ("energy", "residual", "vector_field"),
+    "basin_continuation": ("energy", "residual", "vector_field"),
     # ET-only studies: the update's parts, LayerNorm coordinates, image and graph tasks.
     "contributions": ("energy", "vector_field", "update_parts"),
     "gradient_depth": ("energy", "residual", "vector_field", "norm"),
