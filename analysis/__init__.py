@@ -77,6 +77,7 @@ from ._image_trajectory import (
     trajectory_options,
 )
 from ._landscape_figures import (
+    plot_basin_continuation,
     plot_basins,
     plot_continuation,
     plot_cycle_continuation,
@@ -139,6 +140,7 @@ __all__ = [
     "model_dtype",
     "normalised_patches",
     "overshoot",
+    "plot_basin_continuation",
     "plot_basins",
     "periodic_orbit",
     "plot_continuation",

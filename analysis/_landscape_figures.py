@@ -1,7 +1,8 @@
 """Figures of the landscape studies: the bifurcation diagram of `continuation` (and
-`switch_branch`), the basin map of `basins`, the running Lyapunov exponents of
-`lyapunov_spectrum`, the orbit and Floquet multipliers of `periodic_orbit`, the branch of
-cycles of `cycle_continuation`."""
+`switch_branch`), the basin map of `basins`, the attractor tracks of
+`basin_continuation`, the running Lyapunov exponents of `lyapunov_spectrum`, the orbit
+and Floquet multipliers of `periodic_orbit`, the branch of cycles of
+`cycle_continuation`."""
 
 from collections.abc import Sequence
 from pathlib import Path
@@ -227,6 +228,90 @@ def plot_basins(
         f"match tol {number(meta['match_tol'])}" if meta.get("match_tol") else "",
     ]
     title(fig, what, caption(meta, samples=f"{labels.size} starts", extra=extra))
+    return finish(fig, path)
+
+
+def plot_basin_continuation(
+    result: dict[str, Any],
+    path: Path | str | None = None,
+    *,
+    parameter_label: str | None = None,
+    max_legend: int = 8,
+) -> Figure:
+    """The attractors of `basin_continuation` across the parameter: top, each track's
+    basin fraction stacked (grey: starts that reached no fixed point); bottom, each
+    track's energy, filled where it is stable, hollow where not (or unknown). The
+    intervals where an attractor appears or vanishes are shaded (bottom) and their edges
+    dashed (top). `p` is on a
+    log axis where it is positive and spans a decade or more. `parameter_label`: the
+    axis's name (default the result's parameter); at most `max_legend` tracks are
+    named in the legend. Returns the `Figure`."""
+    from matplotlib.patches import Patch
+
+    p = np.asarray(result["p"], float)
+    fractions = np.asarray(result["fractions"], float)
+    tracks = result["tracks"]
+    meta = result.get("metadata", {})
+    name = parameter_label or str(meta.get("parameter") or "p")
+    if name == "function":
+        name = "p"
+    colours = [f"C{i % 10}" for i in range(len(tracks))]
+    fig, axes = figure(1, 2, width=6.4, height=2.5)
+    top, bottom = axes[0, 0], axes[1, 0]
+    missing = np.clip(1.0 - fractions.sum(axis=1), 0.0, 1.0)
+    top.stackplot(p, *fractions.T, missing, colors=colours + ["0.8"], linewidth=0.3)
+    top.set_ylim(0, 1)
+    top.set_ylabel("basin fraction")
+    for track, colour in zip(tracks, colours):
+        tp = np.asarray(track["p"], float)
+        energy = np.asarray(track["energy"], float)
+        bottom.plot(tp, energy, color=colour, linewidth=1.0)
+        stable = np.array([s is True for s in track["stable"]])
+        bottom.scatter(tp[stable], energy[stable], color=colour, s=14, zorder=3)
+        bottom.scatter(
+            tp[~stable], energy[~stable], facecolors="white", edgecolors=colour, s=14, zorder=3
+        )
+    bottom.set_ylabel("energy E")
+    bottom.set_xlabel(name)
+    spans = sorted({tuple(event["between"]) for event in result["events"]})
+    for lo, hi in spans:  # behind the energies; edges over the stacked fractions
+        bottom.axvspan(min(lo, hi), max(lo, hi), color="0.9", zorder=0)
+        for edge in (lo, hi):
+            top.axvline(edge, color="0.3", linewidth=0.6, linestyle="--", zorder=3)
+    for ax in (top, bottom):
+        if p.min() > 0 and p.max() / p.min() >= 10:
+            ax.set_xscale("log")
+        ax.set_xlim(p.min(), p.max())
+    handles = [
+        Patch(color=colour, label=f"track {track['id']}")
+        for track, colour in zip(tracks[:max_legend], colours)
+    ]
+    if len(tracks) > max_legend:
+        handles.append(Patch(color="white", label=f"and {len(tracks) - max_legend} more"))
+    if missing.any():
+        handles.append(Patch(color="0.8", label="no fixed point reached"))
+    if spans:
+        handles.append(Patch(color="0.9", label="an attractor appears or vanishes"))
+    fig.legend(handles=handles, loc="outside lower center", fontsize=7, ncols=4)
+    counts = np.asarray(result["counts"])
+    kinds = [event["kind"] for event in result["events"]]
+    per_value = (
+        f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()} to {counts.max()}"
+    )
+    what = (
+        f"Attractors across {name} from {p[0]:.4g} to {p[-1]:.4g}: {per_value} per value, "
+        f"{len(tracks)} tracks ({kinds.count('appears')} appear, "
+        f"{kinds.count('vanishes')} vanish)"
+    )
+    extra = [
+        f"{p.size} values",
+        f"matched by {meta.get('match', 'distance')}",
+        f"fixed-point stop RMS G {number(meta['fixed_point_atol'])}"
+        if meta.get("fixed_point_atol") is not None
+        else "",
+    ]
+    starts = np.asarray(result["labels"]).shape[1]
+    title(fig, what, caption(meta, samples=f"{starts} starts", extra=extra))
     return finish(fig, path)
 
 

@@ -76,6 +76,11 @@ FIGURES = {
     # the landscape tools on systems with known answers (a function of the folder)
     "continuation": ("landscape.md", lambda folder: _pitchfork(folder), "continuation.png"),
     "basins": ("landscape.md", lambda folder: _four_wells(folder), "basins.png"),
+    "basin-continuation": (
+        "landscape.md",
+        lambda folder: _hopfield_transition(folder),
+        "basin_continuation.png",
+    ),
     "lyapunov-spectrum": ("landscape.md", lambda folder: _lorenz(folder), "lyapunov_spectrum.png"),
     "periodic-orbit": ("landscape.md", lambda folder: _lorenz_orbit(folder), "periodic_orbit.png"),
     "cycle-continuation": (
@@ -146,6 +151,39 @@ def _four_wells(folder: Path) -> None:
     )
     result = analysis.basins(FourWells(), starts, flow="native", grid_shape=(48, 48), box=4)
     analysis.plot_basins(result, folder / "basins.png", a=1.6 * a, b=1.6 * b)
+
+
+def _hopfield_transition(folder: Path) -> None:
+    """The landscape page's three-pattern modern Hopfield network (its example run first,
+    for the model), on 24 x 24 starts at 17 values of beta from 1.6 to 2.4."""
+    import re
+
+    import numpy as np
+
+    from et_ode import analysis
+
+    page = (Path(__file__).parent / "how-to" / "landscape.md").read_text()
+    (code,) = [
+        block
+        for block in re.findall(r"```python\n(.*?)```", page, re.S)
+        if "analysis.basin_continuation(" in block
+    ]
+    namespace: dict = {}
+    exec(compile(code, "landscape.md", "exec"), namespace)
+    starts, _, _ = analysis.grid_starts(
+        np.zeros((1, 2)), np.array([[1.2, 0.0]]), np.array([[0.0, 1.2]]), resolution=24
+    )
+    result = analysis.basin_continuation(
+        namespace["model"],
+        starts,
+        np.linspace(1.6, 2.4, 17),
+        parameter=namespace["set_beta"],
+        flow="native",
+    )
+    result["metadata"]["model"] = "modern Hopfield network, 3 patterns"
+    analysis.plot_basin_continuation(
+        result, folder / "basin_continuation.png", parameter_label="beta"
+    )
 
 
 def _lorenz(folder: Path) -> None:

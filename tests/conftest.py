@@ -185,17 +185,18 @@ def run_page_example(
 ) -> tuple[dict, str, str]:
     """The `index`-th Python block of the how-to page `page` (or the first that holds the
     string `index`), run as written (in `namespace`, where it goes on from an earlier
-    block's): its namespace, what it printed, and the page's text block of the same
-    number (what the page says it prints)."""
+    block's): its namespace, what it printed, and the first text block after it (what
+    the page says it prints)."""
     import io
     import re
 
     text = page.read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    blocks = list(re.finditer(r"```python\n(.*?)```", text, re.S))
     if isinstance(index, str):
-        index = next(i for i, block in enumerate(blocks) if index in block)
-    code = blocks[index]
-    printed = re.findall(r"```text\n(.*?)```", text, re.S)[index]
+        index = next(i for i, block in enumerate(blocks) if index in block.group(1))
+    code = blocks[index].group(1)
+    after = re.search(r"```text\n(.*?)```", text[blocks[index].end() :], re.S)
+    printed = after.group(1) if after else ""
     namespace = {} if namespace is None else namespace
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -277,6 +278,7 @@ COSTS = {
     "test_fixed_points.py": 20,
     "test_docs_recipe.py": 19,
     "test_basins.py": 17,
+    "test_basin_continuation.py": 13,
     "test_anderson.py": 15,
     "test_errors.py": 15,
     "test_docs.py": 14,

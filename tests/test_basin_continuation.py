@@ -13,6 +13,8 @@ closed form or by scipy's root finders, never by et_ode:
   root of `x^3 - x - h` and one well vanishes at `|h| = 2 / (3 sqrt 3)`.
 """
 
+import pathlib
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -20,10 +22,12 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq, fsolve
 
+from conftest import run_page_example
 from et_ode import analysis, solvers
 from et_ode.solvers._plumbing import solve_core
 
 OPTIONS = dict(flow="native", k=2)
+PAGE = pathlib.Path(__file__).parents[1] / "docs" / "how-to" / "landscape.md"
 
 
 class Hopfield(eqx.Module):
@@ -290,3 +294,18 @@ def test_the_tiny_et_in_beta_every_track_point_a_fixed_point_of_its_model():
             assert float(solvers.rms(rebuilt.residual(x, None))) < 1e-9
             hessian = analysis.hessian_eigenvalues(rebuilt, x, k=2)
             assert int(hessian["morse_index"]) == index
+
+
+def test_the_landscape_pages_example():
+    """The page's three-pattern network, run as written, prints what the page says; its
+    patterns appear in the interval that holds the saddle-node computed above (1.8304)
+    and the mixture's track ends before `beta = 2`, where it loses its stability."""
+    namespace, out, printed = run_page_example(PAGE, "analysis.basin_continuation(")
+    assert out == printed
+    result = namespace["result"]
+    appears = [e["between"] for e in result["events"] if e["kind"] == "appears"]
+    assert len(appears) == 3 and all(lo < 1.8304 < hi for lo, hi in appears)
+    (vanishes,) = [e for e in result["events"] if e["kind"] == "vanishes"]
+    assert vanishes["between"][1] <= 2.0
+    plotted = analysis.plot_basin_continuation(result, parameter_label="beta")
+    assert not analysis.layout_problems(plotted)

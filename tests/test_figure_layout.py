@@ -517,6 +517,68 @@ def continuation_result():
     )
 
 
+def basin_continuation_result(values=5):
+    """`basin_continuation` across a pitchfork at p = 0 (one attractor, then two; the
+    second appears), 64 starts, one of which reaches no fixed point at the last value."""
+    p = np.linspace(-1.0, 1.0, values)
+    after = p > 0
+    fractions = np.stack([np.where(after, 0.5, 1.0), np.where(after, 0.5, 0.0)], axis=1)
+    fractions[-1] = [31 / 64, 0.5]
+    first = int(np.argmax(after))
+
+    def track(i, where):
+        return dict(
+            id=i,
+            index=list(np.flatnonzero(where)),
+            p=list(p[where]),
+            energy=list(-(p[where].clip(0) ** 2) / 4),
+            fraction=list(fractions[where, i]),
+            stable=[True] * int(where.sum()),
+            morse_index=[0] * int(where.sum()),
+        )
+
+    return dict(
+        p=p,
+        counts=np.where(after, 2, 1),
+        labels=np.zeros((values, 64), int),
+        fractions=fractions,
+        tracks=[track(0, np.ones(values, bool)), track(1, after)],
+        events=[dict(kind="appears", track=1, p=p[first], between=[p[first - 1], p[first]])],
+        metadata=meta(
+            "basin_continuation",
+            dtype="float64",
+            flow="native",
+            solver="tsit5",
+            rtol=1e-6,
+            atol=1e-8,
+            fixed_point_atol=1e-5,
+            t1=1e4,
+            parameter="beta",
+            match="distance",
+        ),
+    )
+
+
+def many_tracks_figure():
+    """Twelve tracks over beta from 0.1 to 10 (every start its own attractor, as on the
+    shipped models): the legend names eight."""
+    result = basin_continuation_result(values=6)
+    result["p"] = np.geomspace(0.1, 10.0, 6)
+    base = result["tracks"][0]
+    result["tracks"] = [
+        dict(base, id=i, p=list(result["p"]), energy=[-float(i)] * 6, fraction=[1 / 12] * 6)
+        for i in range(12)
+    ]
+    result["fractions"] = np.full((6, 12), 1 / 12)
+    result["counts"] = np.full(6, 12)
+    result["events"] = []
+    fig = analysis.plot_basin_continuation(result)
+    assert fig.axes[0].get_xscale() == "log"
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend[-1] == "and 4 more" and legend[:8] == [f"track {i}" for i in range(8)]
+    return fig
+
+
 def basins_result():
     """`basins` on an 8 x 8 grid split into two basins, one start not converged."""
     labels = np.repeat(np.array([0, 1]), 32).reshape(8, 8)
@@ -1062,6 +1124,20 @@ FIGURES = {
             "fixed-point stop RMS G 1e-05",
         ],
     ),
+    "plot_basin_continuation": (
+        lambda: analysis.plot_basin_continuation(basin_continuation_result()),
+        [
+            "Attractors across beta from -1 to 1: 1 to 2 per value, 2 tracks (1 appear",
+            "64 starts",
+            "float64",
+            "tsit5 rtol 1e-06",
+            "matched by distance",
+        ],
+    ),
+    "plot_basin_continuation (many tracks, a log axis)": (
+        lambda: many_tracks_figure(),
+        ["12 per value, 12 tracks (0 appear, 0 vanish)"],
+    ),
     "plot_image_basins": (
         lambda: analysis.plot_image_basins(image_basins_result()),
         [
@@ -1395,6 +1471,7 @@ DOCS_IMAGES = {  # figure function -> its images in docs/images (docs/make_figur
     "plot_graph_overshoot": "graph-overshoot",
     "plot_continuation": "continuation",
     "plot_basins": "basins",
+    "plot_basin_continuation": "basin-continuation",
     "plot_image_basins": "image-basins",
     "plot_lyapunov_spectrum": "lyapunov-spectrum",
     "plot_periodic_orbit": "periodic-orbit",
