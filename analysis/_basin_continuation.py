@@ -2,8 +2,9 @@
 their attractors (`basins`), and the attractors are matched from one value to the next,
 so that each is one *track* across `p` with its basin fraction, energy and stability.
 
-This is the global counterpart of `continuation` (after DynamicalSystems.jl's
-`global_continuation`, Datseris, Luiz and Lenz, Nat. Commun. 14, 2023): `continuation`
+This is the global counterpart of `continuation` (after Attractors.jl's
+`global_continuation`: Datseris, Rossi and Wagemakers, "Framework for global stability
+analysis of dynamical systems", Chaos 33, 073151, 2023): `continuation`
 follows one steady state, stable or not, and finds where it folds or branches;
 `basin_continuation` asks which attractors the inputs actually reach at each `p` and how
 much of the input space flows to each, so it sees attractors that appear away from any
@@ -13,9 +14,10 @@ exactly between two values of `p` a change happens (for that, `continuation` fro
 track's state, whose bisection locates it).
 
 Matching (`match=`). The attractors at `p[k]` are matched one-to-one to those present at
-`p[k - 1]` by one of two rules (as Attractors.jl's `MatchBySSSetDistance` and
-`MatchByBasinOverlap`), each solved as an assignment problem
-(`scipy.optimize.linear_sum_assignment`):
+`p[k - 1]` by one of two rules, each solved as an assignment problem
+(`scipy.optimize.linear_sum_assignment`; after Attractors.jl's `MatchBySSSetDistance`
+and `MatchByBasinOverlap`, which match greedily, measure overlap relative to the earlier
+basin, and may revive a vanished attractor: here a track that vanished stays ended):
 
 - `"distance"` follows *states*: the pairs of least total RMS distance between energy
   coordinates (the ET's `g = LayerNorm(x)`, where "the same attractor" is meaningful:
@@ -32,11 +34,19 @@ splits into two (a pitchfork), one of the two continues its track (the nearer, o
 one sharing more starts; the first in order on a tie) and the other appears. Each
 matched step records its `jump`, the RMS distance moved in energy coordinates: a jump
 much larger than the track's others means the match joined two different attractors
-(set `track_tol`, or take a finer grid of `p`).
+(set `track_tol`, or take a finer grid of `p`). The assignment is made first and pairs
+beyond `track_tol` dropped after, so a tolerance can end a track that another
+assignment would have kept within it.
+
+A value at which no start reaches the fixed-point stop ends the run with
+`solvers.SolveError` naming that value (`basins` has nothing to match there); where some
+starts fail, `basins`' warning is repeated with the value.
 """
 
 import inspect
 import math
+import numbers
+import warnings
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -75,7 +85,10 @@ STEP_KEYS = (
 def _check_values(ps) -> np.ndarray:
     """`ps` as a float array, refused unless it holds at least two finite values in
     strictly increasing or strictly decreasing order."""
-    values = np.asarray(ps, dtype=np.float64) if not isinstance(ps, str) else np.array([])
+    try:
+        values = np.asarray(ps, dtype=np.float64) if not isinstance(ps, str) else np.array([])
+    except (TypeError, ValueError):
+        values = np.array([])
     steps = np.diff(values) if values.ndim == 1 else np.array([])
     if (
         values.ndim != 1
@@ -132,6 +145,62 @@ def _match_overlap(previous: np.ndarray, current: np.ndarray, sizes, min_overlap
     }
 
 
+def _is_real(value) -> bool:
+    """A real number (Python's, NumPy's or a 0-d array's), not a bool."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, numbers.Real):
+        return True
+    array = np.asarray(value) if hasattr(value, "shape") else None
+    return array is not None and array.shape == () and np.issubdtype(array.dtype, np.number)
+
+
+def _check_matching(match, track_tol, min_overlap) -> None:
+    """Refuse a matching rule other than the two, and a setting of the other rule."""
+    if match not in ("distance", "overlap"):
+        raise ValueError(f'match must be "distance" or "overlap" (got {match!r}).')
+    if track_tol is not None and not (_is_real(track_tol) and float(track_tol) > 0):
+        raise ValueError(f"track_tol must be a positive distance or None (got {track_tol!r}).")
+    if not (_is_real(min_overlap) and 0 <= float(min_overlap) <= 1):
+        raise ValueError(f"min_overlap must be a fraction in [0, 1] (got {min_overlap!r}).")
+    if match == "overlap" and track_tol is not None:
+        raise ValueError(
+            'track_tol is a distance for match="distance": drop it, or use min_overlap.'
+        )
+    if match == "distance" and float(min_overlap) != 0:
+        raise ValueError('min_overlap is for match="overlap": drop it, or use track_tol.')
+
+
+def _set(set_parameter, model, args, p):
+    """`set_parameter(model, args, p)`, refused in one line unless it returns a pair."""
+    result = set_parameter(model, args, p)
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise ValueError(
+            "parameter must be a function (model, args, p) -> (model, args): a pair; this "
+            f"one returned {type(result).__name__}"
+            + (f" of length {len(result)}" if isinstance(result, tuple) else "")
+            + "."
+        )
+    return result
+
+
+def _basins_at(p: float, model, starts, args, options: dict) -> dict:
+    """`basins` at the value `p`, its failure and warnings naming `p`."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = basins(model, starts, args, **options)
+        except solvers.SolveError as error:
+            raise solvers.SolveError(
+                error.reason, f"basin_continuation at p = {p:g}: {error}", error.stats
+            ) from error
+    for warning in caught:
+        warnings.warn(
+            f"basin_continuation at p = {p:g}: {warning.message}", warning.category, stacklevel=3
+        )
+    return result
+
+
 def _new_track(track_id: int) -> dict:
     keys = ("index", "p", "jump") + ATTRACTOR_KEYS
     return dict(id=track_id, **{key: [] for key in keys})
@@ -145,8 +214,8 @@ def basin_continuation(
     *,
     parameter: Parameter,
     match: Literal["distance", "overlap"] = "distance",
-    track_tol: float | None = None,
-    min_overlap: float = 0.0,
+    track_tol: float | np.floating | None = None,
+    min_overlap: float | np.floating = 0.0,
     **basins_options: Any,
 ) -> dict:
     """The basins of `starts` at each parameter value of `ps`, their attractors matched
@@ -206,15 +275,12 @@ def basin_continuation(
             f"basin_continuation passes its options to basins, which has no {unknown} "
             f"(its options: {', '.join(BASINS_OPTIONS)})."
         )
-    if match not in ("distance", "overlap"):
-        raise ValueError(f'match must be "distance" or "overlap" (got {match!r}).')
-    if track_tol is not None and not (isinstance(track_tol, (int, float)) and track_tol > 0):
-        raise ValueError(f"track_tol must be a positive distance or None (got {track_tol!r}).")
-    if not (isinstance(min_overlap, (int, float)) and 0 <= min_overlap <= 1):
-        raise ValueError(f"min_overlap must be a fraction in [0, 1] (got {min_overlap!r}).")
+    _check_matching(match, track_tol, min_overlap)
     limit = math.inf if track_tol is None else float(track_tol)
     set_parameter = parameter_function(parameter)
     starts = jnp.asarray(starts)
+    if starts.ndim != 3 or starts.shape[0] < 1:
+        raise ValueError(f"starts must be [B, N, D] with B >= 1 (got {starts.shape}).")
     dtype = starts.dtype if jnp.issubdtype(starts.dtype, jnp.floating) else jnp.float64
     labels = np.full((values.size, starts.shape[0]), -1)
     tracks: list[dict] = []
@@ -223,13 +289,8 @@ def basin_continuation(
     steps, counts, events = [], [], []
     last_meta: dict = {}
     for k, p in enumerate(values):
-        model_p, args_p = set_parameter(model, args, jnp.asarray(p, dtype))
-        try:
-            result = basins(model_p, starts, args_p, **basins_options)
-        except solvers.SolveError as error:
-            raise solvers.SolveError(
-                error.reason, f"basin_continuation at p = {p:g}: {error}", error.stats
-            ) from error
+        model_p, args_p = _set(set_parameter, model, args, jnp.asarray(p, dtype))
+        result = _basins_at(float(p), model_p, starts, args_p, basins_options)
         coordinates = [
             np.asarray(energy_coordinates(model_p, jnp.asarray(att["x"]), args_p))
             for att in result["attractors"]
@@ -239,7 +300,7 @@ def basin_continuation(
             matched = _match_distance([c for _, c in previous], coordinates, limit)
         else:
             sizes = (len(previous), len(coordinates))
-            matched = _match_overlap(previous_labels, found, sizes, min_overlap)
+            matched = _match_overlap(previous_labels, found, sizes, float(min_overlap))
         current, ids = [], []
         for j, (attractor, point) in enumerate(zip(result["attractors"], coordinates)):
             if j in matched:
@@ -269,7 +330,8 @@ def basin_continuation(
     fractions = np.zeros((values.size, len(tracks)))
     for track in tracks:
         fractions[track["index"], track["id"]] = track["fraction"]
-    entropy = [float(-np.sum(row[row > 0] * np.log(row[row > 0]))) for row in fractions]
+    # (+ 0.0: one attractor's -0.0 shown as 0)
+    entropy = [float(-np.sum(row[row > 0] * np.log(row[row > 0])) + 0.0) for row in fractions]
     return dict(
         p=values,
         counts=np.asarray(counts),
@@ -287,8 +349,8 @@ def basin_continuation(
                 "p_range": [float(values.min()), float(values.max())],
                 "values": int(values.size),
                 "match": match,
-                "track_tol": track_tol,
-                "min_overlap": min_overlap,
+                "track_tol": None if track_tol is None else float(track_tol),
+                "min_overlap": float(min_overlap),
             }
         ),
     )

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import numpy as np
 from jaxtyping import Array, Float
 from matplotlib.figure import Figure
@@ -245,7 +246,8 @@ def plot_basin_continuation(
     dashed (top). `p` is on a
     log axis where it is positive and spans a decade or more. `parameter_label`: the
     axis's name (default the result's parameter); at most `max_legend` tracks are
-    named in the legend. Returns the `Figure`."""
+    named in the legend. Colours repeat after 10 tracks (20 where there are more than
+    10). Returns the `Figure`."""
     from matplotlib.patches import Patch
 
     p = np.asarray(result["p"], float)
@@ -255,7 +257,10 @@ def plot_basin_continuation(
     name = parameter_label or str(meta.get("parameter") or "p")
     if name == "function":
         name = "p"
-    colours = [f"C{i % 10}" for i in range(len(tracks))]
+    palette: list[Any] = [f"C{i}" for i in range(10)]
+    if len(tracks) > 10:  # twenty distinct colours before they repeat
+        palette = [matplotlib.colormaps["tab20"](i) for i in range(20)]
+    colours = [palette[i % len(palette)] for i in range(len(tracks))]
     fig, axes = figure(1, 2, width=6.4, height=2.5)
     top, bottom = axes[0, 0], axes[1, 0]
     missing = np.clip(1.0 - fractions.sum(axis=1), 0.0, 1.0)
@@ -267,9 +272,15 @@ def plot_basin_continuation(
         energy = np.asarray(track["energy"], float)
         bottom.plot(tp, energy, color=colour, linewidth=1.0)
         stable = np.array([s is True for s in track["stable"]])
-        bottom.scatter(tp[stable], energy[stable], color=colour, s=14, zorder=3)
+        bottom.scatter(tp[stable], energy[stable], color=colour, s=14, zorder=3, clip_on=False)
         bottom.scatter(
-            tp[~stable], energy[~stable], facecolors="white", edgecolors=colour, s=14, zorder=3
+            tp[~stable],
+            energy[~stable],
+            facecolors="white",
+            edgecolors=colour,
+            s=14,
+            zorder=3,
+            clip_on=False,
         )
     bottom.set_ylabel("energy E")
     bottom.set_xlabel(name)
@@ -298,10 +309,11 @@ def plot_basin_continuation(
     per_value = (
         f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()} to {counts.max()}"
     )
+    appear, vanish = kinds.count("appears"), kinds.count("vanishes")
     what = (
         f"Attractors across {name} from {p[0]:.4g} to {p[-1]:.4g}: {per_value} per value, "
-        f"{len(tracks)} tracks ({kinds.count('appears')} appear, "
-        f"{kinds.count('vanishes')} vanish)"
+        f"{len(tracks)} tracks ({appear} {'appears' if appear == 1 else 'appear'}, "
+        f"{vanish} {'vanishes' if vanish == 1 else 'vanish'})"
     )
     extra = [
         f"{p.size} values",

@@ -237,7 +237,7 @@ def test_a_tilted_double_well_fractions_follow_the_saddle_until_a_well_vanishes(
 def test_refusals_before_any_solve(curie_weiss, no_runtime_types):
     starts = plane(resolution=2)
     call = analysis.basin_continuation
-    for ps in ([1.0], [1.0, 2.0, 1.5], [1.0, np.nan], [[1.0, 2.0]], "12"):
+    for ps in ([1.0], [1.0, 2.0, 1.5], [1.0, np.nan], [[1.0, 2.0]], "12", ["a", "b"], {1, 2}):
         with pytest.raises(ValueError, match="strictly increasing or decreasing"):
             call(curie_weiss, starts, ps, parameter=set_beta)
     with pytest.raises(ValueError, match=r"no \['tol'\].*match_tol"):
@@ -252,6 +252,19 @@ def test_refusals_before_any_solve(curie_weiss, no_runtime_types):
         call(curie_weiss, starts, [1.0, 2.0], parameter="temperature")
     with pytest.raises(ValueError, match="parameter='beta' needs a model"):
         call(curie_weiss, starts, [1.0, 2.0], parameter="beta")
+
+    with pytest.raises(ValueError, match='track_tol is a distance for match="distance"'):
+        call(curie_weiss, starts, [1.0, 2.0], parameter=set_beta, match="overlap", track_tol=0.1)
+    with pytest.raises(ValueError, match='min_overlap is for match="overlap"'):
+        call(curie_weiss, starts, [1.0, 2.0], parameter=set_beta, min_overlap=0.5)
+    for bad in (True, "0.1", np.array([0.1, 0.2])):
+        with pytest.raises(ValueError, match="track_tol must be a positive"):
+            call(curie_weiss, starts, [1.0, 2.0], parameter=set_beta, track_tol=bad)
+    with pytest.raises(ValueError, match=r"starts must be \[B, N, D\]"):
+        call(curie_weiss, np.zeros(3), [1.0, 2.0], parameter=set_beta)
+    for returned in (lambda m, a, p: m, lambda m, a, p: (m,), lambda m, a, p: None):
+        with pytest.raises(ValueError, match=r"\(model, args, p\) -> \(model, args\): a pair"):
+            call(curie_weiss, starts, [1.0, 2.0], parameter=returned)
 
     class EnergyOnly(eqx.Module):
         def energy(self, x, args=None):
@@ -309,3 +322,24 @@ def test_the_landscape_pages_example():
     assert vanishes["between"][1] <= 2.0
     plotted = analysis.plot_basin_continuation(result, parameter_label="beta")
     assert not analysis.layout_problems(plotted)
+
+
+def test_a_value_where_some_starts_fail_is_named_and_one_where_all_fail_ends_the_run(
+    curie_weiss,
+):
+    """At `beta = 0.5` the origin attracts at the rate 0.5 along `e`: by t = 19.5 the starts
+    at `|a| = 0.3` have RMS G below 1e-5 (from t = 18.5) and those further out not (from
+    20.7 on); at `beta = 0.7` (rate 0.3) none has (from t = 29)."""
+    starts = plane()
+    # strict numeric types of NumPy are settings too (a float32 tolerance)
+    options = dict(OPTIONS, t1=19.5)
+    with pytest.warns(RuntimeWarning, match=r"basin_continuation at p = 0.5: basins: 24 of 36"):
+        with pytest.raises(solvers.SolveError, match="basin_continuation at p = 0.7: basins"):
+            analysis.basin_continuation(
+                curie_weiss,
+                starts,
+                [0.5, 0.7],
+                parameter=set_beta,
+                track_tol=np.float32(1.0),
+                **options,
+            )

@@ -1127,7 +1127,7 @@ FIGURES = {
     "plot_basin_continuation": (
         lambda: analysis.plot_basin_continuation(basin_continuation_result()),
         [
-            "Attractors across beta from -1 to 1: 1 to 2 per value, 2 tracks (1 appear",
+            "Attractors across beta from -1 to 1: 1 to 2 per value, 2 tracks (1 appears, 0 vanish)",
             "64 starts",
             "float64",
             "tsit5 rtol 1e-06",
