@@ -60,6 +60,7 @@ from ._gradient_depth import gradient_depth, plot_gradient_depth
 from ._graph_overshoot import graph_overshoot, plot_graph_overshoot
 from ._hopf import hopf_cycle
 from ._hopf_curve import hopf_continuation
+from ._image_basin_continuation import image_basin_continuation
 from ._image_basins import image_basins, plot_image_basins
 from ._image_figures import (
     attention_weights_figure,
@@ -128,6 +129,7 @@ __all__ = [
     "hessian_eigenvalues",
     "hopf_continuation",
     "hopf_cycle",
+    "image_basin_continuation",
     "image_basins",
     "layout_problems",
     "long_horizon",

@@ -42,6 +42,18 @@ def _plane(x_a, x_b, key):
     return center, u, v * jnp.linalg.norm(u) / jnp.linalg.norm(v)
 
 
+def image_starts(x0: jax.Array, args: Any, random_starts: int, key: jax.Array) -> jax.Array:
+    """`[1 + random_starts, N, D]`: the image's core state `x0 [N, D]` and random states
+    whose tokens are normal with its RMS token size, clamped tokens (`args.clamped`,
+    where the model has them) kept at the image's values (module docstring)."""
+    size = jnp.sqrt(jnp.mean(x0**2))
+    noise = size * jax.random.normal(key, (random_starts,) + x0.shape, x0.dtype)
+    clamped = getattr(args, "clamped", None)
+    if clamped is not None:
+        noise = jnp.where(clamped[None, :, None], x0[None], noise)
+    return jnp.concatenate([x0[None], noise])
+
+
 def image_basins(
     model: MaskedImageET,
     images: Float[ArrayLike, "2 H W C"],
@@ -102,12 +114,11 @@ def image_basins(
     center, u, v = _plane(x0[0], x0[1], plane_key)
     plane_starts, a, b = grid_starts(center, u, v, extent=extent, resolution=resolution)
     grid = jnp.asarray(plane_starts, x0.dtype)
-    size = jnp.sqrt(jnp.mean(x0[0] ** 2))
-    noise = size * jax.random.normal(random_key, (random_starts,) + center.shape, x0.dtype)
-    starts = jnp.concatenate([grid, noise])
     clamped = getattr(args, "clamped", None)
     if clamped is not None:  # clamped tokens are the first image's in every start
-        starts = jnp.where(clamped[None, :, None], x0[0][None], starts)
+        grid = jnp.where(clamped[None, :, None], x0[0][None], grid)
+    random = image_starts(x0[0], args, random_starts, random_key)[1:]
+    starts = jnp.concatenate([grid, random])
     n_grid = resolution * resolution
     nearest = [
         int(np.argmin(np.abs(a - pa))) * resolution + int(np.argmin(np.abs(b)))

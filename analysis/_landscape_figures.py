@@ -238,6 +238,8 @@ def plot_basin_continuation(
     *,
     parameter_label: str | None = None,
     max_legend: int = 8,
+    reference: float | None = None,
+    reference_label: str = "reference",
 ) -> Figure:
     """The attractors of `basin_continuation` across the parameter: top, each track's
     basin fraction stacked (grey: starts that reached no fixed point); bottom, each
@@ -247,7 +249,9 @@ def plot_basin_continuation(
     log axis where it is positive and spans a decade or more. `parameter_label`: the
     axis's name (default the result's parameter); at most `max_legend` tracks are
     named in the legend. Colours repeat after 10 tracks (20 where there are more than
-    10). Returns the `Figure`."""
+    10). `reference`: a value of `p` marked by a dotted line in both panels and named
+    `reference_label` in the legend (a model's trained value). Returns the `Figure`."""
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     p = np.asarray(result["p"], float)
@@ -290,10 +294,12 @@ def plot_basin_continuation(
         for edge in (lo, hi):
             top.axvline(edge, color="0.3", linewidth=0.6, linestyle="--", zorder=3)
     for ax in (top, bottom):
+        if reference is not None:
+            ax.axvline(reference, color="k", linewidth=1.0, linestyle=":", zorder=4)
         if p.min() > 0 and p.max() / p.min() >= 10:
             ax.set_xscale("log")
         ax.set_xlim(p.min(), p.max())
-    handles = [
+    handles: list[Patch | Line2D] = [
         Patch(color=colour, label=f"track {track['id']}")
         for track, colour in zip(tracks[:max_legend], colours)
     ]
@@ -303,6 +309,9 @@ def plot_basin_continuation(
         handles.append(Patch(color="0.8", label="no fixed point reached"))
     if spans:
         handles.append(Patch(color="0.9", label="an attractor appears or vanishes"))
+    if reference is not None:
+        label = f"{reference_label}, {name} = {reference:.4g}"
+        handles.append(Line2D([], [], color="k", linewidth=1.0, linestyle=":", label=label))
     fig.legend(handles=handles, loc="outside lower center", fontsize=7, ncols=4)
     counts = np.asarray(result["counts"])
     kinds = [event["kind"] for event in result["events"]]

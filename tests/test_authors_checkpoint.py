@@ -519,12 +519,13 @@ def test_imagenet_benchmark_row_tiny():
 
 
 def test_cli_landscape_studies(tiny, tmp_path):
-    """`et-ode study continuation`, `study basins` and `study lyapunov-spectrum` on a
-    checkpoint file: the first image's fixed point followed both ways in the attention's
-    beta (every point a fixed point of the model at that beta, eigenvalues negative: the
-    trained point is stable); the basins of a plane through two images and of random
-    starts, every attractor polished to a fixed point and decoded; and the top
-    exponents of the native flow with their running estimates."""
+    """`et-ode study continuation`, `study basins`, `study basin-continuation` and `study
+    lyapunov-spectrum` on a checkpoint file: the first image's fixed point followed both
+    ways in the attention's beta (every point a fixed point of the model at that beta,
+    eigenvalues negative: the trained point is stable); the basins of a plane through
+    two images and of random starts, every attractor polished to a fixed point and
+    decoded; the attractors of the image and 8 random starts across two decades of
+    beta; and the top exponents of the native flow with their running estimates."""
     checkpoint, _ = tiny
     beta = et_ode.tasks.load_model_and_config(checkpoint)[0].core.attention.beta
     assert (
@@ -585,6 +586,35 @@ def test_cli_landscape_studies(tiny, tmp_path):
         assert attractor["residual_rms"] < 1e-9 and attractor["morse_index"] is not None
         assert np.shape(attractor["decoded_image"]) == (SIZE, SIZE, 3)
     assert (tmp_path / "basins" / "basins.png").stat().st_size > 0
+    assert (
+        run(
+            "study",
+            "basin-continuation",
+            "--checkpoint",
+            checkpoint,
+            "--quick",
+            "--images",
+            1,
+            "--out",
+            tmp_path / "tracks",
+            "--no-progress",
+        )
+        == 0
+    )
+    tracks = json.loads((tmp_path / "tracks" / "basin-continuation.json").read_text())
+    values = np.asarray(tracks["p"])
+    # 7 values over two decades around the trained beta, the middle one the trained value
+    assert len(values) == 7 and values[3] == beta and np.all(np.diff(values) > 0)
+    np.testing.assert_allclose(values[[0, -1]], [0.1 * beta, 10 * beta], rtol=1e-12)
+    assert tracks["trained_value"] == beta and tracks["parameter"] == "beta"
+    assert np.shape(tracks["labels"]) == (7, 9) and len(tracks["image_track"]) == 7
+    assert tracks["image_track"] == [row[0] for row in tracks["labels"]]
+    assert all(step["not_converged"] == 0 for step in tracks["steps"])
+    np.testing.assert_allclose(np.sum(tracks["fractions"], axis=1), 1.0)
+    assert tracks["metadata"]["match"] == "overlap"
+    for track in tracks["tracks"]:
+        assert "x" not in track and len(track["energy"]) == len(track["p"])
+    assert (tmp_path / "tracks" / "basin-continuation.png").stat().st_size > 0
     assert (
         run(
             "study",

@@ -280,6 +280,11 @@ def test_refuses_non_empty_out(tmp_path, capsys):
         (["study", "stability", "--factor", "5"], ["--factor", "overshoot", "drop it"]),
         (["study", "continuation", "--horizon", "5"], ["--horizon", "no end time", "--p-span"]),
         (["study", "continuation", "--flow", "native"], ["projected flow", "--flow"]),
+        (["study", "basin-continuation", "--flow", "native"], ["projected flow", "--flow"]),
+        (
+            ["study", "basin-continuation", "--p-span", "1,2"],
+            ["--p-span 1,2", "contain the trained value of beta, 0.25"],
+        ),
         (["frames", "--atol", "1e-6"], ["--atol needs --rtol"]),
         (["frames", "--checkpoint", "no-such-model"], ["no shipped model or file", "paper"]),
     ],

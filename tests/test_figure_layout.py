@@ -561,7 +561,7 @@ def basin_continuation_result(values=5):
 
 def many_tracks_figure():
     """Twelve tracks over beta from 0.1 to 10 (every start its own attractor, as on the
-    shipped models): the legend names eight."""
+    shipped models), the trained value marked: the legend names eight tracks."""
     result = basin_continuation_result(values=6)
     result["p"] = np.geomspace(0.1, 10.0, 6)
     base = result["tracks"][0]
@@ -572,10 +572,11 @@ def many_tracks_figure():
     result["fractions"] = np.full((6, 12), 1 / 12)
     result["counts"] = np.full(6, 12)
     result["events"] = []
-    fig = analysis.plot_basin_continuation(result)
+    fig = analysis.plot_basin_continuation(result, reference=0.25, reference_label="trained")
     assert fig.axes[0].get_xscale() == "log"
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend[-1] == "and 4 more" and legend[:8] == [f"track {i}" for i in range(8)]
+    assert legend[:8] == [f"track {i}" for i in range(8)]
+    assert legend[8:] == ["and 4 more", "trained, beta = 0.25"]
     return fig
 
 

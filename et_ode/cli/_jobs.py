@@ -279,6 +279,9 @@ STUDIES = tuple(RUNNERS) + ("work-precision",)
 PROJECTED_ONLY = {
     "fixed-points": "fixed-points runs the projected flow (it keeps every token's scale)",
     "basins": "basins runs the projected flow (the native one has no fixed points)",
+    "basin-continuation": (
+        "basin-continuation runs the projected flow (the native one has no fixed points)"
+    ),
     "continuation": "continuation follows the fixed points of the projected flow",
 }
 
@@ -324,8 +327,9 @@ def study_job(
     `atol`, `dtype` (studies of the core run in float64 by default, the model's weights
     cast; overshoot, gradient-depth, contributions and work-precision in the model's
     own dtype), `quick` (small grids and horizons, for a first look and for tests),
-    `seed`, for `continuation` `parameter` (`"memory_scale"`, `"field_strength"` or
-    `"beta"`) and `p_span` (`(low, high)` around the trained value), and for
+    `seed`, for `continuation` and `basin-continuation` `parameter` (`"memory_scale"`,
+    `"field_strength"` or `"beta"`) and `p_span` (`(low, high)` around the trained
+    value), and for
     `lyapunov-spectrum` `measure` (`"g"`, the default, `"metric"` or `"x"`: see
     `analysis.lyapunov_spectrum`).
 

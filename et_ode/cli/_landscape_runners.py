@@ -1,7 +1,8 @@
 """The landscape studies of the command line (`et-ode study continuation`, `et-ode
-study basins`, `et-ode study lyapunov-spectrum`): runners `(model, images, masks,
-settings) -> (result, plot)` like those of `._study_runners`, on the first held-out
-image's core problem (basins: the first two images') in float64 (or `--dtype`)."""
+study basins`, `et-ode study basin-continuation`, `et-ode study lyapunov-spectrum`):
+runners `(model, images, masks, settings) -> (result, plot)` like those of
+`._study_runners`, on the first held-out image's core problem (basins: the first two
+images') in float64 (or `--dtype`)."""
 
 import jax
 import jax.numpy as jnp
@@ -11,9 +12,11 @@ from et_ode import solvers as _solvers
 
 from ..analysis import (
     continuation,
+    image_basin_continuation,
     image_basins,
     lyapunov_spectrum,
     model_dtype,
+    plot_basin_continuation,
     plot_continuation,
     plot_image_basins,
     plot_lyapunov_spectrum,
@@ -31,6 +34,11 @@ from ._study_runners import (
 # multiples of its trained value (`trained_value`): beta over a decade around it.
 DEFAULT_PARAMETER = "memory_scale"
 DEFAULT_P_SPANS = {"memory_scale": (0.5, 2.0), "field_strength": (0.5, 2.0), "beta": (0.3, 3.0)}
+# basin-continuation: what it follows by default, and over which range (as multiples of
+# the trained value): beta over two decades, where one global attractor gives way to
+# one per start on the shipped models (docs: the landscape).
+BASIN_PARAMETER = "beta"
+BASIN_P_SPANS = {"memory_scale": (0.5, 2.0), "field_strength": (0.5, 2.0), "beta": (0.1, 10.0)}
 
 
 def trained_value(model, parameter: str) -> float:
@@ -182,6 +190,60 @@ def _basins(model, images, masks, s):
     return result, plot_image_basins
 
 
+def _basin_continuation(model, images, masks, s):
+    """The attractors reached from the first image's own start and from random starts
+    (quick: 8, else 64) under its conditions (`analysis.image_basin_continuation`),
+    followed across `--parameter` (default beta) at values spaced evenly in `log p`
+    over `--p-span` (default 0.1 to 10 times the trained value for beta, 0.5 to 2 for
+    the others; quick: 7 values, else 25), the trained value among them; tracks
+    matched by basin overlap (the shipped models have about one minimum per start);
+    the solves as `study basins`' (float64 unless `--dtype`, the studies' steps to RMS
+    G `fixed_point_tol`, attractors matched within 1e-2 (quick) or 1e-3 in g); without
+    `--quick` the image's own attractor is polished by Newton at each value and its
+    Morse index taken (with `--quick` none is: energies at the end states, stability
+    not known)."""
+    parameter = s.parameter or BASIN_PARAMETER
+    p0 = trained_value(model, parameter)
+    p_span = s.p_span or tuple(p0 * f for f in BASIN_P_SPANS[parameter])
+    if not (0 < p_span[0] < p0 < p_span[1]):
+        raise ValueError(
+            f"--p-span {p_span[0]:g},{p_span[1]:g} must be positive and contain the trained "
+            f"value of {parameter}, {p0:g} (its values are spaced evenly in log p)."
+        )
+    values = np.geomspace(p_span[0], p_span[1], 7 if s.quick else 25)
+    nearest = int(np.argmin(np.abs(values - p0)))
+    if abs(values[nearest] - p0) <= 1e-9 * p0:  # the trained value itself, not a rounding
+        values[nearest] = p0
+    values = np.unique(np.append(values, p0))  # sorted, the trained value one of them
+    dtype = s.dtype or (str(model_dtype(model.core)) if s.economical(model) else "float64")
+    result = image_basin_continuation(
+        model,
+        images[:1],
+        jax.tree.map(lambda a: a[:1], masks),
+        values,
+        parameter=parameter,
+        random_starts=8 if s.quick else 64,
+        seed=s.seed,
+        dtype=jnp.dtype(dtype),
+        match="overlap",
+        fixed_point_atol=s.fixed_point_tol(dtype),
+        match_tol=1e-2 if s.quick else 1e-3,
+        # each polish takes a Lanczos run for the Morse index, minutes at some beta
+        polish_max=0 if s.quick else 1,
+        t1=s.horizon or 1000.0,
+        k=2 if s.quick else 4,
+        **s.steps(model, dtype),
+    )
+    result.update(parameter=parameter, trained_value=p0, p_span=[float(p) for p in p_span])
+    return result, _plot_basin_tracks
+
+
+def _plot_basin_tracks(result, path=None):
+    return plot_basin_continuation(
+        result, path, reference=result["trained_value"], reference_label="trained"
+    )
+
+
 def _lyapunov_spectrum(model, images, masks, s):
     """The top `k` Lyapunov exponents (quick: 4, else 8) of the first image's core along
     `--flow` (default native) for `--horizon` (quick: 20, else 1000) after a transient
@@ -213,5 +275,6 @@ def _lyapunov_spectrum(model, images, masks, s):
 LANDSCAPE_RUNNERS = {
     "continuation": _continuation,
     "basins": _basins,
+    "basin-continuation": _basin_continuation,
     "lyapunov-spectrum": _lyapunov_spectrum,
 }

@@ -192,10 +192,12 @@ def _study(options) -> int:
     if options.name not in STUDY_NAMES:
         raise ValueError(f"unknown study {options.name!r}; choose one of {', '.join(STUDY_NAMES)}.")
     _check_tolerances(options)
-    if options.name != "continuation" and (options.parameter or options.p_span):
+    if options.name not in ("continuation", "basin-continuation") and (
+        options.parameter or options.p_span
+    ):
         raise ValueError(
-            "--parameter and --p-span are options of `et-ode study "
-            f"continuation`, not of {options.name}."
+            "--parameter and --p-span are options of `et-ode study continuation` and "
+            f"`et-ode study basin-continuation`, not of {options.name}."
         )
     if options.name != "lyapunov-spectrum" and options.measure:
         raise ValueError(
@@ -449,8 +451,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=FLOWS,
         default=None,
         help="default: the study's: both flows for convergence and long-horizon; "
-        "projected for stability, fixed-points, basins and continuation (the last three "
-        "take no other); native for lyapunov-spectrum; the model's for the others",
+        "projected for stability, fixed-points, basins, basin-continuation and "
+        "continuation (the last four take no other); native for lyapunov-spectrum; the "
+        "model's for the others",
     )
     study.add_argument(
         "--horizon",
@@ -486,7 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--parameter",
         choices=("memory_scale", "field_strength", "beta"),
         default=None,
-        help="continuation: what p is (default memory_scale: the Hopfield "
+        help="continuation, basin-continuation: what p is (default memory_scale for "
+        "continuation, beta for basin-continuation; memory_scale: the Hopfield "
         "memories scaled by p, the trained model at p = 1; field_strength, "
         "beta: the external field's strength, the attention's inverse "
         "temperature, themselves)",
@@ -496,8 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_float_pair,
         default=None,
         metavar="LOW,HIGH",
-        help="continuation: the range of p, around its trained value "
-        "(default 0.5 to 2 times it; for beta 0.3 to 3 times)",
+        help="continuation, basin-continuation: the range of p, around its trained "
+        "value (default 0.5 to 2 times it; for beta 0.3 to 3 times, and 0.1 to 10 "
+        "times for basin-continuation)",
     )
     study.add_argument(
         "--measure",

@@ -16,6 +16,10 @@ LANDSCAPE_COMMANDS = (
         "with its bifurcations",
     ),
     ("basins --images 2", "the basin map of the plane through two held-out images"),
+    (
+        "basin-continuation",
+        "the attractors reached from a held-out image and random starts across two decades of beta",
+    ),
     ("lyapunov-spectrum", "the top Lyapunov exponents along the native flow"),
 )
 
