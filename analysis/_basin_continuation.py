@@ -45,7 +45,6 @@ starts fail, `basins`' warning is repeated with the value.
 
 import inspect
 import math
-import numbers
 import warnings
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -57,6 +56,7 @@ from jaxtyping import ArrayLike, Float
 from et_ode import solvers
 
 from ._basins import basins
+from ._common import is_real
 from ._continuation import Parameter
 from ._geometry import energy_coordinates, require
 from ._records import metadata
@@ -70,6 +70,18 @@ BASINS_OPTIONS = tuple(
 )
 # What a track keeps of `basins`' attractor at each value where it is present.
 ATTRACTOR_KEYS = ("x", "energy", "fraction", "stable", "morse_index", "smallest_eigenvalues")
+# The entries of `basins`' metadata kept in the result's (the same at every value).
+SOLVE_KEYS = (
+    "flow",
+    "solver",
+    "rtol",
+    "atol",
+    "fixed_point_atol",
+    "t1",
+    "match_tol",
+    "polish_max",
+    "starts",
+)
 # Per-value summaries of `basins` kept in `steps` (its arrays of per-start data are not:
 # the labels are kept as track ids in `labels`).
 STEP_KEYS = (
@@ -145,23 +157,13 @@ def _match_overlap(previous: np.ndarray, current: np.ndarray, sizes, min_overlap
     }
 
 
-def _is_real(value) -> bool:
-    """A real number (Python's, NumPy's or a 0-d array's), not a bool."""
-    if isinstance(value, (bool, np.bool_)):
-        return False
-    if isinstance(value, numbers.Real):
-        return True
-    array = np.asarray(value) if hasattr(value, "shape") else None
-    return array is not None and array.shape == () and np.issubdtype(array.dtype, np.number)
-
-
 def _check_matching(match, track_tol, min_overlap) -> None:
     """Refuse a matching rule other than the two, and a setting of the other rule."""
     if match not in ("distance", "overlap"):
         raise ValueError(f'match must be "distance" or "overlap" (got {match!r}).')
-    if track_tol is not None and not (_is_real(track_tol) and float(track_tol) > 0):
+    if track_tol is not None and not (is_real(track_tol) and float(track_tol) > 0):
         raise ValueError(f"track_tol must be a positive distance or None (got {track_tol!r}).")
-    if not (_is_real(min_overlap) and 0 <= float(min_overlap) <= 1):
+    if not (is_real(min_overlap) and 0 <= float(min_overlap) <= 1):
         raise ValueError(f"min_overlap must be a fraction in [0, 1] (got {min_overlap!r}).")
     if match == "overlap" and track_tol is not None:
         raise ValueError(
@@ -342,16 +344,15 @@ def basin_continuation(
         events=events,
         steps=steps,
         metadata=metadata(
-            **{
-                **{key: value for key, value in last_meta.items() if key != "versions"},
-                "study": "basin_continuation",
-                "parameter": parameter if isinstance(parameter, str) else "function",
-                "p_range": [float(values.min()), float(values.max())],
-                "values": int(values.size),
-                "match": match,
-                "track_tol": None if track_tol is None else float(track_tol),
-                "min_overlap": float(min_overlap),
-            }
+            study="basin_continuation",
+            dtype=last_meta["dtype"],
+            **{key: last_meta[key] for key in SOLVE_KEYS},
+            parameter=parameter if isinstance(parameter, str) else "function",
+            p_range=[float(values.min()), float(values.max())],
+            values=int(values.size),
+            match=match,
+            track_tol=None if track_tol is None else float(track_tol),
+            min_overlap=float(min_overlap),
         ),
     )
 

@@ -1,5 +1,6 @@
 """Small helpers shared by the studies: dtype casts, batches, sharding, time grids."""
 
+import numbers
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -33,6 +34,17 @@ def is_count(value, least: int) -> bool:
     return (
         isinstance(value, (int, np.integer)) and not isinstance(value, bool) and int(value) >= least
     )
+
+
+def is_real(value) -> bool:
+    """Whether `value` is a real number (Python's, NumPy's or a 0-d array's), not a
+    bool."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, numbers.Real):
+        return True
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    return shape == () and dtype is not None and np.issubdtype(dtype, np.number)
 
 
 def float64_available() -> bool:
