@@ -41,6 +41,12 @@ from ._stability import hessian_eigenvalues
 from ._system_branch import flow_eigenvalues
 from ._verdict import GRADIENT_ASYMMETRY, linearly_stable
 
+# The Lanczos tolerance of an attractor's Hessian eigenvalues (relative: ARPACK stops
+# at a residual below tol |lambda|, so every sign, and the Morse index, is right at any
+# tol < 1). At a minimum of the shipped `paper` core with a near-degenerate smallest pair
+# (0.458208, 0.458209) 1e-6 took 12 s, 1e-8 181 s (docs: benchmarks, run times).
+MORSE_LANCZOS_TOL = 1e-6
+
 
 def _check_boxes(grid_shape: tuple, box: int) -> None:
     """Refuse a grid that `box x box` boxes cannot cover (at least one box)."""
@@ -218,7 +224,7 @@ def _stability_at(model, x, args, k: int, flow: Flow) -> dict:
     non-symmetric residual Jacobian's symmetric part does not give (a damped oscillator's
     well: eigenvalues -0.15 +- 1.41i, yet a symmetric part with one negative
     eigenvalue)."""
-    spectrum = hessian_eigenvalues(model, x, args, k=k)
+    spectrum = hessian_eigenvalues(model, x, args, k=k, lanczos_tol=MORSE_LANCZOS_TOL)
     asymmetry = float(spectrum["asymmetry"])
     if asymmetry <= GRADIENT_ASYMMETRY:
         return dict(
@@ -320,7 +326,8 @@ def basins(
       lowest energy first among equals. A landscape with a minimum per start (the
       shipped models: see the landscape page) has as many attractors as starts, and
       each polish and Hessian is a Newton-Krylov solve and a Lanczos run.
-    - `k`: Hessian eigenvalues computed per attractor (`hessian_eigenvalues`; its Morse
+    - `k`: Hessian eigenvalues computed per attractor (`hessian_eigenvalues`, by Lanczos
+      to a relative accuracy of `MORSE_LANCZOS_TOL` above its dense size; its Morse
       index counts up to `k` negative ones), or, where the residual is not a gradient,
       eigenvalues of the flow's Jacobian (those of largest real part).
     - `grid_shape`: `(G1, G2)` when the starts are a grid (`grid_starts`): then the

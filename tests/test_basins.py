@@ -206,3 +206,45 @@ def test_a_start_that_blows_up_is_named_with_when():
     )
     assert found, str(caught[0].message)
     assert abs(float(found[1]) - np.log(3.0)) < 1e-3
+
+
+def test_morse_index_by_lanczos_above_the_dense_size():
+    """A quadratic energy of 2,048 entries (above the Hessian's dense size): Lanczos to
+    `MORSE_LANCZOS_TOL` (relative) gives the analytic smallest eigenvalues, a
+    near-degenerate pair among them, and the index of a saddle reached from its stable
+    manifold."""
+    from et_ode.analysis._basins import MORSE_LANCZOS_TOL
+
+    n = 2048
+    rates = np.linspace(0.5, 3.0, n)
+    rates[:2] = [0.3, 0.3 + 1e-7]
+
+    class Quadratic(eqx.Module):
+        rates: jax.Array
+
+        def energy(self, x, args=None):
+            return 0.5 * jnp.sum(self.rates * x[0] ** 2)
+
+        def residual(self, x, args=None):
+            return jax.grad(self.energy)(x, args)
+
+        def vector_field(self, t, x, args=None, flow="native"):
+            return -self.residual(x, args)
+
+    starts = np.zeros((2, 1, n))
+    starts[:, 0, 2:] = 0.1
+    starts[1, 0, 1] = 0.2
+    well = analysis.basins(Quadratic(jnp.asarray(rates)), starts, flow="native", k=3)
+    (minimum,) = well["attractors"]
+    assert minimum["polished"] and minimum["morse_index"] == 0 and minimum["stable"]
+    np.testing.assert_allclose(
+        minimum["smallest_eigenvalues"], sorted(rates)[:3], rtol=10 * MORSE_LANCZOS_TOL
+    )
+    saddle_rates = rates.copy()
+    saddle_rates[0] = -0.3  # starts with x_0 = 0 stay on the stable manifold
+    saddle = analysis.basins(Quadratic(jnp.asarray(saddle_rates)), starts, flow="native", k=3)
+    (point,) = saddle["attractors"]
+    assert point["morse_index"] == 1 and point["stable"] is False
+    np.testing.assert_allclose(
+        point["smallest_eigenvalues"], sorted(saddle_rates)[:3], rtol=10 * MORSE_LANCZOS_TOL
+    )

@@ -228,7 +228,7 @@ def _basin_continuation(model, images, masks, s):
         match="overlap",
         fixed_point_atol=s.fixed_point_tol(dtype),
         match_tol=1e-2 if s.quick else 1e-3,
-        # each polish takes a Lanczos run for the Morse index, minutes at some beta
+        # each polish takes a Lanczos run for the Morse index (seconds to a minute)
         polish_max=0 if s.quick else 1,
         t1=s.horizon or 1000.0,
         k=2 if s.quick else 4,
