@@ -42,8 +42,9 @@ from ._system_branch import flow_eigenvalues
 from ._verdict import GRADIENT_ASYMMETRY, linearly_stable
 
 # The Lanczos tolerance of an attractor's Hessian eigenvalues (relative: ARPACK stops
-# at a residual below tol |lambda|, so every sign, and the Morse index, is right at any
-# tol < 1). At a minimum of the shipped `paper` core with a near-degenerate smallest pair
+# at a residual below tol |lambda|, so the sign of every eigenvalue returned is right at
+# any tol < 1; as at any tol, a count of negative ones is a lower bound should Lanczos
+# miss one). At a minimum of the shipped `paper` core with a near-degenerate smallest pair
 # (0.458208, 0.458209) 1e-6 took 12 s, 1e-8 181 s (docs: benchmarks, run times).
 MORSE_LANCZOS_TOL = 1e-6
 

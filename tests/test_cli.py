@@ -285,6 +285,14 @@ def test_refuses_non_empty_out(tmp_path, capsys):
             ["study", "basin-continuation", "--p-span", "1,2"],
             ["--p-span 1,2", "contain the trained value of beta, 0.25"],
         ),
+        (
+            ["study", "basin-continuation", "--parameter", "field_strength"],
+            ["field_strength is 0", "--parameter beta or memory_scale"],
+        ),
+        (
+            ["study", "continuation", "--parameter", "field_strength"],
+            ["field_strength is 0", "--parameter beta or memory_scale"],
+        ),
         (["frames", "--atol", "1e-6"], ["--atol needs --rtol"]),
         (["frames", "--checkpoint", "no-such-model"], ["no shipped model or file", "paper"]),
     ],

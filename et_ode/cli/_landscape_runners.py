@@ -52,6 +52,17 @@ def trained_value(model, parameter: str) -> float:
     return 1.0
 
 
+def _check_trained(parameter: str, p0: float) -> None:
+    """Refuse a parameter whose trained value is 0 (a model without an external field
+    has field strength 0): the default range is multiples of it."""
+    if p0 <= 0:
+        raise ValueError(
+            f"this model's {parameter} is {p0:g} (a model without an external field has "
+            "field strength 0), so it has no range of multiples around it: use "
+            "--parameter beta or memory_scale."
+        )
+
+
 def _start(model, images, masks, s):
     """The first image's fixed point of the projected flow, polished by Newton (as the
     stability study's), its core problem and how it was found."""
@@ -98,6 +109,7 @@ def _continuation(model, images, masks, s):
     most 8 points each way in quick mode, else 100."""
     parameter = s.parameter or DEFAULT_PARAMETER
     p0 = trained_value(model, parameter)
+    _check_trained(parameter, p0)
     p_span = s.p_span or tuple(p0 * f for f in DEFAULT_P_SPANS[parameter])
     if not p_span[0] < p0 < p_span[1]:
         raise ValueError(
@@ -204,6 +216,7 @@ def _basin_continuation(model, images, masks, s):
     not known)."""
     parameter = s.parameter or BASIN_PARAMETER
     p0 = trained_value(model, parameter)
+    _check_trained(parameter, p0)
     p_span = s.p_span or tuple(p0 * f for f in BASIN_P_SPANS[parameter])
     if not (0 < p_span[0] < p0 < p_span[1]):
         raise ValueError(
