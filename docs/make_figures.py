@@ -73,6 +73,11 @@ FIGURES = {
     },
     "graph-overshoot": ("graphs.md", ["graph", "study", "overshoot", "--quick"], "overshoot.png"),
     "image-basins": ("landscape.md", ["study", "basins", *QUICK], "basins.png"),
+    "paper-basin-continuation": (
+        "landscape.md",
+        ["study", "basin-continuation", *QUICK],
+        "basin-continuation.png",
+    ),
     # the landscape tools on systems with known answers (a function of the folder)
     "continuation": ("landscape.md", lambda folder: _pitchfork(folder), "continuation.png"),
     "basins": ("landscape.md", lambda folder: _four_wells(folder), "basins.png"),

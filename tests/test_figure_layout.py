@@ -1472,7 +1472,7 @@ DOCS_IMAGES = {  # figure function -> its images in docs/images (docs/make_figur
     "plot_graph_overshoot": "graph-overshoot",
     "plot_continuation": "continuation",
     "plot_basins": "basins",
-    "plot_basin_continuation": "basin-continuation",
+    "plot_basin_continuation": ("basin-continuation", "paper-basin-continuation"),
     "plot_image_basins": "image-basins",
     "plot_lyapunov_spectrum": "lyapunov-spectrum",
     "plot_periodic_orbit": "periodic-orbit",
