@@ -167,6 +167,12 @@ def _plot_branches(result, path=None):
     )
 
 
+def _basins_dtype(model, s) -> str:
+    """The basin studies' dtype: `--dtype`, else float64, or the model's own (with its
+    own steps, `StudySettings.steps`) at the authors' size with `--quick`."""
+    return s.dtype or (str(model_dtype(model.core)) if s.economical(model) else "float64")
+
+
 def _basins(model, images, masks, s):
     """The basins of the first image's core problem (`analysis.image_basins`): a plane
     through the first two held-out images (quick: 8 x 8 starts, else 64 x 64) and
@@ -181,8 +187,7 @@ def _basins(model, images, masks, s):
             "study basins needs two held-out images (the plane goes through "
             "both): pass --images 2 or more."
         )
-    # float64 unless --dtype, or the model's own dtype and steps at the authors' size
-    dtype = s.dtype or (str(model_dtype(model.core)) if s.economical(model) else "float64")
+    dtype = _basins_dtype(model, s)
     steps = s.steps(model, dtype)
     result = image_basins(
         model,
@@ -228,7 +233,7 @@ def _basin_continuation(model, images, masks, s):
     if abs(values[nearest] - p0) <= 1e-9 * p0:  # the trained value itself, not a rounding
         values[nearest] = p0
     values = np.unique(np.append(values, p0))  # sorted, the trained value one of them
-    dtype = s.dtype or (str(model_dtype(model.core)) if s.economical(model) else "float64")
+    dtype = _basins_dtype(model, s)
     result = image_basin_continuation(
         model,
         images[:1],
@@ -241,7 +246,7 @@ def _basin_continuation(model, images, masks, s):
         match="overlap",
         fixed_point_atol=s.fixed_point_tol(dtype),
         match_tol=1e-2 if s.quick else 1e-3,
-        # each polish takes a Lanczos run for the Morse index (seconds to a minute)
+        # each polish takes a Lanczos run for the Morse index (seconds to minutes)
         polish_max=0 if s.quick else 1,
         t1=s.horizon or 1000.0,
         k=2 if s.quick else 4,
