@@ -32,11 +32,7 @@ the geometry module (`et_ode.analysis._geometry`).
 | `lyapunov_spectrum` | the top k Lyapunov exponents (QR) of any flow, with their history |
 | `continuation` | how does a steady state move with a parameter; where does it fold or branch? |
 | `switch_branch` | follow the other branch from a branch point found by `continuation` |
-| `hopf_cycle` | the periodic orbit born at a Hopf point found by `continuation`, to leading order |
-| `periodic_orbit` | the periodic orbit near a guess (shooting) and its Floquet multipliers |
-| `cycle_continuation` | periodic orbits followed in a parameter; folds, period doublings, tori |
-| `fold_continuation` | a fold followed in a second parameter; its cusps, Bogdanov-Takens points |
-| `hopf_continuation` | a Hopf point followed in a second parameter; Bautin, BT, double Hopf |
+| `fold_continuation` | a fold followed in a second parameter; its cusps |
 | `basins` | which attractor does each start reach; how many, how large, how mixed? |
 | `basin_continuation` | how do the attractors and their basins change with a parameter? |
 | `steady_states` | which steady states exist at one parameter (deflated Newton)? |
@@ -51,15 +47,12 @@ from ._convergence import (
     convergence,
     plot_convergence,
 )
-from ._cycle_branch import cycle_continuation
 from ._deflation import steady_states
 from ._energy_descent import energy_descent, energy_rises, plot_energy_descent
 from ._fixed_points import fixed_points, matched_noise, plot_fixed_points, standard_starts
 from ._fold_curve import fold_continuation
 from ._gradient_depth import gradient_depth, plot_gradient_depth
 from ._graph_overshoot import graph_overshoot, plot_graph_overshoot
-from ._hopf import hopf_cycle
-from ._hopf_curve import hopf_continuation
 from ._image_basin_continuation import image_basin_continuation
 from ._image_basins import image_basins, plot_image_basins
 from ._image_figures import (
@@ -81,16 +74,13 @@ from ._landscape_figures import (
     plot_basin_continuation,
     plot_basins,
     plot_continuation,
-    plot_cycle_continuation,
     plot_lyapunov_spectrum,
     plot_parameter_plane,
-    plot_periodic_orbit,
 )
 from ._long_horizon import finite_time_lyapunov, long_horizon
 from ._long_horizon_report import long_horizon_findings, plot_long_horizon
 from ._lyapunov_spectrum import lyapunov_spectrum
 from ._overshoot import overshoot, plot_overshoot
-from ._periodic_orbit import periodic_orbit
 from ._plotting import FIGURE_FORMATS, layout_problems, write_figure
 from ._records import metadata, model_dtype, save_json, to_json
 from ._stability import (
@@ -109,7 +99,6 @@ __all__ = [
     "basins",
     "cast",
     "continuation",
-    "cycle_continuation",
     "contributions",
     "convergence",
     "energy_descent",
@@ -127,8 +116,6 @@ __all__ = [
     "grid_starts",
     "held_out_images",
     "hessian_eigenvalues",
-    "hopf_continuation",
-    "hopf_cycle",
     "image_basin_continuation",
     "image_basins",
     "layout_problems",
@@ -144,9 +131,7 @@ __all__ = [
     "overshoot",
     "plot_basin_continuation",
     "plot_basins",
-    "periodic_orbit",
     "plot_continuation",
-    "plot_cycle_continuation",
     "plot_contributions",
     "plot_convergence",
     "plot_energy_descent",
@@ -156,7 +141,6 @@ __all__ = [
     "plot_image_basins",
     "plot_long_horizon",
     "plot_lyapunov_spectrum",
-    "plot_periodic_orbit",
     "plot_overshoot",
     "plot_parameter_plane",
     "plot_stability",

@@ -279,7 +279,7 @@ def basin_continuation(
         )
     _check_matching(match, track_tol, min_overlap)
     limit = math.inf if track_tol is None else float(track_tol)
-    set_parameter = parameter_function(parameter)
+    set_parameter = parameter_function(model, parameter)
     starts = jnp.asarray(starts)
     if starts.ndim != 3 or starts.shape[0] < 1:
         raise ValueError(f"starts must be [B, N, D] with B >= 1 (got {starts.shape}).")

@@ -82,7 +82,6 @@ from ._branch_kernels import (
     unstable_counts,
 )
 from ._common import float64_available, is_count
-from ._hopf import hopf_normal_form
 from ._records import metadata
 from ._system_branch import state_and_residual, system_field
 from ._xla_fallback import rescued_kernels
@@ -102,9 +101,9 @@ STALL_FACTOR = 100.0
 # A field `f(x, p, args) -> dx/dt`: `x` a state of any shape, `p` the (traced) scalar
 # parameter, `args` its conditions; returns an array of the state's shape.
 Field = Callable[[Array, Array, Any], Array]
-# What `p` is for an energy model: a name of `_system_branch.PARAMETERS`, or a function
-# `(model, args, p) -> (model, args)`.
-Parameter = Literal["beta", "memory_scale", "field_strength"] | Callable[..., tuple[Any, Any]]
+# What `p` is for an energy model: the name of one of its `lenses`, or a function
+# (model, args, p) -> (model, args).
+Parameter = str | Callable[..., tuple[Any, Any]]
 # A preconditioner of a field's Jacobian `df/dx`: `preconditioner(v, x, p, args)`, `v` and
 # `x` of the state's shape, returns an approximation of `(df/dx)^-1 v` at `(x, p)`, linear
 # in `v` (a fast solve with the stiff part of `df/dx`, such as a discrete Laplacian's).
@@ -567,18 +566,6 @@ def _crossings(branch, a, b, index, locate_tol, radius=None):
         record = _record("hopf", point, bracket, index, branch.F, None if e is None else values[e])
         record["frequency"] = None if e is None else abs(float(values[e].imag))
         record["unstable_change"] = hi_point["unstable"][1] - lo_point["unstable"][1]
-        record.update(
-            hopf_normal_form(
-                branch.F,
-                branch.args,
-                branch.dense,
-                branch.k,
-                branch.spectrum,
-                point,
-                (lo_point, hi_point),
-                record["unstable_change"],
-            )
-        )
         return before + [record] + after
     return []
 
@@ -629,20 +616,13 @@ def _trust(record, locate_tol):
     real part is still above `sqrt(locate_tol)` times the spectrum's scale: it jumped
     across zero instead of passing through it, as at a kink of a piecewise-smooth field
     (ReLU memories), where the Jacobian is discontinuous and no smooth bifurcation
-    theory applies (a Hopf point's normal form is then replaced by `normal_form_error`)."""
+    theory applies."""
     record["located"] = bool(record["s_bracket"] <= locate_tol)
     eigenvalue = record.get("eigenvalue")
     if record["kind"] != "fold" and eigenvalue is not None:
         scale = max(1.0, float(np.max(np.abs(np.asarray(record["eigenvalues"]).real))))
         record["eigenvalue_jump"] = bool(
             record["located"] and abs(eigenvalue.real) > np.sqrt(locate_tol) * scale
-        )
-    if record["kind"] == "hopf" and record.get("eigenvalue_jump"):
-        for key in ("lyapunov_coefficient", "criticality", "normal_form"):
-            record.pop(key, None)
-        record["normal_form_error"] = (
-            "the eigenvalues jump across the imaginary axis here (a kink of the field): "
-            "no smooth normal form."
         )
     return record
 
@@ -751,11 +731,7 @@ def continuation(
     one crossing), `eigenvalue_jump` (branch and Hopf points: it jumped across zero, as
     at a kink of a piecewise-smooth field; see `_trust`), `residual_rms`, and
     `switch_tangent` (branch points; `switch_error` instead where the left null vector
-    was not found) or, at Hopf points, `frequency` and the normal form
-    (`_hopf.hopf_normal_form`): `lyapunov_coefficient` (the first, `Re(c1) / omega`),
-    `criticality` (`"supercritical"`: a stable cycle is born; `"subcritical"`;
-    `"degenerate"`) and `normal_form` (`c1`, `a`, `c1_error`, `frequency`, `q`, `h20`,
-    `h11`, `dx_dp`: what `hopf_cycle` needs), or `normal_form_error` saying why not;
+    was not found) or, at Hopf points, `frequency` (the crossing pair's `|Im|`);
     `stop_reason` (one of
     `STOP_REASONS`); `stall` (with `stop_reason="ds_min"`, the last refused step: `p`
     where it ended, `residual_rms`, `newton_iterations`, `step`, `cause` (`"newton"`:

@@ -1,6 +1,5 @@
 """Folds followed in two parameters: the curve in `(p, q)` along which a steady state of
-`f(x, p, args)` is a fold, with its cusps and Bogdanov-Takens points located and their
-normal forms.
+`f(x, p, args)` is a fold, with its cusps located and their normal form.
 
 The fold curve is the branch of zeros of the minimally augmented system (Govaerts,
 *Numerical Methods for Bifurcations of Dynamical Equilibria*, SIAM 2000, ch. 4)
@@ -21,38 +20,25 @@ far from the borders: on a gradient field, where `w = v`, the bordered matrix wo
 singular at a right angle) the curve is followed on from that point with its own null
 vectors as the borders. `continuation` follows `G`'s zeros in `q` as it follows any
 field's, so the curve is traced by pseudo-arclength through its turns in `p` or in `q`.
-Along it two test functions, smooth where the bordered matrix is regular:
-
-- `cusp = w . d^2f[v, v] / (|w| |v|^2)`, the fold's quadratic coefficient: where it
-  passes through zero two folds of the one-parameter branches meet and vanish (a
-  **cusp**, normal form `y' = b1 + b2 y + c y^3`);
-- `bogdanov_takens = w . v / (|w| |v|)`: where it passes through zero the zero
-  eigenvalue is double, with a Jordan block (a **Bogdanov-Takens point**, where a Hopf
-  curve is born; normal form `y0' = y1, y1' = b1 + b2 y0 + a y0^2 + b y0 y1`).
+Along it one test function, smooth where the bordered matrix is regular:
+`cusp = w . d^2f[v, v] / (|w| |v|^2)`, the fold's quadratic coefficient: where it
+passes through zero two folds of the one-parameter branches meet and vanish (a
+**cusp**, normal form `y' = b1 + b2 y + c y^3`). The codimension-two points that need a
+Jordan block or a complex pair (Bogdanov-Takens, zero-Hopf) are not looked for: no
+energy system has them (the landscape page says where to go for them).
 
 Here `v` solves the bordered system above and `w` its transpose (`[J^T c; b^T 0] [w; h]
 = [0; 1]`); normalised, they are `J`'s own null vectors up to a sign that the borders
 set, which flips where the bordered solution passes through infinity or the borders are
-re-seeded. The signs are aligned from point to point (`_aligned_tests`), so that a
+re-seeded. The signs are aligned from point to point (`_aligned_tests`), so that the
 test function changes sign only at its zero. Each crossing is located by Newton on
-`(f, g, test) = 0` in the `n + 2` unknowns `(x, p, q)` (dense Jacobians), started where
-the test function interpolates to zero, and its normal-form coefficients computed there
-(Kuznetsov, *Elements of Applied
-Bifurcation Theory*, 3rd ed., 2004, sections 8.2 and 8.4; the vectors normalised as in
-Kuznetsov, SIAM J. Numer. Anal. 36, 1999): the cusp's `c = <p0, C(q0, q0, q0) + 3
-B(q0, h2)> / 6` (`|q0| = 1`, `<p0, q0> = 1`, `J h2 = -B(q0, q0)` with `<p0, h2> = 0`;
-`c < 0`: the three steady states on the bistable side are stable, unstable, stable),
-the Bogdanov-Takens point's `a = <p1, B(q0, q0)> / 2` and `b = <p0, B(q0, q0)> + <p1,
-B(q0, q1)>` (`J q0 = 0`, `J q1 = q0`, `J^T p1 = 0`, `J^T p0 = p1`, `|q0| = 1`,
-`<q0, q1> = 0`, `<p0, q0> = <p1, q1> = 1`, `<p0, q1> = 0`).
-
-A third kind is found from the eigenvalues at each point: a **zero-Hopf point**, where a
-complex pair of `J` crosses the imaginary axis on the curve (eigenvalues `0, +-i omega`;
-a Hopf curve crosses the fold curve there). It is located by Gauss-Newton on
-`(f, g, G) = 0` in `(x, p, q, kappa)`, `G` the `2 x 2` bordered solution of
-`J^2 + kappa I` (zero where `J` has eigenvalues `+-i sqrt(kappa)`; Govaerts, ch. 4),
-and reported with its `frequency` and the second-order coefficients of its normal form
-(`_normal_forms.zero_hopf_coefficients`). Dense only: `J` is formed in every
+`(f, g, cusp) = 0` in the `n + 2` unknowns `(x, p, q)` (dense Jacobians), started where
+the test function interpolates to zero, and the normal-form coefficient computed there
+(Kuznetsov, *Elements of Applied Bifurcation Theory*, 3rd ed., 2004, section 8.2; the
+vectors normalised as in Kuznetsov, SIAM J. Numer. Anal. 36, 1999): the cusp's
+`c = <p0, C(q0, q0, q0) + 3 B(q0, h2)> / 6` (`|q0| = 1`, `<p0, q0> = 1`,
+`J h2 = -B(q0, q0)` with `<p0, h2> = 0`; `c < 0`: the three steady states on the
+bistable side are stable, unstable, stable). Dense only: `J` is formed in every
 evaluation of `G` and differentiated again by the corrector, so the cost grows as `n^2`
 field evaluations per Newton step; states of more than `FOLD_DENSE_MAX` entries are
 refused.
@@ -81,7 +67,6 @@ from ._continuation import (
     dtype_of,
     is_float,
 )
-from ._normal_forms import forms_at, zero_hopf_coefficients
 from ._records import metadata
 from ._system_branch import parameter_function, state_and_residual, system_field
 
@@ -105,12 +90,10 @@ SEGMENT_POINTS = 40
 # (or the square root of the dtype's epsilon, if larger) is the start itself (the record
 # the curve started from), and is not reported.
 START_FRACTION = 1e-6
-# The records a fold curve starts from: continuation's folds, and the points of fold and
-# Hopf curves where df/dx is singular (a Hopf curve's Bogdanov-Takens and zero-Hopf
-# points are where a fold curve meets it).
-FOLD_START_KINDS = ("fold", "cusp", "bogdanov_takens", "zero_hopf")
+# The records a fold curve starts from: continuation's folds, and a fold curve's cusps.
+FOLD_START_KINDS = ("fold", "cusp")
 # The test functions' order in `tests`, and the kind of the point where each is zero.
-TEST_FUNCTIONS = ("cusp", "bogdanov_takens")
+TEST_FUNCTIONS = ("cusp",)
 
 
 class _Problem(eqx.Module):
@@ -146,11 +129,11 @@ class _Problem(eqx.Module):
         return jax.jvp(lambda z: jax.jvp(f, (z,), (u,))[1], (y,), (v,))[1]
 
     def tests(self, y, p, q, args, v, w):
-        """The test functions `(cusp, bogdanov_takens)` at `(y, p, q)`, whose bordered
+        """The test functions (`[1]`: the cusp's) at `(y, p, q)`, whose bordered
         solutions are `v` and `w`."""
         nv, nw = jnp.linalg.norm(v), jnp.linalg.norm(w)
         cusp = jnp.dot(w, self.second_derivative(y, p, q, args, v, v)) / (nw * nv * nv)
-        return jnp.stack([cusp, jnp.dot(w, v) / (nw * nv)])
+        return jnp.stack([cusp])
 
 
 def _augmented(z, q, packed):
@@ -187,34 +170,6 @@ def _locate(problem, u0, args, b, c, which: int, tol, max_steps: int):
 
     solver: optx.Newton = optx.Newton(rtol=tol, atol=tol, norm=optx.rms_norm)
     solution: optx.Solution = optx.root_find(system, solver, u0, max_steps=max_steps, throw=False)
-    u = solution.value
-    residual = jnp.sqrt(jnp.mean(system(u, None) ** 2))
-    return u, residual, solution.result == optx.RESULTS.successful
-
-
-@eqx.filter_jit
-def _locate_zero_hopf(problem, u0, args, b, c, B, C, tol, max_steps: int):
-    """Gauss-Newton on `(f, g, G) = 0` in `u = (x flat, p, q, kappa)` from `u0`, where
-    `G` (`[2, 2]`) is the bordered solution of `J^2 + kappa I` (borders `B`, `C`,
-    `[n, 2]`): zero where `J` has eigenvalues `+-i sqrt(kappa)` beside the fold's zero.
-    Returns `(u, RMS of the system there, converged)`."""
-    n = u0.size - 3
-    eye2 = jnp.eye(2, dtype=u0.dtype)
-
-    def system(u, _):
-        y, p, q, kappa = u[:n], u[n], u[n + 1], u[n + 2]
-        _, g, _ = problem.null_vectors(y, p, q, args, b, c)
-        jac = problem.jacobian(y, p, q, args)
-        square = jac @ jac + kappa * jnp.eye(n, dtype=u.dtype)
-        bordered = jnp.block([[square, B], [C.T, jnp.zeros((2, 2), u.dtype)]])
-        rhs = jnp.concatenate([jnp.zeros((n, 2), u.dtype), eye2])
-        pair = jnp.linalg.solve(bordered, rhs)[n:]
-        return jnp.concatenate([problem.f(y, p, q, args), g[None], pair.ravel()])
-
-    solver: optx.GaussNewton = optx.GaussNewton(rtol=tol, atol=tol, norm=optx.rms_norm)
-    solution: optx.Solution = optx.least_squares(
-        system, solver, u0, max_steps=max_steps, throw=False
-    )
     u = solution.value
     residual = jnp.sqrt(jnp.mean(system(u, None) ** 2))
     return u, residual, solution.result == optx.RESULTS.successful
@@ -291,22 +246,6 @@ def cusp_coefficient(forms: _At, jac) -> float:
     return float(p0 @ (forms.C(q0) + 3.0 * forms.B(q0, h2))) / 6.0
 
 
-def bogdanov_takens_coefficients(forms: _At, jac) -> tuple[float, float]:
-    """The Bogdanov-Takens point's `(a, b)` (module docstring) where `jac = df/dx` has a
-    double zero eigenvalue with a Jordan block."""
-    q0, p1 = _null(jac)
-    q1 = np.linalg.lstsq(jac, q0, rcond=None)[0]
-    q1 -= (q1 @ q0) * q0
-    p0 = np.linalg.lstsq(jac.T, p1, rcond=None)[0]
-    scale = float(p1 @ q1)
-    p1, p0 = p1 / scale, p0 / scale
-    p0 -= (p0 @ q1) * p1
-    bqq = forms.B(q0, q0)
-    a, b = 0.5 * float(p1 @ bqq), float(p0 @ bqq + p1 @ forms.B(q0, q1))
-    # -q0 for q0 flips both (and nothing else): the sign with a >= 0; a * b is invariant
-    return (a, b) if a >= 0 else (-a, -b)
-
-
 def _check_fold(fold, field, second, parameter) -> None:
     energy_model = callable(getattr(field, "vector_field", None))
     if not (callable(field) or energy_model):
@@ -330,9 +269,8 @@ def _check_fold(fold, field, second, parameter) -> None:
     if not isinstance(fold, dict) or fold.get("kind") not in FOLD_START_KINDS:
         kind = fold.get("kind") if isinstance(fold, dict) else type(fold).__name__
         raise ValueError(
-            f"fold_continuation starts from a 'fold' record of continuation's bifurcations "
-            "or a point of a fold or Hopf curve where df/dx is singular ('cusp', "
-            f"'bogdanov_takens', 'zero_hopf') (got {kind!r})."
+            "fold_continuation starts from a 'fold' record of continuation's bifurcations "
+            f"or a fold curve's 'cusp' (got {kind!r})."
         )
     for key in ("x", "p"):
         if key not in fold:
@@ -397,8 +335,8 @@ def fold_continuation(
     dtype: DTypeLike | None = None,
 ) -> dict:
     """Follow the fold `fold` of `field`'s steady states in a second parameter `q`: the
-    curve in `(p, q)` where the steady state is a fold, with its cusps and
-    Bogdanov-Takens points located and their normal forms (module docstring).
+    curve in `(p, q)` where the steady state is a fold, with its cusps located and their
+    normal form (module docstring).
 
     **Arguments:**
 
@@ -408,10 +346,8 @@ def fold_continuation(
       fold curve is followed in the model's manifold coordinates (at most
       `FOLD_DENSE_MAX` of them).
     - `fold`: a `"fold"` record of `continuation(field, ...)["bifurcations"]` (also read
-      back from JSON): its `x` and `p` start the curve. Or a point of a fold or Hopf
-      curve where `df/dx` is singular (`"cusp"`, `"bogdanov_takens"`, `"zero_hopf"`,
-      with its `q` as `q0`): from a Hopf curve's Bogdanov-Takens or zero-Hopf point,
-      the fold curve it meets there.
+      back from JSON): its `x` and `p` start the curve. Or a fold curve's `"cusp"`
+      (with its `q` as `q0`).
     - `q0`: the second parameter's value on that branch; `second(args, q) -> args` sets it
       in the field's conditions (for example `lambda a, q: {**a, "h": q}`). For an
       energy model `second` is a parameter as `parameter` is (`"beta"`,
@@ -427,19 +363,16 @@ def fold_continuation(
 
     **Returns:** a dict: `p [m]`, `q [m]`, `x [m, *shape]` (the fold's steady state),
     `s [m]` (arclength), `eigenvalues [m, n]` (of `df/dx`, complex, largest real part
-    first: one of them zero to the corrector's tolerance), `tests [m, 2]` (the `cusp`
-    and `bogdanov_takens` test functions), `border_cosines [m, 2]` (`c . v / |v|` and
+    first: one of them zero to the corrector's tolerance), `tests [m, 1]` (the `cusp`
+    test function), `border_cosines [m, 2]` (`c . v / |v|` and
     `b . w / |w|` with the borders in use there: below `RESEED_COSINE` the borders
     are re-seeded), `residual_rms [m]` (of the augmented
-    system), `newton_iterations [m]`; `codim2`: a list of dicts with `kind` (`"cusp"`,
-    `"bogdanov_takens"`, `"zero_hopf"`), `p`, `q`, `x`, `index` (the point before it), `s` (its
+    system), `newton_iterations [m]`; `codim2`: a list of dicts with `kind` (`"cusp"`),
+    `p`, `q`, `x`, `index` (the point before it), `s` (its
     arclength, interpolated; the list is in its order), `located` (Newton on the
     extended system converged, no farther than the bracketing step from where it
     started; else `p`, `q`, `x` are the interpolated guess), `residual_rms`,
-    `eigenvalues`, and the
-    normal form: `c` (cusp) or `a` and `b` (Bogdanov-Takens), or `normal_form` (`G200`,
-    `G011`, `G110`, `s`, `theta`, `q0`, `q1`; zero-Hopf) and the `frequency` of the
-    pair on the imaginary axis (zero-Hopf); `stop_reason` (as `continuation`'s:
+    `eigenvalues`, and the normal form's `c`; `stop_reason` (as `continuation`'s:
     `"closed"` where the curve has come back round to its start, followed once) and
     `stall`, `metadata`. For an energy model `x` holds its own
     states, `y` the manifold coordinates followed, `fixed_point_residual_rms [m]` the
@@ -461,7 +394,7 @@ def fold_continuation(
         function, y_ref, args = system_field(
             model, jnp.asarray(x_fold, dtype), float(fold["p"]), args, parameter
         )
-        x_fold, set_q = np.asarray(y_ref), _OnModel(parameter_function(second))
+        x_fold, set_q = np.asarray(y_ref), _OnModel(parameter_function(model, second))
     shape, n = x_fold.shape, x_fold.size
     if n > FOLD_DENSE_MAX:
         raise ValueError(
@@ -513,13 +446,7 @@ def fold_continuation(
 class _Curve:
     """The fold curve's problem and settings: how it is followed (`continuation` on `G`,
     the borders re-seeded where the null vectors turn from them), each point measured,
-    and a codimension-two point located.
-
-    `follow` is shared with the Hopf curve (`_hopf_curve`), which overrides what is
-    specific to a kind of curve: its augmented field (`augmented`, called with
-    `packed(borders)`), how a point is measured with given borders (`measure`: a dict
-    with at least `u`, `jac` and `cosines`) and the borders taken afresh at a point
-    (`reseed`)."""
+    and a cusp located."""
 
     augmented = staticmethod(_augmented)
 
@@ -652,8 +579,7 @@ class _Curve:
 
     def distinct(self, points: list[dict], codim2: list[dict]) -> list[dict]:
         """The codimension-two points in arclength order, without: one at the start (the
-        record the curve started from: a zero-Hopf or double-Hopf point, whose
-        eigenvalue's real part is zero to rounding there), one past the start once round
+        record the curve started from, a cusp), one past the start once round
         a closed curve (found again), and a second record of one point (found from two
         brackets where a point of the curve lies on it)."""
         eps = float(jnp.finfo(self.dtype).eps)
@@ -720,103 +646,8 @@ class _Curve:
         y, p, q = self.cast(u[:-2], u[-2], u[-1])
         jac = np.asarray(self.problem.jacobian(y, p, q, self.args), np.float64)
         record["eigenvalues"] = _sorted_eigenvalues(jac)
-        forms = _At(self.problem, y, p, q, self.args)
-        if record["kind"] == "cusp":
-            record["c"] = cusp_coefficient(forms, jac)
-        else:
-            record["a"], record["b"] = bogdanov_takens_coefficients(forms, jac)
+        record["c"] = cusp_coefficient(_At(self.problem, y, p, q, self.args), jac)
         return record
-
-    def zero_hopf(self, i: int, points: list[dict], crossing) -> dict:
-        """The zero-Hopf point between points `i` and `i + 1`, where the real part of a
-        complex pair of `df/dx` (values `crossing` at both, the pair's member with a
-        positive imaginary part) changes sign: located by Gauss-Newton on the extended
-        system (borders: the pair's real invariant subspaces at point `i`) from where
-        the real part interpolates to zero."""
-        weight = crossing[0].real / (crossing[0].real - crossing[1].real)
-        ends = points[i]["u"], points[i + 1]["u"]
-        guess = (1 - weight) * ends[0] + weight * ends[1]
-        omega = (1 - weight) * crossing[0].imag + weight * crossing[1].imag
-        jac = points[i]["jac"]
-        b, c = self.borders(jac)
-        right = _pair_basis(jac, crossing[0])
-        left = _pair_basis(jac.T, crossing[0])
-        u0, tol, B, C = self.cast(np.append(guess, omega**2), self.tol, left, right)
-        u, residual, converged = _locate_zero_hopf(
-            self.problem, u0, self.args, b, c, B, C, tol, 2 * self.max_newton
-        )
-        u = np.asarray(u, np.float64)
-        located = bool(
-            converged
-            and np.all(np.isfinite(u))
-            and u[-1] > 0
-            and np.linalg.norm(u[:-1] - guess) <= np.linalg.norm(ends[1] - ends[0])
-        )
-        record = self.record(
-            "zero_hopf", u[:-1] if located else guess, i, weight, points, located, residual
-        )
-        record["frequency"] = float(np.sqrt(u[-1])) if located else float(omega)
-        if located:
-            y, p, q = self.cast(u[:-3], u[-3], u[-2])
-            jac = np.asarray(self.problem.jacobian(y, p, q, self.args), np.float64)
-            record["eigenvalues"] = _sorted_eigenvalues(jac)
-            record["normal_form"] = zero_hopf_normal_form(
-                self.problem, (y, p, q, self.args), jac, record["frequency"]
-            )
-        return record
-
-
-def zero_hopf_normal_form(problem, at, jac, omega: float) -> dict:
-    """`_normal_forms.zero_hopf_coefficients` at a zero-Hopf point `at = (y, p, q,
-    args)` of either kind of curve, its vectors in the state's shape."""
-    out = zero_hopf_coefficients(forms_at(problem, *at), jac, omega)
-    out["q0"] = out["q0"].reshape(problem.shape)
-    out["q1"] = out["q1"].reshape(problem.shape)
-    return out
-
-
-def _pair_basis(matrix, value) -> np.ndarray:
-    """An orthonormal basis (`[n, 2]`) of the real invariant subspace of `matrix` for
-    its eigenvalue nearest `value` (complex) and that one's conjugate."""
-    values, vectors = np.linalg.eig(np.asarray(matrix, np.float64))
-    vector = vectors[:, np.argmin(np.abs(values - value))]
-    basis, _ = np.linalg.qr(np.stack([vector.real, vector.imag], axis=1))
-    return basis
-
-
-def _hopf_crossings(points: list[dict]) -> list[tuple[int, np.ndarray]]:
-    """`pair_crossings` of `df/dx`'s eigenvalues along the fold curve, the fold's zero
-    eigenvalue left out."""
-    others = []
-    for point in points:
-        values = _sorted_eigenvalues(point["jac"])
-        others.append(np.delete(values, np.argmin(np.abs(values))))
-    return pair_crossings(others)
-
-
-def pair_crossings(others: list[np.ndarray]) -> list[tuple[int, np.ndarray]]:
-    """`(i, [value at i, value at i + 1])` for each complex pair among the eigenvalues
-    `others[i]` (those a curve does not track, at each of its points) whose real part
-    changes sign between points `i` and `i + 1` (from nonzero to zero or beyond). Each
-    pair at `i` (the member with a positive imaginary part) is matched to the nearest
-    at `i + 1`; a pair that is real at either end (a complex pair splitting into two
-    real eigenvalues) is no crossing."""
-
-    def upper_members(values):
-        scale = max(1.0, float(np.max(np.abs(values)))) if values.size else 1.0
-        return values[values.imag > 1e-8 * scale]
-
-    found = []
-    for i in range(len(others) - 1):
-        before, after = upper_members(others[i]), upper_members(others[i + 1])
-        unmatched = list(after)
-        for first in sorted(before, key=lambda value: abs(value.real)):
-            if not unmatched:
-                break
-            second = unmatched.pop(int(np.argmin(np.abs(np.array(unmatched) - first))))
-            if (first.real < 0 <= second.real) or (first.real > 0 >= second.real):
-                found.append((i, np.array([first, second])))
-    return found
 
 
 def _sorted_eigenvalues(jac) -> np.ndarray:
@@ -825,19 +656,18 @@ def _sorted_eigenvalues(jac) -> np.ndarray:
 
 
 def _aligned_tests(points: list[dict]) -> np.ndarray:
-    """The test functions along the curve (`[m, 2]`) with the null vectors' signs made
+    """The test functions along the curve (`[m, 1]`) with the null vectors' signs made
     continuous: the unit null vectors are the Jacobian's own up to a sign, which the
     borders set (and which flips where a border is re-seeded, or where the bordered
     solution passes through infinity); aligned with the previous point's, the test
     functions change sign only at their zeros."""
     tests = np.stack([point["tests"] for point in points])
-    flip_v = flip_w = 1.0
+    flip_w = 1.0
     for i in range(1, len(points)):
         previous, point = points[i - 1], points[i]
-        flip_v *= np.sign(point["v"] @ previous["v"]) or 1.0
         flip_w *= np.sign(point["w"] @ previous["w"]) or 1.0
-        # cusp = w . B(v, v): w's sign; bogdanov_takens = w . v: both signs
-        tests[i] *= [flip_w, flip_w * flip_v]
+        # cusp = w . B(v, v): w's sign
+        tests[i] *= flip_w
     return tests
 
 
@@ -850,7 +680,6 @@ def _result(curve: _Curve, points: list[dict], stop) -> dict:
         for which in range(len(TEST_FUNCTIONS))
         for i in np.flatnonzero(np.sign(tests[:-1, which]) * np.sign(tests[1:, which]) < 0)
     ]
-    codim2 += [curve.zero_hopf(i, points, crossing) for i, crossing in _hopf_crossings(points)]
     shape = curve.problem.shape
     return dict(
         p=u[:, -2].astype(curve.dtype),

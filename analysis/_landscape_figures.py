@@ -1,8 +1,7 @@
 """Figures of the landscape studies: the bifurcation diagram of `continuation` (and
-`switch_branch`), the basin map of `basins`, the attractor tracks of
-`basin_continuation`, the running Lyapunov exponents of `lyapunov_spectrum`, the orbit
-and Floquet multipliers of `periodic_orbit`, the branch of cycles of
-`cycle_continuation`."""
+`switch_branch`), the fold curves of `fold_continuation`, the basin map of `basins`, the
+attractor tracks of `basin_continuation`, the running Lyapunov exponents of
+`lyapunov_spectrum`."""
 
 from collections.abc import Sequence
 from pathlib import Path
@@ -125,8 +124,7 @@ def plot_continuation(
                 else float(np.interp(b["s"], np.asarray(branch["s"], float), value_points))
             )
             axes[0, 0].plot([b["p"]], [y_b], marker, color=colour_b, ms=7, zorder=5)
-            criticality = f" ({b['criticality']})" if b.get("criticality") else ""
-            found.append(f"{KIND_NAMES[b['kind']]}{criticality} at p = {b['p']:.4g}")
+            found.append(f"{KIND_NAMES[b['kind']]} at p = {b['p']:.4g}")
     axes[0, 0].set_xlabel("parameter p")
     axes[0, 0].set_ylabel(ylabel)
     for kind, (marker, colour_b) in KIND_MARKERS.items():
@@ -376,179 +374,6 @@ def plot_lyapunov_spectrum(result: dict[str, Any], path: Path | str | None = Non
     return finish(fig, path)
 
 
-def _entry(index: int, shape: tuple[int, ...]) -> str:
-    """The name of a state's flat entry `index`: `x[2]`, or `x[3, 1]` for a state of
-    shape `shape`."""
-    where = np.unravel_index(index, shape) if len(shape) > 1 else (index,)
-    return f"x[{', '.join(str(int(i)) for i in where)}]"
-
-
-def plot_periodic_orbit(
-    result: dict[str, Any],
-    path: Path | str | None = None,
-    *,
-    components: tuple[int, int] | None = None,
-) -> Figure:
-    """The periodic orbit of `periodic_orbit` drawn in the plane of two of the state's
-    entries (`components`, flat indices; default the two with the largest range over
-    the orbit), its start `x0` marked; and its Floquet multipliers in the complex plane
-    beside the unit circle (the trivial one hollow). The title gives `p`, the period and
-    the verdict; the caption the solve, the trivial multiplier's error and the residual.
-    Returns the `Figure`."""
-    states = np.asarray(result["x"], float)
-    shape = states.shape[1:]
-    flat = states.reshape(len(states), -1)
-    if components is None:
-        components = tuple(sorted(np.argsort(-np.ptp(flat, axis=0), kind="stable")[:2]))
-    i, j = (int(c) for c in components)
-    fig, axes = figure(2, 1, width=3.7, height=3.5)
-    ax = axes[0, 0]
-    closed = np.vstack([flat, flat[:1]])
-    ax.plot(closed[:, i], closed[:, j], lw=1.3, color="C0")
-    ax.plot(flat[0, i], flat[0, j], "o", color="C3", ms=5, label="x0")
-    ax.set_xlabel(_entry(i, shape))
-    ax.set_ylabel(_entry(j, shape))
-    ax.legend(fontsize=7, loc="best")
-
-    ax = axes[0, 1]
-    values = np.asarray(result["multipliers"], complex)
-    angle = np.linspace(0.0, 2.0 * np.pi, 200)
-    ax.plot(np.cos(angle), np.sin(angle), color="0.6", lw=0.8, label="|mu| = 1")
-    trivial = result.get("trivial_index")
-    others = np.ones(len(values), bool)
-    if trivial is not None:
-        others[trivial] = False
-        ax.plot(
-            values[trivial].real,
-            values[trivial].imag,
-            "o",
-            mfc="none",
-            color="C0",
-            ms=7,
-            label="trivial (1)",
-        )
-    ax.plot(values[others].real, values[others].imag, "x", color="C3", ms=6, label="others")
-    reach = max(1.15, 1.1 * float(np.max(np.abs(values))) if len(values) else 1.15)
-    ax.set_xlim(-reach, reach)
-    ax.set_ylim(-reach, reach)
-    ax.set_aspect("equal")
-    ax.set_xlabel("Re mu")
-    ax.set_ylabel("Im mu")
-    ax.legend(fontsize=7, loc="upper left")
-
-    stable, unstable = result.get("stable"), int(result.get("unstable", 0))
-    verdict = (
-        "stable"
-        if stable
-        else "stability undecided (a multiplier on the unit circle)"
-        if stable is None
-        else f"unstable ({unstable} multiplier{'s' if unstable != 1 else ''} outside the "
-        "unit circle)"
-    )
-    what = (
-        f"Periodic orbit at p = {number(result['p'])}: period "
-        f"{float(result['period']):.6g}, {verdict}"
-    )
-    extra = []
-    if result.get("trivial_error") is not None:
-        extra.append(f"trivial multiplier 1 to {float(result['trivial_error']):.1g}")
-    extra.append(f"residual RMS {float(result['residual_rms']):.1g}")
-    meta = result.get("metadata", {})
-    extra.append(
-        "all multipliers" if result.get("dense", True) else f"{len(values)} largest multipliers"
-    )
-    title(fig, what, caption(meta, extra=extra))
-    return finish(fig, path)
-
-
-CYCLE_MARKERS = {
-    "fold": ("s", "tab:red"),
-    "period_doubling": ("v", "tab:purple"),
-    "neimark_sacker": ("D", "tab:green"),
-    "branch_point": ("o", "tab:brown"),
-}
-CYCLE_NAMES = {
-    "fold": "fold of cycles",
-    "period_doubling": "period doubling",
-    "neimark_sacker": "Neimark-Sacker",
-    "branch_point": "branch point of cycles",
-}
-
-
-def plot_cycle_continuation(
-    result: Branches,
-    path: Path | str | None = None,
-    *,
-    labels: Sequence[str] | None = None,
-) -> Figure:
-    """The branch of periodic orbits of `cycle_continuation`, or a list of branches (one
-    and those switched onto at its period doublings or branch points): left, each
-    orbit's amplitude (the largest peak-to-peak range of an entry) against `p`, solid
-    where stable, dashed where not, each bifurcation of cycles marked and named; right,
-    the moduli of the non-trivial Floquet multipliers against `p` (log scale), with the
-    unit circle's 1 marked and the moduli below the solve's `rtol` times the largest
-    shaded (the monodromy matrix is computed to about that: smaller multipliers there are
-    rounding). `labels`: a name per branch (default: its period at its first point).
-    Returns the `Figure`."""
-    branches = list(result) if isinstance(result, (list, tuple)) else [result]
-    labels = labels or [f"period {float(b['period'][0]):.4g}" for b in branches]
-    if len(labels) != len(branches):
-        raise ValueError(f"labels: one per branch ({len(branches)}), got {len(labels)}.")
-    several = len(branches) > 1
-    fig, axes = figure(2, 1, height=3.4)
-    found = []
-    for index, (branch, label) in enumerate(zip(branches, labels)):
-        colour = f"C{index}"
-        p = np.asarray(branch["p"], float)
-        amplitude = np.asarray(branch["amplitude"], float)
-        stable = np.asarray(branch["stable"], bool)
-        ax = axes[0, 0]
-        _plot_by_stability(ax, p, amplitude, stable, colour)
-        name = f"{label}: " if several else ""
-        ax.plot([], [], "-", color=colour, label=f"{name}stable")
-        if not stable.all():
-            ax.plot([], [], "--", color=colour, label=f"{name}unstable")
-        s = np.asarray(branch["s"], float)
-        for b in branch["bifurcations"]:
-            marker, colour_b = CYCLE_MARKERS[b["kind"]]
-            ax.plot(
-                [b["p"]], [np.interp(b["s"], s, amplitude)], marker, color=colour_b, ms=7, zorder=5
-            )
-            found.append(f"{CYCLE_NAMES[b['kind']]} at p = {b['p']:.4g}")
-        _plot_moduli(axes[0, 1], branch, colour if several else None)
-    for kind, (marker, colour) in CYCLE_MARKERS.items():
-        if any(b["kind"] == kind for branch in branches for b in branch["bifurcations"]):
-            axes[0, 0].plot([], [], marker, color=colour, label=CYCLE_NAMES[kind])
-    axes[0, 0].set_xlabel("parameter p")
-    axes[0, 0].set_ylabel("amplitude (largest range of an entry)")
-    axes[0, 0].set_title("periodic orbits (dashed: unstable)", fontsize=9)
-    axes[0, 0].legend(fontsize=7, loc="best")
-    ax = axes[0, 1]
-    ax.axhline(1.0, color="0.5", lw=0.8)
-    ax.set_yscale("log")
-    rtol = branches[0].get("metadata", {}).get("rtol")
-    if rtol is not None:  # the monodromy matrix is good to about rtol times its norm
-        largest = max(float(np.max(np.abs(np.asarray(b["multipliers"])))) for b in branches)
-        bottom, top = ax.get_ylim()
-        resolved = float(rtol) * largest
-        if resolved > bottom:
-            ax.axhspan(
-                bottom, resolved, color="0.9", zorder=0, label="unresolved (< rtol x largest)"
-            )
-            ax.set_ylim(bottom, top)
-            ax.legend(fontsize=7, loc="lower left")
-    ax.set_xlabel("parameter p")
-    ax.set_ylabel("|multiplier| (trivial one left out)")
-    for ax in axes[0]:  # a short span of p gets long tick labels
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
-    axes[0, 1].set_title("stability: Floquet multipliers", fontsize=9)
-    what = (
-        "Periodic orbits followed in p: " if not several else "Branches of periodic orbits: "
-    ) + ("; ".join(found) if found else "no bifurcation of cycles on the branch")
-    title(fig, what, _branches_caption(branches))
-    return finish(fig, path)
-
-
 def _plot_by_stability(ax, p, y, stable, colour: str) -> None:
     """`y` against `p` on `ax`, solid where `stable`, dashed where not (segment `i` ends
     at point `i + 1` and takes its stability)."""
@@ -558,70 +383,15 @@ def _plot_by_stability(ax, p, y, stable, colour: str) -> None:
         )
 
 
-def _plot_moduli(ax, branch: dict[str, Any], colour: str | None) -> None:
-    """A branch's non-trivial multipliers' moduli against `p` on `ax`: a line per rank
-    (descending modulus), in `colour` (each rank its own where None)."""
-    p = np.asarray(branch["p"], float)
-    multipliers = np.asarray(branch["multipliers"])
-    moduli = np.array(
-        [
-            np.abs(np.delete(row, t) if t >= 0 else row)[: multipliers.shape[1] - 1]
-            for row, t in zip(multipliers, np.asarray(branch["trivial_index"]))
-        ],
-        float,
-    )
-    floor = np.finfo(float).tiny
-    for rank in range(moduli.shape[1]):
-        ax.plot(
-            p,
-            np.maximum(moduli[:, rank], floor),
-            ".-",
-            ms=3,
-            lw=0.8,
-            color=colour or f"C{(rank + 1) % 10}",
-        )
-
-
-CODIM2_MARKERS = {
-    "cusp": ("^", "tab:red"),
-    "bogdanov_takens": ("P", "tab:green"),
-    "zero_hopf": ("*", "tab:purple"),
-    "bautin": ("D", "tab:orange"),
-    "double_hopf": ("X", "tab:brown"),
-}
-CODIM2_NAMES = {
-    "cusp": "cusp",
-    "bogdanov_takens": "Bogdanov-Takens",
-    "zero_hopf": "zero-Hopf",
-    "bautin": "Bautin",
-    "double_hopf": "double Hopf",
-}
+CODIM2_MARKERS = {"cusp": ("^", "tab:red")}
+CODIM2_NAMES = {"cusp": "cusp"}
 
 
 def _codim2_coefficients(point: dict[str, Any]) -> str:
     """What a codimension-two point's label says of its normal form."""
     if not point.get("located", True):
         return "not located"
-    if "c" in point:
-        return f"c = {number(point['c'])}"
-    if "a" in point:
-        return f"a = {number(point['a'])}, b = {number(point['b'])}"
-    if "second_lyapunov_coefficient" in point:
-        return f"l2 = {number(point['second_lyapunov_coefficient'])}"
-    if "frequencies" in point:
-        return "omega = " + ", ".join(number(w) for w in point["frequencies"])
-    return f"omega = {number(point['frequency'])}"
-
-
-def _curve_tests(curve: dict[str, Any]) -> list[tuple[np.ndarray, str, str]]:
-    """A curve's test functions: `(values, line style, name)` each."""
-    if curve.get("metadata", {}).get("study") == "hopf_continuation":
-        return [
-            (np.asarray(curve["kappa"], float), ":", "omega^2 (BT test)"),
-            (np.asarray(curve["first_lyapunov"], float), "-", "l1 (Bautin test)"),
-        ]
-    tests = np.asarray(curve["tests"], float)
-    return [(tests[:, 0], "-", "cusp test"), (tests[:, 1], ":", "BT test")]
+    return f"c = {number(point['c'])}"
 
 
 def plot_parameter_plane(
@@ -631,50 +401,26 @@ def plot_parameter_plane(
     labels: Sequence[str] | None = None,
     names: tuple[str, str] = ("p", "q"),
 ) -> Figure:
-    """Curves of `fold_continuation` and `hopf_continuation` (one, or a list of
-    either): left, the curves in the parameter plane (`q` across, `p` up; folds solid,
-    Hopf curves dashed), each codimension-two point marked and named with its
-    normal-form coefficients (or frequencies); right, each curve's test functions
-    against its arclength (a fold curve's cusp and Bogdanov-Takens tests; a Hopf
-    curve's `omega^2`, whose zero is a Bogdanov-Takens point past which the curve is
-    a neutral saddle, drawn dotted, and first Lyapunov
-    coefficient, whose zero is a Bautin point; a symmetric log scale where they span
-    decades). `labels`: a name per curve; `names`: what `p` and `q` are (the axes'
-    labels). Returns the `Figure`."""
+    """Curves of `fold_continuation` (one, or a list): left, the curves in the parameter
+    plane (`q` across, `p` up), each cusp marked and named with its normal-form
+    coefficient; right, each curve's cusp test function against its arclength (a
+    symmetric log scale where it spans decades). `labels`: a name per curve; `names`:
+    what `p` and `q` are (the axes' labels). Returns the `Figure`."""
     curves = list(result) if isinstance(result, (list, tuple)) else [result]
-    hopf = [c.get("metadata", {}).get("study") == "hopf_continuation" for c in curves]
-    labels = labels or [
-        f"{'Hopf' if is_hopf else 'fold'} curve {i + 1}" for i, is_hopf in enumerate(hopf)
-    ]
+    labels = labels or [f"fold curve {i + 1}" for i in range(len(curves))]
     if len(labels) != len(curves):
         raise ValueError(f"labels: one per curve ({len(curves)}), got {len(labels)}.")
     fig, axes = figure(2, 1, height=3.4)
     found, largest = [], 0.0
-    for index, (curve, label, is_hopf) in enumerate(zip(curves, labels, hopf)):
+    for index, (curve, label) in enumerate(zip(curves, labels)):
         colour = f"C{index}"
         q, p = np.asarray(curve["q"], float), np.asarray(curve["p"], float)
-        if is_hopf:  # past a Bogdanov-Takens point the curve is no Hopf curve
-            saddle = np.asarray(curve["kappa"], float) <= 0
-            hopf_q, hopf_p = np.where(saddle, np.nan, q), np.where(saddle, np.nan, p)
-            axes[0, 0].plot(hopf_q, hopf_p, "--", color=colour, label=label)
-            if saddle.any():
-                # each neutral-saddle stretch with the point before it, so the line joins
-                joined = saddle | np.r_[saddle[1:], False] | np.r_[False, saddle[:-1]]
-                axes[0, 0].plot(
-                    np.where(joined, q, np.nan),
-                    np.where(joined, p, np.nan),
-                    ":",
-                    color=colour,
-                    alpha=0.6,
-                    label=f"{label}: neutral saddle",
-                )
-        else:
-            axes[0, 0].plot(q, p, "-", color=colour, label=label)
+        axes[0, 0].plot(q, p, "-", color=colour, label=label)
         s = np.asarray(curve["s"], float)
-        for values, style, name in _curve_tests(curve):
-            axes[0, 1].plot(s, values, style, color=colour, label=f"{label}: {name}")
-            if np.any(np.isfinite(values)):
-                largest = max(largest, float(np.nanmax(np.abs(values))))
+        values = np.asarray(curve["tests"], float)[:, 0]
+        axes[0, 1].plot(s, values, "-", color=colour, label=f"{label}: cusp test")
+        if np.any(np.isfinite(values)):
+            largest = max(largest, float(np.nanmax(np.abs(values))))
         # a coordinate zero to rounding is shown as 0, not as 1e-34
         scale = max(1.0, float(np.max(np.abs(p))), float(np.max(np.abs(q))))
         for point in curve["codim2"]:
@@ -690,22 +436,19 @@ def plot_parameter_plane(
             axes[0, 0].plot([], [], marker, color=colour_c, label=CODIM2_NAMES[kind])
     axes[0, 0].set_xlabel(f"second parameter {names[1]}")
     axes[0, 0].set_ylabel(f"parameter {names[0]}")
-    kinds = " and ".join(
-        name for name, present in (("folds", not all(hopf)), ("Hopf points", any(hopf))) if present
-    )
-    axes[0, 0].set_title(f"{kinds} in the parameter plane", fontsize=9)
+    axes[0, 0].set_title("folds in the parameter plane", fontsize=9)
     axes[0, 0].legend(fontsize=7, loc="best")
     axes[0, 1].axhline(0.0, color="0.5", lw=0.8)
     if largest > 20.0:
         axes[0, 1].set_yscale("symlog", linthresh=1.0)
     axes[0, 1].set_xlabel("arclength along the curve")
     axes[0, 1].set_ylabel("test function")
-    axes[0, 1].set_title("each zero a codimension-two point", fontsize=9)
+    axes[0, 1].set_title("each zero a cusp", fontsize=9)
     axes[0, 1].legend(fontsize=7, loc="best")
     for ax in axes[0]:
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
-    what = f"{kinds[0].upper()}{kinds[1:]} followed in two parameters: " + (
-        "; ".join(found) if found else "no codimension-two point on the curves"
+    what = "Folds followed in two parameters: " + (
+        "; ".join(found) if found else "no cusp on the curves"
     )
     title(fig, what, _branches_caption(curves))
     return finish(fig, path)

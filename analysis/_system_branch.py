@@ -21,8 +21,8 @@ pinned to their start the same way. The zeros of `f` are exactly the fixed point
 the manifold through `x_ref`.
 
 The parameter is a function `(model, args, p) -> (model, args)` applied inside the
-compiled field (so `p` is traced: one compilation serves the branch), or one of
-`PARAMETERS`.
+compiled field (so `p` is traced: one compilation serves the branch), or the name of one
+of the model's `lenses` (the ET's: `et_ode.core` names them).
 """
 
 import equinox as eqx
@@ -40,54 +40,20 @@ from ._geometry import has, require
 NORMAL_RATE = 1e3
 
 
-def _memory_scale(model, args, p):
-    return eqx.tree_at(lambda m: m.hopfield.xi, model, p * model.hopfield.xi), args
-
-
-def _field_strength(model, args, p):
-    if getattr(args, "field", None) is None:
-        raise ValueError(
-            "parameter='field_strength' needs conditions with an external "
-            "field: args=et_ode.Conditions(field=..., ...)."
-        )
-    return model, eqx.tree_at(
-        lambda a: a.field_strength, args, p * jnp.ones_like(args.field_strength)
-    )
-
-
-def _beta(model, args, p):
-    attention = getattr(model, "attention", None)
-    if (
-        attention is None
-        or not hasattr(attention, "with_beta")
-        or "attention" not in getattr(model, "terms", ("attention",))
-    ):
-        raise ValueError(
-            "parameter='beta' needs a model whose energy has an attention "
-            "term (model.attention, an EnergyAttention, in model.terms); "
-            "this one has none, so beta changes nothing."
-        )
-    return eqx.tree_at(lambda m: m.attention, model, attention.with_beta(p)), args
-
-
-# Parameters by name: each a function (model, args, p) -> (model, args).
-PARAMETERS = {
-    "beta": _beta,  # the attention's inverse temperature set to p (traced)
-    "memory_scale": _memory_scale,  # the Hopfield memories xi scaled by p
-    "field_strength": _field_strength,  # Conditions.field_strength set to p
-}
-
-
-def parameter_function(parameter):
-    """`parameter` as a function `(model, args, p) -> (model, args)`."""
+def parameter_function(model, parameter):
+    """`parameter` as a function `(model, args, p) -> (model, args)`: itself, or the lens
+    of that name in `model.lenses` (the parameters the model names, as the ET's
+    `"beta"`, `"memory_scale"` and `"field_strength"`)."""
     if callable(parameter):
         return parameter
-    if parameter not in PARAMETERS:
+    lenses = getattr(model, "lenses", None) or {}
+    if parameter not in lenses:
+        names = ", ".join(repr(name) for name in lenses) or "none"
         raise ValueError(
-            f"parameter must be one of {', '.join(PARAMETERS)} or a function "
-            f"(model, args, p) -> (model, args); got {parameter!r}."
+            f"parameter={parameter!r} is not a lens of this model ({type(model).__name__}: "
+            f"{names}); pass one of them or a function (model, args, p) -> (model, args)."
         )
-    return PARAMETERS[parameter]
+    return lenses[parameter]
 
 
 def _parts(model, x_ref, args, y, p, parameter):
@@ -137,12 +103,12 @@ def system_field(model, x0, p0, args, parameter):
     energy model (module docstring)."""
     require(model, "continuation", ("energy", "vector_field", "residual"))
     if parameter is None:
+        names = ", ".join(getattr(model, "lenses", None) or {}) or "none named"
         raise ValueError(
-            "continuation of an energy model needs parameter=: one of "
-            f"{', '.join(PARAMETERS)} or a function (model, args, p) -> "
-            "(model, args)."
+            "continuation of an energy model needs parameter=: one of its lenses "
+            f"({names}) or a function (model, args, p) -> (model, args)."
         )
-    function = parameter_function(parameter)
+    function = parameter_function(model, parameter)
     x0 = jnp.asarray(x0)
     y_ref, pinned = _pinned(model, x0, args, function, jnp.asarray(p0, x0.dtype))
     return manifold_field, y_ref, (model, x0, args, y_ref, pinned, function)

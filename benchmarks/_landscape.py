@@ -26,13 +26,9 @@ what a user would run without them, measured in the same run, in float64 where
   (`spectrum="nearest_zero"`), against the dense path (`jacfwd`, LU, `eig`) on the same
   settings, each from cold: time per point, and where each put the fold.
 
-- **periodic orbit** (a field, not the ET): Lorenz's shortest periodic orbit (rho = 28)
-  from a rounded guess by `analysis.periodic_orbit` (Newton on the shooting equations,
-  the monodromy by forward-mode tangent solves, all multipliers), against the same
-  single shooting written with scipy (`optimize.root` on `integrate.solve_ivp` DOP853 at
-  the same tolerances, its Jacobian and the monodromy by central differences): the warm
-  time of ours (a second guess, compiled) over scipy's, and ours from cold; both
-  periods against the published 1.5586522107162. The same in quick mode.
+- **fold curve** (a field, not the ET): the Bratu-Gelfand fold followed in a second
+  parameter by `analysis.fold_continuation`, against scipy `fsolve` on the fold's
+  extended system at each value the curve reached: the warm time over scipy's.
 
 Quick mode: fewer points, a shorter `T`, an 8 x 8 grid, a 300-point stiff grid.
 """
@@ -293,88 +289,6 @@ def _stiff_continuation(quick):
     )
 
 
-LORENZ_GUESS = (np.array([-13.76, -19.58, 27.0]), 1.56)  # near the AB orbit, rho = 28
-LORENZ_AB_PERIOD = 1.5586522107162  # D. Viswanath, Nonlinearity 16 (2003)
-
-
-def _lorenz(x, rho, args):
-    return jnp.stack(
-        [10.0 * (x[1] - x[0]), x[0] * (rho - x[2]) - x[1], x[0] * x[1] - 8.0 / 3.0 * x[2]]
-    )
-
-
-def _scipy_periodic_orbit(guess, period, rtol, atol):
-    """Single shooting by hand with scipy: the residual `(phi(x0, T) - x0, f_0(x0) .
-    (x0 - guess))` solved by `optimize.root` (hybr, its Jacobian by differences), then
-    the monodromy by central differences and its eigenvalues."""
-    import scipy.integrate
-    import scipy.optimize
-
-    def rhs(t, x):
-        return [10.0 * (x[1] - x[0]), x[0] * (28.0 - x[2]) - x[1], x[0] * x[1] - 8.0 / 3.0 * x[2]]
-
-    def end(x, T):
-        return scipy.integrate.solve_ivp(rhs, (0.0, T), x, method="DOP853", rtol=rtol, atol=atol).y[
-            :, -1
-        ]
-
-    normal = np.asarray(rhs(0.0, guess))
-    normal /= np.linalg.norm(normal)
-
-    def residual(z):
-        return np.append(end(z[:3], z[3]) - z[:3], normal @ (z[:3] - guess))
-
-    solution = scipy.optimize.root(residual, np.append(guess, period), tol=1e-12)
-    x, T = solution.x[:3], solution.x[3]
-    h = 1e-6
-    monodromy = np.stack(
-        [(end(x + h * e, T) - end(x - h * e, T)) / (2 * h) for e in np.eye(3)], axis=1
-    )
-    return T, np.linalg.eigvals(monodromy), bool(solution.success)
-
-
-def _periodic_orbit_row():
-    dtype = _precision()[0]
-    guess, period = LORENZ_GUESS
-    rtol, atol = (1e-11, 1e-13) if dtype == jnp.float64 else (1e-6, 1e-8)
-    jax.clear_caches()
-    start = time.perf_counter()
-    cold = analysis.periodic_orbit(_lorenz, guess.astype(dtype), period, 28.0, dtype=dtype)
-    cold_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    warm = analysis.periodic_orbit(
-        _lorenz, (guess + 0.05).astype(dtype), period * 1.01, 28.0, dtype=dtype
-    )
-    assert abs(warm["period"] - cold["period"]) < 1e-6 * cold["period"], "another orbit"
-    warm_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    scipy_period, scipy_multipliers, converged = _scipy_periodic_orbit(guess, period, rtol, atol)
-    scipy_seconds = time.perf_counter() - start
-    ratio = warm_seconds / scipy_seconds
-    return row(
-        FAMILY,
-        "periodic orbit, Lorenz AB, shooting and all multipliers",
-        value=ratio,
-        unit="x (warm time / scipy time)",
-        reference="single shooting written with scipy (root on solve_ivp DOP853, "
-        "differences for the Jacobian and the monodromy), same tolerances",
-        goal="<= 1x",
-        met=ratio <= 1.0,
-        cold_seconds=cold_seconds,
-        warm_seconds=warm_seconds,
-        scipy_seconds=scipy_seconds,
-        period=cold["period"],
-        scipy_period=float(scipy_period),
-        period_error=abs(cold["period"] - LORENZ_AB_PERIOD),
-        scipy_period_error=abs(float(scipy_period) - LORENZ_AB_PERIOD),
-        unstable_multiplier=float(abs(cold["multipliers"][0])),
-        scipy_unstable_multiplier=float(np.max(np.abs(scipy_multipliers))),
-        scipy_converged=converged,
-        newton_iterations=cold["newton_iterations"],
-        dtype=str(jnp.dtype(dtype)),
-    )
-
-
 BRATU_N = 20  # interior points of the Bratu-Gelfand problem
 CURVE_POINTS = (40, 12)  # two-parameter curve points at most (full, quick)
 
@@ -400,34 +314,15 @@ def _set_eps(args, eps):
     return {**args, "eps": eps}
 
 
-def _set_sigma(args, sigma):
-    return {**args, "sigma": sigma}
-
-
-def _lorenz_sigma(x, rho, args):
-    sigma, b = args["sigma"], 8.0 / 3.0
-    return jnp.stack([sigma * (x[1] - x[0]), x[0] * (rho - x[2]) - x[1], x[0] * x[1] - b * x[2]])
-
-
-def _lorenz_hopf_numpy(z, sigma, c):
-    """The Hopf extended system `(f, J a + omega b, J b - omega a, c . a - 1, c . b)` in
-    `z = (x, a, b, rho, omega)` (`J (a + i b) = i omega (a + i b)`), numpy."""
-    b_ = 8.0 / 3.0
-    x, a, b, rho, omega = z[:3], z[3:6], z[6:9], z[9], z[10]
-    f = [sigma * (x[1] - x[0]), x[0] * (rho - x[2]) - x[1], x[0] * x[1] - b_ * x[2]]
-    jac = np.array([[-sigma, sigma, 0.0], [rho - x[2], -1.0, -x[0]], [x[1], x[0], -b_]])
-    return np.concatenate([f, jac @ a + omega * b, jac @ b - omega * a, [c @ a - 1, c @ b]])
-
-
 def _timed(function):
     start = time.perf_counter()
     out = function()
     return out, time.perf_counter() - start
 
 
-def _curve_row(name, follow, reference, reference_name, exact, quick):
+def _curve_row(name, follow, reference, reference_name, quick):
     """A two-parameter curve row: `follow()` from cold (caches cleared) and again warm;
-    `reference(curve) -> (p per point, seconds)` at the curve's `q`; `exact(q) -> p`."""
+    `reference(curve) -> (p per point, seconds)` at the curve's `q`."""
     jax.clear_caches()
     curve, cold = _timed(follow)
     _, warm = _timed(follow)
@@ -453,7 +348,6 @@ def _curve_row(name, follow, reference, reference_name, exact, quick):
         scipy_seconds=seconds,
         points=len(q),
         codim2=[point["kind"] for point in curve["codim2"]],
-        max_error=float(np.max(np.abs(p - exact(q)))) if exact else None,
         max_difference_to_scipy=float(np.max(np.abs(p - p_ref))),
         quick=quick,
     )
@@ -508,53 +402,6 @@ def _fold_curve_row(quick):
         reference,
         "scipy fsolve on the fold's extended system at each eps reached (natural "
         "continuation, differences for the Jacobian)",
-        None,
-        quick,
-    )
-
-
-def _hopf_curve_row(quick):
-    """Lorenz's Hopf point followed in `sigma` (10 to 16, `b = 8/3`) against scipy
-    `fsolve` on the Hopf extended system at each `sigma` reached, each from the one
-    before; both against the closed form `rho_H = sigma (sigma + b + 3) / (sigma - b -
-    1)`."""
-
-    b = 8.0 / 3.0
-    rho_h = lambda sigma: sigma * (sigma + b + 3) / (sigma - b - 1)  # noqa: E731
-    rho0 = rho_h(10.0)
-    c = np.sqrt(b * (rho0 - 1))
-    hopf = {"kind": "hopf", "x": np.array([c, c, rho0 - 1]), "p": rho0}
-
-    def follow():
-        return analysis.hopf_continuation(
-            _lorenz_sigma,
-            hopf,
-            10.0,
-            second=_set_sigma,
-            q_span=(10.0, 16.0),
-            args={"sigma": jnp.asarray(10.0)},
-            ds=0.2,
-            ds_max=0.2,
-            max_points=CURVE_POINTS[bool(quick)],
-        )
-
-    def reference(curve):
-        x0, rho = np.asarray(curve["x"][0], float), float(curve["p"][0])
-        jac = np.array([[-10.0, 10.0, 0.0], [rho - x0[2], -1.0, -x0[0]], [x0[1], x0[0], -b]])
-        values, vectors = np.linalg.eig(jac)
-        k = int(np.argmax(values.imag))
-        border = vectors[:, k].real / np.linalg.norm(vectors[:, k].real)
-        vector = vectors[:, k] / (border @ vectors[:, k])
-        z = np.concatenate([x0, vector.real, vector.imag, [rho, values[k].imag]])
-        return _natural_continuation(_lorenz_hopf_numpy, z, curve["q"], (border,), 9)
-
-    return _curve_row(
-        "Hopf curve, Lorenz in (rho, sigma)",
-        follow,
-        reference,
-        "scipy fsolve on the Hopf extended system at each sigma reached (natural "
-        "continuation, differences for the Jacobian)",
-        rho_h,
         quick,
     )
 
@@ -567,7 +414,5 @@ def run(problem, opts) -> list[dict]:
         _spectrum(core, x0[0], opts.quick),
         _basin_grid(core, x0, opts.quick),
         _stiff_continuation(opts.quick),
-        _periodic_orbit_row(),
         _fold_curve_row(opts.quick),
-        _hopf_curve_row(opts.quick),
     ]

@@ -87,23 +87,7 @@ FIGURES = {
         "basin_continuation.png",
     ),
     "lyapunov-spectrum": ("landscape.md", lambda folder: _lorenz(folder), "lyapunov_spectrum.png"),
-    "periodic-orbit": ("landscape.md", lambda folder: _lorenz_orbit(folder), "periodic_orbit.png"),
-    "cycle-continuation": (
-        "landscape.md",
-        lambda folder: _bautin_cycles(folder),
-        "cycle_continuation.png",
-    ),
-    "cycle-doublings": (
-        "landscape.md",
-        lambda folder: _rossler_doublings(folder),
-        "cycle_continuation.png",
-    ),
     "fold-curve": ("landscape.md", lambda folder: _two_memories_cusp(folder), "fold_curve.png"),
-    "bogdanov-takens-plane": (
-        "landscape.md",
-        lambda folder: _bogdanov_takens_plane(folder),
-        "bogdanov_takens_plane.png",
-    ),
 }
 
 
@@ -209,71 +193,6 @@ def _lorenz(folder: Path) -> None:
     analysis.plot_lyapunov_spectrum(out, folder / "lyapunov_spectrum.png")
 
 
-def _lorenz_orbit(folder: Path) -> None:
-    """Lorenz's shortest periodic orbit (AB) at rho = 28, from a rounded guess."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    from et_ode import analysis
-
-    jax.config.update("jax_enable_x64", True)
-
-    def lorenz(x, rho, args):
-        return jnp.stack(
-            [10.0 * (x[1] - x[0]), x[0] * (rho - x[2]) - x[1], x[0] * x[1] - 8.0 / 3.0 * x[2]]
-        )
-
-    orbit = analysis.periodic_orbit(lorenz, np.array([-13.76, -19.58, 27.0]), 1.56, 28.0)
-    analysis.plot_periodic_orbit(orbit, folder / "periodic_orbit.png", components=(0, 2))
-
-
-def _bautin_cycles(folder: Path) -> None:
-    """The Bautin normal form's cycles from its subcritical Hopf point, through their
-    fold at p = -1/4 (the landscape page's example)."""
-    import jax
-    import jax.numpy as jnp
-
-    from et_ode import analysis
-
-    jax.config.update("jax_enable_x64", True)
-
-    def bautin(u, p, omega):
-        x, y = u
-        growth = p + (x**2 + y**2) - (x**2 + y**2) ** 2
-        return jnp.stack([growth * x - omega * y, omega * x + growth * y])
-
-    steady = analysis.continuation(bautin, jnp.zeros(2), -0.5, p_span=(-0.5, 0.5), args=2.0, ds=0.1)
-    (hopf,) = steady["bifurcations"]
-    cycles = analysis.cycle_continuation(bautin, hopf, p_span=(-0.5, 0.5), args=2.0, ds=0.05)
-    analysis.plot_cycle_continuation(cycles, folder / "cycle_continuation.png")
-
-
-def _rossler_doublings(folder: Path) -> None:
-    """The Rossler system's (a = b = 0.2) period-1 cycles from c = 2.5 and the doubled
-    cycles switched onto at their period doubling, to c = 4."""
-    import jax
-    import jax.numpy as jnp
-
-    from et_ode import analysis
-
-    jax.config.update("jax_enable_x64", True)
-
-    def rossler(u, c, args):
-        x, y, z = u
-        return jnp.stack([-y - z, x + 0.2 * y, 0.2 + z * (x - c)])
-
-    start = analysis.periodic_orbit(rossler, jnp.array([-3.71, 0.0, 0.034]), 5.75, 2.5)
-    period_1 = analysis.cycle_continuation(rossler, start, p_span=(2.5, 4.0), ds=0.05)
-    doubling = next(b for b in period_1["bifurcations"] if b["kind"] == "period_doubling")
-    period_2 = analysis.cycle_continuation(rossler, doubling, p_span=(2.5, 4.0), ds=0.05)
-    analysis.plot_cycle_continuation(
-        [period_1, period_2],
-        folder / "cycle_continuation.png",
-        labels=["period 1", "period 2"],
-    )
-
-
 def _two_memories_cusp(folder: Path) -> None:
     """Two Hopfield memories +-xi in a field h: the fold at beta = 2 followed in beta
     down through the cusp at beta = 1 (the landscape page's example), and up."""
@@ -311,37 +230,6 @@ def _two_memories_cusp(folder: Path) -> None:
         folder / "fold_curve.png",
         labels=["from beta = 2 down", "from beta = 2 up"],
         names=("h", "beta"),
-    )
-
-
-def _bogdanov_takens_plane(folder: Path) -> None:
-    """The Bogdanov-Takens normal form's fold and Hopf curves, as the landscape page
-    follows them, meeting at the Bogdanov-Takens point."""
-    import jax
-    import jax.numpy as jnp
-
-    from et_ode import analysis
-
-    jax.config.update("jax_enable_x64", True)
-
-    def bogdanov_takens(u, p, a):
-        x, y = u
-        return jnp.stack([y, p + a * x + x**2 + x * y])
-
-    branch = analysis.continuation(
-        bogdanov_takens, jnp.array([-0.1, 0.0]), -0.11, p_span=(-0.11, 0.3), args=-1.0, ds=0.05
-    )
-    hopf, fold = sorted(branch["bifurcations"], key=lambda b: b["kind"], reverse=True)
-    options = dict(second=lambda args, a: a, q_span=(-1.0, 0.5), args=-1.0, ds=0.05)
-    curves = [
-        analysis.fold_continuation(bogdanov_takens, fold, -1.0, **options),
-        analysis.hopf_continuation(bogdanov_takens, hopf, -1.0, **options),
-    ]
-    analysis.plot_parameter_plane(
-        curves,
-        folder / "bogdanov_takens_plane.png",
-        labels=["fold curve", "Hopf curve"],
-        names=("p", "a"),
     )
 
 

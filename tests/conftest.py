@@ -247,15 +247,12 @@ def no_runtime_types():
 JOINED = {"test_install.py": "test_cli.py"}
 COSTS = {
     "test_cli.py": 146,
-    "test_cycle_continuation.py": 131,
     "test_authors_checkpoint.py": 127,
     "test_analysis.py": 98,
     "test_benchmarks.py": 93,
     "test_graphs.py": 85,
-    "test_hopf_curve.py": 70,  # measured alone, 2026-11-27
     "test_stiff_continuation.py": 74,
     "test_shipped.py": 71,
-    "test_periodic_orbit.py": 71,
     "test_verdicts.py": 66,
     "test_gradients.py": 64,
     "test_reliability.py": 63,
@@ -268,7 +265,6 @@ COSTS = {
     "test_solver_objects.py": 45,
     "test_auto_solver.py": 37,
     "test_figure_layout.py": 37,
-    "test_hopf_normal_form.py": 35,
     "test_fold_curve.py": 44,
     "test_figures.py": 32,
     "test_fuzz.py": 26,

@@ -29,17 +29,10 @@ pytestmark = requested
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 
 from et_ode import analysis  # noqa: E402
 from et_ode.analysis import _branch_kernels as kernels  # noqa: E402
-from et_ode.analysis import (  # noqa: E402
-    _cycle_branch,
-    _periodic_orbit,
-    _system_branch,
-    _xla_fallback,
-)
-from et_ode.analysis._hopf import hopf_coefficients  # noqa: E402
+from et_ode.analysis import _system_branch, _xla_fallback  # noqa: E402
 
 # What XLA said on the H100 (and says here) for the control.
 REFUSAL = "Reshape input and output shapes must be the same"
@@ -72,15 +65,6 @@ def _concatenated_solve(F, y, border, args, rhs, dense, guess=None, rtol=None):
 def _half(v, x, p, args):
     """A preconditioner (linear and transposable) for the kernels' programs."""
     return 0.5 * v
-
-
-def _brusselator(u, b, args):
-    """A 1-D Brusselator (`A = 2`, periodic, diffusion 0.01 and 0.02 at spacing 1/550)."""
-    lap = lambda w: (jnp.roll(w, 1) - 2 * w + jnp.roll(w, -1)) * 550**2  # noqa: E731
-    x, y = u
-    return jnp.stack(
-        [2.0 - (b + 1) * x + x * x * y + 0.01 * lap(x), b * x - x * x * y + 0.02 * lap(y)]
-    )
 
 
 @pytest.fixture(scope="module")
@@ -124,64 +108,7 @@ def calls():
     # GMRES solve, and shift-and-invert Arnoldi on df/dx and its transpose
     scaled = kernels.FlatField(field, tuple(jnp.shape(y_ref)), _half)
     inverse = (scaled, *arnoldi[1:])
-    # a Hopf point's normal form, on a field that has Hopf points (the ET's flows have
-    # none; its third derivatives took 11 minutes to compile for the H100 here): a 1-D
-    # Brusselator of 2 x 550 unknowns, any unit complex vectors
-    reaction = kernels.FlatField(_brusselator, (2, 550), _half)
-    y_hopf = jnp.concatenate([jnp.ones(1100, dtype), jnp.asarray([5.0], dtype)])
-    e_hopf = jnp.zeros(1101, dtype).at[-1].set(1.0)
-    q = jnp.exp(1j * jnp.arange(1100)) / np.sqrt(1100)
-    # periodic orbits (a field's: the ET's flows have none), on Lorenz's equations: the
-    # shooting Newton with the monodromy matrix (dense, and GMRES), and a branch of cycles'
-    # corrector and linearisation (log T and p as unknowns)
-    lorenz = lambda u, rho, a: jnp.stack(  # noqa: E731
-        [10 * (u[1] - u[0]), u[0] * (rho - u[2]) - u[1], u[0] * u[1] - 8 / 3 * u[2]]
-    )
-    shooting = _periodic_orbit._Setting(
-        field=lorenz,
-        solver=_periodic_orbit.SOLVERS["dopri8"](),
-        p=jnp.asarray(28.0, dtype),
-        args=None,
-        rtol=jnp.asarray(1e-11, dtype),
-        atol=jnp.asarray(1e-13, dtype),
-        max_steps=100_000,
-    )
-    x_orbit = jnp.asarray([-13.76, -19.58, 27.0], dtype)
-    z_orbit = jnp.concatenate([x_orbit, jnp.asarray([1.56], dtype)])
-    cycles = _cycle_branch._Cycles(
-        field=lorenz,
-        solver=_periodic_orbit.SOLVERS["dopri8"](),
-        shape=(3,),
-        phase_entry=0,
-        args=None,
-        rtol=jnp.asarray(1e-11, dtype),
-        atol=jnp.asarray(1e-13, dtype),
-        max_steps=100_000,
-    )
-    y_cycle = jnp.concatenate([x_orbit, jnp.log(jnp.asarray([1.56, 28.0], dtype))])
-    cycle_weights = jnp.asarray([1 / 3, 1 / 3, 1 / 3, 1.0, 1.0], dtype)
-    e_cycle = jnp.zeros(5, dtype).at[-1].set(1.0)
     return {
-        "periodic_orbit": (
-            raw(_periodic_orbit._orbit),
-            (shooting, z_orbit, x_orbit, tol, 20, True, 64),
-            {},
-        ),
-        "periodic_orbit, GMRES": (
-            raw(_periodic_orbit._orbit),
-            (shooting, z_orbit, x_orbit, tol, 20, False, 64),
-            {},
-        ),
-        "cycle_correct": (
-            raw(_cycle_branch._correct),
-            (cycles, y_cycle, e_cycle, cycle_weights, tol, 8),
-            {},
-        ),
-        "cycle_linearise": (
-            raw(_cycle_branch._linearise),
-            (cycles, y_cycle, e_cycle, cycle_weights, 32),
-            {},
-        ),
         "control": (control, newton, {}),
         "correct": (raw(kernels.correct), newton, {}),
         "tangent": (  # as continuation calls it, from the previous tangent
@@ -201,11 +128,6 @@ def calls():
         "transposed_inverse_arnoldi_steps": (
             raw(kernels.transposed_inverse_arnoldi_steps),
             inverse,
-            {},
-        ),
-        "hopf_coefficients": (  # preconditioned: both GMRES solves use it
-            raw(hopf_coefficients),
-            (reaction, y_hopf, e_hopf, None, q, q, jnp.asarray(1.0, dtype), False),
             {},
         ),
         "deflated_newton": (
@@ -235,11 +157,6 @@ def _compile(mesh, call, passes_off=()) -> str:
         "correct, preconditioned",
         "inverse_arnoldi_steps",
         "transposed_inverse_arnoldi_steps",
-        "hopf_coefficients",
-        "periodic_orbit",
-        "periodic_orbit, GMRES",
-        "cycle_correct",
-        "cycle_linearise",
     ],
 )
 def test_each_kernel_compiles_for_an_h100_as_it_is_or_with_the_first_passes_off(

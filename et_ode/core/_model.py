@@ -1,6 +1,7 @@
 """The Energy Transformer: one energy, its native and projected flows, its residual."""
 
 import math
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -12,6 +13,7 @@ from ._attention import EnergyAttention
 from ._conditions import Conditions
 from ._hopfield import HopfieldNetwork
 from ._layernorm import EnergyLayerNorm
+from ._lenses import LENSES, Lens
 
 
 def _conditions(args) -> Conditions:
@@ -45,8 +47,11 @@ class EnergyTransformer(eqx.Module):
       parameters stay in the model, unused).
 
     Satisfies the `solvers.EnergySystem` and `solvers.ManifoldEnergySystem` protocols.
+    `lenses`: the parameters a study can follow by name (`"beta"`, `"memory_scale"`,
+    `"field_strength"`), each `(model, args, p) -> (model, args)`.
     """
 
+    lenses: ClassVar[dict[str, Lens]] = LENSES
     norm: EnergyLayerNorm
     attention: EnergyAttention
     hopfield: HopfieldNetwork
