@@ -1,21 +1,23 @@
 """Studies of Energy Transformer solutions (`et_ode.analysis`; builds on `et_ode.core`,
-`et_ode.solvers` and `et_ode.tasks`).
+`et_ode.solvers` and `et_ode.tasks`), in four rooms by job, each a subpackage:
+
+| room | what it holds |
+|---|---|
+| `landscape` | the generic tools for any field or energy system (no ET name imported) |
+| `energy` | the studies of an energy system's fixed points and trajectories |
+| `tasks` | the studies of the image and graph tasks |
+| `figures` | every plot, figure, video and layout check (matplotlib imported there only) |
+
+This namespace is flat (as diffrax's is): every public name of the rooms is here, and a
+room is imported the first time one of its names is asked for (PEP 562), so that
+`from et_ode.analysis import continuation` loads the landscape room alone. Shared by
+all rooms: `cast`, `take`, `float64_available` and the records (`metadata`, `to_json`,
+`save_json`, `model_dtype`).
 
 Each study returns plain data, numpy arrays and dicts with a `metadata` entry (flow,
-solver, tolerances, dtype, versions, seeds, coordinates), and has a plot function that
-returns a matplotlib `Figure` (Agg canvas; pass `path` to save it: `.png`, `.pdf` or
-`.svg`, see `write_figure`), titled with what it shows and captioned with what produced
-it (model, sample count, horizon, dtype, solver and tolerances, from the metadata);
-`layout_problems` lists a figure's overlapping or clipped text. `to_json` makes a
-result JSON-serialisable and `save_json` writes it atomically.
-
-The studies of a fixed point or a trajectory (`convergence`, `stability`,
-`hessian_eigenvalues`, `lyapunov_exponent`, `fixed_points`, `long_horizon`,
-`finite_time_lyapunov`, `energy_descent`, `work_precision`, and `lyapunov_spectrum`,
-which takes a plain field too) take any `solvers.EnergySystem` and use the geometry it
-declares (a manifold, or flat); the others need the ET or its image and graph tasks and
-refuse other models in one line before solving. What each study may call on a model is in
-the geometry module (`et_ode.analysis._geometry`).
+solver, tolerances, dtype, versions, seeds, coordinates), and has a plot function in
+`figures` that returns a matplotlib `Figure`, titled with what it shows and captioned
+with what produced it.
 
 | study | question |
 |---|---|
@@ -38,61 +40,192 @@ the geometry module (`et_ode.analysis._geometry`).
 | `steady_states` | which steady states exist at one parameter (deflated Newton)? |
 """
 
-from ._basin_continuation import basin_continuation
-from ._basins import basin_entropy, basins, grid_starts
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._common import cast, float64_available, take
-from ._continuation import continuation, switch_branch
-from ._contributions import contributions, plot_contributions
-from ._convergence import (
-    convergence,
-    plot_convergence,
-)
-from ._deflation import steady_states
-from ._energy_descent import energy_descent, energy_rises, plot_energy_descent
-from ._fixed_points import fixed_points, matched_noise, plot_fixed_points, standard_starts
-from ._fold_curve import fold_continuation
-from ._gradient_depth import gradient_depth, plot_gradient_depth
-from ._graph_overshoot import graph_overshoot, plot_graph_overshoot
-from ._image_basin_continuation import image_basin_continuation
-from ._image_basins import image_basins, plot_image_basins
-from ._image_figures import (
-    attention_weights_figure,
-    energy_video_frames,
-    memories_figure,
-    position_similarity_figure,
-    reconstruction_figure,
-    tokens_over_time_figure,
-)
-from ._image_trajectory import (
-    frame_times,
-    held_out_images,
-    normalised_patches,
-    reference_time,
-    trajectory_options,
-)
-from ._landscape_figures import (
-    plot_basin_continuation,
-    plot_basins,
-    plot_continuation,
-    plot_lyapunov_spectrum,
-    plot_parameter_plane,
-)
-from ._long_horizon import finite_time_lyapunov, long_horizon
-from ._long_horizon_report import long_horizon_findings, plot_long_horizon
-from ._lyapunov_spectrum import lyapunov_spectrum
-from ._overshoot import overshoot, plot_overshoot
-from ._plotting import FIGURE_FORMATS, layout_problems, write_figure
 from ._records import metadata, model_dtype, save_json, to_json
-from ._stability import (
-    hessian_eigenvalues,
-    lyapunov_exponent,
-    plot_stability,
-    stability,
-)
-from ._video import figure_to_frame, write_frames, write_png, write_video
-from ._work_precision import plot_work_precision, work_precision
+
+# Each public name of a room -> the room that holds it.
+ROOM_OF = {
+    "Cusp": "landscape",
+    "FoldCurve": "landscape",
+    "Bifurcation": "landscape",
+    "Branch": "landscape",
+    "BranchPoint": "landscape",
+    "Fold": "landscape",
+    "HopfPoint": "landscape",
+    "attention_weights_figure": "figures",
+    "basin_continuation": "landscape",
+    "basin_entropy": "landscape",
+    "basins": "landscape",
+    "continuation": "landscape",
+    "contributions": "energy",
+    "convergence": "energy",
+    "energy_descent": "energy",
+    "energy_rises": "energy",
+    "energy_video_frames": "figures",
+    "FIGURE_FORMATS": "figures",
+    "figure_to_frame": "figures",
+    "finite_time_lyapunov": "energy",
+    "fixed_points": "energy",
+    "fold_continuation": "landscape",
+    "frame_times": "tasks",
+    "gradient_depth": "tasks",
+    "graph_overshoot": "tasks",
+    "grid_starts": "landscape",
+    "held_out_images": "tasks",
+    "hessian_eigenvalues": "landscape",
+    "image_basin_continuation": "tasks",
+    "image_basins": "tasks",
+    "layout_problems": "figures",
+    "long_horizon": "energy",
+    "long_horizon_findings": "energy",
+    "lyapunov_exponent": "energy",
+    "lyapunov_spectrum": "landscape",
+    "matched_noise": "energy",
+    "memories_figure": "figures",
+    "normalised_patches": "tasks",
+    "overshoot": "tasks",
+    "plot_basin_continuation": "figures",
+    "plot_basins": "figures",
+    "plot_continuation": "figures",
+    "plot_contributions": "figures",
+    "plot_convergence": "figures",
+    "plot_energy_descent": "figures",
+    "plot_fixed_points": "figures",
+    "plot_gradient_depth": "figures",
+    "plot_graph_overshoot": "figures",
+    "plot_image_basins": "figures",
+    "plot_long_horizon": "figures",
+    "plot_lyapunov_spectrum": "figures",
+    "plot_overshoot": "figures",
+    "plot_parameter_plane": "figures",
+    "plot_stability": "figures",
+    "plot_work_precision": "figures",
+    "position_similarity_figure": "figures",
+    "reconstruction_figure": "figures",
+    "reference_time": "tasks",
+    "stability": "energy",
+    "standard_starts": "energy",
+    "steady_states": "landscape",
+    "switch_branch": "landscape",
+    "tokens_over_time_figure": "figures",
+    "trajectory_options": "tasks",
+    "work_precision": "energy",
+    "write_figure": "figures",
+    "write_frames": "figures",
+    "write_png": "figures",
+    "write_video": "figures",
+}
+
+
+# The rooms, lowest first: each imports only those before it.
+ROOMS = ("landscape", "energy", "tasks", "figures")
+
+
+def __getattr__(name: str) -> Any:
+    if name in ROOMS:  # `analysis.landscape` without importing it first
+        return importlib.import_module(f"{__name__}.{name}")
+    room = ROOM_OF.get(name)
+    if room is None:
+        raise AttributeError(f"module 'et_ode.analysis' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{room}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(ROOM_OF) | set(ROOMS))
+
+
+if TYPE_CHECKING:
+    from .energy import (
+        contributions,
+        convergence,
+        energy_descent,
+        energy_rises,
+        finite_time_lyapunov,
+        fixed_points,
+        long_horizon,
+        long_horizon_findings,
+        lyapunov_exponent,
+        matched_noise,
+        stability,
+        standard_starts,
+        work_precision,
+    )
+    from .figures import (
+        FIGURE_FORMATS,
+        attention_weights_figure,
+        energy_video_frames,
+        figure_to_frame,
+        layout_problems,
+        memories_figure,
+        plot_basin_continuation,
+        plot_basins,
+        plot_continuation,
+        plot_contributions,
+        plot_convergence,
+        plot_energy_descent,
+        plot_fixed_points,
+        plot_gradient_depth,
+        plot_graph_overshoot,
+        plot_image_basins,
+        plot_long_horizon,
+        plot_lyapunov_spectrum,
+        plot_overshoot,
+        plot_parameter_plane,
+        plot_stability,
+        plot_work_precision,
+        position_similarity_figure,
+        reconstruction_figure,
+        tokens_over_time_figure,
+        write_figure,
+        write_frames,
+        write_png,
+        write_video,
+    )
+    from .landscape import (
+        Bifurcation,
+        Branch,
+        BranchPoint,
+        Cusp,
+        Fold,
+        FoldCurve,
+        HopfPoint,
+        basin_continuation,
+        basin_entropy,
+        basins,
+        continuation,
+        fold_continuation,
+        grid_starts,
+        hessian_eigenvalues,
+        lyapunov_spectrum,
+        steady_states,
+        switch_branch,
+    )
+    from .tasks import (
+        frame_times,
+        gradient_depth,
+        graph_overshoot,
+        held_out_images,
+        image_basin_continuation,
+        image_basins,
+        normalised_patches,
+        overshoot,
+        reference_time,
+        trajectory_options,
+    )
 
 __all__ = [
+    "Cusp",
+    "FoldCurve",
+    "Bifurcation",
+    "Branch",
+    "BranchPoint",
+    "Fold",
+    "HopfPoint",
     "attention_weights_figure",
     "basin_continuation",
     "basin_entropy",
@@ -108,8 +241,8 @@ __all__ = [
     "figure_to_frame",
     "finite_time_lyapunov",
     "fixed_points",
-    "fold_continuation",
     "float64_available",
+    "fold_continuation",
     "frame_times",
     "gradient_depth",
     "graph_overshoot",

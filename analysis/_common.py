@@ -132,3 +132,15 @@ def solve_in_chunks(model, xb, args, times, *, chunks=1, args_batched=False, t0=
         stats["t1"].append(end)
         x, start = sol.x_final, end
     return jnp.concatenate(out, axis=1), stats
+
+
+def energy_noise(value) -> float:
+    """Differences of energies near `value` below this are float64 round-off."""
+    return 100 * float(np.finfo(np.float64).eps) * max(1.0, abs(float(value)))
+
+
+def short_number(value, digits=3) -> str:
+    """`value` to `digits` significant digits, `"n/a"` where it is None or not finite."""
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    return f"{value:.{digits}g}"

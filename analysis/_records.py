@@ -77,7 +77,7 @@ def to_json(result: object) -> JSONValue:
     their `str`. JSON has no NaN or infinity: non-finite floats become `None` (diffrax pads
     unreached save slots with `inf`).
     """
-    if isinstance(result, dict):
+    if isinstance(result, Mapping):  # dicts and the typed results (`_results.Result`)
         return {str(key): to_json(value) for key, value in result.items()}
     if isinstance(result, (list, tuple)):
         return [to_json(value) for value in result]

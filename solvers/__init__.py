@@ -10,15 +10,9 @@ from ._auto import AutoSwitch
 from ._blowup import blowup_note as blowup_note  # for the studies; not in __all__
 from ._blowup import growth_note as growth_note  # for the studies; not in __all__
 from ._crawl import SlowSolveWarning
-from ._errors import SolveError
+from ._defaults import MAX_STEPS_LIMIT, constant_step_count
 from ._fixed_point import NEWTON_DENSE_MAX, FixedPointResult, find_fixed_point
-from ._options import (
-    BACKSOLVE_STABLE_HORIZON,
-    DENSE_JACOBIAN_MAX_STATE,
-    MAX_STEPS_LIMIT,
-    check_options,
-    constant_step_count,
-)
+from ._options import check_options
 from ._presets import SOLVER_NAMES, SolverPreset, get_preset
 from ._protocol import (
     MANIFOLD_METHODS,
@@ -32,7 +26,9 @@ from ._protocol import (
 from ._sharding import batch_mesh, shard_batch
 from ._solution import STOP_REASONS, EnergySolution, StopReason
 from ._solve import solve
+from ._statistics import SolveError
 from ._stop import FixedPointStop, rms
+from ._validate import BACKSOLVE_STABLE_HORIZON, DENSE_JACOBIAN_MAX_STATE
 
 __all__ = [
     "AutoSwitch",

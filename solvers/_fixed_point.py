@@ -31,8 +31,8 @@ import optimistix as optx
 from jaxtyping import ArrayLike, Float
 
 from ._anderson import anderson
+from ._defaults import is_traced
 from ._implicit import default_implicit_tol, implicit_fixed_point
-from ._options import is_traced
 from ._protocol import EnergySystem, RealScalar, as_manifold_system
 from ._stop import rms
 

@@ -1,62 +1,27 @@
-"""The options of `solve`: their checks (with the messages a user sees), the defaults
-that depend on them (step cap, `dtmin`, checkpoints), and the step-size controller's
-numbers in the state's dtype."""
+"""The options of `solve`: their checks, with the messages a user sees (`check_options`;
+`_check_options`, which `solve`'s `validate` runs, also defers the checks of traced
+values to run time). The defaults that depend on the options are in `._defaults`."""
 
 import math
 import numbers
-import warnings
 from collections.abc import Sequence
 from typing import Literal
 
 import diffrax
-import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Real
 
 from et_ode.vocab import ADJOINTS, FLOWS, Adjoint, Flow
 
+from ._defaults import MAX_STEPS_LIMIT, is_traced
 from ._presets import _label, get_preset
-from ._protocol import MANIFOLD_METHODS, RealScalar
+from ._protocol import RealScalar
 from ._stop import FixedPointStop, stop_message, stop_tolerances_ok
 
 # What `solve`'s `save` takes: "final", "steps", or the times to save at (a 1-D array, or
 # a sequence of numbers).
 Save = Literal["final", "steps"] | Real[ArrayLike, " T"] | Sequence[RealScalar]
-
-# Measured (tests/test_gradients.py, float64, tsit5, softmax test model): backsolve's
-# error against exact gradients is ~1e2 rtol at 1.2 tau on the projected flow and then
-# grows about tenfold per 0.1 tau (3e-6 / 2.5e-2 / 1e26 at 1.5 / 2 / 5 tau, rtol 1e-10);
-# on the native flow, whose clock slows like 1/t, it grows slowly (~20 rtol at 100 tau,
-# ~300 rtol at 1000). Beyond this many tau backsolve is warned about.
-BACKSOLVE_STABLE_HORIZON = {"native": 100.0, "projected": 1.2}
-
-
-# Steps shorter than this many units of round-off of the times do not advance t as asked:
-# an adaptive solve fails there (`default_dtmin`), constant steps are refused.
-TIME_ULPS = 16
-
-
-def time_ulp(t0: RealScalar, t1: RealScalar, dtype) -> float:
-    """A unit of round-off of the times from `t0` to `t1` (concrete) in `dtype` (an
-    upper bound: eps times the larger of `|t0|`, `|t1|`)."""
-    return float(jnp.finfo(dtype).eps) * max(abs(float(t0)), abs(float(t1)))
-
-
-def default_dtmin(t0, t1, dtype):
-    # A step of a few ulps of t no longer advances t: fail as dt_underflow, not max_steps.
-    if is_traced((t0, t1)):  # the same rule in jnp arithmetic
-        eps = float(jnp.finfo(dtype).eps)
-        t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
-        return jnp.maximum(
-            1e-12 * (t1 - t0), TIME_ULPS * eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1))
-        )
-    return max(1e-12 * (float(t1) - float(t0)), TIME_ULPS * time_ulp(t0, t1, dtype))
-
-
-def is_traced(tree) -> bool:
-    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(tree))
 
 
 def _show(value):
@@ -95,53 +60,6 @@ def _positive_finite(name, value, deferred):
     if value is None:
         raise ValueError(message)
     _require(deferred, lambda xp, v: xp.isfinite(v) & (v > 0), (value,), message)
-
-
-DEFAULT_MAX_STEPS = 4096
-# The largest step cap: diffrax counts steps in an int32 (a cap of 2**31 is an
-# OverflowError without jax_enable_x64), and a constant-step solve needs (t1 - t0) / dt0
-# steps plus one. Anything beyond it could only crash, or run for days.
-MAX_STEPS_LIMIT = 2**31 - 1
-# Implicit diffrax solvers (kvaerno5, Kvaerno3, ...) build the dense (N D)^2 Jacobian
-# (N D JVPs) and factorise it: refused above this many state entries per sample.
-DENSE_JACOBIAN_MAX_STATE = 1024
-EVERY_STEP_CHECKPOINTS_UP_TO = 64
-
-
-def constant_step_count(
-    t0: RealScalar,
-    t1: RealScalar,
-    dt0: RealScalar | None,
-    rtol: RealScalar | None = None,
-    atol: RealScalar | None = None,
-) -> int | None:
-    """The number of steps a constant-step solve from `t0` to `t1` takes (the last one
-    may be shorter), plus one for diffrax's final bookkeeping step: the exact `max_steps`
-    it needs. `None` when the steps are adaptive (`rtol` or `atol` given), `dt0` is
-    missing, or the values are traced or invalid (then `check_options` names the
-    problem)."""
-    if rtol is not None or atol is not None or dt0 is None:
-        return None
-    try:
-        ratio = (float(t1) - float(t0)) / float(dt0)
-    except (TypeError, ValueError, ZeroDivisionError, jax.errors.ConcretizationTypeError):
-        return None
-    if not (math.isfinite(ratio) and ratio > 0):
-        return None
-    return math.ceil(ratio * (1 - 1e-9)) + 1
-
-
-def default_cap(t0, t1, dt0, rtol, atol, stop, adjoint, checkpoints, controller=None):
-    """`(max_steps, checkpoints)` when the caller gave no `max_steps` (see `solve`)."""
-    constant = controller is None or isinstance(controller, diffrax.ConstantStepSize)
-    steps = (
-        None if stop is not None or not constant else constant_step_count(t0, t1, dt0, rtol, atol)
-    )
-    if steps is None:
-        return DEFAULT_MAX_STEPS, checkpoints
-    if adjoint == "checkpoint" and checkpoints is None and steps <= EVERY_STEP_CHECKPOINTS_UP_TO:
-        checkpoints = steps
-    return steps, checkpoints
 
 
 def check_options(
@@ -271,27 +189,6 @@ def _check_step_count(t0, t1, dt0) -> None:
             f"constant steps, above the limit of {MAX_STEPS_LIMIT} (2**31 - 1: diffrax counts "
             f"steps in int32): use dt0 >= {(t1 - t0) / (MAX_STEPS_LIMIT - 1):.3g}, or "
             "adaptive steps (rtol and atol)."
-        )
-
-
-def _check_time_resolution(t0, t1, dt0, dtype) -> None:
-    """Refuse constant steps `dt0` (concrete) shorter than `TIME_ULPS` units of round-off
-    of the times in `dtype` (`default_dtmin`'s floor for adaptive steps): `t + dt0` then
-    rounds to `t` or to a step of another length, and the solve runs steps of the wrong
-    sizes, silently."""
-    if is_traced((t0, t1, dt0)) or dt0 is None:
-        return
-    try:
-        t0, t1, dt0 = float(t0), float(t1), float(dt0)
-    except (TypeError, ValueError):
-        return
-    floor = TIME_ULPS * time_ulp(t0, t1, dtype)
-    if math.isfinite(floor) and dt0 < floor:
-        raise ValueError(
-            f"dt0 = {dt0:g} is below what {jnp.dtype(dtype).name} resolves at t = "
-            f"{max(abs(t0), abs(t1)):g} ({TIME_ULPS} units of round-off: {floor:.3g}): the "
-            "steps would round to other lengths. Shift the times towards 0 (t0=0; a model "
-            "that does not read t is the same), use a longer dt0, or float64."
         )
 
 
@@ -478,165 +375,3 @@ def _check_options(
             "so no fixed-point gradient exists for x.)"
         )
     return adaptive, preset
-
-
-def validate(
-    model,
-    x0,
-    args,
-    *,
-    solver,
-    flow,
-    adjoint,
-    t0,
-    t1,
-    dt0,
-    rtol,
-    atol,
-    stop,
-    save,
-    save_energy,
-    max_steps,
-    stepsize_controller,
-    dtmin,
-    args_batched,
-    traced,
-    deferred,
-):
-    for method in ("energy", "vector_field", "residual"):
-        if not callable(getattr(model, method, None)):
-            raise ValueError(
-                f"model has no {method}() method; solvers.solve needs an object "
-                "satisfying solvers.EnergySystem (energy, vector_field, residual)."
-            )
-    adaptive, preset = _check_options(
-        solver=solver,
-        flow=flow,
-        adjoint=adjoint,
-        t0=t0,
-        t1=t1,
-        dt0=dt0,
-        rtol=rtol,
-        atol=atol,
-        stop=stop,
-        save=save,
-        save_energy=save_energy,
-        max_steps=max_steps,
-        stepsize_controller=stepsize_controller,
-        dtmin=dtmin,
-        deferred=deferred,
-    )
-    if x0.ndim not in (2, 3):
-        raise ValueError(f"x0 must have shape [N, D] or [B, N, D]; got shape {tuple(x0.shape)}.")
-    if not jnp.issubdtype(x0.dtype, jnp.floating):
-        raise ValueError(f"x0 must be a floating-point array (got dtype {x0.dtype}).")
-    size = int(np.prod(x0.shape[-2:]))
-    if preset.implicit and size > DENSE_JACOBIAN_MAX_STATE:
-        raise ValueError(
-            f"solver {_label(solver)} is implicit with a dense Jacobian: each Jacobian "
-            f"costs N D = {size} JVPs and an (N D)^2 factorisation (on the shipped core, "
-            f"N D = 4096: minutes, docs: benchmarks), above the limit of "
-            f'{DENSE_JACOBIAN_MAX_STATE} state entries. Use solver="auto" (explicit while '
-            "not stiff, matrix-free implicit steps while stiff) with rtol and atol."
-        )
-    params = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
-    if params and jnp.result_type(x0, *params) != x0.dtype:
-        raise ValueError(
-            f"x0 has dtype {x0.dtype} but the model's parameters promote it to "
-            f"{jnp.result_type(x0, *params)}; cast x0 to the model's dtype "
-            "(x0.astype(...)) or build the model with dtype=x0.dtype."
-        )
-    if not adaptive and (
-        stepsize_controller is None or isinstance(stepsize_controller, diffrax.ConstantStepSize)
-    ):
-        _check_time_resolution(t0, t1, dt0, x0.dtype)
-    finite = None if traced else jnp.all(jnp.isfinite(x0))
-    if not (finite is None or is_traced(finite) or bool(finite)):  # traced inside jit
-        raise ValueError("x0 contains NaN or inf values; pass a finite initial state.")
-    if hasattr(model, "check_inputs"):
-        batch = (x0.shape[0],) if (x0.ndim == 3 and args_batched) else ()
-        model.check_inputs(tuple(x0.shape[-2:]), args, batch)
-    if args_batched and x0.ndim != 3:
-        raise ValueError("args_batched=True needs a batched x0 of shape [B, N, D].")
-    tau = getattr(model, "tau", 1.0)
-    if not (isinstance(tau, (int, float)) and tau > 0):
-        raise ValueError(f"model.tau must be positive (got {tau}).")
-    if adjoint == "backsolve" and not is_traced((t0, t1)):  # traced: no warning
-        horizon = (float(t1) - float(t0)) / float(tau)
-        if horizon > BACKSOLVE_STABLE_HORIZON[flow]:
-            warnings.warn(
-                f"adjoint='backsolve' on the {flow} flow over {horizon:g} tau: integrating "
-                "the flow backwards amplifies the solver's error (exponentially where the flow "
-                f"contracts fast), and beyond {BACKSOLVE_STABLE_HORIZON[flow]:g} tau its "
-                "gradients were measured to be unreliable (the horizon depends on the "
-                "weights). Prefer adjoint='checkpoint' (exact) or 'implicit' (at a fixed "
-                "point).",
-                stacklevel=3,
-            )
-    if adjoint == "implicit":
-        present = [m for m in MANIFOLD_METHODS if callable(getattr(model, m, None))]
-        if present and len(present) < len(MANIFOLD_METHODS):
-            raise ValueError(
-                f"adjoint='implicit' on a model that declares {', '.join(present)} but not "
-                f"all of {', '.join(MANIFOLD_METHODS)} (solvers.ManifoldEnergySystem): give "
-                "all three, or none for a flat model."
-            )
-    return adaptive, preset
-
-
-# PIDController fields that are plain numbers: made arrays of the solve's dtype, so that
-# new values reuse the compiled program (Python floats would be static) and a float32
-# solve is not promoted by float64 tolerances.
-_PID_NUMBERS = (
-    "rtol",
-    "atol",
-    "pcoeff",
-    "icoeff",
-    "dcoeff",
-    "dtmin",
-    "dtmax",
-    "factormin",
-    "factormax",
-    "safety",
-)
-
-
-def controller_in_dtype(controller, dtype):
-    """The caller's controller with its numbers (and `jump_ts`/`step_ts`) as arrays of
-    `dtype`; other controllers unchanged."""
-
-    def number(value):
-        return (
-            not isinstance(value, bool)
-            and isinstance(value, (int, float, np.number))
-            or (
-                isinstance(value, (np.ndarray, jax.Array))
-                and value.ndim == 0
-                and jnp.issubdtype(value.dtype, jnp.floating)
-            )
-        )
-
-    if isinstance(controller, diffrax.ClipStepSizeController):
-        names = [n for n in ("step_ts", "jump_ts") if getattr(controller, n) is not None]
-        controller = eqx.tree_at(
-            lambda c: [c.controller] + [getattr(c, n) for n in names],
-            controller,
-            [controller_in_dtype(controller.controller, dtype)]
-            + [jnp.asarray(getattr(controller, n), dtype) for n in names],
-        )
-    elif isinstance(controller, diffrax.PIDController):
-        names = [n for n in _PID_NUMBERS if number(getattr(controller, n))]
-        controller = eqx.tree_at(
-            lambda c: [getattr(c, n) for n in names],
-            controller,
-            [jnp.asarray(getattr(controller, n), dtype) for n in names],
-        )
-    return controller
-
-
-def controller_name(controller, adaptive) -> str:
-    if controller is None:
-        return "PIDController" if adaptive else "ConstantStepSize"
-    if isinstance(controller, diffrax.ClipStepSizeController):
-        return f"ClipStepSizeController({type(controller.controller).__name__})"
-    return type(controller).__name__

@@ -1,5 +1,6 @@
-"""`solve`: integrate an energy system with diffrax (its plumbing, option checks and
-statistics live in `._plumbing`, `._options` and `._statistics`)."""
+"""`solve`: integrate an energy system with diffrax (its plumbing lives in `._plumbing`, the
+checks of its options and inputs in `._options` and `._validate`, the defaults the options
+imply in `._defaults`, its statistics in `._statistics`)."""
 
 import dataclasses
 from typing import Any
@@ -14,16 +15,15 @@ from et_ode.vocab import Adjoint, Flow
 from ._blowup import blowup_note
 from ._counting import new_counters
 from ._crawl import PROBE_MIN_STATE, PROBE_STEPS, warn_if_crawling
-from ._implicit import default_implicit_tol, implicit_fixed_point
-from ._options import (
-    Save,
+from ._defaults import (
     controller_in_dtype,
     controller_name,
     default_cap,
     default_dtmin,
     is_traced,
-    validate,
 )
+from ._implicit import default_implicit_tol, implicit_fixed_point
+from ._options import Save
 from ._plumbing import SolveConfig, solve_core
 from ._protocol import (
     EnergySystem,
@@ -35,6 +35,7 @@ from ._protocol import (
 from ._solution import EnergySolution
 from ._statistics import finish_solution
 from ._stop import FixedPointStop
+from ._validate import validate
 
 
 def _probe(model, x0, args, numbers, solver, controller, cfg, t0, t1, max_steps, name, rtol):

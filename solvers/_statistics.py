@@ -7,10 +7,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._auto import EXPLICIT_EVALS
-from ._errors import SolveError
 from ._plumbing import SolveConfig
 from ._presets import SolverPreset
 from ._solution import FAILURES, STOP_REASONS, EnergySolution, stop_code
+
+
+class SolveError(RuntimeError):
+    """A solve that did not finish as asked. `reason` is one of `"max_steps"`,
+    `"dt_underflow"`, `"nonfinite"`, `"not_converged"`; `stats` holds the solve's
+    statistics (per sample for a batch)."""
+
+    def __init__(self, reason: str, message: str, stats: dict):
+        super().__init__(message)
+        self.reason = reason
+        self.stats = stats
 
 
 def finish_solution(

@@ -50,7 +50,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
 
-from et_ode.analysis import _xla_fallback  # noqa: E402
+from et_ode.analysis.landscape import _xla_fallback  # noqa: E402
 
 BATCH = "batch"  # the mesh axis a batch is split over
 

@@ -34,7 +34,7 @@ from scipy.integrate import solve_ivp
 import et_ode
 from conftest import DIM, N_TOKENS, make_model, make_state
 from et_ode import analysis, solvers
-from et_ode.analysis._work_precision import relative_error
+from et_ode.analysis.energy._work_precision import relative_error
 
 # Eigenvalues of S: 12 memory pairs (24 memories, conftest's K) in the 15-dimensional
 # mean-zero space; the other 3 directions have a = 0.

@@ -213,7 +213,7 @@ def test_morse_index_by_lanczos_above_the_dense_size():
     `MORSE_LANCZOS_TOL` (relative) gives the analytic smallest eigenvalues, a
     near-degenerate pair among them, and the index of a saddle reached from its stable
     manifold."""
-    from et_ode.analysis._basins import MORSE_LANCZOS_TOL
+    from et_ode.analysis.landscape._basins import MORSE_LANCZOS_TOL
 
     n = 2048
     rates = np.linspace(0.5, 3.0, n)

@@ -25,7 +25,7 @@ import scipy.optimize
 import et_ode
 from conftest import DIM
 from et_ode import analysis, solvers
-from et_ode.analysis import _continuation as continuation_module
+from et_ode.analysis.landscape import _branch as branch_module
 
 LAMBDA_STAR = 3.513830719125162  # continuous Bratu fold (Bratu 1914; e.g. Boyd 1986)
 THETA_STAR = 4.798714560451168  # theta at that fold: theta = sqrt(2 lambda) cosh(theta/4)
@@ -50,7 +50,7 @@ def test_fold_normal_form(monkeypatch):
     # tangent's p component): bisection from the step's bracket (0.2 at most) to 1e-10
     # would take 31 of them; measured 4
     located = {"runs": 0, "locating": False}
-    along, bisect = continuation_module._Branch.along, continuation_module._bisect
+    along, bisect = branch_module._Branch.along, branch_module._bisect
 
     def counted_along(self, *args, **kwargs):
         located["runs"] += located["locating"]
@@ -63,8 +63,8 @@ def test_fold_normal_form(monkeypatch):
         finally:
             located["locating"] = False
 
-    monkeypatch.setattr(continuation_module._Branch, "along", counted_along)
-    monkeypatch.setattr(continuation_module, "_bisect", counted_bisect)
+    monkeypatch.setattr(branch_module._Branch, "along", counted_along)
+    monkeypatch.setattr(branch_module, "_bisect", counted_bisect)
     branch = analysis.continuation(
         fold_form, jnp.array([-1.0]), -1.0, p_span=(-2.0, 1.0), ds=0.05, ds_max=0.2
     )
@@ -123,14 +123,14 @@ def test_a_branch_that_stalls_says_why(monkeypatch, floor, near):
     for Newton stuck at a kink, or at a rounding floor, whose exact place moves with the
     CPU's rounding), the step halves below `ds_min` and `stall` says where, why, and
     whether Newton got near `tol` (`near_tol`: within `STALL_FACTOR`)."""
-    correct = continuation_module._Branch.correct
+    correct = branch_module._Branch.correct
     tol = 1e-10
 
     def stuck(self, y_pred, direction):
         y, it, res = correct(self, y_pred, direction)
         return (y, it, res) if float(direction[-1]) == 1.0 else (y, it, floor * tol)
 
-    monkeypatch.setattr(continuation_module._Branch, "correct", stuck)
+    monkeypatch.setattr(branch_module._Branch, "correct", stuck)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         branch = analysis.continuation(
@@ -713,7 +713,7 @@ def test_matrix_free_solve_meets_its_tolerance_on_the_true_residual(rtol, guess)
     a guess. Inexact Newton relies on it (jax.scipy's "incremental" GMRES stopped ~10x
     above what it was asked). The field is nonlinear in `x` and `p` (its rates only
     faster for it), so `df/dx` and `df/dp` are those at `y`."""
-    from et_ode.analysis import _branch_kernels as kernels
+    from et_ode.analysis.landscape import _branch_kernels as kernels
 
     n = 200
     rng = np.random.default_rng(0)
@@ -791,8 +791,8 @@ def test_switch_tangent_uses_the_left_null_vector(matrix_free):
 
 
 def test_a_branch_point_without_a_left_null_vector_says_so(monkeypatch):
-    from et_ode.analysis import _branch_kernels as kernels
-    from et_ode.analysis import _krylov_schur as krylov_schur
+    from et_ode.analysis.landscape import _branch_kernels as kernels
+    from et_ode.analysis.landscape import _krylov_schur as krylov_schur
 
     def fails(*args, **kwargs):
         raise krylov_schur.EigenNotConvergedError("no convergence (test)")
@@ -817,8 +817,8 @@ def test_a_kernel_xla_refuses_on_an_accelerator_is_compiled_with_passes_off(monk
     static signature, and the matrix-free branch through the nonsymmetric branch point
     is the analytic one. (On the CPU no pass has that name: this checks the road, not
     what the option does to a GPU's program; tests/test_gpu_compile.py does that.)"""
-    from et_ode.analysis import _branch_kernels as kernels
-    from et_ode.analysis import _xla_fallback
+    from et_ode.analysis.landscape import _branch_kernels as kernels
+    from et_ode.analysis.landscape import _xla_fallback
 
     monkeypatch.setattr(_xla_fallback, "_platform", lambda leaves: "gpu")
     for kernel in (kernels.correct, kernels.tangent):
@@ -849,8 +849,8 @@ def test_a_rescued_kernel_goes_on_where_its_passes_are_refused_and_not_on_the_cp
     """A kernel rescued with the first set of passes off starts its later calls on an
     accelerator there, and goes on to the second set (kept from then on) where a call is
     refused with the first; on the CPU it compiles as it is whatever was kept."""
-    from et_ode.analysis import _branch_kernels as kernels
-    from et_ode.analysis import _xla_fallback
+    from et_ode.analysis.landscape import _branch_kernels as kernels
+    from et_ode.analysis.landscape import _xla_fallback
 
     platform = ["gpu"]
     monkeypatch.setattr(_xla_fallback, "_platform", lambda leaves: platform[0])
@@ -886,8 +886,8 @@ def test_what_is_not_rescued_says_so(monkeypatch, case):
     tried and names `JAX_PLATFORMS=cpu`, raised from the last refusal. On the CPU (where
     these programs compile) or for any other error, as it is or with passes off, XLA's
     own error, untouched and with no further attempt."""
-    from et_ode.analysis import _branch_kernels as kernels
-    from et_ode.analysis import _xla_fallback
+    from et_ode.analysis.landscape import _branch_kernels as kernels
+    from et_ode.analysis.landscape import _xla_fallback
 
     def fails(*args, **kwargs):
         raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: out of memory (test)")

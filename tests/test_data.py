@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from et_ode.tasks.images import _data as data
+from et_ode.tasks.images import _normalisation as normalisation
+from et_ode.tasks.images import _tfds as tfds_data
 
 try:
     import tensorflow_datasets as tfds
@@ -132,7 +134,7 @@ def test_scene_crops_bad_arguments():
 
 def test_normalisation_round_trip():
     crops = data.photo_crops("test", crops_per_image=50)
-    norm = data.ChannelNormalisation.fit(crops)
+    norm = normalisation.ChannelNormalisation.fit(crops)
     assert len(norm.mean) == len(norm.std) == 3
     z = norm.apply(crops)
     assert z.dtype == np.float32
@@ -141,7 +143,7 @@ def test_normalisation_round_trip():
     np.testing.assert_allclose(norm.invert(z), crops, atol=1e-6)
 
     stored = json.loads(json.dumps(norm.to_dict()))
-    assert data.ChannelNormalisation.from_dict(stored) == norm
+    assert normalisation.ChannelNormalisation.from_dict(stored) == norm
 
     import jax.numpy as jnp
 
@@ -150,22 +152,22 @@ def test_normalisation_round_trip():
 
 
 def test_normalisation_bad_input():
-    norm = data.ChannelNormalisation((0.5, 0.5, 0.5), (0.2, 0.2, 0.2))
+    norm = normalisation.ChannelNormalisation((0.5, 0.5, 0.5), (0.2, 0.2, 0.2))
     with pytest.raises(ValueError, match="exactly the fields 'mean' and 'std'"):
-        data.ChannelNormalisation.from_dict({"mean": [0, 0, 0]})
+        normalisation.ChannelNormalisation.from_dict({"mean": [0, 0, 0]})
     with pytest.raises(ValueError, match="std must be positive"):
-        data.ChannelNormalisation.from_dict({"mean": [0, 0, 0], "std": [1, 0, 1]})
+        normalisation.ChannelNormalisation.from_dict({"mean": [0, 0, 0], "std": [1, 0, 1]})
     with pytest.raises(ValueError, match="same length"):
-        data.ChannelNormalisation.from_dict({"mean": [0, 0, 0], "std": [1, 1]})
+        normalisation.ChannelNormalisation.from_dict({"mean": [0, 0, 0], "std": [1, 1]})
     with pytest.raises(ValueError, match="finite"):
-        data.ChannelNormalisation((0.0, np.nan, 0.0), (1.0, 1.0, 1.0))
+        normalisation.ChannelNormalisation((0.0, np.nan, 0.0), (1.0, 1.0, 1.0))
     with pytest.raises(ValueError, match="3 channels"):
         norm.apply(np.zeros((1, 4, 4, 1), np.float32))
     with pytest.raises(ValueError, match="floating-point"):
         norm.apply(np.zeros((1, 4, 4, 3), np.uint8))
     # A constant channel gets a floor, not a division by zero.
     flat = np.zeros((2, 4, 4, 3), np.float32)
-    assert min(data.ChannelNormalisation.fit(flat).std) > 0
+    assert min(normalisation.ChannelNormalisation.fit(flat).std) > 0
 
 
 # ------------------------------------------------------------------- check_images
@@ -202,16 +204,16 @@ def _with(x, index, value):
 )
 def test_check_images_errors(images, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        data.check_images(images, **kwargs)
+        normalisation.check_images(images, **kwargs)
 
 
 def test_check_images_accepts_good_batches():
     x = _bad((2, 32, 32, 3))
-    assert data.check_images(x, size=32) is x
-    data.check_images(_bad(dtype=np.uint8, value=255))
-    data.check_images(_bad(value=-3.0))  # normalised floats may leave [0, 1]
-    data.check_images(_bad((2, 8, 8, 1)), channels=1)
-    data.check_images(data.photo_crops("test", crops_per_image=2), size=32)
+    assert normalisation.check_images(x, size=32) is x
+    normalisation.check_images(_bad(dtype=np.uint8, value=255))
+    normalisation.check_images(_bad(value=-3.0))  # normalised floats may leave [0, 1]
+    normalisation.check_images(_bad((2, 8, 8, 1)), channels=1)
+    normalisation.check_images(data.photo_crops("test", crops_per_image=2), size=32)
 
 
 # ---------------------------------------------------------- TensorFlow Datasets
@@ -220,15 +222,15 @@ def test_check_images_accepts_good_batches():
 @needs_tfds
 def test_tfds_cifar10_under_mock_data():
     with tfds.testing.mock_data(num_examples=6):
-        x = data.tfds_images("cifar10", split="train")
+        x = tfds_data.tfds_images("cifar10", split="train")
         assert x.shape == (6, 32, 32, 3) and x.dtype == np.float32
         assert 0.0 <= x.min() and x.max() <= 1.0 and x.std() > 0.1  # noise, not images
-        assert data.tfds_images("cifar10", split="test", limit=4).shape == (4, 32, 32, 3)
+        assert tfds_data.tfds_images("cifar10", split="test", limit=4).shape == (4, 32, 32, 3)
         # Grayscale 28 x 28 becomes three equal channels at the requested size.
-        m = data.tfds_images("mnist", split="test", size=16, limit=3)
+        m = tfds_data.tfds_images("mnist", split="test", size=16, limit=3)
         assert m.shape == (3, 16, 16, 3)
         np.testing.assert_array_equal(m[..., 0], m[..., 2])
-    data.check_images(x, size=32)
+    normalisation.check_images(x, size=32)
 
 
 if tfds is not None:
@@ -274,17 +276,17 @@ def tiny_data_dir(tmp_path_factory):
 @needs_tfds
 def test_tfds_reads_a_prepared_array_record_dataset(tiny_data_dir):
     data_dir, _ = tiny_data_dir
-    x = data.tfds_images("et_ode_test_images", data_dir=data_dir, size=40)
+    x = tfds_data.tfds_images("et_ode_test_images", data_dir=data_dir, size=40)
     assert x.shape == (5, 40, 40, 3) and x.dtype == np.float32
     np.testing.assert_allclose(x * 255, np.round(x * 255), atol=1e-3)
     as_uint8 = np.round(x[..., 0] * 255).astype(np.uint8)
     # ArrayRecord shards may be read in any example order: compare as sets.
     assert {im.tobytes() for im in as_uint8} == {im.tobytes() for im in _tiny_images(5)}
     np.testing.assert_array_equal(x[..., 0], x[..., 1])
-    small = data.tfds_images("et_ode_test_images", data_dir=data_dir, limit=2)
+    small = tfds_data.tfds_images("et_ode_test_images", data_dir=data_dir, limit=2)
     assert small.shape == (2, 32, 32, 3) and 0 <= small.min() and small.max() <= 1
     with pytest.raises(ValueError, match="Available splits: \\['train'\\]"):
-        data.tfds_images("et_ode_test_images", split="validation", data_dir=data_dir)
+        tfds_data.tfds_images("et_ode_test_images", split="validation", data_dir=data_dir)
 
 
 @needs_tfds
@@ -298,18 +300,18 @@ def test_tfds_tfrecord_dataset_says_to_reprepare(tiny_data_dir, tmp_path):
     info["fileFormat"] = "tfrecord"
     (copy / "dataset_info.json").write_text(json.dumps(info))
     with pytest.raises(RuntimeError, match="TFRecord format.*array_record"):
-        data.tfds_images("et_ode_test_images", data_dir=tmp_path)
+        tfds_data.tfds_images("et_ode_test_images", data_dir=tmp_path)
 
 
 @needs_tfds
 def test_tfds_missing_dataset_fails_fast_offline(tmp_path):
     start = time.monotonic()
     with pytest.raises(RuntimeError, match="not prepared") as info:
-        data.tfds_images("cifar10", data_dir=tmp_path)
+        tfds_data.tfds_images("cifar10", data_dir=tmp_path)
     assert time.monotonic() - start < 20
     message = str(info.value)
     assert "download_and_prepare" in message and "--data-dir" in message
     assert "file_format='array_record'" in message
     assert not any(tmp_path.iterdir())  # nothing written
     with pytest.raises(ValueError, match="no dataset 'no_such_dataset_xyz'"):
-        data.tfds_images("no_such_dataset_xyz", data_dir=tmp_path)
+        tfds_data.tfds_images("no_such_dataset_xyz", data_dir=tmp_path)

@@ -25,7 +25,9 @@ import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from et_ode import analysis  # noqa: E402
-from et_ode.analysis import _image_figures, _image_trajectory, layout_problems  # noqa: E402
+from et_ode.analysis import layout_problems  # noqa: E402
+from et_ode.analysis.figures import _energy_video, _images  # noqa: E402
+from et_ode.analysis.tasks import _image_trajectory  # noqa: E402
 
 RNG = np.random.default_rng(0)
 JOB = dict(checkpoint="paper", data={"split": "test", "image_indices": [0, 799]})
@@ -771,8 +773,8 @@ def long_horizon_result():
     """`analysis.long_horizon`'s entries (its docstring): per flow the traces, the step
     segments, the decay law of RMS G (fitted by its own `fit_decay_laws`), the Lyapunov
     exponents; one energy reference."""
-    from et_ode.analysis._decay_laws import fit_decay_laws
-    from et_ode.analysis._long_horizon import energy_reference
+    from et_ode.analysis.energy._decay_laws import fit_decay_laws
+    from et_ode.analysis.energy._long_horizon import energy_reference
 
     times = np.concatenate([[0.0], np.geomspace(0.01, 100.0, 16)])
     flows = {}
@@ -871,7 +873,7 @@ def energy_video_figure(reference):
     text = " \u00b7 ".join(
         ["model paper", "2 images", "native flow", "float32", "euler dt0 0.1", steps["sentence"]]
     )
-    fig, show = _image_figures._video_figure(
+    fig, show = _energy_video._video_figure(
         originals * 0.5, completed, originals, times, energies, mse, reference, text
     )
     index, note = _image_trajectory.still_frame(times, *reference)
@@ -887,7 +889,7 @@ def reconstruction_figure():
         masked_mse=np.array([0.31, 0.27]),
         mean_fill_mse=np.array([0.5, 0.6]),
     )
-    return _image_figures._reconstruction_drawing(
+    return _images._reconstruction_drawing(
         data, "model paper \u00b7 2 images \u00b7 euler dt0 0.1 to t1 = 1.2 tau \u00b7 float32"
     )
 
@@ -904,7 +906,7 @@ def tokens_over_time_figure():
         attention_scale=0.5,
         hopfield_scale=0.5,
     )
-    return _image_figures._tokens_drawing(
+    return _images._tokens_drawing(
         data,
         ["attention", "hopfield"],
         "model paper \u00b7 image 1 of 2 \u00b7 euler dt0 0.1 \u00b7 float32",
@@ -1181,7 +1183,7 @@ def test_layout_problems_finds_overlapping_tick_labels():
         problems
     )
     fig, ax = draw()
-    from et_ode.analysis._plotting import finish
+    from et_ode.analysis.figures._plotting import finish
 
     finish(fig)
     assert not layout_problems(fig)

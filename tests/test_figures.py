@@ -319,7 +319,7 @@ def test_write_video_pads_and_falls_back(tmp_path, monkeypatch):
     assert len(read_back) == 3 and read_back[0].shape == (22, 34, 3)
     assert abs(int(read_back[2][5, 5, 0]) - 20) <= 3  # content survives the encoding
 
-    import et_ode.analysis._video as video
+    import et_ode.analysis.figures._video as video
 
     monkeypatch.setattr(video, "_write_mp4", lambda *a: (_ for _ in ()).throw(OSError("no")))
     with pytest.warns(UserWarning, match="GIF"):

@@ -405,7 +405,7 @@ class Reached(BaseException):
 # Where each command's work starts, stubbed so that an accepted vector costs nothing:
 # every check before it (options, files, checkpoints, configs) runs for real.
 JOBS = {
-    "et_ode.cli._main": (
+    "et_ode.cli._commands": (
         "demo_job",
         "energy_video_job",
         "compare_solvers_job",

@@ -5,8 +5,8 @@ runs nothing; tests/_deviceless.py). Run by `make gpu-compile` (docs/how-to/devi
 
 On the shipped `paper` core, its first held-out sample's fixed-point field followed in
 `beta` (4,096 unknowns, as the `landscape` benchmark row), each matrix-free kernel of
-`analysis._branch_kernels` must compile for the H100 as it is or with the first set of
-passes of `analysis._xla_fallback.RESCUES` off: the road `compiled` takes on a GPU. The
+`analysis.landscape._branch_kernels` must compile for the H100 as it is or with the first set of
+passes of `analysis.landscape._xla_fallback.RESCUES` off: the road `compiled` takes on a GPU. The
 control is today's corrector with the bordered GMRES of the version that one H100
 refused (JAX 0.11.2, 2026-11-26: GMRES on one concatenated vector `[df/dy; border]`):
 this compile refusing it with the H100's message is what makes the other answers worth
@@ -31,8 +31,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from et_ode import analysis  # noqa: E402
-from et_ode.analysis import _branch_kernels as kernels  # noqa: E402
-from et_ode.analysis import _system_branch, _xla_fallback  # noqa: E402
+from et_ode.analysis.landscape import _branch_kernels as kernels  # noqa: E402
+from et_ode.analysis.landscape import _energy_field, _xla_fallback  # noqa: E402
 
 # What XLA said on the H100 (and says here) for the control.
 REFUSAL = "Reshape input and output shapes must be the same"
@@ -77,7 +77,7 @@ def calls():
     problem = shipped_problem("paper", 2)
     core, x0 = analysis.cast((problem.core, problem.x0[0]), dtype)
     beta = float(core.attention.beta)
-    field, y_ref, args = _system_branch.system_field(core, x0, beta, None, "beta")
+    field, y_ref, args = _energy_field.system_field(core, x0, beta, None, "beta")
     F = kernels.FlatField(field, tuple(jnp.shape(y_ref)))
     y = jnp.concatenate([jnp.ravel(y_ref), jnp.asarray([beta], dtype)])
     n = y.size - 1

@@ -116,12 +116,8 @@ def graph_training_program():
     """One full-graph step of the shipped node-anomaly detector on its generated graph."""
     import optax
 
-    from et_ode.tasks.graphs._train import (
-        _graph_arrays,
-        anomaly_step,
-        load_graph_model,
-        load_node_graph,
-    )
+    from et_ode.tasks.graphs._fit import _graph_arrays, anomaly_step, load_node_graph
+    from et_ode.tasks.graphs._train import load_graph_model
 
     model, config, _ = load_graph_model("graph_anomaly")
     features, senders, receivers, labels = _graph_arrays(load_node_graph(config))

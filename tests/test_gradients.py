@@ -397,7 +397,7 @@ def test_default_cap_of_a_constant_step_solve(smooth):
     checkpoints every step: the same gradient as under a wider cap with diffrax's own
     checkpoint count (40 steps: cheaper to compile than 4096, the same recursive
     checkpointing). Adaptive steps and fixed-point stops keep the 4096 cap."""
-    from et_ode.solvers._options import default_cap
+    from et_ode.solvers._defaults import default_cap
 
     model, x0, w = smooth
     sol = solvers.solve(model, x0, t1=1.2)

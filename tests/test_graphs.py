@@ -153,7 +153,7 @@ def test_laplacian_positions_and_padded_batches():
 
 
 def test_stratified_batches_keep_the_label_mix():
-    from et_ode.tasks.graphs._train import stratified_batches
+    from et_ode.tasks.graphs._fit import stratified_batches
 
     labels = np.repeat(np.arange(3), [40, 20, 10])
     train = np.arange(0, 70, 2)  # 20, 10 and 5 graphs of the three classes
@@ -304,7 +304,7 @@ def test_anomaly_loss_weights_anomalies_by_normal_over_anomalous():
     (normal / anomalous training nodes), under which both classes weigh the same in
     total, and the loss is the weighted mean of the per-node cross-entropies over the
     training nodes only."""
-    from et_ode.tasks.graphs import _train as graph_train
+    from et_ode.tasks.graphs import _fit as graph_train
 
     config = tasks.GraphTrainConfig.from_dict(TINY)
     graph = tasks.load_node_graph(config)
@@ -425,7 +425,7 @@ def test_classification_cross_validation_end_to_end(tmp_path):
     test accuracy is that of the model its own validation split chose (the latest best
     of the logged validation accuracies), the mean and std over folds in the table, and
     the chosen model independent of the test fold."""
-    from et_ode.tasks.graphs._train import train_classifier
+    from et_ode.tasks.graphs._fit import train_classifier
 
     raw = _classification_config(_write_tu_rings_and_paths(tmp_path / "RINGS"))
     config_path, out = tmp_path / "tu.toml", tmp_path / "bench"
@@ -477,7 +477,7 @@ def test_classification_cross_validation_end_to_end(tmp_path):
 def test_fit_and_select_keeps_the_latest_best_on_ties():
     """Selection by the validation metric alone, every `eval_every` steps and at the
     last step; of equal values the later model (trained longer) is kept."""
-    from et_ode.tasks.graphs._train import _optimizer, fit_and_select
+    from et_ode.tasks.graphs._fit import _optimizer, fit_and_select
 
     config = tasks.GraphTrainConfig.from_dict(
         {**TINY, "training": {"steps": 7, "warmup_steps": 1, "eval_every": 2}}

@@ -1,4 +1,4 @@
-"""`analysis._krylov_schur`, the matrix-free eigen-solver of continuation and deflation,
+"""`analysis.landscape._krylov_schur`, the matrix-free eigen-solver of continuation and deflation,
 against numpy's dense `eig` (LAPACK) on matrices whose leading eigenvalues are hard for a
 Krylov method: complex pairs, a repeated leading eigenvalue (one Krylov space holds one
 copy), an invariant subspace met early, a tiny state."""
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from et_ode.analysis import _krylov_schur as krylov_schur
+from et_ode.analysis.landscape import _krylov_schur as krylov_schur
 
 N = 60
 

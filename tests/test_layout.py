@@ -1,7 +1,9 @@
 """The architecture, enforced: layers import only downwards, no import cycles, no reaching
 into another package's private (underscore) modules, the rooms of `et_ode.tasks` apart,
-and imports inside functions only for heavy optional dependencies. Parses the source; imports
-nothing of the project."""
+the rooms of `et_ode.analysis` in order (the generic one free of the model, matplotlib in
+the figures one only), modules and folders of a readable size, and imports inside
+functions only for heavy optional dependencies. Parses the source; imports nothing of the
+project (but for the tests at the end, which do, in fresh interpreters or in-process)."""
 
 import ast
 from pathlib import Path
@@ -42,6 +44,34 @@ LAYERS = [
 # (its `__init__`, which exports every public name) imports from the rooms' private
 # modules.
 ROOMS = {"et_ode.tasks.images": "et_ode.tasks", "et_ode.tasks.graphs": "et_ode.tasks"}
+
+# The ordered rooms of a package, lowest first, by their home package. A room imports a
+# lower room through that room's package only (`from ..landscape import basins`), never a
+# module inside it, and never a higher room; it imports the home's shared modules (private
+# ones included); the home's shared modules import no room; the home's `__init__` (lazy,
+# PEP 562) names the rooms' packages.
+ORDERED_ROOMS = {
+    "et_ode.analysis": (
+        "et_ode.analysis.landscape",  # generic tools for any field or energy system
+        "et_ode.analysis.energy",  # studies of an energy system
+        "et_ode.analysis.tasks",  # studies of the image and graph tasks
+        "et_ode.analysis.figures",  # every plot
+    )
+}
+# The generic room imports, of the project, only these (and its home's shared modules
+# and itself): no name of the Energy Transformer, its tasks or applications; and none of
+# these third-party packages, at the top or inside a function.
+GENERIC_ROOM = "et_ode.analysis.landscape"
+GENERIC_IMPORTS = ("et_ode.solvers", "et_ode.vocab", "et_ode.records")
+GENERIC_FORBIDDEN = ("optax", "tqdm", "matplotlib")
+# Within `et_ode.analysis`, only the figures room imports matplotlib (other layers, the
+# applications, the paper's figures and the benchmarks, may).
+FIGURES_ROOM = "et_ode.analysis.figures"
+
+# Sizes, in these source folders (each folder, at any depth, counted on its own).
+SIZE_FOLDERS = ("et_ode", "solvers", "analysis")
+MAX_LINES = 600  # per module
+MAX_MODULES = 20  # `.py` files per folder, `__init__.py` included
 
 # Imports allowed inside functions, each with its reason.
 DEFERRED_OK = {
@@ -181,13 +211,32 @@ def _room(module: str):
     return None
 
 
+def _ordered_room(module: str):
+    """`(home, rank, room)` of the ordered room that `module` is in, `None` if none."""
+    for home, rooms in ORDERED_ROOMS.items():
+        for rank, room in enumerate(rooms):
+            if module == room or module.startswith(room + "."):
+                return home, rank, room
+    return None
+
+
+def _shared_module(module: str) -> bool:
+    """Whether `module` is a shared module of a home of ordered rooms (in the home, in
+    no room, not the home itself)."""
+    return module.rpartition(".")[0] in ORDERED_ROOMS and _ordered_room(module) is None
+
+
 def _private_allowed(package: str, parent: str) -> bool:
     """Whether modules of `package` may import the private modules of `parent`: their
     own, and across a room and its home (a room uses the home's shared modules; the
-    home package exports the rooms' names)."""
+    home package of the rooms of `et_ode.tasks` exports the rooms' names; the home of
+    the ordered rooms imports only the rooms' packages)."""
     if parent == package:
         return True
     if _room(package) == package and ROOMS[package] == parent:
+        return True
+    ordered = _ordered_room(package)
+    if ordered is not None and ordered[0] == parent:
         return True
     return _room(parent) == parent and ROOMS[parent] == package
 
@@ -226,6 +275,97 @@ def room_problems(imports) -> list[str]:
                     f"imports the room {theirs} ({target})"
                 )
     return problems
+
+
+def ordered_room_problems(imports) -> list[str]:
+    """A room importing a higher room, or a module inside a lower room (not its package);
+    a shared module of a home importing a room."""
+    problems = []
+    for module, found in imports.items():
+        own = _ordered_room(module)
+        for target, line, _ in found:
+            theirs = _ordered_room(target)
+            if theirs is None or (own is not None and theirs[2] == own[2]):
+                continue
+            home, rank, room = theirs
+            if own is None:
+                if _shared_module(module) and module.rpartition(".")[0] == home:
+                    problems.append(
+                        f"{module}:{line}: a shared module of {home} imports the room "
+                        f"{room} ({target})"
+                    )
+            elif own[0] != home:
+                continue  # rooms of another home: the layers decide
+            elif rank > own[1]:
+                problems.append(
+                    f"{module}:{line}: the room {own[2]} imports the higher room {room} ({target})"
+                )
+            elif target != room:
+                problems.append(
+                    f"{module}:{line}: the room {own[2]} imports {target}, a module inside "
+                    f"the room {room}: import it from {room} (no underscore import between "
+                    f"rooms)"
+                )
+    return problems
+
+
+def generic_room_problems(imports) -> list[str]:
+    """A module of the generic room importing a project module beyond the model-free
+    ones (the solvers, the vocabulary, the records, its home's shared modules, itself),
+    or a forbidden third-party package."""
+    home = _ordered_room(GENERIC_ROOM)[0]
+    allowed = (*GENERIC_IMPORTS, GENERIC_ROOM)
+    problems = []
+    for module, found in imports.items():
+        if not (module == GENERIC_ROOM or module.startswith(GENERIC_ROOM + ".")):
+            continue
+        for target, line, _ in found:
+            if target.split(".")[0] in GENERIC_FORBIDDEN:
+                problems.append(
+                    f"{module}:{line}: the generic room imports {target} "
+                    f"(none of {', '.join(GENERIC_FORBIDDEN)})"
+                )
+            elif _project(target) and not (
+                any(target == a or target.startswith(a + ".") for a in allowed)
+                or (_shared_module(target) and target.rpartition(".")[0] == home)
+            ):
+                problems.append(
+                    f"{module}:{line}: the generic room imports {target} "
+                    f"(only {', '.join(GENERIC_IMPORTS)} and {home}'s shared modules)"
+                )
+    return problems
+
+
+def matplotlib_problems(imports) -> list[str]:
+    """A module of the figures room's home, outside that room, importing matplotlib (at
+    the top or inside a function)."""
+    home = _ordered_room(FIGURES_ROOM)[0]
+    return [
+        f"{module}:{line} imports {target}: only {FIGURES_ROOM} draws"
+        for module, found in imports.items()
+        if (module == home or module.startswith(home + "."))
+        and not (module == FIGURES_ROOM or module.startswith(FIGURES_ROOM + "."))
+        for target, line, _ in found
+        if target.split(".")[0] == "matplotlib"
+    ]
+
+
+# The size checks take `{path: line count}` and `{folder: module count}` (paths relative
+# to the repository, `/`-separated).
+def size_problems(lines) -> list[str]:
+    return [
+        f"{path} has {count} lines (at most {MAX_LINES})"
+        for path, count in sorted(lines.items())
+        if count > MAX_LINES
+    ]
+
+
+def folder_problems(modules) -> list[str]:
+    return [
+        f"{folder}/ has {count} modules (at most {MAX_MODULES})"
+        for folder, count in sorted(modules.items())
+        if count > MAX_MODULES
+    ]
 
 
 def cycle_problems(imports) -> list[str]:
@@ -271,6 +411,14 @@ EXEMPT = {
 }
 
 
+SIZED = [path for folder in SIZE_FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))]
+LINES = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines()) for path in SIZED}
+FOLDER_MODULES = {
+    folder: sum(1 for p in SIZED if p.parent.relative_to(ROOT).as_posix() == folder)
+    for folder in {path.parent.relative_to(ROOT).as_posix() for path in SIZED}
+}
+
+
 def test_every_module_has_a_layer():
     assert MODULES and not unlayered_modules(ALL_IMPORTS), unlayered_modules(ALL_IMPORTS)
 
@@ -288,6 +436,28 @@ def test_no_private_module_of_another_package():
 def test_rooms_import_neither_each_other_nor_from_the_shared_modules():
     assert all(room in MODULES for room in ROOMS)
     problems = room_problems(ALL_IMPORTS)
+    assert not problems, "\n".join(problems)
+
+
+def test_ordered_rooms_import_only_lower_rooms_through_their_packages():
+    assert all(room in MODULES for rooms in ORDERED_ROOMS.values() for room in rooms)
+    problems = ordered_room_problems(ALL_IMPORTS)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_generic_room_imports_no_energy_transformer_name():
+    problems = generic_room_problems(ALL_IMPORTS)
+    assert not problems, "\n".join(problems)
+
+
+def test_only_the_figures_room_imports_matplotlib():
+    problems = matplotlib_problems(ALL_IMPORTS)
+    assert not problems, "\n".join(problems)
+
+
+def test_no_module_over_600_lines_nor_folder_over_20_modules():
+    assert LINES and FOLDER_MODULES
+    problems = size_problems(LINES) + folder_problems(FOLDER_MODULES)
     assert not problems, "\n".join(problems)
 
 
@@ -309,7 +479,7 @@ def test_the_checks_catch_planted_imports():
     planted = {
         "et_ode.solvers._planted": (
             "import et_ode\n"  # the lazy root: every layer
-            "from et_ode.analysis import _stability\n"  # higher layer, private
+            "from et_ode.analysis.energy import _stability\n"  # higher layer, private
             "from et_ode.core import EnergyTransformer\n"  # model code in solvers
             "def f():\n    import optax\n"
         ),  # light import deferred
@@ -324,6 +494,26 @@ def test_the_checks_catch_planted_imports():
         "et_ode.tasks._planted_shared": "from et_ode.tasks import graphs\n",  # a room
         "et_ode.core._planted_private": "from et_ode.tasks import _checkpoint\n",
         "et_ode.plugins": "import jax\n",  # no layer
+        "et_ode.analysis.landscape._planted": (
+            "from et_ode.core import EnergyTransformer\n"  # an ET name in the generic room
+            "import optax\n"  # training code in the generic room
+            "from ..energy import stability\n"  # a higher room
+            "from .. import _common\n"  # the home's shared module: fine
+            "from et_ode.solvers import solve\n"  # fine
+            "def draw():\n    import matplotlib.pyplot\n"
+        ),  # matplotlib outside the figures room, deferred
+        "et_ode.analysis.energy._planted": (
+            "from ..landscape import basins\n"  # a lower room's package: fine
+            "from ..landscape import _basins\n"  # a module inside a lower room
+            "from et_ode.analysis._geometry import require\n"  # a shared module: fine
+            "import matplotlib\n"  # matplotlib outside the figures room
+            "from ..figures import plot_stability\n"
+        ),  # a higher room
+        "et_ode.analysis._planted_shared": "from .energy import stability\n",  # a room
+        "et_ode.analysis.figures._planted": (
+            "import matplotlib.pyplot as plt\n"  # fine: the figures room draws
+            "from ..tasks import overshoot\n"
+        ),  # a lower room: fine
     }
     imports = dict(ALL_IMPORTS)
     known = set(MODULES) | set(planted)
@@ -338,14 +528,17 @@ def test_the_checks_catch_planted_imports():
     layers = layer_problems(imports)
     assert "et_ode.solvers._planted:1 imports et_ode from a higher layer" in layers
     assert (
-        "et_ode.solvers._planted:2 imports et_ode.analysis._stability from a higher layer" in layers
+        "et_ode.solvers._planted:2 imports et_ode.analysis.energy._stability from a higher layer"
+        in layers
     )
     assert any("solvers must import no model code (et_ode.core" in p for p in layers)
     assert any(p.startswith("et_ode.core._planted:1: the model does not depend") for p in layers)
     assert private_problems(imports, packages) == [
-        "et_ode.solvers._planted:2 imports the private module et_ode.analysis._stability",
+        "et_ode.solvers._planted:2 imports the private module et_ode.analysis.energy._stability",
         "et_ode.tasks.graphs._planted:1 imports the private module et_ode.tasks.images._config",
         "et_ode.core._planted_private:1 imports the private module et_ode.tasks._checkpoint",
+        "et_ode.analysis.energy._planted:2 imports the private module "
+        "et_ode.analysis.landscape._basins",
     ]
     assert room_problems(imports) == [
         "et_ode.tasks.graphs._planted:1: the room et_ode.tasks.graphs imports the room "
@@ -362,15 +555,79 @@ def test_the_checks_catch_planted_imports():
     assert deferred_problems(imports, EXEMPT) == [
         "et_ode.solvers._planted:5 imports optax inside a function"
     ]
+    assert ordered_room_problems(imports) == [
+        "et_ode.analysis.landscape._planted:3: the room et_ode.analysis.landscape imports "
+        "the higher room et_ode.analysis.energy (et_ode.analysis.energy)",
+        "et_ode.analysis.energy._planted:2: the room et_ode.analysis.energy imports "
+        "et_ode.analysis.landscape._basins, a module inside the room "
+        "et_ode.analysis.landscape: import it from et_ode.analysis.landscape (no underscore "
+        "import between rooms)",
+        "et_ode.analysis.energy._planted:5: the room et_ode.analysis.energy imports the "
+        "higher room et_ode.analysis.figures (et_ode.analysis.figures)",
+        "et_ode.analysis._planted_shared:1: a shared module of et_ode.analysis imports the "
+        "room et_ode.analysis.energy (et_ode.analysis.energy)",
+    ]
+    only = "only et_ode.solvers, et_ode.vocab, et_ode.records and et_ode.analysis's shared modules"
+    assert generic_room_problems(imports) == [
+        f"et_ode.analysis.landscape._planted:1: the generic room imports et_ode.core ({only})",
+        "et_ode.analysis.landscape._planted:2: the generic room imports optax "
+        "(none of optax, tqdm, matplotlib)",
+        "et_ode.analysis.landscape._planted:3: the generic room imports "
+        f"et_ode.analysis.energy ({only})",
+        "et_ode.analysis.landscape._planted:7: the generic room imports matplotlib.pyplot "
+        "(none of optax, tqdm, matplotlib)",
+    ]
+    assert matplotlib_problems(imports) == [
+        "et_ode.analysis.landscape._planted:7 imports matplotlib.pyplot: only "
+        "et_ode.analysis.figures draws",
+        "et_ode.analysis.energy._planted:4 imports matplotlib: only et_ode.analysis.figures draws",
+    ]
+
+
+def test_the_size_checks_catch_planted_sizes():
+    """A module of 601 lines and a folder of 21 modules, planted beside the project's, are
+    reported; one of 600 lines and one of 20 modules are not."""
+    lines = dict(LINES, **{"analysis/landscape/_planted.py": 601, "solvers/_planted.py": 600})
+    modules = dict(FOLDER_MODULES, **{"analysis/planted": 21, "et_ode/planted": 20})
+    project = set(size_problems(LINES) + folder_problems(FOLDER_MODULES))
+    assert [p for p in size_problems(lines) + folder_problems(modules) if p not in project] == [
+        "analysis/landscape/_planted.py has 601 lines (at most 600)",
+        "analysis/planted/ has 21 modules (at most 20)",
+    ]
+
+
+def _loaded_in_a_fresh_interpreter(code: str) -> list[str]:
+    """The project's modules and the heavy packages' that `code`, run in a fresh
+    interpreter, leaves in `sys.modules`."""
+    import subprocess
+    import sys
+
+    heavy = "{'optax', 'tqdm', 'tensorflow_datasets', 'matplotlib'}"
+    code += (
+        f"\nimport sys; print(','.join(m for m in sys.modules "
+        f"if m.split('.')[0] in {heavy} or m.startswith('et_ode.')))"
+    )
+    return (
+        subprocess.run(
+            [sys.executable, "-c", code],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=ROOT / "tests",
+        )
+        .stdout.strip()
+        .split(",")
+    )
+
+
+def _among(loaded, forbidden) -> list[str]:
+    return sorted({m for m in loaded for f in forbidden if m == f or m.startswith(f + ".")})
 
 
 @pytest.mark.parametrize("module", ["et_ode.solvers", "et_ode.core"])
 def test_light_imports_load_no_training_or_data_code(module):
     """In a fresh interpreter: `import et_ode.solvers` loads no model, task, training or
     data code (optax, tqdm, tfds); `import et_ode.core` no solvers or tasks."""
-    import subprocess
-    import sys
-
     forbidden = {
         "et_ode.solvers": [
             "et_ode.core",
@@ -383,25 +640,31 @@ def test_light_imports_load_no_training_or_data_code(module):
         ],
         "et_ode.core": ["et_ode.solvers", "et_ode.tasks", "et_ode.analysis", "optax", "tqdm"],
     }[module]
-    heavy = "{'optax', 'tqdm', 'tensorflow_datasets', 'matplotlib'}"
+    bad = _among(_loaded_in_a_fresh_interpreter(f"import {module}"), forbidden)
+    assert not bad, f"import {module} loaded {bad}"
+
+
+def test_the_generic_room_follows_a_plain_field_without_the_model():
+    """In a fresh interpreter: `import et_ode.analysis.landscape` and a continuation of
+    `dx/dt = p + x^2` (its fold at p = 0) load no model, task, training or plotting code."""
     code = (
-        f"import sys, {module}; "
-        f"print(','.join(m for m in sys.modules "
-        f"if m.split('.')[0] in {heavy} or m.startswith('et_ode.')))"
+        "from et_ode.analysis.landscape import continuation\n"
+        "import jax.numpy as jnp\n"
+        "branch = continuation(lambda x, p, a: p + x**2, jnp.array([-1.0]), -1.0, "
+        "p_span=(-1.0, 0.5), ds=0.1)\n"
+        "assert [b['kind'] for b in branch['bifurcations']] == ['fold'], branch['bifurcations']"
     )
-    loaded = (
-        subprocess.run(
-            [sys.executable, "-c", code],
-            check=True,
-            capture_output=True,
-            text=True,
-            cwd=ROOT / "tests",
-        )
-        .stdout.strip()
-        .split(",")
-    )
-    bad = [m for m in loaded for f in forbidden if m == f or m.startswith(f + ".")]
-    assert not bad, f"import {module} loaded {sorted(set(bad))}"
+    forbidden = ["et_ode.core", "et_ode.tasks", "optax", "tqdm", "matplotlib"]
+    bad = _among(_loaded_in_a_fresh_interpreter(code), forbidden)
+    assert not bad, f"the generic room loaded {bad}"
+
+
+def test_the_bare_analysis_package_loads_no_room():
+    """In a fresh interpreter: `import et_ode.analysis` (lazy, PEP 562) loads its shared
+    modules only: no room, no training or plotting code."""
+    forbidden = [*ORDERED_ROOMS["et_ode.analysis"], "matplotlib", "optax", "tqdm"]
+    bad = _among(_loaded_in_a_fresh_interpreter("import et_ode.analysis"), forbidden)
+    assert not bad, f"import et_ode.analysis loaded {bad}"
 
 
 # ------------------------------------------ typed vocabularies, checked at run time

@@ -173,7 +173,7 @@ def test_projected_reaches_and_holds_a_stable_fixed_point(model, projected):
 
 def test_findings_plot_and_json(both, projected, tmp_path):
     result = dict(projected, flows=dict(native=both["flows"]["native"], **projected["flows"]))
-    result["energy_reference"] = analysis._long_horizon.energy_reference(result["flows"])
+    result["energy_reference"] = analysis.energy._long_horizon.energy_reference(result["flows"])
     result["findings"] = analysis.long_horizon_findings(result)
     text = " ".join(result["findings"])
     assert "native flow (tsit5) ran to t = 100" in text
@@ -297,7 +297,7 @@ def test_flat_energy_system_decays_at_the_smallest_hessian_eigenvalue(hopfield, 
     _check_caption(fig, result)
     assert "no token scales" in " ".join(t.get_text() for t in fig.axes[2].texts)
     assert "no error recorded" in " ".join(t.get_text() for t in fig.axes[3].texts)
-    assert analysis._plotting.layout_problems(fig) == []
+    assert analysis.figures._plotting.layout_problems(fig) == []
 
 
 def test_a_model_without_a_needed_method_is_refused_before_solving(no_runtime_types):

@@ -634,12 +634,12 @@ def test_a_graph_nan_loss_is_one_line(tmp_path, capsys):
 
 
 def test_out_of_memory_is_one_line(monkeypatch, config_file, tmp_path, capsys):
-    import et_ode.cli._main as cli_main
+    import et_ode.cli._commands as cli_commands
 
     def exhausted(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(cli_main, "train", exhausted)
+    monkeypatch.setattr(cli_commands, "train", exhausted)
     assert main(["train", "--config", str(config_file), "--out", str(tmp_path / "r")]) == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines == [

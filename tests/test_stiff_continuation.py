@@ -19,9 +19,9 @@ from test_continuation import _bratu_fold_reference, bratu
 
 from conftest import run_page_example
 from et_ode import analysis
-from et_ode.analysis import _branch_kernels as kernels
-from et_ode.analysis import _continuation as continuation_module
-from et_ode.analysis import _krylov_schur as krylov_schur
+from et_ode.analysis.landscape import _branch as branch_module
+from et_ode.analysis.landscape import _branch_kernels as kernels
+from et_ode.analysis.landscape import _krylov_schur as krylov_schur
 
 PAGE = pathlib.Path(__file__).parents[1] / "docs" / "how-to" / "landscape.md"
 N = 199  # interior grid points: h = 1/200
@@ -400,7 +400,7 @@ def test_a_switch_whose_branch_point_defeats_the_eigen_solver_starts_beside_it(m
         )
     point = trivial["bifurcations"][0]
     assert abs(point["p"] - 0.5) < 1e-8
-    leading_eigen, calls = continuation_module.leading_eigen, []
+    leading_eigen, calls = branch_module.leading_eigen, []
 
     def fails_first(*args, **kwargs):
         calls.append(1)
@@ -408,7 +408,7 @@ def test_a_switch_whose_branch_point_defeats_the_eigen_solver_starts_beside_it(m
             raise krylov_schur.EigenNotConvergedError("singular")
         return leading_eigen(*args, **kwargs)
 
-    monkeypatch.setattr(continuation_module, "leading_eigen", fails_first)
+    monkeypatch.setattr(branch_module, "leading_eigen", fails_first)
     other = analysis.switch_branch(
         rates,
         point,

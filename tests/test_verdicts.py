@@ -368,7 +368,7 @@ BASE = dict(
     ],
 )
 def test_verdict_rules(changes, code, words):
-    from et_ode.analysis._verdict import verdict
+    from et_ode.analysis.landscape._verdict import verdict
 
     result = verdict(**dict(BASE, **changes))
     assert result["code"] == code and words in result["sentence"], result["sentence"]

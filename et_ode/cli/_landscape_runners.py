@@ -128,10 +128,12 @@ def _continuation(model, images, masks, s):
         max_points=8 if s.quick else 100,
         tol=_newton_tol(dtype),
     )
-    branches = [continuation(core, x_star, p0, direction=d, **options) for d in (1, -1)]
-    for branch in branches:  # how far the fixed point moves (the states are not kept)
-        moved = np.asarray(branch["x"]) - np.asarray(x_star)[None]
-        branch["distance"] = np.sqrt(np.mean(moved.reshape(len(moved), -1) ** 2, axis=1))
+    branches = []
+    for d in (1, -1):  # how far the fixed point moves (the states are not kept)
+        branch = continuation(core, x_star, p0, direction=d, **options)
+        moved = np.asarray(branch.x) - np.asarray(x_star)[None]
+        distance = np.sqrt(np.mean(moved.reshape(len(moved), -1) ** 2, axis=1))
+        branches.append(dict(branch, distance=distance))
     p_reached = [float(np.max(branches[0]["p"])), float(np.min(branches[1]["p"]))]
     result = dict(
         branches=[_without_states(b) for b in branches],

@@ -30,6 +30,7 @@ from .graphs._config import (
     load_graph_config,
 )
 from .graphs._containers import GraphSet, NodeGraph, canonical_edges
+from .graphs._fit import load_graph_set, load_node_graph, standardise
 from .graphs._generate import anomaly_benchmark, csl_graphs
 from .graphs._metrics import accuracy, best_threshold, macro_f1, roc_auc
 from .graphs._models import (
@@ -49,11 +50,8 @@ from .graphs._splits import cross_validation_folds, stratified_splits
 from .graphs._train import (
     evaluate_graph_model,
     load_graph_model,
-    load_graph_set,
-    load_node_graph,
     run_graph_benchmark,
     run_split,
-    standardise,
     table_markdown,
 )
 from .images._authors import (
@@ -65,13 +63,10 @@ from .images._data import (
     SCENES,
     TEST_SCENES,
     TRAIN_SCENES,
-    ChannelNormalisation,
-    check_images,
     default_scale,
     folder_images,
     photo_crops,
     scene_crops,
-    tfds_images,
 )
 from .images._evaluate import (
     EVAL_KEY,
@@ -83,8 +78,10 @@ from .images._evaluate import (
     mean_fill,
 )
 from .images._model import MaskedImageET, load_model_and_config, masked_mse, sincos_positions
+from .images._normalisation import ChannelNormalisation, check_images
 from .images._patches import Masking, patchify, random_masking, unpatchify
 from .images._spec import ImageModelConfig
+from .images._tfds import tfds_images
 from .images._train import (
     export_model,
     held_out_indices,

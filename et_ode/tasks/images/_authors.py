@@ -46,7 +46,7 @@ import numpy as np
 
 from .._dynamics import Dynamics
 from ._config import DataConfig, TrainConfig, TrainingConfig
-from ._data import ChannelNormalisation
+from ._normalisation import ChannelNormalisation
 from ._spec import ImageModelConfig
 
 REPOSITORY = "bhoov/energy-transformer-jax"

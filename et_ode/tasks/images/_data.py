@@ -1,4 +1,6 @@
-"""Image data for masked image completion: embedded photographs and TensorFlow Datasets.
+"""Image data for masked image completion: the embedded photographs, and folders of photos.
+TensorFlow Datasets are read by `._tfds`; the per-channel normalisation and the checks of
+an image batch are in `._normalisation`.
 
 Embedded default (offline, real photographs)
 --------------------------------------------
@@ -39,43 +41,32 @@ image's crops depend only on the seed and the image's name, so the crops of
 `photo_crops("all")` are those of "train" and "test" together. Nothing is cached on disk
 (decoded and downscaled images are kept in memory).
 
-TensorFlow Datasets (optional extra `tfds`)
--------------------------------------------
-`tfds_images` reads any prepared TFDS image dataset (CIFAR-10 by default in the command line)
-through `tfds.data_source`, which reads ArrayRecord (or Parquet) files without TensorFlow.
-It never downloads: a dataset that is not prepared in `data_dir` fails at once with a message
-that says how to prepare it, instead of the ~200 s of network retries that an offline
-`tfds.load` takes. Datasets prepared in the default TFRecord format need TensorFlow to read,
-so they have to be prepared (or converted) with `file_format="array_record"`.
+Photo folders
+-------------
+`folder_images` reads the photos of a folder (`.jpg`, `.jpeg`, `.png`), centre cropped and
+resized as in the usual ImageNet evaluation.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import math
 import os
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
 
 __all__ = [
-    "IMAGENET_MEAN",
-    "IMAGENET_STD",
     "SCENES",
     "TEST_SCENES",
     "TRAIN_SCENES",
-    "ChannelNormalisation",
-    "check_images",
     "default_scale",
     "folder_images",
     "load_scene_images",
     "photo_crops",
     "scene_crops",
     "split_scenes",
-    "tfds_images",
 ]
 
 Split = Literal["train", "test", "all"]
@@ -282,197 +273,6 @@ def photo_crops(
     )
 
 
-# ------------------------------------------------------------------- normalisation
-
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-"""ImageNet's per-channel RGB mean and standard deviation, for pixels in [0, 1] (the
-authors' code uses them times 255 on pixels 0..255: the same map)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ChannelNormalisation:
-    """Per-channel affine normalisation `(x - mean) / std` over the last axis.
-
-    Fit it on the training images, store it with the model (`to_dict` / `from_dict`), apply
-    it to inputs and invert it on outputs. Works on NumPy and JAX arrays of floats.
-    """
-
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-
-    def __post_init__(self):
-        mean = tuple(float(m) for m in np.ravel(np.asarray(self.mean, dtype=np.float64)))
-        std = tuple(float(s) for s in np.ravel(np.asarray(self.std, dtype=np.float64)))
-        if not mean or len(mean) != len(std):
-            raise ValueError(
-                f"mean and std must have one value per channel and the same length "
-                f"(got {len(mean)} and {len(std)})."
-            )
-        if not all(math.isfinite(v) for v in mean + std):
-            raise ValueError(f"mean and std must be finite (got mean={mean}, std={std}).")
-        if not all(s > 0 for s in std):
-            raise ValueError(f"std must be positive in every channel (got {std}).")
-        object.__setattr__(self, "mean", mean)
-        object.__setattr__(self, "std", std)
-
-    @classmethod
-    def fit(cls, images, *, min_std: float = 1e-3) -> ChannelNormalisation:
-        """Mean and standard deviation of each channel over all images and pixels of a
-        `[B, H, W, C]` batch; a channel's std is floored at `min_std`."""
-        images = np.asarray(images)
-        check_images(images, channels=None)
-        x = images.astype(np.float64).reshape(-1, images.shape[-1])
-        return cls(tuple(x.mean(axis=0)), tuple(np.maximum(x.std(axis=0), min_std)))
-
-    @classmethod
-    def imagenet(cls) -> ChannelNormalisation:
-        """The fixed ImageNet normalisation (`IMAGENET_MEAN`, `IMAGENET_STD`) that the
-        authors' released model expects."""
-        return cls(IMAGENET_MEAN, IMAGENET_STD)
-
-    @property
-    def channels(self) -> int:
-        return len(self.mean)
-
-    def _params(self, images):
-        shape = getattr(images, "shape", None)
-        dtype = getattr(images, "dtype", None)
-        if shape is None or len(shape) == 0 or shape[-1] != self.channels:
-            raise ValueError(
-                f"expected images with {self.channels} channels on the last axis, got shape "
-                f"{None if shape is None else tuple(shape)}."
-            )
-        if not np.issubdtype(np.dtype(dtype), np.floating):
-            raise ValueError(
-                f"expected floating-point images, got dtype {dtype}; convert uint8 images "
-                "to float in [0, 1] first (images / 255)."
-            )
-        return np.asarray(self.mean, dtype), np.asarray(self.std, dtype)
-
-    def apply(self, images):
-        """`(images - mean) / std`, channel by channel (last axis); keeps the dtype."""
-        mean, std = self._params(images)
-        return (images - mean) / std
-
-    def invert(self, images):
-        """`images * std + mean`: undoes `apply`."""
-        mean, std = self._params(images)
-        return images * std + mean
-
-    def to_dict(self) -> dict[str, list[float]]:
-        """Plain-JSON form for checkpoints."""
-        return {"mean": list(self.mean), "std": list(self.std)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ChannelNormalisation:
-        """Inverse of `to_dict`; raises `ValueError` on missing, extra or bad fields."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"expected a mapping with 'mean' and 'std', got {type(data)}.")
-        keys = set(data)
-        if keys != {"mean", "std"}:
-            raise ValueError(
-                f"normalisation must have exactly the fields 'mean' and 'std' (got {sorted(keys)})."
-            )
-        try:
-            return cls(tuple(data["mean"]), tuple(data["std"]))
-        except TypeError as exc:
-            raise ValueError(f"bad normalisation {dict(data)!r}: {exc}") from exc
-
-
-# ------------------------------------------------------------------- validation
-
-
-def check_images(
-    images, *, size: int | None = None, channels: int | None = 3, unit_range: bool = False
-):
-    """Raise `ValueError` naming the problem and the fix unless `images` is a batch
-    `[B, H, W, C]` of square images with `channels` channels (`None`: any), of side `size`
-    (when given), with finite values and, for integer dtypes, values in 0..255.
-    Returns `images` unchanged. Float images are range-checked only with `unit_range`
-    (values in [0, 1]); otherwise they may be normalised. Under `jax.jit` only the shape
-    and dtype are checked."""
-    shape = getattr(images, "shape", None)
-    dtype = getattr(images, "dtype", None)
-    if shape is None or dtype is None:
-        try:
-            array = np.asarray(images)
-        except Exception as exc:  # noqa: BLE001
-            raise ValueError(f"images must be an array, got {type(images).__name__}.") from exc
-        shape, dtype = array.shape, array.dtype
-    shape = tuple(int(d) for d in shape)
-    dtype = np.dtype(dtype)
-    want = "[B, H, W, C]" if channels is None else f"[B, H, W, {channels}]"
-
-    if len(shape) != 4:
-        hint = ""
-        if len(shape) == 3:
-            hint = " For a single image add a batch axis: images[None]."
-        elif len(shape) == 2:
-            hint = " For one grayscale image use np.repeat(image[None, :, :, None], 3, -1)."
-        raise ValueError(
-            f"images must be a 4-D batch {want} (batch, height, width, channels); got shape "
-            f"{shape}.{hint}"
-        )
-    b, h, w, c = shape
-    if b == 0:
-        raise ValueError(f"images is an empty batch (shape {shape}); pass at least one image.")
-    if channels is not None and c != channels:
-        if shape[1] == channels:
-            hint = " This looks channels-first [B, C, H, W]: use images.transpose(0, 2, 3, 1)."
-        elif c == 1 and channels == 3:
-            hint = " For grayscale repeat the channel: np.repeat(images, 3, axis=-1)."
-        elif c == 4 and channels == 3:
-            hint = " For RGBA drop the alpha channel: images[..., :3]."
-        else:
-            hint = ""
-        raise ValueError(
-            f"images must have {channels} channels on the last axis, got {c} (shape {shape}).{hint}"
-        )
-    if h != w:
-        raise ValueError(
-            f"images must be square, got {h} x {w} (shape {shape}); center-crop them to a "
-            "square first."
-        )
-    if size is not None and h != size:
-        raise ValueError(
-            f"images must be {size} x {size}, got {h} x {w}; resize them (e.g. "
-            "skimage.transform.resize with anti_aliasing=True) or crop them to "
-            f"{size} x {size}, or build the model for {h} x {w} images."
-        )
-    if not (np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer)):
-        raise ValueError(
-            f"images must hold real numbers (float in [0, 1] or uint8), got dtype {dtype}."
-        )
-
-    try:
-        values = np.asarray(images)
-    except Exception:  # noqa: BLE001  (a JAX tracer: values unknown at trace time)
-        return images
-    if np.issubdtype(dtype, np.floating):
-        bad = ~np.isfinite(values)
-        if bad.any():
-            n_bad = int(bad.any(axis=(1, 2, 3)).sum())
-            first = int(np.flatnonzero(bad.any(axis=(1, 2, 3)))[0])
-            raise ValueError(
-                f"images contain NaN or infinite pixels ({int(bad.sum())} values in {n_bad} "
-                f"image(s), the first at batch index {first}); remove or repair those images."
-            )
-        if unit_range and values.size and (values.min() < 0 or values.max() > 1):
-            raise ValueError(
-                f"images must be floats in [0, 1], got values in {float(values.min()):g}.."
-                f"{float(values.max()):g}; divide 0..255 pixels by 255 (or pass uint8 "
-                "arrays), undo any normalisation, and clip resampling overshoot to [0, 1]."
-            )
-    elif values.size and (values.min() < 0 or values.max() > 255):
-        raise ValueError(
-            f"integer images must have values in 0..255, got {int(values.min())}.."
-            f"{int(values.max())} (dtype {dtype}); rescale them to uint8, or pass floats in "
-            "[0, 1]."
-        )
-    return images
-
-
 # ------------------------------------------------------------------ photo folders
 
 PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png")
@@ -520,139 +320,3 @@ def folder_images(folder, size: int, *, limit: int | None = None):
             image = image.resize((size, size), Image.Resampling.BICUBIC)
         out[i] = np.asarray(image, np.float32) / 255.0
     return out, names
-
-
-# ------------------------------------------------------------- TensorFlow Datasets
-
-
-def _prepare_help(name: str, data_dir: str) -> str:
-    return (
-        f"To prepare it, on a machine with internet access run\n"
-        f"    pip install tensorflow tensorflow-datasets\n"
-        f'    python -c "import tensorflow_datasets as tfds; tfds.builder({name!r}, '
-        f"data_dir='DIR', file_format='array_record').download_and_prepare()\"\n"
-        f"(or: tfds build {name} --data_dir DIR --file_format array_record), copy DIR here "
-        f"if needed, and pass --data-dir DIR (data_dir=DIR in Python). It is looked for in "
-        f"{data_dir}. Reading needs only tensorflow-datasets (pip install 'et-ode[tfds]'), "
-        f"not TensorFlow, but the files must be in ArrayRecord format."
-    )
-
-
-def _import_tfds():
-    try:
-        import tensorflow_datasets as tfds
-    except ImportError as exc:
-        raise ImportError(
-            "Reading TensorFlow Datasets needs the optional extra: pip install 'et-ode[tfds]' "
-            "(tensorflow-datasets and importlib_resources; TensorFlow itself is not needed)."
-        ) from exc
-    return tfds
-
-
-def _to_square_rgb(image: np.ndarray, size: int) -> np.ndarray:
-    """One image -> float32 [size, size, 3] in [0, 1]: channels to RGB, center crop, resize."""
-    from skimage.transform import resize
-    from skimage.util import img_as_float32
-
-    image = np.asarray(image)
-    if image.ndim == 2:
-        image = image[..., None]
-    if image.ndim != 3 or image.shape[-1] not in (1, 2, 3, 4):
-        raise ValueError(f"expected an image [H, W, C] with C in 1..4, got shape {image.shape}.")
-    if image.shape[-1] in (1, 2):  # grayscale (with alpha)
-        image = np.repeat(image[..., :1], 3, axis=-1)
-    image = img_as_float32(image[..., :3])
-    h, w = image.shape[:2]
-    side = min(h, w)
-    top, left = (h - side) // 2, (w - side) // 2
-    image = image[top : top + side, left : left + side]
-    if side != size:
-        image = resize(image, (size, size), order=1, anti_aliasing=side > size)
-    return np.clip(image, 0.0, 1.0).astype(np.float32, copy=False)
-
-
-def tfds_images(
-    name: str,
-    *,
-    split: str = "train",
-    data_dir: str | os.PathLike | None = None,
-    size: int = 32,
-    limit: int | None = None,
-) -> np.ndarray:
-    """The "image" feature of a prepared TFDS dataset as `float32 [M, size, size, 3]` in [0, 1].
-
-    Reads through `tfds.data_source` (no TensorFlow) and never downloads. Images are
-    converted to RGB (grayscale repeated, alpha dropped), center-cropped to a square and
-    resized to `size` when needed. `split` is any TFDS split string ("train", "test[:10%]",
-    ...); `limit` keeps the first `limit` examples. `data_dir` defaults to `$TFDS_DATA_DIR`,
-    else `~/tensorflow_datasets`.
-
-    Raises `RuntimeError` at once, with instructions, when the dataset is not prepared in
-    `data_dir` or was prepared in a format that needs TensorFlow (TFRecord); `ValueError`
-    for an unknown dataset or split, or a dataset without an "image" feature.
-    """
-    size = _positive_int(size, "size")
-    if limit is not None:
-        limit = _positive_int(limit, "limit")
-    tfds = _import_tfds()
-    if data_dir is None:
-        data_dir = os.environ.get("TFDS_DATA_DIR") or os.path.join(
-            os.path.expanduser("~"), "tensorflow_datasets"
-        )
-    data_dir = os.fspath(data_dir)
-
-    # Local only: resolving a registered name reads code and `data_dir`, no network.
-    try:
-        builder = tfds.builder(name, data_dir=data_dir, try_gcs=False)
-    except Exception as exc:  # DatasetNotFoundError and friends
-        raise ValueError(
-            f"TensorFlow Datasets has no dataset {name!r} and none is prepared under "
-            f"{data_dir} ({type(exc).__name__}). See "
-            "https://www.tensorflow.org/datasets/catalog/overview for names."
-        ) from exc
-    # Whether the dataset is prepared is decided from the files in `data_dir` alone, before
-    # any reading. `data_source` is still asked to read (so that read-only and mocked
-    # builders work), but with `download=False` it cannot touch the network: offline, a
-    # download retries for minutes before failing. An unprepared dataset fails at once.
-    prepared = builder.is_prepared()
-    try:
-        source = tfds.data_source(name, split=split, data_dir=data_dir, download=False)
-    except Exception as exc:
-        if not prepared:
-            raise RuntimeError(
-                f"Dataset {name!r} is not prepared in {data_dir} (nothing at "
-                f"{builder.data_dir}), and et-ode does not download.\n"
-                + _prepare_help(name, data_dir)
-            ) from exc
-        if not isinstance(exc, NotImplementedError):
-            splits = sorted(getattr(builder.info, "splits", {}) or {})
-            raise ValueError(
-                f"Could not read split {split!r} of dataset {name!r} from {builder.data_dir} "
-                f"({type(exc).__name__}: {exc}). Available splits: {splits}."
-            ) from exc
-        # Prepared, but as TFRecord only: no random access without TensorFlow.
-        raise RuntimeError(
-            f"Dataset {name!r} in {builder.data_dir} was prepared in the TFRecord format, "
-            "which only TensorFlow can read. Prepare it again with "
-            "file_format='array_record' (below), or convert it where TensorFlow is "
-            f"installed: tfds convert_format --dataset_version_dir {builder.data_dir} "
-            "--out_file_format array_record.\n" + _prepare_help(name, data_dir)
-        ) from exc
-    if isinstance(source, Mapping):
-        raise ValueError(f"split must name one split, got {split!r}.")
-
-    n = len(source)
-    if limit is not None:
-        n = min(n, limit)
-    out = np.empty((n, size, size, 3), np.float32)
-    for i in range(n):
-        # One by one: decoding dominates, and the `tfds.testing.mock_data` source does not
-        # implement the batched `__getitems__` correctly.
-        example = source[i]
-        if not isinstance(example, Mapping) or "image" not in example:
-            found = sorted(example) if isinstance(example, Mapping) else type(example).__name__
-            raise ValueError(
-                f"Dataset {name!r} has no 'image' feature (its examples have {found})."
-            )
-        out[i] = _to_square_rgb(example["image"], size)
-    return out

@@ -14,7 +14,7 @@ from .._dynamics import Dynamics
 from .._zoo import resolve_model_path
 from ._authors import is_npz, read_authors_checkpoint
 from ._config import TrainConfig, config_from_header
-from ._data import ChannelNormalisation, check_images
+from ._normalisation import ChannelNormalisation, check_images
 from ._patches import Masking, patchify, unpatchify
 from ._spec import ImageModelConfig
 

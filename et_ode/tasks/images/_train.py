@@ -24,11 +24,11 @@ from ...records import (
 )
 from .._checkpoint import fill, read_checkpoint, save_checkpoint
 from .._training import check_stop_after, diverged, what_failed
-from . import _data
+from . import _data, _tfds
 from ._config import TrainConfig, config_from_header
-from ._data import ChannelNormalisation
 from ._evaluate import eval_masks, evaluate_baselines, evaluate_model
 from ._model import MaskedImageET
+from ._normalisation import ChannelNormalisation
 from ._patches import random_masking
 
 CHECKPOINT_NAME = "checkpoint.eqx"
@@ -60,7 +60,7 @@ def load_split(config: TrainConfig, split: _data.Split) -> np.ndarray:
     size = config.model.image_size
     if config.data.source == "photos":
         return _data.photo_crops(split, size=size, seed=config.training.seed)
-    return _data.tfds_images(
+    return _tfds.tfds_images(
         config.data.tfds_name, split=split, data_dir=config.data.data_dir, size=size
     )
 

@@ -1,0 +1,216 @@
+"""Path independence: do different starts reach the same fixed point?
+
+Each start is run to a fixed point of the projected flow (which keeps every token's
+mean and scale) with `solvers.FixedPointStop`, optionally polished by Newton's method
+(`solvers.find_fixed_point`), and the end states are compared in `g = LayerNorm(x)`,
+the coordinates in which a fixed point is a critical point of `E` on the manifold (any
+`solvers.EnergySystem` runs: a model's `energy_coordinates` where it has them, else `x`;
+its projected flow is its own, the same as its only flow for a flat model).
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+
+from et_ode import solvers
+
+from .._common import as_batch, shard, take
+from .._geometry import energy_coordinates, require
+from .._records import metadata, model_dtype
+from ..landscape import GRADIENT_ASYMMETRY, hessian_eigenvalues, polish_near
+
+
+def matched_noise(
+    x: Float[ArrayLike, "*batch N D"], key: PRNGKeyArray
+) -> Float[Array, "*batch N D"]:
+    """Gaussian noise with each token's mean and standard deviation taken from `x`
+    (`[N, D]` or `[B, N, D]`): a start at the data's scale that carries none of its
+    content."""
+    x = jnp.asarray(x)
+    noise = jax.random.normal(key, x.shape, x.dtype)
+    noise = (noise - noise.mean(-1, keepdims=True)) / noise.std(-1, keepdims=True)
+    return x.mean(-1, keepdims=True) + x.std(-1, keepdims=True) * noise
+
+
+def standard_starts(
+    x: Float[ArrayLike, "N D"], other_end_state: Float[ArrayLike, "N D"], key: PRNGKeyArray
+) -> tuple[Float[Array, "3 N D"], list[str]]:
+    """The three starts of the path-independence question for one sample `x: [N, D]`:
+    the data itself, another sample's end state (`other_end_state: [N, D]`), and
+    `matched_noise(x, key)`. Returns `(starts [3, N, D], labels)`."""
+    x = jnp.asarray(x)
+    starts = jnp.stack([x, jnp.asarray(other_end_state, x.dtype), matched_noise(x, key)])
+    return starts, ["data", "another end state", "matched noise"]
+
+
+def _components(close):
+    """Connected components of a boolean adjacency matrix: a label per node."""
+    n = close.shape[0]
+    labels = -np.ones(n, int)
+    current = 0
+    for start in range(n):
+        if labels[start] >= 0:
+            continue
+        stack = [start]
+        labels[start] = current
+        while stack:
+            i = stack.pop()
+            for j in np.flatnonzero(close[i] & (labels < 0)):
+                labels[j] = current
+                stack.append(j)
+        current += 1
+    return labels
+
+
+def _morse_index(model, x, args) -> int:
+    """The tangent Hessian's Morse index at the fixed point `x`, refused where the
+    residual's Jacobian is not symmetric (no Hessian: `_verdict.GRADIENT_ASYMMETRY`)."""
+    spectrum = hessian_eigenvalues(model, x, args, k=1)
+    if spectrum["asymmetry"] > GRADIENT_ASYMMETRY:
+        raise ValueError(
+            "morse_index=True needs a residual that is the gradient of the energy; this "
+            f"one's Jacobian is not symmetric (relative asymmetry {spectrum['asymmetry']:.2g}) "
+            "and has no Morse index: analysis.stability gives such a point's stability "
+            "from the flow's eigenvalues."
+        )
+    return int(spectrum["morse_index"])
+
+
+def fixed_points(
+    model: solvers.EnergySystem,
+    starts: Float[ArrayLike, "S N D"],
+    args: Any = None,
+    *,
+    labels: Sequence[str] | None = None,
+    distance_tol: float = 1e-6,
+    tolerance: float = 1e-9,
+    polish: bool = True,
+    t1: float = 1000.0,
+    solver: str = "tsit5",
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+    max_steps: int = 100_000,
+    args_batched: bool = False,
+    morse_index: bool = False,
+    seeds: Mapping[str, Any] | None = None,
+) -> dict:
+    """Run every start to a fixed point and say whether they coincide.
+
+    **Arguments:**
+
+    - `model`: any `solvers.EnergySystem` (an `et_ode.EnergyTransformer`, say; needs
+      `energy`, `vector_field`, `residual`); `starts: [S, N, D]` (for instance the
+      data, another sample's end state, `matched_noise(...)`); `args` shared or per
+      start (`args_batched=True`).
+    - `labels`: a name per start (default `start 0`, ...).
+    - `distance_tol`: two fixed points are the same when the RMS of `g_i* - g_j*` (over
+      the `N D` entries) is below it.
+    - `tolerance`, `t1`, `solver`, `rtol`, `atol`, `max_steps`: the projected-flow solve
+      with `FixedPointStop(atol=tolerance)` capped at `t1`.
+    - `polish`: refine each end state with `solvers.find_fixed_point` (Newton, to
+      RMS G ~ 1e-12 in float64) before comparing.
+    - `morse_index`: also count negative Hessian eigenvalues at each fixed point
+      (dense, small models), after a Newton polish (made whatever `polish` says: an
+      index taken off the fixed point can be wrong by the kinks of a ReLU energy);
+      `-1` where Newton did not converge near the point; refused for a residual that
+      is not a gradient (its Jacobian not symmetric: no Hessian).
+    - `seeds`: recorded in the metadata (how the starts were made).
+
+    **Protocol:** `energy`, `vector_field`, `residual` (refused up front without them);
+    optional: `energy_coordinates` (where the distances are measured), a manifold
+    (`solvers.find_fixed_point` polishes on it; flat without one).
+
+    **Returns:** a dict: `labels`, `x_star [S, N, D]`, `g_star [S, N, D]`,
+    `distances [S, S]` (RMS of `g_i* - g_j*`), `cluster [S]` (connected components of
+    `distances < distance_tol`), `n_distinct`, `path_independence` (fraction of pairs
+    of starts that reached the same fixed point: 1 when all coincide, 0 when all differ),
+    `energy [S]`, `residual_rms [S]`, `t_final [S]`, `stop_reason`, `converged [S]`,
+    `morse_index [S]` (or `None`), and `metadata`.
+    """
+    require(model, "fixed_points")
+    xb, _ = as_batch(starts)
+    count = xb.shape[0]
+    labels = list(labels) if labels is not None else [f"start {i}" for i in range(count)]
+    x_in, args_in, _ = shard(xb, args, args_batched)
+    sol = solvers.solve(
+        model,
+        x_in,
+        args=args_in,
+        t1=t1,
+        flow="projected",
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        stop=solvers.FixedPointStop(atol=tolerance),
+        args_batched=args_batched,
+        throw=False,
+    )
+    x_star = np.array(sol.x_final)[:count]
+    reasons = list(sol.stats["stop_reason"])[:count]
+    newton_ok = np.ones(count, bool)
+
+    def coordinates(x, args_i):
+        return energy_coordinates(model, jnp.asarray(x), args_i)
+
+    if polish or morse_index:  # a Morse index is only right at a fixed point
+        for i in range(count):
+            polished = polish_near(model, x_star[i], take(args, i, args_batched))
+            if polished is not None:
+                x_star[i] = np.asarray(polished.x)
+            else:
+                newton_ok[i] = False
+    g_star = np.stack(
+        [np.asarray(coordinates(x_star[i], take(args, i, args_batched))) for i in range(count)]
+    )
+    diff = g_star[:, None] - g_star[None, :]
+    distances = np.sqrt(np.mean(diff**2, axis=(-2, -1)))
+    close = distances < distance_tol
+    cluster = _components(close)
+    pairs = np.triu_indices(count, 1)
+    score = float(np.mean(close[pairs])) if count > 1 else 1.0
+    energy: list[float] = []
+    residual: list[float] = []
+    morse: list[int] = []
+    for i in range(count):
+        args_i = take(args, i, args_batched)
+        x_i = jnp.asarray(x_star[i])
+        energy.append(float(model.energy(x_i, args_i)))
+        residual.append(float(solvers.rms(model.residual(x_i, args_i))))
+        if morse_index:  # -1: Newton did not polish this point, no index is taken
+            morse.append(_morse_index(model, x_i, args_i) if newton_ok[i] else -1)
+    residual_rms = np.asarray(residual)
+    return dict(
+        labels=labels,
+        x_star=x_star,
+        g_star=g_star,
+        distances=distances,
+        cluster=cluster,
+        n_distinct=int(cluster.max() + 1),
+        path_independence=score,
+        energy=np.asarray(energy),
+        residual_rms=residual_rms,
+        t_final=np.asarray(sol.t_final)[:count],
+        stop_reason=reasons,
+        converged=residual_rms <= tolerance,
+        newton_polished=newton_ok,
+        morse_index=np.asarray(morse) if morse_index else None,
+        metadata=metadata(
+            study="fixed_points",
+            dtype=model_dtype(model),
+            seeds=seeds,
+            flow="projected",
+            solver=solver,
+            rtol=rtol,
+            atol=atol,
+            tolerance=tolerance,
+            t1=t1,
+            distance_tol=distance_tol,
+            polish=polish,
+            coordinates="distances: RMS over N D entries of g* differences",
+        ),
+    )

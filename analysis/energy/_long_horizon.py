@@ -1,0 +1,471 @@
+"""Long horizons: what the dynamics do far past the trained time, on each flow.
+
+Recorded over log-spaced times up to `t1` (default `1e4 tau`): the energy, RMS G (the
+residual), the token scales `s_A` (median, min, max over tokens) where the model has
+them, an optional error of the state (the masked MSE of an image model), the solver's
+mean accepted step size and its rejected steps per segment, its stiffness switches where
+it reports them; and, from the end state, finite-time Lyapunov exponents over several
+horizons. From these: one energy reference for all flows, the decay law of RMS G
+(exponential or power law, chosen by comparing both fits) and the time each flow
+reached a fixed point.
+
+What runs (docs/mathematics.md, "The two flows"): both flows are integrated to `t1`.
+The native flow's clock slows like `1/t` (few explicit steps), so it runs with tsit5. The projected
+flow converges exponentially and then becomes stiff for an explicit solver (tsit5 to
+`1e4` on the shipped core: tens of thousands of steps held at its stability limit,
+docs: benchmarks, `long_horizon` row), so it runs with
+`solver="auto"`, which switches to a matrix-free implicit step once it detects the
+stiffness (docs: benchmarks, `long_horizon` row). `hold_tol` instead stops the projected
+solve at a fixed point (`solvers.FixedPointStop`, RMS G below `hold_tol`) and *holds*
+it for the later times, not integrated (`held` says which): the cheap way with an
+explicit solver.
+
+Any `solvers.EnergySystem` (`energy`, `vector_field`, `residual`) runs: see
+`long_horizon` for what is read from the model beyond that.
+"""
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from et_ode import solvers
+from et_ode.vocab import FLOWS, Flow
+
+from .._common import cast, log_times
+from .._common import short_number as _g
+from .._geometry import has, require, tangent_normalise, token_scales
+from .._records import metadata, model_dtype
+from ._decay_laws import fit_decay_laws, fixed_point_time
+from ._long_horizon_findings import long_horizon_findings
+from ._stability import _Variational
+
+# The default solver per flow: the projected flow turns stiff once it has converged, the
+# native flow does not (its clock slows instead).
+DEFAULT_SOLVERS = {"native": "tsit5", "projected": "auto"}
+
+
+def _slope(ts, values, lower, upper):
+    keep = (ts >= lower) & (ts <= upper) & np.isfinite(values)
+    if keep.sum() < 2:
+        return float("nan")
+    return float(np.polyfit(ts[keep], values[keep], 1)[0])
+
+
+@eqx.filter_jit
+def _quantities(model, x, args):
+    return dict(
+        energy=model.energy(x, args),
+        residual_rms=solvers.rms(model.residual(x, args)),
+        scales=token_scales(model, x, args),
+    )
+
+
+def _segment_stats(sol) -> dict:
+    stats = sol.stats
+    switches, implicit = stats.get("num_switches"), stats.get("implicit_steps")
+    return dict(
+        accepted=int(stats["num_accepted_steps"]),
+        rejected=int(stats["num_rejected_steps"]),
+        nfe=int(stats["nfe"]),
+        stop_reason=stats["stop_reason"],
+        switches=None if switches is None else int(np.asarray(switches)),
+        implicit=None if implicit is None else int(np.asarray(implicit)),
+    )
+
+
+def _trajectory(model, x0, args, times, flow, options, hold_tol, error_fn):
+    """States' quantities at `times` (one solve per interval, each continuing from the
+    previous end), and per interval the solver's statistics. `state_times`: the time
+    each recorded state belongs to (a held record's is where the hold began)."""
+    records = dict(energy=[], residual_rms=[], scales=[], error=[], held=[], state_times=[])
+    seg = dict(
+        t0=[],
+        t1=[],
+        accepted=[],
+        rejected=[],
+        nfe=[],
+        stop_reason=[],
+        switches=[],
+        implicit=[],
+        mean_step=[],
+    )
+    x, held, t_stop, t_state = x0, False, None, float(times[0])
+
+    def record(x, is_held, t_state):
+        q = _quantities(model, x, args)
+        records["energy"].append(float(q["energy"]))
+        records["residual_rms"].append(float(q["residual_rms"]))
+        records["scales"].append(None if q["scales"] is None else np.asarray(q["scales"]))
+        records["error"].append(float(error_fn(x)) if error_fn is not None else np.nan)
+        records["held"].append(is_held)
+        records["state_times"].append(t_state)
+
+    record(x, False, t_state)
+    for start, end in zip(times[:-1], times[1:]):
+        if not held:
+            stop = None if hold_tol is None else solvers.FixedPointStop(atol=hold_tol)
+            sol = solvers.solve(
+                model,
+                x,
+                args=args,
+                t0=float(start),
+                t1=float(end),
+                flow=flow,
+                stop=stop,
+                throw=False,
+                **options,
+            )
+            s = _segment_stats(sol)
+            ok = s["stop_reason"] in ("t1", "fixed_point", "not_converged")  # last: t1, no stop
+            for key in ("accepted", "rejected", "nfe", "stop_reason", "switches", "implicit"):
+                seg[key].append(s[key])
+            span = float(sol.t_final) - float(start)
+            seg["mean_step"].append(span / s["accepted"] if s["accepted"] else np.nan)
+            seg["t0"].append(float(start))
+            seg["t1"].append(float(sol.t_final))
+            t_state = float(sol.t_final)
+            if not ok:  # max_steps or a failure: stop here, later times are not known
+                x = jnp.full_like(x, jnp.nan)
+                held, t_state = True, np.nan
+            else:
+                x = sol.x_final
+                if s["stop_reason"] == "fixed_point":
+                    held, t_stop = True, float(sol.t_final)
+        record(x, held, t_state)
+    scales = records.pop("scales")
+    out = {k: np.asarray(v) for k, v in records.items()}
+    if scales[0] is None:  # a model without token scales
+        out.update(scales_median=None, scales_min=None, scales_max=None)
+    else:
+        scales = np.asarray(scales)
+        out.update(
+            scales_median=np.median(scales, axis=-1),
+            scales_min=scales.min(axis=-1),
+            scales_max=scales.max(axis=-1),
+        )
+    out.update(x_end=np.asarray(x), t_hold=t_stop)
+    out["segments"] = {
+        k: (np.asarray(v, float) if k in ("t0", "t1", "mean_step") else v) for k, v in seg.items()
+    }
+    return out
+
+
+def energy_reference(flows: dict) -> dict:
+    """One energy reference for every flow of a `long_horizon` result: the lowest energy
+    recorded over all flows and times. Returns `value`, the `flow` and `time` it was
+    recorded at, `at_fixed_point` (whether that flow had reached its fixed point by then,
+    `t_fixed_point`) and `label`, the reference in words."""
+    best = None
+    for flow, rec in flows.items():
+        energy = np.asarray(rec["energy"], float)
+        if not np.isfinite(energy).any():
+            continue
+        k = int(np.nanargmin(np.where(np.isfinite(energy), energy, np.nan)))
+        if best is None or energy[k] < best[0]:
+            best = (float(energy[k]), flow, float(rec["state_times"][k]))
+    if best is None:
+        return dict(
+            value=None,
+            flow=None,
+            time=None,
+            at_fixed_point=False,
+            label="no finite energy recorded",
+        )
+    value, flow, time = best
+    t_fp = flows[flow].get("t_fixed_point")
+    at_fixed_point = t_fp is not None and time >= t_fp
+    if at_fixed_point:
+        label = f"E at the {flow} flow's fixed point"
+    else:
+        label = f"the lowest E recorded (the {flow} flow at t = {_g(time)}, not a fixed point)"
+    return dict(value=value, flow=flow, time=time, at_fixed_point=bool(at_fixed_point), label=label)
+
+
+def finite_time_lyapunov(
+    model: solvers.EnergySystem,
+    x: Float[ArrayLike, "N D"],
+    args: Any = None,
+    *,
+    flow: Flow = "projected",
+    horizons: Sequence[float] = (1.0, 10.0, 100.0),
+    directions: int = 4,
+    segment: float = 2.0,
+    seed: int = 0,
+    solver: str | diffrax.AbstractSolver = "tsit5",
+    rtol: float | None = 1e-10,
+    atol: float | None = 1e-12,
+    max_steps: int | None = 100_000,
+) -> dict[str, Any]:
+    """Growth of small perturbations of `x: [N, D]` over several horizons, in float64.
+
+    `model`: any `solvers.EnergySystem` (`energy`, `vector_field`, `residual`; refused
+    before solving without them). Where it declares a geometry (`tangent_projection`,
+    `clock`: `analysis._geometry`, the ET's LayerNorm manifold) perturbations are tangent
+    and measured in the energy's coordinates (`g` for the ET); a model without one is
+    flat (every direction of `x` free, measured in `x`).
+
+    `directions` random tangent perturbations (seeded) are carried with the state by the
+    variational equation (a JVP of the vector field: the limit `eps -> 0` of perturbing
+    `x` by `eps` and integrating both copies), all in one batched solve per piece; the
+    pieces are at most `segment` long and end at every horizon, and after each the
+    perturbation is renormalised to size 1 (its decay never reaches the solver's
+    `atol`). The exponent at horizon `T` is `log(|d(T)| / |d(0)|) / T` (the sum of the
+    pieces' logs), per direction.
+
+    **Returns:** a dict: `horizons [H]`, `exponents [directions, H]`, `median [H]`,
+    `max [H]`, and the settings (`coordinates`: `"g"` or `"x"`).
+    """
+    require(model, "finite_time_lyapunov")
+    model64, x64, args64 = cast((model, jnp.asarray(x), args), jnp.float64)
+    n_tokens = x64.shape[0]
+    system = _Variational(model64, n_tokens)
+    ends = np.sort(np.asarray(horizons, float))
+    edges = [0.0]
+    for h in ends:
+        pieces = max(1, int(np.ceil((h - edges[-1]) / segment)))
+        edges += list(np.linspace(edges[-1], h, pieces + 1)[1:])
+    normalise = jax.vmap(tangent_normalise, in_axes=(None, 0, 0, None))
+    dx = jax.random.normal(jax.random.key(seed), (directions,) + x64.shape, x64.dtype)
+    xs = jnp.broadcast_to(x64, dx.shape)
+    dx, _ = normalise(model64, xs, dx, args64)
+    total, per_horizon = np.zeros(directions), []
+    for start, end in zip(edges[:-1], edges[1:]):
+        y = jnp.concatenate([xs, dx], axis=1)
+        sol = solvers.solve(
+            system,
+            y,
+            args=args64,
+            t0=float(start),
+            t1=float(end),
+            solver=solver,
+            rtol=rtol,
+            atol=atol,
+            flow=flow,
+            max_steps=max_steps,
+        )
+        xs, dx = sol.x_final[:, :n_tokens], sol.x_final[:, n_tokens:]
+        dx, growth = normalise(model64, xs, dx, args64)
+        total += np.log(np.asarray(growth))
+        if np.any(np.isclose(end, ends)):
+            per_horizon.append(total / end)
+    exponents = np.stack(per_horizon, axis=1)
+    return dict(
+        horizons=ends,
+        exponents=exponents,
+        median=np.median(exponents, axis=0),
+        max=exponents.max(axis=0),
+        flow=flow,
+        directions=int(directions),
+        segment=float(segment),
+        seed=int(seed),
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        coordinates="g" if has(model, "energy_coordinates") else "x",
+    )
+
+
+def long_horizon(
+    model: solvers.EnergySystem,
+    x0: Float[ArrayLike, "N D"],
+    args: Any = None,
+    *,
+    flows: Sequence[Flow] = FLOWS,
+    t1: float = 1e4,
+    n_times: int = 41,
+    t_first: float = 1e-2,
+    solver: str | diffrax.AbstractSolver | dict | None = None,
+    rtol: float = 1e-4,
+    atol: float = 1e-6,
+    max_steps: int = 200_000,
+    hold_tol: float | str | None = None,
+    fixed_point_tol: float | str = "auto",
+    fit_start: float = 0.8,
+    fit_floor: float | None = None,
+    error_fn: Callable[[Array], float] | None = None,
+    error_name: str = "masked MSE",
+    lyapunov_horizons: Sequence[float] = (1.0, 10.0, 100.0),
+    lyapunov_directions: int = 4,
+    lyapunov_segment: float = 2.0,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Each flow from `x0: [N, D]` to `t1`, recorded at `n_times` log-spaced times, and
+    finite-time Lyapunov exponents of its end state.
+
+    **What it needs of the model:** any `solvers.EnergySystem`: `energy(x, args)`,
+    `vector_field(t, x, args, flow)` for each flow in `flows`, `residual(x, args)` (RMS G
+    is its RMS; zero exactly at fixed points). A model lacking one is refused before any
+    solve. Optional: `token_scales(x, args)` (the ET's `s_A`: without it the `scales_*`
+    entries are `None` and the figure says so), and the geometry of
+    `analysis._geometry` (tangent projection, clock) for the Lyapunov exponents (without
+    it the model is flat). ET-only by nature: the token scales and a masked-image
+    `error_fn`.
+
+    **Arguments:**
+
+    - `model`, `x0`, `args`: the model, one state, its conditions (`None` for none).
+      Run it in float64 for `t1` near `1e4` (float32 resolves times there to ~0.016).
+    - `flows`; `t1` (tau units); `n_times`, `t_first`: the record times, `0` and
+      log-spaced from `t_first` to `t1`; one solve per interval, each continuing from
+      the previous end (`max_steps` applies per interval).
+    - `solver`: a name or diffrax solver for both flows, or a dict per flow (default
+      `DEFAULT_SOLVERS`: tsit5 on the native flow, `"auto"` on the projected one);
+      `rtol`, `atol`.
+    - `hold_tol`: `None` (default) integrates the projected flow to `t1`. A number: RMS
+      G at which the **projected** flow's solve stops (`FixedPointStop`); later times
+      are that fixed point, held (not integrated), and `held` marks them. `"auto"`:
+      `10 rtol` (an explicit solver's residual floor at a tolerance is near `rtol`). The
+      native flow is always integrated (it has no fixed point in x).
+    - `fixed_point_tol`: RMS G below which a flow counts as having reached a fixed point
+      (`t_fixed_point`). `"auto"` (default): `10 rtol`, the same reasoning as `hold_tol`:
+      an adaptive solve's RMS G stalls between about `0.1 rtol` and `rtol` once the
+      flow has converged (tsit5 at its stability limit), so nothing below `rtol` can be
+      told from the solver's noise.
+    - `fit_start`, `fit_floor`: the decay law of RMS G is fitted from the first time it
+      is at most `fit_start` times its peak (the decay has begun; RMS G can rise first)
+      to the last time it is above `fit_floor` (default `fixed_point_tol`: below it an
+      explicit solver's residual stalls, and "auto"'s decays at its own implicit steps'
+      rate rather than the flow's), on integrated (not held) records;
+      see `fit_decay_laws`. The
+      default 0.8 leaves a slow power law enough records (the native flow's RMS G falls
+      only 2.6-fold from its peak by t = 100 on the tests' tiny model); the chosen law's
+      `late` rate, over the window's last three records, is free of the transient that
+      an early start takes in. An exponential needs records every few `1/rate`: the
+      default ten per decade (`n_times` 41 from `t_first` 0.01 to `t1` 100) resolve one
+      that falls to the floor within a decade.
+    - `error_fn`: `x -> float`, e.g. the masked MSE of an image model's decoded state
+      (`error_name` labels it, units included: the figure's axis is named after it);
+      `None` records NaN (and `metadata["error"]` is `None`).
+    - `lyapunov_horizons`, `lyapunov_directions`, `lyapunov_segment`, `seed`: see
+      `finite_time_lyapunov` (float64, rtol 1e-10); `()` skips them.
+
+    **Returns:** a dict: `times [T]`; `energy_reference` (`energy_reference`: one
+    reference for all flows, the lowest energy recorded, and whether it is a fixed
+    point's); `flows`: per flow `energy`, `energy_above_reference` (`E(t) - E_ref`),
+    `residual_rms`, `error`, `held`, `state_times` (the time each recorded state belongs
+    to: a held record's is `t_hold`), `scales_median`, `scales_min`, `scales_max` (each
+    `[T]`, or `None` for a model without token scales), `segments` (per interval `t0`,
+    `t1`, `accepted`, `rejected`, `nfe`, `mean_step` (the interval over its accepted
+    steps), `stop_reason`, `switches` and `implicit` (stiffness switches and
+    implicit-mode steps, as `stats["num_switches"]` and `stats["implicit_steps"]` of a
+    switching solver such as `"auto"`; `None` where the solver reports none)),
+    `t_fixed_point` (when RMS G first fell below `fixed_point_tol`, interpolated linearly
+    in log RMS G between the two records around it; `None` if it never did),
+    `t_fixed_point_bracket` (those two records' times), `fixed_point_stays` (whether
+    every later record stayed below), `t_hold` (where a `hold_tol` stop began, else
+    `None`), `decay` (`fit_decay_laws`: the chosen law of RMS G, both fits and their
+    residuals, the window), `x_end`, `lyapunov`, `solver`, `total_steps`, `total_nfe`,
+    `total_switches`, `scale_growth_per_tau` (slope of the median scale over the last
+    decade; `None` without scales); `findings` (sentences); and `metadata` (with
+    `fixed_point_tol`, `fit_floor`, `fit_start`, `model_type`).
+    """
+    require(model, "long_horizon")
+    x0 = jnp.asarray(x0)
+    if x0.ndim != 2:
+        raise ValueError(f"long_horizon takes one state [N, D]; got {tuple(x0.shape)}.")
+    unknown = [f for f in flows if f not in FLOWS]
+    if unknown:
+        raise ValueError(f"unknown flow {unknown[0]!r}: choose from {', '.join(FLOWS)}.")
+    dtype = model_dtype(model)
+    times = log_times(t_first, t1, n_times - 1, start=0.0)
+    per_flow = (
+        solver
+        if isinstance(solver, dict)
+        else {f: (DEFAULT_SOLVERS[f] if solver is None else solver) for f in FLOWS}
+    )
+    tol = 10.0 * rtol if hold_tol == "auto" else hold_tol
+    fp_tol = 10.0 * rtol if fixed_point_tol == "auto" else float(fixed_point_tol)
+    floor = fp_tol if fit_floor is None else float(fit_floor)
+    out: dict[str, Any] = dict(times=times, flows={})
+    for flow in flows:
+        options = dict(solver=per_flow[flow], rtol=rtol, atol=atol, max_steps=max_steps)
+        rec = _trajectory(
+            model, x0, args, times, flow, options, tol if flow == "projected" else None, error_fn
+        )
+        seg = rec["segments"]
+        rec["solver"] = (
+            per_flow[flow] if isinstance(per_flow[flow], str) else type(per_flow[flow]).__name__
+        )
+        rec["total_steps"] = int(sum(seg["accepted"]) + sum(seg["rejected"]))
+        rec["total_nfe"] = int(sum(seg["nfe"]))
+        rec["total_switches"] = (
+            None if any(s is None for s in seg["switches"]) else int(sum(seg["switches"]))
+        )
+        rec["scale_growth_per_tau"] = (
+            None
+            if rec["scales_median"] is None
+            else _slope(times, rec["scales_median"], t1 / 10, t1)
+        )
+        crossing = fixed_point_time(rec["state_times"], rec["residual_rms"], fp_tol)
+        rec.update(
+            t_fixed_point=crossing["t"],
+            t_fixed_point_bracket=crossing["bracket"],
+            fixed_point_stays=crossing["stays_below"],
+        )
+        # each integrated state once: the live records and the state a hold began at
+        once = ~rec["held"]
+        if rec["held"].any():
+            once[int(np.argmax(rec["held"]))] = True
+        g_once = rec["residual_rms"][once]
+        flow_floor = fp_tol if fit_floor is None else float(fit_floor)
+        rec["decay"] = fit_decay_laws(
+            rec["state_times"][once], g_once, floor=flow_floor, start=fit_start
+        )
+        rec["lyapunov"] = None
+        if len(lyapunov_horizons) and np.all(np.isfinite(rec["x_end"])):
+            rec["lyapunov"] = finite_time_lyapunov(
+                model,
+                rec["x_end"],
+                args,
+                flow=flow,
+                horizons=lyapunov_horizons,
+                directions=lyapunov_directions,
+                segment=lyapunov_segment,
+                seed=seed,
+            )
+        out["flows"][flow] = rec
+    reference = energy_reference(out["flows"])
+    out["energy_reference"] = reference
+    for rec in out["flows"].values():
+        rec["energy_above_reference"] = (
+            rec["energy"] - reference["value"]
+            if reference["value"] is not None
+            else np.full_like(rec["energy"], np.nan)
+        )
+    out["metadata"] = metadata(
+        study="long_horizon",
+        dtype=dtype,
+        flows=list(flows),
+        solver={f: out["flows"][f]["solver"] for f in flows},
+        rtol=rtol,
+        atol=atol,
+        t1=t1,
+        n_times=n_times,
+        max_steps=max_steps,
+        hold_tol=tol,
+        fixed_point_tol=fp_tol,
+        fit_start=fit_start,
+        fit_floor=floor,
+        error=error_name if error_fn is not None else None,
+        model_type=type(model).__name__,
+        token_scales=has(model, "token_scales"),
+        seeds=dict(lyapunov=seed),
+        lyapunov_horizons=list(map(float, lyapunov_horizons)),
+        energy_reference=reference["label"],
+        coordinates=(
+            "RMS G over the N D entries of the residual; s_A of x; FTLE of |dg|"
+            if has(model, "energy_coordinates")
+            else "RMS G over the N D entries of the residual; FTLE of |dx|"
+        ),
+        step_sizes="mean accepted step per recorded interval",
+        fixed_point_time="first crossing of fixed_point_tol, interpolated linearly in "
+        "log RMS G between the two records around it",
+    )
+    out["findings"] = long_horizon_findings(out)
+    return out

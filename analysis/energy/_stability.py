@@ -1,0 +1,544 @@
+"""Stability of a fixed point of any energy system: the tangent Hessian's spectrum, a
+finite-time Lyapunov exponent, and a verdict that reconciles them.
+
+The operator is the Jacobian of the residual `G` restricted to the tangent space of the
+model's geometry (`analysis._geometry`: the manifold a `solvers.ManifoldEnergySystem`
+declares, else flat), applied by JVPs of `model.residual`. On the ET the residual is
+`G = P_T(g) dE/dg`, and the native field's Jacobian is *not* used: it misses the
+curvature term of the constraint and shows positive eigenvalues at true minima
+(docs/mathematics.md, "Stability at a fixed point").
+
+Coordinates. With `C` the model's clock (the ET: `gamma / s_A` per token; 1 for a model
+without one), a tangent displacement `dx` moves the energy's coordinates by `C dx`; with
+`H` the Riemannian Hessian in those coordinates, `dG = H C dx`, and the projected flow
+linearises to `tau d(dx)/dt = -H C dx`. So
+
+- `coordinates="g"`: the eigenvalues of `H` (the curvature of `E` on the manifold,
+  independent of the clocks);
+- `coordinates="x"`: the eigenvalues of `C^(1/2) H C^(1/2)` (similar to `H C`), which
+  divided by `tau` are the decay rates of the linearised projected flow.
+
+Both have the same signs (Sylvester's law of inertia), hence the same Morse index.
+
+The normal directions (on the ET per token the mean and the direction of
+`x_A - mean_A`, and every direction of a clamped token) are excluded: the dense method
+works in an orthonormal basis of the projection's range; Lanczos works on the operator
+plus a shift on the normal space that moves those directions past the end of the
+spectrum it looks for.
+
+A verdict is only as good as the point it is taken at: `stability` first polishes the
+state with Newton's method (`solvers.find_fixed_point`), then says how far the true
+critical point can be, which kinks of `E` (ReLU memories) lie that close, and the
+one-sided answer there (`analysis._verdict`).
+"""
+
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from et_ode import solvers
+from et_ode.vocab import Flow
+
+from .._common import cast, float64_available
+from .._geometry import energy_coordinates, has, require, tangent_normalise
+from .._records import metadata
+from ..landscape import (
+    GRADIENT_ASYMMETRY,
+    HESSIAN_DENSE_MAX,
+    Coordinates,
+    Method,
+    flow_eigenvalues,
+    hessian_eigenvalues,
+    linear_rate_range,
+    smallest_eigenvalue_magnitude,
+    verdict,
+)
+
+State = Float[Array, "N D"]  # one state, as in `solvers.EnergySystem`
+
+
+@runtime_checkable
+class KinkedSystem(solvers.EnergySystem, Protocol):
+    """An energy system whose `E` has kinks (`analysis._geometry`): their distances from
+    `x` (`None` where `E` is twice differentiable), and the model with those within
+    `within` pinned to one `side` (`"lower"` or `"upper"`)."""
+
+    def kink_distances(self, x: State, args: Any) -> Any: ...
+
+    def one_sided(self, x: State, args: Any, within: float, side: str) -> solvers.EnergySystem: ...
+
+
+class _Variational(eqx.Module):
+    """The flow and its variational equation as one energy system on `[2N, D]` (any
+    model with states `[N, D]`): the first N rows are the state, the last N a
+    perturbation carried by the JVP of the vector field. Lets `solvers.solve` integrate
+    the linearised flow along a solution."""
+
+    model: object
+    n_tokens: int = eqx.field(static=True)
+
+    def energy(self, y, args):
+        return self.model.energy(y[: self.n_tokens], args)
+
+    def vector_field(self, t, y, args, flow):
+        x, dx = y[: self.n_tokens], y[self.n_tokens :]
+        f, df = jax.jvp(lambda x_: self.model.vector_field(t, x_, args, flow), (x,), (dx,))
+        return jnp.concatenate([f, df])
+
+    def residual(self, y, args):
+        x = y[: self.n_tokens]
+        return jnp.concatenate([self.model.residual(x, args), jnp.zeros_like(x)])
+
+
+# What a Lyapunov exponent's perturbation is measured in: the energy's coordinates
+# (`|C dx|`, `|dg|` on the ET) or the metric `|C^(1/2) dx|` in which the linearised
+# projected flow is symmetric, so that its growth rates lie exactly in the Hessian's
+# range. The exponent (the limit) is the same; a finite horizon's differs by at most
+# `log(c_max / c_min) / T`.
+LYAPUNOV_MEASURES = {"g": 1.0, "metric": 0.5}
+
+
+def lyapunov_exponent(
+    model: solvers.EnergySystem,
+    x: Float[ArrayLike, "N D"],
+    args: Any = None,
+    *,
+    flow: Flow = "projected",
+    t1: float = 20.0,
+    segments: int = 20,
+    seed: int = 0,
+    solver: str | diffrax.AbstractSolver = "tsit5",
+    rtol: float | None = 1e-10,
+    atol: float | None = 1e-12,
+    dt0: float | None = None,
+    max_steps: int | None = 20000,
+    measure: Literal["g", "metric"] = "g",
+) -> dict[str, Any]:
+    """Finite-time Lyapunov exponent of the flow from `x`, in float64, on any
+    `solvers.EnergySystem` with states `[N, D]`.
+
+    A random tangent perturbation `dx` (seeded) is carried with the state by the
+    variational equation `d(dx)/dt = J(x) dx` (a JVP of the vector field), integrated by
+    `solvers.solve` over `segments` equal pieces of `[0, t1]`. After each piece `dx` is
+    projected onto the tangent space (on the ET token means and scales, which do not
+    change `g`, are dropped; nothing for a flat model) and renormalised so that the
+    perturbation of the energy's coordinates, `|C dx|` (`C` the clock: `|dg|` on the
+    ET), is 1; the exponent is `sum(log growth) / t1` (units 1/tau).
+    `solver`, `rtol`, `atol`, `dt0`, `max_steps`: the `solvers.solve` options (`rtol =
+    atol = None` with a `dt0`: constant steps, the exponent of that discrete map).
+    `measure`: `"g"` (the energy's coordinates, default) or `"metric"` (`|C^(1/2) dx|`,
+    see `LYAPUNOV_MEASURES`).
+
+    **Protocol:** `energy`, `vector_field`, `residual` (refused up front without them);
+    optional: `tangent_projection`, `clock`, `tau`.
+
+    **Returns:** a dict: `exponent`, `local` (per-segment rates `[segments]`),
+    `times` (segment ends), `flow`, `t1`, `segments`, `seed`, `solver`, `rtol`, `atol`,
+    `coordinates` (`"g"`: growth of the energy's coordinates).
+    """
+    require(model, "lyapunov_exponent")
+    if measure not in LYAPUNOV_MEASURES:
+        raise ValueError(
+            f"measure must be one of {', '.join(LYAPUNOV_MEASURES)} (got {measure!r})."
+        )
+    power = LYAPUNOV_MEASURES[measure]
+    model64, x64, args64 = cast((model, jnp.asarray(x), args), jnp.float64)
+    n_tokens = x64.shape[0]
+    system = _Variational(model64, n_tokens)
+    dx = jax.random.normal(jax.random.key(seed), x64.shape, x64.dtype)
+    dx, _ = tangent_normalise(model64, x64, dx, args64, power)
+    edges = np.linspace(0.0, float(t1), int(segments) + 1)
+    steps: dict[str, Any] = {} if dt0 is None else dict(dt0=dt0)
+    logs = []
+    for start, end in zip(edges[:-1], edges[1:]):
+        y = jnp.concatenate([x64, dx])
+        sol = solvers.solve(
+            system,
+            y,
+            args=args64,
+            t0=start,
+            t1=end,
+            solver=solver,
+            rtol=rtol,
+            atol=atol,
+            flow=flow,
+            max_steps=max_steps,
+            **steps,
+        )
+        x64, dx = sol.x_final[:n_tokens], sol.x_final[n_tokens:]
+        dx, growth = tangent_normalise(model64, x64, dx, args64, power)
+        logs.append(float(jnp.log(growth)))
+    growths = np.asarray(logs)
+    return dict(
+        exponent=float(growths.sum() / float(t1)),
+        local=growths / np.diff(edges),
+        times=edges[1:],
+        flow=flow,
+        t1=float(t1),
+        segments=int(segments),
+        seed=int(seed),
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        dt0=dt0,
+        coordinates=measure,
+    )
+
+
+# Newton's tolerance on RMS G for the polish, in float64: near round-off for the models
+# here (RMS G of a converged float64 state is 1e-13 to 1e-15).
+POLISH_TOL = 1e-11
+# Kinks count as within reach up to this multiple of the distance bound (the bound is a
+# linearisation; a margin keeps a kink just past it from being missed).
+KINK_REACH_FACTOR = 10.0
+# Newton's move counts as a jump to another critical point beyond this multiple of the
+# distance its starting residual allows (`|G|_2 / min |lambda|`).
+JUMP_FACTOR = 10.0
+
+
+# Newton from a point too far from the fixed point wanders across the kinks of a ReLU
+# energy: from the shipped `ode` model's own stop at RMS G 1e-3 it failed (100 steps, RMS
+# G 0.7); from the `paper` model's projected flow stopped at 1e-4 it converged, but to a
+# neighbouring minimum 0.037 (RMS in g) away, not the one the flow reaches (from 1e-6:
+# 3e-5 away). So where Newton fails, the projected flow, which descends E from anywhere,
+# takes the point `POLISH_TIGHTEN` closer and Newton starts again, at most
+# `POLISH_ROUNDS` times; and where it jumps further than its starting residual allows
+# (`JUMP_FACTOR`), `stability` starts it again from the point the flow has taken to RMS G
+# `NEWTON_START`. (Not always first: from near a saddle the flow runs away from it.)
+NEWTON_START, POLISH_TIGHTEN, POLISH_ROUNDS = 1e-6, 1e-2, 3
+
+
+def _flow_to(model64, x, args64, target):
+    """The projected flow (solver `"auto"`, float64) from `x` to RMS G `target`."""
+    sol = solvers.solve(
+        model64,
+        x,
+        args=args64,
+        flow="projected",
+        solver="auto",
+        rtol=1e-10,
+        atol=1e-12,
+        t1=1e4,
+        max_steps=100_000,
+        stop=solvers.FixedPointStop(atol=target),
+        throw=False,
+    )
+    residual = float(sol.stats["residual_rms"])
+    return (
+        sol.x_final,
+        residual,
+        dict(method="projected flow (auto)", residual_rms=residual, t=float(sol.t_final)),
+    )
+
+
+def _polish(model64, x64, args64, polish, tol, max_steps, pre_flow=False):
+    """Newton from `x64` (`solvers.find_fixed_point`, dense Jacobian up to
+    `solvers.NEWTON_DENSE_MAX` entries, GMRES above), with `pre_flow` from a point the
+    projected flow has brought to RMS G `NEWTON_START` first; where Newton fails, the flow to
+    `POLISH_TIGHTEN` times the residual, and Newton again. Returns the point and a
+    report: each round's method and residual, and how far Newton moved the point
+    (`newton_displacement`, the norm in the energy's coordinates, from where it
+    started)."""
+    before = float(solvers.rms(model64.residual(x64, args64)))
+    if not polish:
+        return x64, dict(
+            polished=False,
+            residual_rms_before=before,
+            residual_rms=before,
+            converged=before <= tol,
+            steps=0,
+            displacement_rms=0.0,
+            rounds=[],
+            newton_start_residual_rms=before,
+            newton_displacement=0.0,
+        )
+    linear = "dense" if x64.size <= solvers.NEWTON_DENSE_MAX else "gmres"
+    x, residual, rounds, ok, steps = x64, before, [], False, 0
+    if pre_flow and residual > NEWTON_START:
+        x, residual, record = _flow_to(model64, x, args64, NEWTON_START)
+        rounds.append(record)
+    for attempt in range(POLISH_ROUNDS):
+        if attempt:  # Newton failed: bring the point closer along the flow
+            x, residual, record = _flow_to(model64, x, args64, max(tol, POLISH_TIGHTEN * residual))
+            rounds.append(record)
+        start, start_residual = x, residual
+        found = solvers.find_fixed_point(
+            model64, x, args=args64, tol=tol, max_steps=max_steps, linear=linear, method="newton"
+        )
+        after = float(found.residual_rms)
+        steps += int(found.steps)
+        rounds.append(dict(method=f"newton ({linear})", residual_rms=after, steps=int(found.steps)))
+        if np.isfinite(after) and after < residual:
+            x, residual = found.x, after
+        ok = bool(found.success) or residual <= tol
+        if ok:
+            break
+
+    def moved(a, b):
+        return energy_coordinates(model64, a, args64) - energy_coordinates(model64, b, args64)
+
+    return x, dict(
+        polished=True,
+        residual_rms_before=before,
+        residual_rms=residual,
+        converged=ok,
+        steps=steps,
+        linear=linear,
+        rounds=rounds,
+        displacement_rms=float(solvers.rms(moved(x, x64))),
+        newton_start_residual_rms=start_residual,
+        newton_displacement=float(jnp.linalg.norm(moved(x, start))),
+    )
+
+
+def _kinks(model64, x64, args64, within) -> dict:
+    """Which kinks of `E` lie within `within` (energy coordinates) of `x64`."""
+    distances = model64.kink_distances(x64, args64) if has(model64, "kink_distances") else None
+    if distances is None:
+        return dict(
+            declared=has(model64, "kink_distances"),
+            twice_differentiable=True,
+            n_within=0,
+            nearest=None,
+            within=float(within),
+        )
+    distances = np.asarray(distances, np.float64)
+    n_within = int(np.sum(distances <= within))
+    finite = distances[np.isfinite(distances)]
+    return dict(
+        declared=True,
+        twice_differentiable=n_within == 0,
+        n_within=n_within,
+        nearest=float(finite.min()) if finite.size else None,
+        within=float(within),
+    )
+
+
+def stability(
+    model: solvers.EnergySystem,
+    x_star: Float[ArrayLike, "N D"],
+    args: Any = None,
+    flow: Flow = "projected",
+    *,
+    coordinates: Coordinates = "g",
+    k: int = 6,
+    method: Method = "auto",
+    dense_max: int = HESSIAN_DENSE_MAX,
+    lyapunov_time: float | None = 20.0,
+    lyapunov_segments: int = 20,
+    seed: int = 0,
+    lanczos_tol: float = 1e-10,
+    lyapunov_options: Mapping[str, Any] | None = None,
+    polish: bool = True,
+    polish_tol: float = POLISH_TOL,
+    polish_max_steps: int = 20,
+) -> dict[str, Any]:
+    """Stability of a fixed point near `x_star` (one state, `[N, D]` on the ET) of any
+    `solvers.EnergySystem`, with a verdict.
+
+    1. **Polish** (`polish=True`): Newton's method on the residual
+       (`solvers.find_fixed_point`, in float64; a dense Jacobian up to
+       `solvers.NEWTON_DENSE_MAX` state entries, matrix-free GMRES above) to RMS G below
+       `polish_tol`, at most `polish_max_steps` steps; where Newton fails from too far
+       away, the projected flow brings the point `POLISH_TIGHTEN` closer in RMS G and
+       Newton starts again (`POLISH_ROUNDS` rounds); where Newton moved the point
+       further than `JUMP_FACTOR` times the distance its starting residual allows (it
+       may have reached a neighbouring critical point), the polish starts again from
+       the point the flow has taken to RMS G `NEWTON_START`, and if Newton still jumps
+       the verdict is refused. A point stopped at a loose
+       tolerance can sit on the other side of a kink of a ReLU energy from the fixed
+       point, where the Hessian differs.
+    2. **Spectrum** of the tangent Hessian at the polished point (`hessian_eigenvalues`:
+       dense for small problems, Lanczos otherwise); the distance to the true critical
+       point is at most `|G|_2 / min|lambda|` (in the energy's coordinates).
+    3. **Kinks** (models with `kink_distances`, such as the ET with ReLU memories):
+       those within `KINK_REACH_FACTOR` times that distance make the Hessian one-sided;
+       then the spectra of the two extreme sides (`model.one_sided`) bound every side's.
+    4. **Lyapunov exponent** of `flow` from the point (`lyapunov_time=None` skips it).
+    5. **Verdict** (`analysis._verdict`): "stable minimum", "saddle of index k", "local
+       maximum", or a refusal: "not converged", "degenerate", "at a kink" (the sides
+       disagree), "not called" (the exponent falls outside the linearised flow's range),
+       "no gradient flow" (the residual's Jacobian is not symmetric, `asymmetry` above
+       `GRADIENT_ASYMMETRY`: the sentence gives the linear stability from the flow's
+       eigenvalues, `flow_eigenvalues`, instead).
+
+    **Protocol:** `energy`, `residual`, `vector_field` (refused up front without them);
+    optional: the geometry and metric of `analysis._geometry`, `kink_distances` and
+    `one_sided`, `tau`.
+
+    **Arguments:** as `hessian_eigenvalues` and `lyapunov_exponent`; `flow` is the flow
+    whose Lyapunov exponent is measured (only the projected flow's, or a flat model's,
+    is compared with the Hessian); `lyapunov_options`: solver options of
+    `lyapunov_exponent` (`solver`, `rtol`, `atol`, `dt0`, `max_steps`; default its tsit5
+    at rtol 1e-10); `polish`, `polish_tol`, `polish_max_steps`: step 1.
+
+    **Returns:** a dict with the `hessian_eigenvalues` entries at the polished point;
+    `x` (that point), `polish` (`residual_rms_before`, `residual_rms`, `converged`,
+    `steps`, `rounds`, `displacement_rms` in the energy's coordinates,
+    `newton_displacement` and `newton_jump_bound`, `first_attempt_jumped` where the
+    polish started again), `residual_rms`,
+    `distance_bound`, `kinks` (`twice_differentiable`, `n_within`, `nearest`, `within`),
+    `sides` (per side `"lower"`/`"upper"`: `smallest`, `largest`, `morse_index`; `None`
+    without kinks in reach), `morse_index_range`, `linear_rates` (`[low, high]` of the
+    linearised projected flow's growth rates, 1/tau), `rates_smallest`
+    (`coordinates="x"` only: `smallest / tau`), `energy`, `lyapunov`, `verdict` (`code`,
+    `sentence`, `called`, `lyapunov_range`, `lyapunov_consistent`), `flow_eigenvalues`
+    (where the residual is no gradient, the `k` of largest real part of the Jacobian of
+    `flow` on a flat model, of the projected flow in manifold coordinates otherwise:
+    `_system_branch.flow_eigenvalues`; else `None`), `flow`, `tau`, `metadata`.
+    """
+    require(model, "stability")
+    x_star = jnp.asarray(x_star)
+    if x_star.ndim != 2:
+        raise ValueError(f"stability takes one state [N, D]; got shape {tuple(x_star.shape)}.")
+    model64, x_given, args64 = cast((model, x_star, args), jnp.float64)
+    spectrum: dict[str, Any] = dict(
+        coordinates=coordinates,
+        k=k,
+        method=method,
+        dense_max=dense_max,
+        lanczos_tol=lanczos_tol,
+        seed=seed,
+    )
+    tau = float(getattr(model, "tau", 1.0))
+
+    def polished_spectrum(pre_flow):
+        x, report = _polish(
+            model64, x_given, args64, polish, polish_tol, polish_max_steps, pre_flow=pre_flow
+        )
+        spec = hessian_eigenvalues(model64, x, args64, **spectrum)
+        known = (
+            spec["all"]
+            if spec["all"] is not None
+            else np.concatenate([spec["smallest"], spec["largest"]])
+        )
+        magnitude = float(np.min(np.abs(known)))
+        if spec["morse_index_is_lower_bound"]:  # the eigenvalue nearest 0 is not known
+            magnitude = smallest_eigenvalue_magnitude(model64, x, args64, coordinates, seed)
+            spec["smallest_magnitude"] = magnitude
+        if coordinates == "x":  # H = C^-1/2 S C^-1/2: |H^-1| <= c_max / min |lambda(S)|
+            magnitude /= spec["clock_range"][1]
+        magnitude = max(magnitude, 1e-300)
+        # Newton may move the point about as far as its starting residual allows; a
+        # longer move may have reached another critical point than the flow's
+        report["newton_jump_bound"] = float(
+            JUMP_FACTOR * (report["newton_start_residual_rms"] * np.sqrt(x.size) / magnitude)
+        )
+        jump = report["newton_displacement"] > report["newton_jump_bound"] + 1e-12
+        distance = float(jnp.linalg.norm(model64.residual(x, args64))) / magnitude
+        return x, report, spec, distance, jump
+
+    x64, polished, result, distance, jumped = polished_spectrum(pre_flow=False)
+    if jumped and polished["newton_start_residual_rms"] > NEWTON_START:
+        # Newton from a loose point jumped: start it again where the flow has taken the
+        # point to RMS G `NEWTON_START`
+        first = dict(
+            newton_displacement=polished["newton_displacement"],
+            newton_jump_bound=polished["newton_jump_bound"],
+            residual_rms=polished["residual_rms"],
+        )
+        x64, polished, result, distance, jumped = polished_spectrum(pre_flow=True)
+        polished["first_attempt_jumped"] = first
+    kinks = _kinks(model64, x64, args64, KINK_REACH_FACTOR * distance)
+    sides, index_range = None, (result["morse_index"], result["morse_index"])
+    extremes = (float(result["smallest"][0]), float(result["largest"][-1]))
+    if kinks["n_within"]:
+        assert isinstance(model64, KinkedSystem)  # `require`: no kink_distances without one_sided
+        sides = {}
+        for side in ("lower", "upper"):
+            pinned = model64.one_sided(x64, args64, kinks["within"], side)
+            r = hessian_eigenvalues(pinned, x64, args64, **spectrum)
+            sides[side] = dict(
+                smallest=r["smallest"],
+                largest=r["largest"],
+                morse_index=r["morse_index"],
+                morse_index_is_lower_bound=r["morse_index_is_lower_bound"],
+            )
+        index_range = (sides["upper"]["morse_index"], sides["lower"]["morse_index"])
+        extremes = (float(sides["lower"]["smallest"][0]), float(sides["upper"]["largest"][-1]))
+    rates = linear_rate_range(*extremes, coordinates, result["clock_range"], tau)
+    result.update(
+        x=np.asarray(x64),
+        polish=polished,
+        residual_rms=polished["residual_rms"],
+        distance_bound=distance,
+        kinks=kinks,
+        sides=sides,
+        morse_index_range=list(index_range),
+        linear_rates=rates,
+        rates_smallest=result["smallest"] / tau if coordinates == "x" else None,
+        energy=float(model64.energy(x64, args64)),
+        lyapunov=None,
+    )
+    if lyapunov_time is not None:
+        horizon, capped = float(lyapunov_time), None
+        own = linear_rate_range(
+            result["smallest"][0], result["largest"][-1], coordinates, result["clock_range"], tau
+        )[1]  # the point's own Hessian
+        if own > 0:  # unstable: the state leaves x* once the residual's error grows to
+            # ~1e-3, after log(1e-3 / distance) / rate; measure no longer than that
+            drift = np.log(1e-3 / max(distance, 1e-15)) / own
+            if drift < horizon:
+                horizon, capped = max(drift, 1e-3), float(lyapunov_time)
+        result["lyapunov"] = lyapunov_exponent(
+            model64,
+            x64,
+            args64,
+            flow=flow,
+            t1=horizon,
+            segments=lyapunov_segments,
+            seed=seed,
+            measure="metric",
+            **(lyapunov_options or {}),
+        )
+        result["lyapunov"]["capped_from"] = capped
+    compared_flow = "projected" if result["geometry"] == "flat" else flow
+    result["flow_eigenvalues"] = (
+        flow_eigenvalues(model64, x64, args64, k, flow)
+        if result["asymmetry"] > GRADIENT_ASYMMETRY
+        else None
+    )
+    result["verdict"] = verdict(
+        converged=polished["converged"],
+        jumped=jumped,
+        newton_displacement=polished["newton_displacement"],
+        jump_bound=polished["newton_jump_bound"],
+        residual_rms=polished["residual_rms"],
+        distance=distance,
+        index_range=index_range,
+        index_is_lower_bound=result["morse_index_is_lower_bound"],
+        n_near_zero=result["n_near_zero"],
+        dimension=result["dimension"],
+        smallest=extremes[0],
+        kinks=kinks,
+        lyapunov=result["lyapunov"],
+        rates=rates,
+        clock_range=result["clock_range"],
+        flow=compared_flow,
+        asymmetry=result["asymmetry"],
+        flow_eigenvalues=result["flow_eigenvalues"],
+    )
+    result.update(
+        flow=flow,
+        tau=tau,
+        metadata=metadata(
+            study="stability",
+            dtype=np.float64 if float64_available() else np.float32,
+            model_type=type(model).__name__,
+            seeds=dict(lanczos_and_lyapunov=seed),
+            flow=flow,
+            coordinates=coordinates,
+            method=result["method"],
+            k=k,
+            float64=float64_available(),
+            polish=dict(tol=polish_tol, max_steps=polish_max_steps, enabled=bool(polish)),
+            geometry=result["geometry"],
+        ),
+    )
+    return result

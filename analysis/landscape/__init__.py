@@ -1,0 +1,62 @@
+"""The generic tools for any field or energy system (`et_ode.analysis.landscape`): steady
+states followed in a parameter (`continuation`, `switch_branch`), folds in two parameters
+and their cusps (`fold_continuation`), every steady state at one parameter
+(`steady_states`, deflated Newton), basins of attraction and their continuation in a
+parameter (`basins`, `basin_continuation`), Lyapunov spectra (`lyapunov_spectrum`), the
+tangent Hessian's spectrum (`hessian_eigenvalues`) and the verdict on it.
+
+Imports `et_ode.solvers` and nothing of the Energy Transformer: an energy model's
+parameters are its own `lenses` (`EnergyTransformer.lenses` names `"beta"`,
+`"memory_scale"`, `"field_strength"`), looked up by name. No `et_ode.tasks`, optax, tqdm
+or matplotlib is loaded with it (tests/test_layout.py).
+"""
+
+from ._basin_continuation import basin_continuation
+from ._basins import basin_entropy, basins, grid_starts
+from ._branch_records import Bifurcation, Branch, BranchPoint, Fold, HopfPoint
+from ._continuation import Parameter, continuation, switch_branch
+from ._energy_field import flow_eigenvalues
+from ._fold_curve import fold_continuation
+from ._fold_records import Cusp, FoldCurve
+from ._hessian import (
+    HESSIAN_DENSE_MAX,
+    Coordinates,
+    Method,
+    hessian_eigenvalues,
+    smallest_eigenvalue_magnitude,
+)
+from ._lyapunov_spectrum import lyapunov_spectrum
+from ._polish import polish_near
+from ._steady_states import steady_states
+from ._verdict import GRADIENT_ASYMMETRY, linear_rate_range, linearly_stable, verdict
+
+__all__ = [
+    "Cusp",
+    "FoldCurve",
+    "Bifurcation",
+    "Branch",
+    "BranchPoint",
+    "Fold",
+    "HopfPoint",
+    "basin_continuation",
+    "basin_entropy",
+    "basins",
+    "continuation",
+    "Coordinates",
+    "flow_eigenvalues",
+    "fold_continuation",
+    "GRADIENT_ASYMMETRY",
+    "grid_starts",
+    "HESSIAN_DENSE_MAX",
+    "hessian_eigenvalues",
+    "linear_rate_range",
+    "linearly_stable",
+    "lyapunov_spectrum",
+    "Method",
+    "Parameter",
+    "polish_near",
+    "smallest_eigenvalue_magnitude",
+    "steady_states",
+    "switch_branch",
+    "verdict",
+]

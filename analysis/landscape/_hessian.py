@@ -1,0 +1,245 @@
+"""The spectrum of a fixed point of any energy system: the eigenvalues of the Riemannian
+Hessian (the Jacobian of the residual `G` restricted to the tangent space of the model's
+geometry, `analysis._geometry`), applied by JVPs of `model.residual`; dense below
+`HESSIAN_DENSE_MAX` state entries, Lanczos (scipy `eigsh` on the symmetric operator) above.
+
+Coordinates. With `C` the model's clock (the ET: `gamma / s_A` per token; 1 for a model
+without one), `coordinates="g"` gives the eigenvalues of `H` (the curvature of `E` on the
+manifold) and `coordinates="x"` those of `C^(1/2) H C^(1/2)` (similar to `H C`), which
+divided by `tau` are the decay rates of the linearised projected flow; both have the same
+signs (Sylvester's law of inertia), hence the same Morse index. The normal directions are
+excluded: the dense method works in an orthonormal basis of the projection's range;
+Lanczos works on the operator plus a shift on the normal space that moves those
+directions past the end of the spectrum it looks for.
+"""
+
+import math
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse.linalg as spla
+from jaxtyping import Array, ArrayLike, Bool, Float
+
+from .._common import cast
+from .._geometry import TangentOperator, clock, require, tangent_dimension
+
+HESSIAN_DENSE_MAX = 2000  # state entries (N D) up to which the dense Jacobian is the default
+
+
+State = Float[Array, "N D"]  # one state, as in `solvers.EnergySystem`
+
+
+# The coordinates of a spectrum (module docstring) and the methods that compute it.
+Coordinates = Literal["g", "x"]
+
+
+Method = Literal["auto", "dense", "lanczos"]
+
+
+@runtime_checkable
+class ResidualSystem(Protocol):
+    """All that `hessian_eigenvalues` needs of a model: its residual `G` (the optional
+    geometry and metric of `analysis._geometry` are used where it has them)."""
+
+    def residual(self, x: State, args: Any) -> State: ...
+
+
+def tangent_basis(
+    x: Float[ArrayLike, "N D"], free: Bool[ArrayLike, " N"] | None = None
+) -> Float[np.ndarray, "F D D-2"]:
+    """An orthonormal basis of the ET's tangent space (LayerNorm manifold) at `x: [N, D]`
+    per free token: `[F, D, D - 2]` (`F` free tokens), each token's columns orthogonal
+    to the constant vector and to `x_A - mean_A` (by a complete QR factorisation). The
+    studies build their basis from the model's own projection instead; this is the
+    closed form, kept for users of the ET."""
+    x = np.asarray(x, np.float64)
+    n_tokens, dim = x.shape
+    free = np.ones(n_tokens, bool) if free is None else np.asarray(free, bool)
+    centred = x - x.mean(axis=-1, keepdims=True)
+    u = centred / np.linalg.norm(centred, axis=-1, keepdims=True)
+    normal = np.stack([np.full((n_tokens, dim), 1.0 / np.sqrt(dim)), u], axis=-1)
+    q, _ = np.linalg.qr(normal, mode="complete")  # [N, D, D]
+    return q[free][..., 2:]
+
+
+def _normal_shift(op: TangentOperator, v0) -> float:
+    """A value past both ends of `op`'s spectrum (twice its spectral radius, by a
+    coarse Lanczos, plus 1): added on the normal space, it moves those directions (its
+    eigenvalue 0) out of the way of the tangent spectrum's extremes."""
+    radius = float(
+        np.abs(
+            spla.eigsh(
+                op.linear_operator(), k=1, which="LM", tol=1e-3, v0=v0, return_eigenvectors=False
+            )
+        )[0]
+    )
+    return 2.0 * radius + 1.0
+
+
+def _ncv(k: int, size: int) -> int:
+    """Lanczos vectors kept between ARPACK's restarts: at least 40. scipy's default,
+    `max(2k + 1, 20)`, restarts so often on the ET's spectra (condition numbers in the
+    hundreds) that it needs about twice the operator applications (measured: the
+    benchmarks page, "Lanczos vectors")."""
+    return int(min(size - 1, max(2 * k + 1, 40)))
+
+
+def _asymmetry(op: TangentOperator, seed: int, probes: int = 3) -> float:
+    """`|A - A^T|_F / |A|_F` of `op`'s operator `A`, estimated matrix-free from `probes`
+    pairs of standard normal vectors `u, v` (two products each): the mean of
+    `(u^T A v - v^T A u)^2` is `|A - A^T|_F^2` and that of `|A v|^2` is `|A|_F^2`."""
+    apply = op.linear_operator().matvec
+    rng = np.random.default_rng(seed + 1)
+    antisymmetric, total = 0.0, 0.0
+    for _ in range(probes):
+        u, v = rng.standard_normal((2, op.size))
+        au, av = apply(u), apply(v)
+        antisymmetric += float(u @ av - v @ au) ** 2
+        total += 0.5 * float(au @ au + av @ av)
+    return math.sqrt(antisymmetric / max(total, 1e-300))
+
+
+def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> dict:
+    """Eigenvalues of `op`: `smallest [k]`, `largest [k]`, `all` (dense) and the rest of
+    `hessian_eigenvalues`' entries that depend on the method."""
+    if method == "dense":
+        matrix, basis = op.dense()
+        antisym = np.linalg.norm(matrix - matrix.T) / max(float(np.linalg.norm(matrix)), 1e-300)
+        values = np.linalg.eigvalsh(0.5 * (matrix + matrix.T))
+        k = min(k, values.size)
+        return dict(
+            smallest=values[:k],
+            largest=values[-k:],
+            all=values,
+            asymmetry=float(antisym),
+            method="dense",
+            dimension=int(basis.shape[1]),
+            morse_index_is_lower_bound=False,
+        )
+    if method != "lanczos":
+        raise ValueError(f"method must be 'auto', 'dense' or 'lanczos' (got {method!r}).")
+    size = op.size
+    v0 = np.random.default_rng(seed).standard_normal(size)
+    if op.flat:
+        operators = {"SA": op.linear_operator(), "LA": op.linear_operator()}
+    else:  # normal directions (eigenvalue 0 of op) moved past each end of the spectrum
+        shift = _normal_shift(op, v0)
+        operators = {"SA": op.linear_operator(shift), "LA": op.linear_operator(-shift)}
+    k = int(min(k, (dimension or size) - 1))
+    smallest, largest = (
+        np.sort(
+            spla.eigsh(
+                operators[which],
+                k=k,
+                which=which,
+                tol=lanczos_tol,
+                v0=v0,
+                ncv=_ncv(k, size),
+                return_eigenvectors=False,
+            )
+        )
+        for which in ("SA", "LA")
+    )
+    return dict(
+        smallest=smallest,
+        largest=largest,
+        all=None,
+        asymmetry=_asymmetry(op, seed),
+        method="lanczos",
+        dimension=dimension,
+        morse_index_is_lower_bound=bool(np.all(smallest < 0)),
+    )
+
+
+def smallest_eigenvalue_magnitude(model, x, args, coordinates, seed, tol=1e-6) -> float:
+    """`min |lambda|` over the tangent spectrum, where Lanczos' extremes do not reach it
+    (all `k` smallest negative): the smallest eigenvalue of the operator squared, the
+    normal directions shifted past the largest."""
+    op = TangentOperator(model, x, args, coordinates)
+    v0 = np.random.default_rng(seed).standard_normal(op.size)
+    shift = _normal_shift(op, v0)
+    value = spla.eigsh(
+        op.linear_operator(shift**2, squared=True),
+        k=1,
+        which="SA",
+        tol=tol,
+        v0=v0,
+        ncv=_ncv(1, op.size),
+        return_eigenvectors=False,
+    )
+    return float(np.sqrt(max(float(value[0]), 0.0)))
+
+
+def hessian_eigenvalues(
+    model: ResidualSystem,
+    x: Float[ArrayLike, "N D"],
+    args: Any = None,
+    *,
+    coordinates: Coordinates = "g",
+    k: int = 6,
+    method: Method = "auto",
+    dense_max: int = HESSIAN_DENSE_MAX,
+    lanczos_tol: float = 1e-10,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Leading eigenvalues of the tangent-restricted Riemannian Hessian at `x`.
+
+    **Arguments:**
+
+    - `model`: any `solvers.EnergySystem` (needs `residual`; its geometry as in
+      `analysis._geometry`: a manifold where it declares `tangent_projection`, else
+      flat; its `clock` where it has one), computed in float64 (cast here); `x` one
+      state (`[N, D]` for the ET), `args` its conditions.
+    - `coordinates`: `"g"` or `"x"` (see the module docstring).
+    - `k`: how many of the smallest and of the largest eigenvalues to return.
+    - `method`: `"dense"` (materialise the operator by JVPs in an orthonormal basis of
+      the tangent space, `eigh`), `"lanczos"` (scipy `eigsh` on a `LinearOperator`
+      wrapping a jitted JVP) or `"auto"` (dense when `x.size <= dense_max`).
+    - `lanczos_tol`: `eigsh` tolerance; `seed`: its starting vector.
+
+    **Protocol:** `residual` (refused up front without it); optional: the manifold's
+    `tangent_projection`, `clock`, `tangent_dimension`.
+
+    **Returns:** a dict: `smallest [k]`, `largest [k]` (ascending), `all` (every
+    eigenvalue, dense only, else `None`), `morse_index` (count of eigenvalues below
+    `-zero_tol`), `morse_index_is_lower_bound` (Lanczos with all `k` smallest
+    negative), `zero_tol`, `n_near_zero`, `asymmetry` (`|A - A^T|_F / |A|_F` of the
+    operator: exact when dense, from three random pairs with Lanczos; near rounding
+    at a fixed point of a gradient system, of order one where `residual` is not the
+    gradient of an energy: the symmetric part whose spectrum is returned is then no
+    Hessian), `dimension` (tangent dimension; `None` where Lanczos cannot know it and
+    the model does not say), `n_normal_excluded`, `geometry`
+    (`"manifold"` or `"flat"`), `method`, `coordinates`, `clock` (the model's clock,
+    per token on the ET; 1 without one), `clock_range` (`[min, max]`).
+    """
+    require(model, "hessian_eigenvalues")
+    model64, x64, args64 = cast((model, jnp.asarray(x), args), jnp.float64)
+    op = TangentOperator(model64, x64, args64, coordinates)
+    if method == "auto":
+        method = "dense" if x64.size <= dense_max else "lanczos"
+    result = _spectrum(
+        op, int(k), method, lanczos_tol, seed, tangent_dimension(model64, x64, args64)
+    )
+    values = (
+        result["all"]
+        if result["all"] is not None
+        else np.concatenate([result["smallest"], result["largest"]])
+    )
+    zero_tol = 1e-9 * max(float(np.max(np.abs(values))), 1e-300)
+    counted = result["all"] if result["all"] is not None else result["smallest"]
+    own_clock = np.asarray(clock(model64, x64, args64), np.float64)
+    dimension = result["dimension"]
+    result.update(
+        coordinates=coordinates,
+        zero_tol=zero_tol,
+        morse_index=int(np.sum(counted < -zero_tol)),
+        n_near_zero=int(np.sum(np.abs(counted) <= zero_tol)),
+        n_normal_excluded=None if dimension is None else op.size - dimension,
+        geometry="flat" if op.flat else "manifold",
+        clock=own_clock.reshape(-1)
+        if own_clock.ndim == 2 and own_clock.shape[1] == 1
+        else own_clock,
+        clock_range=[float(op.clock.min()), float(op.clock.max())],
+    )
+    return result

@@ -1,0 +1,224 @@
+"""Several steady states at one parameter value by deflated Newton.
+
+Newton from a start converges to one zero of `f(x, p)`; run again from the same start it
+would find the same one. Deflation (Farrell, Birkisson and Funke, SIAM J. Sci. Comput.
+37, 2015) solves instead `M(x) f(x) = 0` with
+`M(x) = prod_i (|x - r_i|^-power + shift)` over the zeros `r_i` found so far: `M` grows
+without bound at each of them, so Newton is pushed away from every known zero, and the
+deflated Newton step is the plain one scaled (`analysis._branch_kernels.deflated_newton`).
+Each start is retried until deflated Newton fails from it (a start that lies on a known
+zero is moved off it by a small seeded random step first); every zero found is checked
+on the undeflated `f` and kept once. A degenerate (multiple) zero is accepted where
+`|f| <= tol`, which may lie some way from it in `x`, so it can be reported twice.
+"""
+
+import warnings
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import DTypeLike
+from jaxtyping import ArrayLike, Real
+
+from .._common import is_count
+from .._records import metadata
+from ._branch_kernels import FlatField, deflated_newton, leading_eigen
+from ._continuation import Field, Preconditioner
+from ._continuation_checks import (
+    check_field_shape,
+    check_linear_algebra,
+    check_preconditioner,
+    default_tol,
+    dtype_of,
+    is_dense,
+    is_float,
+    kept_eigenvalues,
+)
+from ._xla_fallback import rescued_kernels
+
+
+def steady_states(
+    field: Field,
+    starts: Real[ArrayLike, " S *shape"],
+    p: float,
+    *,
+    args: Any = None,
+    known: Real[ArrayLike, " K *shape"] | None = None,
+    max_states: int = 16,
+    power: float = 2.0,
+    shift: float = 1.0,
+    tol: float | None = None,
+    max_newton: int = 50,
+    min_distance: float = 1e-6,
+    k: int = 6,
+    matrix_free: bool | None = None,
+    preconditioner: Preconditioner | None = None,
+    spectrum: Literal["rightmost", "nearest_zero"] = "rightmost",
+    dtype: DTypeLike | None = None,
+) -> dict:
+    """The distinct steady states of `field` at parameter `p` that deflated Newton
+    reaches from `starts` (module docstring).
+
+    **Arguments:**
+
+    - `field`: `f(x, p, args) -> dx/dt` (as for `continuation`).
+    - `starts`: `[S, *shape]`, the starting states (one or more).
+    - `p`: the parameter value; `args`: the field's conditions.
+    - `known`: `[K, *shape]` steady states to deflate from the outset (not returned).
+    - `max_states`: the most states sought (one compilation holds this many).
+    - `power`, `shift`: the deflation operator's exponent and shift (`shift > 0` keeps
+      Newton's behaviour far from the known states).
+    - `tol`: RMS of `f` at which a state is accepted (default 1e-10 in float64, 1e-5
+      in float32, as for `continuation`); `max_newton`: iterations per try;
+      `min_distance`: RMS distance below which two states are the same.
+    - `k`, `matrix_free`, `preconditioner`, `spectrum`, `dtype`: as for
+      `continuation`.
+
+    **Returns:** a dict: `states [m, *shape]`, `residual_rms [m]`, `eigenvalues [m, k]`
+    (largest real part first; which `k`: `spectrum`), `unstable [m]`, `stable [m]`,
+    `start_index [m]` (which start reached each), `tries` (deflated Newton runs),
+    `capped` (`max_states` were found: there may be more), `metadata`. A
+    `RuntimeWarning` where none is found (with the residual the last try ended at) or
+    the cap is reached.
+    """
+    if not callable(field):
+        raise TypeError(
+            "steady_states takes a callable field(x, p, args) -> dx/dt "
+            f"(got {type(field).__name__})."
+        )
+    starts = np.asarray(starts)
+    if starts.ndim < 1 or starts.shape[0] < 1 or not np.all(np.isfinite(starts)):
+        raise ValueError("starts must be a finite array [S, *shape] with S >= 1.")
+    if not (
+        is_count(max_states, 1)
+        and is_count(k, 1)
+        and power > 0
+        and shift > 0
+        and (tol is None or tol > 0)
+        and np.isfinite(p)
+    ):
+        raise ValueError(
+            "max_states >= 1 and k >= 1 (integers), power > 0, shift > 0, "
+            "tol > 0 and a finite p are needed (got "
+            f"{max_states!r}, {k!r}, {power}, {shift}, {tol}, {p})."
+        )
+    dtype = dtype_of(starts, dtype)
+    if tol is None:
+        tol = default_tol(dtype)
+    shape = starts.shape[1:]
+    n = int(np.prod(shape, dtype=int))
+    check_linear_algebra(field, spectrum, preconditioner, matrix_free)
+    dense = is_dense(n, matrix_free, preconditioner)
+    k = kept_eigenvalues(k, n, dense)
+    F = FlatField(field, tuple(shape), preconditioner)
+    args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
+    check_field_shape(field, jnp.asarray(starts[0], dtype), p, args)
+    check_preconditioner(preconditioner, jnp.asarray(starts[0], dtype), p, args)
+    rng = np.random.default_rng(0)
+    known = np.zeros((0, n)) if known is None else np.asarray(known).reshape(-1, n)
+    capacity = max_states + known.shape[0]
+    roots = np.zeros((capacity, n))
+    roots[: known.shape[0]] = known
+    count = known.shape[0]
+    found: list[np.ndarray] = []
+    residuals: list[float] = []
+    origin: list[int] = []
+    tries, last_residual = 0, float("nan")
+    p_entry = np.full((1,), float(p))
+    settings = (
+        jnp.asarray(tol, dtype),
+        int(max_newton),
+        jnp.asarray(power, dtype),
+        jnp.asarray(shift, dtype),
+        dense,
+    )
+    for index, start in enumerate(starts.reshape(starts.shape[0], n)):
+        while len(found) < max_states:
+            if (
+                count
+                and np.min(np.sqrt(np.mean((roots[:count] - start) ** 2, axis=1)))
+                < 1e3 * min_distance
+            ):
+                # the deflation operator is infinite at a known state: start beside it
+                start = start + 1e-2 * (1.0 + np.sqrt(np.mean(start**2))) * (rng.standard_normal(n))
+            y0 = jnp.asarray(np.concatenate([start, p_entry]), dtype)
+            active = jnp.asarray(np.arange(capacity) < count)
+            y, _, res = deflated_newton(
+                F,
+                y0,
+                jnp.asarray(roots, dtype),
+                active,
+                args,
+                settings[0],
+                settings[1],
+                settings[2],
+                settings[3],
+                settings[4],
+            )
+            tries, last_residual = tries + 1, float(res)
+            x = np.asarray(y[:-1], np.float64)
+            if not (float(res) <= tol and np.all(np.isfinite(x))):
+                break
+            distances = np.sqrt(np.mean((roots[:count] - x) ** 2, axis=1))
+            if count and np.min(distances) < min_distance:
+                break
+            roots[count], count = x, count + 1
+            found.append(x)
+            residuals.append(float(res))
+            origin.append(index)
+    capped = len(found) >= max_states
+    if not found:
+        nan = "" if np.isfinite(last_residual) else ": the field is not finite where it went"
+        warnings.warn(
+            f"steady_states: no steady state found at p = {float(p):g}: deflated Newton "
+            f"from each of the {starts.shape[0]} starts ended above tol = {tol:g} (the "
+            f"last at RMS f = {last_residual:.3g}{nan}); give starts nearer steady "
+            "states, more max_newton, or a looser tol.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    elif capped:
+        warnings.warn(
+            f"steady_states: max_states = {max_states} states found at p = {float(p):g}; "
+            "there may be more: raise max_states.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    spectra = [
+        leading_eigen(
+            F,
+            jnp.asarray(np.concatenate([x, p_entry]), dtype),
+            args,
+            k,
+            dense,
+            spectrum=spectrum,
+        )
+        for x in found
+    ]
+    values = np.stack([s[0] for s in spectra]) if spectra else np.zeros((0, k), np.complex128)
+    return dict(
+        states=np.asarray(found).reshape((len(found),) + tuple(shape)),
+        residual_rms=np.asarray(residuals),
+        eigenvalues=values,
+        unstable=np.array([sum(s[2]) for s in spectra], dtype=int),
+        stable=np.max(values.real, axis=1) < 0 if spectra else np.zeros(0, bool),
+        start_index=np.asarray(origin, dtype=int),
+        tries=tries,
+        capped=capped,
+        dense=dense,
+        metadata=metadata(
+            study="steady_states",
+            dtype=dtype,
+            p=float(p),
+            power=power,
+            shift=shift,
+            tol=tol,
+            max_newton=max_newton,
+            min_distance=min_distance,
+            k=k,
+            spectrum=spectrum,
+            preconditioned=preconditioner is not None,
+            xla_passes_off=rescued_kernels(),
+        ),
+    )

@@ -1,0 +1,42 @@
+"""The studies of the image and graph tasks (`et_ode.analysis.tasks`): a masked-image
+model's error past its horizon (`overshoot`), a node anomaly detector's AUC past its
+horizon (`graph_overshoot`), gradients against depth per adjoint (`gradient_depth`), the
+attractors reached from a held-out image (`image_basins`, `image_basin_continuation`),
+and the trajectory of an image completion (`image_trajectory` and its helpers).
+"""
+
+from ._gradient_depth import gradient_depth
+from ._graph_overshoot import graph_overshoot
+from ._image_basin_continuation import image_basin_continuation
+from ._image_basins import image_basins
+from ._image_trajectory import (
+    completed_patches,
+    frame_steps,
+    frame_times,
+    held_out_images,
+    image_trajectory,
+    normalised_patches,
+    reference_time,
+    still_frame,
+    to_display,
+    trajectory_options,
+)
+from ._overshoot import overshoot
+
+__all__ = [
+    "completed_patches",
+    "frame_steps",
+    "frame_times",
+    "gradient_depth",
+    "graph_overshoot",
+    "held_out_images",
+    "image_basin_continuation",
+    "image_basins",
+    "image_trajectory",
+    "normalised_patches",
+    "overshoot",
+    "reference_time",
+    "still_frame",
+    "to_display",
+    "trajectory_options",
+]

@@ -1,0 +1,89 @@
+"""Overshoot of a node anomaly detector: its test AUC and the energy against time, from
+the start to far past the horizon it was trained at."""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Int, Integer
+
+from et_ode import solvers
+from et_ode.tasks import NodeAnomalyET, roc_auc
+
+from .._common import log_times
+from .._geometry import require
+from .._records import metadata, model_dtype
+
+
+def graph_overshoot(
+    model: NodeAnomalyET,
+    features: Float[Array, "N F"],
+    senders: Int[Array, " E"],
+    receivers: Int[Array, " E"],
+    labels: Integer[ArrayLike, " N"],
+    nodes: Integer[ArrayLike, " M"],
+    *,
+    t_max_factor: float = 100.0,
+    n_times: int = 24,
+    t_first: float | None = None,
+    **overrides: Any,
+) -> dict:
+    """The readout of a `NodeAnomalyET` applied to its state at times past its
+    training horizon: does the AUC on `nodes` (the test nodes) hold, fall or rise?
+
+    **Arguments:** the model; the graph as `features [N, F]` (standardised as in
+    training), `senders`, `receivers` `[E]`, `labels [N]`; `nodes`: indices scored;
+    `t_max_factor`: the end as a multiple of the model's `dynamics.t1`; `n_times`,
+    `t_first` (default horizon / 100): log-spaced sample times, plus 0 and the horizon;
+    `**overrides`: `solvers.solve` options replacing the model's dynamics.
+
+    **Returns:** a dict: `times [T]`, `auc [T]`, `energy [T]`, `horizon`, `t_max`,
+    `auc_at_horizon`, `auc_at_end`, `best_time`, `best_auc`, `solve_options`, and
+    `metadata` (dtype, node counts, the solve options).
+
+    **Protocol:** a `NodeAnomalyET` (`encode`, `conditions`, `scores_of_states`,
+    `dynamics`, `core`); another model is refused up front, before any solve.
+    """
+    require(model, "graph_overshoot")
+    horizon = float(model.dynamics.t1)
+    t_max = t_max_factor * horizon
+    times = log_times(t_first or horizon / 100, t_max, n_times, include=[horizon], start=0.0)
+    options = model.dynamics.solve_options() | overrides
+    options.pop("stop", None)
+    options.update(t1=t_max, save=jnp.asarray(times))
+    if options.get("rtol") is None:  # constant steps: a cap of the exact step count
+        options["max_steps"] = solvers.constant_step_count(0.0, t_max, options["dt0"])
+    x0 = model.encode(features)
+    conditions = model.conditions(senders, receivers, x0.shape[0])
+    sol = solvers.solve(model.core, x0, args=conditions, **options)
+    states = sol.xs
+    scores = np.asarray(jax.vmap(lambda x: model.scores_of_states(x0, x))(states))
+    energy = np.asarray(jax.vmap(lambda x: model.core.energy(x, conditions))(states))
+    labels, nodes = np.asarray(labels), np.asarray(nodes)
+    auc = np.array([roc_auc(labels[nodes], s[nodes]) for s in scores])
+    at = int(np.argmin(np.abs(times - horizon)))
+    best = int(np.argmax(auc))
+    solve_options = {k: v for k, v in options.items() if k != "save"}
+    return {
+        "times": times,
+        "auc": auc,
+        "energy": energy,
+        "horizon": horizon,
+        "t_max": t_max,
+        "auc_at_horizon": float(auc[at]),
+        "auc_at_end": float(auc[-1]),
+        "best_time": float(times[best]),
+        "best_auc": float(auc[best]),
+        "solve_options": solve_options,
+        "metadata": metadata(
+            study="graph_overshoot",
+            dtype=model_dtype(model.core),
+            t_max_factor=t_max_factor,
+            horizon=horizon,
+            t_max=t_max,
+            n_nodes=int(labels.size),
+            n_scored=int(nodes.size),
+            solve_options=solve_options,
+        ),
+    }
