@@ -7,8 +7,11 @@ the plain dicts the studies returned before keeps working. A field declared with
 field's has none), so that `to_json()` writes exactly the keys the dicts had.
 
 `to_json()` is the JSON the command line writes (`_records.to_json` of the mapping);
-`from_json(data)` reads it back: lists become numpy arrays where the field is an array,
-`{"real", "imag"}` pairs complex numbers, and nested records their own type.
+`from_json(data)` reads it back by the fields' annotations (`read_field`): nested
+records their own type (alone, in a list, or by key), `{"real", "imag"}` pairs complex
+numbers, and in a field of numbers JSON's `null` NaN again and lists numpy arrays.
+`build(kind, values)` makes a record of the dict a study built, refusing a key the type
+does not declare.
 """
 
 import dataclasses
@@ -42,33 +45,78 @@ def _is_complex_pair(value: Any) -> bool:
 
 
 def decode(value: Any) -> Any:
-    """A JSON value with its complex pairs made complex numbers (in lists too), and
-    lists of numbers numpy arrays (complex where their entries are)."""
+    """A JSON value with its complex pairs (`{"real", "imag"}`) made complex numbers, at
+    every depth; lists stay lists (`Result.from_json` makes arrays of the fields that
+    hold them)."""
     if _is_complex_pair(value):
         real, imag = value["real"], value["imag"]
         return complex(np.nan if real is None else real, np.nan if imag is None else imag)
     if isinstance(value, dict):
         return {key: decode(item) for key, item in value.items()}
     if isinstance(value, list):
-        items = [decode(item) for item in value]
-        if items and all(
-            isinstance(item, (int, float, complex, np.ndarray)) or item is None for item in items
-        ):
-            shapes = {np.shape(item) for item in items if item is not None}
-            if len(shapes) == 1:
-                return np.asarray([np.nan if item is None else item for item in items])
-        return items
+        return [decode(item) for item in value]
     return value
 
 
-def _record_types(annotation: Any) -> tuple[type["Result"], ...]:
-    """The `Result` subclasses that a field's annotation holds (itself, in a list or an
-    optional), or none."""
-    if isinstance(annotation, type) and issubclass(annotation, Result):
-        return (annotation,)
-    if typing.get_origin(annotation) in (list, types.UnionType, typing.Union):
-        return tuple(t for arg in typing.get_args(annotation) for t in _record_types(arg))
-    return ()
+def _numbers(value: Any) -> Any:
+    """A decoded JSON number, or list of them, as a field of numbers holds it: `null`
+    (JSON's NaN) NaN again, a list an array where its entries have one shape (else a list
+    of arrays, one per entry, with None where an entry has none)."""
+    if value is None:
+        return np.nan
+    if isinstance(value, list):
+        try:
+            return np.asarray([_numbers(item) for item in value])
+        except ValueError:  # ragged: one array per entry, and None where an entry has none
+            return [None if item is None else _numbers(item) for item in value]
+    return value
+
+
+def _members(annotation: Any) -> tuple[Any, ...]:
+    """The types a field's annotation admits (a union's members, else itself)."""
+    if typing.get_origin(annotation) in (types.UnionType, typing.Union):
+        return typing.get_args(annotation)
+    return (annotation,)
+
+
+def _record_type(annotation: Any, container: type) -> type["Result"] | None:
+    """The `Result` subclass of an annotation `R`, `list[R]` or `dict[str, R]` (by
+    `container`: `object`, `list` or `dict`), or of a union holding one; else None."""
+    for member in _members(annotation):
+        origin = typing.get_origin(member)
+        if container is object and isinstance(member, type) and issubclass(member, Result):
+            return member
+        if origin is container and container is not object:
+            inner = typing.get_args(member)[-1] if typing.get_args(member) else None
+            if isinstance(inner, type) and issubclass(inner, Result):
+                return inner
+    return None
+
+
+def read_field(annotation: Any, value: Any, optional_field: bool) -> Any:
+    """A field's JSON value as the field holds it: records typed (alone, in a list, or
+    by key in a dict), complex pairs complex, and for a field of numbers (a `float` or an
+    array, never None, or `optional()`, absent rather than None) JSON's `null` NaN again
+    and lists arrays."""
+    if isinstance(value, np.ndarray):
+        return value
+    record = _record_type(annotation, object)
+    if record is not None and isinstance(value, Mapping):
+        return record.from_json(value)
+    record = _record_type(annotation, list)
+    if record is not None and isinstance(value, list):
+        return [record.from_json(item) for item in value]
+    record = _record_type(annotation, dict)
+    if record is not None and isinstance(value, Mapping):
+        return {key: record.from_json(item) for key, item in value.items()}
+    value = decode(value)
+    members = _members(annotation)
+    if np.ndarray in members and isinstance(value, list):
+        return _numbers(value)
+    if value is None and (float in members or np.ndarray in members):
+        # None where the field cannot hold it (or an optional one, absent when None)
+        return np.nan if type(None) not in members or optional_field else None
+    return value
 
 
 R = TypeVar("R", bound="Result")
@@ -119,22 +167,26 @@ class Result(Mapping[str, Any]):
 
     @classmethod
     def from_json(cls: type["R"], data: Mapping[str, Any]) -> "R":
-        """The result from its `to_json()` (or from a dict with its keys): arrays as
-        numpy arrays, complex numbers complex, nested records typed."""
+        """The result from its `to_json()` (or from a dict with its keys), each field as
+        `read_field` reads it: records typed, complex numbers complex, NaN and arrays
+        restored in fields of numbers."""
         kind = data.get("kind")
         target: type[R] = cls.KINDS.get(kind, cls) if isinstance(kind, str) else cls  # type: ignore[assignment]
         hints = typing.get_type_hints(target)
-        values = {}
-        for f in dataclasses.fields(target):
-            if f.metadata.get(CONTEXT) or f.name not in data:
-                continue
-            value = data[f.name]
-            records = _record_types(hints.get(f.name))
-            if records and isinstance(value, list):
-                value = [records[0].from_json(item) for item in value]
-            elif records and isinstance(value, Mapping):
-                value = records[0].from_json(value)
-            elif not isinstance(value, np.ndarray):
-                value = decode(value)
-            values[f.name] = value
+        values = {
+            f.name: read_field(hints.get(f.name), data[f.name], bool(f.metadata.get(OPTIONAL)))
+            for f in dataclasses.fields(target)
+            if not f.metadata.get(CONTEXT) and f.name in data
+        }
         return target(**values)
+
+
+def build(kind: type[R], values: Mapping[str, Any], **context_values: Any) -> R:
+    """The typed record `kind` of the dict a study built (and the `context()` fields):
+    refused, as a bug rather than a user's error, where the dict has a key `kind` does
+    not declare."""
+    names = {f.name for f in dataclasses.fields(kind)}
+    unknown = set(values) - names
+    if unknown:
+        raise AssertionError(f"{kind.__name__} has no field for {sorted(unknown)}")
+    return kind(**values, **context_values)

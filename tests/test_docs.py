@@ -6,6 +6,7 @@ command-line page is generated from `et_ode.cli.build_parser()`. Needs the `docs
 import importlib.util
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -50,6 +51,21 @@ def test_docs_build_strict(tmp_path):
     assert 'id="et_ode.solvers.solve"' in solvers_page  # found through the package-dir map
     analysis_page = (site / "api" / "analysis" / "index.html").read_text()
     assert 'id="et_ode.analysis.convergence"' in analysis_page
+
+    # the math renders offline: MathJax and its fonts are in the site, no page loads a
+    # script or a style sheet from another host
+    mathjax = site / "javascripts" / "mathjax"
+    assert (mathjax / "tex-chtml.js").stat().st_size > 500_000
+    assert len(list((mathjax / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff"))) >= 20
+    remote = re.compile(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//[^"]+"')
+    for page in site.rglob("*.html"):
+        assert not remote.findall(page.read_text()), f"{page} loads from another host"
+    # the study outputs' key tables are generated from the typed results' fields
+    outputs = (site / "study-outputs" / "index.html").read_text()
+    assert "<!-- fields:" not in outputs and "<code>&#124;A - A^T&#124;_F" in outputs
+    assert "<td><code>smallest</code></td>" in outputs  # Stability's first field
+    maths = (site / "mathematics" / "index.html").read_text()
+    assert maths.count('class="arithmatex"') > 20 and "mathjax/tex-chtml.js" in maths
 
     from et_ode.cli import build_parser
 

@@ -130,3 +130,20 @@ def test_a_fold_curve_and_its_cusp_are_typed_and_chain():
     x = np.asarray(curve.x)[:, 0]
     np.testing.assert_allclose(curve.q, 3 * x**2, atol=1e-9)
     np.testing.assert_allclose(curve.p, -2 * x**3, atol=1e-9)
+
+
+def test_the_flat_namespace_holds_every_room_name_and_every_result_type():
+    """`et_ode.analysis.ROOM_OF` names each public name of a room with its room, and
+    every typed result a room exports is in the flat namespace."""
+    import importlib
+
+    for room in analysis.ROOMS:
+        module = importlib.import_module(f"et_ode.analysis.{room}")
+        for name in module.__all__:
+            value = getattr(module, name)
+            if isinstance(value, type) and issubclass(value, analysis.Result):
+                assert analysis.ROOM_OF.get(name) == room, name
+        for name, where in analysis.ROOM_OF.items():
+            if where == room:
+                assert name in module.__all__, f"{name} is not exported by {room}"
+    assert set(analysis.ROOM_OF) < set(analysis.__all__)

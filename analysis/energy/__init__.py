@@ -8,19 +8,50 @@ solver (`work_precision`), the update's parts over time (`contributions`).
 They take any `solvers.EnergySystem` and use the geometry it declares
 (`analysis._geometry`); `contributions` needs the ET's parts. Built on the landscape
 room; no figure is drawn here (the figures room draws them).
+
+Each study returns a typed result (`Convergence`, `EnergyDescent`, `Stability`, ...: a
+frozen dataclass whose fields say what each entry holds, also a read-only mapping of its
+keys), written to JSON by `to_json()` with the keys its dict had and read back by
+`from_json`.
 """
 
 from ._contributions import contributions
 from ._convergence import convergence
+from ._convergence_records import Contributions, Convergence, ConvergenceFlow, TokenGroups
 from ._decay_laws import decay_curve
 from ._energy_descent import energy_descent, energy_rises
 from ._fixed_points import fixed_points, matched_noise, standard_starts
 from ._long_horizon import finite_time_lyapunov, long_horizon
 from ._long_horizon_findings import long_horizon_findings
+from ._long_horizon_records import FiniteTimeLyapunov, LongHorizon, LongHorizonFlow
+from ._solver_run_records import (
+    EnergyDescent,
+    EnergyDescentRun,
+    EnergyRises,
+    WorkPrecision,
+    WorkPrecisionRun,
+)
 from ._stability import lyapunov_exponent, stability
+from ._stability_records import FixedPoints, LyapunovExponent, Stability, StabilityLyapunov
 from ._work_precision import work_precision
 
 __all__ = [
+    "Contributions",
+    "Convergence",
+    "ConvergenceFlow",
+    "EnergyDescent",
+    "EnergyDescentRun",
+    "EnergyRises",
+    "FiniteTimeLyapunov",
+    "FixedPoints",
+    "LongHorizon",
+    "LongHorizonFlow",
+    "LyapunovExponent",
+    "Stability",
+    "StabilityLyapunov",
+    "TokenGroups",
+    "WorkPrecision",
+    "WorkPrecisionRun",
     "contributions",
     "convergence",
     "decay_curve",

@@ -20,6 +20,8 @@ from et_ode.vocab import Flow
 from .._common import as_batch, shard
 from .._geometry import require
 from .._records import metadata, model_dtype
+from .._results import build as typed
+from ._convergence_records import Contributions, TokenGroups
 
 PARTS = ("attention", "hopfield", "external")
 
@@ -69,7 +71,7 @@ def contributions(
     atol: float | None = None,
     max_steps: int = 100_000,
     args_batched: bool = False,
-) -> dict:
+) -> Contributions:
     """Norms of the attention and Hopfield (and external-field) parts of the update on
     masked and visible tokens at times `ts` along a solve.
 
@@ -82,12 +84,10 @@ def contributions(
     - `flow`, `solver`, `dt0`, `rtol`, `atol`, `max_steps`: the solve (default the
       paper's Euler steps).
 
-    **Returns:** a dict: `times [T]`; for each of `attention`, `hopfield`, `external`,
-    `total` a dict with `masked` and `visible`, each `[T]` (or `[B, T]`): the mean over
-    those tokens of the L2 norm of the part applied to each token (`x` units per tau);
-    `attention_fraction` (`|att| / (|att| + |hop|)` on masked and on visible tokens);
-    `sum_mismatch` (max relative difference between the sum of the parts and the
-    applied update, per time: a check); and `metadata`.
+    **Returns:** a `Contributions`: the `times`, and per part (`attention`, `hopfield`,
+    `external`, `total`) and for `attention_fraction` a `TokenGroups` of its means on
+    the masked and the visible tokens; `sum_mismatch` (a check) and `metadata` (each
+    entry documented on its field).
 
     **Protocol:** `energy`, `vector_field` and `update_parts(x, args)` (the ET's split
     of the update into named parts); refused up front, before any solve, without them.
@@ -116,13 +116,16 @@ def contributions(
     strip = (lambda a: a) if batched else (lambda a: a[0])
     out: dict[str, Any] = dict(times=ts)
     for name in PARTS + ("total",):
-        out[name] = {k: strip(v) for k, v in trace[name].items()}
-    out["attention_fraction"] = {
-        k: strip(
-            trace["attention"][k] / np.maximum(trace["attention"][k] + trace["hopfield"][k], 1e-300)
-        )
-        for k in ("masked", "visible")
-    }
+        out[name] = TokenGroups(**{k: strip(v) for k, v in trace[name].items()})
+    out["attention_fraction"] = TokenGroups(
+        **{
+            k: strip(
+                trace["attention"][k]
+                / np.maximum(trace["attention"][k] + trace["hopfield"][k], 1e-300)
+            )
+            for k in ("masked", "visible")
+        }
+    )
     out["sum_mismatch"] = strip(trace["sum_mismatch"])
     out["batched"] = batched
     out["metadata"] = metadata(
@@ -137,4 +140,4 @@ def contributions(
         batch=int(batch),
         units="mean per-token L2 norm of each part of tau dx/dt",
     )
-    return out
+    return typed(Contributions, out)

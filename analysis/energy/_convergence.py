@@ -23,8 +23,10 @@ from et_ode.vocab import FLOWS, Flow
 from .._common import as_batch, cast, float64_available, log_times, shard, solve_in_chunks, take
 from .._geometry import energy_coordinates, has, require, token_scales
 from .._records import metadata, model_dtype
+from .._results import build as typed
 from ..landscape import Method as HessianMethod
 from ..landscape import hessian_eigenvalues
+from ._convergence_records import Convergence, ConvergenceFlow
 
 
 def _quantities_one(model, x, args, flow):
@@ -138,7 +140,7 @@ def convergence(
     fit_floor: float | None = None,
     hessian: bool = True,
     hessian_method: HessianMethod = "auto",
-) -> dict:
+) -> Convergence:
     """Traces over time of the residual, `|dg/dt|`, `|dE/dt|` and each token's scale on
     each flow, the time and NFE to reach a residual tolerance, and the observed decay
     rate of `|G|` against the Riemannian Hessian's prediction.
@@ -174,18 +176,9 @@ def convergence(
     optional: `energy_coordinates` (`dgdt_rms`), `token_scales` (`scales`), `dEdt` (else a
     JVP of `E`), a `norm` with `gamma` (the ET: `predicted_rate_scaled`), `tau`.
 
-    **Returns:** a dict: `times [T]`; `flows`: per flow a dict with `residual_rms`,
-    `dgdt_rms`, `dxdt_rms`, `abs_dEdt`, `energy` (each `[T]`, or `[B, T]` batched),
-    `scales` (`[T, N]` or `[B, T, N]`), `x_end` (the state at the last time),
-    `time_to_tolerance`, `nfe_to_tolerance`,
-    `stop_reason` (per sample), `fit` (per sample `rate`, `r2`, window), `power_law`,
-    and with `hessian`: `lambda_min_g` (smallest eigenvalue of H), `lambda_min_x`
-    (of `C^(1/2) H C^(1/2)`), `predicted_rate` (`lambda_min_x / tau`: the linear rate),
-    `predicted_rate_scaled` (`lambda_min_g gamma / (tau mean s_A)`: the simple
-    clock scaling), `rate_ratio` (measured / predicted), `predicted_power_exponent`
-    (native flow only, `lambda_min_x t1 / tau`: where every clock falls like `1/t`,
-    the linearised flow decays like `t^-p` with this `p`; a linearisation, so only
-    indicative while G is not small), `end_residual_rms`; and `metadata`.
+    **Returns:** a `Convergence`: the `times`, and per flow a `ConvergenceFlow` (its
+    traces, time and NFE to the tolerance, fits and, with `hessian`, the predicted
+    rates; each entry documented on its field).
     """
     require(model, "convergence")
     xb, batched = as_batch(x0)
@@ -304,7 +297,7 @@ def convergence(
             record["rate_ratio"] = record["fit"]["rate"] / record["predicted_rate"]
         if not batched:
             record = _unbatch(record)
-        out["flows"][flow] = record
+        out["flows"][flow] = typed(ConvergenceFlow, record)
     out["batched"] = batched
     out["metadata"] = metadata(
         study="convergence",
@@ -324,7 +317,7 @@ def convergence(
         batch=batch,
         coordinates="residual G in g (RMS over N D entries); scales s_A of x",
     )
-    return out
+    return typed(Convergence, out)
 
 
 def _stack_dicts(items):

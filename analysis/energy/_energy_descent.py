@@ -11,9 +11,10 @@ from et_ode.vocab import Flow
 
 from .._common import as_batch, shard
 from .._records import metadata, model_dtype
+from ._solver_run_records import EnergyDescent, EnergyDescentRun, EnergyRises
 
 
-def energy_rises(energies: Float[ArrayLike, " S"], *, roundoff_ulps: float = 64.0) -> dict:
+def energy_rises(energies: Float[ArrayLike, " S"], *, roundoff_ulps: float = 64.0) -> EnergyRises:
     """Count the steps along an energy trace where `E` rose.
 
     The exact flow cannot raise `E` (`dE/dt <= 0`); a discrete step can, and so can
@@ -26,12 +27,8 @@ def energy_rises(energies: Float[ArrayLike, " S"], *, roundoff_ulps: float = 64.
     - `energies`: `[S]` energies along a trajectory (`inf` padding is ignored).
     - `roundoff_ulps`: round-off allowance in units of the dtype's machine epsilon.
 
-    **Returns:** a dict with `steps` (number of steps compared), `rises` (all rises),
-    `real_rises`, `roundoff_rises`, `max_rise` (absolute, 0 if none) and
-    `max_relative_rise` (relative to |E| at that step); and, to locate them,
-    `real_rise_steps` (indices `i` of the steps `i -> i + 1` with a real rise),
-    `real_rise_sizes` (their absolute sizes), `roundoff_allowance` (the largest
-    allowance along the trace) and `dtype`.
+    **Returns:** an `EnergyRises`: the counts of rises, real and round-off, the largest,
+    and the steps and sizes of the real ones.
     """
     energies = np.asarray(energies)
     if energies.ndim != 1:
@@ -42,7 +39,7 @@ def energy_rises(energies: Float[ArrayLike, " S"], *, roundoff_ulps: float = 64.
     allowance = roundoff_ulps * np.finfo(energies.dtype).eps * scale
     rose = delta > 0
     real = delta > allowance
-    return dict(
+    return EnergyRises(
         steps=int(delta.size),
         rises=int(rose.sum()),
         real_rises=int(real.sum()),
@@ -95,7 +92,7 @@ def energy_descent(
     roundoff_ulps: float = 64.0,
     max_steps: int = 20000,
     args_batched: bool = False,
-) -> dict:
+) -> EnergyDescent:
     """Energy along each solver's trajectory (`save_energy=True`: no states stored) and
     the steps where it rose, real rises told apart from round-off (`energy_rises`).
 
@@ -109,10 +106,9 @@ def energy_descent(
     - `t1`, `flow`, `max_steps`: the solve (every run to the same `t1`).
     - `roundoff_ulps`: the round-off allowance (see `energy_rises`).
 
-    **Returns:** a dict: `runs`, a list with per run `label`, `options`, `energy_ts` and
-    `energies` (`[S]`, or per sample a list), `rises` (an `energy_rises` dict, or a list
-    per sample), `real_rises` and `max_rise` (totals over samples), `num_steps`, `nfe`,
-    `stop_reason`; and `metadata` (flow, t1, dtype).
+    **Returns:** an `EnergyDescent`: per solver an `EnergyDescentRun` (its energy trace,
+    `EnergyRises` and totals over samples; each entry documented on its field), and
+    `metadata`.
     """
     xb, batched = as_batch(x0)
     x_in, args_in, batch = shard(xb, args, args_batched)
@@ -136,7 +132,7 @@ def energy_descent(
         rises = [energy_rises(e, roundoff_ulps=roundoff_ulps) for e in energies]
         per_sample = lambda v: v if batched else v[0]  # noqa: E731
         runs.append(
-            dict(
+            EnergyDescentRun(
                 label=_label(options),
                 options=options,
                 energy_ts=per_sample([t[np.isfinite(t)] for t in ts]),
@@ -150,7 +146,7 @@ def energy_descent(
                 stop_reason=per_sample(list(sol.stats["stop_reason"])[:batch]),
             )
         )
-    return dict(
+    return EnergyDescent(
         runs=runs,
         batched=batched,
         metadata=metadata(

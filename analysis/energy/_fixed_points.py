@@ -22,6 +22,7 @@ from .._common import as_batch, shard, take
 from .._geometry import energy_coordinates, require
 from .._records import metadata, model_dtype
 from ..landscape import GRADIENT_ASYMMETRY, hessian_eigenvalues, polish_near
+from ._stability_records import FixedPoints
 
 
 def matched_noise(
@@ -97,7 +98,7 @@ def fixed_points(
     args_batched: bool = False,
     morse_index: bool = False,
     seeds: Mapping[str, Any] | None = None,
-) -> dict:
+) -> FixedPoints:
     """Run every start to a fixed point and say whether they coincide.
 
     **Arguments:**
@@ -124,12 +125,9 @@ def fixed_points(
     optional: `energy_coordinates` (where the distances are measured), a manifold
     (`solvers.find_fixed_point` polishes on it; flat without one).
 
-    **Returns:** a dict: `labels`, `x_star [S, N, D]`, `g_star [S, N, D]`,
-    `distances [S, S]` (RMS of `g_i* - g_j*`), `cluster [S]` (connected components of
-    `distances < distance_tol`), `n_distinct`, `path_independence` (fraction of pairs
-    of starts that reached the same fixed point: 1 when all coincide, 0 when all differ),
-    `energy [S]`, `residual_rms [S]`, `t_final [S]`, `stop_reason`, `converged [S]`,
-    `morse_index [S]` (or `None`), and `metadata`.
+    **Returns:** a `FixedPoints`: the end states, their distances and clusters, the
+    path-independence score, and per start its energy, residual and stop
+    (each entry documented on its field).
     """
     require(model, "fixed_points")
     xb, _ = as_batch(starts)
@@ -184,7 +182,7 @@ def fixed_points(
         if morse_index:  # -1: Newton did not polish this point, no index is taken
             morse.append(_morse_index(model, x_i, args_i) if newton_ok[i] else -1)
     residual_rms = np.asarray(residual)
-    return dict(
+    return FixedPoints(
         labels=labels,
         x_star=x_star,
         g_star=g_star,

@@ -24,7 +24,7 @@ Any `solvers.EnergySystem` (`energy`, `vector_field`, `residual`) runs: see
 `long_horizon` for what is read from the model beyond that.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import diffrax
@@ -41,8 +41,10 @@ from .._common import cast, log_times
 from .._common import short_number as _g
 from .._geometry import has, require, tangent_normalise, token_scales
 from .._records import metadata, model_dtype
+from .._results import build as typed
 from ._decay_laws import fit_decay_laws, fixed_point_time
 from ._long_horizon_findings import long_horizon_findings
+from ._long_horizon_records import FiniteTimeLyapunov, LongHorizon, LongHorizonFlow
 from ._stability import _Variational
 
 # The default solver per flow: the projected flow turns stiff once it has converged, the
@@ -156,7 +158,7 @@ def _trajectory(model, x0, args, times, flow, options, hold_tol, error_fn):
     return out
 
 
-def energy_reference(flows: dict) -> dict:
+def energy_reference(flows: Mapping[str, Any]) -> dict:
     """One energy reference for every flow of a `long_horizon` result: the lowest energy
     recorded over all flows and times. Returns `value`, the `flow` and `time` it was
     recorded at, `at_fixed_point` (whether that flow had reached its fixed point by then,
@@ -201,7 +203,7 @@ def finite_time_lyapunov(
     rtol: float | None = 1e-10,
     atol: float | None = 1e-12,
     max_steps: int | None = 100_000,
-) -> dict[str, Any]:
+) -> FiniteTimeLyapunov:
     """Growth of small perturbations of `x: [N, D]` over several horizons, in float64.
 
     `model`: any `solvers.EnergySystem` (`energy`, `vector_field`, `residual`; refused
@@ -218,8 +220,8 @@ def finite_time_lyapunov(
     `atol`). The exponent at horizon `T` is `log(|d(T)| / |d(0)|) / T` (the sum of the
     pieces' logs), per direction.
 
-    **Returns:** a dict: `horizons [H]`, `exponents [directions, H]`, `median [H]`,
-    `max [H]`, and the settings (`coordinates`: `"g"` or `"x"`).
+    **Returns:** a `FiniteTimeLyapunov` (the exponents per direction and horizon, their
+    median and largest, and the settings).
     """
     require(model, "finite_time_lyapunov")
     model64, x64, args64 = cast((model, jnp.asarray(x), args), jnp.float64)
@@ -255,7 +257,7 @@ def finite_time_lyapunov(
         if np.any(np.isclose(end, ends)):
             per_horizon.append(total / end)
     exponents = np.stack(per_horizon, axis=1)
-    return dict(
+    return FiniteTimeLyapunov(
         horizons=ends,
         exponents=exponents,
         median=np.median(exponents, axis=0),
@@ -294,7 +296,7 @@ def long_horizon(
     lyapunov_directions: int = 4,
     lyapunov_segment: float = 2.0,
     seed: int = 0,
-) -> dict[str, Any]:
+) -> LongHorizon:
     """Each flow from `x0: [N, D]` to `t1`, recorded at `n_times` log-spaced times, and
     finite-time Lyapunov exponents of its end state.
 
@@ -345,25 +347,11 @@ def long_horizon(
     - `lyapunov_horizons`, `lyapunov_directions`, `lyapunov_segment`, `seed`: see
       `finite_time_lyapunov` (float64, rtol 1e-10); `()` skips them.
 
-    **Returns:** a dict: `times [T]`; `energy_reference` (`energy_reference`: one
-    reference for all flows, the lowest energy recorded, and whether it is a fixed
-    point's); `flows`: per flow `energy`, `energy_above_reference` (`E(t) - E_ref`),
-    `residual_rms`, `error`, `held`, `state_times` (the time each recorded state belongs
-    to: a held record's is `t_hold`), `scales_median`, `scales_min`, `scales_max` (each
-    `[T]`, or `None` for a model without token scales), `segments` (per interval `t0`,
-    `t1`, `accepted`, `rejected`, `nfe`, `mean_step` (the interval over its accepted
-    steps), `stop_reason`, `switches` and `implicit` (stiffness switches and
-    implicit-mode steps, as `stats["num_switches"]` and `stats["implicit_steps"]` of a
-    switching solver such as `"auto"`; `None` where the solver reports none)),
-    `t_fixed_point` (when RMS G first fell below `fixed_point_tol`, interpolated linearly
-    in log RMS G between the two records around it; `None` if it never did),
-    `t_fixed_point_bracket` (those two records' times), `fixed_point_stays` (whether
-    every later record stayed below), `t_hold` (where a `hold_tol` stop began, else
-    `None`), `decay` (`fit_decay_laws`: the chosen law of RMS G, both fits and their
-    residuals, the window), `x_end`, `lyapunov`, `solver`, `total_steps`, `total_nfe`,
-    `total_switches`, `scale_growth_per_tau` (slope of the median scale over the last
-    decade; `None` without scales); `findings` (sentences); and `metadata` (with
-    `fixed_point_tol`, `fit_floor`, `fit_start`, `model_type`).
+    **Returns:** a `LongHorizon`: the `times`, one `energy_reference` for all flows,
+    per flow a `LongHorizonFlow` (its records, solver statistics, fixed-point time, decay
+    law and Lyapunov exponents; each entry documented on its field), the `findings`
+    (sentences) and `metadata` (with `fixed_point_tol`, `fit_floor`, `fit_start`,
+    `model_type`).
     """
     require(model, "long_horizon")
     x0 = jnp.asarray(x0)
@@ -468,4 +456,7 @@ def long_horizon(
         "log RMS G between the two records around it",
     )
     out["findings"] = long_horizon_findings(out)
-    return out
+    return typed(
+        LongHorizon,
+        dict(out, flows={f: typed(LongHorizonFlow, r) for f, r in out["flows"].items()}),
+    )

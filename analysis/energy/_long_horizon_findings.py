@@ -1,5 +1,8 @@
 """What a `long_horizon` result says, in sentences (`long_horizon_findings`): reads the
-result's dict only, computes nothing new."""
+result only (a `LongHorizon`, or a dict with its keys), computes nothing new."""
+
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -7,7 +10,7 @@ from .._common import energy_noise
 from .._common import short_number as _g
 
 
-def _law_text(decay: dict) -> str:
+def _law_text(decay: Mapping[str, Any]) -> str:
     """The decay law of RMS G in words, with both fits' residuals."""
     law = decay.get("law")
     if law is None:
@@ -47,7 +50,7 @@ def _law_text(decay: dict) -> str:
     )
 
 
-def long_horizon_findings(result: dict) -> list[str]:
+def long_horizon_findings(result: Mapping[str, Any]) -> list[str]:
     """A few sentences per flow of a `long_horizon` result: how far it ran, at what
     cost, whether and when it reached a fixed point, the decay law of RMS G, the energy
     against the one reference, the scales, the error and the perturbations."""

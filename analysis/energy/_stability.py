@@ -48,6 +48,7 @@ from et_ode.vocab import Flow
 from .._common import cast, float64_available
 from .._geometry import energy_coordinates, has, require, tangent_normalise
 from .._records import metadata
+from .._results import build as typed
 from ..landscape import (
     GRADIENT_ASYMMETRY,
     HESSIAN_DENSE_MAX,
@@ -59,6 +60,7 @@ from ..landscape import (
     smallest_eigenvalue_magnitude,
     verdict,
 )
+from ._stability_records import LyapunovExponent, Stability, StabilityLyapunov
 
 State = Float[Array, "N D"]  # one state, as in `solvers.EnergySystem`
 
@@ -119,7 +121,7 @@ def lyapunov_exponent(
     dt0: float | None = None,
     max_steps: int | None = 20000,
     measure: Literal["g", "metric"] = "g",
-) -> dict[str, Any]:
+) -> LyapunovExponent:
     """Finite-time Lyapunov exponent of the flow from `x`, in float64, on any
     `solvers.EnergySystem` with states `[N, D]`.
 
@@ -138,9 +140,8 @@ def lyapunov_exponent(
     **Protocol:** `energy`, `vector_field`, `residual` (refused up front without them);
     optional: `tangent_projection`, `clock`, `tau`.
 
-    **Returns:** a dict: `exponent`, `local` (per-segment rates `[segments]`),
-    `times` (segment ends), `flow`, `t1`, `segments`, `seed`, `solver`, `rtol`, `atol`,
-    `coordinates` (`"g"`: growth of the energy's coordinates).
+    **Returns:** a `LyapunovExponent` (the exponent, the per-segment rates and the
+    settings).
     """
     require(model, "lyapunov_exponent")
     if measure not in LYAPUNOV_MEASURES:
@@ -175,7 +176,7 @@ def lyapunov_exponent(
         dx, growth = tangent_normalise(model64, x64, dx, args64, power)
         logs.append(float(jnp.log(growth)))
     growths = np.asarray(logs)
-    return dict(
+    return LyapunovExponent(
         exponent=float(growths.sum() / float(t1)),
         local=growths / np.diff(edges),
         times=edges[1:],
@@ -338,7 +339,7 @@ def stability(
     polish: bool = True,
     polish_tol: float = POLISH_TOL,
     polish_max_steps: int = 20,
-) -> dict[str, Any]:
+) -> Stability:
     """Stability of a fixed point near `x_star` (one state, `[N, D]` on the ET) of any
     `solvers.EnergySystem`, with a verdict.
 
@@ -378,20 +379,10 @@ def stability(
     `lyapunov_exponent` (`solver`, `rtol`, `atol`, `dt0`, `max_steps`; default its tsit5
     at rtol 1e-10); `polish`, `polish_tol`, `polish_max_steps`: step 1.
 
-    **Returns:** a dict with the `hessian_eigenvalues` entries at the polished point;
-    `x` (that point), `polish` (`residual_rms_before`, `residual_rms`, `converged`,
-    `steps`, `rounds`, `displacement_rms` in the energy's coordinates,
-    `newton_displacement` and `newton_jump_bound`, `first_attempt_jumped` where the
-    polish started again), `residual_rms`,
-    `distance_bound`, `kinks` (`twice_differentiable`, `n_within`, `nearest`, `within`),
-    `sides` (per side `"lower"`/`"upper"`: `smallest`, `largest`, `morse_index`; `None`
-    without kinks in reach), `morse_index_range`, `linear_rates` (`[low, high]` of the
-    linearised projected flow's growth rates, 1/tau), `rates_smallest`
-    (`coordinates="x"` only: `smallest / tau`), `energy`, `lyapunov`, `verdict` (`code`,
-    `sentence`, `called`, `lyapunov_range`, `lyapunov_consistent`), `flow_eigenvalues`
-    (where the residual is no gradient, the `k` of largest real part of the Jacobian of
-    `flow` on a flat model, of the projected flow in manifold coordinates otherwise:
-    `_system_branch.flow_eigenvalues`; else `None`), `flow`, `tau`, `metadata`.
+    **Returns:** a `Stability`: the `hessian_eigenvalues` entries at the polished
+    point, the point, the polish, the distance bound, the kinks and sides, the rates,
+    the Lyapunov exponent (a `StabilityLyapunov`) and the verdict
+    (each entry documented on its field).
     """
     require(model, "stability")
     x_star = jnp.asarray(x_star)
@@ -412,7 +403,8 @@ def stability(
         x, report = _polish(
             model64, x_given, args64, polish, polish_tol, polish_max_steps, pre_flow=pre_flow
         )
-        spec = hessian_eigenvalues(model64, x, args64, **spectrum)
+        # a dict of its entries: stability adds its own (the typed result is read-only)
+        spec = dict(hessian_eigenvalues(model64, x, args64, **spectrum))
         known = (
             spec["all"]
             if spec["all"] is not None
@@ -486,7 +478,7 @@ def stability(
             drift = np.log(1e-3 / max(distance, 1e-15)) / own
             if drift < horizon:
                 horizon, capped = max(drift, 1e-3), float(lyapunov_time)
-        result["lyapunov"] = lyapunov_exponent(
+        exponent = lyapunov_exponent(
             model64,
             x64,
             args64,
@@ -497,7 +489,7 @@ def stability(
             measure="metric",
             **(lyapunov_options or {}),
         )
-        result["lyapunov"]["capped_from"] = capped
+        result["lyapunov"] = StabilityLyapunov(**exponent, capped_from=capped)
     compared_flow = "projected" if result["geometry"] == "flat" else flow
     result["flow_eigenvalues"] = (
         flow_eigenvalues(model64, x64, args64, k, flow)
@@ -541,4 +533,4 @@ def stability(
             geometry=result["geometry"],
         ),
     )
-    return result
+    return typed(Stability, result)

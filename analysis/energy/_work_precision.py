@@ -20,6 +20,7 @@ from et_ode.vocab import Flow
 
 from .._common import as_batch, cast, float64_available, shard
 from .._records import metadata, model_dtype
+from ._solver_run_records import WorkPrecision, WorkPrecisionRun
 
 
 def relative_error(x: Float[ArrayLike, "*shape"], reference: Float[ArrayLike, "*shape"]) -> float:
@@ -59,7 +60,7 @@ def work_precision(
     repeats: int = 3,
     max_steps: int = 100_000,
     args_batched: bool = False,
-) -> dict[str, Any]:
+) -> WorkPrecision:
     """Error of `x(t1)` against NFE and wall time for a grid of tolerances (adaptive
     solvers, `atol = atol_factor * rtol`) and constant step sizes (any explicit solver).
 
@@ -77,15 +78,9 @@ def work_precision(
     - `repeats`: timed calls after a warm-up (the median is reported; never compare
       timings taken on different machines).
 
-    **Returns:** a dict: `runs`, a list with per run `solver`, `kind` (`"adaptive"` or
-    `"fixed"`), `rtol`/`atol` or `dt0`, `nfe` (`stats["nfe"]`: the tableau's
-    count, exact for constant steps, a lower bound for first-same-as-last solvers under
-    adaptive steps; see `solvers.solve`), `num_steps`, `wall_s` (median seconds per solve, solve
-    overhead
-    included), `error_exact` (relative max error against the float64 reference),
-    `error_paper` (against the paper's Euler map); `reference` (`x_final`,
-    solver, tolerances, NFE, dtype); `paper` (`x_final`, `error_exact`: how far the
-    paper's map is from the exact flow); and `metadata`.
+    **Returns:** a `WorkPrecision`: per run a `WorkPrecisionRun` (its solver and
+    tolerance or step, NFE, steps, wall time and both errors; each entry documented on
+    its field), the `reference` and `paper` solutions, and `metadata`.
     """
     xb, _ = as_batch(x0)
     dtype = model_dtype(model)
@@ -145,7 +140,7 @@ def work_precision(
         ok = all(r == "t1" for r in reasons)
         x_final = np.asarray(sol.x_final)[:batch]
         runs.append(
-            dict(
+            WorkPrecisionRun(
                 solver=name,
                 kind=kind,
                 **options,
@@ -158,7 +153,7 @@ def work_precision(
                 error_paper=relative_error(x_final, x_paper) if ok else float("nan"),
             )
         )
-    return dict(
+    return WorkPrecision(
         runs=runs,
         reference=dict(
             x_final=x_exact,

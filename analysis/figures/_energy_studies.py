@@ -1,8 +1,11 @@
 """The figures of the studies of an energy system: `plot_convergence`,
 `plot_contributions`, `plot_energy_descent`, `plot_fixed_points`, `plot_stability`. Each
-reads its study's result only and computes nothing new."""
+reads its study's result only (the typed result, or a dict with its keys) and computes
+nothing new."""
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -20,7 +23,9 @@ from ._plotting import (
 )
 
 
-def plot_convergence(result: dict, path: Path | str | None = None, sample: int = 0) -> Figure:
+def plot_convergence(
+    result: Mapping[str, Any], path: Path | str | None = None, sample: int = 0
+) -> Figure:
     """Four panels against time (log axes): RMS residual `|G|`, RMS `|dg/dt|`,
     `|dE/dt|`, and each token's scale `s_A`, one colour per flow; the fitted
     exponential rate is drawn on the residual panel. Batched results show `sample`.
@@ -85,7 +90,7 @@ def plot_convergence(result: dict, path: Path | str | None = None, sample: int =
     return finish(fig, path)
 
 
-def plot_contributions(result: dict, path: Path | str | None = None) -> Figure:
+def plot_contributions(result: Mapping[str, Any], path: Path | str | None = None) -> Figure:
     """Mean per-token norm of the attention and Hopfield parts of the update against
     time, on masked (solid) and visible (dashed) tokens; batched results show the
     median over samples. The caption gives the model, sample count, flow, times, dtype
@@ -137,7 +142,9 @@ def plot_contributions(result: dict, path: Path | str | None = None) -> Figure:
     return finish(fig, path)
 
 
-def plot_energy_descent(result: dict, path: Path | str | None = None, sample: int = 0) -> Figure:
+def plot_energy_descent(
+    result: Mapping[str, Any], path: Path | str | None = None, sample: int = 0
+) -> Figure:
     """Left: `E - min E` against time for each run (log scale), real rises marked with
     red crosses. Right: the number of real and round-off rises per run. Batched results
     show `sample` on the left and totals on the right. The caption gives the model,
@@ -209,7 +216,7 @@ def plot_energy_descent(result: dict, path: Path | str | None = None, sample: in
     return finish(fig, path)
 
 
-def plot_fixed_points(result: dict, path: Path | str | None = None) -> Figure:
+def plot_fixed_points(result: Mapping[str, Any], path: Path | str | None = None) -> Figure:
     """Left: the matrix of distances between fixed points (log colour scale, entries
     below `distance_tol` marked as the same point). Right: the energy of each fixed
     point, coloured by cluster. Returns the `Figure`."""
@@ -256,7 +263,7 @@ def plot_fixed_points(result: dict, path: Path | str | None = None) -> Figure:
     return finish(fig, path)
 
 
-def plot_stability(result: dict, path: Path | str | None = None) -> Figure:
+def plot_stability(result: Mapping[str, Any], path: Path | str | None = None) -> Figure:
     """Eigenvalues of the tangent Hessian at the polished point (all of them when dense,
     else the `k` smallest and largest), sorted, negative ones marked, with the one-sided
     extremes where kinks are in reach; and the Lyapunov exponent's local rates over

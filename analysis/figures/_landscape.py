@@ -3,7 +3,7 @@
 attractor tracks of `basin_continuation`, the running Lyapunov exponents of
 `lyapunov_spectrum`."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +15,9 @@ from matplotlib.ticker import MaxNLocator
 
 from ._plotting import caption, figure, finish, number, title
 
-# A branch of `continuation` (or `switch_branch`), or several.
-Branches = dict[str, Any] | list[dict[str, Any]] | tuple[dict[str, Any], ...]
+# A branch of `continuation` (or `switch_branch`), or several: typed results (`Branch`,
+# `FoldCurve`) or the dicts they read as.
+Branches = Mapping[str, Any] | list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...]
 # Grid coordinates as `grid_starts` returns them.
 GridAxis = Float[Array | np.ndarray, " R"] | Sequence[float]
 
@@ -150,7 +151,7 @@ def plot_continuation(
     return finish(fig, path)
 
 
-def _kind(attractor: dict) -> str:
+def _kind(attractor: Mapping[str, Any]) -> str:
     """What a legend says of an attractor: its Morse index, or, where the residual is no
     gradient (no index), whether the flow's eigenvalues make it stable."""
     if attractor.get("gradient") is False:
@@ -160,7 +161,7 @@ def _kind(attractor: dict) -> str:
 
 
 def plot_basins(
-    result: dict[str, Any],
+    result: Mapping[str, Any],
     path: Path | str | None = None,
     *,
     a: GridAxis | None = None,
@@ -231,7 +232,7 @@ def plot_basins(
 
 
 def plot_basin_continuation(
-    result: dict[str, Any],
+    result: Mapping[str, Any],
     path: Path | str | None = None,
     *,
     parameter_label: str | None = None,
@@ -334,7 +335,7 @@ def plot_basin_continuation(
     return finish(fig, path)
 
 
-def plot_lyapunov_spectrum(result: dict[str, Any], path: Path | str | None = None) -> Figure:
+def plot_lyapunov_spectrum(result: Mapping[str, Any], path: Path | str | None = None) -> Figure:
     """The running estimates of each Lyapunov exponent of `lyapunov_spectrum` against the
     averaging time (how far they have converged), with the final values in the legend
     and zero marked. Returns the `Figure`."""
@@ -387,7 +388,7 @@ CODIM2_MARKERS = {"cusp": ("^", "tab:red")}
 CODIM2_NAMES = {"cusp": "cusp"}
 
 
-def _codim2_coefficients(point: dict[str, Any]) -> str:
+def _codim2_coefficients(point: Mapping[str, Any]) -> str:
     """What a codimension-two point's label says of its normal form."""
     if not point.get("located", True):
         return "not located"
@@ -454,7 +455,7 @@ def plot_parameter_plane(
     return finish(fig, path)
 
 
-def _branches_caption(branches: list[dict[str, Any]]) -> str:
+def _branches_caption(branches: list[Mapping[str, Any]]) -> str:
     """The caption of a figure of branches: the first one's metadata, then how many
     points in all, why each stopped and Newton's tolerance."""
     meta = branches[0].get("metadata", {})

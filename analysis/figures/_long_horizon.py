@@ -1,7 +1,9 @@
-"""The figure of a `long_horizon` result (`plot_long_horizon`). Reads the result's dict
-only; computes nothing new."""
+"""The figure of a `long_horizon` result (`plot_long_horizon`). Reads the result only
+(a `LongHorizon`, or a dict with its keys); computes nothing new."""
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -12,7 +14,7 @@ from ..energy import decay_curve
 from ._plotting import FLOW_COLOURS, caption, figure, finish, model_name, positive, title
 
 
-def _figure_caption(result: dict) -> str:
+def _figure_caption(result: Mapping[str, Any]) -> str:
     meta = dict(result.get("metadata", {}))
     if model_name(meta) is None:
         meta["model"] = meta.get("model_type")
@@ -26,7 +28,7 @@ def _figure_caption(result: dict) -> str:
     return caption(meta, solver=solver_part, extra=extra)
 
 
-def plot_long_horizon(result: dict, path: Path | str | None = None) -> Figure:
+def plot_long_horizon(result: Mapping[str, Any], path: Path | str | None = None) -> Figure:
     """Six panels against time (log axes), one colour per flow, under a title and a
     caption line (model, horizon, dtype, flows and solvers, tolerances): E(t) - E_ref
     with the one reference named, RMS G with the chosen decay law dashed and the
@@ -198,7 +200,7 @@ def plot_long_horizon(result: dict, path: Path | str | None = None) -> Figure:
     return finish(fig, path)
 
 
-def _short_reference(reference: dict) -> str:
+def _short_reference(reference: Mapping[str, Any]) -> str:
     if reference.get("at_fixed_point"):
         return f"{reference['flow']} fixed point"
     return f"lowest recorded ({reference['flow']}, t = {_g(reference['time'])})"

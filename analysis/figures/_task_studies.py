@@ -2,7 +2,9 @@
 `plot_graph_overshoot`, `plot_gradient_depth`, `plot_image_basins`. Each reads its
 study's result only and computes nothing new."""
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -10,7 +12,7 @@ from matplotlib.figure import Figure
 from ._plotting import caption, figure, finish, positive, samples_text, title
 
 
-def plot_gradient_depth(result: dict, path: Path | str | None = None) -> Figure:
+def plot_gradient_depth(result: Mapping[str, Any], path: Path | str | None = None) -> Figure:
     """Left: parameter-gradient norm against horizon for each adjoint (the implicit
     gradient as a horizontal line), log-log. Right: `|dL/dx(s)|` along the longest
     trajectory. The caption gives the model, sample count, flow, horizons, dtype and
@@ -61,7 +63,7 @@ def plot_gradient_depth(result: dict, path: Path | str | None = None) -> Figure:
     return finish(fig, path)
 
 
-def plot_graph_overshoot(result: dict, path: Path | str | None = None) -> Figure:
+def plot_graph_overshoot(result: Mapping[str, Any], path: Path | str | None = None) -> Figure:
     """Test AUC (left) and energy (right) against time on a log axis, the training
     horizon marked; the caption gives the scored node count, the solve and the dtype.
     Returns the `Figure`."""
@@ -124,7 +126,9 @@ def _shown_order(result, shown):
     return order[:shown], first
 
 
-def plot_image_basins(result: dict, path: Path | str | None = None, *, shown: int = 8) -> Figure:
+def plot_image_basins(
+    result: Mapping[str, Any], path: Path | str | None = None, *, shown: int = 8
+) -> Figure:
     """`image_basins`' result: the basin map of the plane (the two images marked; with
     more than ten attractors each start is coloured by the energy of the attractor it
     reached), each attractor's energy against its share of the plane's and of the random
@@ -238,7 +242,7 @@ def plot_image_basins(result: dict, path: Path | str | None = None, *, shown: in
     return finish(fig, path)
 
 
-def plot_overshoot(result: dict, path: Path | str | None = None) -> Figure:
+def plot_overshoot(result: Mapping[str, Any], path: Path | str | None = None) -> Figure:
     """Masked-patch MSE (left) and the energy, median over images with the
     interquartile range (right), against time on a log axis, the training horizon
     marked. The caption gives the model, image count, solve, t_max and dtype. Returns

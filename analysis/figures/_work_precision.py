@@ -1,6 +1,8 @@
 """The work-precision figure (`plot_work_precision`): error against NFE and wall time
-per solver and tolerance, from `work_precision`'s result."""
+per solver and tolerance, from `work_precision`'s result (a `WorkPrecision`, or a dict
+with its keys)."""
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from ._plotting import (
 
 
 def plot_work_precision(
-    result: dict, path: Path | str | None = None, against: str = "exact"
+    result: Mapping[str, Any], path: Path | str | None = None, against: str = "exact"
 ) -> Figure:
     """Error (against the float64 reference, or `against="paper"`: the paper's Euler
     map) versus NFE (left) and versus wall time (right), one line per solver and kind,

@@ -12,6 +12,14 @@ or matplotlib is loaded with it (tests/test_layout.py).
 """
 
 from ._basin_continuation import basin_continuation
+from ._basin_records import (
+    Attractor,
+    BasinContinuation,
+    BasinEntropy,
+    Basins,
+    Track,
+    TrackSummary,
+)
 from ._basins import basin_entropy, basins, grid_starts
 from ._branch_records import Bifurcation, Branch, BranchPoint, Fold, HopfPoint
 from ._continuation import Parameter, continuation, switch_branch
@@ -21,16 +29,26 @@ from ._fold_records import Cusp, FoldCurve
 from ._hessian import (
     HESSIAN_DENSE_MAX,
     Coordinates,
+    HessianSpectrum,
     Method,
     hessian_eigenvalues,
     smallest_eigenvalue_magnitude,
 )
-from ._lyapunov_spectrum import lyapunov_spectrum
+from ._lyapunov_spectrum import LyapunovSpectrum, lyapunov_spectrum
 from ._polish import polish_near
-from ._steady_states import steady_states
+from ._steady_states import SteadyStates, steady_states
 from ._verdict import GRADIENT_ASYMMETRY, linear_rate_range, linearly_stable, verdict
 
 __all__ = [
+    "Attractor",
+    "BasinContinuation",
+    "BasinEntropy",
+    "Basins",
+    "HessianSpectrum",
+    "LyapunovSpectrum",
+    "SteadyStates",
+    "Track",
+    "TrackSummary",
     "Cusp",
     "FoldCurve",
     "Bifurcation",

@@ -58,6 +58,7 @@ from et_ode import solvers
 from .._common import is_real
 from .._geometry import energy_coordinates, require
 from .._records import metadata
+from ._basin_records import BasinContinuation, Basins, basin_continuation_record
 from ._basins import basins
 from ._continuation import Parameter
 from ._energy_field import parameter_function
@@ -186,7 +187,7 @@ def _set(set_parameter, model, args, p):
     return result
 
 
-def _basins_at(p: float, model, starts, args, options: dict) -> dict:
+def _basins_at(p: float, model, starts, args, options: dict) -> Basins:
     """`basins` at the value `p`, its failure and warnings naming `p`."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -219,7 +220,7 @@ def basin_continuation(
     track_tol: float | np.floating | None = None,
     min_overlap: float | np.floating = 0.0,
     **basins_options: Any,
-) -> dict:
+) -> BasinContinuation:
     """The basins of `starts` at each parameter value of `ps`, their attractors matched
     into tracks across `p` (module docstring).
 
@@ -248,26 +249,8 @@ def basin_continuation(
       `dt0`, `fixed_point_atol`, `t1`, `max_steps`, `match_tol`, `polish_tol`,
       `polish_max`, `polish_first`, `k`, `grid_shape`, `box`), the same at every `p`.
 
-    **Returns:** a dict:
-
-    - `p [P]`; `counts [P]`, the attractors found at each value; `labels [P, B]`, the
-      track each start reached (`-1`: it did not reach the fixed-point stop);
-      `fractions [P, T]`, each track's basin fraction (0 where it is absent);
-      `entropy [P]`, the Shannon entropy of the fractions (nats);
-    - `tracks`: a list of `T` dicts, in order of first appearance: `id`, and per value
-      where the track is present: `index` (into `p`), `p`, `x` (its polished state),
-      `energy`, `fraction`, `stable`, `morse_index`, `smallest_eigenvalues` (as
-      `basins`' attractors) and
-      `jump` (RMS distance from its state at the value before; `nan` where it
-      appears);
-    - `events`: `{"kind": "appears" or "vanishes", "track", "p", "between"}` in order
-      of `p`: `between` the two values the change lies between, `p` the first value
-      where it shows;
-    - `steps`: per value, `basins`' summaries (`not_converged`, `entropy`,
-      `batched_iterations`, `one_by_one_iterations`, `token_structure`, and
-      `basin_entropy` for a grid);
-    - `metadata` (with `basins`' solve settings, `parameter`, `match`, `track_tol`,
-      `min_overlap`).
+    **Returns:** a `BasinContinuation` (its fields, and its `Track`s', say what each
+    holds).
     """
     require(model, "basin_continuation")
     values = _check_values(ps)
@@ -334,7 +317,7 @@ def basin_continuation(
         fractions[track["index"], track["id"]] = track["fraction"]
     # (+ 0.0: one attractor's -0.0 shown as 0)
     entropy = [float(-np.sum(row[row > 0] * np.log(row[row > 0])) + 0.0) for row in fractions]
-    return dict(
+    record = dict(
         p=values,
         counts=np.asarray(counts),
         labels=labels,
@@ -355,6 +338,7 @@ def basin_continuation(
             min_overlap=float(min_overlap),
         ),
     )
+    return basin_continuation_record(record)
 
 
 def _event(kind: str, track_id: int, values: np.ndarray, k: int) -> dict:

@@ -36,6 +36,7 @@ from et_ode.vocab import Flow
 from .._common import cast, float64_available, is_count
 from .._geometry import energy_coordinates, require
 from .._records import metadata
+from ._basin_records import BasinEntropy, Basins, basins_record
 from ._energy_field import flow_eigenvalues
 from ._hessian import hessian_eigenvalues
 from ._polish import polish_near
@@ -63,11 +64,10 @@ def _check_boxes(grid_shape: tuple, box: int) -> None:
         )
 
 
-def basin_entropy(labels: Integer[ArrayLike, "G1 G2"], box: int = 5) -> dict:
+def basin_entropy(labels: Integer[ArrayLike, "G1 G2"], box: int = 5) -> BasinEntropy:
     """`S_b` and `S_bb` (module docstring) of `labels [G1, G2]` (integer basin labels on
     a grid; `-1`, no basin, counts as a basin of its own), with boxes of `box x box`
-    starts (a remainder at the grid's edge is left out). Returns a dict with `S_b`,
-    `S_bb`, `boxes`, `boundary_boxes` and `box`."""
+    starts (a remainder at the grid's edge is left out). Returns a `BasinEntropy`."""
     labels = np.asarray(labels)
     _check_boxes(labels.shape, box)
     g1, g2 = (size // box for size in labels.shape)
@@ -84,7 +84,7 @@ def basin_entropy(labels: Integer[ArrayLike, "G1 G2"], box: int = 5) -> dict:
         entropies.append(float(-np.sum(p * np.log(p))))
         boundary += counts.size > 1
     total = float(np.sum(entropies))
-    return dict(
+    return BasinEntropy(
         S_b=total / len(entropies),
         S_bb=total / boundary if boundary else 0.0,
         boxes=len(entropies),
@@ -300,7 +300,7 @@ def basins(
     k: int = 4,
     grid_shape: tuple[int, int] | None = None,
     box: int = 5,
-) -> dict:
+) -> Basins:
     """Integrate every start to a fixed point and group the end states into attractors
     (module docstring).
 
@@ -334,25 +334,8 @@ def basins(
     - `grid_shape`: `(G1, G2)` when the starts are a grid (`grid_starts`): then the
       result has `labels_grid` and the basin entropy with boxes of `box x box`.
 
-    **Returns:** a dict: `labels [B]` (attractor per start; `-1`: the solve did not
-    reach the stop), `attractors` (a list, in order of first appearance: `x` (polished),
-    `polished`, `residual_rms` (RMS G at `x`), `energy`, `count`, `fraction`,
-    `gradient` (whether the residual's Jacobian there is symmetric, as the gradient
-    of an energy's is: `hessian_eigenvalues`' `asymmetry` at most
-    `GRADIENT_ASYMMETRY`), `asymmetry`, `morse_index` and `smallest_eigenvalues` (the
-    tangent Hessian's; `None` where the residual is no gradient),
-    `flow_eigenvalues` (only where it is none: the `k` of largest real part of the
-    Jacobian of `flow`, or on a model with a manifold of its projected flow in the
-    manifold's coordinates: `_system_branch.flow_eigenvalues`) and `stable` (Morse
-    index 0, or every such real part negative); all `None` where the polish failed;
-    `start`),
-    `fractions [A]`, `not_converged` (count), `entropy` (Shannon entropy of the
-    fractions, nats), `batched_iterations` (the compiled program's sequential steps:
-    the largest step count of any start) against `one_by_one_iterations` (their sum:
-    what solving the starts one by one would run in sequence), `stop_reasons`,
-    `x_final [B, N, D]`, `token_structure` (`token_structure` of the polished
-    attractors, within `match_tol`), and, with `grid_shape`, `labels_grid` and
-    `basin_entropy` (`basin_entropy`).
+    **Returns:** a `Basins` (its fields, and its `Attractor`s', say what each holds):
+    with `grid_shape`, its `labels_grid` and `basin_entropy` too.
     """
     require(model, "basins")
     starts = jnp.asarray(starts)
@@ -456,4 +439,4 @@ def basins(
     if grid_shape is not None:
         result["labels_grid"] = labels.reshape(tuple(grid_shape))
         result["basin_entropy"] = basin_entropy(result["labels_grid"], box)
-    return result
+    return basins_record(result)

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, cast
 
 import numpy as np
 
-from .._results import Result, context, optional
+from .._results import Result, build, context, optional
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -170,11 +170,7 @@ def bifurcation_record(record: dict, **produced_by: Any) -> Bifurcation:
     """A special point's typed record from the dict that continuation built
     (`produced_by`: its `system`, `args` and `parameter`)."""
     kind = cast(type[Bifurcation], Bifurcation.KINDS[record["kind"]])
-    names = {f.name for f in dataclasses.fields(kind)}
-    unknown = set(record) - names
-    if unknown:  # a key no record type declares: a bug, not a user's error
-        raise AssertionError(f"{kind.__name__} has no field for {sorted(unknown)}")
-    return kind(**record, **produced_by)
+    return build(kind, record, **produced_by)
 
 
 def branch_record(result: dict, **produced_by: Any) -> Branch:

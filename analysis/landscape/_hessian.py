@@ -13,6 +13,7 @@ Lanczos works on the operator plus a shift on the normal space that moves those
 directions past the end of the spectrum it looks for.
 """
 
+import dataclasses
 import math
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -23,6 +24,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float
 
 from .._common import cast
 from .._geometry import TangentOperator, clock, require, tangent_dimension
+from .._results import Result
 
 HESSIAN_DENSE_MAX = 2000  # state entries (N D) up to which the dense Jacobian is the default
 
@@ -35,6 +37,48 @@ Coordinates = Literal["g", "x"]
 
 
 Method = Literal["auto", "dense", "lanczos"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class HessianSpectrum(Result):
+    """The extreme eigenvalues of the tangent-restricted Riemannian Hessian at one state
+    (`hessian_eigenvalues`), in `coordinates`; also a read-only mapping of its keys
+    (`spectrum["smallest"] is spectrum.smallest`)."""
+
+    smallest: np.ndarray
+    """`[k]`: the smallest eigenvalues, ascending."""
+    largest: np.ndarray
+    """`[k]`: the largest eigenvalues, ascending."""
+    all: np.ndarray | None
+    """Every eigenvalue, ascending (dense only; `None` with Lanczos)."""
+    asymmetry: float
+    """`|A - A^T|_F / |A|_F` of the operator: exact when dense, from three random pairs
+    with Lanczos; near rounding at a fixed point of a gradient system, of order one where
+    `residual` is not the gradient of an energy (the symmetric part whose spectrum is
+    returned is then no Hessian)."""
+    method: str
+    """`"dense"` or `"lanczos"`."""
+    dimension: int | None
+    """The tangent dimension (`None` where Lanczos cannot know it and the model does not
+    say)."""
+    morse_index_is_lower_bound: bool
+    """Lanczos with all `k` smallest negative: there may be more negative ones."""
+    coordinates: str
+    """`"g"` or `"x"` (module docstring)."""
+    zero_tol: float
+    """`1e-9` times the largest magnitude known: eigenvalues within it count as zero."""
+    morse_index: int
+    """The eigenvalues below `-zero_tol` (among the `k` smallest with Lanczos)."""
+    n_near_zero: int
+    """The eigenvalues within `zero_tol` of 0 (among the same)."""
+    n_normal_excluded: int | None
+    """The normal directions left out (`None` where `dimension` is)."""
+    geometry: str
+    """`"manifold"` or `"flat"`."""
+    clock: np.ndarray | float
+    """The model's clock (per token on the ET: `[N]`; 1 without one)."""
+    clock_range: list | np.ndarray
+    """`[min, max]` of the clock."""
 
 
 @runtime_checkable
@@ -182,7 +226,7 @@ def hessian_eigenvalues(
     dense_max: int = HESSIAN_DENSE_MAX,
     lanczos_tol: float = 1e-10,
     seed: int = 0,
-) -> dict[str, Any]:
+) -> HessianSpectrum:
     """Leading eigenvalues of the tangent-restricted Riemannian Hessian at `x`.
 
     **Arguments:**
@@ -201,17 +245,7 @@ def hessian_eigenvalues(
     **Protocol:** `residual` (refused up front without it); optional: the manifold's
     `tangent_projection`, `clock`, `tangent_dimension`.
 
-    **Returns:** a dict: `smallest [k]`, `largest [k]` (ascending), `all` (every
-    eigenvalue, dense only, else `None`), `morse_index` (count of eigenvalues below
-    `-zero_tol`), `morse_index_is_lower_bound` (Lanczos with all `k` smallest
-    negative), `zero_tol`, `n_near_zero`, `asymmetry` (`|A - A^T|_F / |A|_F` of the
-    operator: exact when dense, from three random pairs with Lanczos; near rounding
-    at a fixed point of a gradient system, of order one where `residual` is not the
-    gradient of an energy: the symmetric part whose spectrum is returned is then no
-    Hessian), `dimension` (tangent dimension; `None` where Lanczos cannot know it and
-    the model does not say), `n_normal_excluded`, `geometry`
-    (`"manifold"` or `"flat"`), `method`, `coordinates`, `clock` (the model's clock,
-    per token on the ET; 1 without one), `clock_range` (`[min, max]`).
+    **Returns:** a `HessianSpectrum` (its fields say what each holds).
     """
     require(model, "hessian_eigenvalues")
     model64, x64, args64 = cast((model, jnp.asarray(x), args), jnp.float64)
@@ -242,4 +276,4 @@ def hessian_eigenvalues(
         else own_clock,
         clock_range=[float(op.clock.min()), float(op.clock.max())],
     )
-    return result
+    return HessianSpectrum(**result)

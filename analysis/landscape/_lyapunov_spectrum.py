@@ -25,6 +25,7 @@ to the integration error (in `x`, with all exponents); at a stable fixed point t
 the real parts of the Jacobian's eigenvalues, in any measure.
 """
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -45,6 +46,62 @@ from et_ode.vocab import Flow
 from .._common import cast, float64_available, is_count
 from .._geometry import clock, project
 from .._records import metadata
+from .._results import Result
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class LyapunovSpectrum(Result):
+    """The `k` largest Lyapunov exponents of a flow by the QR method
+    (`lyapunov_spectrum`), in units of 1/time (1/tau on the ET), with their running
+    estimates over `M` averaging intervals and the settings; also a read-only mapping of
+    its keys (`out["exponents"] is out.exponents`)."""
+
+    exponents: np.ndarray
+    """`[k]`: the exponents, descending."""
+    history: np.ndarray
+    """`[M, k]`: the running estimates after each averaging interval (columns as
+    `exponents`)."""
+    times: np.ndarray
+    """`[M]`: the averaging time at each."""
+    volume_rate: float
+    """The exponents' sum (with all of them, in `x`, the mean divergence of the field)."""
+    neutral: int | None
+    """How many of the measured directions the system carries without change by
+    construction, exponent 0: in `x`, two per free token of the ET, its mean and scale,
+    on either flow (on the native flow the scale up to LayerNorm's `eps`); 0 in `g` and
+    `metric`, which do not measure them; `None` for a plain field."""
+    measure: str
+    """Where the tangent vectors were measured: `"x"`, `"g"` or `"metric"`."""
+    k: int
+    """The exponents computed."""
+    size: int
+    """The state's entries."""
+    t1: float
+    """The averaging time (whole intervals)."""
+    transient: float
+    """The time run first, not averaged (whole intervals)."""
+    renormalise: float
+    """The time between QR steps."""
+    solver: str
+    """The diffrax solver."""
+    rtol: float
+    """Its relative tolerance."""
+    atol: float
+    """Its absolute tolerance."""
+    steps: int
+    """The solver's steps, in all."""
+    growth_spread: float | None
+    """The largest spread of one interval's `log |R_ii|` (nats): `inf` where a tangent
+    vector vanished or overflowed within one (`None` read back from JSON)."""
+    flow: str | None
+    """An energy system's flow (`"native"` or `"projected"`); `None` for a plain field."""
+    dtype: str
+    """The arithmetic."""
+    x_final: np.ndarray
+    """The state at the end (the start's shape)."""
+    metadata: dict
+    """What produced it (study, dtype, solver, tolerances, seeds, versions)."""
+
 
 SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
 # Measures of the tangent vectors: the power of the clock (None: the state's coordinates).
@@ -325,7 +382,7 @@ def lyapunov_spectrum(
     max_steps: int = 100_000,
     seed: int = 0,
     dtype: DTypeLike = jnp.float64,
-) -> dict[str, Any]:
+) -> LyapunovSpectrum:
     """The `k` largest Lyapunov exponents of the flow through `x0` (all when `k` is None)
     by the QR method (module docstring), in units of 1/time (1/tau on the ET).
 
@@ -349,14 +406,7 @@ def lyapunov_spectrum(
       interval): the integration; `seed`: the random start of the tangent vectors;
       `dtype`: the arithmetic (float64 needs `jax_enable_x64`).
 
-    **Returns:** a dict: `exponents [k]` (descending), `history [M, k]` (the running
-    estimates after each of the `M` averaging intervals) and `times [M]` (the averaging
-    time at each), `volume_rate` (their sum; with all of them, in `x`, the mean
-    divergence of the field), `neutral` (how many of the measured directions the system
-    carries without change by construction, exponent 0: in `x`, two per free token of
-    the ET, its mean and scale, on either flow (on the native flow the scale up to
-    LayerNorm's `eps`); 0 in `g` and `metric`, which do not measure them; `None` for a
-    plain field), `measure`, `steps` (the solver's steps), and the settings.
+    **Returns:** a `LyapunovSpectrum` (its fields say what each holds).
     """
     _field_of(system, flow)  # refuses anything else before any work
     energy_system = callable(getattr(system, "vector_field", None))
@@ -451,27 +501,27 @@ def lyapunov_spectrum(
     neutral = None
     if energy_system:
         neutral = manifold if measure == "x" else 0
-    return {
-        "exponents": exponents[order],
-        "history": history[:, order],
-        "times": times,
-        "volume_rate": float(np.sum(exponents)),
-        "neutral": neutral,
-        "measure": measure,
-        "k": k,
-        "size": n,
-        "t1": float(averaged * renormalise),
-        "transient": float(warm * renormalise),
-        "renormalise": float(renormalise),
-        "solver": solver,
-        "rtol": rtol,
-        "atol": atol,
-        "steps": steps_total,
-        "growth_spread": spread,
-        "flow": flow if energy_system else None,
-        "dtype": str(jnp.dtype(dtype)),
-        "x_final": np.asarray(x),
-        "metadata": metadata(
+    return LyapunovSpectrum(
+        exponents=exponents[order],
+        history=history[:, order],
+        times=times,
+        volume_rate=float(np.sum(exponents)),
+        neutral=neutral,
+        measure=measure,
+        k=k,
+        size=n,
+        t1=float(averaged * renormalise),
+        transient=float(warm * renormalise),
+        renormalise=float(renormalise),
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        steps=steps_total,
+        growth_spread=spread,
+        flow=flow if energy_system else None,
+        dtype=str(jnp.dtype(dtype)),
+        x_final=np.asarray(x),
+        metadata=metadata(
             study="lyapunov_spectrum",
             dtype=dtype,
             solver=solver,
@@ -484,4 +534,4 @@ def lyapunov_spectrum(
             flow=flow if energy_system else None,
             measure=measure,
         ),
-    }
+    )

@@ -12,6 +12,7 @@ on the undeflated `f` and kept once. A degenerate (multiple) zero is accepted wh
 `|f| <= tol`, which may lie some way from it in `x`, so it can be reported twice.
 """
 
+import dataclasses
 import warnings
 from typing import Any, Literal
 
@@ -23,6 +24,7 @@ from jaxtyping import ArrayLike, Real
 
 from .._common import is_count
 from .._records import metadata
+from .._results import Result
 from ._branch_kernels import FlatField, deflated_newton, leading_eigen
 from ._continuation import Field, Preconditioner
 from ._continuation_checks import (
@@ -36,6 +38,37 @@ from ._continuation_checks import (
     kept_eigenvalues,
 )
 from ._xla_fallback import rescued_kernels
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class SteadyStates(Result):
+    """The `m` distinct steady states that deflated Newton reached at one parameter value
+    (`steady_states`), in the order found, with the eigenvalues of `df/dx` at each; also
+    a read-only mapping of its keys (`found["states"] is found.states`)."""
+
+    states: np.ndarray
+    """`[m, *shape]`: the steady states."""
+    residual_rms: np.ndarray
+    """`[m]`: RMS of the field at each."""
+    eigenvalues: np.ndarray
+    """`[m, k]`: the kept eigenvalues of `df/dx` at each (complex, largest real part
+    first; which `k`: `spectrum`)."""
+    unstable: np.ndarray
+    """`[m]`: eigenvalues with a positive real part (all of them dense, among the `k`
+    matrix-free)."""
+    stable: np.ndarray
+    """`[m]`: every kept eigenvalue's real part negative."""
+    start_index: np.ndarray
+    """`[m]`: which start reached each (an index into `starts`)."""
+    tries: int
+    """The deflated Newton runs made."""
+    capped: bool
+    """`max_states` were found: there may be more."""
+    dense: bool
+    """Whether the Jacobians were formed (else GMRES and Arnoldi on JVPs)."""
+    metadata: dict
+    """What produced it (study, dtype, `p`, the deflation's and Newton's settings,
+    versions)."""
 
 
 def steady_states(
@@ -56,7 +89,7 @@ def steady_states(
     preconditioner: Preconditioner | None = None,
     spectrum: Literal["rightmost", "nearest_zero"] = "rightmost",
     dtype: DTypeLike | None = None,
-) -> dict:
+) -> SteadyStates:
     """The distinct steady states of `field` at parameter `p` that deflated Newton
     reaches from `starts` (module docstring).
 
@@ -75,12 +108,9 @@ def steady_states(
     - `k`, `matrix_free`, `preconditioner`, `spectrum`, `dtype`: as for
       `continuation`.
 
-    **Returns:** a dict: `states [m, *shape]`, `residual_rms [m]`, `eigenvalues [m, k]`
-    (largest real part first; which `k`: `spectrum`), `unstable [m]`, `stable [m]`,
-    `start_index [m]` (which start reached each), `tries` (deflated Newton runs),
-    `capped` (`max_states` were found: there may be more), `metadata`. A
-    `RuntimeWarning` where none is found (with the residual the last try ended at) or
-    the cap is reached.
+    **Returns:** a `SteadyStates` (its fields say what each holds). A `RuntimeWarning`
+    where none is found (with the residual the last try ended at) or the cap is
+    reached.
     """
     if not callable(field):
         raise TypeError(
@@ -197,7 +227,7 @@ def steady_states(
         for x in found
     ]
     values = np.stack([s[0] for s in spectra]) if spectra else np.zeros((0, k), np.complex128)
-    return dict(
+    return SteadyStates(
         states=np.asarray(found).reshape((len(found),) + tuple(shape)),
         residual_rms=np.asarray(residuals),
         eigenvalues=values,

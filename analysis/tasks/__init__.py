@@ -2,7 +2,9 @@
 model's error past its horizon (`overshoot`), a node anomaly detector's AUC past its
 horizon (`graph_overshoot`), gradients against depth per adjoint (`gradient_depth`), the
 attractors reached from a held-out image (`image_basins`, `image_basin_continuation`),
-and the trajectory of an image completion (`image_trajectory` and its helpers).
+and the trajectory of an image completion (`image_trajectory` and its helpers). Each
+study returns a typed result (`Overshoot`, `GraphOvershoot`, `GradientDepth`,
+`ImageBasins`, `ImageBasinContinuation`: `._task_records`).
 """
 
 from ._gradient_depth import gradient_depth
@@ -22,8 +24,34 @@ from ._image_trajectory import (
     trajectory_options,
 )
 from ._overshoot import overshoot
+from ._task_records import (
+    AdjointGradients,
+    AdjointState,
+    GradientDepth,
+    GraphOvershoot,
+    ImageAttractor,
+    ImageBasinContinuation,
+    ImageBasins,
+    ImagePlane,
+    ImageRandomStarts,
+    ImageTrack,
+    ImplicitGradient,
+    Overshoot,
+)
 
 __all__ = [
+    "AdjointGradients",
+    "AdjointState",
+    "GradientDepth",
+    "GraphOvershoot",
+    "ImageAttractor",
+    "ImageBasinContinuation",
+    "ImageBasins",
+    "ImagePlane",
+    "ImageRandomStarts",
+    "ImageTrack",
+    "ImplicitGradient",
+    "Overshoot",
     "completed_patches",
     "frame_steps",
     "frame_times",

@@ -38,6 +38,7 @@ from et_ode.vocab import ADJOINTS, Adjoint, Flow
 from .._common import as_batch
 from .._geometry import require
 from .._records import metadata, model_dtype
+from ._task_records import GradientDepth, gradient_depth_record
 
 
 def _flat(tree) -> np.ndarray:
@@ -167,7 +168,7 @@ def gradient_depth(
     check_implicit: bool = False,
     vanish_threshold: float = 0.1,
     loss_seed: int = 0,
-) -> dict:
+) -> GradientDepth:
     """Gradient norms against horizon for each adjoint, and the adjoint state along the
     longest trajectory.
 
@@ -190,21 +191,9 @@ def gradient_depth(
     - `vanish_threshold`: a gradient counts as vanishing when its norm at the longest
       horizon is below this fraction of its norm at the shortest.
 
-    **Returns:** a dict: `horizons [H]`, `steps [H]` (constant steps only, else
-    `None`), `adjoints` (per adjoint: `grad_norm [H]`, `x0_grad_norm [H]`, `loss [H]`,
-    `skipped [H]` (a reason or `None`), `ratio` (longest over shortest horizon),
-    `vanishes`, `last_grad`: the flat gradient at the longest horizon computed);
-    `implicit` (`grad_norm`, `x0_grad_norm`, `t_final`, `residual_rms`,
-    `relative_difference_to_checkpoint`: relative distance from the checkpoint gradient
-    at the longest horizon, which agrees when that horizon has converged; with
-    `check_implicit`, also `checkpoint_grad_norm`, `checkpoint_t1` and
-    `relative_difference`: checkpoint gradients through the same solve run without the
-    stop to twice the stop time);
-    `adjoint_state` (`times [S]`, `grad_norm [S]` of `dL/dx(s)`, `scaled_grad_norm
-    [S]` of `(s_A / gamma) dL/dx_A(s)`, which removes the `1 / s_A` that the growth of
-    x on the native flow alone puts into `dL/dx`, `horizon`);
-    `avoids_vanishing` (the adjoints whose parameter gradient did not vanish, as
-    measured here); `summary` (one sentence per adjoint, from the numbers); `metadata`.
+    **Returns:** a `GradientDepth` (its fields, and those of its `AdjointGradients`,
+    `ImplicitGradient` and `AdjointState`, say what each holds): with `"implicit"`
+    among the adjoints, its `implicit` too.
 
     **Protocol:** an image model needs `core` and `encode`; any other model the
     `solvers.EnergySystem` methods and the ET's LayerNorm `norm` (the loss is measured
@@ -370,7 +359,7 @@ def gradient_depth(
         batch=int((problem.x0 if isinstance(problem, _CoreProblem) else problem.patches).shape[0]),
         norms="L2 over every parameter array; dL/dx over every entry of the batch",
     )
-    return out
+    return gradient_depth_record(out)
 
 
 def _adjoint_state(problem, model, base, horizon, split_times, n_splits, dt0):

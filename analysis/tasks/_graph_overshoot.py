@@ -14,6 +14,7 @@ from et_ode.tasks import NodeAnomalyET, roc_auc
 from .._common import log_times
 from .._geometry import require
 from .._records import metadata, model_dtype
+from ._task_records import GraphOvershoot
 
 
 def graph_overshoot(
@@ -28,7 +29,7 @@ def graph_overshoot(
     n_times: int = 24,
     t_first: float | None = None,
     **overrides: Any,
-) -> dict:
+) -> GraphOvershoot:
     """The readout of a `NodeAnomalyET` applied to its state at times past its
     training horizon: does the AUC on `nodes` (the test nodes) hold, fall or rise?
 
@@ -38,9 +39,7 @@ def graph_overshoot(
     `t_first` (default horizon / 100): log-spaced sample times, plus 0 and the horizon;
     `**overrides`: `solvers.solve` options replacing the model's dynamics.
 
-    **Returns:** a dict: `times [T]`, `auc [T]`, `energy [T]`, `horizon`, `t_max`,
-    `auc_at_horizon`, `auc_at_end`, `best_time`, `best_auc`, `solve_options`, and
-    `metadata` (dtype, node counts, the solve options).
+    **Returns:** a `GraphOvershoot` (its fields say what each holds).
 
     **Protocol:** a `NodeAnomalyET` (`encode`, `conditions`, `scores_of_states`,
     `dynamics`, `core`); another model is refused up front, before any solve.
@@ -65,18 +64,18 @@ def graph_overshoot(
     at = int(np.argmin(np.abs(times - horizon)))
     best = int(np.argmax(auc))
     solve_options = {k: v for k, v in options.items() if k != "save"}
-    return {
-        "times": times,
-        "auc": auc,
-        "energy": energy,
-        "horizon": horizon,
-        "t_max": t_max,
-        "auc_at_horizon": float(auc[at]),
-        "auc_at_end": float(auc[-1]),
-        "best_time": float(times[best]),
-        "best_auc": float(auc[best]),
-        "solve_options": solve_options,
-        "metadata": metadata(
+    return GraphOvershoot(
+        times=times,
+        auc=auc,
+        energy=energy,
+        horizon=horizon,
+        t_max=t_max,
+        auc_at_horizon=float(auc[at]),
+        auc_at_end=float(auc[-1]),
+        best_time=float(times[best]),
+        best_auc=float(auc[best]),
+        solve_options=solve_options,
+        metadata=metadata(
             study="graph_overshoot",
             dtype=model_dtype(model.core),
             t_max_factor=t_max_factor,
@@ -86,4 +85,4 @@ def graph_overshoot(
             n_scored=int(nodes.size),
             solve_options=solve_options,
         ),
-    }
+    )

@@ -25,6 +25,7 @@ from .._common import cast, is_count, take
 from ..landscape import Parameter, basin_continuation
 from ._image_basins import image_starts
 from ._image_trajectory import normalised_patches
+from ._task_records import ImageBasinContinuation, image_basin_continuation_record
 
 
 def image_basin_continuation(
@@ -38,7 +39,7 @@ def image_basin_continuation(
     seed: int = 0,
     dtype: DTypeLike = jnp.float64,
     **options: Any,
-) -> dict:
+) -> ImageBasinContinuation:
     """The attractors of `model`'s core reached from the first of `images` and from
     random starts, followed across the values `ps` of `parameter` (module docstring).
 
@@ -54,9 +55,9 @@ def image_basin_continuation(
       `basins`' (`solver`, `rtol`, `atol`, `fixed_point_atol`, `t1`, `match_tol`,
       `polish_max`, `k`, ...); the image's own attractor is polished first.
 
-    **Returns:** `basin_continuation`'s result without the tracks' states (`x`), with
-    `image_track [P]` (the track the image's start reaches at each value, `-1` where
-    it reached no fixed point) and `random_starts`, `seed` in the metadata.
+    **Returns:** an `ImageBasinContinuation`: `basin_continuation`'s result with its
+    tracks without their states (`ImageTrack`s), the image's `image_track`, and
+    `random_starts`, `seed` in the metadata.
     """
     images = jnp.asarray(images)
     if images.ndim != 4 or images.shape[0] < 1:
@@ -72,13 +73,13 @@ def image_basin_continuation(
     result = basin_continuation(
         core, starts, ps, args, parameter=parameter, polish_first=[0], **options
     )
-    for track in result["tracks"]:
-        del track["x"]
-    result["image_track"] = np.asarray(result["labels"])[:, 0]
-    result["metadata"] = dict(
-        result["metadata"],
-        study="image_basin_continuation",
-        random_starts=int(random_starts),
-        seed=int(seed),
+    return image_basin_continuation_record(
+        result,
+        image_track=np.asarray(result.labels)[:, 0],
+        metadata=dict(
+            result.metadata,
+            study="image_basin_continuation",
+            random_starts=int(random_starts),
+            seed=int(seed),
+        ),
     )
-    return result

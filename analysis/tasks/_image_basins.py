@@ -28,6 +28,7 @@ from .._common import cast, take
 from .._records import model_dtype
 from ..landscape import basin_entropy, basins, grid_starts
 from ._image_trajectory import normalised_patches, to_display
+from ._task_records import ImageAttractor, ImageBasins, ImagePlane, ImageRandomStarts
 
 
 def _plane(x_a, x_b, key):
@@ -61,7 +62,7 @@ def image_basins(
     seed: int = 0,
     dtype: DTypeLike = jnp.float64,
     **options: Any,
-) -> dict:
+) -> ImageBasins:
     """The basins of the core of `model` (a `MaskedImageET`) on the plane through two
     images and on random starts (module docstring), in one batched solve.
 
@@ -78,17 +79,8 @@ def image_basins(
       attractors reached from the grid points nearest the two images are polished
       first.
 
-    **Returns:** a dict: `attractors` (as `basins`, without states, each with its
-    `plane_fraction`, `random_fraction` and, where it was polished, `decoded_image
-    [S, S, C]` in [0, 1] (else None): a polished attractor is a fixed point, and
-    decoding only those bounds the result's size when every start has its own);
-    `plane` (`labels_grid [R, R]` with `a` down the rows, `a`, `b`, `image_points`
-    (the two images' `(a, b)`), `fractions`, `not_converged`, `basin_entropy`);
-    `random` (`labels`, `fractions`, `distinct`: attractors reached, `not_converged`);
-    `token_structure` (`basins`': the polished attractors' token states and token
-    permutations, indices into `attractors`);
-    `batched_iterations`, `one_by_one_iterations`, `stop_reasons` (counts) and
-    `metadata`.
+    **Returns:** an `ImageBasins` (its fields, and those of its `ImageAttractor`s,
+    `ImagePlane` and `ImageRandomStarts`, say what each holds).
     """
     images = jnp.asarray(images)
     if images.ndim != 4 or images.shape[0] != 2:
@@ -152,8 +144,8 @@ def image_basins(
     for i, att in enumerate(found["attractors"]):
         kept = {k: v for k, v in att.items() if k not in ("x", "fraction", "count")}
         attractors.append(
-            dict(
-                kept,
+            ImageAttractor(
+                **kept,
                 plane_fraction=float(plane_fractions[i]),
                 random_fraction=float(random_fractions[i]),
                 decoded_image=decoded.get(i),
@@ -169,9 +161,9 @@ def image_basins(
         extent=[float(e) for e in extent],
         seed=int(seed),
     )
-    return dict(
+    return ImageBasins(
         attractors=attractors,
-        plane=dict(
+        plane=ImagePlane(
             labels_grid=grid_labels,
             a=a,
             b=b,
@@ -180,7 +172,7 @@ def image_basins(
             not_converged=int(np.sum(plane_labels < 0)),
             basin_entropy=basin_entropy(grid_labels, box),
         ),
-        random=dict(
+        random=ImageRandomStarts(
             labels=random_labels,
             fractions=random_fractions,
             distinct=int(np.unique(random_labels[random_labels >= 0]).size),

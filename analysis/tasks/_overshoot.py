@@ -22,6 +22,7 @@ from et_ode.tasks import MaskedImageET, Masking
 from .._common import log_times, shard, solve_in_chunks
 from .._geometry import require
 from .._records import metadata, model_dtype
+from ._task_records import Overshoot
 
 
 @eqx.filter_jit
@@ -59,7 +60,7 @@ def overshoot(
     chunks: int = 1,
     normalised: bool = True,
     **overrides: Any,
-) -> dict[str, Any]:
+) -> Overshoot:
     """Masked-patch MSE and energy against time, from the start to `t_max_factor` times
     the training horizon.
 
@@ -79,11 +80,7 @@ def overshoot(
     - `**overrides`: `solvers.solve` options replacing the model's dynamics (e.g.
       `solver="tsit5", rtol=..., atol=...`).
 
-    **Returns:** a dict: `times [T]`, `mse [T]` (over all occluded patches of all
-    images, normalised pixel units), `mse_per_image [B, T]`, `energy [B, T]`,
-    `horizon`, `horizon_kind` (`"t1"` or `"fixed_point"`), `t_max`, `mse_at_horizon`,
-    `mse_at_end`, `best_time` and `best_mse` (minimum over the sampled times),
-    `solve_options`, and `metadata`.
+    **Returns:** an `Overshoot` (its fields say what each holds).
 
     **Protocol:** a `MaskedImageET` (`patches`, `encode_batch`, `decode`, `dynamics`,
     `core`); another model is refused up front, before any solve.
@@ -143,7 +140,7 @@ def overshoot(
     per_image = sq_err / np.maximum(occluded, 1)[:, None]
     at = int(np.argmin(np.abs(times - horizon)))
     best = int(np.argmin(mse))
-    return dict(
+    return Overshoot(
         times=times,
         mse=mse,
         mse_per_image=per_image,

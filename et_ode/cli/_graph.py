@@ -1,7 +1,8 @@
 """`et-ode graph train|eval|study`: the graph benchmarks and the studies of a graph
 model's dynamics."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -120,6 +121,7 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
     figure's caption names the model: `metadata["checkpoint"]`)."""
     quick = options.quick
     flow = options.flow
+    result: Mapping[str, Any]  # the study's typed result, or a dict of its keys and more
     if options.name == "overshoot":
         graph, (features, senders, receivers) = extra["graph"], extra["arrays"]
         result = graph_overshoot(
@@ -138,7 +140,8 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
             f"t = {result['t_max']:g}; best {result['best_auc']:.4f} at "
             f"t = {result['best_time']:.3g}"
         )
-        result["metadata"]["checkpoint"] = str(options.checkpoint)
+        # a new dict: the typed result is read-only
+        result = dict(result, metadata=dict(result["metadata"], checkpoint=str(options.checkpoint)))
         files = write_result(out, "overshoot", result, plot_graph_overshoot, options.format)
     else:
         core = cast(model.core, jnp.float64)

@@ -10,8 +10,9 @@ out of the files to keep them small.
 """
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import jax.numpy as jnp
 import numpy as np
@@ -48,7 +49,9 @@ RUNNERS = {**STUDY_RUNNERS, **LANDSCAPE_RUNNERS}
 STATE_KEYS = ("x_final", "x_end", "x_star", "g_star", "states", "last_grad")
 
 
-def write_result(out, stem: str, result: dict, plot=None, figure_format: str = "png") -> dict:
+def write_result(
+    out, stem: str, result: Mapping[str, Any], plot=None, figure_format: str = "png"
+) -> dict:
     """`out/stem.json` (the result without its states, compact) and, with `plot`,
     `out/stem.<figure_format>` (`plot(result)`, a `Figure`, as png, pdf or svg). Returns
     the paths, the figure's under the key `figure_format`."""
@@ -71,7 +74,7 @@ def figure_path(out, stem: str, figure_format: str) -> Path:
 
 
 def _without_states(value):
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # dicts and typed results (their nested records too)
         return {k: _without_states(v) for k, v in value.items() if k not in STATE_KEYS}
     if isinstance(value, list):
         return [_without_states(v) for v in value]
@@ -253,7 +256,7 @@ def compare_solvers_job(
     reference_rtol = reference_rtol or (
         1e-6 if quick else 1e-10 if x0.dtype == jnp.float64 else 1e-8
     )
-    result = work_precision(
+    typed = work_precision(
         core,
         x0,
         args,
@@ -264,7 +267,7 @@ def compare_solvers_job(
         reference_rtol=reference_rtol,
         **grid,
     )
-    result = _with_metadata(result, meta)
+    result = _with_metadata(dict(typed), meta)  # the typed result's keys, in a new dict
     result["files"] = write_result(out, stem, result, plot_work_precision, figure_format)
     return result
 
@@ -363,7 +366,7 @@ def study_job(
             fixed_solvers=fixed_only,
         )
     result, plot = RUNNERS[name](model, images, masks, s)
-    result = _with_metadata(result, meta)
+    result = _with_metadata(dict(result), meta)  # a typed result's keys, in a new dict
     result["metadata"]["job"] = dataclasses.asdict(s)
     result["files"] = write_result(out, stem or name, result, plot, figure_format)
     return result

@@ -254,7 +254,8 @@ def _basin_continuation(model, images, masks, s):
         k=2 if s.quick else 4,
         **s.steps(model, dtype),
     )
-    result.update(parameter=parameter, trained_value=p0, p_span=[float(p) for p in p_span])
+    # a new dict: the typed result is read-only
+    result = dict(result, parameter=parameter, trained_value=p0, p_span=[float(p) for p in p_span])
     return result, _plot_basin_tracks
 
 

@@ -253,8 +253,7 @@ def _stability(model, images, masks, s):
         seed=s.seed,
         lyapunov_options=dict(rtol=rtol, atol=atol) if economical else None,
     )
-    result["start"] = start
-    return result, plot_stability
+    return dict(result, start=start), plot_stability  # the typed result is read-only
 
 
 def start_steps(model, s, dtype) -> dict | None:

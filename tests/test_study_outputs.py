@@ -1,0 +1,106 @@
+"""Each `et-ode study` writes the JSON keys it wrote before its result became typed
+(issue 48): every study run through the command line (quick, two held-out images, an
+untrained tiny checkpoint), its file's key paths against `tests/data/study_keys.json`,
+recorded on the same checkpoint from the commit before the typed results (32cd613) by
+`key_paths` below. A key
+path names every key at every depth (`branches[].bifurcations[].kind`); the numbers are
+not pinned here (they move with a CPU's rounding), only that each leaf keeps its kind."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import et_ode
+from et_ode import cli
+from et_ode.tasks import new_model, save_checkpoint
+from et_ode.tasks.images._train import _header
+
+KEYS = Path(__file__).parent / "data" / "study_keys.json"
+RECORDED = json.loads(KEYS.read_text())
+
+
+def key_paths(value, prefix: str = "") -> dict[str, str]:
+    """`{path: kind}` for every leaf and container of a JSON value: dicts by key, lists
+    as `[]` (their items merged), the kind `number`, `string`, `bool`, `null`, `dict` or
+    `list`. `metadata` is left out below its own keys (versions, dates and settings that
+    are not the study's numbers); an empty list counts as `list` alone."""
+    paths: dict[str, str] = {}
+    if isinstance(value, dict):
+        paths[prefix or "."] = "dict"
+        for key, item in value.items():
+            path = f"{prefix}.{key}" if prefix else key
+            if key == "metadata":
+                paths[path] = "dict"
+                continue
+            paths.update(key_paths(item, path))
+    elif isinstance(value, list):
+        paths[prefix] = "list"
+        for item in value:
+            for path, kind in key_paths(item, f"{prefix}[]").items():
+                # a leaf null in one item and a number in another: both are that key
+                if paths.get(path) in (None, "null"):
+                    paths[path] = kind
+    else:
+        kinds = {bool: "bool", int: "number", float: "number", str: "string"}
+        paths[prefix] = "null" if value is None else kinds[type(value)]
+    return paths
+
+
+def comparable(paths: dict[str, str]) -> dict[str, str]:
+    """Leaves that are null in one run and a number in another are the same key."""
+    return {path: ("number" if kind == "null" else kind) for path, kind in paths.items()}
+
+
+TINY = et_ode.TrainConfig(
+    model=et_ode.ImageModelConfig(dim=16, n_heads=2, head_dim=8, n_memories=32, init_std=0.3),
+    dynamics=et_ode.Dynamics(t1=0.3),
+)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """An untrained tiny image model saved as a checkpoint (as the keys were recorded)."""
+    normalisation = et_ode.ChannelNormalisation((0.45, 0.35, 0.3), (0.3, 0.25, 0.25))
+    path = tmp_path_factory.mktemp("model") / "tiny.eqx"
+    save_checkpoint(path, _header(TINY, 0, normalisation, None), new_model(TINY, normalisation))
+    return path
+
+
+def test_every_study_is_recorded():
+    assert sorted(RECORDED) == sorted(cli.STUDIES)
+
+
+# basins and basin-continuation on the untrained tiny model run for minutes (its starts
+# reach the fixed-point tolerance slowly: basins' 80 starts about 100 s on 2 cores,
+# seven values of them several minutes): with the slow tests only. Their typed results
+# keep the dicts' keys by tests/test_results_landscape.py and test_results_tasks.py.
+SLOW = {"basins", "basin-continuation"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            name,
+            marks=pytest.mark.skipif(
+                name in SLOW and not os.environ.get("ET_ODE_SLOW_TESTS"),
+                reason="minutes on the tiny model: ET_ODE_SLOW_TESTS=1",
+            ),
+        )
+        for name in sorted(RECORDED)
+    ],
+)
+def test_a_study_writes_the_keys_it_wrote_before(name, tiny, tmp_path):
+    out = tmp_path / name
+    argv = ["study", name, "--checkpoint", str(tiny), "--images", "2", "--quick"]
+    argv += ["--no-progress", "--out", str(out)]
+    assert cli.main(argv) == 0
+    written = json.loads((out / f"{name}.json").read_text())
+    now, before = comparable(key_paths(written)), comparable(RECORDED[name])
+    missing = sorted(set(before) - set(now))
+    added = sorted(set(now) - set(before))
+    assert not missing and not added, f"{name}: missing {missing}, added {added}"
+    changed = {p: (before[p], now[p]) for p in before if before[p] != now[p]}
+    assert not changed, f"{name}: kinds changed {changed}"
