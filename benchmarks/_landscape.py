@@ -97,11 +97,13 @@ def _continuation(core, x0, quick):
         beta0,
         p_span=(0.1 * beta0, 10 * beta0),  # a decade each way: room for the points
         parameter="beta",
-        ds=0.05 * beta0,
-        ds_max=0.2 * beta0,
-        k=k,
-        max_points=points,
-        tol=newton_tol,
+        settings=analysis.ContinuationSettings(
+            ds=0.05 * beta0,
+            ds_max=0.2 * beta0,
+            k=k,
+            max_points=points,
+            newton=analysis.NewtonSettings(newton_tol=newton_tol),
+        ),
     )
     branch_s = time.perf_counter() - start
     betas = np.asarray(branch["p"])[1:]
@@ -153,12 +155,19 @@ def _spectrum(core, x0, quick):
     options = dict(flow="native", solver="tsit5", rtol=rtol, atol=atol)
     start = time.perf_counter()
     spectrum = analysis.lyapunov_spectrum(
-        core, x0, k=EXPONENTS, t1=t1, renormalise=1.0, measure="g", dtype=dtype, **options
+        core,
+        x0,
+        k=EXPONENTS,
+        t1=t1,
+        options=analysis.LYAPUNOV_OPTIONS.replace(**options),
+        settings=analysis.LyapunovSpectrumSettings(renormalise=1.0, measure="g"),
+        dtype=dtype,
     )
     spectrum_s = time.perf_counter() - start
     start = time.perf_counter()
+    single = analysis.LYAPUNOV_EXPONENT_OPTIONS.replace(**options)
     singles = [
-        analysis.lyapunov_exponent(core, x0, t1=t1, segments=int(t1), seed=seed, **options)[
+        analysis.lyapunov_exponent(core, x0, options=single, t1=t1, segments=int(t1), seed=seed)[
             "exponent"
         ]
         for seed in range(EXPONENTS)
@@ -198,13 +207,10 @@ def _basin_grid(core, x0, quick):
         result = analysis.basins(
             core,
             jnp.asarray(starts, dtype),
-            solver="tsit5",
-            rtol=1e-5,
-            atol=1e-7,
-            fixed_point_atol=1e-4,
-            match_tol=1e-2,
-            polish_max=1,
-            k=2,
+            options=analysis.BASIN_OPTIONS.replace(solver="tsit5", rtol=1e-5, atol=1e-7),
+            settings=analysis.BasinSettings(
+                fixed_point_atol=1e-4, distance_tol=1e-2, polish_max=1, k=2
+            ),
         )
         seconds = time.perf_counter() - start
     # compilations (or persistent-cache reads) of the solve's program
@@ -253,15 +259,23 @@ def _stiff_continuation(quick):
     n = STIFF_POINTS[quick]
     field, inverse_laplacian = _stiff_field(n)
     tol = 1e-8 if dtype == jnp.float64 else 1e-4  # above the grid's rounding floor
-    settings = dict(p_span=(0.0, 3.0), ds=0.1, ds_max=0.5, k=4, max_points=14, tol=tol)
+    newton = analysis.NewtonSettings(newton_tol=tol)
+    settings = analysis.ContinuationSettings(ds=0.1, ds_max=0.5, k=4, max_points=14)
     runs = {}
-    for name, options in (
-        ("matrix_free", dict(preconditioner=inverse_laplacian, spectrum="nearest_zero")),
-        ("dense", dict(matrix_free=False)),
+    for name, run_settings in (
+        (
+            "matrix_free",
+            settings.replace(
+                spectrum="nearest_zero", newton=newton.replace(preconditioner=inverse_laplacian)
+            ),
+        ),
+        ("dense", settings.replace(newton=newton.replace(matrix_free=False))),
     ):
         jax.clear_caches()
         start = time.perf_counter()
-        branch = analysis.continuation(field, jnp.zeros(n, dtype), 0.0, **settings, **options)
+        branch = analysis.continuation(
+            field, jnp.zeros(n, dtype), 0.0, p_span=(0.0, 3.0), settings=run_settings
+        )
         folds = [b["p"] for b in branch["bifurcations"] if b["kind"] == "fold"]
         runs[name] = dict(
             seconds=time.perf_counter() - start,
@@ -373,7 +387,12 @@ def _fold_curve_row(quick):
 
     args = {"eps": jnp.asarray(0.2)}
     branch = analysis.continuation(
-        _bratu, jnp.zeros(BRATU_N), 0.0, p_span=(0.0, 6.0), args=args, ds=0.2, ds_max=1.0
+        _bratu,
+        jnp.zeros(BRATU_N),
+        0.0,
+        p_span=(0.0, 6.0),
+        args=args,
+        settings=analysis.ContinuationSettings(ds=0.2, ds_max=1.0),
     )
     fold = next(b for b in branch["bifurcations"] if b["kind"] == "fold")
 
@@ -385,9 +404,9 @@ def _fold_curve_row(quick):
             second=_set_eps,
             q_span=(0.2, 0.24),
             args=args,
-            ds=0.005,
-            ds_max=0.005,
-            max_points=CURVE_POINTS[bool(quick)],
+            settings=analysis.ContinuationSettings(
+                ds=0.005, ds_max=0.005, max_points=CURVE_POINTS[bool(quick)]
+            ),
         )
 
     def reference(curve):

@@ -103,11 +103,17 @@ def _pitchfork(folder: Path) -> None:
     def pitchfork(x, p, args):
         return p * x - x**3
 
-    options = dict(p_span=(-1.0, 1.0), ds=0.05, ds_max=0.2)
-    trivial = analysis.continuation(pitchfork, jnp.array([0.0]), -1.0, **options)
+    settings = analysis.ContinuationSettings(ds=0.05, ds_max=0.2)
+    span = (-1.0, 1.0)
+    trivial = analysis.continuation(
+        pitchfork, jnp.array([0.0]), -1.0, p_span=span, settings=settings
+    )
     point = trivial["bifurcations"][0]
     branches = [trivial] + [
-        analysis.switch_branch(pitchfork, point, direction=d, **options) for d in (1, -1)
+        analysis.switch_branch(
+            pitchfork, point, p_span=span, settings=settings.replace(direction=d)
+        )
+        for d in (1, -1)
     ]
     analysis.plot_continuation(
         branches, folder / "continuation.png", labels=["x = 0", "x > 0", "x < 0"]
@@ -138,7 +144,13 @@ def _four_wells(folder: Path) -> None:
     starts, a, b = analysis.grid_starts(
         np.zeros((1, 2)), np.array([[1.6, 0.0]]), np.array([[0.0, 1.6]]), resolution=48
     )
-    result = analysis.basins(FourWells(), starts, flow="native", grid_shape=(48, 48), box=4)
+    result = analysis.basins(
+        FourWells(),
+        starts,
+        grid_shape=(48, 48),
+        options=analysis.BASIN_OPTIONS.replace(flow="native"),
+        settings=analysis.BasinSettings(box=4),
+    )
     analysis.plot_basins(result, folder / "basins.png", a=1.6 * a, b=1.6 * b)
 
 
@@ -167,7 +179,7 @@ def _hopfield_transition(folder: Path) -> None:
         starts,
         np.linspace(1.6, 2.4, 17),
         parameter=namespace["set_beta"],
-        flow="native",
+        options=analysis.BASIN_OPTIONS.replace(flow="native"),
     )
     result["metadata"]["model"] = "modern Hopfield network, 3 patterns"
     analysis.plot_basin_continuation(
@@ -189,7 +201,8 @@ def _lorenz(folder: Path) -> None:
             [10.0 * (x[1] - x[0]), x[0] * (28.0 - x[2]) - x[1], x[0] * x[1] - 8.0 / 3.0 * x[2]]
         )
 
-    out = analysis.lyapunov_spectrum(lorenz, jnp.ones(3), t1=200.0, transient=20.0, renormalise=0.5)
+    settings = analysis.LyapunovSpectrumSettings(transient=20.0, renormalise=0.5)
+    out = analysis.lyapunov_spectrum(lorenz, jnp.ones(3), t1=200.0, settings=settings)
     analysis.plot_lyapunov_spectrum(out, folder / "lyapunov_spectrum.png")
 
 
@@ -210,7 +223,12 @@ def _two_memories_cusp(folder: Path) -> None:
 
     args = {"xi": xi, "beta": 2.0}
     branch = analysis.continuation(
-        two_memories, -1.5 * xi, -0.5, p_span=(-0.5, 0.5), args=args, ds=0.05
+        two_memories,
+        -1.5 * xi,
+        -0.5,
+        p_span=(-0.5, 0.5),
+        args=args,
+        settings=analysis.ContinuationSettings(ds=0.05),
     )
     curves = [
         analysis.fold_continuation(
@@ -220,8 +238,7 @@ def _two_memories_cusp(folder: Path) -> None:
             second=lambda a, beta: {**a, "beta": beta},
             q_span=(0.5, 3.0),
             args=args,
-            direction=direction,
-            ds=0.05,
+            settings=analysis.ContinuationSettings(direction=direction, ds=0.05),
         )
         for direction in (-1, 1)
     ]

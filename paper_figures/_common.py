@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from et_ode.analysis import FIGURE_FORMATS, save_json, write_figure
+from et_ode.cli import command_line_options, job_metadata
 from et_ode.cli import held_out as _held_out
-from et_ode.cli import job_metadata
 from et_ode.tasks import EVAL_KEY, load_model_and_config
 
 DEFAULT_SEED = EVAL_KEY  # by default the evaluation's masks
@@ -113,9 +113,12 @@ def held_out(model, config, n_images: int, seed: int):
     return _held_out(model, config, n_images, seed)
 
 
-def dynamics_overrides(options) -> dict:
-    """The solver options given on the command line, for `trajectory_options`."""
-    return {name: getattr(options, name) for name in ("solver", "dt0", "rtol", "atol", "max_steps")}
+def solve_options(model, options):
+    """How the figure's trajectory is solved: the model's dynamics with the solver
+    options given on the command line (`--solver`, `--dt0`, `--rtol`, `--atol`,
+    `--max-steps`), a `solvers.SolveOptions` (`et_ode.cli.command_line_options`)."""
+    names = ("solver", "dt0", "rtol", "atol", "max_steps")
+    return command_line_options(model, **{name: getattr(options, name) for name in names})
 
 
 def model_name(options) -> str:

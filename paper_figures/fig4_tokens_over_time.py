@@ -16,12 +16,7 @@ try:
 except ImportError:  # run as a script
     import _common  # type: ignore[no-redef, import-not-found]
 
-from et_ode.analysis import (
-    frame_times,
-    reference_time,
-    tokens_over_time_figure,
-    trajectory_options,
-)
+from et_ode.analysis import frame_times, reference_time, tokens_over_time_figure
 
 
 def main(argv=None):
@@ -36,7 +31,6 @@ def main(argv=None):
     model, config, header = _common.load(options.checkpoint)
     images, indices, masks = _common.held_out(model, config, options.images, options.seed)
     horizon = options.horizon or reference_time(model, images, masks)[0]
-    solve = trajectory_options(model, horizon, **_common.dynamics_overrides(options))
     fig, data = tokens_over_time_figure(
         model,
         images,
@@ -44,7 +38,7 @@ def main(argv=None):
         frame_times(horizon, options.frames),
         index=options.index,
         name=_common.model_name(options),
-        **solve,
+        options=_common.solve_options(model, options),
     )
     i = options.index
     data |= {

@@ -50,7 +50,7 @@ def main(argv=None):
         meta=_common.metadata(options, config, header),
         indices=indices,
         figure_format=options.format,
-        **_common.dynamics_overrides(options),
+        options=_common.solve_options(model, options),
     )
     video = result["video"]
     print(

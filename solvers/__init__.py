@@ -12,7 +12,7 @@ from ._blowup import growth_note as growth_note  # for the studies; not in __all
 from ._crawl import SlowSolveWarning
 from ._defaults import MAX_STEPS_LIMIT, constant_step_count
 from ._fixed_point import NEWTON_DENSE_MAX, FixedPointResult, find_fixed_point
-from ._options import check_options
+from ._options import SolveOptions, check_options
 from ._presets import SOLVER_NAMES, SolverPreset, get_preset
 from ._protocol import (
     MANIFOLD_METHODS,
@@ -34,6 +34,7 @@ from ._validate import BACKSOLVE_STABLE_HORIZON, DENSE_JACOBIAN_MAX_STATE
 # solver objects, the protocol a model satisfies, batching, then the limits.
 __all__ = [
     "solve",
+    "SolveOptions",
     "EnergySolution",
     "StopReason",
     "STOP_REASONS",

@@ -8,13 +8,14 @@ from collections.abc import Sequence
 from typing import Literal
 
 import diffrax
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Real
 
 from et_ode.vocab import ADJOINTS, FLOWS, Adjoint, Flow
 
-from ._defaults import MAX_STEPS_LIMIT, is_traced
+from ._defaults import MAX_STEPS_LIMIT, constant_step_count, is_traced
 from ._presets import _label, get_preset
 from ._protocol import RealScalar
 from ._stop import FixedPointStop, stop_message, stop_tolerances_ok
@@ -375,3 +376,137 @@ def _check_options(
             "so no fixed-point gradient exists for x.)"
         )
     return adaptive, preset
+
+
+# `solve`'s keywords that a `SolveOptions` holds, with `solve`'s defaults (the paper's).
+OPTION_DEFAULTS = dict(
+    solver="euler",
+    dt0=0.1,
+    rtol=None,
+    atol=None,
+    stepsize_controller=None,
+    max_steps=None,
+    dtmin=None,
+    flow="native",
+)
+
+
+class SolveOptions(eqx.Module):
+    """How to solve: the solver, its steps and tolerances, its caps and the flow, in one
+    object that `solve`, every study of `et_ode.analysis`, the task models' `Dynamics`
+    and the command line take. The horizon (`t1`), the stop rule, what is saved and how
+    gradients are taken are the caller's question, not part of it.
+
+    The defaults are `solve`'s (the paper's): 12 explicit Euler steps of 0.1 on the
+    native flow. The fields mean what `solve`'s keywords of the same names mean:
+
+    - `solver`: a name of `SOLVER_NAMES` or any `diffrax.AbstractSolver`.
+    - `dt0`: the constant step (tau units) when the steps are constant; with adaptive
+      steps the first one (`None`: chosen automatically).
+    - `rtol`, `atol`: PID step control (both, or neither for constant steps).
+    - `stepsize_controller`: any diffrax controller instead of `rtol`/`atol`.
+    - `max_steps`: the step cap (`None`: `solve`'s own, or the study's).
+    - `dtmin`: the smallest adaptive step before a solve fails with `"dt_underflow"`.
+    - `flow`: `"native"` (the paper's) or `"projected"` (each token's scale kept).
+
+    The combination is checked when the object is made, with `check_options`' messages
+    (the checks that need the horizon run in `solve`). An equinox Module: immutable, a
+    pytree (tolerances given as arrays may be traced), `replace(**changes)` for a
+    variant.
+
+    ```python
+    options = solvers.SolveOptions(solver="tsit5", dt0=None, rtol=1e-7, atol=1e-9)
+    sol = solvers.solve(model, x0, t1=20.0, options=options)
+    ```
+    """
+
+    solver: str | diffrax.AbstractSolver = "euler"
+    dt0: RealScalar | None = 0.1
+    rtol: RealScalar | None = None
+    atol: RealScalar | None = None
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None
+    max_steps: int | None = eqx.field(default=None, static=True)
+    dtmin: float | None = None
+    flow: Flow = eqx.field(default="native", static=True)
+
+    def __check_init__(self):
+        keywords = self.keywords()
+        dt0 = keywords["dt0"]
+        # A horizon of one step: the step-count limit, which needs the real horizon, is
+        # checked by `solve`.
+        concrete = isinstance(dt0, numbers.Real) and math.isfinite(dt0) and dt0 > 0
+        check_options(**keywords, t1=float(dt0) if concrete else 1.2)
+
+    def keywords(self) -> dict:
+        """These options as `solve`'s keyword arguments."""
+        return {name: getattr(self, name) for name in OPTION_DEFAULTS}
+
+    def replace(self, **changes) -> "SolveOptions":
+        """A copy with `changes` (field names) applied, checked again."""
+        unknown = sorted(set(changes) - set(OPTION_DEFAULTS))
+        if unknown:
+            raise TypeError(
+                f"SolveOptions has no field {', '.join(unknown)}; its fields are "
+                f"{', '.join(OPTION_DEFAULTS)}."
+            )
+        return SolveOptions(**{**self.keywords(), **changes})
+
+    def covering(self, t0: float, t1: float) -> "SolveOptions":
+        """These options with a step cap that lets a solve from `t0` to `t1` reach `t1`
+        (a trajectory that must pass every saved time): the larger of `max_steps` and the
+        constant-step count (plus one for round-off), or of `max_steps` and 4096 for
+        adaptive steps (`solve`'s default cap)."""
+        if not self.adaptive:  # a step count above diffrax's int32 counter: say so
+            _check_step_count(t0, t1, self.dt0)
+        steps = None if self.adaptive else constant_step_count(t0, t1, self.dt0)
+        cap = max(int(self.max_steps or 0), 4096 if steps is None else steps)
+        return self.replace(max_steps=cap)
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the steps are adaptive (tolerances, or an adaptive controller)."""
+        if self.stepsize_controller is not None:
+            return _adaptive_controller(self.stepsize_controller)
+        return self.rtol is not None or self.atol is not None
+
+    def describe(self) -> str:
+        """One line for a figure or a report: `"tsit5, rtol 1e-07, atol 1e-09"`, or
+        `"euler, dt 0.1"`."""
+        name = self.solver if isinstance(self.solver, str) else type(self.solver).__name__
+        if self.stepsize_controller is not None:
+            steps = type(self.stepsize_controller).__name__
+        elif self.adaptive:
+            traced = is_traced((self.rtol, self.atol))
+            steps = "traced tolerances" if traced else f"rtol {self.rtol:g}, atol {self.atol:g}"
+        else:
+            steps = f"dt {self.dt0:g}" if not is_traced(self.dt0) else "traced dt"
+        return f"{name}, {steps}"
+
+
+def merge_options(options: "SolveOptions | None", keywords: dict) -> dict:
+    """`solve`'s option keywords from `options` and the keywords given beside it: without
+    `options`, the keywords; with it, its fields, refusing a keyword of the same name
+    given a value other than `solve`'s default (the same choice in two places)."""
+    if options is None:
+        return keywords
+    if not isinstance(options, SolveOptions):
+        raise TypeError(
+            f"options must be a solvers.SolveOptions (got {type(options).__name__}); build "
+            "one with solvers.SolveOptions(solver=..., dt0=..., rtol=..., atol=...)."
+        )
+    both = [name for name, value in keywords.items() if not _is_default(name, value)]
+    if both:
+        raise ValueError(
+            f"solve got options= and {', '.join(f'{n}=' for n in both)} beside it: give "
+            f"each choice once, e.g. options.replace({both[0]}=...)."
+        )
+    return options.keywords()
+
+
+def _is_default(name, value) -> bool:
+    default = OPTION_DEFAULTS[name]
+    if value is default:
+        return True
+    if is_traced(value) or not isinstance(value, (str, numbers.Number)):
+        return False
+    return value == default

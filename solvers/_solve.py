@@ -23,7 +23,7 @@ from ._defaults import (
     is_traced,
 )
 from ._implicit import default_implicit_tol, implicit_fixed_point
-from ._options import Save
+from ._options import Save, SolveOptions, merge_options
 from ._plumbing import SolveConfig, solve_core
 from ._protocol import (
     EnergySystem,
@@ -76,6 +76,7 @@ def solve(
     model: EnergySystem,
     x0: InitialState,
     *,
+    options: SolveOptions | None = None,
     args: Any = None,
     t0: RealScalar = 0.0,
     t1: RealScalar | None = None,
@@ -106,6 +107,10 @@ def solve(
 
     - `model`: a `solvers.EnergySystem` (for instance `et_ode.EnergyTransformer`).
     - `x0`: initial tokens, `[N, D]` or a batch `[B, N, D]` (solved with `jax.vmap`).
+    - `options`: a `SolveOptions` holding `solver`, `dt0`, `rtol`, `atol`,
+      `stepsize_controller`, `max_steps`, `dtmin` and `flow` in one object (what every
+      study takes): instead of those keywords, which are then left at their defaults
+      (one given beside it is refused).
     - `args`: the model's conditions (for the ET, an `et_ode.Conditions`); shared by the
       batch unless `args_batched=True` (every array leaf then has a leading `B` axis).
     - `t0`, `t1`: time span in the model's time units (`tau`). Default `t1`: 1.2, or with a
@@ -177,6 +182,22 @@ def solve(
 
     **Returns:** an `EnergySolution`.
     """
+    given = merge_options(
+        options,
+        dict(
+            solver=solver,
+            dt0=dt0,
+            rtol=rtol,
+            atol=atol,
+            stepsize_controller=stepsize_controller,
+            max_steps=max_steps,
+            dtmin=dtmin,
+            flow=flow,
+        ),
+    )
+    solver, dt0, rtol, atol = given["solver"], given["dt0"], given["rtol"], given["atol"]
+    stepsize_controller, max_steps = given["stepsize_controller"], given["max_steps"]
+    dtmin, flow = given["dtmin"], given["flow"]
     x0 = jnp.asarray(x0)
     traced = is_traced((model, x0, args))
     if t1 is None:

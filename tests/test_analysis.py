@@ -89,12 +89,10 @@ def conv(model, x0):
         x0,
         flows=("native", "projected"),
         t1=20.0,
-        n_times=40,
-        t_first=0.1,
-        chunks=2,
-        tolerance={"projected": 1e-8, "native": None},
-        max_steps=20000,
-        **TIGHT,
+        options=solvers.SolveOptions(max_steps=20000, **TIGHT),
+        settings=analysis.ConvergenceSettings(
+            n_times=40, t_first=0.1, chunks=2, fixed_point_atol={"projected": 1e-8, "native": None}
+        ),
     )
 
 
@@ -144,7 +142,11 @@ def test_stability_at_the_constructed_saddle(quadratic, saddle):
     assert list(rows) == [0] * (N_TOKENS - 1) + [1]
     expected = np.sort(np.concatenate([np.delete(A_FULL[j] - A_FULL, j) for j in rows]))
     result = analysis.stability(
-        model, x, flow="projected", coordinates="g", k=4, lyapunov_time=8.0, lyapunov_segments=8
+        model,
+        x,
+        options=analysis.STABILITY_OPTIONS.replace(flow="projected"),
+        coordinates="g",
+        settings=analysis.StabilitySettings(k=4, lyapunov_time=8.0, lyapunov_segments=8),
     )
     assert result["method"] == "dense" and result["asymmetry"] < 1e-10
     assert result["dimension"] == N_TOKENS * (DIM - 2)
@@ -175,7 +177,9 @@ def test_at_the_constructed_saddle_the_kinks_are_found_and_bound_the_index(quadr
     index of the point's own Hessian (Weyl: each memory adds `-xi xi^T` on one side),
     and since they disagree the verdict is refused, naming the kinks."""
     model, _ = quadratic
-    result = analysis.stability(model, saddle, k=4, lyapunov_time=None)
+    result = analysis.stability(
+        model, saddle, settings=analysis.StabilitySettings(k=4, lyapunov_time=None)
+    )
     kinks = result["kinks"]
     assert kinks["declared"] and not kinks["twice_differentiable"] and kinks["n_within"] > 0
     fewest, most = result["morse_index_range"]
@@ -238,8 +242,13 @@ def test_fixed_points_same_start_and_distinct_minima(quadratic):
             _tokens_along(e, [0] * N_TOKENS, signs_c) + noise[2],
         ]
     )
+    options = solvers.SolveOptions(max_steps=20000, **TIGHT)
     result = analysis.fixed_points(
-        model, starts, labels=["a", "a again", "b", "c"], tolerance=1e-8, max_steps=20000, **TIGHT
+        model,
+        starts,
+        labels=["a", "a again", "b", "c"],
+        options=options,
+        settings=analysis.FixedPointSettings(fixed_point_atol=1e-8),
     )
     assert all(r == "fixed_point" for r in result["stop_reason"])
     assert np.all(result["residual_rms"] < 1e-10)
@@ -250,7 +259,10 @@ def test_fixed_points_same_start_and_distinct_minima(quadratic):
     # Equal energies up to eps / var (each start keeps its own token variances).
     np.testing.assert_allclose(result["energy"], result["energy"][0], rtol=1e-5)
     same = analysis.fixed_points(
-        model, jnp.stack([starts[2]] * 4), tolerance=1e-8, max_steps=20000, **TIGHT
+        model,
+        jnp.stack([starts[2]] * 4),
+        options=options,
+        settings=analysis.FixedPointSettings(fixed_point_atol=1e-8),
     )  # batch 4: same compile
     assert same["path_independence"] == 1.0 and same["n_distinct"] == 1
     assert analysis.plot_fixed_points(result) is not None
@@ -301,8 +313,7 @@ def test_work_precision_and_the_float64_reference(model, x0):
         tolerances=(1e-4, 1e-6, 1e-8),
         fixed_solvers=("euler",),
         step_sizes=(0.1, 0.05),
-        repeats=1,
-        reference_solver="tsit5",
+        settings=analysis.WorkPrecisionSettings(repeats=1, reference_solver="tsit5"),
     )  # shares the compiled tsit5 solve
     adaptive = [r for r in result["runs"] if r["kind"] == "adaptive"]
     errors = [r["error_exact"] for r in adaptive]
@@ -346,10 +357,7 @@ def test_contributions_sum_to_the_update(model, x0):
         None,
         np.linspace(0.0, 1.2, 21),
         masked,
-        flow="native",
-        max_steps=20000,
-        dt0=0.1,
-        **TIGHT,
+        options=solvers.SolveOptions(dt0=0.1, max_steps=20000, flow="native", **TIGHT),
     )
     assert np.max(result["sum_mismatch"]) < 1e-12
     update = np.asarray(et_ode.closed_form_update(model, x0))
@@ -416,11 +424,8 @@ def test_gradient_depth(model, x0):
         model,
         x0,
         horizons=(2.0, 20.0),
-        flow="projected",
-        n_splits=3,
-        dt0=None,
-        max_steps=20000,
-        **TIGHT,
+        options=solvers.SolveOptions(dt0=None, max_steps=20000, flow="projected", **TIGHT),
+        settings=analysis.GradientDepthSettings(n_splits=3),
     )
     check = result["adjoints"]["checkpoint"]
     assert np.all(np.isfinite(check["grad_norm"])) and np.all(check["grad_norm"] > 0)
@@ -452,7 +457,9 @@ def test_records_and_plots(conv, tmp_path, quadratic, saddle):
     fig = analysis.plot_convergence(conv, path=tmp_path / "convergence.png")
     assert isinstance(fig, Figure) and (tmp_path / "convergence.png").stat().st_size > 0
     model, _ = quadratic
-    result = analysis.stability(model, saddle, lyapunov_time=None)
+    result = analysis.stability(
+        model, saddle, settings=analysis.StabilitySettings(lyapunov_time=None)
+    )
     fig = analysis.plot_stability(result, path=tmp_path / "stability.png")
     assert isinstance(fig, Figure)
     json.dumps(analysis.to_json(result), allow_nan=False)

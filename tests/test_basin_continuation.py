@@ -26,7 +26,9 @@ from conftest import run_page_example
 from et_ode import analysis, solvers
 from et_ode.solvers._plumbing import solve_core
 
-OPTIONS = dict(flow="native", k=2)
+NATIVE = analysis.BASIN_OPTIONS.replace(flow="native")
+BASINS = analysis.BasinSettings(k=2)
+OPTIONS = dict(options=NATIVE, settings=analysis.BasinContinuationSettings(basins=BASINS))
 PAGE = pathlib.Path(__file__).parents[1] / "docs" / "how-to" / "landscape.md"
 
 
@@ -107,9 +109,14 @@ def test_the_curie_weiss_pitchfork_one_attractor_then_two(curie_weiss):
     m = brentq(lambda m: np.tanh(1.1 * m) - m, 1e-3, 1.5)
     assert origin["jump"][2] == pytest.approx(m / np.sqrt(2), rel=1e-8)
     assert np.isnan(result["tracks"][1]["jump"][0])
-    # a track_tol below that jump: the origin vanishes and two new wells appear
+    # a distance_tol below that jump: the origin vanishes and two new wells appear
     strict = analysis.basin_continuation(
-        curie_weiss, starts, betas[1:3], parameter=set_beta, track_tol=0.1, **OPTIONS
+        curie_weiss,
+        starts,
+        betas[1:3],
+        parameter=set_beta,
+        options=NATIVE,
+        settings=analysis.BasinContinuationSettings(distance_tol=0.1, basins=BASINS),
     )
     kinds = sorted(event["kind"] for event in strict["events"])
     assert kinds == ["appears", "appears", "vanishes"] and len(strict["tracks"]) == 3
@@ -168,7 +175,12 @@ def test_three_patterns_coexist_with_the_mixture_before_it_loses_stability():
     # goes on as the pattern whose basin shares most of it, and the mixture at 1.84,
     # reached by the starts near the origin, is a track of its own
     inputs = analysis.basin_continuation(
-        model, starts, betas, parameter=set_beta, match="overlap", **OPTIONS
+        model,
+        starts,
+        betas,
+        parameter=set_beta,
+        options=NATIVE,
+        settings=analysis.BasinContinuationSettings(match="overlap", basins=BASINS),
     )
     first = inputs["tracks"][0]
     assert first["p"] == betas and np.linalg.norm(first["x"][1]) > 0.4
@@ -208,7 +220,12 @@ def test_a_tilted_double_well_fractions_follow_the_saddle_until_a_well_vanishes(
         return TiltedWell(h), args
 
     result = analysis.basin_continuation(
-        TiltedWell(jnp.asarray(0.0)), starts, tilts, parameter=tilt, match=match, **OPTIONS
+        TiltedWell(jnp.asarray(0.0)),
+        starts,
+        tilts,
+        parameter=tilt,
+        options=NATIVE,
+        settings=analysis.BasinContinuationSettings(match=match, basins=BASINS),
     )
     np.testing.assert_array_equal(result["counts"], [1, 2, 2, 2, 1])
     left, right = result["tracks"]  # the left well exists at h = -0.5, the right not
@@ -240,26 +257,37 @@ def test_refusals_before_any_solve(curie_weiss, no_runtime_types):
     for ps in ([1.0], [1.0, 2.0, 1.5], [1.0, np.nan], [[1.0, 2.0]], "12", ["a", "b"], {1, 2}):
         with pytest.raises(ValueError, match="strictly increasing or decreasing"):
             call(curie_weiss, starts, ps, parameter=set_beta)
-    with pytest.raises(ValueError, match=r"no \['tol'\].*match_tol"):
-        call(curie_weiss, starts, [1.0, 2.0], parameter=set_beta, tol=1e-3)
+    settings = analysis.BasinContinuationSettings
+    with pytest.raises(TypeError, match=r"settings must be an analysis.BasinContinuationSettings"):
+        call(curie_weiss, starts, [1.0, 2.0], parameter=set_beta, settings=BASINS)
+    with pytest.raises(TypeError, match=r"options must be a solvers.SolveOptions"):
+        call(curie_weiss, starts, [1.0, 2.0], parameter=set_beta, options=dict(flow="native"))
     with pytest.raises(ValueError, match='match must be "distance" or "overlap"'):
-        call(curie_weiss, starts, [1.0, 2.0], parameter=set_beta, match="nearest")
+        call(curie_weiss, starts, [1.0, 2.0], parameter=set_beta, settings=settings(match="x"))
     with pytest.raises(ValueError, match=r"min_overlap must be a fraction in \[0, 1\]"):
-        call(curie_weiss, starts, [1.0, 2.0], parameter=set_beta, min_overlap=1.5)
-    with pytest.raises(ValueError, match="track_tol must be a positive"):
-        call(curie_weiss, starts, [1.0, 2.0], parameter=set_beta, track_tol=-1.0)
+        call(
+            curie_weiss, starts, [1.0, 2.0], parameter=set_beta, settings=settings(min_overlap=1.5)
+        )
+    with pytest.raises(ValueError, match="distance_tol must be a distance > 0"):
+        call(
+            curie_weiss,
+            starts,
+            [1.0, 2.0],
+            parameter=set_beta,
+            settings=settings(distance_tol=-1.0),
+        )
     # a name is looked up in the model's own lenses (the ET names beta and two more)
     for name in ("temperature", "beta"):
         with pytest.raises(ValueError, match=f"parameter='{name}' is not a lens of this model"):
             call(curie_weiss, starts, [1.0, 2.0], parameter=name)
 
-    with pytest.raises(ValueError, match='track_tol is a distance for match="distance"'):
-        call(curie_weiss, starts, [1.0, 2.0], parameter=set_beta, match="overlap", track_tol=0.1)
+    with pytest.raises(ValueError, match='distance_tol is a distance for match="distance"'):
+        settings(match="overlap", distance_tol=0.1)
     with pytest.raises(ValueError, match='min_overlap is for match="overlap"'):
-        call(curie_weiss, starts, [1.0, 2.0], parameter=set_beta, min_overlap=0.5)
+        settings(min_overlap=0.5)
     for bad in (True, "0.1", np.array([0.1, 0.2])):
-        with pytest.raises(ValueError, match="track_tol must be a positive"):
-            call(curie_weiss, starts, [1.0, 2.0], parameter=set_beta, track_tol=bad)
+        with pytest.raises(ValueError, match="distance_tol must be a distance > 0"):
+            settings(distance_tol=bad)
     with pytest.raises(ValueError, match=r"starts must be \[B, N, D\]"):
         call(curie_weiss, np.zeros(3), [1.0, 2.0], parameter=set_beta)
     for returned in (lambda m, a, p: m, lambda m, a, p: (m,), lambda m, a, p: None):
@@ -287,7 +315,11 @@ def test_the_tiny_et_in_beta_every_track_point_a_fixed_point_of_its_model():
     )
     starts = make_state(seed=5, batch=(3,))
     result = analysis.basin_continuation(
-        model, starts, betas, parameter="beta", k=2, polish_max=None
+        model,
+        starts,
+        betas,
+        parameter="beta",
+        settings=analysis.BasinContinuationSettings(basins=BASINS),
     )
     assert result["metadata"]["parameter"] == "beta" and result["metadata"]["flow"] == "projected"
     assert (result["labels"] >= 0).all() and set(result["counts"]) <= {1, 2, 3}
@@ -332,7 +364,9 @@ def test_a_value_where_some_starts_fail_is_named_and_one_where_all_fail_ends_the
     20.7 on); at `beta = 0.7` (rate 0.3) none has (from t = 29)."""
     starts = plane()
     # strict numeric types of NumPy are settings too (a float32 tolerance)
-    options = dict(OPTIONS, t1=19.5)
+    settings = analysis.BasinContinuationSettings(
+        distance_tol=np.float32(1.0), basins=BASINS.replace(t1=19.5)
+    )
     with pytest.warns(RuntimeWarning, match=r"basin_continuation at p = 0.5: basins: 24 of 36"):
         with pytest.raises(solvers.SolveError, match="basin_continuation at p = 0.7: basins"):
             analysis.basin_continuation(
@@ -340,6 +374,6 @@ def test_a_value_where_some_starts_fail_is_named_and_one_where_all_fail_ends_the
                 starts,
                 [0.5, 0.7],
                 parameter=set_beta,
-                track_tol=np.float32(1.0),
-                **options,
+                options=NATIVE,
+                settings=settings,
             )

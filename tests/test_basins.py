@@ -25,7 +25,13 @@ def test_double_well_basins_split_at_the_saddle():
         np.zeros((1, 2)), np.array([[1.5, 0.0]]), np.array([[0.0, 1.0]]), resolution=8
     )
     np.testing.assert_allclose(starts[3 * 8 + 5, 0], [a[3] * 1.5, b[5]])  # row-major
-    result = analysis.basins(DoubleWell(), starts, flow="native", grid_shape=(8, 8), box=3)
+    result = analysis.basins(
+        DoubleWell(),
+        starts,
+        grid_shape=(8, 8),
+        options=analysis.BASIN_OPTIONS.replace(flow="native"),
+        settings=analysis.BasinSettings(box=3),
+    )
     labels = result["labels_grid"]
     assert result["not_converged"] == 0 and len(result["attractors"]) == 2
     # one basin per sign of a, whatever the label numbers
@@ -67,7 +73,9 @@ def test_token_permutations_of_an_order_blind_energy():
     starts, _, _ = analysis.grid_starts(
         np.zeros((2, 1)), np.array([[1.5], [0.0]]), np.array([[0.0], [1.5]]), resolution=6
     )
-    result = analysis.basins(TwoTokens(), starts, flow="native")
+    result = analysis.basins(
+        TwoTokens(), starts, options=analysis.BASIN_OPTIONS.replace(flow="native")
+    )
     attractors = result["attractors"]
     assert len(attractors) == 4 and all(att["polished"] for att in attractors)
     structure = result["token_structure"]
@@ -82,7 +90,13 @@ def test_token_permutations_of_an_order_blind_energy():
 
 def test_a_field_that_is_no_gradient_gets_its_flows_stability_not_a_morse_index():
     starts = np.array([[[2.0, 0.0]], [[-2.0, 0.5]], [[0.0, 0.0]]])  # the last: the saddle
-    result = analysis.basins(DampedDuffing(), starts, flow="native", k=2, grid_shape=(1, 3), box=1)
+    result = analysis.basins(
+        DampedDuffing(),
+        starts,
+        grid_shape=(1, 3),
+        options=analysis.BASIN_OPTIONS.replace(flow="native"),
+        settings=analysis.BasinSettings(k=2, box=1),
+    )
     wells = {round(float(att["x"][0, 0])): att for att in result["attractors"]}
     assert sorted(wells) == [-1, 0, 1] and result["not_converged"] == 0
     foci = np.roots([1.0, DAMPING, 2.0])  # -0.15 +- 1.406i
@@ -160,6 +174,15 @@ def test_refusals(no_runtime_types):
     # a grid the boxes cannot cover: refused before any start is solved
     with pytest.raises(ValueError, match=r"at least 5 x 5 \(got shape \(2, 2\)\)"):
         analysis.basins(DoubleWell(), np.zeros((4, 1, 2)), grid_shape=(2, 2))
+    # the settings and options: checked when made, and their types when given
+    with pytest.raises(ValueError, match=r"BasinSettings.distance_tol must be a finite number"):
+        analysis.BasinSettings(distance_tol=0.0)
+    with pytest.raises(ValueError, match=r"BasinSettings.polish takes no preconditioner"):
+        analysis.BasinSettings(polish=analysis.NewtonSettings(preconditioner=lambda v, *a: v))
+    with pytest.raises(TypeError, match=r"options must be a solvers.SolveOptions"):
+        analysis.basins(DoubleWell(), np.zeros((4, 1, 2)), options=dict(rtol=1e-6))
+    with pytest.raises(TypeError, match=r"settings must be an analysis.BasinSettings"):
+        analysis.basins(DoubleWell(), np.zeros((4, 1, 2)), settings=dict(k=2))
 
 
 class NaNBeyondTwo(eqx.Module):
@@ -177,10 +200,18 @@ class NaNBeyondTwo(eqx.Module):
 
 def test_starts_that_fail_are_counted_and_a_run_where_all_fail_is_refused():
     with pytest.warns(RuntimeWarning, match=r"1 of 2 starts did not reach .*dt_underflow: 1"):
-        result = analysis.basins(NaNBeyondTwo(), np.array([[[1.0]], [[3.0]]]), flow="native")
+        result = analysis.basins(
+            NaNBeyondTwo(),
+            np.array([[[1.0]], [[3.0]]]),
+            options=analysis.BASIN_OPTIONS.replace(flow="native"),
+        )
     assert list(result["labels"]) == [0, -1] and result["not_converged"] == 1
     with pytest.raises(solvers.SolveError, match="2 of 2 starts did not reach"):
-        analysis.basins(NaNBeyondTwo(), np.array([[[3.0]], [[4.0]]]), flow="native")
+        analysis.basins(
+            NaNBeyondTwo(),
+            np.array([[[3.0]], [[4.0]]]),
+            options=analysis.BASIN_OPTIONS.replace(flow="native"),
+        )
 
 
 class BlowsUpBeyondOne(eqx.Module):
@@ -199,7 +230,11 @@ class BlowsUpBeyondOne(eqx.Module):
 
 def test_a_start_that_blows_up_is_named_with_when():
     with pytest.warns(RuntimeWarning, match=r"1 of 2 starts did not reach") as caught:
-        result = analysis.basins(BlowsUpBeyondOne(), np.array([[[0.5]], [[1.5]]]), flow="native")
+        result = analysis.basins(
+            BlowsUpBeyondOne(),
+            np.array([[[0.5]], [[1.5]]]),
+            options=analysis.BASIN_OPTIONS.replace(flow="native"),
+        )
     assert list(result["labels"]) == [0, -1]
     found = re.search(
         r"RMS grew from 1.5 to \S+ by t = ([0-9.]+), ever faster", str(caught[0].message)
@@ -234,7 +269,12 @@ def test_morse_index_by_lanczos_above_the_dense_size():
     starts = np.zeros((2, 1, n))
     starts[:, 0, 2:] = 0.1
     starts[1, 0, 1] = 0.2
-    well = analysis.basins(Quadratic(jnp.asarray(rates)), starts, flow="native", k=3)
+    well = analysis.basins(
+        Quadratic(jnp.asarray(rates)),
+        starts,
+        options=analysis.BASIN_OPTIONS.replace(flow="native"),
+        settings=analysis.BasinSettings(k=3),
+    )
     (minimum,) = well["attractors"]
     assert minimum["polished"] and minimum["morse_index"] == 0 and minimum["stable"]
     np.testing.assert_allclose(
@@ -242,7 +282,12 @@ def test_morse_index_by_lanczos_above_the_dense_size():
     )
     saddle_rates = rates.copy()
     saddle_rates[0] = -0.3  # starts with x_0 = 0 stay on the stable manifold
-    saddle = analysis.basins(Quadratic(jnp.asarray(saddle_rates)), starts, flow="native", k=3)
+    saddle = analysis.basins(
+        Quadratic(jnp.asarray(saddle_rates)),
+        starts,
+        options=analysis.BASIN_OPTIONS.replace(flow="native"),
+        settings=analysis.BasinSettings(k=3),
+    )
     (point,) = saddle["attractors"]
     assert point["morse_index"] == 1 and point["stable"] is False
     np.testing.assert_allclose(

@@ -66,7 +66,11 @@ def test_fold_normal_form(monkeypatch):
     monkeypatch.setattr(branch_module._Branch, "along", counted_along)
     monkeypatch.setattr(branch_module, "_bisect", counted_bisect)
     branch = analysis.continuation(
-        fold_form, jnp.array([-1.0]), -1.0, p_span=(-2.0, 1.0), ds=0.05, ds_max=0.2
+        fold_form,
+        jnp.array([-1.0]),
+        -1.0,
+        p_span=(-2.0, 1.0),
+        settings=analysis.ContinuationSettings(ds=0.05, ds_max=0.2),
     )
     (fold,) = branch["bifurcations"]
     assert fold["kind"] == "fold" and fold["located"] and fold["s_bracket"] <= 1e-10
@@ -92,7 +96,13 @@ def hairpin(x, p, args):
 
 
 def test_a_closed_branch_stops_where_it_began_and_a_hairpin_does_not():
-    loop = analysis.continuation(circle, jnp.array([-1.0]), 0.0, p_span=(-2.0, 2.0), ds=0.05)
+    loop = analysis.continuation(
+        circle,
+        jnp.array([-1.0]),
+        0.0,
+        p_span=(-2.0, 2.0),
+        settings=analysis.ContinuationSettings(ds=0.05),
+    )
     assert loop["stop_reason"] == "closed"
     folds = sorted(b["p"] for b in loop["bifurcations"] if b["kind"] == "fold")
     np.testing.assert_allclose(folds, [-1.0, 1.0], atol=1e-6)
@@ -102,7 +112,11 @@ def test_a_closed_branch_stops_where_it_began_and_a_hairpin_does_not():
     # the hairpin's far side passes the start within half a step, going the other way:
     # not closed, it goes on to the end of p_span
     pin = analysis.continuation(
-        hairpin, jnp.array([-0.01]), 0.0, p_span=(-1.0, 2.0), ds=0.05, ds_max=0.2
+        hairpin,
+        jnp.array([-0.01]),
+        0.0,
+        p_span=(-1.0, 2.0),
+        settings=analysis.ContinuationSettings(ds=0.05, ds_max=0.2),
     )
     assert pin["stop_reason"] == "p_span" and pin["p"][-1] < -1.0
     # (the premise: a point of the far side within half a step of the start, where
@@ -134,7 +148,13 @@ def test_a_branch_that_stalls_says_why(monkeypatch, floor, near):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         branch = analysis.continuation(
-            fold_form, jnp.array([-1.0]), -1.0, p_span=(-2.0, 1.0), ds=0.05, tol=tol
+            fold_form,
+            jnp.array([-1.0]),
+            -1.0,
+            p_span=(-2.0, 1.0),
+            settings=analysis.ContinuationSettings(
+                ds=0.05, newton=analysis.NewtonSettings(newton_tol=tol)
+            ),
         )
     assert branch["stop_reason"] == "ds_min" and len(branch["p"]) == 1
     # every step refused (0.05 halved to below ds_min = 1e-8: 23 times), all near tol
@@ -143,7 +163,7 @@ def test_a_branch_that_stalls_says_why(monkeypatch, floor, near):
     assert branch["refused_steps"] == {cause: 23}
     floor_warnings = [w for w in caught if "rounding floor" in str(w.message)]
     assert len(floor_warnings) == near and (
-        not near or "looser tol" in str(floor_warnings[0].message)
+        not near or "looser newton_tol" in str(floor_warnings[0].message)
     )
     stall = branch["stall"]
     assert stall["cause"] == "newton" and stall["near_tol"] is near
@@ -177,7 +197,10 @@ def test_the_page_runs_the_pitchfork_branch_point_switch_and_deflation():
     np.testing.assert_allclose(trivial["eigenvalues"][:, 0].real, trivial["p"], atol=1e-12)
     for direction in (1, -1):
         other = analysis.switch_branch(
-            pitchfork, point, p_span=(-1.0, 1.0), direction=direction, ds=0.05, ds_max=0.2
+            pitchfork,
+            point,
+            p_span=(-1.0, 1.0),
+            settings=analysis.ContinuationSettings(direction=direction, ds=0.05, ds_max=0.2),
         )
         x, p = other["x"][1:, 0], other["p"][1:]
         assert np.all(np.sign(x) == direction) and other["stop_reason"] == "p_span"
@@ -195,7 +218,11 @@ def test_a_hopf_point_is_located_and_reported():
     frequency 1, the pair crossing to the right (`unstable_change = 2`); its normal form
     is not computed (retired with the periodic orbits: no energy system has one)."""
     branch = analysis.continuation(
-        hopf_form, jnp.zeros(2), -1.0, p_span=(-1.0, 1.0), ds=0.1, ds_max=0.25
+        hopf_form,
+        jnp.zeros(2),
+        -1.0,
+        p_span=(-1.0, 1.0),
+        settings=analysis.ContinuationSettings(ds=0.1, ds_max=0.25),
     )
     (hopf,) = branch["bifurcations"]
     assert hopf["kind"] == "hopf" and abs(hopf["p"]) < 1e-6 and hopf["located"]
@@ -243,11 +270,13 @@ def test_bratu_fold(matrix_free):
         0.0,
         args=h,
         p_span=(0.0, 4.0),
-        ds=0.2,
-        ds_max=1.0,
-        max_points=40,
-        k=4,
-        matrix_free=matrix_free,
+        settings=analysis.ContinuationSettings(
+            ds=0.2,
+            ds_max=1.0,
+            max_points=40,
+            k=4,
+            newton=analysis.NewtonSettings(matrix_free=matrix_free),
+        ),
     )
     folds = [b for b in branch["bifurcations"] if b["kind"] == "fold"]
     assert len(folds) == 1 and abs(folds[0]["p"] - reference) < 1e-6
@@ -265,17 +294,31 @@ def test_bad_settings_are_refused(no_runtime_types):
     with pytest.raises(ValueError, match="outside p_span"):
         analysis.continuation(fold_form, x0, 3.0, p_span=(-2.0, 1.0))
     with pytest.raises(ValueError, match="not near a steady state"):
-        analysis.continuation(fold_form, jnp.array([5.0]), 1.0, p_span=(-2.0, 2.0), max_newton=3)
+        analysis.continuation(
+            fold_form,
+            jnp.array([5.0]),
+            1.0,
+            p_span=(-2.0, 2.0),
+            settings=analysis.ContinuationSettings(newton=analysis.NewtonSettings(max_newton=3)),
+        )
     with pytest.raises(ValueError, match="ds_min <= ds <= ds_max"):
-        analysis.continuation(fold_form, x0, -1.0, p_span=(-2.0, 1.0), ds=1.0, ds_max=0.1)
+        analysis.continuation(
+            fold_form,
+            x0,
+            -1.0,
+            p_span=(-2.0, 1.0),
+            settings=analysis.ContinuationSettings(ds=1.0, ds_max=0.1),
+        )
     with pytest.raises(TypeError, match="callable field"):
         analysis.continuation("f", x0, -1.0, p_span=(-2.0, 1.0))
     with pytest.raises(ValueError, match="needs a branch point"):
         analysis.switch_branch(fold_form, {"kind": "fold"}, p_span=(-2.0, 1.0))
     with pytest.raises(ValueError, match=r"p_span must be a pair \(low, high\) \(got 1.0\)"):
         analysis.continuation(fold_form, x0, -1.0, p_span=1.0)
-    with pytest.raises(ValueError, match=r"k >= 1 and max_points >= 2 \(integers\)"):
-        analysis.continuation(fold_form, x0, -1.0, p_span=(-2.0, 1.0), k=1.5)
+    with pytest.raises(ValueError, match=r"ContinuationSettings.k must be an integer >= 1"):
+        analysis.continuation(
+            fold_form, x0, -1.0, p_span=(-2.0, 1.0), settings=analysis.ContinuationSettings(k=1.5)
+        )
     # a field that fails when called as field(x, p, args): the call and the order named
     with pytest.raises(ValueError, match=r"calling field\(x, p, args\).*IndexError.*time first"):
         analysis.continuation(lambda t, x, args: x[0] - t, x0, -1.0, p_span=(-2.0, 1.0))
@@ -284,12 +327,22 @@ def test_bad_settings_are_refused(no_runtime_types):
         analysis.switch_branch(fold_form, point, p_span=(0.5, 1.0))
     # a field undefined past p = 0 (x = sqrt(p)): the branch ends there, saying why
     ended = analysis.continuation(
-        lambda x, p, args: jnp.sqrt(p) - x, jnp.array([1.0]), 1.0, p_span=(-1.0, 2.0), direction=-1
+        lambda x, p, args: jnp.sqrt(p) - x,
+        jnp.array([1.0]),
+        1.0,
+        p_span=(-1.0, 2.0),
+        settings=analysis.ContinuationSettings(direction=-1),
     )
     assert ended["stop_reason"] == "ds_min" and ended["stall"]["cause"] == "nonfinite"
     assert abs(ended["stall"]["p"]) < 1e-6 and ended["p"].min() >= 0.0
     # NumPy's integers are integers
-    branch = analysis.continuation(fold_form, x0, -1.0, p_span=(-2.0, -0.5), k=np.int64(1))
+    branch = analysis.continuation(
+        fold_form,
+        x0,
+        -1.0,
+        p_span=(-2.0, -0.5),
+        settings=analysis.ContinuationSettings(k=np.int64(1)),
+    )
     assert branch["p"][-1] == pytest.approx(-0.5, abs=0.1)
 
 
@@ -312,7 +365,9 @@ def test_steady_states_in_float32_and_what_they_say_when_short():
     assert np.all(distance.min(axis=1) < 1e-5) and np.all(distance[:, [0, 2]].min(axis=0) < 1e-5)
     # a cap reached is said; so is nothing found, with why
     with pytest.warns(RuntimeWarning, match="max_states = 1 states found.*raise max_states"):
-        capped = analysis.steady_states(lorenz_steady, np.ones((1, 3)), 2.0, max_states=1)
+        capped = analysis.steady_states(
+            lorenz_steady, np.ones((1, 3)), 2.0, settings=analysis.SteadyStateSettings(max_states=1)
+        )
     assert capped["capped"] and len(capped["states"]) == 1
     nowhere = lambda u, p, args: jnp.sqrt(u - 10.0)  # noqa: E731  NaN at every start below 10
     with pytest.warns(RuntimeWarning, match="no steady state found.*not finite"):
@@ -330,18 +385,32 @@ def test_a_start_far_from_or_on_a_bifurcation_is_warned_of():
     # Newton at p = 1.3 from (0.5, 0) overshoots past 0 to (-1, 0): told, and by how much
     with pytest.warns(RuntimeWarning, match=r"x0 is not a steady state .* RMS 1.06"):
         branch = analysis.continuation(
-            shifted_pitchfork, jnp.array([0.5, 0.0]), 1.3, p_span=(1.0, 1.5), max_points=3
+            shifted_pitchfork,
+            jnp.array([0.5, 0.0]),
+            1.3,
+            p_span=(1.0, 1.5),
+            settings=analysis.ContinuationSettings(max_points=3),
         )
     np.testing.assert_allclose(branch["x"][0], [-1.0, 0.0], atol=1e-12)
     assert branch["start_correction_rms"] == pytest.approx(1.5 / np.sqrt(2), rel=1e-10)
     # the start on the bifurcation (df/dx = diag(-5.6e-17, -1)): told
     with pytest.warns(RuntimeWarning, match=r"the start \(p0 = 0.3\) is on a bifurcation"):
-        analysis.continuation(shifted_pitchfork, jnp.zeros(2), 0.3, p_span=(0.0, 1.0), max_points=3)
+        analysis.continuation(
+            shifted_pitchfork,
+            jnp.zeros(2),
+            0.3,
+            p_span=(0.0, 1.0),
+            settings=analysis.ContinuationSettings(max_points=3),
+        )
     # beside it, and from a steady state: no warning
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         branch = analysis.continuation(
-            shifted_pitchfork, jnp.array([1e-9, 0.0]), 0.25, p_span=(0.0, 1.0), max_points=3
+            shifted_pitchfork,
+            jnp.array([1e-9, 0.0]),
+            0.25,
+            p_span=(0.0, 1.0),
+            settings=analysis.ContinuationSettings(max_points=3),
         )
     assert branch["start_correction_rms"] < 1e-9
 
@@ -354,7 +423,11 @@ def test_a_bisection_midpoint_on_the_branch_point_steps_beside_it():
     # points at p = -0.25 and 0.25 (ds 0.3, growing 1.5x): the first midpoint is the
     # branch point p = 0 itself, where there is no tangent
     branch = analysis.continuation(
-        pitchfork, jnp.zeros(1), -1.0, p_span=(-1.0, 1.0), ds=0.3, ds_max=0.5
+        pitchfork,
+        jnp.zeros(1),
+        -1.0,
+        p_span=(-1.0, 1.0),
+        settings=analysis.ContinuationSettings(ds=0.3, ds_max=0.5),
     )
     (point,) = branch["bifurcations"]
     assert point["kind"] == "branch_point" and point["located"]
@@ -362,7 +435,10 @@ def test_a_bisection_midpoint_on_the_branch_point_steps_beside_it():
     # an unlocated branch point: switching from it is warned of
     with pytest.warns(RuntimeWarning, match="was not located"):
         analysis.switch_branch(
-            pitchfork, dict(point, located=False, s_bracket=0.5), p_span=(-1.0, 1.0), max_points=3
+            pitchfork,
+            dict(point, located=False, s_bracket=0.5),
+            p_span=(-1.0, 1.0),
+            settings=analysis.ContinuationSettings(max_points=3),
         )
 
 
@@ -380,12 +456,14 @@ def test_the_parabolas_vertex_is_a_branch_point_not_a_fold(matrix_free):
         jnp.array([1.0, 0.0, 0.0, 0.0]),
         1.0,
         p_span=(-0.5, 1.5),
-        direction=-1,
-        ds=0.1,
-        ds_max=0.2,
-        k=2,
-        max_points=40,
-        matrix_free=matrix_free,
+        settings=analysis.ContinuationSettings(
+            direction=-1,
+            ds=0.1,
+            ds_max=0.2,
+            k=2,
+            max_points=40,
+            newton=analysis.NewtonSettings(matrix_free=matrix_free),
+        ),
     )
     (vertex,) = branch["bifurcations"]
     # where df/dy is singular in two directions, Newton leaves an error of about
@@ -408,11 +486,13 @@ def test_a_fold_of_a_stiff_jacobian_is_a_fold():
         jnp.zeros(n),
         0.0,
         p_span=(0.0, 20.0),
-        ds=0.1,
-        ds_max=0.5,
-        k=2,
-        max_points=12,
-        matrix_free=False,
+        settings=analysis.ContinuationSettings(
+            ds=0.1,
+            ds_max=0.5,
+            k=2,
+            max_points=12,
+            newton=analysis.NewtonSettings(matrix_free=False),
+        ),
     )
     fold = branch["bifurcations"][0]
     assert fold["kind"] == "fold"
@@ -467,7 +547,13 @@ def two_branch_points(u, p, args):
 )
 def test_two_bifurcations_in_one_step_are_both_found(field, x0, expected):
     # steps of 0.1 hold both: the stretch past the first one located is searched again
-    branch = analysis.continuation(field, x0, -0.5, p_span=(-0.5, 0.5), ds=0.1, ds_max=0.1)
+    branch = analysis.continuation(
+        field,
+        x0,
+        -0.5,
+        p_span=(-0.5, 0.5),
+        settings=analysis.ContinuationSettings(ds=0.1, ds_max=0.1),
+    )
     found = [(b["kind"], b["p"]) for b in branch["bifurcations"]]
     assert [kind for kind, _ in found] == [kind for kind, _ in expected]
     np.testing.assert_allclose([p for _, p in found], [p for _, p in expected], atol=1e-8)
@@ -494,8 +580,7 @@ def test_a_fold_and_branch_points_in_one_step_are_all_found():
         jnp.array([-1.0, 0.0]),
         -1.0,
         p_span=(-2.0, 1.0),
-        ds=0.1,
-        ds_max=0.1,
+        settings=analysis.ContinuationSettings(ds=0.1, ds_max=0.1),
     )
     found = [(b["kind"], b["p"]) for b in branch["bifurcations"]]
     assert [kind for kind, _ in found] == ["branch_point", "fold", "branch_point"], found
@@ -510,7 +595,11 @@ def test_transcritical_switch_follows_the_oblique_branch():
     """At a transcritical point the other branch (x = p) is not perpendicular to the
     trivial one: its tangent comes from the algebraic bifurcation equation."""
     trivial = analysis.continuation(
-        transcritical, jnp.array([0.0]), -1.0, p_span=(-1.0, 1.0), ds=0.05, ds_max=0.2
+        transcritical,
+        jnp.array([0.0]),
+        -1.0,
+        p_span=(-1.0, 1.0),
+        settings=analysis.ContinuationSettings(ds=0.05, ds_max=0.2),
     )
     (point,) = trivial["bifurcations"]
     assert point["kind"] == "branch_point" and abs(point["p"]) < 1e-6
@@ -518,7 +607,10 @@ def test_transcritical_switch_follows_the_oblique_branch():
     np.testing.assert_allclose(point["switch_tangent"], [2**-0.5, 2**-0.5], atol=1e-6)
     for direction in (1, -1):
         other = analysis.switch_branch(
-            transcritical, point, p_span=(-1.0, 1.0), direction=direction, ds=0.05, ds_max=0.2
+            transcritical,
+            point,
+            p_span=(-1.0, 1.0),
+            settings=analysis.ContinuationSettings(direction=direction, ds=0.05, ds_max=0.2),
         )
         x, p = other["x"][1:, 0], other["p"][1:]
         assert other["stop_reason"] == "p_span" and np.all(np.sign(x) == direction)
@@ -546,14 +638,21 @@ def test_chafee_infante_branch_points_are_the_laplacians_eigenvalues():
     h = 1.0 / (CHAFEE_N + 1)
     mu = 4.0 / h**2 * np.sin(np.arange(1, 3) * np.pi * h / 2) ** 2  # 9.82, 38.6
     trivial = analysis.continuation(
-        chafee_infante, jnp.zeros(CHAFEE_N), 1.0, p_span=(0.0, 45.0), ds=0.5, ds_max=5.0, k=4
+        chafee_infante,
+        jnp.zeros(CHAFEE_N),
+        1.0,
+        p_span=(0.0, 45.0),
+        settings=analysis.ContinuationSettings(ds=0.5, ds_max=5.0, k=4),
     )
     points = trivial["bifurcations"]
     assert [b["kind"] for b in points] == ["branch_point", "branch_point"]
     np.testing.assert_allclose([b["p"] for b in points], mu, atol=1e-6)
     np.testing.assert_array_equal(trivial["stable"], trivial["p"] < mu[0])
     other = analysis.switch_branch(
-        chafee_infante, points[0], p_span=(0.0, 45.0), ds=0.2, ds_max=2.0, k=4
+        chafee_infante,
+        points[0],
+        p_span=(0.0, 45.0),
+        settings=analysis.ContinuationSettings(ds=0.2, ds_max=2.0, k=4),
     )
     states, ps = other["x"][1:], other["p"][1:]
     assert other["stop_reason"] == "p_span" and np.all(ps > mu[0])
@@ -580,10 +679,9 @@ def test_matrix_free_branch_point_and_switch():
         jnp.zeros(4),
         -1.0,
         p_span=(-1.0, 1.0),
-        ds=0.05,
-        ds_max=0.2,
-        k=2,
-        matrix_free=True,
+        settings=analysis.ContinuationSettings(
+            ds=0.05, ds_max=0.2, k=2, newton=analysis.NewtonSettings(matrix_free=True)
+        ),
     )
     assert not trivial["dense"]
     (point,) = trivial["bifurcations"]
@@ -605,7 +703,11 @@ def test_an_eigenvalue_that_jumps_across_zero_is_flagged():
         return jnp.where(p < 0.0, -1.0, 1.0) * x - x**3
 
     branch = analysis.continuation(
-        jump, jnp.array([0.0, 0.0]), -1.0, p_span=(-1.0, 1.0), ds=0.05, ds_max=0.2
+        jump,
+        jnp.array([0.0, 0.0]),
+        -1.0,
+        p_span=(-1.0, 1.0),
+        settings=analysis.ContinuationSettings(ds=0.05, ds_max=0.2),
     )
     assert list(branch["unstable"][[0, -1]]) == [0, 2]
     (point,) = branch["bifurcations"]
@@ -638,10 +740,7 @@ def test_the_ets_fixed_point_in_the_memory_scale(smooth_model, x0):
         1.0,
         p_span=(0.5, 2.0),
         parameter="memory_scale",
-        ds=0.2,
-        ds_max=0.5,
-        k=4,
-        max_points=6,
+        settings=analysis.ContinuationSettings(ds=0.2, ds_max=0.5, k=4, max_points=6),
     )
     assert branch["x"].shape == (len(branch["p"]),) + x0.shape
     assert np.all(branch["fixed_point_residual_rms"] < 1e-9) and branch["p"][-1] > 1.5
@@ -667,10 +766,7 @@ def test_the_ets_fixed_point_in_the_memory_scale(smooth_model, x0):
         beta0,
         p_span=(0.5 * beta0, 3.0 * beta0),
         parameter="beta",
-        ds=0.2,
-        ds_max=0.5,
-        k=4,
-        max_points=4,
+        settings=analysis.ContinuationSettings(ds=0.2, ds_max=0.5, k=4, max_points=4),
     )
     assert in_beta["p"][-1] > 1.5 * beta0 and in_beta["stable"].all()
     for i in (1, len(in_beta["p"]) - 1):
@@ -767,10 +863,9 @@ def _nonsymmetric_branch(matrix_free):
         jnp.zeros(5),
         -0.9,  # not -1, where p meets the -1 of x1 in a Jordan block
         p_span=(-1.0, 1.0),
-        ds=0.05,
-        ds_max=0.2,
-        k=2,
-        matrix_free=matrix_free,
+        settings=analysis.ContinuationSettings(
+            ds=0.05, ds_max=0.2, k=2, newton=analysis.NewtonSettings(matrix_free=matrix_free)
+        ),
     )
 
 
@@ -864,7 +959,11 @@ def test_a_rescued_kernel_goes_on_where_its_passes_are_refused_and_not_on_the_cp
         [_counted(calls, "first", _refuses), _counted(calls, "second", second)],
     )
     run = lambda: analysis.continuation(  # noqa: E731
-        fold_form, jnp.ones(1), -1.0, p_span=(-2.0, 1.0), max_points=3
+        fold_form,
+        jnp.ones(1),
+        -1.0,
+        p_span=(-2.0, 1.0),
+        settings=analysis.ContinuationSettings(max_points=3),
     )
     with pytest.warns(RuntimeWarning, match="triton-softmax-rewriter off .* -> 64.*algsimp off"):
         branch = run()

@@ -65,7 +65,12 @@ def test_a_fold_curve_through_a_bogdanov_takens_point_reports_no_point():
     no codimension-two point is reported; no cusp."""
     args = {"a": 1.0}
     branch = analysis.continuation(
-        bogdanov_takens, jnp.array([-0.8, 0.0]), 0.16, p_span=(-1.0, 1.0), args=args, ds=0.05
+        bogdanov_takens,
+        jnp.array([-0.8, 0.0]),
+        0.16,
+        p_span=(-1.0, 1.0),
+        args=args,
+        settings=analysis.ContinuationSettings(ds=0.05),
     )
     (fold,) = branch["bifurcations"]
     assert fold["kind"] == "fold" and fold["p"] == pytest.approx(0.25, abs=1e-9)
@@ -77,8 +82,7 @@ def test_a_fold_curve_through_a_bogdanov_takens_point_reports_no_point():
         second=lambda a, q: {**a, "a": q},
         q_span=(-1.0, 1.5),
         args=args,
-        direction=-1,
-        ds=0.1,
+        settings=analysis.ContinuationSettings(direction=-1, ds=0.1),
     )
     assert curve["stop_reason"] == "p_span" and curve["q"][-1] < -1.0
     a = curve["q"]
@@ -144,7 +148,12 @@ def test_the_bratu_gelfand_cusp_against_scipy():
     extended system started from the point before it (1e-8)."""
     args = {"eps": 0.2}
     branch = analysis.continuation(
-        bratu, jnp.zeros(N), 0.0, p_span=(0.0, 6.0), args=args, ds=0.2, ds_max=1.0
+        bratu,
+        jnp.zeros(N),
+        0.0,
+        p_span=(0.0, 6.0),
+        args=args,
+        settings=analysis.ContinuationSettings(ds=0.2, ds_max=1.0),
     )
     folds = [b for b in branch["bifurcations"] if b["kind"] == "fold"]
     assert len(folds) == 2
@@ -155,9 +164,7 @@ def test_the_bratu_gelfand_cusp_against_scipy():
         second=lambda a, eps: {**a, "eps": eps},
         q_span=(0.15, 0.3),
         args=args,
-        ds=0.05,
-        ds_max=0.5,
-        max_points=12,
+        settings=analysis.ContinuationSettings(ds=0.05, ds_max=0.5, max_points=12),
     )
     for i in (0, -1):
         u, eps = curve["x"][i], curve["q"][i]
@@ -187,6 +194,7 @@ def test_what_is_no_fold_of_this_field_is_refused(no_runtime_types):
     fold = dict(kind="fold", p=np.tanh(2 * m) - m, x=-m * xi)  # the fold at h > 0
     second = lambda a, q: {**a, "beta": q}  # noqa: E731
     call = dict(second=second, q_span=(0.5, 3.0), args=args)
+    dense_only = analysis.ContinuationSettings(newton=analysis.NewtonSettings(matrix_free=True))
     for record, q0, kwargs, error, match in (
         (dict(fold, kind="hopf"), 2.0, {}, ValueError, "starts from a 'fold' record"),
         ({k: v for k, v in fold.items() if k != "x"}, 2.0, {}, ValueError, "has no 'x'"),
@@ -194,12 +202,19 @@ def test_what_is_no_fold_of_this_field_is_refused(no_runtime_types):
         (dict(fold, p=-0.5, x=-1.49 * xi), 2.0, {}, ValueError, "not a steady state"),
         (fold, 2.0, dict(second=2.0), TypeError, "second must be a function"),
         (dict(fold, x=np.zeros(401)), 2.0, {}, ValueError, "FOLD_DENSE_MAX = 400"),
-        (fold, 2.0, dict(tol=-1.0), ValueError, "tol must be positive and finite"),
-        (fold, 2.0, dict(max_newton=0), ValueError, "max_newton must be an integer >= 1"),
-        (fold, 2.0, dict(max_points=1), ValueError, "max_points must be an integer >= 2"),
+        (fold, 2.0, dict(settings=dense_only), ValueError, "forms df/dx densely"),
+        (fold, 2.0, dict(settings={"ds": 0.1}), TypeError, "an analysis.ContinuationSettings"),
     ):
         with pytest.raises(error, match=match):
             analysis.fold_continuation(_two_memories, record, q0, **(call | kwargs))
+    # the settings' own checks, when they are made
+    for make, match in (
+        (lambda: analysis.NewtonSettings(newton_tol=-1.0), "newton_tol must be a finite number"),
+        (lambda: analysis.NewtonSettings(max_newton=0), "max_newton must be an integer >= 1"),
+        (lambda: analysis.ContinuationSettings(max_points=1), "max_points must be an integer >= 2"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            make()
     with pytest.raises(ValueError, match="it must return dx/dt, the state's shape"):
         analysis.fold_continuation(lambda x, p, a: x[:2], fold, 2.0, **call)
     # a steady state that is no fold: df/dx regular there
@@ -214,7 +229,9 @@ def test_what_is_no_fold_of_this_field_is_refused(no_runtime_types):
     with pytest.raises(ValueError, match="that holds q0 = 2"):
         analysis.fold_continuation(_two_memories, fold, 2.0, **(call | dict(q_span=(3.0, 4.0))))
     with pytest.raises(ValueError, match="max_points must be an integer >= 2"):
-        analysis.fold_continuation(_two_memories, fold, 2.0, max_points=1, **call)
+        analysis.fold_continuation(
+            _two_memories, fold, 2.0, **call, settings=analysis.ContinuationSettings(max_points=1)
+        )
     with pytest.raises(ValueError, match="NaN or inf"):
         analysis.fold_continuation(_two_memories, dict(fold, p=np.nan), 2.0, **call)
 
@@ -253,7 +270,12 @@ def test_an_energy_models_fold_in_two_of_its_parameters():
     xi = jnp.array([0.6, 0.0, 0.8])
     model = TwoMemories(xi, jnp.asarray(2.0), jnp.asarray(-0.5))
     branch = analysis.continuation(
-        model, -1.494 * xi, -0.5, p_span=(-0.5, 0.5), parameter=_field_h, ds=0.05
+        model,
+        -1.494 * xi,
+        -0.5,
+        p_span=(-0.5, 0.5),
+        parameter=_field_h,
+        settings=analysis.ContinuationSettings(ds=0.05),
     )
     fold = branch["bifurcations"][0]
     with pytest.raises(ValueError, match="needs parameter="):
@@ -265,8 +287,7 @@ def test_an_energy_models_fold_in_two_of_its_parameters():
         second=_inverse_temperature,
         parameter=_field_h,
         q_span=(0.5, 3.0),
-        direction=-1,
-        ds=0.05,
+        settings=analysis.ContinuationSettings(direction=-1, ds=0.05),
     )
     beta, m = curve["q"], curve["x"] @ np.asarray(xi)
     np.testing.assert_allclose(curve["p"], m - np.tanh(beta * m), atol=1e-9)
@@ -305,8 +326,7 @@ def test_a_null_vector_that_turns_past_the_borders():
         second=lambda a, q: {**a, "q": q},
         q_span=(-0.5, 2.0),
         args={"q": 1.0},
-        direction=-1,
-        ds=0.05,
+        settings=analysis.ContinuationSettings(direction=-1, ds=0.05),
     )
     assert curve["stop_reason"] == "p_span" and curve["q"][-1] > 2.0
     y, z = curve["x"].T
@@ -342,8 +362,7 @@ def test_a_pair_crossing_on_the_fold_curve_is_no_codimension_two_point():
         0.25,
         p_span=(-0.5, 0.5),
         args=args,
-        ds=0.05,
-        direction=-1,
+        settings=analysis.ContinuationSettings(ds=0.05, direction=-1),
     )
     fold = next(b for b in branch["bifurcations"] if b["kind"] == "fold")
     curve = analysis.fold_continuation(
@@ -353,7 +372,7 @@ def test_a_pair_crossing_on_the_fold_curve_is_no_codimension_two_point():
         second=lambda a, q: {**a, "q": q},
         q_span=(-0.5, 0.5),
         args=args,
-        ds=0.1,
+        settings=analysis.ContinuationSettings(ds=0.1),
     )
     assert curve["stop_reason"] == "p_span" and curve["q"][-1] > 0.5
     np.testing.assert_allclose(curve["p"], 0.0, atol=1e-10)

@@ -91,6 +91,27 @@ def test_sparse_detector_equals_a_dense_key_mask(small_graph):
     np.testing.assert_allclose(sparse, dense, rtol=2e-5, atol=2e-5)
 
 
+def test_the_detector_takes_solve_options(small_graph):
+    """`logits(..., options=)` replaces the dynamics' solver options: the model's own give
+    its own logits, a variant those of the keyword override; both ways is refused."""
+    g = small_graph
+    model = tasks.NodeAnomalyET(
+        CONFIG, n_nodes=g.n_nodes, n_features=g.n_features, key=jax.random.key(2)
+    )
+    features = jnp.asarray(tasks.standardise(g.features))
+    edges = jnp.asarray(g.senders), jnp.asarray(g.receivers)
+    own = model.logits(features, *edges)
+    np.testing.assert_array_equal(
+        own, model.logits(features, *edges, options=model.dynamics.options)
+    )
+    finer = model.dynamics.options.replace(dt0=0.05)
+    np.testing.assert_array_equal(
+        model.logits(features, *edges, options=finer), model.logits(features, *edges, dt0=0.05)
+    )
+    with pytest.raises(ValueError, match=r"^dt0= given both"):
+        model.logits(features, *edges, options=finer, dt0=0.05)
+
+
 def test_every_detector_is_a_node_detector():
     """`tasks.NodeDetector` is abstract (equinox's abstract/final pattern): the three
     detectors `new_detector` builds are its subclasses; it cannot be built itself, nor can

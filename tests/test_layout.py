@@ -73,6 +73,12 @@ SIZE_FOLDERS = ("et_ode", "solvers", "analysis")
 MAX_LINES = 600  # per module
 MAX_MODULES = 20  # `.py` files per folder, `__init__.py` included
 
+# Parameters of a public function of `et_ode.analysis` (positional, keyword-only, `*args`
+# and `**kwargs` each count): more go into a settings object (`analysis._settings`), and
+# how to solve into one `solvers.SolveOptions`.
+MAX_PARAMETERS = 10
+PUBLIC_PACKAGE = "analysis/__init__.py"  # its `__all__`: the public names checked
+
 # Imports allowed inside functions, each with its reason.
 DEFERRED_OK = {
     "scipy": "a second of import time, needed by one baseline and the references",
@@ -368,6 +374,42 @@ def folder_problems(modules) -> list[str]:
     ]
 
 
+def _public_names(init: Path) -> list[str]:
+    """The names of a package's `__all__` (a literal list in its `__init__.py`)."""
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return list(ast.literal_eval(node.value))
+    raise AssertionError(f"{init} has no literal __all__")
+
+
+def _parameter_count(node: ast.FunctionDef) -> int:
+    a = node.args
+    return len(a.posonlyargs + a.args + a.kwonlyargs) + bool(a.vararg) + bool(a.kwarg)
+
+
+def signatures(folder: str, names) -> dict[str, tuple[str, int]]:
+    """`{name: ("path:line", parameter count)}` of the top-level functions named `names`
+    defined in the modules under `folder`."""
+    found = {}
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and node.name in names:
+                where = f"{path.relative_to(ROOT).as_posix()}:{node.lineno}"
+                found[node.name] = (where, _parameter_count(node))
+    return found
+
+
+def parameter_problems(found) -> list[str]:
+    return [
+        f"{where}: {name} takes {count} parameters (at most {MAX_PARAMETERS}: put the rest "
+        "in a settings object, how to solve in one solvers.SolveOptions)"
+        for name, (where, count) in sorted(found.items())
+        if count > MAX_PARAMETERS
+    ]
+
+
 def cycle_problems(imports) -> list[str]:
     graph = {
         module: sorted({t for t, _, _ in found if t in imports and t != module})
@@ -459,6 +501,34 @@ def test_no_module_over_600_lines_nor_folder_over_20_modules():
     assert LINES and FOLDER_MODULES
     problems = size_problems(LINES) + folder_problems(FOLDER_MODULES)
     assert not problems, "\n".join(problems)
+
+
+PUBLIC_FUNCTIONS = signatures("analysis", set(_public_names(ROOT / PUBLIC_PACKAGE)))
+
+
+def test_no_public_analysis_function_over_10_parameters():
+    assert len(PUBLIC_FUNCTIONS) > 40  # the studies, their plots and the tools
+    problems = parameter_problems(PUBLIC_FUNCTIONS)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_parameter_check_catches_a_planted_signature():
+    """A public function of 11 parameters is reported, one of 10 (a `**kwargs` counted) is
+    not; a private one is not looked at."""
+    tree = ast.parse(
+        "def planted(a, b, c, /, d, *args, e, f, g, h, i, **kwargs): ...\n"
+        "def fine(a, b, *, c, d, e, f, g, h, i, **kwargs): ...\n"
+        "def _private(a, b, c, d, e, f, g, h, i, j, k, l): ...\n"
+    )
+    found = {
+        node.name: (f"planted.py:{node.lineno}", _parameter_count(node))
+        for node in tree.body
+        if not node.name.startswith("_")
+    }
+    assert parameter_problems(found) == [
+        "planted.py:1: planted takes 11 parameters (at most 10: put the rest in a settings "
+        "object, how to solve in one solvers.SolveOptions)"
+    ]
 
 
 def test_no_import_cycles():
@@ -648,10 +718,10 @@ def test_the_generic_room_follows_a_plain_field_without_the_model():
     """In a fresh interpreter: `import et_ode.analysis.landscape` and a continuation of
     `dx/dt = p + x^2` (its fold at p = 0) load no model, task, training or plotting code."""
     code = (
-        "from et_ode.analysis.landscape import continuation\n"
+        "from et_ode.analysis.landscape import ContinuationSettings, continuation\n"
         "import jax.numpy as jnp\n"
         "branch = continuation(lambda x, p, a: p + x**2, jnp.array([-1.0]), -1.0, "
-        "p_span=(-1.0, 0.5), ds=0.1)\n"
+        "p_span=(-1.0, 0.5), settings=ContinuationSettings(ds=0.1))\n"
         "assert [b['kind'] for b in branch['bifurcations']] == ['fold'], branch['bifurcations']"
     )
     forbidden = ["et_ode.core", "et_ode.tasks", "optax", "tqdm", "matplotlib"]

@@ -25,16 +25,19 @@ def model():
     return make_model()
 
 
-def _study(model, flows, **options):
+def _study(model, flows, options=analysis.LONG_HORIZON_OPTIONS, **settings):
     return analysis.long_horizon(
         model,
         make_state(),
         flows=flows,
         t1=T1,
-        n_times=N_TIMES,
-        error_fn=lambda x: float(np.mean(np.asarray(x) ** 2)),
-        error_name="mean square (x units^2)",
-        **options,
+        options=options,
+        settings=analysis.LongHorizonSettings(
+            n_times=N_TIMES,
+            error_fn=lambda x: float(np.mean(np.asarray(x) ** 2)),
+            error_name="mean square (x units^2)",
+            **settings,
+        ),
     )
 
 
@@ -50,7 +53,7 @@ def projected(model):
     return _study(
         model,
         ("projected",),
-        solver="tsit5",
+        options=analysis.LONG_HORIZON_OPTIONS["native"],  # tsit5, here on the projected flow
         hold_tol="auto",
         lyapunov_horizons=(1.0, 8.0),
         lyapunov_directions=2,
@@ -249,12 +252,13 @@ def hopfield():
         x0,
         flows=("native",),
         t1=60.0,
-        n_times=N_TIMES,
-        rtol=1e-6,
-        atol=1e-8,
-        lyapunov_horizons=(10.0, 60.0),
-        lyapunov_directions=3,
-        lyapunov_segment=20.0,
+        options=analysis.LONG_HORIZON_OPTIONS["native"].replace(rtol=1e-6, atol=1e-8),
+        settings=analysis.LongHorizonSettings(
+            n_times=N_TIMES,
+            lyapunov_horizons=(10.0, 60.0),
+            lyapunov_directions=3,
+            lyapunov_segment=20.0,
+        ),
     )
     return model, result
 

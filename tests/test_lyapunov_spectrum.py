@@ -34,10 +34,8 @@ def lorenz_spectrum():
         lorenz,
         jnp.array([1.0, 1.0, 1.0]),
         t1=100.0,
-        transient=10.0,
-        renormalise=0.5,
-        rtol=1e-7,
-        atol=1e-9,
+        options=analysis.LYAPUNOV_OPTIONS.replace(rtol=1e-7, atol=1e-9),
+        settings=analysis.LyapunovSpectrumSettings(transient=10.0, renormalise=0.5),
     )
 
 
@@ -56,7 +54,11 @@ def test_linear_field_exponents_are_the_real_parts_of_its_eigenvalues():
     a = basis @ np.diag([0.3, -0.2, -1.0, -2.5]) @ np.linalg.inv(basis)
     a = jnp.asarray(a)
     out = analysis.lyapunov_spectrum(
-        lambda t, x, args: a @ x, jnp.ones(4), k=2, t1=400.0, renormalise=1.0
+        lambda t, x, args: a @ x,
+        jnp.ones(4),
+        k=2,
+        t1=400.0,
+        settings=analysis.LyapunovSpectrumSettings(renormalise=1.0),
     )
     # the estimate converges like 1/t (the basis's conditioning): 1e-2 at t = 400
     np.testing.assert_allclose(out["exponents"], [0.3, -0.2], atol=2e-2)
@@ -78,7 +80,12 @@ def test_at_the_ets_fixed_point_the_spectrum_is_the_jacobians(model, x0):
     assert bool(fixed.success)
     neutral = 2 * fixed.x.shape[0]  # each token's mean and scale
     out = analysis.lyapunov_spectrum(
-        model, fixed.x, k=neutral + 4, t1=100.0, renormalise=5.0, atol=1e-12
+        model,
+        fixed.x,
+        k=neutral + 4,
+        t1=100.0,
+        options=analysis.LYAPUNOV_OPTIONS.replace(atol=1e-12),
+        settings=analysis.LyapunovSpectrumSettings(renormalise=5.0),
     )
     jacobian = jax.jacfwd(lambda x: model.vector_field(0.0, x, None, "projected"))(fixed.x)
     rates = np.sort(np.linalg.eigvals(np.asarray(jacobian).reshape(fixed.x.size, -1)).real)
@@ -93,35 +100,81 @@ def test_at_the_ets_fixed_point_the_spectrum_is_the_jacobians(model, x0):
     # clock, as lyapunov_exponent measures): the neutral directions are not measured, and
     # a fixed linear change of measure leaves the rates: the same four
     in_g = analysis.lyapunov_spectrum(
-        model, fixed.x, k=4, t1=100.0, renormalise=5.0, atol=1e-12, measure="g"
+        model,
+        fixed.x,
+        k=4,
+        t1=100.0,
+        options=analysis.LYAPUNOV_OPTIONS.replace(atol=1e-12),
+        settings=analysis.LyapunovSpectrumSettings(renormalise=5.0, measure="g"),
     )
     assert in_g["neutral"] == 0 and in_g["measure"] == "g"
     np.testing.assert_allclose(in_g["exponents"], rates[neutral:], atol=4e-2)
 
 
+LYAPUNOV, SETTINGS = analysis.LYAPUNOV_OPTIONS, analysis.LyapunovSpectrumSettings
+
+
 @pytest.mark.parametrize(
     "options, words",
     [
-        (dict(t1=-1.0), ["t1 and renormalise must be positive"]),
-        (dict(t1=1.0, k=4), ["k must be between 1 and the state's size 3"]),
-        (dict(t1=1.0, solver="euler"), ["solver must be one of tsit5"]),
-        (dict(t1=1.0, measure="y"), ["measure must be one of x, g, metric"]),
-        (dict(t1=1.0, measure="g"), ["needs an energy system", "measure='x'"]),
-        (dict(t1=1.0, k=2.7), ["k must be an integer or None (got 2.7)"]),
-        (dict(t1=1.0, k=True), ["k must be an integer or None (got True)"]),
-        (dict(t1=0.3), ["t1=0.3 is shorter than one renormalise interval (1)"]),
+        (lambda: dict(t1=-1.0), ["t1 must be a positive averaging time"]),
+        (lambda: dict(t1=1.0, k=4), ["k must be between 1 and the state's size 3"]),
+        (
+            lambda: dict(t1=1.0, options=LYAPUNOV.replace(solver="bosh3")),
+            ["solver must be one of tsit5"],
+        ),
+        (
+            lambda: dict(
+                t1=1.0, options=LYAPUNOV.replace(solver="heun", rtol=None, atol=None, dt0=0.1)
+            ),
+            ["solver must be one of tsit5"],
+        ),
+        (
+            lambda: dict(
+                t1=1.0, options=LYAPUNOV.replace(solver="dopri5", rtol=None, atol=None, dt0=0.1)
+            ),
+            ["options need rtol and atol"],
+        ),
+        (
+            lambda: dict(t1=1.0, options=LYAPUNOV.replace(dtmin=1e-9)),
+            ["leave options.dtmin None"],
+        ),
+        (
+            lambda: dict(t1=1.0, settings=SETTINGS(measure="y")),  # type: ignore[arg-type]
+            ["measure must be one of x, g"],
+        ),
+        (lambda: dict(t1=1.0, settings=SETTINGS(renormalise=0.0)), ["renormalise must be a"]),
+        (lambda: dict(t1=1.0, settings=SETTINGS(transient=-1.0)), ["transient must be a finite"]),
+        (
+            lambda: dict(t1=1.0, settings=SETTINGS(measure="g")),
+            ["needs an energy system", "measure='x'"],
+        ),
+        (lambda: dict(t1=1.0, k=2.7), ["k must be an integer or None (got 2.7)"]),
+        (lambda: dict(t1=1.0, k=True), ["k must be an integer or None (got True)"]),
+        (lambda: dict(t1=0.3), ["t1=0.3 is shorter than one renormalise interval (1)"]),
     ],
 )
 def test_bad_settings_are_refused(options, words, no_runtime_types):
+    """Each refused in one line: the settings and options when they are made (inside
+    `options()`), the rest by `lyapunov_spectrum`."""
     with pytest.raises(ValueError) as error:
-        analysis.lyapunov_spectrum(lorenz, jnp.ones(3), **options)
+        analysis.lyapunov_spectrum(lorenz, jnp.ones(3), **options())
     assert all(w in str(error.value) for w in words), str(error.value)
+
+
+def test_options_and_settings_of_another_type_are_refused(no_runtime_types):
+    with pytest.raises(TypeError, match="options must be a solvers.SolveOptions"):
+        analysis.lyapunov_spectrum(lorenz, jnp.ones(3), t1=1.0, options=dict(rtol=1e-8))
+    with pytest.raises(TypeError, match="settings must be an analysis.LyapunovSpectrumSettings"):
+        analysis.lyapunov_spectrum(lorenz, jnp.ones(3), t1=1.0, settings=dict(seed=1))
 
 
 def test_a_start_a_field_or_a_solve_that_cannot_give_a_spectrum_is_refused_saying_why():
     # conditions that are no arrays (a mode by name) pass through to the field
     modal = lambda t, x, args: -args["rate"] * x if args["mode"] == "linear" else -(x**3)  # noqa: E731
-    out = analysis.lyapunov_spectrum(modal, jnp.ones(2), {"mode": "linear", "rate": 2.0}, t1=2.0)
+    out = analysis.lyapunov_spectrum(
+        modal, jnp.ones(2), args={"mode": "linear", "rate": 2.0}, t1=2.0
+    )
     np.testing.assert_allclose(out["exponents"], [-2.0, -2.0], atol=1e-6)
     with pytest.raises(ValueError, match="x0 holds NaN or inf"):
         analysis.lyapunov_spectrum(lorenz, jnp.array([1.0, jnp.nan, 0.0]), t1=1.0)
@@ -150,7 +203,7 @@ def test_a_start_a_field_or_a_solve_that_cannot_give_a_spectrum_is_refused_sayin
     assert found and abs(float(found[1]) - np.log(3.0)) < 1e-3, str(info.value)
     # an integer start is a start (cast to the arithmetic's dtype; the program above)
     out = analysis.lyapunov_spectrum(
-        modal, jnp.array([1, 2]), {"mode": "linear", "rate": 1.0}, t1=2.0
+        modal, jnp.array([1, 2]), args={"mode": "linear", "rate": 1.0}, t1=2.0
     )
     np.testing.assert_allclose(out["exponents"], [-1.0, -1.0], atol=1e-6)
 
@@ -171,7 +224,11 @@ def test_too_long_a_renormalise_interval_for_the_dtype_is_flagged():
         RuntimeWarning, match=r"spread over 3\d\.\d nats.*renormalise at most"
     ) as said:
         long = analysis.lyapunov_spectrum(
-            lorenz, origin, t1=20.0, transient=5.0, renormalise=1.0, atol=1e-16
+            lorenz,
+            origin,
+            t1=20.0,
+            options=analysis.LYAPUNOV_OPTIONS.replace(atol=1e-16),
+            settings=analysis.LyapunovSpectrumSettings(transient=5.0, renormalise=1.0),
         )
     # the eigenvalues' spread, 34.66, and a little more while the vectors align
     assert rates[0] - rates[-1] - 0.1 < long["growth_spread"] < rates[0] - rates[-1] + 1.0
@@ -183,7 +240,11 @@ def test_too_long_a_renormalise_interval_for_the_dtype_is_flagged():
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         short = analysis.lyapunov_spectrum(
-            lorenz, origin, t1=20.0, transient=5.0, renormalise=suggested, atol=1e-16
+            lorenz,
+            origin,
+            t1=20.0,
+            options=analysis.LYAPUNOV_OPTIONS.replace(atol=1e-16),
+            settings=analysis.LyapunovSpectrumSettings(transient=5.0, renormalise=suggested),
         )
     assert abs(short["volume_rate"] - np.sum(rates)) < 1e-5
     np.testing.assert_allclose(short["exponents"], rates, atol=1e-4)  # aligned: no 1/T
@@ -197,10 +258,15 @@ def test_a_vector_that_shrinks_below_atol_within_an_interval_is_flagged():
     rates = jnp.array([-1.0, -30.0])
     field = lambda t, x, args: rates * x  # noqa: E731
     with pytest.warns(RuntimeWarning, match=r"shrank by e\^\d+.*atol=1e-10.*at most") as said:
-        coarse = analysis.lyapunov_spectrum(field, jnp.ones(2), t1=20.0, transient=2.0)
+        coarse = analysis.lyapunov_spectrum(
+            field, jnp.ones(2), t1=20.0, settings=analysis.LyapunovSpectrumSettings(transient=2.0)
+        )
     assert coarse["exponents"][1] > -29.0  # the floor, not the rate
     suggested = float(str(said[0].message).rsplit("at most ", 1)[1].rstrip("."))
     fine = analysis.lyapunov_spectrum(
-        field, jnp.ones(2), t1=20.0, transient=2.0, renormalise=suggested
+        field,
+        jnp.ones(2),
+        t1=20.0,
+        settings=analysis.LyapunovSpectrumSettings(transient=2.0, renormalise=suggested),
     )
     np.testing.assert_allclose(fine["exponents"], [-1.0, -30.0], atol=2e-2)

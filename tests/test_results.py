@@ -26,7 +26,11 @@ def fold_in_two(x, p, args):
 @pytest.fixture(scope="module")
 def trivial():
     return analysis.continuation(
-        pitchfork, jnp.array([0.0]), -1.0, p_span=(-1.0, 1.0), ds=0.05, ds_max=0.2
+        pitchfork,
+        jnp.array([0.0]),
+        -1.0,
+        p_span=(-1.0, 1.0),
+        settings=analysis.ContinuationSettings(ds=0.05, ds_max=0.2),
     )
 
 
@@ -70,7 +74,7 @@ def test_switch_branch_takes_the_branch_point_alone(trivial):
     """The other branch `p = x^2` from the point alone, the same as from the system and
     the record read back from JSON; the record alone is refused in one line."""
     point = trivial.branch_points[0]
-    settings = dict(p_span=(-1.0, 1.0), ds=0.05, ds_max=0.2)
+    settings = dict(p_span=(-1.0, 1.0), settings=analysis.ContinuationSettings(ds=0.05, ds_max=0.2))
     other = analysis.switch_branch(point, **settings)
     x, p = other.x[1:, 0], other.p[1:]
     assert np.all(x > 0) and other.stop_reason == "p_span"
@@ -87,12 +91,21 @@ def test_fold_continuation_takes_the_fold_alone():
     (its field and conditions carried): every point on `p = q^2 / 4`, `x = -q / 2`."""
     args = {"q": 1.0}
     branch = analysis.continuation(
-        fold_in_two, jnp.array([-1.0]), 0.0, p_span=(-1.0, 1.0), args=args, ds=0.1
+        fold_in_two,
+        jnp.array([-1.0]),
+        0.0,
+        p_span=(-1.0, 1.0),
+        args=args,
+        settings=analysis.ContinuationSettings(ds=0.1),
     )
     (fold,) = branch.folds
     assert fold.p == pytest.approx(0.25, abs=1e-9) and fold.args is args
     curve = analysis.fold_continuation(
-        fold, 1.0, second=lambda a, q: {**a, "q": q}, q_span=(0.5, 1.5), ds=0.1
+        fold,
+        1.0,
+        second=lambda a, q: {**a, "q": q},
+        q_span=(0.5, 1.5),
+        settings=analysis.ContinuationSettings(ds=0.1),
     )
     q = np.asarray(curve["q"])
     assert curve["stop_reason"] == "p_span" and q[-1] > 1.5
@@ -114,11 +127,20 @@ def test_a_fold_curve_and_its_cusp_are_typed_and_chain():
     `q = 3 x^2`, `p = -2 x^3` (1e-9); read back from JSON typed."""
     args = {"q": 1.0}
     branch = analysis.continuation(
-        cubic, jnp.array([-1.3247179572447]), -1.0, p_span=(-1.0, 1.0), args=args, ds=0.1
+        cubic,
+        jnp.array([-1.3247179572447]),
+        -1.0,
+        p_span=(-1.0, 1.0),
+        args=args,
+        settings=analysis.ContinuationSettings(ds=0.1),
     )
     set_q = lambda a, q: {**a, "q": q}  # noqa: E731
     curve = analysis.fold_continuation(
-        branch.folds[0], 1.0, second=set_q, q_span=(-0.5, 1.5), direction=-1, ds=0.05
+        branch.folds[0],
+        1.0,
+        second=set_q,
+        q_span=(-0.5, 1.5),
+        settings=analysis.ContinuationSettings(direction=-1, ds=0.05),
     )
     assert isinstance(curve, analysis.FoldCurve) and curve.tests.shape == (len(curve.q), 1)
     (cusp,) = curve.cusps

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import N_TOKENS, make_model, make_state
-from et_ode import analysis
+from et_ode import analysis, solvers
 from et_ode.analysis import energy
 
 
@@ -38,7 +38,7 @@ class DoubleWell(eqx.Module):
 
 WELL = DoubleWell()
 START = jnp.array([[0.6, 0.4]])
-TIGHT = dict(solver="tsit5", rtol=1e-8, atol=1e-10)
+TIGHT = solvers.SolveOptions(solver="tsit5", rtol=1e-8, atol=1e-10, max_steps=100_000)
 
 
 def _same(a, b):
@@ -86,11 +86,10 @@ def test_convergence():
         WELL,
         START,
         t1=4.0,
-        n_times=8,
-        t_first=0.1,
-        chunks=1,
-        tolerance={"projected": 1e-4, "native": None},
-        **TIGHT,
+        options=TIGHT,
+        settings=analysis.ConvergenceSettings(
+            n_times=8, t_first=0.1, chunks=1, fixed_point_atol={"projected": 1e-4, "native": None}
+        ),
     )
     back = check(result, energy.Convergence)
     assert set(result.flows) == set(back.flows) == {"native", "projected"}
@@ -112,12 +111,10 @@ def test_convergence_without_the_hessian_has_none_of_its_keys():
         jnp.stack([START, -START]),
         flows=("projected",),
         t1=4.0,
-        n_times=8,
-        t_first=0.1,
-        chunks=1,
-        tolerance=1e-4,
-        hessian=False,
-        **TIGHT,
+        options=TIGHT,
+        settings=analysis.ConvergenceSettings(
+            n_times=8, t_first=0.1, chunks=1, fixed_point_atol=1e-4, hessian=False
+        ),
     )
     back = check(result, energy.Convergence)
     rec = back.flows["projected"]
@@ -132,6 +129,10 @@ def test_energy_descent_and_energy_rises():
     assert isinstance(run, energy.EnergyDescentRun) and isinstance(run.rises, energy.EnergyRises)
     assert run.label == "euler dt 0.3" and run.rises.steps == result.runs[0].rises.steps
     np.testing.assert_array_equal(run.energies, result.runs[0].energies)
+    # a SolveOptions item: its solver and steps, on the study's flow and cap
+    same = analysis.energy_descent(WELL, START, None, [solvers.SolveOptions(dt0=0.3)], t1=3.0)
+    assert same.runs[0].label == "euler dt 0.3"
+    np.testing.assert_array_equal(same.runs[0].energies, result.runs[0].energies)
     rises = analysis.energy_rises(np.array([3.0, 2.0, 2.5, 1.0]))
     back = check(rises, energy.EnergyRises)
     assert rises.real_rises == 1 and list(back.real_rise_steps) == [1]
@@ -141,7 +142,9 @@ def test_energy_descent_and_energy_rises():
 def saddle():
     """The double well's saddle, from a point near it: its exponent capped."""
     return analysis.stability(
-        WELL, jnp.array([[0.03, -0.02]]), lyapunov_time=20.0, lyapunov_segments=4
+        WELL,
+        jnp.array([[0.03, -0.02]]),
+        settings=analysis.StabilitySettings(lyapunov_time=20.0, lyapunov_segments=4),
     )
 
 
@@ -165,7 +168,12 @@ def test_lyapunov_exponent_and_finite_time_lyapunov(saddle):
 
 def test_fixed_points():
     starts = jnp.stack([START, START + 0.01, -START])
-    result = analysis.fixed_points(WELL, starts, tolerance=1e-8, morse_index=True, **TIGHT)
+    result = analysis.fixed_points(
+        WELL,
+        starts,
+        options=TIGHT,
+        settings=analysis.FixedPointSettings(fixed_point_atol=1e-8, morse_index=True),
+    )
     back = check(result, energy.FixedPoints)
     assert back.n_distinct == 2 and list(back.morse_index) == [0, 0, 0]
     assert back.converged.dtype == bool and back.labels == result.labels
@@ -179,11 +187,10 @@ def test_long_horizon():
         START,
         flows=("native",),
         t1=10.0,
-        n_times=9,
-        rtol=1e-6,
-        atol=1e-8,
-        lyapunov_horizons=(1.0,),
-        lyapunov_directions=2,
+        options=analysis.LONG_HORIZON_OPTIONS["native"].replace(rtol=1e-6, atol=1e-8),
+        settings=analysis.LongHorizonSettings(
+            n_times=9, lyapunov_horizons=(1.0,), lyapunov_directions=2
+        ),
     )
     back = check(result, energy.LongHorizon)
     rec = back.flows["native"]
@@ -201,8 +208,7 @@ def test_work_precision():
         tolerances=(1e-4,),
         fixed_solvers=("euler",),
         step_sizes=(0.1,),
-        repeats=1,
-        reference_solver="tsit5",
+        settings=analysis.WorkPrecisionSettings(repeats=1, reference_solver="tsit5"),
     )
     back = check(result, energy.WorkPrecision)
     adaptive, fixed = back.runs
@@ -226,3 +232,44 @@ def test_contributions(et):
             "visible",
         }
         np.testing.assert_array_equal(back[part].masked, result[part]["masked"])
+
+
+def test_settings_and_options_are_checked_in_one_line(no_runtime_types):
+    """Each settings object refuses a bad field naming it; a study refuses options that
+    are no `SolveOptions`, and `long_horizon` a mapping that misses a flow or whose flows
+    differ in their step control; the defaults are the studies' own (JSON by name)."""
+    bad = [
+        (lambda: analysis.ConvergenceSettings(chunks=0), "ConvergenceSettings.chunks"),
+        (
+            lambda: analysis.ConvergenceSettings(fixed_point_atol={"sideways": 1e-6}),
+            "ConvergenceSettings.fixed_point_atol",
+        ),
+        (lambda: analysis.LongHorizonSettings(hold_tol=-1.0), "LongHorizonSettings.hold_tol"),
+        (lambda: analysis.StabilitySettings(method="qr"), "StabilitySettings.method"),
+        (
+            lambda: analysis.StabilitySettings(
+                polish=analysis.NewtonSettings(preconditioner=lambda v, x, p, a: v)
+            ),
+            "StabilitySettings.polish.preconditioner",
+        ),
+        (lambda: analysis.FixedPointSettings(distance_tol=0.0), "FixedPointSettings.distance_tol"),
+        (lambda: analysis.WorkPrecisionSettings(repeats=0), "WorkPrecisionSettings.repeats"),
+    ]
+    for make, name in bad:
+        with pytest.raises(ValueError) as error:
+            make()
+        assert name in str(error.value) and "\n" not in str(error.value)
+    with pytest.raises(TypeError, match="convergence's options must be a solvers.SolveOptions"):
+        analysis.convergence(WELL, START, options=dict(solver="tsit5"))
+    native = analysis.LONG_HORIZON_OPTIONS["native"]
+    with pytest.raises(ValueError, match="none for the projected flow"):
+        analysis.long_horizon(WELL, START, options={"native": native})
+    with pytest.raises(ValueError, match="must share rtol and atol"):
+        analysis.long_horizon(
+            WELL, START, options={"native": native, "projected": native.replace(rtol=1e-6)}
+        )
+    assert analysis.STABILITY_OPTIONS.flow == "projected"
+    assert analysis.StabilitySettings().polish.newton_tol == energy._settings.POLISH_TOL
+    settings = analysis.LongHorizonSettings(error_fn=np.mean)
+    assert settings.to_json()["error_fn"] == "mean"
+    assert settings.replace(seed=3).seed == 3 and settings.seed == 0

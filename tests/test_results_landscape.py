@@ -69,18 +69,25 @@ def results():
     curie_weiss = Hopfield(jnp.array([[1.0, 0.0], [-1.0, 0.0]]), jnp.asarray(1.0))
     return dict(
         steady=analysis.steady_states(lorenz_steady, np.ones((1, 3)), 2.0),
-        basins=analysis.basins(DoubleWell(), starts(), flow="native", grid_shape=(4, 4), box=2),
+        basins=analysis.basins(
+            DoubleWell(),
+            starts(),
+            grid_shape=(4, 4),
+            options=analysis.BASIN_OPTIONS.replace(flow="native"),
+            settings=analysis.BasinSettings(box=2),
+        ),
         continued=analysis.basin_continuation(
             curie_weiss,
             plane(resolution=4),
             [0.5, 1.5],
             parameter=set_beta,
-            flow="native",
-            k=2,
             grid_shape=(4, 4),
-            box=2,
+            options=analysis.BASIN_OPTIONS.replace(flow="native"),
+            settings=analysis.BasinContinuationSettings(basins=analysis.BasinSettings(k=2, box=2)),
         ),
-        spectrum=analysis.lyapunov_spectrum(lorenz, jnp.ones(3), t1=2.0, renormalise=0.5),
+        spectrum=analysis.lyapunov_spectrum(
+            lorenz, jnp.ones(3), t1=2.0, settings=analysis.LyapunovSpectrumSettings(renormalise=0.5)
+        ),
         hessian=analysis.hessian_eigenvalues(DoubleWell(), jnp.array([[1.0, 0.0]]), k=2),
     )
 

@@ -110,10 +110,18 @@ def test_gradient_depth(model, x0):
     flow): its NaN norms and ratio read back as NaN, its `last_grad` None; the implicit
     gradient without `check_implicit` has no keys of it, and a result without an
     implicit gradient has no `implicit`."""
-    stop = solvers.FixedPointStop(atol=1e-4)
-    implicit = dict(solver="euler", dt0=0.1, t1=100.0, stop=stop, max_steps=1000)
+    settings = analysis.GradientDepthSettings(
+        n_splits=2,
+        implicit_options=solvers.SolveOptions(solver="euler", dt0=0.1, max_steps=1000),
+        implicit_t1=100.0,
+        fixed_point_atol=1e-4,
+    )
     result = analysis.gradient_depth(
-        model, x0, horizons=(1.6, 2.4), flow="projected", n_splits=2, implicit_options=implicit
+        model,
+        x0,
+        horizons=(1.6, 2.4),
+        options=analysis.GRADIENT_DEPTH_OPTIONS.replace(flow="projected"),
+        settings=settings,
     )
     assert isinstance(result, records.GradientDepth)
     read_only(result, "adjoints")
@@ -143,9 +151,8 @@ def test_gradient_depth(model, x0):
 
 
 # constant steps (their solve compiles faster than tsit5's) to RMS G 1e-4
-BASIN_OPTIONS = dict(
-    solver="euler", rtol=None, atol=None, dt0=0.2, fixed_point_atol=1e-4, t1=1000.0, k=2
-)
+BASIN_OPTIONS = analysis.BASIN_OPTIONS.replace(solver="euler", rtol=None, atol=None, dt0=0.2)
+BASIN_SETTINGS = analysis.BasinSettings(fixed_point_atol=1e-4, t1=1000.0, k=2)
 
 
 def test_image_basins(image_model, images):
@@ -154,9 +161,8 @@ def test_image_basins(image_model, images):
         *images,
         resolution=5,
         random_starts=2,
-        polish_max=1,
-        match_tol=1e-2,
-        **BASIN_OPTIONS,
+        options=BASIN_OPTIONS,
+        settings=BASIN_SETTINGS.replace(polish_max=1, distance_tol=1e-2),
     )
     assert isinstance(result, records.ImageBasins)
     read_only(result, "attractors")
@@ -187,9 +193,12 @@ def test_image_basin_continuation(image_model, images):
         jax.tree.map(lambda a: a[:1], masking),
         np.array([0.4, 0.5]),
         random_starts=2,
-        match="overlap",
-        polish_max=0,  # as the command line's --quick: no Newton, no Hessian
-        **BASIN_OPTIONS,
+        options=BASIN_OPTIONS,
+        settings=analysis.BasinContinuationSettings(
+            match="overlap",
+            # as the command line's --quick: no Newton, no Hessian
+            basins=BASIN_SETTINGS.replace(polish_max=0),
+        ),
     )
     assert isinstance(result, records.ImageBasinContinuation)
     assert isinstance(result, landscape.BasinContinuation)

@@ -535,3 +535,90 @@ def test_traced_dt0_and_t1_with_max_steps(model, x0):
     f = jax.jit(lambda t1, dt: solvers.solve(model, x0, t1=t1, dt0=dt, max_steps=30).x_final)
     expected = solvers.solve(model, x0).x_final
     assert _rel(f(1.2, 0.1), expected) < 1e-12
+
+
+# ------------------------------------------------- 4. one options object (issue 48, item 4)
+SWEEP_OPTIONS = solvers.SolveOptions(solver="tsit5", flow="projected", rtol=1e-8, atol=1e-9)
+
+
+def test_options_object_is_the_keywords(model, x0, separate):
+    """`solve(options=...)` runs the keywords' program: bitwise equal, no new compile."""
+    expected = separate(2.0, 1e-8, NEVER)
+    before = _cache_size()
+    sol = solvers.solve(
+        model,
+        x0,
+        options=SWEEP_OPTIONS,
+        t1=2.0,
+        stop=solvers.FixedPointStop(atol=NEVER, rtol=0.0),
+        throw=False,
+    )
+    assert _cache_size() == before
+    np.testing.assert_array_equal(sol.x_final, expected)
+    assert sol.stats["solver"] == "tsit5" and sol.stats["rtol"] == 1e-8
+
+
+def test_options_traced_tolerance(model, x0, separate):
+    """An options object built inside `jax.jit` from a traced rtol equals the concrete solve."""
+
+    @jax.jit
+    def run(rtol):
+        options = SWEEP_OPTIONS.replace(rtol=rtol)
+        stop = solvers.FixedPointStop(atol=NEVER, rtol=0.0)
+        return solvers.solve(model, x0, options=options, t1=2.0, stop=stop, throw=False).x_final
+
+    assert _rel(run(jnp.asarray(1e-7)), separate(2.0, 1e-7, NEVER)) < 1e-12
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: solvers.SolveOptions(solver="euler", rtol=1e-6, atol=1e-8), "no error estimate"),
+        (lambda: solvers.SolveOptions(solver="tsit5", rtol=1e-6), "needs both rtol and atol"),
+        (lambda: solvers.SolveOptions(flow="sideways"), "Unknown flow"),  # type: ignore[arg-type]
+        (lambda: solvers.SolveOptions(dt0=-0.1), "dt0"),
+        (lambda: solvers.SolveOptions(max_steps=0), "max_steps must be a positive"),
+        (lambda: solvers.SolveOptions(solver="rk99"), "rk99"),
+        (lambda: SWEEP_OPTIONS.replace(tol=1e-3), "no field tol; its fields are solver"),
+    ],
+)
+def test_options_refusals(make, message, no_runtime_types):
+    with pytest.raises((ValueError, TypeError), match=message):
+        make()
+
+
+def test_options_and_keywords_are_not_both_given(model, x0, no_runtime_types):
+    with pytest.raises(ValueError, match="options= and rtol= beside it: give each choice once"):
+        solvers.solve(model, x0, options=SWEEP_OPTIONS, rtol=1e-3)
+    with pytest.raises(TypeError, match="options must be a solvers.SolveOptions"):
+        solvers.solve(model, x0, options=dict(solver="tsit5"))
+
+
+def test_options_cover_a_horizon_and_describe_themselves():
+    """`covering` gives the cap a trajectory needs: the constant-step count plus one (as
+    `constant_step_count`), the larger of a given cap and it, 4096 for adaptive steps."""
+    paper = solvers.SolveOptions()
+    assert paper.covering(0.0, 12.0).max_steps == solvers.constant_step_count(0.0, 12.0, 0.1)
+    assert paper.covering(0.0, 12.0).max_steps == 121
+    assert paper.replace(max_steps=500).covering(0.0, 12.0).max_steps == 500
+    assert SWEEP_OPTIONS.covering(0.0, 1e4).max_steps == 4096
+    assert paper.describe() == "euler, dt 0.1"
+    assert SWEEP_OPTIONS.describe() == "tsit5, rtol 1e-08, atol 1e-09"
+    assert not paper.adaptive and SWEEP_OPTIONS.adaptive
+
+
+def test_dynamics_take_and_give_options():
+    """A task model's `Dynamics` holds the same choices: from and to a `SolveOptions`, with
+    what a config cannot hold refused in one line."""
+    from et_ode.tasks import Dynamics
+
+    options = solvers.SolveOptions(solver="tsit5", dt0=None, rtol=1e-6, atol=1e-8, flow="projected")
+    dynamics = Dynamics.from_options(options, t1=5.0, fixed_point_atol=1e-4)
+    assert dynamics.options == options and dynamics.t1 == 5.0
+    assert dynamics.solve_options()["stop"].atol == 1e-4
+    with pytest.raises(ValueError, match="Dynamics name their solver"):
+        Dynamics.from_options(options.replace(solver=diffrax.Tsit5()))
+    with pytest.raises(ValueError, match="Dynamics have no dtmin"):
+        Dynamics.from_options(options.replace(dtmin=1e-9))
+    with pytest.raises(ValueError, match="flow given both in options and beside them"):
+        Dynamics.from_options(options, flow="native")

@@ -149,12 +149,14 @@ def test_a_stiff_bratu_fold_matrix_free():
         0.0,
         args=spacing(n),
         p_span=(0.0, 4.0),
-        ds=0.2,
-        ds_max=1.0,
-        max_points=14,
-        k=4,
-        preconditioner=inverse_laplacian,
-        spectrum="nearest_zero",
+        settings=analysis.ContinuationSettings(
+            ds=0.2,
+            ds_max=1.0,
+            max_points=14,
+            k=4,
+            spectrum="nearest_zero",
+            newton=analysis.NewtonSettings(preconditioner=inverse_laplacian),
+        ),
     )
     folds = [b for b in branch["bifurcations"] if b["kind"] == "fold"]
     assert len(folds) == 1 and folds[0]["located"]
@@ -209,11 +211,13 @@ def test_an_eigenvalue_leaving_the_kept_ones_is_no_bifurcation():
             0.5,
             args=LEAVING_AND_CROSSING,
             p_span=(0.5, 10.0),
-            ds=0.5,
-            ds_max=2.0,
-            k=3,
-            matrix_free=True,
-            spectrum="nearest_zero",
+            settings=analysis.ContinuationSettings(
+                ds=0.5,
+                ds_max=2.0,
+                k=3,
+                spectrum="nearest_zero",
+                newton=analysis.NewtonSettings(matrix_free=True),
+            ),
         )
     assert branch["stop_reason"] == "p_span"
     # the unstable rate p is among the three kept at first, not at the end
@@ -234,11 +238,13 @@ def test_a_crossing_in_the_step_an_unstable_eigenvalue_leaves_is_found():
             0.0,
             args=SHIFTED_PITCHFORKS,
             p_span=(-1.0, 1.0),
-            ds=1.0,
-            ds_max=1.0,
-            k=3,
-            matrix_free=True,
-            spectrum="nearest_zero",
+            settings=analysis.ContinuationSettings(
+                ds=1.0,
+                ds_max=1.0,
+                k=3,
+                spectrum="nearest_zero",
+                newton=analysis.NewtonSettings(matrix_free=True),
+            ),
         )
     (point,) = branch["bifurcations"]
     assert point["kind"] == "branch_point" and abs(point["p"] - 0.5) < 1e-8
@@ -284,12 +290,14 @@ def test_a_nonsymmetric_branch_point_switches_along_the_bifurcation_equations_ro
         jnp.zeros(n),
         exact - 4.0,
         p_span=(exact - 5.0, exact + 5.0),
-        ds=2.0,
-        ds_max=4.0,
-        k=4,
-        max_points=4,
-        preconditioner=inverse_advection_diffusion,
-        spectrum="nearest_zero",
+        settings=analysis.ContinuationSettings(
+            ds=2.0,
+            ds_max=4.0,
+            k=4,
+            max_points=4,
+            spectrum="nearest_zero",
+            newton=analysis.NewtonSettings(preconditioner=inverse_advection_diffusion),
+        ),
     )
     (point,) = branch["bifurcations"]
     assert point["kind"] == "branch_point" and abs(point["p"] - exact) < 1e-8
@@ -319,10 +327,12 @@ def test_steady_states_of_a_stiff_field():
         chafee_infante,
         starts,
         15.0,
-        max_states=4,
-        k=4,
-        preconditioner=inverse_laplacian,
-        spectrum="nearest_zero",
+        settings=analysis.SteadyStateSettings(
+            max_states=4,
+            k=4,
+            spectrum="nearest_zero",
+            newton=analysis.NewtonSettings(preconditioner=inverse_laplacian, max_newton=50),
+        ),
     )
     states = found["states"]
     assert not found["dense"] and len(states) == 3
@@ -344,9 +354,9 @@ def test_the_nearest_zero_without_a_preconditioner_on_a_stiff_field_says_what_to
             jnp.zeros(N),
             5.0,
             p_span=(5.0, 6.0),
-            matrix_free=True,
-            spectrum="nearest_zero",
-            k=4,
+            settings=analysis.ContinuationSettings(
+                spectrum="nearest_zero", k=4, newton=analysis.NewtonSettings(matrix_free=True)
+            ),
         )
 
 
@@ -366,10 +376,23 @@ def test_a_preconditioner_that_would_fail_inside_jax_is_refused_first(no_runtime
     for preconditioner, message in cases:
         with pytest.raises(ValueError, match=message):
             analysis.continuation(
-                chafee_infante, x0, 5.0, p_span=(5.0, 6.0), preconditioner=preconditioner
+                chafee_infante,
+                x0,
+                5.0,
+                p_span=(5.0, 6.0),
+                settings=analysis.ContinuationSettings(
+                    newton=analysis.NewtonSettings(preconditioner=preconditioner)
+                ),
             )
     with pytest.raises(ValueError, match="returned NaN or inf"):
-        analysis.steady_states(chafee_infante, x0[None], 5.0, preconditioner=cases[3][0])
+        analysis.steady_states(
+            chafee_infante,
+            x0[None],
+            5.0,
+            settings=analysis.SteadyStateSettings(
+                newton=analysis.NewtonSettings(preconditioner=cases[3][0], max_newton=50)
+            ),
+        )
 
 
 def test_a_complex_pair_cut_by_the_kept_ones_counts_twice():
@@ -393,10 +416,12 @@ def test_a_switch_whose_branch_point_defeats_the_eigen_solver_starts_beside_it(m
             0.0,
             args=SHIFTED_PITCHFORKS,
             p_span=(-1.0, 1.0),
-            ds=0.1,
-            k=3,
-            matrix_free=True,
-            spectrum="nearest_zero",
+            settings=analysis.ContinuationSettings(
+                ds=0.1,
+                k=3,
+                spectrum="nearest_zero",
+                newton=analysis.NewtonSettings(matrix_free=True),
+            ),
         )
     point = trivial["bifurcations"][0]
     assert abs(point["p"] - 0.5) < 1e-8
@@ -414,11 +439,13 @@ def test_a_switch_whose_branch_point_defeats_the_eigen_solver_starts_beside_it(m
         point,
         args=SHIFTED_PITCHFORKS,
         p_span=(-1.0, 1.0),
-        ds=0.05,
-        max_points=3,
-        k=3,
-        matrix_free=True,
-        spectrum="nearest_zero",
+        settings=analysis.ContinuationSettings(
+            ds=0.05,
+            max_points=3,
+            k=3,
+            spectrum="nearest_zero",
+            newton=analysis.NewtonSettings(matrix_free=True),
+        ),
     )
     np.testing.assert_allclose(other["s"][0], 5e-5)  # a thousandth of ds along
     x0, p = other["x"][:, 0], other["p"]
@@ -430,22 +457,52 @@ def test_a_switch_whose_branch_point_defeats_the_eigen_solver_starts_beside_it(m
 def test_what_cannot_go_together_is_refused(no_runtime_types):
     x0 = jnp.zeros(N)
     with pytest.raises(ValueError, match="spectrum must be one of"):
-        analysis.continuation(chafee_infante, x0, 5.0, p_span=(5.0, 6.0), spectrum="leftmost")
-    with pytest.raises(TypeError, match="preconditioner must be a function"):
-        analysis.continuation(chafee_infante, x0, 5.0, p_span=(5.0, 6.0), preconditioner=2.0)
+        analysis.continuation(
+            chafee_infante,
+            x0,
+            5.0,
+            p_span=(5.0, 6.0),
+            settings=analysis.ContinuationSettings(spectrum="leftmost"),
+        )
+    with pytest.raises(ValueError, match="preconditioner must be a function"):
+        analysis.continuation(
+            chafee_infante,
+            x0,
+            5.0,
+            p_span=(5.0, 6.0),
+            settings=analysis.ContinuationSettings(
+                newton=analysis.NewtonSettings(preconditioner=2.0)
+            ),
+        )
     with pytest.raises(ValueError, match="drop one of the two"):
         analysis.continuation(
             chafee_infante,
             x0,
             5.0,
             p_span=(5.0, 6.0),
-            preconditioner=inverse_laplacian,
-            matrix_free=False,
+            settings=analysis.ContinuationSettings(
+                newton=analysis.NewtonSettings(preconditioner=inverse_laplacian, matrix_free=False)
+            ),
         )
     model = types.SimpleNamespace(vector_field=lambda *a: None)
     with pytest.raises(ValueError, match="internal manifold coordinates"):
-        analysis.continuation(model, x0, 5.0, p_span=(5.0, 6.0), preconditioner=inverse_laplacian)
+        analysis.continuation(
+            model,
+            x0,
+            5.0,
+            p_span=(5.0, 6.0),
+            settings=analysis.ContinuationSettings(
+                newton=analysis.NewtonSettings(preconditioner=inverse_laplacian)
+            ),
+        )
     with pytest.raises(ValueError, match="drop one of the two"):
         analysis.steady_states(
-            chafee_infante, x0[None], 5.0, preconditioner=inverse_laplacian, matrix_free=False
+            chafee_infante,
+            x0[None],
+            5.0,
+            settings=analysis.SteadyStateSettings(
+                newton=analysis.NewtonSettings(
+                    preconditioner=inverse_laplacian, matrix_free=False, max_newton=50
+                )
+            ),
         )

@@ -458,6 +458,28 @@ def test_without_context_standardisation_the_model_sees_raw_units():
     assert np.isfinite(float(model.loss(patches, masks)))
 
 
+def test_reconstruct_takes_solve_options():
+    """`reconstruct(..., options=)` replaces the dynamics' solver, step, tolerances, cap
+    and flow: the model's own options give its own numbers, a variant those of the same
+    keyword override; a field given both ways, or options that are not a SolveOptions,
+    are refused."""
+    model = et_ode.MaskedImageET(TINY.model, TINY.dynamics, key=jax.random.key(0))
+    patches = jax.random.normal(jax.random.key(1), (2, 64, 48), jnp.float32)
+    masks = jax.vmap(lambda k: et_ode.random_masking(k, 64))(jax.random.split(jax.random.key(2), 2))
+    own, _ = model.reconstruct(patches, masks)
+    same, _ = model.reconstruct(patches, masks, options=model.dynamics.options)
+    np.testing.assert_array_equal(own, same)
+    finer = model.dynamics.options.replace(dt0=0.05)
+    by_options, sol = model.reconstruct(patches, masks, options=finer, t1=0.6)
+    by_keyword, _ = model.reconstruct(patches, masks, dt0=0.05, t1=0.6)
+    np.testing.assert_array_equal(by_options, by_keyword)
+    assert sol.stats["dt0"] == 0.05 and sol.stats["t1"] == 0.6
+    with pytest.raises(ValueError, match=r"^dt0= given both in options and as a keyword"):
+        model.reconstruct(patches, masks, options=finer, dt0=0.05)
+    with pytest.raises(TypeError):  # the annotation's check, or solve_keywords' own
+        model.reconstruct(patches, masks, options=dict(dt0=0.05))
+
+
 def test_config_errors_on_the_command_line(tmp_path, capsys):
     """A bad config file: exit code 2 and one line naming every problem."""
     from et_ode.cli import main

@@ -87,7 +87,9 @@ class EnergyOnly(eqx.Module):
 )
 def test_double_well_verdicts_are_analytic(start, code, hessian, exponent):
     result = analysis.stability(
-        DoubleWell(), jnp.array(start), lyapunov_time=20.0, lyapunov_segments=10
+        DoubleWell(),
+        jnp.array(start),
+        settings=analysis.StabilitySettings(lyapunov_time=20.0, lyapunov_segments=10),
     )
     verdict = result["verdict"]
     print(f"\n{start}: {verdict['sentence']}")
@@ -160,9 +162,9 @@ def relu_fixed_point():
 
 def test_a_loosely_stopped_et_point_gets_the_polished_verdict(relu_fixed_point):
     model, points = relu_fixed_point
-    options = dict(coordinates="x", k=3, lyapunov_time=4.0, lyapunov_segments=4)
-    loose = analysis.stability(model, points["loose"], **options)
-    tight = analysis.stability(model, points["tight"], **options)
+    settings = analysis.StabilitySettings(k=3, lyapunov_time=4.0, lyapunov_segments=4)
+    loose = analysis.stability(model, points["loose"], coordinates="x", settings=settings)
+    tight = analysis.stability(model, points["tight"], coordinates="x", settings=settings)
     print(f"\nloose: {loose['verdict']['sentence']}\ntight: {tight['verdict']['sentence']}")
     assert loose["polish"]["residual_rms_before"] > 1e-5
     assert loose["verdict"]["code"] == tight["verdict"]["code"]
@@ -176,7 +178,10 @@ def test_a_loosely_stopped_et_point_gets_the_polished_verdict(relu_fixed_point):
     assert loose["kinks"]["declared"] and loose["kinks"]["nearest"] > loose["kinks"]["within"]
     # Unpolished, the loose point is refused, not judged.
     raw = analysis.stability(
-        model, points["loose"], polish=False, lyapunov_time=None, coordinates="x", k=3
+        model,
+        points["loose"],
+        coordinates="x",
+        settings=settings.replace(polish=None, lyapunov_time=None),
     )
     assert raw["verdict"]["code"] == "not_converged" and not raw["verdict"]["called"]
     assert raw["verdict"]["sentence"].startswith("not converged")
@@ -188,8 +193,13 @@ def test_where_newton_fails_the_flow_brings_the_point_closer(relu_fixed_point):
     point and verdict as from the tight start, Newton's last move within the distance
     its starting residual allows."""
     model, points = relu_fixed_point
+    # two Newton steps per round (the default polish's tolerance, POLISH_TOL)
+    polish = analysis.StabilitySettings().polish.replace(max_newton=2)
     result = analysis.stability(
-        model, points["loose"], polish_max_steps=2, coordinates="x", k=3, lyapunov_time=None
+        model,
+        points["loose"],
+        coordinates="x",
+        settings=analysis.StabilitySettings(k=3, lyapunov_time=None, polish=polish),
     )
     rounds = result["polish"]["rounds"]
     print("\n" + "\n".join(map(str, rounds)))
@@ -283,7 +293,12 @@ def test_a_stable_focus_of_a_field_that_is_no_gradient_is_not_called_a_saddle():
     residual's Jacobian `[[0, -1], [2, DAMPING]]` has a negative eigenvalue, and its
     Hessian-range test even agrees with the decaying exponent; the flow's eigenvalues,
     the roots of `l^2 + DAMPING l + 2`, say it is stable, and the verdict says that."""
-    out = analysis.stability(DampedDuffing(), jnp.array([[1.0, 0.0]]), flow="native", k=2)
+    out = analysis.stability(
+        DampedDuffing(),
+        jnp.array([[1.0, 0.0]]),
+        options=analysis.STABILITY_OPTIONS.replace(flow="native"),
+        settings=analysis.StabilitySettings(k=2),
+    )
     assert out["asymmetry"] > 0.1 and out["verdict"]["code"] == "not_gradient"
     assert "linearly stable" in out["verdict"]["sentence"] and not out["verdict"]["called"]
     np.testing.assert_allclose(
@@ -293,7 +308,11 @@ def test_a_stable_focus_of_a_field_that_is_no_gradient_is_not_called_a_saddle():
     )
     # nor does fixed_points count a Morse index for it
     with pytest.raises(ValueError, match="not symmetric .* has no Morse index"):
-        analysis.fixed_points(DampedDuffing(), np.array([[[1.2, 0.1]]]), morse_index=True)
+        analysis.fixed_points(
+            DampedDuffing(),
+            np.array([[[1.2, 0.1]]]),
+            settings=analysis.FixedPointSettings(morse_index=True),
+        )
 
 
 BASE = dict(

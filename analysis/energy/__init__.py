@@ -13,6 +13,10 @@ Each study returns a typed result (`Convergence`, `EnergyDescent`, `Stability`, 
 frozen dataclass whose fields say what each entry holds, also a read-only mapping of its
 keys), written to JSON by `to_json()` with the keys its dict had and read back by
 `from_json`.
+
+How each solves is a `solvers.SolveOptions` (`options`, default a module constant:
+`CONVERGENCE_OPTIONS`, `STABILITY_OPTIONS`, ...); what else it is asked to do, one
+settings object per study (`settings`: `ConvergenceSettings`, `StabilitySettings`, ...).
 """
 
 from ._contributions import contributions
@@ -24,6 +28,20 @@ from ._fixed_points import fixed_points, matched_noise, standard_starts
 from ._long_horizon import finite_time_lyapunov, long_horizon
 from ._long_horizon_findings import long_horizon_findings
 from ._long_horizon_records import FiniteTimeLyapunov, LongHorizon, LongHorizonFlow
+from ._settings import (
+    CONTRIBUTIONS_OPTIONS,
+    CONVERGENCE_OPTIONS,
+    FINITE_TIME_LYAPUNOV_OPTIONS,
+    FIXED_POINTS_OPTIONS,
+    LONG_HORIZON_OPTIONS,
+    LYAPUNOV_EXPONENT_OPTIONS,
+    STABILITY_OPTIONS,
+    ConvergenceSettings,
+    FixedPointSettings,
+    LongHorizonSettings,
+    StabilitySettings,
+    WorkPrecisionSettings,
+)
 from ._solver_run_records import (
     EnergyDescent,
     EnergyDescentRun,
@@ -36,22 +54,34 @@ from ._stability_records import FixedPoints, LyapunovExponent, Stability, Stabil
 from ._work_precision import work_precision
 
 __all__ = [
+    "CONTRIBUTIONS_OPTIONS",
+    "CONVERGENCE_OPTIONS",
+    "FINITE_TIME_LYAPUNOV_OPTIONS",
+    "FIXED_POINTS_OPTIONS",
+    "LONG_HORIZON_OPTIONS",
+    "LYAPUNOV_EXPONENT_OPTIONS",
+    "STABILITY_OPTIONS",
     "Contributions",
     "Convergence",
+    "ConvergenceSettings",
     "ConvergenceFlow",
     "EnergyDescent",
     "EnergyDescentRun",
     "EnergyRises",
     "FiniteTimeLyapunov",
+    "FixedPointSettings",
     "FixedPoints",
     "LongHorizon",
     "LongHorizonFlow",
+    "LongHorizonSettings",
     "LyapunovExponent",
     "Stability",
     "StabilityLyapunov",
+    "StabilitySettings",
     "TokenGroups",
     "WorkPrecision",
     "WorkPrecisionRun",
+    "WorkPrecisionSettings",
     "contributions",
     "convergence",
     "decay_curve",

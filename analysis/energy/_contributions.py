@@ -15,13 +15,13 @@ import numpy as np
 from jaxtyping import ArrayLike, Bool, Float, Real
 
 from et_ode import solvers
-from et_ode.vocab import Flow
 
 from .._common import as_batch, shard
 from .._geometry import require
 from .._records import metadata, model_dtype
 from .._results import build as typed
 from ._convergence_records import Contributions, TokenGroups
+from ._settings import CONTRIBUTIONS_OPTIONS, require_options, solver_name
 
 PARTS = ("attention", "hopfield", "external")
 
@@ -64,12 +64,7 @@ def contributions(
     ts: Real[ArrayLike, " T"] | None = None,
     masked: Bool[ArrayLike, "*mask_batch N"] | None = None,
     *,
-    flow: Flow = "native",
-    solver: str = "euler",
-    dt0: float | None = 0.1,
-    rtol: float | None = None,
-    atol: float | None = None,
-    max_steps: int = 100_000,
+    options: solvers.SolveOptions = CONTRIBUTIONS_OPTIONS,
     args_batched: bool = False,
 ) -> Contributions:
     """Norms of the attention and Hopfield (and external-field) parts of the update on
@@ -81,8 +76,8 @@ def contributions(
     - `ts`: `[T]` times in `[0, t1]` (default: 0 to 1.2 in steps of 0.1, the paper's).
     - `masked`: `[N]` (or `[B, N]`) boolean, the tokens that were replaced by MASK
       (default: none).
-    - `flow`, `solver`, `dt0`, `rtol`, `atol`, `max_steps`: the solve (default the
-      paper's Euler steps).
+    - `options`: the solve and its flow (a `solvers.SolveOptions`; default
+      `CONTRIBUTIONS_OPTIONS`, the paper's Euler steps of 0.1 on the native flow).
 
     **Returns:** a `Contributions`: the `times`, and per part (`attention`, `hopfield`,
     `external`, `total`) and for `attention_fraction` a `TokenGroups` of its means on
@@ -93,19 +88,18 @@ def contributions(
     of the update into named parts); refused up front, before any solve, without them.
     """
     require(model, "contributions")
+    options = require_options("contributions", options)
+    flow = options.flow
     xb, batched = as_batch(x0)
     batch, n_tokens = xb.shape[0], xb.shape[1]
     ts = np.round(np.arange(13) * 0.1, 12) if ts is None else np.asarray(ts, float)
     masked = np.zeros((n_tokens,), bool) if masked is None else np.asarray(masked, bool)
     masked = np.broadcast_to(masked, (batch, n_tokens))
     t1 = float(ts[-1]) if ts[-1] > 0 else 1.0
-    options: dict[str, Any] = dict(
-        solver=solver, dt0=dt0, rtol=rtol, atol=atol, flow=flow, max_steps=max_steps
-    )
     if ts[-1] > 0:
         x_in, args_in, _ = shard(xb, args, args_batched)
         sol = solvers.solve(
-            model, x_in, args=args_in, t1=t1, save=ts, args_batched=args_batched, **options
+            model, x_in, options=options, args=args_in, t1=t1, save=ts, args_batched=args_batched
         )
         xs = sol.xs[:batch]
     else:
@@ -132,10 +126,10 @@ def contributions(
         study="contributions",
         dtype=model_dtype(model),
         flow=flow,
-        solver=solver,
-        dt0=dt0,
-        rtol=rtol,
-        atol=atol,
+        solver=solver_name(options),
+        dt0=options.dt0,
+        rtol=options.rtol,
+        atol=options.atol,
         n_masked=int(masked[0].sum()),
         batch=int(batch),
         units="mean per-token L2 norm of each part of tau dx/dt",

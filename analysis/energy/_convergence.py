@@ -24,9 +24,16 @@ from .._common import as_batch, cast, float64_available, log_times, shard, solve
 from .._geometry import energy_coordinates, has, require, token_scales
 from .._records import metadata, model_dtype
 from .._results import build as typed
-from ..landscape import Method as HessianMethod
 from ..landscape import hessian_eigenvalues
 from ._convergence_records import Convergence, ConvergenceFlow
+from ._settings import (
+    CONVERGENCE_OPTIONS,
+    ConvergenceSettings,
+    constant_step,
+    number,
+    require_options,
+    solver_name,
+)
 
 
 def _quantities_one(model, x, args, flow):
@@ -122,32 +129,21 @@ def convergence(
     model: solvers.EnergySystem,
     x0: Float[ArrayLike, "*batch N D"],
     args: Any = None,
+    *,
     flows: Sequence[Flow] = FLOWS,
     t1: float = 1e4,
-    *,
     times: Real[ArrayLike, " T"] | None = None,
-    n_times: int = 160,
-    t_first: float = 1e-2,
-    solver: str = "tsit5",
-    rtol: float | None = 1e-10,
-    atol: float | None = 1e-12,
-    dt0: float | None = None,
-    tolerance: float | dict | None = 1e-6,
-    chunks: int = 4,
-    max_steps: int = 100_000,
+    options: solvers.SolveOptions = CONVERGENCE_OPTIONS,
+    settings: ConvergenceSettings = ConvergenceSettings(),
     args_batched: bool = False,
-    fit_upper: float = 1e-2,
-    fit_floor: float | None = None,
-    hessian: bool = True,
-    hessian_method: HessianMethod = "auto",
 ) -> Convergence:
     """Traces over time of the residual, `|dg/dt|`, `|dE/dt|` and each token's scale on
     each flow, the time and NFE to reach a residual tolerance, and the observed decay
     rate of `|G|` against the Riemannian Hessian's prediction.
 
     Memory stays flat in the horizon: states are kept only at `times` (log-spaced by
-    default), and the horizon is solved in `chunks` segments, each continuing from the
-    previous end state (so `max_steps` applies per segment).
+    default), and the horizon is solved in `settings.chunks` segments, each continuing
+    from the previous end state (so `options.max_steps` applies per segment).
 
     **Arguments:**
 
@@ -156,21 +152,18 @@ def convergence(
       reported for models that have them); `x0`: `[N, D]` or a batch `[B, N, D]`
       (placed over every device with `solvers.shard_batch`); `args`: its `Conditions`
       (shared, or per sample with `args_batched=True`).
-    - `flows`: which flows to run, of `"native"` and `"projected"`.
+    - `flows`: which flows to run, of `"native"` and `"projected"`; each replaces
+      `options.flow`.
     - `t1`: the horizon (tau units); `times`: the sample times (default `0` and
-      `n_times` log-spaced times from `t_first` to `t1`).
-    - `solver`, `rtol`, `atol`, `dt0`, `max_steps`: the `solvers.solve` options
-      (`rtol = atol = None` and a `dt0`: constant steps, as the paper's Euler map).
-    - `tolerance`: RMS G tolerance for the time-and-NFE-to-tolerance solve
-      (`solvers.FixedPointStop(atol=tolerance)`, capped at `t1`); a dict gives one per
-      flow, and `None` skips that solve (then `stop_reason` is `None`).
-    - `fit_upper`, `fit_floor`: the exponential rate is fitted to `log |G|` over the
-      points with `fit_floor < |G| < fit_upper * |G(0)|`, the late part of the decay
-      above the solver's noise floor (default `fit_floor = 100 (rtol rms(x0) + atol)`).
-      A power law `|G| ~ t^-p` is fitted over the last decade of `times`.
-    - `hessian`: compute the Hessian at the end state (one per sample), Newton-polished
-      to a fixed point where Newton converges from it, for the predicted rate;
-      `hessian_method` as in `analysis.stability`.
+      `settings.n_times` log-spaced times from `settings.t_first` to `t1`).
+    - `options`: how every solve runs (`solvers.SolveOptions`; default
+      `CONVERGENCE_OPTIONS`, tsit5 at rtol 1e-10, atol 1e-12; constant steps, as the
+      paper's Euler map, with `rtol = atol = None` and a `dt0`).
+    - `settings`: a `ConvergenceSettings`: the sample times, the fixed-point tolerance
+      of the time-and-NFE-to-tolerance solve (`fixed_point_atol`, one per flow in a
+      mapping, `None` to skip it), `chunks`, the fit's window (`fit_upper`,
+      `fit_floor`) and the Hessian's prediction (`hessian`, `hessian_method`). A power
+      law `|G| ~ t^-p` is fitted over the last decade of `times`.
 
     **Protocol:** `energy`, `vector_field`, `residual` (refused up front without them);
     optional: `energy_coordinates` (`dgdt_rms`), `token_scales` (`scales`), `dEdt` (else a
@@ -181,6 +174,10 @@ def convergence(
     rates; each entry documented on its field).
     """
     require(model, "convergence")
+    options = require_options("convergence", options)
+    n_times, t_first, chunks = settings.n_times, settings.t_first, settings.chunks
+    fit_upper, fit_floor, hessian = settings.fit_upper, settings.fit_floor, settings.hessian
+    rtol, atol = number(options.rtol), number(options.atol)
     xb, batched = as_batch(x0)
     dtype = model_dtype(model)
     if times is None:
@@ -189,9 +186,6 @@ def convergence(
     if times[-1] > t1 or times[0] < 0:
         raise ValueError("times must lie in [0, t1].")
     xs_sharded, args_sharded, batch = shard(xb, args, args_batched)
-    options: dict[str, Any] = dict(solver=solver, rtol=rtol, atol=atol, max_steps=max_steps)
-    if dt0 is not None:
-        options["dt0"] = dt0
     tau = float(getattr(model, "tau", 1.0))
     norm = getattr(model, "norm", None)  # the ET's LayerNorm: the simple clock scaling
     gamma = float(norm.gamma) if norm is not None else None
@@ -211,25 +205,23 @@ def convergence(
             times,
             chunks=chunks,
             args_batched=args_batched,
-            flow=flow,
-            **options,
+            options=options.replace(flow=flow),
         )
         q = jax.tree.map(
             lambda a: np.asarray(a)[:batch],
             trace_quantities(model, xs, args_sharded, flow, args_batched),
         )
-        tol = tolerance.get(flow) if isinstance(tolerance, dict) else tolerance
+        tol = settings.fixed_point_atol_for(flow)
         if tol is not None:
             stop = solvers.solve(
                 model,
                 xs_sharded,
+                options=options.replace(flow=flow),
                 args=args_sharded,
                 t1=t1,
-                flow=flow,
                 stop=solvers.FixedPointStop(atol=tol),
                 args_batched=args_batched,
                 throw=False,
-                **options,
             )
             reasons = list(np.atleast_1d(stop.stats["stop_reason"]))[:batch]
             t_stop = np.asarray(stop.t_final)[:batch]
@@ -266,12 +258,9 @@ def convergence(
                 m64, x64, a64 = cast((model, jnp.asarray(x_end[b]), args_b), wide)
                 found = solvers.find_fixed_point(m64, x64, args=a64, linear="auto", method="newton")
                 at = found.x if bool(found.success) else x_end[b]
-                hx = hessian_eigenvalues(
-                    model, at, args_b, coordinates="x", k=1, method=hessian_method
-                )
-                hg = hessian_eigenvalues(
-                    model, at, args_b, coordinates="g", k=1, method=hessian_method
-                )
+                method = settings.hessian_method
+                hx = hessian_eigenvalues(model, at, args_b, coordinates="x", k=1, method=method)
+                hg = hessian_eigenvalues(model, at, args_b, coordinates="g", k=1, method=method)
                 scaled = float("nan")  # the ET only: lambda_min(H) gamma / (tau mean s_A)
                 if gamma is not None and "scales" in q:
                     mean_scale = float(np.mean(q["scales"][b, -1]))
@@ -303,14 +292,14 @@ def convergence(
         study="convergence",
         dtype=dtype,
         flows=list(flows),
-        solver=solver,
+        solver=solver_name(options),
         rtol=rtol,
         atol=atol,
-        dt0=dt0,
+        dt0=constant_step(options),
         t1=t1,
-        tolerance=tolerance,
+        tolerance=settings.fixed_point_atol,
         chunks=chunks,
-        max_steps=max_steps,
+        max_steps=options.max_steps,
         fit_upper=fit_upper,
         fit_floor=floor,
         tau=tau,

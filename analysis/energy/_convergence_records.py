@@ -37,9 +37,9 @@ class ConvergenceFlow(Result):
     """`[T, N]` (or `[B, T, N]`): each token's scale `s_A` (models with `token_scales`,
     else None)."""
     time_to_tolerance: np.ndarray | float
-    """When the `FixedPointStop` solve (RMS G below the flow's `tolerance`, capped at
-    `t1`) stopped at a fixed point (tau units; `[B]` batched); NaN where it did not or
-    was not run (`tolerance` None)."""
+    """When the `FixedPointStop` solve (RMS G below the flow's `fixed_point_atol`, capped
+    at `t1`) stopped at a fixed point (tau units; `[B]` batched); NaN where it did not or
+    was not run (`fixed_point_atol` None)."""
     nfe_to_tolerance: np.ndarray | int | np.integer
     """That solve's vector-field evaluations (`[B]` batched); -1 where it did not reach
     the tolerance."""
@@ -91,7 +91,8 @@ class Convergence(Result):
     batched: bool
     """Whether `x0` was a batch `[B, N, D]` (every per-sample entry then has `B` first)."""
     metadata: dict
-    """What produced it (study, dtype, flows, solver and tolerances, `tolerance`,
+    """What produced it (study, dtype, flows, solver and tolerances, `tolerance` (the
+    settings' `fixed_point_atol`),
     `chunks`, `fit_upper`, `fit_floor`, `tau`, `batch`, versions)."""
 
 

@@ -55,8 +55,14 @@ def energy_rises(energies: Float[ArrayLike, " S"], *, roundoff_ulps: float = 64.
 
 def _entry(spec) -> dict:
     """Normalise one solver specification: `(solver, dt0)` (constant steps),
-    `(solver, rtol, atol)` (PID steps), or a dict of `solvers.solve` options with
-    `solver`."""
+    `(solver, rtol, atol)` (PID steps), a dict of `solvers.solve` options with
+    `solver`, or a `solvers.SolveOptions` (its solver and steps: the study's `flow` and
+    `max_steps` replace its own)."""
+    if isinstance(spec, solvers.SolveOptions):
+        given = spec.keywords()
+        own = {k: given[k] for k in ("solver", "dt0", "rtol", "atol")}
+        own.update({k: given[k] for k in ("stepsize_controller", "dtmin") if given[k] is not None})
+        return own
     if isinstance(spec, dict):
         if "solver" not in spec:
             raise ValueError(f"a solver specification needs 'solver': got {spec}.")
@@ -81,7 +87,9 @@ def energy_descent(
     model: solvers.EnergySystem,
     x0: Float[ArrayLike, "*batch N D"],
     args: Any = None,
-    solvers_and_steps: Sequence[tuple[str, float] | tuple[str, float, float] | dict[str, Any]] = (
+    solvers_and_steps: Sequence[
+        tuple[str, float] | tuple[str, float, float] | dict[str, Any] | solvers.SolveOptions
+    ] = (
         ("euler", 0.1),
         ("euler", 0.5),
         ("tsit5", 1e-10, 1e-12),
@@ -101,8 +109,10 @@ def energy_descent(
     - `model`, `x0` (`[N, D]` or `[B, N, D]`), `args`: as in `solvers.solve`.
       **Protocol:** any `solvers.EnergySystem` (`energy`, `vector_field`, `residual`).
     - `solvers_and_steps`: each item `(solver, dt0)` for constant steps,
-      `(solver, rtol, atol)` for PID step control, or a dict of `solvers.solve` options
-      (`solver`, `dt0`, `rtol`, `atol`, ...).
+      `(solver, rtol, atol)` for PID step control, a dict of `solvers.solve` options
+      (`solver`, `dt0`, `rtol`, `atol`, ...), or a `solvers.SolveOptions` (its solver and
+      steps; `flow` and `max_steps` below replace its own: every run solves the same
+      flow).
     - `t1`, `flow`, `max_steps`: the solve (every run to the same `t1`).
     - `roundoff_ulps`: the round-off allowance (see `energy_rises`).
 

@@ -8,7 +8,7 @@ the coordinates in which a fixed point is a critical point of `E` on the manifol
 its projected flow is its own, the same as its only flow for a flat model).
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -22,6 +22,13 @@ from .._common import as_batch, shard, take
 from .._geometry import energy_coordinates, require
 from .._records import metadata, model_dtype
 from ..landscape import GRADIENT_ASYMMETRY, hessian_eigenvalues, polish_near
+from ._settings import (
+    FIXED_POINTS_OPTIONS,
+    FIXED_POINTS_POLISH,
+    FixedPointSettings,
+    require_options,
+    solver_name,
+)
 from ._stability_records import FixedPoints
 
 
@@ -87,17 +94,10 @@ def fixed_points(
     args: Any = None,
     *,
     labels: Sequence[str] | None = None,
-    distance_tol: float = 1e-6,
-    tolerance: float = 1e-9,
-    polish: bool = True,
     t1: float = 1000.0,
-    solver: str = "tsit5",
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
-    max_steps: int = 100_000,
+    options: solvers.SolveOptions = FIXED_POINTS_OPTIONS,
+    settings: FixedPointSettings = FixedPointSettings(),
     args_batched: bool = False,
-    morse_index: bool = False,
-    seeds: Mapping[str, Any] | None = None,
 ) -> FixedPoints:
     """Run every start to a fixed point and say whether they coincide.
 
@@ -108,18 +108,13 @@ def fixed_points(
       data, another sample's end state, `matched_noise(...)`); `args` shared or per
       start (`args_batched=True`).
     - `labels`: a name per start (default `start 0`, ...).
-    - `distance_tol`: two fixed points are the same when the RMS of `g_i* - g_j*` (over
-      the `N D` entries) is below it.
-    - `tolerance`, `t1`, `solver`, `rtol`, `atol`, `max_steps`: the projected-flow solve
-      with `FixedPointStop(atol=tolerance)` capped at `t1`.
-    - `polish`: refine each end state with `solvers.find_fixed_point` (Newton, to
-      RMS G ~ 1e-12 in float64) before comparing.
-    - `morse_index`: also count negative Hessian eigenvalues at each fixed point
-      (dense, small models), after a Newton polish (made whatever `polish` says: an
-      index taken off the fixed point can be wrong by the kinks of a ReLU energy);
-      `-1` where Newton did not converge near the point; refused for a residual that
-      is not a gradient (its Jacobian not symmetric: no Hessian).
-    - `seeds`: recorded in the metadata (how the starts were made).
+    - `t1`: the cap of each start's solve (tau units), which stops at
+      `FixedPointStop(atol=settings.fixed_point_atol)`.
+    - `options`: how that solve runs (default `FIXED_POINTS_OPTIONS`: tsit5 at rtol
+      1e-10, atol 1e-12); the flow is the projected one, which replaces `options.flow`.
+    - `settings`: a `FixedPointSettings`: when two fixed points are the same
+      (`distance_tol`), the stop (`fixed_point_atol`), the Newton `polish` before
+      comparing, the Morse index (`morse_index`) and the `seeds` recorded.
 
     **Protocol:** `energy`, `vector_field`, `residual` (refused up front without them);
     optional: `energy_coordinates` (where the distances are measured), a manifold
@@ -130,6 +125,8 @@ def fixed_points(
     (each entry documented on its field).
     """
     require(model, "fixed_points")
+    options = require_options("fixed_points", options).replace(flow="projected")
+    tolerance, morse_index = settings.fixed_point_atol, settings.morse_index
     xb, _ = as_batch(starts)
     count = xb.shape[0]
     labels = list(labels) if labels is not None else [f"start {i}" for i in range(count)]
@@ -137,13 +134,9 @@ def fixed_points(
     sol = solvers.solve(
         model,
         x_in,
+        options=options,
         args=args_in,
         t1=t1,
-        flow="projected",
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
         stop=solvers.FixedPointStop(atol=tolerance),
         args_batched=args_batched,
         throw=False,
@@ -155,9 +148,10 @@ def fixed_points(
     def coordinates(x, args_i):
         return energy_coordinates(model, jnp.asarray(x), args_i)
 
-    if polish or morse_index:  # a Morse index is only right at a fixed point
+    newton = settings.polish or FIXED_POINTS_POLISH
+    if settings.polish is not None or morse_index:  # a Morse index needs a fixed point
         for i in range(count):
-            polished = polish_near(model, x_star[i], take(args, i, args_batched))
+            polished = polish_near(model, x_star[i], take(args, i, args_batched), newton=newton)
             if polished is not None:
                 x_star[i] = np.asarray(polished.x)
             else:
@@ -167,7 +161,7 @@ def fixed_points(
     )
     diff = g_star[:, None] - g_star[None, :]
     distances = np.sqrt(np.mean(diff**2, axis=(-2, -1)))
-    close = distances < distance_tol
+    close = distances < settings.distance_tol
     cluster = _components(close)
     pairs = np.triu_indices(count, 1)
     score = float(np.mean(close[pairs])) if count > 1 else 1.0
@@ -200,15 +194,15 @@ def fixed_points(
         metadata=metadata(
             study="fixed_points",
             dtype=model_dtype(model),
-            seeds=seeds,
+            seeds=settings.seeds,
             flow="projected",
-            solver=solver,
-            rtol=rtol,
-            atol=atol,
+            solver=solver_name(options),
+            rtol=options.rtol,
+            atol=options.atol,
             tolerance=tolerance,
             t1=t1,
-            distance_tol=distance_tol,
-            polish=polish,
+            distance_tol=settings.distance_tol,
+            polish=settings.polish is not None,
             coordinates="distances: RMS over N D entries of g* differences",
         ),
     )

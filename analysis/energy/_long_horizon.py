@@ -24,15 +24,14 @@ Any `solvers.EnergySystem` (`energy`, `vector_field`, `residual`) runs: see
 `long_horizon` for what is read from the model beyond that.
 """
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import ArrayLike, Float
 
 from et_ode import solvers
 from et_ode.vocab import FLOWS, Flow
@@ -45,11 +44,19 @@ from .._results import build as typed
 from ._decay_laws import fit_decay_laws, fixed_point_time
 from ._long_horizon_findings import long_horizon_findings
 from ._long_horizon_records import FiniteTimeLyapunov, LongHorizon, LongHorizonFlow
+from ._settings import (
+    FINITE_TIME_LYAPUNOV_OPTIONS,
+    LONG_HORIZON_OPTIONS,
+    LongHorizonSettings,
+    number,
+    require_options,
+    solver_name,
+)
 from ._stability import _Variational
 
-# The default solver per flow: the projected flow turns stiff once it has converged, the
-# native flow does not (its clock slows instead).
-DEFAULT_SOLVERS = {"native": "tsit5", "projected": "auto"}
+# The default solver per flow (`LONG_HORIZON_OPTIONS`): the projected flow turns stiff
+# once it has converged, the native flow does not (its clock slows instead).
+DEFAULT_SOLVERS = {flow: options.solver for flow, options in LONG_HORIZON_OPTIONS.items()}
 
 
 def _slope(ts, values, lower, upper):
@@ -81,10 +88,11 @@ def _segment_stats(sol) -> dict:
     )
 
 
-def _trajectory(model, x0, args, times, flow, options, hold_tol, error_fn):
-    """States' quantities at `times` (one solve per interval, each continuing from the
-    previous end), and per interval the solver's statistics. `state_times`: the time
-    each recorded state belongs to (a held record's is where the hold began)."""
+def _trajectory(model, x0, args, times, options, hold_tol, error_fn):
+    """States' quantities at `times` (one solve per interval with `options`, each
+    continuing from the previous end), and per interval the solver's statistics.
+    `state_times`: the time each recorded state belongs to (a held record's is where the
+    hold began)."""
     records = dict(energy=[], residual_rms=[], scales=[], error=[], held=[], state_times=[])
     seg = dict(
         t0=[],
@@ -115,13 +123,12 @@ def _trajectory(model, x0, args, times, flow, options, hold_tol, error_fn):
             sol = solvers.solve(
                 model,
                 x,
+                options=options,
                 args=args,
                 t0=float(start),
                 t1=float(end),
-                flow=flow,
                 stop=stop,
                 throw=False,
-                **options,
             )
             s = _segment_stats(sol)
             ok = s["stop_reason"] in ("t1", "fixed_point", "not_converged")  # last: t1, no stop
@@ -194,15 +201,11 @@ def finite_time_lyapunov(
     x: Float[ArrayLike, "N D"],
     args: Any = None,
     *,
-    flow: Flow = "projected",
+    options: solvers.SolveOptions = FINITE_TIME_LYAPUNOV_OPTIONS,
     horizons: Sequence[float] = (1.0, 10.0, 100.0),
     directions: int = 4,
     segment: float = 2.0,
     seed: int = 0,
-    solver: str | diffrax.AbstractSolver = "tsit5",
-    rtol: float | None = 1e-10,
-    atol: float | None = 1e-12,
-    max_steps: int | None = 100_000,
 ) -> FiniteTimeLyapunov:
     """Growth of small perturbations of `x: [N, D]` over several horizons, in float64.
 
@@ -218,12 +221,14 @@ def finite_time_lyapunov(
     pieces are at most `segment` long and end at every horizon, and after each the
     perturbation is renormalised to size 1 (its decay never reaches the solver's
     `atol`). The exponent at horizon `T` is `log(|d(T)| / |d(0)|) / T` (the sum of the
-    pieces' logs), per direction.
+    pieces' logs), per direction. `options`: how each piece is solved, on which flow
+    (default `FINITE_TIME_LYAPUNOV_OPTIONS`: the projected flow, tsit5 at rtol 1e-10).
 
     **Returns:** a `FiniteTimeLyapunov` (the exponents per direction and horizon, their
     median and largest, and the settings).
     """
     require(model, "finite_time_lyapunov")
+    options = require_options("finite_time_lyapunov", options)
     model64, x64, args64 = cast((model, jnp.asarray(x), args), jnp.float64)
     n_tokens = x64.shape[0]
     system = _Variational(model64, n_tokens)
@@ -239,18 +244,7 @@ def finite_time_lyapunov(
     total, per_horizon = np.zeros(directions), []
     for start, end in zip(edges[:-1], edges[1:]):
         y = jnp.concatenate([xs, dx], axis=1)
-        sol = solvers.solve(
-            system,
-            y,
-            args=args64,
-            t0=float(start),
-            t1=float(end),
-            solver=solver,
-            rtol=rtol,
-            atol=atol,
-            flow=flow,
-            max_steps=max_steps,
-        )
+        sol = solvers.solve(system, y, options=options, args=args64, t0=float(start), t1=float(end))
         xs, dx = sol.x_final[:, :n_tokens], sol.x_final[:, n_tokens:]
         dx, growth = normalise(model64, xs, dx, args64)
         total += np.log(np.asarray(growth))
@@ -262,15 +256,70 @@ def finite_time_lyapunov(
         exponents=exponents,
         median=np.median(exponents, axis=0),
         max=exponents.max(axis=0),
-        flow=flow,
+        flow=options.flow,
         directions=int(directions),
         segment=float(segment),
         seed=int(seed),
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
+        solver=options.solver,
+        rtol=number(options.rtol),
+        atol=number(options.atol),
         coordinates="g" if has(model, "energy_coordinates") else "x",
     )
+
+
+def _options_per_flow(options, flows) -> dict:
+    """`{flow: SolveOptions}` for `long_horizon`: one `SolveOptions` for every flow, or a
+    mapping with one per flow of `flows` (sharing `rtol` and `atol`: the fixed-point
+    tolerance and the record are the study's); each flow replaces its options' `flow`."""
+    if isinstance(options, solvers.SolveOptions):
+        return {f: options.replace(flow=f) for f in FLOWS}
+    if not isinstance(options, Mapping):
+        raise TypeError(
+            "long_horizon's options must be a solvers.SolveOptions (every flow) or a mapping "
+            f"of flows to them (got {type(options).__name__})."
+        )
+    missing = [f for f in flows if f not in options]
+    if missing:
+        raise ValueError(
+            f"long_horizon's options have none for the {missing[0]} flow: give one per flow "
+            "of flows, or one solvers.SolveOptions for all."
+        )
+    per_flow = {}
+    for f, value in options.items():
+        if f not in FLOWS:
+            raise ValueError(
+                f"long_horizon's options name a flow {f!r}: choose from {', '.join(FLOWS)}."
+            )
+        per_flow[f] = require_options("long_horizon", value).replace(flow=f)
+    steps = {(per_flow[f].rtol, per_flow[f].atol) for f in flows}
+    if len(steps) > 1:
+        raise ValueError(
+            "long_horizon's options per flow must share rtol and atol (the fixed-point "
+            "tolerance and the record are the study's): give them the same, or run the "
+            "flows in two calls."
+        )
+    return per_flow
+
+
+def _auto_tol(value, options, name):
+    """`value`, or for `"auto"` 10 times `options.rtol` (None without options)."""
+    if value != "auto":
+        return None if value is None else float(value)
+    if options is None:
+        return None
+    if options.rtol is None:
+        raise ValueError(
+            f"LongHorizonSettings.{name}='auto' is 10 rtol, and these options have none "
+            "(constant steps or a step-size controller): give a number."
+        )
+    return 10.0 * float(options.rtol)
+
+
+def _shared(values: dict):
+    """One value where every flow has the same (as the metadata recorded it), else the
+    mapping per flow."""
+    distinct = list(dict.fromkeys(values.values()))
+    return distinct[0] if len(distinct) == 1 else dict(values)
 
 
 def long_horizon(
@@ -280,25 +329,11 @@ def long_horizon(
     *,
     flows: Sequence[Flow] = FLOWS,
     t1: float = 1e4,
-    n_times: int = 41,
-    t_first: float = 1e-2,
-    solver: str | diffrax.AbstractSolver | dict | None = None,
-    rtol: float = 1e-4,
-    atol: float = 1e-6,
-    max_steps: int = 200_000,
-    hold_tol: float | str | None = None,
-    fixed_point_tol: float | str = "auto",
-    fit_start: float = 0.8,
-    fit_floor: float | None = None,
-    error_fn: Callable[[Array], float] | None = None,
-    error_name: str = "masked MSE",
-    lyapunov_horizons: Sequence[float] = (1.0, 10.0, 100.0),
-    lyapunov_directions: int = 4,
-    lyapunov_segment: float = 2.0,
-    seed: int = 0,
+    options: solvers.SolveOptions | Mapping[str, solvers.SolveOptions] = LONG_HORIZON_OPTIONS,
+    settings: LongHorizonSettings = LongHorizonSettings(),
 ) -> LongHorizon:
-    """Each flow from `x0: [N, D]` to `t1`, recorded at `n_times` log-spaced times, and
-    finite-time Lyapunov exponents of its end state.
+    """Each flow from `x0: [N, D]` to `t1`, recorded at `settings.n_times` log-spaced
+    times, and finite-time Lyapunov exponents of its end state.
 
     **What it needs of the model:** any `solvers.EnergySystem`: `energy(x, args)`,
     `vector_field(t, x, args, flow)` for each flow in `flows`, `residual(x, args)` (RMS G
@@ -313,39 +348,31 @@ def long_horizon(
 
     - `model`, `x0`, `args`: the model, one state, its conditions (`None` for none).
       Run it in float64 for `t1` near `1e4` (float32 resolves times there to ~0.016).
-    - `flows`; `t1` (tau units); `n_times`, `t_first`: the record times, `0` and
-      log-spaced from `t_first` to `t1`; one solve per interval, each continuing from
-      the previous end (`max_steps` applies per interval).
-    - `solver`: a name or diffrax solver for both flows, or a dict per flow (default
-      `DEFAULT_SOLVERS`: tsit5 on the native flow, `"auto"` on the projected one);
-      `rtol`, `atol`.
-    - `hold_tol`: `None` (default) integrates the projected flow to `t1`. A number: RMS
-      G at which the **projected** flow's solve stops (`FixedPointStop`); later times
-      are that fixed point, held (not integrated), and `held` marks them. `"auto"`:
-      `10 rtol` (an explicit solver's residual floor at a tolerance is near `rtol`). The
-      native flow is always integrated (it has no fixed point in x).
-    - `fixed_point_tol`: RMS G below which a flow counts as having reached a fixed point
-      (`t_fixed_point`). `"auto"` (default): `10 rtol`, the same reasoning as `hold_tol`:
-      an adaptive solve's RMS G stalls between about `0.1 rtol` and `rtol` once the
-      flow has converged (tsit5 at its stability limit), so nothing below `rtol` can be
-      told from the solver's noise.
-    - `fit_start`, `fit_floor`: the decay law of RMS G is fitted from the first time it
-      is at most `fit_start` times its peak (the decay has begun; RMS G can rise first)
-      to the last time it is above `fit_floor` (default `fixed_point_tol`: below it an
-      explicit solver's residual stalls, and "auto"'s decays at its own implicit steps'
-      rate rather than the flow's), on integrated (not held) records;
-      see `fit_decay_laws`. The
-      default 0.8 leaves a slow power law enough records (the native flow's RMS G falls
-      only 2.6-fold from its peak by t = 100 on the tests' tiny model); the chosen law's
-      `late` rate, over the window's last three records, is free of the transient that
-      an early start takes in. An exponential needs records every few `1/rate`: the
-      default ten per decade (`n_times` 41 from `t_first` 0.01 to `t1` 100) resolve one
-      that falls to the floor within a decade.
-    - `error_fn`: `x -> float`, e.g. the masked MSE of an image model's decoded state
-      (`error_name` labels it, units included: the figure's axis is named after it);
-      `None` records NaN (and `metadata["error"]` is `None`).
-    - `lyapunov_horizons`, `lyapunov_directions`, `lyapunov_segment`, `seed`: see
-      `finite_time_lyapunov` (float64, rtol 1e-10); `()` skips them.
+    - `flows`; `t1` (tau units).
+    - `options`: how each flow is solved: one `solvers.SolveOptions` for every flow (each
+      flow replaces `options.flow`), or a mapping of flows to them (default
+      `LONG_HORIZON_OPTIONS`: tsit5 on the native flow, `"auto"` on the projected one,
+      rtol 1e-4, atol 1e-6, at most 200,000 steps per recorded interval). The records
+      are `0` and log-spaced times from `settings.t_first`; one solve per interval,
+      each continuing from the previous end.
+    - `settings`: a `LongHorizonSettings`: the record times, the projected flow's hold
+      (`hold_tol`), the fixed-point tolerance (`fixed_point_atol`, default `10 rtol`: an
+      adaptive solve's RMS G stalls between about `0.1 rtol` and `rtol` once the flow
+      has converged, so nothing below `rtol` can be told from the solver's noise), the
+      decay-law fit, the error of the state and the Lyapunov exponents (each field
+      documented there).
+
+    The decay law of RMS G is fitted from the first time it is at most `fit_start` times
+    its peak (the decay has begun; RMS G can rise first) to the last time it is above
+    `fit_floor` (default the fixed-point tolerance: below it an explicit solver's
+    residual stalls, and "auto"'s decays at its own implicit steps' rate rather than the
+    flow's), on integrated (not held) records; see `fit_decay_laws`. The default 0.8
+    leaves a slow power law enough records (the native flow's RMS G falls only 2.6-fold
+    from its peak by t = 100 on the tests' tiny model); the chosen law's `late` rate,
+    over the window's last three records, is free of the transient that an early start
+    takes in. An exponential needs records every few `1/rate`: the default ten per
+    decade (`n_times` 41 from `t_first` 0.01 to `t1` 100) resolve one that falls to the
+    floor within a decade.
 
     **Returns:** a `LongHorizon`: the `times`, one `energy_reference` for all flows,
     per flow a `LongHorizonFlow` (its records, solver statistics, fixed-point time, decay
@@ -360,26 +387,23 @@ def long_horizon(
     unknown = [f for f in flows if f not in FLOWS]
     if unknown:
         raise ValueError(f"unknown flow {unknown[0]!r}: choose from {', '.join(FLOWS)}.")
+    per_flow = _options_per_flow(options, flows)
     dtype = model_dtype(model)
-    times = log_times(t_first, t1, n_times - 1, start=0.0)
-    per_flow = (
-        solver
-        if isinstance(solver, dict)
-        else {f: (DEFAULT_SOLVERS[f] if solver is None else solver) for f in FLOWS}
-    )
-    tol = 10.0 * rtol if hold_tol == "auto" else hold_tol
-    fp_tol = 10.0 * rtol if fixed_point_tol == "auto" else float(fixed_point_tol)
-    floor = fp_tol if fit_floor is None else float(fit_floor)
+    times = log_times(settings.t_first, t1, settings.n_times - 1, start=0.0)
+    tol = _auto_tol(settings.hold_tol, per_flow.get("projected"), "hold_tol")
+    first = per_flow[flows[0]] if len(flows) else next(iter(per_flow.values()))
+    rtol, atol = first.rtol, first.atol  # shared by every flow run
+    fp_tol = _auto_tol(settings.fixed_point_atol, first, "fixed_point_atol")
+    floor = fp_tol if settings.fit_floor is None else float(settings.fit_floor)
+    horizons = settings.lyapunov_horizons
+    error_fn = settings.error_fn
     out: dict[str, Any] = dict(times=times, flows={})
     for flow in flows:
-        options = dict(solver=per_flow[flow], rtol=rtol, atol=atol, max_steps=max_steps)
         rec = _trajectory(
-            model, x0, args, times, flow, options, tol if flow == "projected" else None, error_fn
+            model, x0, args, times, per_flow[flow], tol if flow == "projected" else None, error_fn
         )
         seg = rec["segments"]
-        rec["solver"] = (
-            per_flow[flow] if isinstance(per_flow[flow], str) else type(per_flow[flow]).__name__
-        )
+        rec["solver"] = solver_name(per_flow[flow])
         rec["total_steps"] = int(sum(seg["accepted"]) + sum(seg["rejected"]))
         rec["total_nfe"] = int(sum(seg["nfe"]))
         rec["total_switches"] = (
@@ -401,21 +425,20 @@ def long_horizon(
         if rec["held"].any():
             once[int(np.argmax(rec["held"]))] = True
         g_once = rec["residual_rms"][once]
-        flow_floor = fp_tol if fit_floor is None else float(fit_floor)
         rec["decay"] = fit_decay_laws(
-            rec["state_times"][once], g_once, floor=flow_floor, start=fit_start
+            rec["state_times"][once], g_once, floor=floor, start=settings.fit_start
         )
         rec["lyapunov"] = None
-        if len(lyapunov_horizons) and np.all(np.isfinite(rec["x_end"])):
+        if len(horizons) and np.all(np.isfinite(rec["x_end"])):
             rec["lyapunov"] = finite_time_lyapunov(
                 model,
                 rec["x_end"],
                 args,
-                flow=flow,
-                horizons=lyapunov_horizons,
-                directions=lyapunov_directions,
-                segment=lyapunov_segment,
-                seed=seed,
+                options=FINITE_TIME_LYAPUNOV_OPTIONS.replace(flow=flow),
+                horizons=horizons,
+                directions=settings.lyapunov_directions,
+                segment=settings.lyapunov_segment,
+                seed=settings.seed,
             )
         out["flows"][flow] = rec
     reference = energy_reference(out["flows"])
@@ -434,17 +457,17 @@ def long_horizon(
         rtol=rtol,
         atol=atol,
         t1=t1,
-        n_times=n_times,
-        max_steps=max_steps,
+        n_times=settings.n_times,
+        max_steps=_shared({f: per_flow[f].max_steps for f in flows}),
         hold_tol=tol,
         fixed_point_tol=fp_tol,
-        fit_start=fit_start,
+        fit_start=settings.fit_start,
         fit_floor=floor,
-        error=error_name if error_fn is not None else None,
+        error=settings.error_name if error_fn is not None else None,
         model_type=type(model).__name__,
         token_scales=has(model, "token_scales"),
-        seeds=dict(lyapunov=seed),
-        lyapunov_horizons=list(map(float, lyapunov_horizons)),
+        seeds=dict(lyapunov=settings.seed),
+        lyapunov_horizons=list(map(float, horizons)),
         energy_reference=reference["label"],
         coordinates=(
             "RMS G over the N D entries of the residual; s_A of x; FTLE of |dg|"

@@ -91,12 +91,13 @@ class LongHorizonFlow(Result):
     """The slope of the median scale over the last decade (per tau; None without
     scales)."""
     t_fixed_point: float | None
-    """When RMS G first fell below `fixed_point_tol`, interpolated linearly in log RMS G
-    between the two records around it (tau units); None if it never did."""
+    """When RMS G first fell below `fixed_point_atol` (metadata `fixed_point_tol`),
+    interpolated linearly in log RMS G between the two records around it (tau units);
+    None if it never did."""
     t_fixed_point_bracket: list[float] | np.ndarray | None
     """`[2]`: those two records' times (None without a crossing)."""
     fixed_point_stays: bool | None
-    """Whether every later record stayed below `fixed_point_tol` (None without a
+    """Whether every later record stayed below `fixed_point_atol` (None without a
     crossing)."""
     decay: dict
     """The decay law of RMS G (`fit_decay_laws`): the chosen `law`, both fits and their

@@ -32,10 +32,8 @@ critical point can be, which kinks of `E` (ReLU memories) lie that close, and th
 one-sided answer there (`analysis._verdict`).
 """
 
-from collections.abc import Mapping
 from typing import Any, Literal, Protocol, runtime_checkable
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -43,7 +41,6 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from et_ode import solvers
-from et_ode.vocab import Flow
 
 from .._common import cast, float64_available
 from .._geometry import energy_coordinates, has, require, tangent_normalise
@@ -51,14 +48,22 @@ from .._records import metadata
 from .._results import build as typed
 from ..landscape import (
     GRADIENT_ASYMMETRY,
-    HESSIAN_DENSE_MAX,
     Coordinates,
-    Method,
     flow_eigenvalues,
     hessian_eigenvalues,
     linear_rate_range,
     smallest_eigenvalue_magnitude,
     verdict,
+)
+from ._settings import (
+    LYAPUNOV_EXPONENT_OPTIONS,
+    POLISH_TOL,
+    STABILITY_OPTIONS,
+    STABILITY_POLISH,
+    StabilitySettings,
+    constant_step,
+    number,
+    require_options,
 )
 from ._stability_records import LyapunovExponent, Stability, StabilityLyapunov
 
@@ -111,15 +116,10 @@ def lyapunov_exponent(
     x: Float[ArrayLike, "N D"],
     args: Any = None,
     *,
-    flow: Flow = "projected",
+    options: solvers.SolveOptions = LYAPUNOV_EXPONENT_OPTIONS,
     t1: float = 20.0,
     segments: int = 20,
     seed: int = 0,
-    solver: str | diffrax.AbstractSolver = "tsit5",
-    rtol: float | None = 1e-10,
-    atol: float | None = 1e-12,
-    dt0: float | None = None,
-    max_steps: int | None = 20000,
     measure: Literal["g", "metric"] = "g",
 ) -> LyapunovExponent:
     """Finite-time Lyapunov exponent of the flow from `x`, in float64, on any
@@ -132,8 +132,9 @@ def lyapunov_exponent(
     change `g`, are dropped; nothing for a flat model) and renormalised so that the
     perturbation of the energy's coordinates, `|C dx|` (`C` the clock: `|dg|` on the
     ET), is 1; the exponent is `sum(log growth) / t1` (units 1/tau).
-    `solver`, `rtol`, `atol`, `dt0`, `max_steps`: the `solvers.solve` options (`rtol =
-    atol = None` with a `dt0`: constant steps, the exponent of that discrete map).
+    `options`: how the pieces are solved and on which flow (default
+    `LYAPUNOV_EXPONENT_OPTIONS`: the projected flow, tsit5 at rtol 1e-10; constant
+    steps, `rtol = atol = None` with a `dt0`: the exponent of that discrete map).
     `measure`: `"g"` (the energy's coordinates, default) or `"metric"` (`|C^(1/2) dx|`,
     see `LYAPUNOV_MEASURES`).
 
@@ -144,6 +145,7 @@ def lyapunov_exponent(
     settings).
     """
     require(model, "lyapunov_exponent")
+    options = require_options("lyapunov_exponent", options)
     if measure not in LYAPUNOV_MEASURES:
         raise ValueError(
             f"measure must be one of {', '.join(LYAPUNOV_MEASURES)} (got {measure!r})."
@@ -155,23 +157,10 @@ def lyapunov_exponent(
     dx = jax.random.normal(jax.random.key(seed), x64.shape, x64.dtype)
     dx, _ = tangent_normalise(model64, x64, dx, args64, power)
     edges = np.linspace(0.0, float(t1), int(segments) + 1)
-    steps: dict[str, Any] = {} if dt0 is None else dict(dt0=dt0)
     logs = []
     for start, end in zip(edges[:-1], edges[1:]):
         y = jnp.concatenate([x64, dx])
-        sol = solvers.solve(
-            system,
-            y,
-            args=args64,
-            t0=start,
-            t1=end,
-            solver=solver,
-            rtol=rtol,
-            atol=atol,
-            flow=flow,
-            max_steps=max_steps,
-            **steps,
-        )
+        sol = solvers.solve(system, y, options=options, args=args64, t0=start, t1=end)
         x64, dx = sol.x_final[:n_tokens], sol.x_final[n_tokens:]
         dx, growth = tangent_normalise(model64, x64, dx, args64, power)
         logs.append(float(jnp.log(growth)))
@@ -180,21 +169,18 @@ def lyapunov_exponent(
         exponent=float(growths.sum() / float(t1)),
         local=growths / np.diff(edges),
         times=edges[1:],
-        flow=flow,
+        flow=options.flow,
         t1=float(t1),
         segments=int(segments),
         seed=int(seed),
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
-        dt0=dt0,
+        solver=options.solver,
+        rtol=number(options.rtol),
+        atol=number(options.atol),
+        dt0=constant_step(options),
         coordinates=measure,
     )
 
 
-# Newton's tolerance on RMS G for the polish, in float64: near round-off for the models
-# here (RMS G of a converged float64 state is 1e-13 to 1e-15).
-POLISH_TOL = 1e-11
 # Kinks count as within reach up to this multiple of the distance bound (the bound is a
 # linearisation; a margin keeps a kink just past it from being missed).
 KINK_REACH_FACTOR = 10.0
@@ -238,16 +224,29 @@ def _flow_to(model64, x, args64, target):
     )
 
 
-def _polish(model64, x64, args64, polish, tol, max_steps, pre_flow=False):
-    """Newton from `x64` (`solvers.find_fixed_point`, dense Jacobian up to
-    `solvers.NEWTON_DENSE_MAX` entries, GMRES above), with `pre_flow` from a point the
+def _newton_tol(newton) -> float:
+    """The RMS G the polish aims for: `newton.newton_tol`; `None`, 1e-10 in float64 (1e-5
+    where float64 is off); without a polish `POLISH_TOL`, at which a point counts as
+    converged."""
+    if newton is None:
+        return POLISH_TOL
+    if newton.newton_tol is not None:
+        return float(newton.newton_tol)
+    return 1e-10 if float64_available() else 1e-5
+
+
+def _polish(model64, x64, args64, newton, pre_flow=False):
+    """Newton from `x64` (`solvers.find_fixed_point` with the `NewtonSettings` `newton`,
+    `None`: no polish; dense Jacobian up to `solvers.NEWTON_DENSE_MAX` entries, GMRES
+    above, unless `newton.matrix_free` says which), with `pre_flow` from a point the
     projected flow has brought to RMS G `NEWTON_START` first; where Newton fails, the flow to
     `POLISH_TIGHTEN` times the residual, and Newton again. Returns the point and a
     report: each round's method and residual, and how far Newton moved the point
     (`newton_displacement`, the norm in the energy's coordinates, from where it
     started)."""
     before = float(solvers.rms(model64.residual(x64, args64)))
-    if not polish:
+    tol = _newton_tol(newton)
+    if newton is None:
         return x64, dict(
             polished=False,
             residual_rms_before=before,
@@ -259,7 +258,11 @@ def _polish(model64, x64, args64, polish, tol, max_steps, pre_flow=False):
             newton_start_residual_rms=before,
             newton_displacement=0.0,
         )
-    linear = "dense" if x64.size <= solvers.NEWTON_DENSE_MAX else "gmres"
+    if newton.matrix_free is None:
+        linear = "dense" if x64.size <= solvers.NEWTON_DENSE_MAX else "gmres"
+    else:
+        linear = "gmres" if newton.matrix_free else "dense"
+    max_steps = newton.max_newton
     x, residual, rounds, ok, steps = x64, before, [], False, 0
     if pre_flow and residual > NEWTON_START:
         x, residual, record = _flow_to(model64, x, args64, NEWTON_START)
@@ -325,43 +328,33 @@ def stability(
     model: solvers.EnergySystem,
     x_star: Float[ArrayLike, "N D"],
     args: Any = None,
-    flow: Flow = "projected",
     *,
+    options: solvers.SolveOptions = STABILITY_OPTIONS,
     coordinates: Coordinates = "g",
-    k: int = 6,
-    method: Method = "auto",
-    dense_max: int = HESSIAN_DENSE_MAX,
-    lyapunov_time: float | None = 20.0,
-    lyapunov_segments: int = 20,
-    seed: int = 0,
-    lanczos_tol: float = 1e-10,
-    lyapunov_options: Mapping[str, Any] | None = None,
-    polish: bool = True,
-    polish_tol: float = POLISH_TOL,
-    polish_max_steps: int = 20,
+    settings: StabilitySettings = StabilitySettings(),
 ) -> Stability:
     """Stability of a fixed point near `x_star` (one state, `[N, D]` on the ET) of any
     `solvers.EnergySystem`, with a verdict.
 
-    1. **Polish** (`polish=True`): Newton's method on the residual
-       (`solvers.find_fixed_point`, in float64; a dense Jacobian up to
-       `solvers.NEWTON_DENSE_MAX` state entries, matrix-free GMRES above) to RMS G below
-       `polish_tol`, at most `polish_max_steps` steps; where Newton fails from too far
-       away, the projected flow brings the point `POLISH_TIGHTEN` closer in RMS G and
-       Newton starts again (`POLISH_ROUNDS` rounds); where Newton moved the point
-       further than `JUMP_FACTOR` times the distance its starting residual allows (it
-       may have reached a neighbouring critical point), the polish starts again from
+    1. **Polish** (`settings.polish`, a `NewtonSettings`; `None` skips it): Newton's
+       method on the residual (`solvers.find_fixed_point`, in float64; a dense Jacobian
+       up to `solvers.NEWTON_DENSE_MAX` state entries, matrix-free GMRES above) to RMS G
+       below `newton_tol`, at most `max_newton` steps per round; where Newton fails
+       from too far away, the projected flow brings the point `POLISH_TIGHTEN` closer in
+       RMS G and Newton starts again (`POLISH_ROUNDS` rounds); where Newton moved the
+       point further than `JUMP_FACTOR` times the distance its starting residual allows
+       (it may have reached a neighbouring critical point), the polish starts again from
        the point the flow has taken to RMS G `NEWTON_START`, and if Newton still jumps
-       the verdict is refused. A point stopped at a loose
-       tolerance can sit on the other side of a kink of a ReLU energy from the fixed
-       point, where the Hessian differs.
+       the verdict is refused. A point stopped at a loose tolerance can sit on the other
+       side of a kink of a ReLU energy from the fixed point, where the Hessian differs.
     2. **Spectrum** of the tangent Hessian at the polished point (`hessian_eigenvalues`:
        dense for small problems, Lanczos otherwise); the distance to the true critical
        point is at most `|G|_2 / min|lambda|` (in the energy's coordinates).
     3. **Kinks** (models with `kink_distances`, such as the ET with ReLU memories):
        those within `KINK_REACH_FACTOR` times that distance make the Hessian one-sided;
        then the spectra of the two extreme sides (`model.one_sided`) bound every side's.
-    4. **Lyapunov exponent** of `flow` from the point (`lyapunov_time=None` skips it).
+    4. **Lyapunov exponent** of `options.flow` from the point
+       (`settings.lyapunov_time=None` skips it).
     5. **Verdict** (`analysis._verdict`): "stable minimum", "saddle of index k", "local
        maximum", or a refusal: "not converged", "degenerate", "at a kink" (the sides
        disagree), "not called" (the exponent falls outside the linearised flow's range),
@@ -373,11 +366,18 @@ def stability(
     optional: the geometry and metric of `analysis._geometry`, `kink_distances` and
     `one_sided`, `tau`.
 
-    **Arguments:** as `hessian_eigenvalues` and `lyapunov_exponent`; `flow` is the flow
-    whose Lyapunov exponent is measured (only the projected flow's, or a flat model's,
-    is compared with the Hessian); `lyapunov_options`: solver options of
-    `lyapunov_exponent` (`solver`, `rtol`, `atol`, `dt0`, `max_steps`; default its tsit5
-    at rtol 1e-10); `polish`, `polish_tol`, `polish_max_steps`: step 1.
+    **Arguments:**
+
+    - `model`, `x_star`, `args`: the system, the point, its conditions.
+    - `options`: the flow whose Lyapunov exponent is measured (only the projected
+      flow's, or a flat model's, is compared with the Hessian) and how that exponent is
+      solved (default `STABILITY_OPTIONS`: the projected flow, tsit5 at rtol 1e-10, as
+      `lyapunov_exponent`'s).
+    - `coordinates`: `"g"` (the eigenvalues of `H`) or `"x"` (those of
+      `C^(1/2) H C^(1/2)`), as in `hessian_eigenvalues`.
+    - `settings`: a `StabilitySettings`: the spectrum (`k`, `method`, `dense_max`,
+      `eigen_tol`, `seed`), the Lyapunov exponent's horizon and pieces
+      (`lyapunov_time`, `lyapunov_segments`) and the polish of step 1 (`polish`).
 
     **Returns:** a `Stability`: the `hessian_eigenvalues` entries at the polished
     point, the point, the polish, the distance bound, the kinks and sides, the rates,
@@ -385,6 +385,8 @@ def stability(
     (each entry documented on its field).
     """
     require(model, "stability")
+    options = require_options("stability", options)
+    flow, k, seed = options.flow, settings.k, settings.seed
     x_star = jnp.asarray(x_star)
     if x_star.ndim != 2:
         raise ValueError(f"stability takes one state [N, D]; got shape {tuple(x_star.shape)}.")
@@ -392,17 +394,15 @@ def stability(
     spectrum: dict[str, Any] = dict(
         coordinates=coordinates,
         k=k,
-        method=method,
-        dense_max=dense_max,
-        lanczos_tol=lanczos_tol,
+        method=settings.method,
+        dense_max=settings.dense_max,
+        lanczos_tol=settings.eigen_tol,
         seed=seed,
     )
     tau = float(getattr(model, "tau", 1.0))
 
     def polished_spectrum(pre_flow):
-        x, report = _polish(
-            model64, x_given, args64, polish, polish_tol, polish_max_steps, pre_flow=pre_flow
-        )
+        x, report = _polish(model64, x_given, args64, settings.polish, pre_flow=pre_flow)
         # a dict of its entries: stability adds its own (the typed result is read-only)
         spec = dict(hessian_eigenvalues(model64, x, args64, **spectrum))
         known = (
@@ -468,6 +468,7 @@ def stability(
         energy=float(model64.energy(x64, args64)),
         lyapunov=None,
     )
+    lyapunov_time = settings.lyapunov_time
     if lyapunov_time is not None:
         horizon, capped = float(lyapunov_time), None
         own = linear_rate_range(
@@ -482,12 +483,11 @@ def stability(
             model64,
             x64,
             args64,
-            flow=flow,
+            options=options,
             t1=horizon,
-            segments=lyapunov_segments,
+            segments=settings.lyapunov_segments,
             seed=seed,
             measure="metric",
-            **(lyapunov_options or {}),
         )
         result["lyapunov"] = StabilityLyapunov(**exponent, capped_from=capped)
     compared_flow = "projected" if result["geometry"] == "flat" else flow
@@ -529,7 +529,11 @@ def stability(
             method=result["method"],
             k=k,
             float64=float64_available(),
-            polish=dict(tol=polish_tol, max_steps=polish_max_steps, enabled=bool(polish)),
+            polish=dict(
+                tol=_newton_tol(settings.polish),
+                max_steps=(settings.polish or STABILITY_POLISH).max_newton,
+                enabled=settings.polish is not None,
+            ),
             geometry=result["geometry"],
         ),
     )

@@ -146,7 +146,7 @@ class FixedPoints(Result):
     stop_reason: list[str]
     """`[S]`: why it stopped."""
     converged: np.ndarray
-    """`[S]`: `residual_rms <= tolerance`."""
+    """`[S]`: `residual_rms <= fixed_point_atol` (the settings')."""
     newton_polished: np.ndarray
     """`[S]`: whether Newton converged near the end state (all True without polish)."""
     morse_index: np.ndarray | None

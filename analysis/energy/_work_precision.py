@@ -20,6 +20,7 @@ from et_ode.vocab import Flow
 
 from .._common import as_batch, cast, float64_available, shard
 from .._records import metadata, model_dtype
+from ._settings import WorkPrecisionSettings
 from ._solver_run_records import WorkPrecision, WorkPrecisionRun
 
 
@@ -54,85 +55,72 @@ def work_precision(
     step_sizes: Sequence[float] = (0.2, 0.1, 0.05, 0.025, 0.0125),
     t1: float = 1.2,
     flow: Flow = "native",
-    atol_factor: float = 1e-2,
-    reference_solver: str = "dopri8",
-    reference_rtol: float = 1e-12,
-    repeats: int = 3,
-    max_steps: int = 100_000,
-    args_batched: bool = False,
+    settings: WorkPrecisionSettings = WorkPrecisionSettings(),
 ) -> WorkPrecision:
     """Error of `x(t1)` against NFE and wall time for a grid of tolerances (adaptive
-    solvers, `atol = atol_factor * rtol`) and constant step sizes (any explicit solver).
+    solvers, `atol = settings.atol_factor * rtol`) and constant step sizes (any explicit
+    solver).
 
     **Arguments:**
 
-    - `model`, `x0` (`[N, D]` or `[B, N, D]`), `args`: as in `solvers.solve`.
+    - `model`, `x0` (`[N, D]` or `[B, N, D]`), `args`: as in `solvers.solve` (per
+      sample with `settings.args_batched`).
       **Protocol:** any `solvers.EnergySystem` (`energy`, `vector_field`, `residual`);
       `error_paper` compares with the ET paper's Euler map (dt 0.1), meaningful for the
       ET only.
     - `solvers` (adaptive, PID steps) x `tolerances`; `fixed_solvers` (constant steps)
-      x `step_sizes`.
-    - `t1`, `flow`, `max_steps`: every solve (the paper's horizon 1.2 by default).
-    - `reference_solver`, `reference_rtol`: the exact reference, solved in float64 (a
-      float32 model is cast) with `atol = reference_rtol * 1e-2`.
-    - `repeats`: timed calls after a warm-up (the median is reported; never compare
-      timings taken on different machines).
+      x `step_sizes`: the grid, each run a `solvers.SolveOptions` of its solver and
+      steps on `flow`.
+    - `t1`, `flow`: every solve (the paper's horizon 1.2 by default).
+    - `settings`: a `WorkPrecisionSettings`: `atol_factor`, the exact reference
+      (`reference_solver`, `reference_rtol`: solved in float64, a float32 model cast,
+      with `atol = reference_rtol * 1e-2`), `repeats` (timed calls after a warm-up: the
+      median is reported; never compare timings taken on different machines),
+      `max_steps` (every solve) and `args_batched`.
 
     **Returns:** a `WorkPrecision`: per run a `WorkPrecisionRun` (its solver and
     tolerance or step, NFE, steps, wall time and both errors; each entry documented on
     its field), the `reference` and `paper` solutions, and `metadata`.
     """
+    atol_factor, repeats, max_steps = settings.atol_factor, settings.repeats, settings.max_steps
+    reference_solver, reference_rtol = settings.reference_solver, settings.reference_rtol
+    args_batched = settings.args_batched
     xb, _ = as_batch(x0)
     dtype = model_dtype(model)
     ref_model, ref_x, ref_args = cast((model, xb, args), jnp.float64)
     xb, args, batch = shard(xb, args, args_batched)
     ref_x, ref_args, _ = shard(ref_x, ref_args, args_batched)
-    ref = _solvers.solve(
-        ref_model,
-        ref_x,
-        args=ref_args,
-        t1=t1,
-        flow=flow,
+    reference = _solvers.SolveOptions(
         solver=reference_solver,
         rtol=reference_rtol,
         atol=reference_rtol * 1e-2,
         max_steps=max_steps,
-        args_batched=args_batched,
+        flow=flow,
+    )
+    ref = _solvers.solve(
+        ref_model, ref_x, options=reference, args=ref_args, t1=t1, args_batched=args_batched
     )
     x_exact = np.asarray(ref.x_final, np.float64)[:batch]
+    paper_map = _solvers.SolveOptions(solver="euler", dt0=0.1, max_steps=max_steps, flow=flow)
     paper = _solvers.solve(
-        model,
-        xb,
-        args=args,
-        t1=t1,
-        flow=flow,
-        solver="euler",
-        dt0=0.1,
-        max_steps=max_steps,
-        args_batched=args_batched,
+        model, xb, options=paper_map, args=args, t1=t1, args_batched=args_batched
     )
     x_paper = np.asarray(paper.x_final, np.float64)[:batch]
     runs = []
     grid = [
-        ("adaptive", s, dict(rtol=tol, atol=atol_factor * tol))
+        ("adaptive", s, dict(rtol=float(tol), atol=float(atol_factor * tol)))
         for s in solvers
         for tol in tolerances
     ]
-    grid += [("fixed", s, dict(dt0=dt)) for s in fixed_solvers for dt in step_sizes]
-    for kind, name, options in grid:
+    grid += [("fixed", s, dict(dt0=float(dt))) for s in fixed_solvers for dt in step_sizes]
+    for kind, name, steps in grid:
+        options = _solvers.SolveOptions(solver=name, max_steps=max_steps, flow=flow).replace(
+            **steps
+        )
 
-        def run(name=name, options=options):
+        def run(options=options):
             return _solvers.solve(
-                model,
-                xb,
-                args=args,
-                t1=t1,
-                flow=flow,
-                solver=name,
-                max_steps=max_steps,
-                args_batched=args_batched,
-                throw=False,
-                **options,
+                model, xb, options=options, args=args, t1=t1, args_batched=args_batched, throw=False
             )
 
         sol, wall = timed(run, repeats)
@@ -143,7 +131,7 @@ def work_precision(
             WorkPrecisionRun(
                 solver=name,
                 kind=kind,
-                **options,
+                **steps,
                 nfe=int(np.max(np.asarray(sol.stats["nfe"])[:batch])),
                 num_steps=int(np.max(np.asarray(sol.stats["num_steps"])[:batch])),
                 wall_s=wall,

@@ -1,12 +1,13 @@
 """The energy video's frames (`energy_video_frames`): the masked input, the completion, the
 original, E and the error over time, one figure per saved time, drawn to pixels."""
 
-from typing import Any, Literal, overload
+from typing import Literal, overload
 
 import numpy as np
 from jaxtyping import ArrayLike, Float, Real
 from matplotlib.figure import Figure
 
+from et_ode import solvers
 from et_ode.tasks import MaskedImageET, Masking
 
 from .._records import model_dtype
@@ -148,7 +149,7 @@ def energy_video_frames(
     reference: tuple[float, str] | None = None,
     name: str | None = None,
     still: Literal[False] = False,
-    **options: Any,
+    options: solvers.SolveOptions | None = None,
 ) -> tuple[Frames, dict]: ...
 
 
@@ -162,7 +163,7 @@ def energy_video_frames(
     reference: tuple[float, str] | None = None,
     name: str | None = None,
     still: Literal[True],
-    **options: Any,
+    options: solvers.SolveOptions | None = None,
 ) -> tuple[Frames, dict, Figure]: ...
 
 
@@ -175,7 +176,7 @@ def energy_video_frames(
     reference: tuple[float, str] | None = None,
     name: str | None = None,
     still: bool = False,
-    **options: Any,
+    options: solvers.SolveOptions | None = None,
 ) -> tuple[Frames, dict] | tuple[Frames, dict, Figure]:
     """Figure 8, the energy-trajectory video: one frame per time in `times`, each showing,
     per image (a row), the masked input, the completion at time t (the decoded tokens
@@ -197,7 +198,9 @@ def energy_video_frames(
     `(time, label)` of the dashed line (default `reference_time(model, images,
     masking)`); `name`: the model's name for the caption; `still`: also return the
     figure, drawn at the still frame (`still_frame`) with a line saying which frame it
-    is; `options` as for `image_trajectory`.
+    is; `options`: how to solve, a `solvers.SolveOptions` (None: the model's own,
+    `model.dynamics.options`), its cap raised to reach the last time (as for
+    `image_trajectory`).
 
     **Returns:** `(frames, data)`, with `still` `(frames, data, figure)`: `frames`, a
     list of `T` arrays `uint8 [H, W, 3]`; `data` with `times [T]`, `energies [B, T]`,
@@ -206,7 +209,7 @@ def energy_video_frames(
     `interpolated_frames` and `frames_note` (`frame_steps`), `options`, `stats`.
     """
     horizon, label = reference or reference_time(model, images, masking)
-    traj = image_trajectory(model, images, masking, times, **options)
+    traj = image_trajectory(model, images, masking, times, options=options)
     completed = to_display(model, completed_patches(traj, masking))  # [B, T, S, S, C]
     masked = masked_display(model, np.asarray(images), masking)
     energies, mse, ts = traj["energies"], traj["mse"], traj["times"]

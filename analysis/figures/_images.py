@@ -20,6 +20,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Float, Real, UInt8
 from matplotlib.figure import Figure
 
+from et_ode import solvers
 from et_ode.tasks import MaskedImageET, Masking, masked_mse, mean_fill
 
 from .._records import model_dtype
@@ -281,7 +282,7 @@ def tokens_over_time_figure(
     index: int = 0,
     *,
     name: str | None = None,
-    **options: Any,
+    options: solvers.SolveOptions | None = None,
 ) -> tuple[Figure, dict]:
     """Figure 4: one image's tokens decoded at each of `times` (top row: every patch
     decoded, context standardisation and normalisation undone, the visible ones
@@ -298,15 +299,16 @@ def tokens_over_time_figure(
     The caption gives the model (`name`), which image, the solve and the dtype.
 
     **Arguments:** `images [B, S, S, C]` in [0, 1] and `masking` with `[B, N]` fields
-    (the whole batch is solved, image `index` is shown); `times [T]`; `options` as for
-    `image_trajectory`.
+    (the whole batch is solved, image `index` is shown); `times [T]`; `options`: how to
+    solve, a `solvers.SolveOptions` (None: the model's own, `model.dynamics.options`),
+    its cap raised to reach the last time (as for `image_trajectory`).
 
     **Returns:** `(fig, data)`: `times`, `tokens [T, S, S, C]` in [0, 1], for each part
     `{part} [T, S, S, C]` (normalised units per tau) and `{part}_scale`, `energies [T]`,
     `mse [T]` (this image's), `masked` and `original` images, `index`, `options`.
     """
     images = np.asarray(images)
-    traj = image_trajectory(model, images, masking, times, **options)
+    traj = image_trajectory(model, images, masking, times, options=options)
     conditions = jax.tree.map(lambda a: a[index], traj["conditions"])
     parts = _decoded_parts(
         model,
@@ -329,13 +331,13 @@ def tokens_over_time_figure(
         decoded = np.asarray(jax.vmap(model.image)(parts[part]))
         data[part] = decoded
         data[f"{part}_scale"] = float(np.max(np.abs(decoded)))
-    options = traj["options"]
+    solved = traj["options"]  # the solve's keywords, as recorded
     text = _model_caption(
         model,
         name,
         f"image {index + 1} of {len(images)}",
-        f"{options.get('flow')} flow, {solver_text(options)}",
-        frame_steps(options, traj["times"])["sentence"],
+        f"{solved.get('flow')} flow, {solver_text(solved)}",
+        frame_steps(solved, traj["times"])["sentence"],
     )
     return _tokens_drawing(data, names, text), data
 

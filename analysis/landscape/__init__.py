@@ -9,19 +9,34 @@ Imports `et_ode.solvers` and nothing of the Energy Transformer: an energy model'
 parameters are its own `lenses` (`EnergyTransformer.lenses` names `"beta"`,
 `"memory_scale"`, `"field_strength"`), looked up by name. No `et_ode.tasks`, optax, tqdm
 or matplotlib is loaded with it (tests/test_layout.py).
+
+How a trajectory is solved is a `solvers.SolveOptions` (`options=`, defaults
+`BASIN_OPTIONS`, `LYAPUNOV_OPTIONS`); each tool's other knobs are one settings object
+(`ContinuationSettings`, `SteadyStateSettings`, `BasinSettings`,
+`BasinContinuationSettings`, `LyapunovSpectrumSettings`; Newton's are a `NewtonSettings`
+inside them).
 """
 
 from ._basin_continuation import basin_continuation
 from ._basin_records import (
     Attractor,
     BasinContinuation,
+    BasinContinuationSettings,
     BasinEntropy,
     Basins,
+    BasinSettings,
     Track,
     TrackSummary,
 )
-from ._basins import basin_entropy, basins, grid_starts
-from ._branch_records import Bifurcation, Branch, BranchPoint, Fold, HopfPoint
+from ._basins import BASIN_OPTIONS, basin_entropy, basins, grid_starts
+from ._branch_records import (
+    Bifurcation,
+    Branch,
+    BranchPoint,
+    ContinuationSettings,
+    Fold,
+    HopfPoint,
+)
 from ._continuation import Parameter, continuation, switch_branch
 from ._energy_field import flow_eigenvalues
 from ._fold_curve import fold_continuation
@@ -34,9 +49,14 @@ from ._hessian import (
     hessian_eigenvalues,
     smallest_eigenvalue_magnitude,
 )
-from ._lyapunov_spectrum import LyapunovSpectrum, lyapunov_spectrum
+from ._lyapunov_spectrum import (
+    LYAPUNOV_OPTIONS,
+    LyapunovSpectrum,
+    LyapunovSpectrumSettings,
+    lyapunov_spectrum,
+)
 from ._polish import polish_near
-from ._steady_states import SteadyStates, steady_states
+from ._steady_states import SteadyStates, SteadyStateSettings, steady_states
 from ._verdict import GRADIENT_ASYMMETRY, linear_rate_range, linearly_stable, verdict
 
 __all__ = [
@@ -56,6 +76,13 @@ __all__ = [
     "BranchPoint",
     "Fold",
     "HopfPoint",
+    "ContinuationSettings",
+    "SteadyStateSettings",
+    "BasinSettings",
+    "BasinContinuationSettings",
+    "LyapunovSpectrumSettings",
+    "BASIN_OPTIONS",
+    "LYAPUNOV_OPTIONS",
     "basin_continuation",
     "basin_entropy",
     "basins",

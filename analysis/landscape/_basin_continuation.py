@@ -13,15 +13,16 @@ an attractor vanishes. What it cannot see: an attractor that no start reaches, a
 exactly between two values of `p` a change happens (for that, `continuation` from a
 track's state, whose bisection locates it).
 
-Matching (`match=`). The attractors at `p[k]` are matched one-to-one to those present at
-`p[k - 1]` by one of two rules, each solved as an assignment problem
+Matching (`BasinContinuationSettings.match`). The attractors at `p[k]` are matched
+one-to-one to those present at `p[k - 1]` by one of two rules, each solved as an
+assignment problem
 (`scipy.optimize.linear_sum_assignment`; after Attractors.jl's `MatchBySSSetDistance`
 and `MatchByBasinOverlap`, which match greedily, measure overlap relative to the earlier
 basin, and may revive a vanished attractor: here a track that vanished stays ended):
 
 - `"distance"` follows *states*: the pairs of least total RMS distance between energy
   coordinates (the ET's `g = LayerNorm(x)`, where "the same attractor" is meaningful:
-  see `basins`); a pair further apart than `track_tol` is not matched;
+  see `basins`); a pair further apart than `distance_tol` is not matched;
 - `"overlap"` follows *inputs*: the pairs whose basins share the most starts, by the
   Jaccard index `|A & B| / |A | B|` of the two sets of starts (most total overlap); a
   pair whose index is below `min_overlap` (or that shares no start) is not matched.
@@ -34,20 +35,19 @@ splits into two (a pitchfork), one of the two continues its track (the nearer, o
 one sharing more starts; the first in order on a tie) and the other appears. Each
 matched step records its `jump`, the RMS distance moved in energy coordinates: a jump
 much larger than the track's others means the match joined two different attractors
-(set `track_tol`, or take a finer grid of `p`). The assignment is made first and pairs
-beyond `track_tol` dropped after, so a tolerance can end a track that another
-assignment would have kept within it.
+(set `BasinContinuationSettings.distance_tol`, or take a finer grid of `p`). The
+assignment is made first and pairs beyond `distance_tol` dropped after, so a tolerance
+can end a track that another assignment would have kept within it.
 
 A value at which no start reaches the fixed-point stop ends the run with
 `solvers.SolveError` naming that value (`basins` has nothing to match there); where some
 starts fail, `basins`' warning is repeated with the value.
 """
 
-import inspect
 import math
 import warnings
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -55,20 +55,18 @@ from jaxtyping import ArrayLike, Float
 
 from et_ode import solvers
 
-from .._common import is_real
 from .._geometry import energy_coordinates, require
 from .._records import metadata
-from ._basin_records import BasinContinuation, Basins, basin_continuation_record
-from ._basins import basins
+from ._basin_records import (
+    BasinContinuation,
+    BasinContinuationSettings,
+    Basins,
+    basin_continuation_record,
+)
+from ._basins import BASIN_OPTIONS, basins, check_basin_options
 from ._continuation import Parameter
 from ._energy_field import parameter_function
 
-# The keywords of `basins` that `basin_continuation` passes through unchanged.
-BASINS_OPTIONS = tuple(
-    name
-    for name, option in inspect.signature(basins).parameters.items()
-    if option.kind is inspect.Parameter.KEYWORD_ONLY
-)
 # What a track keeps of `basins`' attractor at each value where it is present.
 ATTRACTOR_KEYS = ("x", "energy", "fraction", "stable", "morse_index", "smallest_eigenvalues")
 # The entries of `basins`' metadata kept in the result's (the same at every value).
@@ -158,22 +156,6 @@ def _match_overlap(previous: np.ndarray, current: np.ndarray, sizes, min_overlap
     }
 
 
-def _check_matching(match, track_tol, min_overlap) -> None:
-    """Refuse a matching rule other than the two, and a setting of the other rule."""
-    if match not in ("distance", "overlap"):
-        raise ValueError(f'match must be "distance" or "overlap" (got {match!r}).')
-    if track_tol is not None and not (is_real(track_tol) and float(track_tol) > 0):
-        raise ValueError(f"track_tol must be a positive distance or None (got {track_tol!r}).")
-    if not (is_real(min_overlap) and 0 <= float(min_overlap) <= 1):
-        raise ValueError(f"min_overlap must be a fraction in [0, 1] (got {min_overlap!r}).")
-    if match == "overlap" and track_tol is not None:
-        raise ValueError(
-            'track_tol is a distance for match="distance": drop it, or use min_overlap.'
-        )
-    if match == "distance" and float(min_overlap) != 0:
-        raise ValueError('min_overlap is for match="overlap": drop it, or use track_tol.')
-
-
 def _set(set_parameter, model, args, p):
     """`set_parameter(model, args, p)`, refused in one line unless it returns a pair."""
     result = set_parameter(model, args, p)
@@ -187,12 +169,13 @@ def _set(set_parameter, model, args, p):
     return result
 
 
-def _basins_at(p: float, model, starts, args, options: dict) -> Basins:
-    """`basins` at the value `p`, its failure and warnings naming `p`."""
+def _basins_at(p: float, model, starts, keywords: dict) -> Basins:
+    """`basins` at the value `p` (with `keywords`: `args`, `grid_shape`, `polish_first`,
+    `options`, `settings`), its failure and warnings naming `p`."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            result = basins(model, starts, args, **options)
+            result = basins(model, starts, **keywords)
         except solvers.SolveError as error:
             raise solvers.SolveError(
                 error.reason, f"basin_continuation at p = {p:g}: {error}", error.stats
@@ -213,13 +196,13 @@ def basin_continuation(
     model: solvers.EnergySystem,
     starts: Float[ArrayLike, "B N D"],
     ps: Sequence[float] | Float[ArrayLike, " P"],
-    args: Any = None,
     *,
+    args: Any = None,
     parameter: Parameter,
-    match: Literal["distance", "overlap"] = "distance",
-    track_tol: float | np.floating | None = None,
-    min_overlap: float | np.floating = 0.0,
-    **basins_options: Any,
+    grid_shape: tuple[int, int] | None = None,
+    polish_first: Sequence[int] = (),
+    options: solvers.SolveOptions = BASIN_OPTIONS,
+    settings: BasinContinuationSettings = BasinContinuationSettings(),
 ) -> BasinContinuation:
     """The basins of `starts` at each parameter value of `ps`, their attractors matched
     into tracks across `p` (module docstring).
@@ -237,31 +220,27 @@ def basin_continuation(
       external field), or a function `(model, args, p) -> (model, args)`; `p` is
       passed as a 0-d array of the starts' dtype, so a parameter stored as an array
       leaf of the model is traced and every value reuses one compiled solve.
-    - `match`: `"distance"` (follow the attractors' states) or `"overlap"` (follow
-      the inputs: basins sharing starts), module docstring.
-    - `track_tol`: with `"distance"`, the largest RMS distance (energy coordinates)
-      between an attractor at one value and its continuation at the next; `None`: no
-      limit (as Attractors.jl's default), the assignment of least total distance
-      decides.
-    - `min_overlap`: with `"overlap"`, the least Jaccard index (0 to 1) of the two
-      basins of a matched pair; 0: any shared start.
-    - `basins_options`: any keyword of `basins` (`flow`, `solver`, `rtol`, `atol`,
-      `dt0`, `fixed_point_atol`, `t1`, `max_steps`, `match_tol`, `polish_tol`,
-      `polish_max`, `polish_first`, `k`, `grid_shape`, `box`), the same at every `p`.
+    - `grid_shape`, `polish_first`, `options`: `basins`', the same at every `p`.
+    - `settings`: `BasinContinuationSettings`: `basins`' own settings at every `p`
+      (`settings.basins`, a `BasinSettings`), and how attractors are matched from one
+      value to the next (`match`, `"distance"` or `"overlap"`, module docstring; the
+      `distance_tol` of `"distance"`, the `min_overlap` of `"overlap"`).
 
     **Returns:** a `BasinContinuation` (its fields, and its `Track`s', say what each
     holds).
     """
     require(model, "basin_continuation")
     values = _check_values(ps)
-    unknown = sorted(set(basins_options) - set(BASINS_OPTIONS))
-    if unknown:
-        raise ValueError(
-            f"basin_continuation passes its options to basins, which has no {unknown} "
-            f"(its options: {', '.join(BASINS_OPTIONS)})."
+    if not isinstance(settings, BasinContinuationSettings):
+        raise TypeError(
+            "settings must be an analysis.BasinContinuationSettings (got "
+            f"{type(settings).__name__})."
         )
-    _check_matching(match, track_tol, min_overlap)
+    check_basin_options(options, settings.basins)
+    match, track_tol, min_overlap = settings.match, settings.distance_tol, settings.min_overlap
     limit = math.inf if track_tol is None else float(track_tol)
+    keywords: dict[str, Any] = dict(grid_shape=grid_shape, polish_first=polish_first)
+    keywords.update(options=options, settings=settings.basins)
     set_parameter = parameter_function(model, parameter)
     starts = jnp.asarray(starts)
     if starts.ndim != 3 or starts.shape[0] < 1:
@@ -275,7 +254,7 @@ def basin_continuation(
     last_meta: dict = {}
     for k, p in enumerate(values):
         model_p, args_p = _set(set_parameter, model, args, jnp.asarray(p, dtype))
-        result = _basins_at(float(p), model_p, starts, args_p, basins_options)
+        result = _basins_at(float(p), model_p, starts, dict(keywords, args=args_p))
         coordinates = [
             np.asarray(energy_coordinates(model_p, jnp.asarray(att["x"]), args_p))
             for att in result["attractors"]

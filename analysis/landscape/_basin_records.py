@@ -2,13 +2,138 @@
 `basin_entropy` (`BasinEntropy`) and of `basin_continuation` (`BasinContinuation`, each
 attractor followed across the parameter a `Track`). Every record is also a read-only
 mapping of its keys (`result["labels"] is result.labels`), written to JSON with the keys
-the dicts had (`to_json`) and read back typed (`from_json`)."""
+the dicts had (`to_json`) and read back typed (`from_json`).
+
+Their settings are here too: `BasinSettings` (what `basins` does with the end states,
+and the integration's horizon and stop) and `BasinContinuationSettings` (those at every
+value of the parameter, and how `basin_continuation` matches attractors from one value
+to the next)."""
 
 import dataclasses
+from typing import Literal
 
 import numpy as np
 
+from .._common import is_count, is_real
 from .._results import Result, optional
+from .._settings import NewtonSettings, Settings, at_least, positive
+from ._polish import POLISH_NEWTON
+
+
+@dataclasses.dataclass(frozen=True)
+class BasinSettings(Settings):
+    """What `basins` (and `basin_continuation` at every value) does beyond the solve
+    itself, which is its `options`.
+
+    - `fixed_point_atol`: the solve's stop, RMS G at most this (the model's units,
+      default 1e-5).
+    - `t1`: the horizon (time units of the model, `tau` on the ET; default 1e4): a start
+      that has not reached the stop by then is labelled `-1`.
+    - `distance_tol`: the RMS distance in the energy's coordinates within which two end
+      states are one attractor (default 1e-3). An end state lies about
+      `fixed_point_atol` over the smallest rate of the flow from its fixed point, so a
+      loose stop needs a looser `distance_tol`; attractors whose polished points then
+      lie within `distance_tol` of each other are merged into one.
+    - `polish`: each attractor's representative (its first end state) is polished by
+      Newton (`NewtonSettings`; `polish_near`: `solvers.find_fixed_point`, in float64
+      where it is available, kept only within 1e-3 of the end state) to RMS G at most
+      `newton_tol` (default 1e-10; `None`: 1e-10 with float64, else 1e-5) in at most
+      `max_newton` iterations (default 100) before its energy and Hessian are taken;
+      `matrix_free`: `None` dense up to `solvers.NEWTON_DENSE_MAX` state entries and
+      GMRES above, `True` GMRES, `False` dense (no `preconditioner`: an energy model's
+      Newton takes none). Where the polish fails, the attractor has no Morse index.
+    - `polish_max`: polish only the representatives of this many attractors (an integer
+      >= 0; `None`, the default: all): those of `basins`' `polish_first` starts, then the
+      most visited, the lowest energy first among equals. A landscape with a minimum per
+      start (the shipped models: see the landscape page) has as many attractors as
+      starts, and each polish and Hessian is a Newton-Krylov solve and a Lanczos run.
+    - `k`: Hessian eigenvalues computed per attractor (an integer >= 1, default 4:
+      `hessian_eigenvalues`, by Lanczos to a relative accuracy of `MORSE_LANCZOS_TOL`
+      above its dense size; its Morse index counts up to `k` negative ones), or, where
+      the residual is not a gradient, eigenvalues of the flow's Jacobian (those of
+      largest real part).
+    - `box`: with a grid of starts, the basin entropy's boxes are `box x box` starts (an
+      integer >= 1, default 5).
+    """
+
+    fixed_point_atol: float = 1e-5
+    t1: float = 1e4
+    distance_tol: float = 1e-3
+    polish: NewtonSettings = POLISH_NEWTON
+    polish_max: int | None = None
+    k: int = 4
+    box: int = 5
+
+    def check(self) -> None:
+        for name in ("fixed_point_atol", "t1", "distance_tol"):
+            positive(self, name)
+        if not isinstance(self.polish, NewtonSettings):
+            raise TypeError(
+                "BasinSettings.polish must be an analysis.NewtonSettings (got "
+                f"{type(self.polish).__name__}): NewtonSettings(newton_tol=...)."
+            )
+        if self.polish.preconditioner is not None:
+            raise ValueError(
+                "BasinSettings.polish takes no preconditioner (an energy model's Newton "
+                "has none): drop it."
+            )
+        if self.polish_max is not None and not is_count(self.polish_max, 0):
+            raise ValueError(
+                "BasinSettings.polish_max must be an integer >= 0 or None (all) (got "
+                f"{self.polish_max!r})."
+            )
+        for name in ("k", "box"):
+            if not is_count(getattr(self, name), 1):
+                at_least(self, name, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class BasinContinuationSettings(Settings):
+    """How `basin_continuation` finds the basins at each value of the parameter
+    (`basins`, the same `BasinSettings` at every value) and matches the attractors at one
+    value to those at the value before (its module docstring).
+
+    - `match`: `"distance"` (default: follow the attractors' states) or `"overlap"`
+      (follow the inputs: basins sharing starts).
+    - `distance_tol`: with `"distance"`, the largest RMS distance (energy coordinates)
+      between an attractor at one value and its continuation at the next; `None`, the
+      default: no limit (as Attractors.jl's default), the assignment of least total
+      distance decides. Refused with `"overlap"`. (Not `basins.distance_tol`, within
+      which two end states at one value are one attractor.)
+    - `min_overlap`: with `"overlap"`, the least Jaccard index (0 to 1) of the two basins
+      of a matched pair; 0, the default: any shared start. Only 0 with `"distance"`.
+    - `basins`: `basins`' settings at every value (`BasinSettings`).
+    """
+
+    match: Literal["distance", "overlap"] = "distance"
+    distance_tol: float | np.floating | None = None
+    min_overlap: float | np.floating = 0.0
+    basins: BasinSettings = BasinSettings()
+
+    def check(self) -> None:
+        name, tol = "BasinContinuationSettings", self.distance_tol
+        if self.match not in ("distance", "overlap"):
+            raise ValueError(f'{name}.match must be "distance" or "overlap" ({self.match!r}).')
+        if tol is not None and not (is_real(tol) and 0 < float(tol) < np.inf):
+            raise ValueError(f"{name}.distance_tol must be a distance > 0 or None ({tol!r}).")
+        if not (is_real(self.min_overlap) and 0 <= float(self.min_overlap) <= 1):
+            raise ValueError(
+                f"{name}.min_overlap must be a fraction in [0, 1] (got {self.min_overlap!r})."
+            )
+        if self.match == "overlap" and tol is not None:
+            raise ValueError(
+                f'{name}.distance_tol is a distance for match="distance": drop it, or use '
+                "min_overlap."
+            )
+        if self.match == "distance" and float(self.min_overlap) != 0:
+            raise ValueError(
+                f'{name}.min_overlap is for match="overlap": drop it, or use distance_tol.'
+            )
+        if not isinstance(self.basins, BasinSettings):
+            raise TypeError(
+                f"{name}.basins must be an analysis.BasinSettings (got "
+                f"{type(self.basins).__name__})."
+            )
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -41,7 +166,7 @@ class Attractor(Result):
     x: np.ndarray
     """`[N, D]`: its state, polished (`polished`), else the end state of its first start."""
     polished: bool
-    """Whether Newton polished it to `polish_tol`."""
+    """Whether Newton polished it (to `BasinSettings.polish.newton_tol`)."""
     residual_rms: float
     """RMS G at `x`."""
     energy: float
@@ -96,7 +221,7 @@ class Basins(Result):
     x_final: np.ndarray
     """`[B, N, D]`: each start's end state."""
     token_structure: dict
-    """`token_structure` of the polished attractors (within `match_tol`): `token_states`,
+    """`token_structure` of the polished attractors (within `distance_tol`): `token_states`,
     `tokens`, `permutations` (pairs of attractor indices), `tol`."""
     metadata: dict
     """What produced it (study, dtype, flow, solver, tolerances, versions)."""
@@ -171,7 +296,7 @@ class BasinContinuation(Result):
     `basin_entropy` for a grid)."""
     metadata: dict
     """What produced it (with `basins`' solve settings, `parameter`, `match`,
-    `track_tol`, `min_overlap`)."""
+    `track_tol` (the tracking's `distance_tol`), `min_overlap`)."""
 
 
 def basins_record(result: dict) -> Basins:

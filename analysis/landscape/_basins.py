@@ -5,11 +5,11 @@ Every start is integrated to a fixed point by one batched `solvers.solve` (one c
 program for all starts, with the fixed-point stop), then the end states are matched into
 attractors: two end states are the same attractor when the RMS distance between their
 energy coordinates (`model.energy_coordinates`, the ET's `g = LayerNorm(x)`; `x` itself
-for a model without them) is at most `match_tol`. On the ET the projected flow keeps
-each start's token scales and means, so two starts that reach the same memory end at
-different `x` but at the same `g`: the energy's coordinates are the ones in which "the
-same attractor" is meaningful. A start whose solve did not reach the stop is labelled
-`-1` and belongs to no basin.
+for a model without them) is at most `distance_tol` (`BasinSettings`). On the ET the
+projected flow keeps each start's token scales and means, so two starts that reach the
+same memory end at different `x` but at the same `g`: the energy's coordinates are the
+ones in which "the same attractor" is meaningful. A start whose solve did not reach the
+stop is labelled `-1` and belongs to no basin.
 
 The basin entropy (Daza, Wagemakers, Georgeot, Guery-Odelin and Sanjuan, Sci. Rep. 6,
 31416, 2016) of a grid of starts: cover the grid by boxes of `box x box` starts; in box
@@ -33,10 +33,10 @@ from jaxtyping import ArrayLike, Float, Integer, Real
 from et_ode import solvers
 from et_ode.vocab import Flow
 
-from .._common import cast, float64_available, is_count
+from .._common import cast, float64_available
 from .._geometry import energy_coordinates, require
 from .._records import metadata
-from ._basin_records import BasinEntropy, Basins, basins_record
+from ._basin_records import BasinEntropy, Basins, BasinSettings, basins_record
 from ._energy_field import flow_eigenvalues
 from ._hessian import hessian_eigenvalues
 from ._polish import polish_near
@@ -48,6 +48,11 @@ from ._verdict import GRADIENT_ASYMMETRY, linearly_stable
 # miss one). At a minimum of the shipped `paper` core with a near-degenerate smallest pair
 # (0.458208, 0.458209) 1e-6 took 12 s, 1e-8 181 s (docs: benchmarks, run times).
 MORSE_LANCZOS_TOL = 1e-6
+# How `basins` solves by default: tsit5 at rtol 1e-6 and atol 1e-8 on the projected flow
+# (the native one has no fixed points), at most 100,000 steps per start.
+BASIN_OPTIONS = solvers.SolveOptions(
+    solver="tsit5", dt0=None, rtol=1e-6, atol=1e-8, max_steps=100_000, flow="projected"
+)
 
 
 def _check_boxes(grid_shape: tuple, box: int) -> None:
@@ -117,9 +122,9 @@ def grid_starts(
     return starts.reshape((resolution * resolution,) + center.shape), a, b
 
 
-def _match(coordinates, match_tol):
+def _match(coordinates, distance_tol):
     """Greedy matching: each end state joins the first attractor whose representative
-    lies within `match_tol` (RMS), else starts a new one. Returns labels and the
+    lies within `distance_tol` (RMS), else starts a new one. Returns labels and the
     representatives' indices."""
     labels = np.full(len(coordinates), -1)
     representatives = []
@@ -127,7 +132,7 @@ def _match(coordinates, match_tol):
         if point is None:
             continue
         for label, j in enumerate(representatives):
-            if np.sqrt(np.mean((coordinates[j] - point) ** 2)) <= match_tol:
+            if np.sqrt(np.mean((coordinates[j] - point) ** 2)) <= distance_tol:
                 labels[i] = label
                 break
         else:
@@ -152,16 +157,16 @@ def _polish_choice(labels, representatives, energies, polish_max, polish_first):
     return set(order if polish_max is None else order[:polish_max])
 
 
-def _merge_polished(model, x_final, args, labels, representatives, polish_tol, match_tol, chosen):
+def _merge_polished(model, x_final, args, labels, representatives, polish, distance_tol, chosen):
     """Polish the representatives of the attractors `chosen` (the verdict is taken at a
     fixed point, not where the flow's stop fired) and merge attractors whose polished
-    points lie within `match_tol` of an earlier one's. Returns the new labels
+    points lie within `distance_tol` of an earlier one's. Returns the new labels
     (consecutive, in order of first appearance) and `(representative index, polish
     result or None)` per attractor."""
     kept, polished_points, relabel = [], [], {}
     for label, index in enumerate(representatives):
         polished = (
-            polish_near(model, x_final[index], args, tol=polish_tol) if label in chosen else None
+            polish_near(model, x_final[index], args, newton=polish) if label in chosen else None
         )
         point = None
         if polished is not None:
@@ -171,7 +176,7 @@ def _merge_polished(model, x_final, args, labels, representatives, polish_tol, m
             same = [
                 j
                 for j, other in enumerate(kept)
-                if other is not None and np.sqrt(np.mean((other - point) ** 2)) <= match_tol
+                if other is not None and np.sqrt(np.mean((other - point) ** 2)) <= distance_tol
             ]
             if same:
                 relabel[label] = same[0]
@@ -181,6 +186,20 @@ def _merge_polished(model, x_final, args, labels, representatives, polish_tol, m
         polished_points.append((index, polished))
     merged = np.array([relabel[label] if label >= 0 else -1 for label in labels])
     return merged, polished_points
+
+
+def check_basin_options(options, settings) -> None:
+    """Refuse `options` that are not a `solvers.SolveOptions` and `settings` that are not
+    a `BasinSettings`, in one line each."""
+    if not isinstance(options, solvers.SolveOptions):
+        raise TypeError(
+            f"options must be a solvers.SolveOptions (got {type(options).__name__}): "
+            "BASIN_OPTIONS.replace(rtol=..., atol=...), for example."
+        )
+    if not isinstance(settings, BasinSettings):
+        raise TypeError(
+            f"settings must be an analysis.BasinSettings (got {type(settings).__name__})."
+        )
 
 
 def token_structure(points, tol: float = 1e-3) -> dict:
@@ -283,23 +302,12 @@ def _report_failures(reasons: list[str], model, starts, args, flow, sol) -> None
 def basins(
     model: solvers.EnergySystem,
     starts: Float[ArrayLike, "B N D"],
-    args: Any = None,
     *,
-    flow: Flow = "projected",
-    solver: str = "tsit5",
-    rtol: float | None = 1e-6,
-    atol: float | None = 1e-8,
-    dt0: float | None = None,
-    fixed_point_atol: float = 1e-5,
-    t1: float = 1e4,
-    max_steps: int = 100_000,
-    match_tol: float = 1e-3,
-    polish_tol: float = 1e-10,
-    polish_max: int | None = None,
-    polish_first: Sequence[int] = (),
-    k: int = 4,
+    args: Any = None,
     grid_shape: tuple[int, int] | None = None,
-    box: int = 5,
+    polish_first: Sequence[int] = (),
+    options: solvers.SolveOptions = BASIN_OPTIONS,
+    settings: BasinSettings = BasinSettings(),
 ) -> Basins:
     """Integrate every start to a fixed point and group the end states into attractors
     (module docstring).
@@ -310,29 +318,19 @@ def basins(
       refused in one line, before any solve, without them).
     - `starts`: `[B, N, D]`, the starts (`grid_starts` builds a plane of them).
     - `args`: the model's conditions, shared by every start.
-    - `flow`, `solver`, `rtol`, `atol`, `dt0`, `t1`, `max_steps`: the batched solve
-      (`solvers.solve`; `dt0` with `rtol=None` for constant steps);
-      `fixed_point_atol`: its stop, RMS G at most this.
-    - `match_tol`: RMS distance in the energy's coordinates within which two end
-      states are one attractor. An end state lies about `fixed_point_atol` over the
-      smallest rate of the flow from its fixed point, so a loose stop needs a looser
-      `match_tol`; attractors whose polished points then lie within `match_tol` of
-      each other are merged into one.
-    - `polish_tol`: each attractor's representative (its first end state) is polished
-      to RMS G at most this by Newton (`fixed_points`' `polish_near`: in float64 where
-      it is available, kept only within 1e-3 of the end state) before its energy and
-      Hessian are taken; where the polish fails, the attractor has no Morse index.
-    - `polish_max`: polish only the representatives of this many attractors (None:
-      all): those of the starts `polish_first` (indices), then the most visited, the
-      lowest energy first among equals. A landscape with a minimum per start (the
-      shipped models: see the landscape page) has as many attractors as starts, and
-      each polish and Hessian is a Newton-Krylov solve and a Lanczos run.
-    - `k`: Hessian eigenvalues computed per attractor (`hessian_eigenvalues`, by Lanczos
-      to a relative accuracy of `MORSE_LANCZOS_TOL` above its dense size; its Morse
-      index counts up to `k` negative ones), or, where the residual is not a gradient,
-      eigenvalues of the flow's Jacobian (those of largest real part).
     - `grid_shape`: `(G1, G2)` when the starts are a grid (`grid_starts`): then the
-      result has `labels_grid` and the basin entropy with boxes of `box x box`.
+      result has `labels_grid` and the basin entropy with boxes of `settings.box`.
+    - `polish_first`: the starts (indices) whose attractors are polished first, before
+      the most visited (`BasinSettings.polish_max`).
+    - `options`: how the batched solve runs (`solvers.SolveOptions`: solver, steps,
+      tolerances, `max_steps`, flow; default `BASIN_OPTIONS`, tsit5 at rtol 1e-6, atol
+      1e-8 on the projected flow, at most 100,000 steps; `max_steps=None`: `solve`'s own
+      cap). The flow is also the one whose Jacobian gives a non-gradient attractor's
+      stability.
+    - `settings`: the rest (`BasinSettings`: the stop `fixed_point_atol` and horizon
+      `t1`, the `distance_tol` within which end states are one attractor, the Newton
+      `polish` and how many attractors get one, `k` eigenvalues per attractor, the
+      entropy's `box`).
 
     **Returns:** a `Basins` (its fields, and its `Attractor`s', say what each holds):
     with `grid_shape`, its `labels_grid` and `basin_entropy` too.
@@ -341,8 +339,8 @@ def basins(
     starts = jnp.asarray(starts)
     if starts.ndim != 3 or starts.shape[0] < 1:
         raise ValueError(f"starts must be [B, N, D] with B >= 1 (got {starts.shape}).")
-    if not (match_tol > 0 and is_count(k, 1)):
-        raise ValueError(f"match_tol > 0 and k >= 1 are needed (got {match_tol}, {k}).")
+    check_basin_options(options, settings)
+    flow, distance_tol, box = options.flow, settings.distance_tol, settings.box
     if grid_shape is not None:
         if math.prod(grid_shape) != starts.shape[0]:
             raise ValueError(
@@ -353,14 +351,9 @@ def basins(
         model,
         starts,
         args=args,
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
-        dt0=dt0,
-        flow=flow,
-        t1=t1,
-        max_steps=max_steps,
-        stop=solvers.FixedPointStop(atol=fixed_point_atol),
+        options=options,
+        t1=settings.t1,
+        stop=solvers.FixedPointStop(atol=settings.fixed_point_atol),
         throw=False,
     )
     reasons = list(sol.stats["stop_reason"])
@@ -372,13 +365,13 @@ def basins(
         else None
         for x, reason in zip(x_final, reasons)
     ]
-    labels, representatives = _match(coordinates, match_tol)
+    labels, representatives = _match(coordinates, distance_tol)
     energies = np.asarray(
         _energies(model, jnp.asarray(x_final[representatives]), args) if representatives else []
     )
-    chosen = _polish_choice(labels, representatives, energies, polish_max, polish_first)
+    chosen = _polish_choice(labels, representatives, energies, settings.polish_max, polish_first)
     labels, polished_points = _merge_polished(
-        model, x_final, args, labels, representatives, polish_tol, match_tol, chosen
+        model, x_final, args, labels, representatives, settings.polish, distance_tol, chosen
     )
     attractors = []
     for label, (index, polished) in enumerate(polished_points):
@@ -400,7 +393,7 @@ def basins(
             start=int(index),
         )
         if polished is not None:  # a Morse index is only right at a fixed point
-            attractor.update(_stability_at(model, x, args, k, flow))
+            attractor.update(_stability_at(model, x, args, settings.k, flow))
         attractors.append(attractor)
     fractions = np.array([a["fraction"] for a in attractors])
     steps = np.asarray(sol.stats["num_steps"])
@@ -420,19 +413,19 @@ def basins(
                 for i, att in enumerate(attractors)
                 if att["polished"]
             },
-            match_tol,
+            distance_tol,
         ),
         metadata=metadata(
             study="basins",
             dtype=x_final.dtype,
             flow=flow,
-            solver=solver,
-            rtol=rtol,
-            atol=atol,
-            fixed_point_atol=fixed_point_atol,
-            t1=t1,
-            match_tol=match_tol,
-            polish_max=polish_max,
+            solver=options.solver,
+            rtol=options.rtol,
+            atol=options.atol,
+            fixed_point_atol=settings.fixed_point_atol,
+            t1=settings.t1,
+            match_tol=distance_tol,
+            polish_max=settings.polish_max,
             starts=int(len(labels)),
         ),
     )

@@ -6,14 +6,102 @@ only), so that the next call takes it alone: `switch_branch(branch.branch_points
 p_span=...)`, `fold_continuation(branch.folds[0], q0, second=..., q_span=...)`. Read
 back from JSON (`Branch.from_json`) it has none, and those calls take the system again.
 Every record is also a read-only mapping of its keys (`branch["p"] is branch.p`).
+
+How a branch is followed (steps, caps, eigenvalues, Newton) is one
+`ContinuationSettings`, which `continuation`, `switch_branch` and `fold_continuation`
+take.
 """
 
 import dataclasses
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
 
+from .._common import is_count
 from .._results import Result, build, context, optional
+from .._settings import NewtonSettings, Settings, positive
+from ._branch_kernels import SPECTRA
+
+
+@dataclasses.dataclass(frozen=True)
+class ContinuationSettings(Settings):
+    """How `continuation` (and `switch_branch`, `fold_continuation`) follows a branch:
+    the pseudo-arclength steps, the caps, the eigenvalues kept and the Newton corrector
+    (as BifurcationKit's `ContinuationPar`).
+
+    - `ds`, `ds_min`, `ds_max`: the first, smallest and largest arclength step (`0 <
+      ds_min <= ds <= ds_max`; defaults 0.01, 1e-8, 0.1). The branch stops where the
+      step falls below `ds_min`.
+    - `direction`: `+1` (default) starts towards larger `p`, `-1` smaller
+      (`switch_branch`: along the other branch's tangent, or against it).
+    - `max_points`: the most points kept (an integer >= 2; default 1000).
+    - `max_turn`: the largest angle (radians, default 0.5) between consecutive tangents
+      before a step is refused as a possible jump to another branch.
+    - `locate_tol`: the arclength bracket to which a bifurcation is located (`None`:
+      1e-10 in float64, 1e-5 in float32, where the corrector resolves steps only to a
+      few units of round-off of the state).
+    - `state_weight`: the arclength's metric, `ds^2 = state_weight RMS(dx)^2 + dp^2`
+      (> 0, default 1: RMS over the state's `n` entries, so that a large state does not
+      crowd out `p`).
+    - `k`: eigenvalues kept per point (an integer >= 1, default 6; at most the state's
+      `n` entries dense, `n - 2` matrix-free: `metadata["k"]` says how many).
+    - `spectrum`: which `k` eigenvalues each point keeps: `"rightmost"` (default, the
+      largest real parts) or `"nearest_zero"` (shift-and-invert, for stiff fields:
+      `continuation`'s docstring says what it then cannot see).
+    - `newton`: the corrector (`NewtonSettings`): `newton_tol`, the RMS of `f` at which
+      it has converged (`None`: 1e-10 in float64, 1e-5 in float32); `max_newton`
+      iterations per corrector (default 10); `matrix_free` (`None`: dense up to
+      `DENSE_MAX` unknowns, matrix-free above or with a `preconditioner`); and the
+      `preconditioner` of a field's `df/dx` in every GMRES solve (matrix-free only; for
+      branch switching with `spectrum="nearest_zero"` transposable by
+      `jax.linear_transpose`).
+
+    ```python
+    settings = analysis.ContinuationSettings(ds=0.05, ds_max=0.2, k=2)
+    branch = analysis.continuation(field, x0, p0, p_span=(0.0, 1.0), settings=settings)
+    ```
+    """
+
+    ds: float = 0.01
+    ds_min: float = 1e-8
+    ds_max: float = 0.1
+    direction: Literal[1, -1] = 1
+    max_points: int = 1000
+    max_turn: float = 0.5
+    locate_tol: float | None = None
+    state_weight: float = 1.0
+    k: int = 6
+    spectrum: Literal["rightmost", "nearest_zero"] = "rightmost"
+    newton: NewtonSettings = NewtonSettings()
+
+    def check(self) -> None:
+        for name in ("ds", "ds_min", "ds_max", "max_turn", "state_weight"):
+            positive(self, name)
+        positive(self, "locate_tol", allow_none=True)
+        if not self.ds_min <= self.ds <= self.ds_max:
+            raise ValueError(
+                "ContinuationSettings: steps must satisfy 0 < ds_min <= ds <= ds_max (got "
+                f"ds={self.ds}, ds_min={self.ds_min}, ds_max={self.ds_max})."
+            )
+        if self.direction not in (1, -1) or isinstance(self.direction, bool):
+            raise ValueError(
+                f"ContinuationSettings.direction must be +1 or -1 (got {self.direction!r})."
+            )
+        for name, least in (("max_points", 2), ("k", 1)):
+            if not is_count(getattr(self, name), least):
+                raise ValueError(
+                    f"ContinuationSettings.{name} must be an integer >= {least} (got "
+                    f"{getattr(self, name)!r})."
+                )
+        if self.spectrum not in SPECTRA:
+            raise ValueError(
+                f"ContinuationSettings.spectrum must be one of {SPECTRA} (got {self.spectrum!r})."
+            )
+        if not isinstance(self.newton, NewtonSettings):
+            raise TypeError(
+                "ContinuationSettings.newton must be an analysis.NewtonSettings (got "
+                f"{type(self.newton).__name__}): NewtonSettings(newton_tol=..., ...)."
+            )
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -127,8 +215,8 @@ class Branch(Result):
     `"nonfinite"`: the field was NaN or inf where Newton went; `"turn"`: the tangent
     turned past `max_turn` with a large correction; `"singular"`: no tangent;
     `"eigenvalues"`: the eigen-solver failed, with its `message`) and `near_tol` (Newton
-    ended within `STALL_FACTOR` of `tol` and could not go lower: a kink of a
-    piecewise-smooth field, or `tol` at the field's rounding floor: loosen `tol`); else
+    ended within `STALL_FACTOR` of `newton_tol` and could not go lower: a kink of a
+    piecewise-smooth field, or `newton_tol` at the field's rounding floor: loosen it); else
     None."""
     dense: bool
     """Whether the Jacobians were formed (else GMRES and Arnoldi on JVPs)."""
@@ -139,8 +227,8 @@ class Branch(Result):
     spectrum: str
     """`"rightmost"` or `"nearest_zero"`: which eigenvalues each point kept."""
     refused_steps: dict
-    """Refused steps by cause, Newton's that ended within `STALL_FACTOR` of `tol` as
-    `"newton_near_tol"` (many of those, and a `RuntimeWarning` says so, mean `tol` is at
+    """Refused steps by cause, Newton's that ended within `STALL_FACTOR` of `newton_tol` as
+    `"newton_near_tol"` (many of those, and a `RuntimeWarning` says so, mean it is at
     the field's rounding floor)."""
     unstable_left_kept: list
     """Matrix-free `"nearest_zero"`: the `p` where an unstable eigenvalue left the kept

@@ -11,7 +11,7 @@ be followed through a fold, where `p` turns back (Keller, 1977; Allgower and Geo
    arclength's metric `ds^2 = state_weight RMS(dx)^2 + dp^2`);
 2. **correct** by Newton on `f(y) = 0, t . (y - y_pred) = 0` (the bordered Jacobian
    `[df/dy; t^T]`: formed up to `DENSE_MAX` unknowns, else GMRES on JVPs);
-3. accept if Newton converged (RMS f at most `tol`) and the new tangent turned by less
+3. accept if Newton converged (RMS f at most `newton_tol`) and the new tangent turned by less
    than `max_turn` radians, or turned more but Newton moved the point by at most half
    the step (a kink of a piecewise-smooth field, where the tangent jumps, rather than a
    jump to another branch); else halve `ds` (the branch stops below `ds_min`). A
@@ -20,7 +20,8 @@ be followed through a fold, where `p` turns back (Keller, 1977; Allgower and Geo
 At every accepted point the `k` eigenvalues of `df/dx` with the largest real parts are
 kept (dense `eig`, or Krylov-Schur Arnoldi on JVPs, `_krylov_schur`), or with
 `spectrum="nearest_zero"` the `k` nearest zero (shift-and-invert, for stiff fields, with
-a `preconditioner` of `df/dx` in every GMRES solve). Between two points:
+a `preconditioner` of `df/dx` in every GMRES solve). The steps, caps, eigenvalues and
+Newton's settings are one `ContinuationSettings`. Between two points:
 
 - a **fold** where the tangent's `p` component changes sign (`p` turns; an eigenvalue
   passes through 0); located on that component by the Illinois false position (a
@@ -55,7 +56,7 @@ a fold passing near the start, going the other way, does not count).
 import math
 import warnings
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -71,7 +72,7 @@ from ._branch_kernels import (
     DENSE_MAX,
     FlatField,
 )
-from ._branch_records import Bifurcation, Branch, BranchPoint, branch_record
+from ._branch_records import Bifurcation, Branch, BranchPoint, ContinuationSettings, branch_record
 from ._continuation_checks import (
     _check,
     _near_tol,
@@ -113,21 +114,8 @@ def continuation(
     p_span: tuple[float, float],
     args: Any = None,
     parameter: Parameter | None = None,
-    ds: float = 0.01,
-    ds_min: float = 1e-8,
-    ds_max: float = 0.1,
-    direction: Literal[1, -1] = 1,
-    max_points: int = 1000,
-    k: int = 6,
-    tol: float | None = None,
-    max_newton: int = 10,
-    max_turn: float = 0.5,
-    locate_tol: float | None = None,
+    settings: ContinuationSettings = ContinuationSettings(),
     tangent_start: Real[ArrayLike, " n_plus_1"] | None = None,
-    matrix_free: bool | None = None,
-    preconditioner: Preconditioner | None = None,
-    spectrum: Literal["rightmost", "nearest_zero"] = "rightmost",
-    state_weight: float = 1.0,
     dtype: DTypeLike | None = None,
 ) -> Branch:
     """Follow the branch of steady states of `system` through `(x0, p0)` in `p`, with
@@ -141,9 +129,6 @@ def continuation(
       `field`); or an energy model (`solvers.EnergySystem`: `energy`, `vector_field`,
       `residual`), whose fixed points of the projected flow are followed in its
       manifold coordinates (`analysis._system_branch`) with `parameter`.
-    - `parameter`: for an energy model, what `p` is: `"memory_scale"` (the Hopfield
-      memories scaled by `p`), `"field_strength"` (the external field's strength), or
-      a function `(model, args, p) -> (model, args)` of the model's arrays.
     - `x0`: a state at or near a steady state at `p0`; it is first corrected at fixed
       `p0` (Newton), and refused, naming the residual, if that fails; a
       `RuntimeWarning` where the correction exceeds `START_MOVED` of the state's RMS
@@ -152,46 +137,29 @@ def continuation(
       start on a bifurcation: start beside it; `_warn_if_singular_start`).
     - `p_span`: `(low, high)`: the branch stops at its first point outside.
     - `args`: the field's conditions (a pytree).
-    - `ds`, `ds_min`, `ds_max`: the first, smallest and largest arclength step;
-      `direction`: `+1` starts towards larger `p`, `-1` smaller.
-    - `state_weight`: the arclength's metric, `ds^2 = state_weight RMS(dx)^2 + dp^2`
-      (RMS over the state's `n` entries, so that a large state does not crowd out `p`:
-      with the plain Euclidean length, a step of the ET's 4,096 entries would hardly
-      move `p`).
-    - `max_points`: the most points kept; `k`: eigenvalues kept per point (at most
-      the state's `n` entries dense, `n - 2` matrix-free; `metadata["k"]` says how many).
-    - `tol`: RMS of `f` at which Newton has converged (the field's units; default 1e-10
-      in float64, 1e-5 in float32, whose round-off stops Newton above 1e-10); `max_newton`:
-      iterations per corrector; `max_turn`: largest angle (radians) between consecutive
-      tangents before a step is refused as a possible jump to another branch.
-    - `locate_tol`: arclength bracket to which a bifurcation is located (default 1e-10
-      in float64, 1e-5 in float32, where the corrector resolves steps only to a few
-      units of round-off of the state).
+    - `parameter`: for an energy model, what `p` is: the name of one of its `lenses`
+      (on the ET `"beta"`, `"memory_scale"`: the Hopfield memories scaled by `p`,
+      `"field_strength"`: the external field's strength), or a function
+      `(model, args, p) -> (model, args)` of the model's arrays.
+    - `settings`: how the branch is followed (`ContinuationSettings`: the steps and
+      `direction`, `max_points`, `max_turn`, `locate_tol`, `state_weight`, the `k`
+      eigenvalues kept and which (`spectrum`), and the Newton corrector, `newton`).
+      With `spectrum="nearest_zero"` (shift-and-invert: Arnoldi on `(df/dx)^-1`, each
+      product a GMRES solve; dense, the `k` nearest zero of all) a stiff spectrum's
+      eigenvalues that cross zero come in a few restarts, where Arnoldi finds the
+      rightmost ones, clustered beside far larger ones, only after thousands of
+      products. Matrix-free, `unstable` and `stable` then count the `k` kept only: an
+      unstable eigenvalue farther from zero than the `k`-th nearest is not seen (nor a
+      Hopf pair crossing at a frequency beyond them); where one leaves the kept ones
+      along the branch a `RuntimeWarning` says so (`unstable_left_kept`). A stiff field
+      (a discretised PDE: `|df/dx| ~ 4/h^2`) needs a `newton.preconditioner`
+      matrix-free (`preconditioner(v, x, p, args) -> ~(df/dx)^-1 v`, linear in `v`,
+      applied on the right of every GMRES solve and of the solves of
+      `"nearest_zero"`): unpreconditioned, GMRES stalls there. It is for a field only
+      (an energy model's manifold coordinates are internal); pass the same function on
+      every call: it is part of the compiled programs' key.
     - `tangent_start`: the first tangent (`[n + 1]`: the state's entries, then `p`)
       instead of the branch's own; `switch_branch` passes the other branch's here.
-    - `matrix_free`: force GMRES and Arnoldi (`True`) or dense Jacobians (`False`);
-      default: dense up to `DENSE_MAX` unknowns, matrix-free above or with a
-      `preconditioner`.
-    - `preconditioner`: for a field (not an energy model), matrix-free only:
-      `preconditioner(v, x, p, args) -> ~(df/dx)^-1 v` (`v`, `x` of the state's shape;
-      linear in `v`, and for branch switching with `spectrum="nearest_zero"`
-      transposable by `jax.linear_transpose`). Every GMRES solve is preconditioned on
-      the right with it (the residual tested stays the true one), and so are the solves
-      of `spectrum="nearest_zero"`. A stiff field (a discretised PDE: `|df/dx| ~ 4/h^2`)
-      needs one matrix-free: unpreconditioned, GMRES stalls there. Pass the same
-      function on every call: it is part of the compiled programs' key.
-    - `spectrum`: which `k` eigenvalues each point keeps: `"rightmost"` (the largest
-      real parts; Arnoldi on `df/dx`) or `"nearest_zero"` (shift-and-invert: Arnoldi on
-      `(df/dx)^-1`, each product a GMRES solve; dense, the `k` nearest zero of all). On
-      a stiff spectrum Arnoldi finds the rightmost eigenvalues, clustered beside far
-      larger ones, only after thousands of products; the nearest zero come in a few
-      restarts, and hold every eigenvalue that crosses zero at a fold or branch point.
-      Matrix-free, `unstable` and `stable` then count the `k` kept only: an unstable
-      eigenvalue farther from zero than the `k`-th nearest is not seen (nor a Hopf pair
-      crossing at a frequency beyond them). What matters is how far from zero it is,
-      not how many there are: where one leaves the kept ones along the branch a
-      `RuntimeWarning` says so (`unstable_left_kept`); one that is never among them
-      goes unseen. Bifurcations are found from the kept ones (`_crossings`).
     - `dtype`: the arithmetic (default: `x0`'s; float64 needs `jax_enable_x64`).
 
     **Returns:** a `Branch` (its fields are documented there): the points, their
@@ -204,15 +172,18 @@ def continuation(
     eigenvalues over `tau`).
     """
     produced_by = dict(system=system, args=args, parameter=parameter)
-    lo, hi = _check(system, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points)
-    if direction not in (1, -1):
-        raise ValueError(f"direction must be +1 or -1 (got {direction!r}).")
+    lo, hi = _check(system, x0, p0, p_span, settings)
+    ds, ds_min, ds_max = settings.ds, settings.ds_min, settings.ds_max
+    direction, max_points, max_turn = settings.direction, settings.max_points, settings.max_turn
+    k, spectrum, state_weight = settings.k, settings.spectrum, settings.state_weight
+    newton = settings.newton
+    max_newton, matrix_free = newton.max_newton, newton.matrix_free
+    preconditioner = newton.preconditioner
     check_linear_algebra(system, spectrum, preconditioner, matrix_free)
     dtype = dtype_of(x0, dtype)
-    if tol is None:
-        tol = default_tol(dtype)
-    if locate_tol is None:  # the same floors as Newton's: steps resolved to a few ulps
-        locate_tol = default_tol(dtype)
+    tol = default_tol(dtype) if newton.newton_tol is None else newton.newton_tol
+    # the same floors as Newton's: steps resolved to a few ulps
+    locate_tol = default_tol(dtype) if settings.locate_tol is None else settings.locate_tol
     x0 = jnp.asarray(x0, dtype)
     energy_model = callable(getattr(system, "vector_field", None))
     if energy_model:
@@ -233,8 +204,6 @@ def continuation(
         args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
         check_field_shape(field, x0, p0, args)
         check_preconditioner(preconditioner, x0, p0, args)
-    if not (math.isfinite(state_weight) and state_weight > 0):
-        raise ValueError(f"state_weight must be positive (got {state_weight!r}).")
     weights = jnp.full(n + 1, state_weight / n, dtype).at[-1].set(1.0)
     branch = _Branch(F, args, tol, max_newton, k, dense, dtype, weights, spectrum)
 
@@ -245,7 +214,7 @@ def continuation(
         raise ValueError(
             f"x0 is not near a steady state at p0 = {float(p0):g}: Newton at "
             f"fixed p ended at RMS f = {res:.3g} after {it} iterations "
-            f"(tol {tol:g}); start closer, e.g. from the end of a solve."
+            f"(newton_tol {tol:g}); start closer, e.g. from the end of a solve."
         )
     if tangent_start is None:
         t = branch.tangent(y, e_p)
@@ -433,13 +402,13 @@ def switch_branch(
     *,
     p_span: tuple[float, float],
     args: Any = None,
-    direction: Literal[1, -1] = 1,
-    ds: float = 0.01,
-    **options: Any,
+    parameter: Parameter | None = None,
+    settings: ContinuationSettings = ContinuationSettings(),
+    dtype: DTypeLike | None = None,
 ) -> Branch:
     """Follow the other branch through a branch point found by `continuation`:
-    `continuation` from that point along its `switch_tangent`, towards `direction` (`+1`
-    or `-1`) along it.
+    `continuation` from that point along its `switch_tangent`, towards
+    `settings.direction` (`+1` or `-1`) along it.
 
     **Arguments:**
 
@@ -447,9 +416,9 @@ def switch_branch(
       which carries its system, conditions and parameter; or, for a record read back from
       JSON (`BranchPoint.from_json`, or its dict), the system, with the record as
       `bifurcation` (`switch_branch(field, record, ...)`, as before).
-    - `p_span`, `direction`, `ds`: as for `continuation`; `args`: the conditions (default
-      the point's own); `options`: the rest of `continuation`'s settings (for an energy
-      model `parameter`, default the point's own).
+    - `p_span`, `settings`, `dtype`: as for `continuation` (`settings.direction`: along
+      the switch tangent, `+1`, or against it); `args`, `parameter` (an energy model's):
+      default the point's own.
 
     **Returns:** the other `Branch`.
     """
@@ -462,8 +431,7 @@ def switch_branch(
             )
         system, bifurcation = point.system, point
         args = point.args if args is None else args
-        if point.parameter is not None:
-            options.setdefault("parameter", point.parameter)
+        parameter = point.parameter if parameter is None else parameter
     else:
         system = point
     if "switch_error" in bifurcation:
@@ -492,8 +460,8 @@ def switch_branch(
         bifurcation["p"],
         p_span=p_span,
         args=args,
-        ds=ds,
-        direction=direction,
+        parameter=parameter,
+        settings=settings,
         tangent_start=bifurcation["switch_tangent"],
-        **options,
+        dtype=dtype,
     )

@@ -11,12 +11,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._common import float64_available, is_count
+from .._common import float64_available
 from ._branch import _nearest_zero
 from ._branch_kernels import (
     DENSE_MAX,
     SPECTRA,
 )
+from ._branch_records import ContinuationSettings
 
 # A start whose RMS correction by Newton (at fixed p0) exceeds this fraction of the
 # state's RMS (and the first step) is warned of: Newton from far may reach another
@@ -28,11 +29,16 @@ START_MOVED = 0.1
 STALL_FACTOR = 100.0
 
 
-def _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points):
+def _check(field, x0, p0, p_span, settings):
     if not (callable(field) or callable(getattr(field, "vector_field", None))):
         raise TypeError(
             "continuation takes a solvers.EnergySystem or a callable "
             f"field(x, p, args) -> dx/dt (got {type(field).__name__})."
+        )
+    if not isinstance(settings, ContinuationSettings):
+        raise TypeError(
+            "settings must be an analysis.ContinuationSettings (got "
+            f"{type(settings).__name__}): ContinuationSettings(ds=..., k=..., ...)."
         )
     if np.shape(p_span) != (2,):
         raise ValueError(f"p_span must be a pair (low, high) (got {p_span!r}).")
@@ -43,16 +49,6 @@ def _check(field, x0, p0, p_span, ds, ds_min, ds_max, k, tol, max_points):
         raise ValueError(
             f"p0 = {float(p0):g} (the start's p: for switch_branch, the branch point's) "
             f"lies outside p_span = ({lo:g}, {hi:g}): give a p_span that holds it."
-        )
-    if not 0 < ds_min <= ds <= ds_max:
-        raise ValueError(
-            "steps must satisfy 0 < ds_min <= ds <= ds_max (got "
-            f"ds={ds}, ds_min={ds_min}, ds_max={ds_max})."
-        )
-    if not (is_count(k, 1) and is_count(max_points, 2) and (tol is None or tol > 0)):
-        raise ValueError(
-            "k >= 1 and max_points >= 2 (integers) and tol > 0 are needed "
-            f"(got k={k!r}, max_points={max_points!r}, tol={tol!r})."
         )
     if not np.all(np.isfinite(np.asarray(x0))):
         raise ValueError("x0 holds NaN or inf: start from a finite state.")
@@ -255,9 +251,9 @@ def _warn_if_at_rounding_floor(refused, points: int, tol: float) -> None:
     if near >= max(3, points / 4):
         warnings.warn(
             f"continuation: {near} steps were refused with Newton ending within "
-            f"{STALL_FACTOR:g}x of tol = {tol:g} and no lower ({points} points kept): tol "
+            f"{STALL_FACTOR:g}x of newton_tol = {tol:g} and no lower ({points} points kept): it "
             "is near the field's rounding floor (a large Jacobian, such as a fine grid's "
-            "Laplacian, rounds f at about eps |df/dx| |x|: a looser tol goes on), or "
+            "Laplacian, rounds f at about eps |df/dx| |x|: a looser newton_tol goes on), or "
             "Newton meets kinks of a piecewise-smooth field (ReLU memories); "
             "result['refused_steps'] counts the refusals by cause.",
             RuntimeWarning,

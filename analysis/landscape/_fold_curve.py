@@ -46,7 +46,7 @@ refused.
 
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import equinox as eqx
 import jax
@@ -56,9 +56,8 @@ from jax.typing import DTypeLike
 
 from et_ode import solvers
 
-from .._common import is_count
 from .._records import metadata
-from ._branch_records import Bifurcation, Fold
+from ._branch_records import Bifurcation, ContinuationSettings, Fold
 from ._continuation import Field, Parameter, continuation
 from ._continuation_checks import check_field_shape, default_tol, dtype_of, is_float
 from ._energy_field import parameter_function, state_and_residual, system_field
@@ -149,27 +148,31 @@ def _check_fold(fold, field, second, parameter) -> None:
         raise ValueError("the fold record holds NaN or inf: pass continuation's record.")
 
 
-def check_settings(q0, q_span, max_points, tol, max_newton) -> None:
-    """A curve's `q_span` holds `q0`, `max_points` is a count of at least 2, `tol` (where
-    given) positive and `max_newton` a count of at least 1."""
+def check_settings(q0, q_span, settings) -> None:
+    """A curve's `q_span` holds `q0`; `settings` is a `ContinuationSettings` without the
+    matrix-free linear algebra that a fold curve cannot use (it is dense only)."""
     if np.shape(q_span) != (2,) or not float(q_span[0]) <= float(q0) <= float(q_span[1]):
         raise ValueError(
             f"q_span must be a pair (low, high) that holds q0 = {float(q0):g} (got {q_span!r})."
         )
-    if not is_count(max_points, 2):
-        raise ValueError(f"max_points must be an integer >= 2 (got {max_points!r}).")
-    if tol is not None and not 0 < float(tol) < np.inf:
-        raise ValueError(
-            f"tol must be positive and finite (got {tol!r}); None takes the dtype's default."
+    if not isinstance(settings, ContinuationSettings):
+        raise TypeError(
+            "settings must be an analysis.ContinuationSettings (got "
+            f"{type(settings).__name__}): ContinuationSettings(ds=..., ...)."
         )
-    if not is_count(max_newton, 1):
-        raise ValueError(f"max_newton must be an integer >= 1 (got {max_newton!r}).")
+    if settings.newton.matrix_free or settings.newton.preconditioner is not None:
+        raise ValueError(
+            "fold_continuation forms df/dx densely (at most FOLD_DENSE_MAX entries): "
+            "drop settings.newton.matrix_free=True and its preconditioner."
+        )
 
 
-def curve_options(**settings) -> dict:
-    """`continuation`'s options for a curve of codimension-one points: the user's
-    settings, one eigenvalue kept (each point's are computed densely), dense Newton."""
-    return dict(settings, k=1, matrix_free=False)
+def curve_settings(settings: ContinuationSettings, tol: float) -> ContinuationSettings:
+    """`continuation`'s settings for a curve of codimension-one points: the user's steps,
+    caps and Newton tolerance, one eigenvalue kept (each point's are computed densely),
+    dense Newton, the default location bracket."""
+    newton = settings.newton.replace(newton_tol=tol, matrix_free=False)
+    return settings.replace(k=1, spectrum="rightmost", locate_tol=None, newton=newton)
 
 
 class _OnModel(eqx.Module):
@@ -185,7 +188,7 @@ class _OnModel(eqx.Module):
 
 
 def fold_continuation(
-    field: solvers.EnergySystem | Field | Fold | Cusp,
+    system: solvers.EnergySystem | Field | Fold | Cusp,
     fold: Fold | Cusp | Mapping | float,
     q0: float | None = None,
     *,
@@ -193,31 +196,23 @@ def fold_continuation(
     q_span: tuple[float, float],
     args: Any = None,
     parameter: Parameter | None = None,
-    ds: float = 0.01,
-    ds_min: float = 1e-8,
-    ds_max: float = 0.1,
-    direction: Literal[1, -1] = 1,
-    max_points: int = 1000,
-    tol: float | None = None,
-    max_newton: int = 10,
-    max_turn: float = 0.5,
-    state_weight: float = 1.0,
+    settings: ContinuationSettings = ContinuationSettings(),
     dtype: DTypeLike | None = None,
 ) -> FoldCurve:
-    """Follow the fold `fold` of `field`'s steady states in a second parameter `q`: the
+    """Follow the fold `fold` of `system`'s steady states in a second parameter `q`: the
     curve in `(p, q)` where the steady state is a fold, with its cusps located and their
     normal form (module docstring).
 
     **Arguments:**
 
-    - `field`: a `Fold` of `continuation`'s branch (`branch.folds[0]`), which carries its
-      system, conditions and parameter: then `fold_continuation(fold, q0, second=...,
-      q_span=...)`. Or `f(x, p, args) -> dx/dt`, the field `continuation` found the fold on
-      (`x` of any shape, at most `FOLD_DENSE_MAX` entries); or an energy model
+    - `system`: a `Fold` of `continuation`'s branch (`branch.folds[0]`), which carries
+      its system, conditions and parameter: then `fold_continuation(fold, q0, second=...,
+      q_span=...)`. Or `f(x, p, args) -> dx/dt`, the field `continuation` found the fold
+      on (`x` of any shape, at most `FOLD_DENSE_MAX` entries); or an energy model
       (`solvers.EnergySystem`) with `parameter` naming `p` as for `continuation`: its
       fold curve is followed in the model's manifold coordinates (at most
       `FOLD_DENSE_MAX` of them).
-    - `fold`: a `"fold"` record of `continuation(field, ...)["bifurcations"]` (also read
+    - `fold`: a `"fold"` record of `continuation(system, ...)["bifurcations"]` (also read
       back from JSON): its `x` and `p` start the curve. Or a fold curve's `"cusp"`
       (with its `q` as `q0`).
     - `q0`: the second parameter's value on that branch; `second(args, q) -> args` sets it
@@ -228,10 +223,15 @@ def fold_continuation(
       traced: one compilation serves the curve.
     - `q_span`: `(low, high)`; the curve stops at its first point outside.
     - `args`: the field's conditions as `continuation` had them (at `q0`).
-    - `ds`, `ds_min`, `ds_max`, `direction` (`+1`: towards larger `q`), `max_points`,
-      `tol`, `max_newton`, `max_turn`, `state_weight`, `dtype`: as for `continuation`,
-      in the unknowns `(x, p)` with `q` the parameter (the arclength is
-      `ds^2 = state_weight RMS(dx)^2 + dp^2 + dq^2` with `dp` counted as a state entry).
+    - `settings`: a `ContinuationSettings`, as for `continuation` in the unknowns
+      `(x, p)` with `q` the parameter: its `ds`, `ds_min`, `ds_max`, `direction` (`+1`:
+      towards larger `q`), `max_points`, `max_turn`, `state_weight` (the arclength is
+      `ds^2 = state_weight RMS(dx)^2 + dp^2 + dq^2` with `dp` counted as a state entry)
+      and `newton`'s `newton_tol` and `max_newton` (the corrector's, and the cusps'
+      Newton on the extended system's). `k`, `spectrum` and `locate_tol` are not used
+      (every point's eigenvalues are computed densely, and a cusp is located by Newton);
+      `newton.matrix_free=True` and a `preconditioner` are refused (dense only).
+    - `dtype`: as for `continuation`.
 
     **Returns:** a `FoldCurve` (its fields are documented there; `curve.cusps` the
     cusps, each carrying the system so that `fold_continuation(cusp, cusp.q, ...)`
@@ -239,6 +239,7 @@ def fold_continuation(
     coordinates followed; the eigenvalues are the linearised projected flow's on the
     manifold (as `continuation`'s, with the directions off it at `-NORMAL_RATE`).
     """
+    field = system
     if isinstance(field, (Bifurcation, Cusp)):  # fold_continuation(branch.folds[0], q0, ...)
         if field.system is None:
             raise ValueError(
@@ -256,7 +257,7 @@ def fold_continuation(
     _check_fold(fold, field, second, parameter)
     produced_by = dict(system=field, args=args, parameter=parameter)
     fold = cast(Mapping[str, Any], fold)  # _check_fold: a record of a fold
-    check_settings(q0, q_span, max_points, tol, max_newton)
+    check_settings(q0, q_span, settings)
     x_fold = np.asarray(fold["x"])
     dtype = dtype_of(x_fold, dtype)
     args = jax.tree.map(lambda v: jnp.asarray(v, dtype) if is_float(v) else v, args)
@@ -275,7 +276,8 @@ def fold_continuation(
             f"fold_continuation forms df/dx densely: the state has {n} entries, above "
             f"FOLD_DENSE_MAX = {FOLD_DENSE_MAX}; matrix-free fold curves are not built."
         )
-    tol = default_tol(dtype) if tol is None else float(tol)
+    newton_tol = settings.newton.newton_tol
+    tol = default_tol(dtype) if newton_tol is None else float(newton_tol)
     check_field_shape(function, jnp.asarray(x_fold, dtype), float(fold["p"]), args)
     problem = _Problem(field=function, second=set_q, shape=shape)
     y0 = jnp.asarray(x_fold.ravel(), dtype)
@@ -284,7 +286,7 @@ def fold_continuation(
     if not residual <= RECORD_RESIDUAL * tol:
         raise ValueError(
             f"the fold at p = {float(p0):.6g} is not a steady state of this field at "
-            f"q0 = {float(q0):g} (RMS of f there {residual:.3g}, tol {tol:.3g}): pass the "
+            f"q0 = {float(q0):g} (RMS of f there {residual:.3g}, newton_tol {tol:.3g}): pass the "
             "fold record of continuation on this field, with its args and q0."
         )
     jac = np.asarray(problem.jacobian(y0, p0, q0_, args), np.float64)
@@ -296,20 +298,9 @@ def fold_continuation(
             f"field at q0 = {float(q0):g}, or not a located one."
         )
     z0 = jnp.concatenate([y0, p0[None]])
-    curve = _Curve(problem, args, dtype, tol, max_newton)
-    options = curve_options(
-        p_span=q_span,
-        ds=ds,
-        ds_min=ds_min,
-        ds_max=ds_max,
-        tol=tol,
-        max_newton=max_newton,
-        max_turn=max_turn,
-        state_weight=state_weight,
-        dtype=dtype,
-    )
+    curve = _Curve(problem, args, dtype, tol, settings.newton.max_newton)
     points, stop = curve.follow(
-        np.asarray(z0), float(q0), curve.borders(jac), direction, max_points, options
+        np.asarray(z0), float(q0), curve.borders(jac), q_span, curve_settings(settings, tol)
     )
     result = _result(curve, points, stop)
     if energy_model:
@@ -358,9 +349,7 @@ class _Curve:
             w=np.asarray(w, np.float64),
         )
 
-    def follow(
-        self, z0, q0: float, borders, direction: Literal[1, -1], max_points: int, options: dict
-    ):
+    def follow(self, z0, q0: float, borders, q_span, settings: ContinuationSettings):
         """The points of the curve from `(z0, q0)` with the start's `borders`, and
         `(stop_reason, stall)`. Where a cosine between the borders and the null vectors
         falls below `RESEED_COSINE` the curve is cut there and followed on from that
@@ -368,6 +357,7 @@ class _Curve:
         so the bordered matrix stays regular however far the null vectors turn."""
         points: list[dict] = []
         self.lap_end: float | None = None  # the arclength once round a closed curve
+        direction, max_points = settings.direction, settings.max_points
         s0, z, q, tangent = 0.0, z0, q0, None
         while True:
             remaining = max_points - len(points) + (1 if points else 0)
@@ -380,11 +370,13 @@ class _Curve:
                     self.augmented,
                     jnp.asarray(z, self.dtype),
                     q,
+                    p_span=q_span,
                     args=self.packed(borders),
-                    direction=direction if tangent is None else 1,
+                    settings=settings.replace(
+                        direction=direction if tangent is None else 1, max_points=budget
+                    ),
                     tangent_start=tangent,
-                    max_points=budget,
-                    **options,
+                    dtype=self.dtype,
                 )
             zs, qs = np.asarray(branch["x"], np.float64), np.asarray(branch["p"], np.float64)
             new = [self.measure(np.append(zi, qi), borders) for zi, qi in zip(zs, qs)]

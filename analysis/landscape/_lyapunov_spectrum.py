@@ -43,10 +43,11 @@ from jaxtyping import Array, ArrayLike, Real
 from et_ode import solvers
 from et_ode.vocab import Flow
 
-from .._common import cast, float64_available, is_count
+from .._common import cast, float64_available, is_count, is_real
 from .._geometry import clock, project
 from .._records import metadata
 from .._results import Result
+from .._settings import Settings, at_least, positive
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -106,6 +107,47 @@ class LyapunovSpectrum(Result):
 SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
 # Measures of the tangent vectors: the power of the clock (None: the state's coordinates).
 MEASURES = {"x": None, "g": 1.0, "metric": 0.5}
+# How `lyapunov_spectrum` solves by default: tsit5 at rtol 1e-8 and atol 1e-10 on the
+# projected flow, at most 100,000 steps per renormalise interval.
+LYAPUNOV_OPTIONS = solvers.SolveOptions(
+    solver="tsit5", dt0=None, rtol=1e-8, atol=1e-10, max_steps=100_000, flow="projected"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class LyapunovSpectrumSettings(Settings):
+    """How `lyapunov_spectrum` runs the QR method (module docstring).
+
+    - `transient`: the time run first (state and tangent vectors, no averaging) so that
+      the tangent vectors align (>= 0, default 0; rounded to whole intervals).
+    - `renormalise`: the time between QR steps (> 0, default 1; each interval one
+      diffrax solve).
+    - `measure`: where the tangent vectors are measured: `"x"` (default) the state's
+      coordinates (any system); on an energy system `"g"`, the energy's coordinates
+      (`|dg|` on the ET: token means and scales dropped, as `lyapunov_exponent`
+      measures), or `"metric"` (`|C^(1/2) P dx|`).
+    - `seed`: the random start of the tangent vectors (an integer, default 0).
+    """
+
+    transient: float = 0.0
+    renormalise: float = 1.0
+    measure: Literal["x", "g", "metric"] = "x"
+    seed: int = 0
+
+    def check(self) -> None:
+        positive(self, "renormalise")
+        transient = self.transient
+        if not (is_real(transient) and math.isfinite(transient) and transient >= 0):
+            raise ValueError(
+                "LyapunovSpectrumSettings.transient must be a finite time >= 0 (got "
+                f"{self.transient!r})."
+            )
+        if self.measure not in MEASURES:
+            raise ValueError(
+                f"LyapunovSpectrumSettings.measure must be one of {', '.join(MEASURES)} "
+                f"(got {self.measure!r})."
+            )
+        at_least(self, "seed", 0)
 
 
 class _Measure(eqx.Module):
@@ -186,8 +228,7 @@ def _spectrum(
     interval,
     n_intervals: int,
     solver,
-    rtol,
-    atol,
+    steps: tuple,
     max_steps: int,
 ):
     """From `x0` and tangent vectors `q0 [k, *x.shape]` (orthonormal in `measure`):
@@ -195,7 +236,8 @@ def _spectrum(
     final state and vectors, the per-interval `log |R_ii|` (`[n_intervals, k]`) and the
     solves' step counts, their success, whether the state and the field at each
     interval's end are finite, and the time, the state's RMS and the field's RMS where
-    each solve ended (where a failed one stopped)."""
+    each solve ended (where a failed one stopped). `steps`: `(rtol, atol, dt0)`."""
+    rtol, atol, dt0 = steps
 
     def augmented(t, y, a):
         x, q = y
@@ -215,7 +257,7 @@ def _spectrum(
             solver,
             t0,
             t0 + interval,
-            None,
+            dt0,
             (x, q),
             args,
             stepsize_controller=controller,
@@ -365,22 +407,45 @@ def _interval_precision(logs, renormalise: float, dtype, atol: float) -> float:
     return spread
 
 
+def _solve_settings(options) -> tuple[str, float, float, float | None, int]:
+    """`(solver, rtol, atol, dt0, max_steps)` of `options`, refused in one line unless they
+    name one of `SOLVERS` with adaptive steps by `rtol` and `atol` (a PID controller per
+    interval: no `stepsize_controller` or `dtmin`); `max_steps=None`: 100,000."""
+    if not isinstance(options, solvers.SolveOptions):
+        raise TypeError(
+            f"options must be a solvers.SolveOptions (got {type(options).__name__}): "
+            "LYAPUNOV_OPTIONS.replace(rtol=..., atol=...), for example."
+        )
+    if not (isinstance(options.solver, str) and options.solver in SOLVERS):
+        raise ValueError(
+            f"lyapunov_spectrum's options.solver must be one of {', '.join(SOLVERS)} (got "
+            f"{options.solver!r})."
+        )
+    if options.rtol is None or options.atol is None:
+        raise ValueError(
+            "lyapunov_spectrum steps adaptively: options need rtol and atol (got rtol="
+            f"{options.rtol}, atol={options.atol})."
+        )
+    for name in ("stepsize_controller", "dtmin"):
+        if getattr(options, name) is not None:
+            raise ValueError(
+                f"lyapunov_spectrum builds its own PID controller from rtol and atol: "
+                f"leave options.{name} None."
+            )
+    cap = options.max_steps or LYAPUNOV_OPTIONS.max_steps or 100_000
+    dt0 = None if options.dt0 is None else float(options.dt0)
+    return options.solver, float(options.rtol), float(options.atol), dt0, int(cap)
+
+
 def lyapunov_spectrum(
     system: solvers.EnergySystem | Callable[[Any, Array, Any], Array],
     x0: Real[ArrayLike, "..."],
-    args: Any = None,
     *,
+    args: Any = None,
     k: int | None = None,
     t1: float,
-    transient: float = 0.0,
-    renormalise: float = 1.0,
-    flow: Flow = "projected",
-    measure: Literal["x", "g", "metric"] = "x",
-    solver: str = "tsit5",
-    rtol: float = 1e-8,
-    atol: float = 1e-10,
-    max_steps: int = 100_000,
-    seed: int = 0,
+    options: solvers.SolveOptions = LYAPUNOV_OPTIONS,
+    settings: LyapunovSpectrumSettings = LyapunovSpectrumSettings(),
     dtype: DTypeLike = jnp.float64,
 ) -> LyapunovSpectrum:
     """The `k` largest Lyapunov exponents of the flow through `x0` (all when `k` is None)
@@ -388,49 +453,41 @@ def lyapunov_spectrum(
 
     **Arguments:**
 
-    - `system`: a `solvers.EnergySystem` (its `vector_field` with `flow`) or any
+    - `system`: a `solvers.EnergySystem` (its `vector_field` with `options.flow`) or any
       callable `field(t, x, args) -> dx/dt` with `x` of any shape.
     - `x0`: the start; `args`: the system's conditions.
     - `k`: how many exponents (at most `x0.size`; in `g` or `metric`, at most the
       tangent space's dimension).
-    - `flow`: an energy system's flow (`"native"` or `"projected"`).
-    - `measure`: where the tangent vectors are measured (module docstring): `"x"` the
-      state's coordinates (any system); on an energy system `"g"`, the energy's
-      coordinates (`|dg|` on the ET: token means and scales dropped, as
-      `lyapunov_exponent` measures), or `"metric"` (`|C^(1/2) P dx|`).
-    - `t1`: averaging time after the transient; `transient`: time run first (state
-      and tangent vectors, no averaging) so that the tangent vectors align.
-    - `renormalise`: time between QR steps (each one diffrax solve; `t1` and
-      `transient` are rounded to whole intervals).
-    - `solver` (`tsit5`, `dopri5`, `dopri8`), `rtol`, `atol`, `max_steps` (per
-      interval): the integration; `seed`: the random start of the tangent vectors;
-      `dtype`: the arithmetic (float64 needs `jax_enable_x64`).
+    - `t1`: averaging time after the transient (rounded to whole renormalise intervals).
+    - `options`: the integration (`solvers.SolveOptions`; default `LYAPUNOV_OPTIONS`):
+      `solver` one of `tsit5`, `dopri5`, `dopri8`, with adaptive steps by `rtol` and
+      `atol` (`dt0`: the first step of each interval, `None` automatic), `max_steps`
+      per interval (`None`: 100,000), and an energy system's `flow` (`"native"` or
+      `"projected"`; a plain field has none). A `stepsize_controller` or `dtmin` is
+      refused.
+    - `settings`: the QR method's (`LyapunovSpectrumSettings`: `transient`,
+      `renormalise`, `measure`, `seed`).
+    - `dtype`: the arithmetic (float64 needs `jax_enable_x64`).
 
     **Returns:** a `LyapunovSpectrum` (its fields say what each holds).
     """
+    if not isinstance(settings, LyapunovSpectrumSettings):
+        raise TypeError(
+            "settings must be an analysis.LyapunovSpectrumSettings (got "
+            f"{type(settings).__name__})."
+        )
+    solver, rtol, atol, dt0, max_steps = _solve_settings(options)
+    flow, transient, renormalise = options.flow, settings.transient, settings.renormalise
+    measure, seed = settings.measure, settings.seed
     _field_of(system, flow)  # refuses anything else before any work
     energy_system = callable(getattr(system, "vector_field", None))
-    if measure not in MEASURES:
-        raise ValueError(f"measure must be one of {', '.join(MEASURES)} (got {measure!r}).")
     if measure != "x" and not energy_system:
         raise ValueError(
             f"measure={measure!r} needs an energy system (its clock and tangent "
             "projection); a plain field is measured in its own coordinates: measure='x'."
         )
-    if not (
-        math.isfinite(t1)
-        and t1 > 0
-        and math.isfinite(renormalise)
-        and renormalise > 0
-        and math.isfinite(transient)
-        and transient >= 0
-    ):
-        raise ValueError(
-            "t1 and renormalise must be positive and transient >= 0 "
-            f"(got t1={t1}, renormalise={renormalise}, transient={transient})."
-        )
-    if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {', '.join(SOLVERS)} (got {solver!r}).")
+    if not (math.isfinite(t1) and t1 > 0):
+        raise ValueError(f"t1 must be a positive averaging time (got t1={t1}).")
     if jnp.dtype(dtype) == jnp.float64 and not float64_available():
         raise ValueError(
             "float64 needs jax_enable_x64: call "
@@ -482,8 +539,7 @@ def lyapunov_spectrum(
         interval,
         warm + averaged,
         make,
-        r,
-        a,
+        (r, a, None if dt0 is None else jnp.asarray(dt0, dtype)),
         int(max_steps),
     )
     steps_total = int(np.sum(steps))

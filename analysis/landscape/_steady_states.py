@@ -9,7 +9,7 @@ deflated Newton step is the plain one scaled (`analysis._branch_kernels.deflated
 Each start is retried until deflated Newton fails from it (a start that lies on a known
 zero is moved off it by a small seeded random step first); every zero found is checked
 on the undeflated `f` and kept once. A degenerate (multiple) zero is accepted where
-`|f| <= tol`, which may lie some way from it in `x`, so it can be reported twice.
+`|f| <= newton_tol`, which may lie some way from it in `x`, so it can be reported twice.
 """
 
 import dataclasses
@@ -25,8 +25,9 @@ from jaxtyping import ArrayLike, Real
 from .._common import is_count
 from .._records import metadata
 from .._results import Result
-from ._branch_kernels import FlatField, deflated_newton, leading_eigen
-from ._continuation import Field, Preconditioner
+from .._settings import NewtonSettings, Settings, positive
+from ._branch_kernels import SPECTRA, FlatField, deflated_newton, leading_eigen
+from ._continuation import Field
 from ._continuation_checks import (
     check_field_shape,
     check_linear_algebra,
@@ -71,68 +72,99 @@ class SteadyStates(Result):
     versions)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class SteadyStateSettings(Settings):
+    """How `steady_states` searches by deflated Newton (module docstring).
+
+    - `max_states`: the most states sought (an integer >= 1, default 16; one
+      compilation holds this many).
+    - `power`, `shift`: the deflation operator's exponent (> 0, default 2) and shift
+      (> 0, default 1: it keeps Newton's behaviour far from the known states).
+    - `distance_tol`: the RMS distance (the state's units, default 1e-6) below which two
+      states are the same one.
+    - `k`: eigenvalues of `df/dx` kept per state (an integer >= 1, default 6);
+      `spectrum`: which (`"rightmost"` or `"nearest_zero"`, as for `continuation`).
+    - `newton`: each try's Newton (`NewtonSettings`): `newton_tol`, the RMS of `f` at
+      which a state is accepted (`None`: 1e-10 in float64, 1e-5 in float32, as for
+      `continuation`), `max_newton` iterations per try (default 50), `matrix_free` and
+      the field's `preconditioner` (as for `continuation`).
+    """
+
+    max_states: int = 16
+    power: float = 2.0
+    shift: float = 1.0
+    distance_tol: float = 1e-6
+    k: int = 6
+    spectrum: Literal["rightmost", "nearest_zero"] = "rightmost"
+    newton: NewtonSettings = NewtonSettings(max_newton=50)
+
+    def check(self) -> None:
+        for name in ("power", "shift", "distance_tol"):
+            positive(self, name)
+        for name in ("max_states", "k"):
+            if not is_count(getattr(self, name), 1):
+                raise ValueError(
+                    f"SteadyStateSettings.{name} must be an integer >= 1 (got "
+                    f"{getattr(self, name)!r})."
+                )
+        if self.spectrum not in SPECTRA:
+            raise ValueError(
+                f"SteadyStateSettings.spectrum must be one of {SPECTRA} (got {self.spectrum!r})."
+            )
+        if not isinstance(self.newton, NewtonSettings):
+            raise TypeError(
+                "SteadyStateSettings.newton must be an analysis.NewtonSettings (got "
+                f"{type(self.newton).__name__})."
+            )
+
+
 def steady_states(
-    field: Field,
+    system: Field,
     starts: Real[ArrayLike, " S *shape"],
     p: float,
     *,
     args: Any = None,
     known: Real[ArrayLike, " K *shape"] | None = None,
-    max_states: int = 16,
-    power: float = 2.0,
-    shift: float = 1.0,
-    tol: float | None = None,
-    max_newton: int = 50,
-    min_distance: float = 1e-6,
-    k: int = 6,
-    matrix_free: bool | None = None,
-    preconditioner: Preconditioner | None = None,
-    spectrum: Literal["rightmost", "nearest_zero"] = "rightmost",
+    settings: SteadyStateSettings = SteadyStateSettings(),
     dtype: DTypeLike | None = None,
 ) -> SteadyStates:
-    """The distinct steady states of `field` at parameter `p` that deflated Newton
+    """The distinct steady states of `system` at parameter `p` that deflated Newton
     reaches from `starts` (module docstring).
 
     **Arguments:**
 
-    - `field`: `f(x, p, args) -> dx/dt` (as for `continuation`).
+    - `system`: a field `f(x, p, args) -> dx/dt` (as for `continuation`).
     - `starts`: `[S, *shape]`, the starting states (one or more).
     - `p`: the parameter value; `args`: the field's conditions.
     - `known`: `[K, *shape]` steady states to deflate from the outset (not returned).
-    - `max_states`: the most states sought (one compilation holds this many).
-    - `power`, `shift`: the deflation operator's exponent and shift (`shift > 0` keeps
-      Newton's behaviour far from the known states).
-    - `tol`: RMS of `f` at which a state is accepted (default 1e-10 in float64, 1e-5
-      in float32, as for `continuation`); `max_newton`: iterations per try;
-      `min_distance`: RMS distance below which two states are the same.
-    - `k`, `matrix_free`, `preconditioner`, `spectrum`, `dtype`: as for
-      `continuation`.
+    - `settings`: the search (`SteadyStateSettings`: `max_states`, the deflation's
+      `power` and `shift`, `distance_tol`, the `k` eigenvalues kept and which, and
+      each try's Newton).
+    - `dtype`: as for `continuation`.
 
     **Returns:** a `SteadyStates` (its fields say what each holds). A `RuntimeWarning`
     where none is found (with the residual the last try ended at) or the cap is
     reached.
     """
+    field = system
     if not callable(field):
         raise TypeError(
             "steady_states takes a callable field(x, p, args) -> dx/dt "
             f"(got {type(field).__name__})."
         )
+    if not isinstance(settings, SteadyStateSettings):
+        raise TypeError(
+            f"settings must be an analysis.SteadyStateSettings (got {type(settings).__name__})."
+        )
     starts = np.asarray(starts)
     if starts.ndim < 1 or starts.shape[0] < 1 or not np.all(np.isfinite(starts)):
         raise ValueError("starts must be a finite array [S, *shape] with S >= 1.")
-    if not (
-        is_count(max_states, 1)
-        and is_count(k, 1)
-        and power > 0
-        and shift > 0
-        and (tol is None or tol > 0)
-        and np.isfinite(p)
-    ):
-        raise ValueError(
-            "max_states >= 1 and k >= 1 (integers), power > 0, shift > 0, "
-            "tol > 0 and a finite p are needed (got "
-            f"{max_states!r}, {k!r}, {power}, {shift}, {tol}, {p})."
-        )
+    if not np.isfinite(p):
+        raise ValueError(f"p must be a finite number (got {p}).")
+    max_states, power, shift = settings.max_states, settings.power, settings.shift
+    min_distance, k, spectrum = settings.distance_tol, settings.k, settings.spectrum
+    max_newton, matrix_free = settings.newton.max_newton, settings.newton.matrix_free
+    preconditioner, tol = settings.newton.preconditioner, settings.newton.newton_tol
     dtype = dtype_of(starts, dtype)
     if tol is None:
         tol = default_tol(dtype)
@@ -156,7 +188,7 @@ def steady_states(
     origin: list[int] = []
     tries, last_residual = 0, float("nan")
     p_entry = np.full((1,), float(p))
-    settings = (
+    kernel = (
         jnp.asarray(tol, dtype),
         int(max_newton),
         jnp.asarray(power, dtype),
@@ -180,11 +212,7 @@ def steady_states(
                 jnp.asarray(roots, dtype),
                 active,
                 args,
-                settings[0],
-                settings[1],
-                settings[2],
-                settings[3],
-                settings[4],
+                *kernel,
             )
             tries, last_residual = tries + 1, float(res)
             x = np.asarray(y[:-1], np.float64)
@@ -202,9 +230,9 @@ def steady_states(
         nan = "" if np.isfinite(last_residual) else ": the field is not finite where it went"
         warnings.warn(
             f"steady_states: no steady state found at p = {float(p):g}: deflated Newton "
-            f"from each of the {starts.shape[0]} starts ended above tol = {tol:g} (the "
+            f"from each of the {starts.shape[0]} starts ended above newton_tol = {tol:g} (the "
             f"last at RMS f = {last_residual:.3g}{nan}); give starts nearer steady "
-            "states, more max_newton, or a looser tol.",
+            "states, more max_newton, or a looser newton_tol (settings.newton).",
             RuntimeWarning,
             stacklevel=2,
         )

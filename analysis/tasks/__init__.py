@@ -4,10 +4,13 @@ horizon (`graph_overshoot`), gradients against depth per adjoint (`gradient_dept
 attractors reached from a held-out image (`image_basins`, `image_basin_continuation`),
 and the trajectory of an image completion (`image_trajectory` and its helpers). Each
 study returns a typed result (`Overshoot`, `GraphOvershoot`, `GradientDepth`,
-`ImageBasins`, `ImageBasinContinuation`: `._task_records`).
+`ImageBasins`, `ImageBasinContinuation`: `._task_records`). How each solves is one
+`solvers.SolveOptions` (`options`; for a task model by default its own,
+`model.dynamics.options`, `GRADIENT_DEPTH_OPTIONS` for `gradient_depth`); what else a
+study is asked to do, one settings object (`GradientDepthSettings`).
 """
 
-from ._gradient_depth import gradient_depth
+from ._gradient_depth import GRADIENT_DEPTH_OPTIONS, GradientDepthSettings, gradient_depth
 from ._graph_overshoot import graph_overshoot
 from ._image_basin_continuation import image_basin_continuation
 from ._image_basins import image_basins
@@ -21,7 +24,6 @@ from ._image_trajectory import (
     reference_time,
     still_frame,
     to_display,
-    trajectory_options,
 )
 from ._overshoot import overshoot
 from ._task_records import (
@@ -40,9 +42,11 @@ from ._task_records import (
 )
 
 __all__ = [
+    "GRADIENT_DEPTH_OPTIONS",
     "AdjointGradients",
     "AdjointState",
     "GradientDepth",
+    "GradientDepthSettings",
     "GraphOvershoot",
     "ImageAttractor",
     "ImageBasinContinuation",
@@ -66,5 +70,4 @@ __all__ = [
     "reference_time",
     "still_frame",
     "to_display",
-    "trajectory_options",
 ]

@@ -33,12 +33,73 @@ from jaxtyping import ArrayLike, Float, Real
 
 from et_ode import solvers
 from et_ode.tasks import MaskedImageET, Masking, masked_mse
-from et_ode.vocab import ADJOINTS, Adjoint, Flow
+from et_ode.vocab import ADJOINTS, Adjoint
 
 from .._common import as_batch
 from .._geometry import require
 from .._records import metadata, model_dtype
+from .._settings import Settings, at_least, positive
 from ._task_records import GradientDepth, gradient_depth_record
+
+GRADIENT_DEPTH_OPTIONS = solvers.SolveOptions(solver="euler", dt0=0.1, max_steps=20_000)
+"""`gradient_depth`'s solves: the paper's Euler steps of 0.1 on the native flow, at most
+20,000 steps (a horizon `T` is then `T / 0.1` steps, the paper's 12 layers at 1.2)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientDepthSettings(Settings):
+    """What `gradient_depth` measures besides the gradients at each horizon.
+
+    - `split_times`: the times `s` (tau) of the adjoint state `dL/dx(s)` along the
+      longest trajectory (`None`: `n_splits` points from 0 to the longest horizon, on
+      the step grid for constant steps); those at or past the longest horizon are
+      dropped.
+    - `n_splits`: how many split times when `split_times` is None (default 7).
+    - `implicit_options`: how the `"implicit"` adjoint's solve to the fixed point runs,
+      a `solvers.SolveOptions` whose flow is replaced by the projected one (`None`:
+      tsit5 at rtol 1e-10, atol 1e-12 in float64, 1e-6 and 1e-8 in float32, first step
+      0.1, at most `max(options.max_steps, 20000)` steps).
+    - `implicit_t1`: the time cap of that solve (tau, default 1000).
+    - `fixed_point_atol`: the RMS of G at which that solve stops at the fixed point
+      (`None`: 1e-9 in float64, 1e-4 in float32).
+    - `check_implicit`: also differentiate the implicit solve's own trajectory (to twice
+      its stop time, without the stop) with the checkpoint adjoint (one more
+      compilation).
+    - `vanish_threshold`: a gradient counts as vanishing when its norm at the longest
+      horizon is below this fraction of its norm at the shortest (default 0.1).
+    - `loss_seed`: the seed of the target of an `EnergyTransformer`'s loss (default 0).
+    """
+
+    split_times: Sequence[float] | Real[ArrayLike, " splits"] | None = None
+    n_splits: int = 7
+    implicit_options: solvers.SolveOptions | None = None
+    implicit_t1: float = 1000.0
+    fixed_point_atol: float | None = None
+    check_implicit: bool = False
+    vanish_threshold: float = 0.1
+    loss_seed: int = 0
+
+    def check(self) -> None:
+        at_least(self, "n_splits", 1)
+        if self.implicit_options is not None and not isinstance(
+            self.implicit_options, solvers.SolveOptions
+        ):
+            raise ValueError(
+                "GradientDepthSettings.implicit_options must be a solvers.SolveOptions or "
+                f"None (got {type(self.implicit_options).__name__})."
+            )
+        positive(self, "implicit_t1")
+        positive(self, "fixed_point_atol", allow_none=True)
+        if not isinstance(self.check_implicit, bool):
+            raise ValueError(
+                f"GradientDepthSettings.check_implicit must be True or False (got "
+                f"{self.check_implicit!r})."
+            )
+        positive(self, "vanish_threshold")
+        if isinstance(self.loss_seed, bool) or not isinstance(self.loss_seed, int):
+            raise ValueError(
+                f"GradientDepthSettings.loss_seed must be an integer (got {self.loss_seed!r})."
+            )
 
 
 def _flat(tree) -> np.ndarray:
@@ -156,18 +217,8 @@ def gradient_depth(
     masking: Masking | None = None,
     horizons: Sequence[float] | Real[ArrayLike, " horizons"] = (1.2, 2.4, 4.8, 9.6),
     adjoints: Sequence[Adjoint] = ADJOINTS,
-    solver: str = "euler",
-    dt0: float | None = 0.1,
-    rtol: float | None = None,
-    atol: float | None = None,
-    flow: Flow = "native",
-    max_steps: int = 20000,
-    split_times: Sequence[float] | Real[ArrayLike, " splits"] | None = None,
-    n_splits: int = 7,
-    implicit_options: dict | None = None,
-    check_implicit: bool = False,
-    vanish_threshold: float = 0.1,
-    loss_seed: int = 0,
+    options: solvers.SolveOptions = GRADIENT_DEPTH_OPTIONS,
+    settings: GradientDepthSettings = GradientDepthSettings(),
 ) -> GradientDepth:
     """Gradient norms against horizon for each adjoint, and the adjoint state along the
     longest trajectory.
@@ -175,21 +226,18 @@ def gradient_depth(
     **Arguments:**
 
     - `model`: an `et_ode.EnergyTransformer` (with `x0`, `args`; loss
-      `0.5 mean((g(T) - target)^2)`, `target = LayerNorm(noise)` seeded by `loss_seed`)
-      or an `et_ode.MaskedImageET` (with `images [B, H, W, C]` in normalised units and
-      `masking`; loss: its masked-patch MSE; every parameter, encoder included).
+      `0.5 mean((g(T) - target)^2)`, `target = LayerNorm(noise)` seeded by
+      `settings.loss_seed`) or an `et_ode.MaskedImageET` (with `images [B, H, W, C]` in
+      normalised units and `masking`; loss: its masked-patch MSE; every parameter,
+      encoder included).
     - `horizons`: the horizons `T` (tau units). With constant steps (`dt0`, no `rtol`)
       the step counts are `T / dt0`.
     - `adjoints`: of `"checkpoint"`, `"backsolve"`, `"implicit"`.
-    - `solver`, `dt0`, `rtol`, `atol`, `flow`, `max_steps`: the solve.
-    - `split_times`: times `s` for `dL/dx(s)` (default `n_splits` points from 0 to the
-      longest horizon, on the step grid for constant steps).
-    - `implicit_options`: the fixed-point solve of `"implicit"` (default tsit5 on the
-      projected flow to `FixedPointStop(1e-9)` in float64, `1e-4` in float32).
-    - `check_implicit`: also differentiate the implicit solve's own trajectory with the
-      checkpoint adjoint (one more compilation).
-    - `vanish_threshold`: a gradient counts as vanishing when its norm at the longest
-      horizon is below this fraction of its norm at the shortest.
+    - `options`: how every solve to a horizon runs, a `solvers.SolveOptions` (default
+      `GRADIENT_DEPTH_OPTIONS`: Euler steps of 0.1 on the native flow, at most 20,000
+      steps); its `max_steps` must reach the longest horizon.
+    - `settings`: the split times of the adjoint state, the implicit adjoint's solve,
+      the vanishing threshold and the loss's seed (`GradientDepthSettings`).
 
     **Returns:** a `GradientDepth` (its fields, and those of its `AdjointGradients`,
     `ImplicitGradient` and `AdjointState`, say what each holds): with `"implicit"`
@@ -199,16 +247,21 @@ def gradient_depth(
     `solvers.EnergySystem` methods and the ET's LayerNorm `norm` (the loss is measured
     in its coordinates); refused up front, before any solve, without them.
     """
+    if not isinstance(options, solvers.SolveOptions):
+        raise TypeError(f"options must be a solvers.SolveOptions (got {type(options).__name__}).")
+    if not isinstance(settings, GradientDepthSettings):
+        raise TypeError(
+            f"settings must be a GradientDepthSettings (got {type(settings).__name__})."
+        )
     if not (hasattr(model, "core") and hasattr(model, "encode")):
         require(model, "gradient_depth")
-    problem = _problem(model, x0, args, images, masking, loss_seed)
+    problem = _problem(model, x0, args, images, masking, settings.loss_seed)
     core = problem.core(model)
     dtype = model_dtype(core)
     horizons = np.asarray(horizons, float)
-    constant = rtol is None and atol is None
-    base = dict(
-        solver=solver, dt0=dt0, rtol=rtol, atol=atol, flow=flow, max_steps=max_steps, throw=False
-    )
+    constant = not options.adaptive
+    dt0, flow = options.dt0, options.flow
+    base = dict(options=options, throw=False)
     out: dict[str, Any] = dict(
         horizons=horizons,
         steps=np.round(horizons / dt0).astype(int) if constant and dt0 else None,
@@ -252,24 +305,14 @@ def gradient_depth(
             if done.size >= 2
             else float("nan")
         )
-        rec["vanishes"] = bool(ratio < vanish_threshold) if math.isfinite(ratio) else None
+        rec["vanishes"] = bool(ratio < settings.vanish_threshold) if math.isfinite(ratio) else None
         rec["last_grad"] = last  # flat gradient at the longest horizon computed
         out["adjoints"][adjoint] = rec
 
     if "implicit" in adjoints:
-        if implicit_options is None:
-            tight = dtype == np.float64
-            implicit_options = dict(
-                solver="tsit5",
-                rtol=1e-10 if tight else 1e-6,
-                atol=1e-12 if tight else 1e-8,
-                t1=1000.0,
-                stop=solvers.FixedPointStop(atol=1e-9 if tight else 1e-4),
-                max_steps=max(max_steps, 20000),
-            )
-        options = dict(implicit_options, flow="projected", throw=False)
+        implicit, recorded = _implicit_solve(settings, options, dtype == np.float64)
         value, g_model, g_x, (t_final, residual, _) = _gradients(
-            problem, model, dict(options, adjoint="implicit")
+            problem, model, dict(implicit, adjoint="implicit")
         )
         imp_flat = _flat(g_model)
         extra: dict[str, Any] = {}
@@ -278,12 +321,12 @@ def gradient_depth(
             extra["relative_difference_to_checkpoint"] = float(
                 np.linalg.norm(imp_flat - ref) / max(float(np.linalg.norm(ref)), 1e-300)
             )
-        if check_implicit:
+        if settings.check_implicit:
             # Checkpoint (exact discrete) gradients through the same solve run to twice
             # the stop time without the stop.
             t_check = 2.0 * float(np.max(np.asarray(t_final)))
             _, g_check, _, _ = _gradients(
-                problem, model, dict(options, stop=None, t1=t_check, adjoint="checkpoint")
+                problem, model, dict(implicit, stop=None, t1=t_check, adjoint="checkpoint")
             )
             ref = _flat(g_check)
             extra.update(
@@ -299,7 +342,7 @@ def gradient_depth(
             loss=value,
             t_final=np.asarray(t_final),
             residual_rms=np.asarray(residual),
-            options={k: (dataclasses.asdict(v) if k == "stop" else v) for k, v in options.items()},
+            options=recorded,
             **extra,
         )
 
@@ -308,8 +351,8 @@ def gradient_depth(
         model,
         base,
         float(horizons.max()),
-        split_times,
-        n_splits,
+        settings.split_times,
+        settings.n_splits,
         dt0 if constant else None,
     )
     out["avoids_vanishing"] = [
@@ -321,7 +364,8 @@ def gradient_depth(
         summary.append(
             f"{name}: parameter gradient norm x{rec['ratio']:.3g} and dL/dx0 x"
             f"{rec['x0_ratio']:.3g} from T = {horizons[0]:g} to the longest horizon "
-            f"computed ({verdict[rec['vanishes']]} at threshold {vanish_threshold:g})"
+            f"computed ({verdict[rec['vanishes']]} at threshold "
+            f"{settings.vanish_threshold:g})"
         )
     if "implicit" in out:
         imp = out["implicit"]
@@ -346,20 +390,53 @@ def gradient_depth(
     out["metadata"] = metadata(
         study="gradient_depth",
         dtype=dtype,
-        seeds=dict(loss_target=loss_seed),
-        solver=solver,
+        seeds=dict(loss_target=settings.loss_seed),
+        solver=options.solver,
         dt0=dt0,
-        rtol=rtol,
-        atol=atol,
+        rtol=options.rtol,
+        atol=options.atol,
         flow=flow,
-        max_steps=max_steps,
+        max_steps=options.max_steps,
         adjoints=list(adjoints),
-        vanish_threshold=vanish_threshold,
+        vanish_threshold=settings.vanish_threshold,
         model=type(model).__name__,
         batch=int((problem.x0 if isinstance(problem, _CoreProblem) else problem.patches).shape[0]),
         norms="L2 over every parameter array; dL/dx over every entry of the batch",
     )
     return gradient_depth_record(out)
+
+
+def _implicit_solve(settings, options, tight) -> tuple[dict, dict]:
+    """The keywords of the `"implicit"` adjoint's solve to the fixed point (the projected
+    flow, to `settings.implicit_t1` with a fixed-point stop), and what the result records
+    of them (the keys it always had; `dt0` too when the options are given)."""
+    stop = solvers.FixedPointStop(atol=settings.fixed_point_atol or (1e-9 if tight else 1e-4))
+    given = settings.implicit_options
+    if given is None:
+        solve = solvers.SolveOptions(
+            solver="tsit5",
+            rtol=1e-10 if tight else 1e-6,
+            atol=1e-12 if tight else 1e-8,
+            max_steps=max(int(options.max_steps or 0), 20000),
+            flow="projected",
+        )
+        first = dict(solver=solve.solver, rtol=solve.rtol, atol=solve.atol)
+    else:
+        solve = given.replace(flow="projected")
+        first = dict(solver=solve.solver, dt0=solve.dt0, rtol=solve.rtol, atol=solve.atol)
+    run = dict(t1=float(settings.implicit_t1), stop=stop)
+    recorded = dict(
+        first,
+        t1=run["t1"],
+        stop=dataclasses.asdict(stop),
+        max_steps=solve.max_steps,
+        flow=solve.flow,
+        throw=False,
+    )
+    for name in ("stepsize_controller", "dtmin"):
+        if getattr(solve, name) is not None:
+            recorded[name] = getattr(solve, name)
+    return dict(run, options=solve, throw=False), recorded
 
 
 def _adjoint_state(problem, model, base, horizon, split_times, n_splits, dt0):

@@ -1,8 +1,6 @@
 """Overshoot of a node anomaly detector: its test AUC and the energy against time, from
 the start to far past the horizon it was trained at."""
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,7 +26,7 @@ def graph_overshoot(
     t_max_factor: float = 100.0,
     n_times: int = 24,
     t_first: float | None = None,
-    **overrides: Any,
+    options: solvers.SolveOptions | None = None,
 ) -> GraphOvershoot:
     """The readout of a `NodeAnomalyET` applied to its state at times past its
     training horizon: does the AUC on `nodes` (the test nodes) hold, fall or rise?
@@ -37,7 +35,10 @@ def graph_overshoot(
     training), `senders`, `receivers` `[E]`, `labels [N]`; `nodes`: indices scored;
     `t_max_factor`: the end as a multiple of the model's `dynamics.t1`; `n_times`,
     `t_first` (default horizon / 100): log-spaced sample times, plus 0 and the horizon;
-    `**overrides`: `solvers.solve` options replacing the model's dynamics.
+    `options`: how to solve, a `solvers.SolveOptions` (None: the model's own,
+    `model.dynamics.options`), with constant steps capped at the exact step count to
+    the end; the model's fixed-point stop is dropped (the run passes every sample time)
+    and its adjoint kept.
 
     **Returns:** a `GraphOvershoot` (its fields say what each holds).
 
@@ -48,14 +49,24 @@ def graph_overshoot(
     horizon = float(model.dynamics.t1)
     t_max = t_max_factor * horizon
     times = log_times(t_first or horizon / 100, t_max, n_times, include=[horizon], start=0.0)
-    options = model.dynamics.solve_options() | overrides
-    options.pop("stop", None)
-    options.update(t1=t_max, save=jnp.asarray(times))
-    if options.get("rtol") is None:  # constant steps: a cap of the exact step count
-        options["max_steps"] = solvers.constant_step_count(0.0, t_max, options["dt0"])
+    options = model.dynamics.options if options is None else options
+    if not isinstance(options, solvers.SolveOptions):
+        raise TypeError(
+            f"options must be a solvers.SolveOptions or None (got {type(options).__name__})."
+        )
+    if not options.adaptive:  # constant steps: a cap of the exact step count
+        options = options.replace(max_steps=solvers.constant_step_count(0.0, t_max, options.dt0))
     x0 = model.encode(features)
     conditions = model.conditions(senders, receivers, x0.shape[0])
-    sol = solvers.solve(model.core, x0, args=conditions, **options)
+    sol = solvers.solve(
+        model.core,
+        x0,
+        args=conditions,
+        options=options,
+        t1=t_max,
+        save=jnp.asarray(times),
+        adjoint=model.dynamics.adjoint,
+    )
     states = sol.xs
     scores = np.asarray(jax.vmap(lambda x: model.scores_of_states(x0, x))(states))
     energy = np.asarray(jax.vmap(lambda x: model.core.energy(x, conditions))(states))
@@ -63,7 +74,19 @@ def graph_overshoot(
     auc = np.array([roc_auc(labels[nodes], s[nodes]) for s in scores])
     at = int(np.argmin(np.abs(times - horizon)))
     best = int(np.argmax(auc))
-    solve_options = {k: v for k, v in options.items() if k != "save"}
+    solve_options = dict(
+        solver=options.solver,
+        dt0=options.dt0,
+        t1=t_max,
+        rtol=options.rtol,
+        atol=options.atol,
+        flow=options.flow,
+        adjoint=model.dynamics.adjoint,
+        max_steps=options.max_steps,
+    )
+    for name in ("stepsize_controller", "dtmin"):
+        if getattr(options, name) is not None:
+            solve_options[name] = getattr(options, name)
     return GraphOvershoot(
         times=times,
         auc=auc,

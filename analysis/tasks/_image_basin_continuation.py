@@ -11,18 +11,22 @@ fractions, stability and jumps, and `image_track` says which track the image's o
 start reaches at each value.
 """
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.typing import DTypeLike
 from jaxtyping import ArrayLike, Float
 
+from et_ode import solvers
 from et_ode.tasks import MaskedImageET, Masking
 
 from .._common import cast, is_count, take
-from ..landscape import Parameter, basin_continuation
+from ..landscape import (
+    BASIN_OPTIONS,
+    BasinContinuationSettings,
+    Parameter,
+    basin_continuation,
+)
 from ._image_basins import image_starts
 from ._image_trajectory import normalised_patches
 from ._task_records import ImageBasinContinuation, image_basin_continuation_record
@@ -38,7 +42,8 @@ def image_basin_continuation(
     random_starts: int = 64,
     seed: int = 0,
     dtype: DTypeLike = jnp.float64,
-    **options: Any,
+    options: solvers.SolveOptions = BASIN_OPTIONS,
+    settings: BasinContinuationSettings = BasinContinuationSettings(),
 ) -> ImageBasinContinuation:
     """The attractors of `model`'s core reached from the first of `images` and from
     random starts, followed across the values `ps` of `parameter` (module docstring).
@@ -51,9 +56,10 @@ def image_basin_continuation(
       `"memory_scale"`, `"field_strength"` or a function (as `continuation`'s).
     - `random_starts`: how many random starts beside the image's own; `seed`: theirs.
     - `dtype`: of the solves (float64 needs `jax_enable_x64`).
-    - `options`: `basin_continuation`'s (`match`, `track_tol`, `min_overlap`) and
-      `basins`' (`solver`, `rtol`, `atol`, `fixed_point_atol`, `t1`, `match_tol`,
-      `polish_max`, `k`, ...); the image's own attractor is polished first.
+    - `options`, `settings`: `basin_continuation`'s (`solvers.SolveOptions`, default
+      `BASIN_OPTIONS`; `BasinContinuationSettings`: how tracks are matched, and
+      `basins`' `BasinSettings` at every value); the image's own attractor is polished
+      first.
 
     **Returns:** an `ImageBasinContinuation`: `basin_continuation`'s result with its
     tracks without their states (`ImageTrack`s), the image's `image_track`, and
@@ -71,7 +77,14 @@ def image_basin_continuation(
     args = take(conditions, 0, True)
     starts = image_starts(x0[0], args, random_starts, jax.random.key(seed))
     result = basin_continuation(
-        core, starts, ps, args, parameter=parameter, polish_first=[0], **options
+        core,
+        starts,
+        ps,
+        args=args,
+        parameter=parameter,
+        polish_first=[0],
+        options=options,
+        settings=settings,
     )
     return image_basin_continuation_record(
         result,

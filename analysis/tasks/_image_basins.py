@@ -22,11 +22,12 @@ import numpy as np
 from jax.typing import DTypeLike
 from jaxtyping import ArrayLike, Float
 
+from et_ode import solvers
 from et_ode.tasks import MaskedImageET, Masking
 
 from .._common import cast, take
 from .._records import model_dtype
-from ..landscape import basin_entropy, basins, grid_starts
+from ..landscape import BASIN_OPTIONS, BasinSettings, basin_entropy, basins, grid_starts
 from ._image_trajectory import normalised_patches, to_display
 from ._task_records import ImageAttractor, ImageBasins, ImagePlane, ImageRandomStarts
 
@@ -61,7 +62,8 @@ def image_basins(
     extent: tuple[float, float] = (-1.5, 1.5),
     seed: int = 0,
     dtype: DTypeLike = jnp.float64,
-    **options: Any,
+    options: solvers.SolveOptions = BASIN_OPTIONS,
+    settings: BasinSettings = BasinSettings(),
 ) -> ImageBasins:
     """The basins of the core of `model` (a `MaskedImageET`) on the plane through two
     images and on random starts (module docstring), in one batched solve.
@@ -74,10 +76,10 @@ def image_basins(
       `random_starts`: how many random starts (0: none); `extent`: the range of `a` and
       `b`; `seed`: for `v` and the random starts.
     - `dtype`: of the solve (float64 needs `jax_enable_x64`).
-    - `options`: `basins` options (`solver`, `rtol`, `atol`, `dt0`, `fixed_point_atol`,
-      `t1`, `max_steps`, `match_tol`, `polish_tol`, `polish_max`, `k`, `box`); the
-      attractors reached from the grid points nearest the two images are polished
-      first.
+    - `options`, `settings`: `basins`' (`solvers.SolveOptions`, default
+      `BASIN_OPTIONS`; `BasinSettings`: the stop and horizon, `distance_tol`, the
+      polish, `k`, the entropy's `box`); the attractors reached from the grid points
+      nearest the two images are polished first.
 
     **Returns:** an `ImageBasins` (its fields, and those of its `ImageAttractor`s,
     `ImagePlane` and `ImageRandomStarts`, say what each holds).
@@ -88,7 +90,7 @@ def image_basins(
             "image_basins needs exactly two images [2, S, S, C] (the plane "
             f"goes through both); got shape {images.shape}."
         )
-    box = options.get("box", 5)
+    box = settings.box
     if resolution < box or random_starts < 0:
         raise ValueError(
             f"resolution >= box ({box}: the basin entropy's boxes) and "
@@ -112,7 +114,9 @@ def image_basins(
         int(np.argmin(np.abs(a - pa))) * resolution + int(np.argmin(np.abs(b)))
         for pa in (1.0, -1.0)
     ]  # the grid points nearest the two images
-    found = basins(core, starts, args, polish_first=nearest, **options)
+    found = basins(
+        core, starts, args=args, polish_first=nearest, options=options, settings=settings
+    )
     labels = np.asarray(found["labels"])
     plane_labels, random_labels = labels[:n_grid], labels[n_grid:]
     count = len(found["attractors"])

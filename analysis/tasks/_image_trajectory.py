@@ -1,7 +1,8 @@
 """The trajectories behind the image figures and the energy video: the held-out images
-and their patches, the solve options of a trajectory, one solve of a batch decoded at
-every saved time, and where video frames fall against the solver's steps. Computation
-only; the drawing is in `._image_figures`.
+and their patches, one solve of a batch decoded at every saved time (how to solve: a
+`solvers.SolveOptions`, by default the model's `dynamics.options`), and where video
+frames fall against the solver's steps. Computation only; the drawing is in the
+figures room (`analysis.figures`).
 
 Units: images in [0, 1]; "normalised" means the model's per-channel data normalisation
 (`model.normalisation`), the units of its loss; time in units of the model's `tau`.
@@ -10,7 +11,6 @@ Units: images in [0, 1]; "normalised" means the model's per-channel data normali
 from collections.abc import Sequence
 from typing import Any
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -71,41 +71,6 @@ def reference_time(
     return float(np.mean(np.asarray(sol.t_final))), "fixed-point stop (mean)"
 
 
-def trajectory_options(
-    model: MaskedImageET,
-    horizon: float,
-    *,
-    solver: str | diffrax.AbstractSolver | None = None,
-    dt0: float | None = None,
-    rtol: float | None = None,
-    atol: float | None = None,
-    max_steps: int | None = None,
-) -> dict[str, Any]:
-    """The `solvers.solve` options of a trajectory to `horizon` (in tau) with the
-    model's dynamics, or `solver`/`dt0`/`rtol`/`atol` when given (a given `solver`
-    replaces the model's tolerances by the given ones, None: constant steps). The
-    fixed-point stop is dropped (the trajectory must reach every saved time), the adjoint
-    is `checkpoint` (nothing is differentiated) and `max_steps` (default: enough
-    constant steps for the horizon, or at least 4096 adaptive ones) covers the horizon."""
-    options = model.dynamics.solve_options()
-    options.pop("stop", None)
-    if solver is not None:
-        options.update(solver=solver, rtol=rtol, atol=atol)
-    else:
-        options.update({k: v for k, v in dict(rtol=rtol, atol=atol).items() if v is not None})
-    if dt0 is not None:
-        options["dt0"] = dt0
-    if not horizon > 0:
-        raise ValueError(f"the horizon must be positive (got {horizon}).")
-    if max_steps is None:
-        steps = solvers.constant_step_count(
-            0.0, horizon, options["dt0"], options["rtol"], options["atol"]
-        )
-        max_steps = max(int(options["max_steps"] or 0), 4096 if steps is None else steps)
-    options.update(t1=float(horizon), adjoint="checkpoint", stop=None, max_steps=int(max_steps))
-    return options
-
-
 @eqx.filter_jit
 def _decode_and_energy(model, xs, conditions, mean, std):
     """`xs [B, T, N, D]` -> reconstructions `[B, T, N, P]` (normalised units) and
@@ -120,26 +85,31 @@ def image_trajectory(
     images: Float[ArrayLike, "B H W C"],
     masking: Masking,
     times: Real[ArrayLike, " T"] | Sequence[float],
-    **options: Any,
+    *,
+    options: solvers.SolveOptions | None = None,
 ) -> dict[str, Any]:
     """Run the model's dynamics on `images` once, saving the state at every one of
     `times`, and decode every saved state.
 
     One `solvers.solve` through `model.reconstruct(..., save=times)` (so the encoding,
     the conditions and the context standardisation are the model's own), from t = 0 to
-    `times[-1]`.
+    `times[-1]`, without the model's fixed-point stop (the trajectory passes every saved
+    time) and with the checkpoint adjoint (nothing is differentiated).
 
     **Arguments:** `images [B, S, S, C]` in [0, 1]; `masking` with `[B, N]` fields;
-    `times [T]` non-decreasing in `[0, times[-1]]` (tau); `options`: `solvers.solve`
-    options (default `trajectory_options(model, times[-1])`).
+    `times [T]` non-decreasing in `[0, times[-1]]` (tau); `options`: how to solve, a
+    `solvers.SolveOptions` (None: the model's own, `model.dynamics.options`), its step
+    cap raised to reach `times[-1]` (`SolveOptions.covering`: enough constant steps, or
+    at least 4096 adaptive ones).
 
     **Returns:** a dict: `times [T]`; `states [B, T, N, D]`; `reconstructions
     [B, T, N, P]` (every patch decoded, normalised units); `patches [B, N, P]` (the
     originals, normalised); `energies [B, T]` (E of the core with the model's
     conditions); `mse [T]` (masked-patch MSE over all occluded patches of the batch,
     normalised units, as the evaluation computes it) and `mse_per_image [B, T]`;
-    `conditions`, `context_mean`, `context_std` (`[B, P]`); `options` (the solve
-    options used) and `stats` (the solve's statistics).
+    `conditions`, `context_mean`, `context_std` (`[B, P]`); `options` (the solve's
+    keywords: `solver`, `dt0`, `t1`, `rtol`, `atol`, `flow`, `adjoint`, `max_steps`,
+    `stop`) and `stats` (the solve's statistics).
     """
     times = np.asarray(times, np.float64)
     if (
@@ -152,10 +122,11 @@ def image_trajectory(
         raise ValueError(
             "times must be a non-empty, non-decreasing 1-D array in [0, t_end], t_end > 0."
         )
-    options = trajectory_options(model, float(times[-1])) | dict(options)
-    options["t1"] = float(times[-1])
+    t_end = float(times[-1])
+    solve = (model.dynamics.options if options is None else options).covering(0.0, t_end)
+    run = dict(t1=t_end, adjoint="checkpoint", stop=None)
     patches = normalised_patches(model, images)
-    _, sol = model.reconstruct(patches, masking, save=times, **options)
+    _, sol = model.reconstruct(patches, masking, save=times, options=solve, **run)
     mean, std = jax.vmap(model.context_statistics)(patches, masking)
     _, conditions = jax.vmap(model.encode)((patches - mean[:, None]) / std[:, None], masking)
     reconstructions, energies = _decode_and_energy(model, sol.xs, conditions, mean, std)
@@ -175,9 +146,29 @@ def image_trajectory(
         "conditions": conditions,
         "context_mean": np.asarray(mean),
         "context_std": np.asarray(std),
-        "options": options,
+        "options": _recorded(solve, run),
         "stats": sol.stats,
     }
+
+
+def _recorded(options: solvers.SolveOptions, run: dict) -> dict[str, Any]:
+    """The keywords of a trajectory's solve as the figures and files record them (the
+    step-size controller and `dtmin` only when set)."""
+    keywords = dict(
+        solver=options.solver,
+        dt0=options.dt0,
+        t1=run["t1"],
+        rtol=options.rtol,
+        atol=options.atol,
+        flow=options.flow,
+        adjoint=run["adjoint"],
+        max_steps=options.max_steps,
+        stop=run["stop"],
+    )
+    for name in ("stepsize_controller", "dtmin"):
+        if getattr(options, name) is not None:
+            keywords[name] = getattr(options, name)
+    return keywords
 
 
 def completed_patches(trajectory: dict, masking: Masking) -> np.ndarray:

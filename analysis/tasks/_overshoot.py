@@ -26,20 +26,20 @@ from ._task_records import Overshoot
 
 
 @eqx.filter_jit
-def _encode(image_model, patches, masking):
-    return image_model.encode_batch(patches, masking)
+def _encode(model, patches, masking):
+    return model.encode_batch(patches, masking)
 
 
 @eqx.filter_jit
-def _errors_and_energies(image_model, xs, conditions, patches, occluded, mean, std):
+def _errors_and_energies(model, xs, conditions, patches, occluded, mean, std):
     """`xs: [B, T, N, D]` -> per image and time the summed squared error over occluded
     patches (mean over pixels of a patch) `[B, T]`, and the energy `[B, T]`."""
 
     def per_image(x_t, cond, target, occ, m, s):
         def per_time(x):
-            prediction = image_model.decode(x) * s + m
+            prediction = model.decode(x) * s + m
             err = jnp.mean((prediction - target) ** 2, axis=-1)
-            return jnp.sum(jnp.where(occ, err, 0.0)), image_model.core.energy(x, cond)
+            return jnp.sum(jnp.where(occ, err, 0.0)), model.core.energy(x, cond)
 
         return jax.vmap(per_time)(x_t)
 
@@ -48,8 +48,25 @@ def _errors_and_energies(image_model, xs, conditions, patches, occluded, mean, s
     )
 
 
+def _recorded(options: solvers.SolveOptions) -> dict[str, Any]:
+    """The solve options as the result records them (the keys it always had; a step-size
+    controller and `dtmin` only when set)."""
+    keywords = dict(
+        solver=options.solver,
+        dt0=options.dt0,
+        rtol=options.rtol,
+        atol=options.atol,
+        flow=options.flow,
+        max_steps=options.max_steps,
+    )
+    for name in ("stepsize_controller", "dtmin"):
+        if getattr(options, name) is not None:
+            keywords[name] = getattr(options, name)
+    return keywords
+
+
 def overshoot(
-    image_model: MaskedImageET,
+    model: MaskedImageET,
     images: Float[ArrayLike, "B H W C"],
     masking: Masking,
     *,
@@ -59,14 +76,14 @@ def overshoot(
     batch_size: int = 64,
     chunks: int = 1,
     normalised: bool = True,
-    **overrides: Any,
+    options: solvers.SolveOptions | None = None,
 ) -> Overshoot:
     """Masked-patch MSE and energy against time, from the start to `t_max_factor` times
     the training horizon.
 
     **Arguments:**
 
-    - `image_model`: an `et_ode.MaskedImageET`; `images: [B, H, W, C]` in the model's
+    - `model`: an `et_ode.MaskedImageET`; `images: [B, H, W, C]` in the model's
       normalised units (`normalised=False`: in [0, 1], normalised here with the model's
       stored normalisation); `masking`: an `et_ode.Masking` with `[B, N]` fields.
     - `t_max_factor`: how far past the horizon to go. The horizon is the model's
@@ -77,48 +94,50 @@ def overshoot(
       the end, plus 0 and the horizon itself.
     - `batch_size`: images per solve (each batch placed over every device with
       `solvers.shard_batch`); `chunks`: segments of the horizon per solve.
-    - `**overrides`: `solvers.solve` options replacing the model's dynamics (e.g.
-      `solver="tsit5", rtol=..., atol=...`).
+    - `options`: how to solve, a `solvers.SolveOptions` (None: the model's own,
+      `model.dynamics.options`; e.g. `model.dynamics.options.replace(solver="tsit5",
+      rtol=..., atol=...)`); with constant steps its cap is raised to the steps of a
+      chunk.
 
     **Returns:** an `Overshoot` (its fields say what each holds).
 
     **Protocol:** a `MaskedImageET` (`patches`, `encode_batch`, `decode`, `dynamics`,
     `core`); another model is refused up front, before any solve.
     """
-    require(image_model, "overshoot")
+    require(model, "overshoot")
     images = jnp.asarray(images)
     if not normalised:
-        if image_model.normalisation is None:
+        if model.normalisation is None:
             raise ValueError("normalised=False needs a model with a stored normalisation.")
-        images = jnp.asarray(image_model.normalisation.apply(images))
-    patches = jax.vmap(image_model.patches)(images)
-    dynamics = image_model.dynamics
-    options = dynamics.solve_options() | overrides
-    stop = options.pop("stop", None)
-    options.pop("adjoint", None)
+        images = jnp.asarray(model.normalisation.apply(images))
+    patches = jax.vmap(model.patches)(images)
+    dynamics = model.dynamics
+    options = dynamics.options if options is None else options
+    if not isinstance(options, solvers.SolveOptions):
+        raise TypeError(
+            f"options must be a solvers.SolveOptions or None (got {type(options).__name__})."
+        )
+    stop = dynamics.solve_options().get("stop")
     n_images = patches.shape[0]
-    x0, conditions, mean, std = _encode(image_model, patches, masking)
+    x0, conditions, mean, std = _encode(model, patches, masking)
     if stop is not None:
         own = solvers.solve(
-            image_model.core,
+            model.core,
             x0,
             args=conditions,
             args_batched=True,
+            options=options,
+            t1=dynamics.t1,
             stop=stop,
             throw=False,
-            **options,
         )
         horizon, horizon_kind = float(np.median(np.asarray(own.t_final))), "fixed_point"
     else:
-        horizon, horizon_kind = float(options["t1"]), "t1"
+        horizon, horizon_kind = float(dynamics.t1), "t1"
     t_max = t_max_factor * horizon
-    options["t1"] = t_max
-    per_chunk = solvers.constant_step_count(
-        0.0, t_max / max(chunks, 1), options.get("dt0"), options.get("rtol"), options.get("atol")
-    )
-    if per_chunk is not None:  # a chunk starts at a saved time: allow for its partial steps
-        options["max_steps"] = max(int(options.get("max_steps") or 0), per_chunk + 16)
-    options.pop("t1")
+    if not options.adaptive:  # a chunk starts at a saved time: allow for its partial steps
+        per_chunk = solvers.constant_step_count(0.0, t_max / max(chunks, 1), options.dt0) or 0
+        options = options.replace(max_steps=max(int(options.max_steps or 0), per_chunk + 16))
     first = horizon / 100 if t_first is None else t_first
     times = log_times(first, t_max, n_times, include=[horizon], start=0.0)
     sq_err_parts, energy_parts = [], []
@@ -127,10 +146,10 @@ def overshoot(
         part = jax.tree.map(lambda a: a[sl], (x0, conditions))
         xb, args_b, count = shard(part[0], part[1], True)
         xs, _ = solve_in_chunks(
-            image_model.core, xb, args_b, times, chunks=chunks, args_batched=True, **options
+            model.core, xb, args_b, times, chunks=chunks, args_batched=True, options=options
         )
         err, e = _errors_and_energies(
-            image_model, xs[:count], part[1], patches[sl], masking.occluded[sl], mean[sl], std[sl]
+            model, xs[:count], part[1], patches[sl], masking.occluded[sl], mean[sl], std[sl]
         )
         sq_err_parts.append(np.asarray(err))
         energy_parts.append(np.asarray(e))
@@ -152,15 +171,15 @@ def overshoot(
         mse_at_end=float(mse[-1]),
         best_time=float(times[best]),
         best_mse=float(mse[best]),
-        solve_options={k: v for k, v in options.items()},
+        solve_options=_recorded(options),
         metadata=metadata(
             study="overshoot",
-            dtype=model_dtype(image_model.core),
+            dtype=model_dtype(model.core),
             t_max_factor=t_max_factor,
             horizon=horizon,
             horizon_kind=horizon_kind,
             n_images=n_images,
-            solve_options=dict(options),
+            solve_options=_recorded(options),
             stop_for_horizon=None if stop is None else stop.atol,
             units="MSE over occluded patches in normalised pixel units; energy of the core",
         ),

@@ -13,17 +13,19 @@ ROOMS = {
     "landscape": (
         "The generic tools: `landscape`",
         "Any field or energy system: continuation, fold curves, steady states, basins, "
-        "Lyapunov spectra, the tangent Hessian's spectrum, and the typed results they "
-        "return. The room imports no name of the Energy Transformer.",
+        "Lyapunov spectra, the tangent Hessian's spectrum, the typed results they "
+        "return and the settings they take. The room imports no name of the Energy "
+        "Transformer.",
     ),
     "energy": (
         "Studies of an energy system: `energy`",
-        "The fixed points and trajectories of any `solvers.EnergySystem`, and their typed results.",
+        "The fixed points and trajectories of any `solvers.EnergySystem`, their typed "
+        "results, their default `solvers.SolveOptions` and their settings.",
     ),
     "tasks": (
         "Studies of the image and graph tasks: `tasks`",
         "A masked-image or graph model past its horizon, gradients against depth, the "
-        "attractors of an image, their typed results, and the image helpers.",
+        "attractors of an image, their typed results and settings, and the image helpers.",
     ),
     "figures": (
         "Figures, videos and layout checks: `figures`",
@@ -32,7 +34,8 @@ ROOMS = {
     ),
     None: (
         "Shared by every room",
-        "The base of the typed results, dtype helpers, and the record of what produced a result.",
+        "The bases of the typed results and of the settings objects (`NewtonSettings`: "
+        "every Newton corrector's), dtype helpers, and the record of what produced a result.",
     ),
 }
 

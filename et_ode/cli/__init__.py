@@ -2,8 +2,9 @@
 
 `main(argv)` is the entry point (`et-ode --help` lists the commands). The jobs
 (`demo_job`, `energy_video_job`, `compare_solvers_job`, `study_job`) and what they share
-(run folders, held-out data, metadata, progress) are public for the figure scripts in
-`paper_figures/` and for users who script a job.
+(run folders, held-out data, metadata, progress, `command_line_options`: the model's
+`SolveOptions` with a command line's `--solver`, `--dt0`, ...) are public for the figure
+scripts in `paper_figures/` and for users who script a job.
 """
 
 from ._demo import demo_job
@@ -15,10 +16,12 @@ from ._runs import (
     job_metadata,
     place,
 )
+from ._study_runners import command_line_options
 
 __all__ = [
     "STUDIES",
     "build_parser",
+    "command_line_options",
     "compare_solvers_job",
     "demo_job",
     "encoded",

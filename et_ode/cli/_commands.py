@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jax
 
-from ..analysis import model_dtype, trajectory_options
+from ..analysis import model_dtype
 from ..records import atomic_write_text
 from ..solvers import check_options
 from ..tasks import (
@@ -34,7 +34,7 @@ from ._runs import (
     job_folder,
     job_metadata,
 )
-from ._study_runners import StudySettings
+from ._study_runners import StudySettings, command_line_options
 
 STUDY_NAMES = STUDIES
 
@@ -105,6 +105,16 @@ def _in_folder(options, prefix, label, job, model, config, header, images_dir, o
 def _frames(options) -> int:
     _check_tolerances(options)
 
+    def solve(model):
+        return command_line_options(
+            model,
+            solver=options.solver,
+            dt0=options.dt0,
+            rtol=options.rtol,
+            atol=options.atol,
+            max_steps=options.max_steps,
+        )
+
     def job(model, images, indices, masks, out, meta):
         return energy_video_job(
             model,
@@ -116,28 +126,14 @@ def _frames(options) -> int:
             fps=options.fps,
             indices=indices,
             meta=meta,
-            solver=options.solver,
-            dt0=options.dt0,
-            rtol=options.rtol,
-            atol=options.atol,
-            max_steps=options.max_steps,
+            options=solve(model),
             figure_format=options.format,
         )
 
     def check(model):  # the solve's options, before any folder: the horizon is at most
         # 4 x the model's t1 (its trained time, or the cap of a fixed-point stop)
         horizon = options.horizon or 4 * float(model.dynamics.t1)
-        check_options(
-            **trajectory_options(
-                model,
-                horizon,
-                solver=options.solver,
-                dt0=options.dt0,
-                rtol=options.rtol,
-                atol=options.atol,
-                max_steps=options.max_steps,
-            )
-        )
+        check_options(**solve(model).covering(0.0, horizon).keywords(), t1=horizon)
 
     result = _run_job(options, "frames", f"{options.frames} frames", job, check)
     print(

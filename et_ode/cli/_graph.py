@@ -10,7 +10,11 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..analysis import (
+    CONTRIBUTIONS_OPTIONS,
+    CONVERGENCE_OPTIONS,
     FIGURE_FORMATS,
+    ConvergenceSettings,
+    LongHorizonSettings,
     cast,
     contributions,
     convergence,
@@ -155,13 +159,14 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
                 args,
                 flows=(flow,) if flow else FLOWS,
                 t1=options.horizon or (20.0 if quick else 1000.0),
-                n_times=16 if quick else 60,
-                rtol=rtol,
-                atol=atol,
-                tolerance={"native": None, "projected": None if quick else 1e-6},
-                chunks=1 if quick else 4,
+                options=CONVERGENCE_OPTIONS.replace(rtol=rtol, atol=atol),
+                settings=ConvergenceSettings(
+                    n_times=16 if quick else 60,
+                    fixed_point_atol={"native": None, "projected": None if quick else 1e-6},
+                    chunks=1 if quick else 4,
+                    hessian=False,
+                ),
                 args_batched=batched,
-                hessian=False,
             )
             plot = plot_convergence
         elif options.name == "energy-descent":
@@ -182,7 +187,7 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
                 x0,
                 args,
                 ts=np.linspace(0, horizon, 13),
-                flow=flow or model.dynamics.flow,
+                options=CONTRIBUTIONS_OPTIONS.replace(flow=flow or model.dynamics.flow),
                 args_batched=batched,
             )
             plot = plot_contributions
@@ -195,9 +200,11 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
                 args_one,
                 flows=(flow,) if flow else FLOWS,
                 t1=options.horizon or (20.0 if quick else 1e4),
-                n_times=12 if quick else 41,
-                lyapunov_horizons=(1.0,) if quick else (1.0, 10.0, 100.0),
-                lyapunov_directions=2 if quick else 4,
+                settings=LongHorizonSettings(
+                    n_times=12 if quick else 41,
+                    lyapunov_horizons=(1.0,) if quick else (1.0, 10.0, 100.0),
+                    lyapunov_directions=2 if quick else 4,
+                ),
             )
             print("\n".join(f"- {s}" for s in long_horizon_findings(result)))
             plot = plot_long_horizon

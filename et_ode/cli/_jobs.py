@@ -21,6 +21,7 @@ from et_ode import solvers as _solvers
 
 from ..analysis import (
     FIGURE_FORMATS,
+    WorkPrecisionSettings,
     energy_video_frames,
     figure_to_frame,
     frame_times,
@@ -29,7 +30,6 @@ from ..analysis import (
     plot_work_precision,
     reference_time,
     save_json,
-    trajectory_options,
     work_precision,
     write_figure,
     write_frames,
@@ -114,7 +114,7 @@ def energy_video_job(
     meta: dict | None = None,
     indices=None,
     figure_format: str = "png",
-    **solve,
+    options: _solvers.SolveOptions | None = None,
 ) -> dict:
     """The energy-trajectory video (paper figure 8): `frames` times from 0 to `horizon`
     (default 4 x the time the model was trained to reach, `reference_time`), one solve.
@@ -124,8 +124,10 @@ def energy_video_job(
     still: the frame nearest the reference time, with a line saying which frame it is,
     and that it is the last one when the reference lies beyond the horizon; png at the
     frames' size, or pdf or svg) and `out/<stem>.json` (`{"metadata", "data"}`: times,
-    energies, MSE(t), the solve options and statistics). `solve`: `solver`, `dt0`,
-    `rtol`, `atol`, `max_steps` overrides (see `trajectory_options`).
+    energies, MSE(t), the solve options and statistics). `options`: how to solve, a
+    `solvers.SolveOptions` (None: the model's own, `model.dynamics.options`; the command
+    line's `--solver`, `--dt0`, ... on it: `command_line_options`), its cap raised to
+    reach the horizon (`SolveOptions.covering`).
 
     **Returns:** a dict: `frames` (paths), `video`, `still` (the still's path; also under
     its earlier key `png` when it is a PNG), `json`, `data`, `metadata`.
@@ -133,7 +135,6 @@ def energy_video_job(
     still_path = figure_path(out, stem, figure_format)  # refuse a bad format before solving
     reference = reference_time(model, images, masks)
     horizon = horizon or 4 * reference[0]
-    options = trajectory_options(model, horizon, **solve)
     times = frame_times(horizon, frames)
     name = (meta or {}).get("checkpoint")
     pictures, data, figure = energy_video_frames(
@@ -144,7 +145,7 @@ def energy_video_job(
         reference=reference,
         still=True,
         name=Path(name).name if name else None,
-        **options,
+        options=options,
     )
     out = Path(out)
     frame_paths = write_frames(pictures, out / (frames_folder or f"{stem}_frames"))
@@ -262,9 +263,9 @@ def compare_solvers_job(
         args,
         t1=float(t1),
         flow=flow or model.dynamics.flow,
-        repeats=repeats,
-        args_batched=True,
-        reference_rtol=reference_rtol,
+        settings=WorkPrecisionSettings(
+            reference_rtol=reference_rtol, repeats=repeats, args_batched=True
+        ),
         **grid,
     )
     result = _with_metadata(dict(typed), meta)  # the typed result's keys, in a new dict

@@ -11,6 +11,13 @@ import numpy as np
 from et_ode import solvers as _solvers
 
 from ..analysis import (
+    BASIN_OPTIONS,
+    LYAPUNOV_OPTIONS,
+    BasinContinuationSettings,
+    BasinSettings,
+    ContinuationSettings,
+    LyapunovSpectrumSettings,
+    NewtonSettings,
     continuation,
     image_basin_continuation,
     image_basins,
@@ -118,19 +125,24 @@ def _continuation(model, images, masks, s):
         )
     core, x_star, args0, dtype, start = _start(model, images, masks, s)
     step = 0.05 * p0
-    options = dict(
-        args=args0,
-        p_span=tuple(p_span),
-        parameter=parameter,
+    settings = ContinuationSettings(
         ds=step,
         ds_max=4 * step,
         k=2 if s.quick else 6,
         max_points=8 if s.quick else 100,
-        tol=_newton_tol(dtype),
+        newton=NewtonSettings(newton_tol=_newton_tol(dtype)),
     )
     branches = []
     for d in (1, -1):  # how far the fixed point moves (the states are not kept)
-        branch = continuation(core, x_star, p0, direction=d, **options)
+        branch = continuation(
+            core,
+            x_star,
+            p0,
+            p_span=tuple(p_span),
+            args=args0,
+            parameter=parameter,
+            settings=settings.replace(direction=d),
+        )
         moved = np.asarray(branch.x) - np.asarray(x_star)[None]
         distance = np.sqrt(np.mean(moved.reshape(len(moved), -1) ** 2, axis=1))
         branches.append(dict(branch, distance=distance))
@@ -190,7 +202,6 @@ def _basins(model, images, masks, s):
             "both): pass --images 2 or more."
         )
     dtype = _basins_dtype(model, s)
-    steps = s.steps(model, dtype)
     result = image_basins(
         model,
         images[:2],
@@ -199,12 +210,14 @@ def _basins(model, images, masks, s):
         random_starts=16 if s.quick else 1000,
         seed=s.seed,
         dtype=jnp.dtype(dtype),
-        fixed_point_atol=s.fixed_point_tol(dtype),
-        match_tol=1e-2 if s.quick else 1e-3,
-        polish_max=4 if s.quick else 16,
-        t1=s.horizon or 1000.0,
-        k=2 if s.quick else 4,
-        **steps,
+        options=BASIN_OPTIONS.replace(**s.steps(model, dtype)),
+        settings=BasinSettings(
+            fixed_point_atol=s.fixed_point_tol(dtype),
+            distance_tol=1e-2 if s.quick else 1e-3,
+            polish_max=4 if s.quick else 16,
+            t1=s.horizon or 1000.0,
+            k=2 if s.quick else 4,
+        ),
     )
     return result, plot_image_basins
 
@@ -245,14 +258,18 @@ def _basin_continuation(model, images, masks, s):
         random_starts=8 if s.quick else 64,
         seed=s.seed,
         dtype=jnp.dtype(dtype),
-        match="overlap",
-        fixed_point_atol=s.fixed_point_tol(dtype),
-        match_tol=1e-2 if s.quick else 1e-3,
-        # each polish takes a Lanczos run for the Morse index (seconds to minutes)
-        polish_max=0 if s.quick else 1,
-        t1=s.horizon or 1000.0,
-        k=2 if s.quick else 4,
-        **s.steps(model, dtype),
+        options=BASIN_OPTIONS.replace(**s.steps(model, dtype)),
+        settings=BasinContinuationSettings(
+            match="overlap",
+            basins=BasinSettings(
+                fixed_point_atol=s.fixed_point_tol(dtype),
+                distance_tol=1e-2 if s.quick else 1e-3,
+                # each polish takes a Lanczos run for the Morse index (seconds to minutes)
+                polish_max=0 if s.quick else 1,
+                t1=s.horizon or 1000.0,
+                k=2 if s.quick else 4,
+            ),
+        ),
     )
     # a new dict: the typed result is read-only
     result = dict(result, parameter=parameter, trained_value=p0, p_span=[float(p) for p in p_span])
@@ -277,17 +294,15 @@ def _lyapunov_spectrum(model, images, masks, s):
     result = lyapunov_spectrum(
         core,
         x0[0],
-        take(args, 0, True),
+        args=take(args, 0, True),
         k=4 if s.quick else 8,
         t1=t1,
-        transient=0.1 * t1,
-        renormalise=1.0,
-        flow=s.flow or "native",
-        measure=s.measure or "g",
-        solver=s.solver or "tsit5",
-        rtol=rtol,
-        atol=atol,
-        seed=s.seed,
+        options=LYAPUNOV_OPTIONS.replace(
+            solver=s.solver or "tsit5", rtol=rtol, atol=atol, flow=s.flow or "native"
+        ),
+        settings=LyapunovSpectrumSettings(
+            transient=0.1 * t1, renormalise=1.0, measure=s.measure or "g", seed=s.seed
+        ),
         dtype=jnp.dtype(dtype),
     )
     return result, plot_lyapunov_spectrum

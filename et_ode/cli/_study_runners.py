@@ -13,6 +13,15 @@ import numpy as np
 from et_ode import solvers as _solvers
 
 from ..analysis import (
+    CONVERGENCE_OPTIONS,
+    FIXED_POINTS_OPTIONS,
+    LONG_HORIZON_OPTIONS,
+    STABILITY_OPTIONS,
+    ConvergenceSettings,
+    FixedPointSettings,
+    GradientDepthSettings,
+    LongHorizonSettings,
+    StabilitySettings,
     cast,
     contributions,
     convergence,
@@ -35,7 +44,6 @@ from ..analysis import (
     stability,
     standard_starts,
     take,
-    trajectory_options,
 )
 from ..tasks import masked_mse
 from ..vocab import ADJOINTS, FLOWS
@@ -130,17 +138,41 @@ class StudySettings:
         rtol, atol = self.tight(dtype)
         return dict(solver=self.solver or "tsit5", dt0=None, rtol=rtol, atol=atol)
 
-    def dynamics(self, model, horizon) -> dict:
-        """The model's dynamics to `horizon` with the given solver options (a given
-        solver brings its own tolerances, none: constant steps) and flow."""
-        options = trajectory_options(
-            model, horizon, solver=self.solver, dt0=self.dt0, rtol=self.rtol, atol=self.atol
+    def solve_options(self, model, horizon) -> _solvers.SolveOptions:
+        """The model's dynamics (`model.dynamics.options`) with the given solver options
+        (`command_line_options`) and flow, its cap raised to reach `horizon`
+        (`SolveOptions.covering`)."""
+        if not horizon > 0:
+            raise ValueError(f"the horizon must be positive (got {horizon}).")
+        options = command_line_options(
+            model, solver=self.solver, dt0=self.dt0, rtol=self.rtol, atol=self.atol, flow=self.flow
         )
-        options.pop("adjoint")
-        options.pop("stop")
-        if self.flow is not None:
-            options["flow"] = self.flow
-        return options
+        return options.covering(0.0, float(horizon))
+
+
+def command_line_options(
+    model,
+    *,
+    solver: str | None = None,
+    dt0: float | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    max_steps: int | None = None,
+    flow: str | None = None,
+) -> _solvers.SolveOptions:
+    """The model's dynamics (`model.dynamics.options`) with the solver options given on
+    a command line (None: not given): a given `solver` brings the given `rtol`/`atol`
+    (none: constant steps), else a given `rtol`/`atol` replaces the model's; a given
+    `dt0`, `max_steps` or `flow` replaces the model's. Checked as `solvers.SolveOptions`
+    checks its fields (the step count to a horizon is checked by `solve`)."""
+    changes: dict = {}
+    if solver is not None:
+        changes.update(solver=solver, rtol=rtol, atol=atol)
+    else:
+        changes.update({k: v for k, v in dict(rtol=rtol, atol=atol).items() if v is not None})
+    given = dict(dt0=dt0, max_steps=max_steps, flow=flow)
+    changes.update({k: v for k, v in given.items() if v is not None})
+    return model.dynamics.options.replace(**changes)
 
 
 def _core_problem(model, images, masks, s, default_dtype="float64"):
@@ -149,6 +181,12 @@ def _core_problem(model, images, masks, s, default_dtype="float64"):
     dtype = s.dtype or (str(model_dtype(model.core)) if s.economical(model) else default_dtype)
     core, x0, args = encoded(model, images, masks, dtype)
     return core, x0, args, dtype
+
+
+def _with_steps(options, steps) -> _solvers.SolveOptions:
+    """`options` with `StudySettings.steps`' `solver`, `rtol`, `atol` and `dt0` (a
+    `dt0` of None keeps the study's own first step)."""
+    return options.replace(**{k: v for k, v in steps.items() if k != "dt0" or v is not None})
 
 
 def _convergence(model, images, masks, s):
@@ -161,12 +199,14 @@ def _convergence(model, images, masks, s):
         args,
         flows=(s.flow,) if s.flow else FLOWS,
         t1=s.horizon or (20.0 if s.quick else 100.0),
-        n_times=16 if s.quick else 60,
-        **s.steps(model, dtype),
-        tolerance={"native": None, "projected": tolerance},
-        chunks=2 if s.quick else 4,
+        options=_with_steps(CONVERGENCE_OPTIONS, s.steps(model, dtype)),
+        settings=ConvergenceSettings(
+            n_times=16 if s.quick else 60,
+            fixed_point_atol={"native": None, "projected": tolerance},
+            chunks=2 if s.quick else 4,
+            hessian=False,
+        ),
         args_batched=True,
-        hessian=False,
     )
     return result, plot_convergence
 
@@ -200,11 +240,12 @@ def _overshoot(model, images, masks, s):
             "instead of --horizon."
         )
     factor = s.factor or (s.horizon / model.dynamics.t1 if s.horizon else None)
-    overrides = {k: v for k, v in dict(dt0=s.dt0, flow=s.flow).items() if v is not None}
+    changes = {k: v for k, v in dict(dt0=s.dt0, flow=s.flow).items() if v is not None}
     if s.solver is not None:
-        overrides.update(solver=s.solver, rtol=s.rtol, atol=s.atol)
-    if overrides.get("rtol", model.dynamics.rtol) is not None:  # adaptive: room for t_max
-        overrides["max_steps"] = max(model.dynamics.max_steps or 0, 100_000)
+        changes.update(solver=s.solver, rtol=s.rtol, atol=s.atol)
+    if changes.get("rtol", model.dynamics.rtol) is not None:  # adaptive: room for t_max
+        changes["max_steps"] = max(model.dynamics.max_steps or 0, 100_000)
+    options = model.dynamics.options.replace(**changes)
     if s.dtype is not None:
         check_dtype(s.dtype)
         model = cast(model, jnp.dtype(s.dtype))
@@ -214,7 +255,7 @@ def _overshoot(model, images, masks, s):
         masks,
         t_max_factor=factor or (10.0 if s.quick else 100.0),
         n_times=12 if s.quick else 40,
-        **overrides,
+        options=options,
     )
     return result, plot_overshoot
 
@@ -240,18 +281,20 @@ def _stability(model, images, masks, s):
     # float64, eigenvalues equal to 1e-4's to 9 digits); economical: the exponent at
     # quick tolerances too.
     rtol, atol = s.tight(dtype)
+    options = STABILITY_OPTIONS.replace(flow=s.flow or "projected")
     result = stability(
         core,
         x_star,
         take(args, 0, True),
-        flow=s.flow or "projected",
+        options=options.replace(rtol=rtol, atol=atol) if economical else options,
         coordinates="x",
-        k=2 if s.quick else 6,
-        lanczos_tol=1e-6 if economical or s.quick else 1e-10,
-        lyapunov_time=s.horizon or (2.0 if s.quick else 20.0),
-        lyapunov_segments=4 if s.quick else 20,
-        seed=s.seed,
-        lyapunov_options=dict(rtol=rtol, atol=atol) if economical else None,
+        settings=StabilitySettings(
+            k=2 if s.quick else 6,
+            eigen_tol=1e-6 if economical or s.quick else 1e-10,
+            lyapunov_time=s.horizon or (2.0 if s.quick else 20.0),
+            lyapunov_segments=4 if s.quick else 20,
+            seed=s.seed,
+        ),
     )
     return dict(result, start=start), plot_stability  # the typed result is read-only
 
@@ -327,13 +370,13 @@ def _fixed_points(model, images, masks, s):
         starts,
         args0,
         labels=labels,
-        polish=False,
-        tolerance=s.fixed_point_tol(dtype),
         t1=s.horizon or 1000.0,
-        solver=s.solver or "tsit5",
-        rtol=rtol,
-        atol=atol,
-        seeds={"matched_noise": s.seed},
+        options=FIXED_POINTS_OPTIONS.replace(solver=s.solver or "tsit5", rtol=rtol, atol=atol),
+        settings=FixedPointSettings(
+            fixed_point_atol=s.fixed_point_tol(dtype),
+            polish=None,
+            seeds={"matched_noise": s.seed},
+        ),
     )
     return result, plot_fixed_points
 
@@ -343,7 +386,6 @@ def _gradient_depth(model, images, masks, s):
         check_dtype(s.dtype)
         model = cast(model, jnp.dtype(s.dtype))
     longest = s.horizon or (2.0 if s.quick else 8.0) * reference_time(model, images, masks)[0]
-    options = s.dynamics(model, longest)
     fractions = (0.5, 1.0) if s.quick else (0.125, 0.25, 0.5, 1.0)
     result = gradient_depth(
         model,
@@ -351,13 +393,8 @@ def _gradient_depth(model, images, masks, s):
         masking=masks,
         horizons=tuple(f * longest for f in fractions),
         adjoints=("checkpoint",) if s.quick else ADJOINTS,
-        solver=options["solver"],
-        dt0=options["dt0"],
-        rtol=options["rtol"],
-        atol=options["atol"],
-        flow=options["flow"],
-        max_steps=options["max_steps"],
-        n_splits=3 if s.quick else 7,
+        options=s.solve_options(model, longest),
+        settings=GradientDepthSettings(n_splits=3 if s.quick else 7),
     )
     return result, plot_gradient_depth
 
@@ -365,8 +402,6 @@ def _gradient_depth(model, images, masks, s):
 def _contributions(model, images, masks, s):
     core, x0, args, _ = _core_problem(model, images, masks, s, str(model_dtype(model.core)))
     horizon = s.horizon or reference_time(model, images, masks)[0]
-    options = s.dynamics(model, horizon)
-    options.pop("t1")
     x0, args = place(x0, args)
     result = contributions(
         core,
@@ -374,8 +409,8 @@ def _contributions(model, images, masks, s):
         args,
         ts=np.linspace(0.0, horizon, 7 if s.quick else 13),
         masked=np.asarray(model.token_mask(masks.replaced)),
+        options=s.solve_options(model, horizon),
         args_batched=True,
-        **options,
     )
     return result, plot_contributions
 
@@ -411,21 +446,24 @@ def _long_horizon(model, images, masks, s):
         return float(_masked_error(model, y, patches, first.occluded, mean, std))
 
     rtol, atol = (s.rtol, s.atol) if s.rtol is not None else (1e-4, 1e-6)
+    steps = dict(rtol=rtol, atol=atol)
+    if s.solver is not None:  # on both flows
+        steps["solver"] = s.solver
     result = long_horizon(
         core,
         x,
         args,
         flows=(s.flow,) if s.flow else FLOWS,
         t1=s.horizon or (100.0 if s.quick else 1e4),
-        n_times=41 if s.quick else 73,
-        solver=s.solver,
-        rtol=rtol,
-        atol=atol,
-        error_fn=error,
-        error_name="masked MSE (normalised pixel units)",
-        lyapunov_horizons=(1.0, 10.0) if s.quick else (1.0, 10.0, 100.0),
-        lyapunov_directions=2 if s.quick else 4,
-        seed=s.seed,
+        options={flow: o.replace(**steps) for flow, o in LONG_HORIZON_OPTIONS.items()},
+        settings=LongHorizonSettings(
+            n_times=41 if s.quick else 73,
+            error_fn=error,
+            error_name="masked MSE (normalised pixel units)",
+            lyapunov_horizons=(1.0, 10.0) if s.quick else (1.0, 10.0, 100.0),
+            lyapunov_directions=2 if s.quick else 4,
+            seed=s.seed,
+        ),
     )
     return result, plot_long_horizon
 

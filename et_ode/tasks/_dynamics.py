@@ -102,8 +102,53 @@ class Dynamics:
     def __post_init__(self):
         solvers.check_options(**self.solve_options())
 
+    @property
+    def options(self) -> solvers.SolveOptions:
+        """How these dynamics solve (solver, step, tolerances, cap, flow) as the
+        `solvers.SolveOptions` that `solve` and every study take; the horizon `t1`, the
+        fixed-point stop and the adjoint stay here."""
+        return solvers.SolveOptions(
+            solver=self.solver,
+            dt0=self.dt0,
+            rtol=self.rtol,
+            atol=self.atol,
+            max_steps=self.max_steps,
+            flow=self.flow,
+        )
+
+    @classmethod
+    def from_options(cls, options: solvers.SolveOptions, **fields: Any) -> "Dynamics":
+        """Dynamics that solve as `options` do, with the other `fields` (`t1`,
+        `adjoint`, `fixed_point_atol`, `clamp_visible`, `external_field`) given or left
+        at their defaults. A config holds names and numbers only: a diffrax solver object,
+        a step-size controller or a `dtmin` is refused, naming the field."""
+        if not isinstance(options, solvers.SolveOptions):
+            raise TypeError(
+                f"options must be a solvers.SolveOptions (got {type(options).__name__})."
+            )
+        if not isinstance(options.solver, str):
+            raise ValueError(
+                "Dynamics name their solver (a config holds names): pass one of "
+                f"{', '.join(solvers.SOLVER_NAMES)} (got {type(options.solver).__name__})."
+            )
+        for name in ("stepsize_controller", "dtmin"):
+            if getattr(options, name) is not None:
+                raise ValueError(
+                    f"Dynamics have no {name} (a config holds solver, dt0, rtol, atol, "
+                    f"max_steps and flow): leave options.{name} None."
+                )
+        own = dict(options.keywords())
+        del own["stepsize_controller"], own["dtmin"]
+        clash = sorted(set(own) & set(fields))
+        if clash:
+            raise ValueError(
+                f"{', '.join(clash)} given both in options and beside them: give each once."
+            )
+        return cls(**own, **fields)
+
     def solve_options(self) -> dict:
-        """The keyword arguments of `solvers.solve` for these dynamics."""
+        """The keyword arguments of `solvers.solve` for these dynamics: `options`'
+        fields, `t1`, `adjoint` and the fixed-point stop."""
         options: dict[str, Any] = dict(
             solver=self.solver,
             dt0=self.dt0,
@@ -117,3 +162,30 @@ class Dynamics:
         if self.fixed_point_atol is not None:
             options["stop"] = solvers.FixedPointStop(atol=self.fixed_point_atol)
         return options
+
+
+def solve_keywords(
+    dynamics: Dynamics, options: solvers.SolveOptions | None, overrides: dict
+) -> dict:
+    """`solvers.solve`'s keywords for a task model's solve: the dynamics' own
+    (`Dynamics.solve_options`), with `options` (a `solvers.SolveOptions`, or None)
+    replacing their solver, step, tolerances, cap and flow, then `overrides` (any keyword
+    of `solve`: `t1`, `stop`, `adjoint`, `save`, `throw`, ...). A field of `options`
+    given among the overrides too is refused (the same choice in two places)."""
+    keywords = dynamics.solve_options()
+    if options is not None:
+        if not isinstance(options, solvers.SolveOptions):
+            raise TypeError(
+                f"options must be a solvers.SolveOptions (got {type(options).__name__}); "
+                "build one with solvers.SolveOptions(solver=..., dt0=..., rtol=..., atol=...) "
+                "or start from model.dynamics.options."
+            )
+        given = options.keywords()
+        both = sorted(set(overrides) & set(given))
+        if both:
+            raise ValueError(
+                f"{', '.join(f'{name}=' for name in both)} given both in options and as a "
+                f"keyword: give each choice once, e.g. options.replace({both[0]}=...)."
+            )
+        keywords.update(given)
+    return keywords | overrides

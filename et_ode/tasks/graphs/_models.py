@@ -26,7 +26,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 from ... import solvers
 from ...core import Conditions, EnergyTransformer
 from ...vocab import ENERGY_TERMS
-from .._dynamics import Dynamics
+from .._dynamics import Dynamics, solve_keywords
 from ._spec import ET_TERMS, GRAPH_MODELS, GraphModelConfig
 
 
@@ -57,10 +57,6 @@ def _head(in_size: int, out_size, config: GraphModelConfig, key) -> eqx.nn.MLP:
         key=key,
         dtype=jnp.float32,
     )
-
-
-def _solve_options(dynamics: Dynamics, overrides: dict) -> dict:
-    return dynamics.solve_options() | overrides
 
 
 class NodeDetector(eqx.Module):
@@ -152,16 +148,22 @@ class NodeAnomalyET(NodeDetector):
         features: Float[Array, "N F"],
         senders: Int[Array, " E"],
         receivers: Int[Array, " E"],
+        *,
+        options: solvers.SolveOptions | None = None,
         **overrides,
     ):
-        """`(x0 [N, D], solution)`: the dynamics of `self.dynamics` (overridden by any
-        `solvers.solve` option) on the whole graph."""
+        """`(x0 [N, D], solution)`: the dynamics of `self.dynamics` on the whole graph,
+        `options` (a `solvers.SolveOptions`) replacing their solver, step, tolerances,
+        cap and flow (None: the dynamics' own), and any other `solvers.solve` keyword
+        given overriding theirs (`t1`, `save`, `stop`, ...; without `options`, the
+        solver's keywords too). A field of `options` given as a keyword too is
+        refused."""
         x0 = self.encode(features)
         sol = solvers.solve(
             self.core,
             x0,
             args=self.conditions(senders, receivers, x0.shape[0]),
-            **_solve_options(self.dynamics, overrides),
+            **solve_keywords(self.dynamics, options, overrides),
         )
         return x0, sol
 
@@ -174,10 +176,19 @@ class NodeAnomalyET(NodeDetector):
         g = jnp.concatenate([self.core.norm(x0), self.core.norm(x)], axis=-1)
         return jax.vmap(self.head)(g)
 
-    def logits(self, features, senders, receivers, **overrides) -> Float[Array, " N"]:
+    def logits(
+        self,
+        features,
+        senders,
+        receivers,
+        *,
+        options: solvers.SolveOptions | None = None,
+        **overrides,
+    ) -> Float[Array, " N"]:
         """One anomaly logit per node (`sigmoid` of it: the probability), from the
-        representation `g(0) || g(T)` of each node."""
-        x0, sol = self.run(features, senders, receivers, **overrides)
+        representation `g(0) || g(T)` of each node; `options` and `overrides` as in
+        `run`."""
+        x0, sol = self.run(features, senders, receivers, options=options, **overrides)
         return self.scores_of_states(x0, sol.x_final)
 
 
@@ -383,15 +394,24 @@ class GraphClassifierET(eqx.Module):
             tokens = tokens + jax.vmap(self.position_map)(eigenvectors)
         return tokens
 
-    def logits(self, batch: GraphBatch, **overrides) -> Float[Array, "B C"]:
-        """Class logits per graph, from the CLS token's `g(T)`."""
+    def logits(
+        self,
+        batch: GraphBatch,
+        *,
+        options: solvers.SolveOptions | None = None,
+        **overrides,
+    ) -> Float[Array, "B C"]:
+        """Class logits per graph, from the CLS token's `g(T)`; `options` (a
+        `solvers.SolveOptions` replacing the dynamics' solver, step, tolerances, cap and
+        flow) and `overrides` (other `solvers.solve` keywords) as in
+        `NodeAnomalyET.run`."""
         x0 = jax.vmap(self.encode)(batch.features, batch.eigenvectors)
         sol = solvers.solve(
             self.core,
             x0,
             args=Conditions(key_mask=batch.key_mask),
             args_batched=True,
-            **_solve_options(self.dynamics, overrides),
+            **solve_keywords(self.dynamics, options, overrides),
         )
         cls = jax.vmap(self.core.norm)(sol.x_final)[:, 0]
         return jax.vmap(self.head)(cls)

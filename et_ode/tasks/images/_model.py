@@ -10,7 +10,7 @@ from et_ode import solvers
 
 from ...core import Conditions, EnergyTransformer
 from .._checkpoint import fill, read_checkpoint
-from .._dynamics import Dynamics
+from .._dynamics import Dynamics, solve_keywords
 from .._zoo import resolve_model_path
 from ._authors import is_npz, read_authors_checkpoint
 from ._config import TrainConfig, config_from_header
@@ -223,37 +223,57 @@ class MaskedImageET(eqx.Module):
         CLS token, `T = N + 1`) and the context statistics `encode_batch` returned."""
         return jax.vmap(self.decode)(x) * std + mean
 
-    def reconstruct(self, patches, masking: Masking, **overrides):
+    def reconstruct(
+        self,
+        patches,
+        masking: Masking,
+        *,
+        options: solvers.SolveOptions | None = None,
+        **overrides,
+    ):
         """Run the dynamics on a batch and decode the end state.
 
-        **Arguments:** `patches: [B, N, P]`, `masking` with `[B, N]` fields, and any
-        `solvers.solve` options overriding `self.dynamics` (e.g. `t1=12.0`; a stored
-        `max_steps` too small for a longer constant-step horizon is raised to its step
-        count).
+        **Arguments:** `patches: [B, N, P]`, `masking` with `[B, N]` fields;
+        `options`: a `solvers.SolveOptions` that replaces the solver, step, tolerances,
+        cap and flow of `self.dynamics` (None: the dynamics' own), its `max_steps` taken
+        as given (`options.covering(0, t1)` is a cap that reaches `t1`); `overrides`: any
+        other `solvers.solve` keyword replacing the dynamics' (e.g. `t1=12.0`,
+        `adjoint="checkpoint"`, `stop=None`, `throw=False`), and without `options` the
+        solver's keywords too, a stored `max_steps` too small for a longer
+        constant-step horizon then raised to its step count. A field of `options` given
+        as a keyword too is refused.
 
         **Returns:** `(reconstruction [B, N, P], solution)`.
         """
         x0, conditions, mean, std = self.encode_batch(patches, masking)
-        options = self.dynamics.solve_options() | overrides
-        if "max_steps" not in overrides and options["max_steps"] is not None:
+        keywords = solve_keywords(self.dynamics, options, overrides)
+        if options is None and "max_steps" not in overrides and keywords["max_steps"] is not None:
             needed = solvers.constant_step_count(
-                options.get("t0", 0.0),
-                options["t1"],
-                options["dt0"],
-                options["rtol"],
-                options["atol"],
+                keywords.get("t0", 0.0),
+                keywords["t1"],
+                keywords["dt0"],
+                keywords["rtol"],
+                keywords["atol"],
             )
-            options["max_steps"] = max(int(options["max_steps"]), needed or 0)
-        sol = solvers.solve(self.core, x0, args=conditions, args_batched=True, **options)
+            keywords["max_steps"] = max(int(keywords["max_steps"]), needed or 0)
+        sol = solvers.solve(self.core, x0, args=conditions, args_batched=True, **keywords)
         return self.decode_batch(sol.x_final, mean, std), sol
 
-    def complete(self, images, masking: Masking, **overrides):
+    def complete(
+        self,
+        images,
+        masking: Masking,
+        *,
+        options: solvers.SolveOptions | None = None,
+        **overrides,
+    ):
         """Masked image completion for users.
 
         **Arguments:** `images: [B, H, W, C]`, floats in [0, 1] or `uint8` pixels 0..255
         (converted here: divided by 255; other integer dtypes are refused), checked:
         size, channels, finite values in range (0..255 floats are refused, not
-        guessed); `masking` with `[B, N]` fields; `overrides` as in `reconstruct`.
+        guessed); `masking` with `[B, N]` fields; `options` and `overrides` as in
+        `reconstruct`.
 
         **Returns:** the completed images `[B, H, W, C]` in [0, 1] units (occluded
         patches predicted, the rest as given; predictions are not clipped) and the
@@ -278,14 +298,22 @@ class MaskedImageET(eqx.Module):
             raise ValueError("this model has no data normalisation: load a trained model.")
         normalised = jnp.asarray(self.normalisation.apply(images))
         patches = jax.vmap(self.patches)(normalised)
-        reconstruction, sol = self.reconstruct(patches, masking, **overrides)
+        reconstruction, sol = self.reconstruct(patches, masking, options=options, **overrides)
         merged = jnp.where(masking.occluded[..., None], reconstruction, patches)
         completed = self.normalisation.invert(jax.vmap(self.image)(merged))
         return completed, sol
 
-    def loss(self, patches, masking: Masking, **overrides) -> Float[Array, ""]:
-        """MSE over all occluded patches of the batch (normalised pixel units)."""
-        reconstruction, _ = self.reconstruct(patches, masking, **overrides)
+    def loss(
+        self,
+        patches,
+        masking: Masking,
+        *,
+        options: solvers.SolveOptions | None = None,
+        **overrides,
+    ) -> Float[Array, ""]:
+        """MSE over all occluded patches of the batch (normalised pixel units); `options`
+        and `overrides` as in `reconstruct`."""
+        reconstruction, _ = self.reconstruct(patches, masking, options=options, **overrides)
         return masked_mse(reconstruction, patches, masking.occluded)
 
 
