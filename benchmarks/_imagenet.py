@@ -79,7 +79,7 @@ FIXED_POINT = {  # name -> solve options (projected flow, fixed-point stop)
         method="anderson", warm_steps=50, memory=10, dt=0.1, max_steps=3000
     ),
     # the default: what find_fixed_point picks for this size (Anderson above
-    # NEWTON_DENSE_MAX entries, with the settings of the row above; Newton below)
+    # DENSE_MAX entries, with the settings of the row above; Newton below)
     "auto (find_fixed_point's default)": dict(method="auto", max_steps=3000),
     "tsit5 rtol 1e-4 atol 1e-6, 200 steps": dict(
         solver="tsit5", rtol=1e-4, atol=1e-6, dtmin=1e-9, t1=1e3, max_steps=200

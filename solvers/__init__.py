@@ -10,8 +10,8 @@ from ._auto import AutoSwitch
 from ._blowup import blowup_note as blowup_note  # for the studies; not in __all__
 from ._blowup import growth_note as growth_note  # for the studies; not in __all__
 from ._crawl import SlowSolveWarning
-from ._defaults import MAX_STEPS_LIMIT, constant_step_count
-from ._fixed_point import NEWTON_DENSE_MAX, FixedPointResult, find_fixed_point
+from ._defaults import DENSE_MAX, MAX_STEPS_LIMIT, constant_step_count
+from ._fixed_point import FixedPointResult, find_fixed_point
 from ._options import SolveOptions, check_options
 from ._presets import SOLVER_NAMES, SolverPreset, get_preset
 from ._protocol import (
@@ -28,7 +28,7 @@ from ._solution import STOP_REASONS, EnergySolution, StopReason
 from ._solve import solve
 from ._statistics import SolveError
 from ._stop import FixedPointStop, rms
-from ._validate import BACKSOLVE_STABLE_HORIZON, DENSE_JACOBIAN_MAX_STATE
+from ._validate import BACKSOLVE_STABLE_HORIZON
 
 # Entry points first (the API page follows this order): solving, fixed points, the
 # solver objects, the protocol a model satisfies, batching, then the limits.
@@ -57,7 +57,25 @@ __all__ = [
     "constant_step_count",
     "rms",
     "BACKSOLVE_STABLE_HORIZON",
-    "DENSE_JACOBIAN_MAX_STATE",
+    "DENSE_MAX",
     "MAX_STEPS_LIMIT",
-    "NEWTON_DENSE_MAX",
 ]
+
+
+# The names the dense limit had before it was one (issue 48): they still resolve, with a
+# warning naming the one that replaces them.
+_RENAMED = {"NEWTON_DENSE_MAX": "DENSE_MAX", "DENSE_JACOBIAN_MAX_STATE": "DENSE_MAX"}
+
+
+def __getattr__(name: str):
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(
+            f"solvers.{name} is now solvers.{_RENAMED[name]} (one dense limit for every "
+            "method chosen by size).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module 'et_ode.solvers' has no attribute {name!r}")

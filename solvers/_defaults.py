@@ -45,6 +45,13 @@ DEFAULT_MAX_STEPS = 4096
 # OverflowError without jax_enable_x64), and a constant-step solve needs (t1 - t0) / dt0
 # steps plus one. Anything beyond it could only crash, or run for days.
 MAX_STEPS_LIMIT = 2**31 - 1
+# State entries (N D) up to which dense linear algebra is the default, everywhere one
+# method or the other is chosen by size: Newton's Jacobian (`find_fixed_point`, the
+# polishes), diffrax's implicit solvers (which build the dense (N D)^2 Jacobian, N D JVPs,
+# and factorise it: refused above), continuation's bordered Jacobians and eigenvalues,
+# and the tangent Hessian's spectrum (`hessian_eigenvalues`, `stability`). Above it,
+# Krylov methods on Jacobian-vector products: GMRES, Krylov-Schur, Lanczos.
+DENSE_MAX = 1024
 EVERY_STEP_CHECKPOINTS_UP_TO = 64
 
 

@@ -31,7 +31,7 @@ import optimistix as optx
 from jaxtyping import ArrayLike, Float
 
 from ._anderson import anderson
-from ._defaults import is_traced
+from ._defaults import DENSE_MAX, is_traced
 from ._implicit import default_implicit_tol, implicit_fixed_point
 from ._protocol import EnergySystem, RealScalar, as_manifold_system
 from ._stop import rms
@@ -99,9 +99,6 @@ def _lbfgs(model, x_init, args, tol, max_steps):
 METHODS = ("auto", "newton", "lbfgs", "anderson")
 # `max_steps` when not given: Newton and L-BFGS iterations, Anderson evaluations of G.
 DEFAULT_MAX_STEPS = {"newton": 100, "lbfgs": 100, "anderson": 3000}
-# State entries (N D) up to which `linear="auto"` materialises Newton's Jacobian (N D JVPs
-# and an LU factorisation per step); above it GMRES applies the Jacobian by JVPs.
-NEWTON_DENSE_MAX = 1024
 
 
 def find_fixed_point(
@@ -123,14 +120,14 @@ def find_fixed_point(
     then flat (the state itself is the manifold: its `residual` is zero exactly at fixed
     points).
 
-    - `method="auto"` (default): `"newton"` up to `NEWTON_DENSE_MAX` state entries (with
+    - `method="auto"` (default): `"newton"` up to `DENSE_MAX` state entries (with
       `linear` as given), `"anderson"` above, where a Newton step needs a Krylov solve:
       at the authors' shapes Newton-GMRES failed from the starts where Anderson needed
       0.17x Euler's evaluations (docs: benchmarks, "Non-smooth dynamics").
       `FixedPointResult.method` says which ran.
     - `method="newton"`: converges to the critical point nearest `x_init`, a minimum or
       a saddle. `linear`: `"dense"` (materialise the Jacobian: small problems),
-      `"gmres"` (matrix-free, by JVPs) or `"auto"` (dense up to `NEWTON_DENSE_MAX`
+      `"gmres"` (matrix-free, by JVPs) or `"auto"` (dense up to `DENSE_MAX`
       state entries).
     - `method="lbfgs"`: L-BFGS descent of E on the manifold to a minimum, one gradient
       per iteration (module docstring); `max_steps` counts iterations.
@@ -172,14 +169,14 @@ def find_fixed_point(
         raise ValueError(f"linear must be 'auto', 'dense' or 'gmres' (got {linear!r}).")
     _refuse_nonfinite(x_init=x_init, args=args, model=model)
     if method == "auto":
-        method = "newton" if x_init.size <= NEWTON_DENSE_MAX else "anderson"
+        method = "newton" if x_init.size <= DENSE_MAX else "anderson"
     if max_steps is None:
         max_steps = DEFAULT_MAX_STEPS[method]
     if method == "anderson":
         _check_anderson(dt, memory, warm_steps, max_steps)
     model = as_manifold_system(model)
     if linear == "auto":
-        linear = "dense" if x_init.size <= NEWTON_DENSE_MAX else "gmres"
+        linear = "dense" if x_init.size <= DENSE_MAX else "gmres"
     tol_ = jnp.asarray(tol, x_init.dtype)
     if method != "anderson":
         # Differentiable as optimistix differentiates a root or a minimum (its implicit

@@ -127,7 +127,7 @@ def solve(
       convergence); its `stats` add `jvp_evals`, `num_switches` and `implicit_steps`,
       `nfe` counts JVPs, and a batch is solved sample by sample (`lax.map`), forward
       only. Dense-Jacobian implicit solvers are refused above
-      `DENSE_JACOBIAN_MAX_STATE` entries of `[N, D]`.
+      `DENSE_MAX` entries of `[N, D]`.
     - `dt0`: the constant step when the steps are constant; with adaptive steps, the
       initial step (`None`: chosen automatically).
     - `rtol`, `atol`: select PID step control (both needed; not with `euler`).

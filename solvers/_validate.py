@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._defaults import TIME_ULPS, is_traced, time_ulp
+from ._defaults import DENSE_MAX, TIME_ULPS, is_traced, time_ulp
 from ._options import _check_options
 from ._presets import _label
 from ._protocol import MANIFOLD_METHODS
@@ -23,9 +23,6 @@ from ._protocol import MANIFOLD_METHODS
 # on the native flow, whose clock slows like 1/t, it grows slowly (~20 rtol at 100 tau,
 # ~300 rtol at 1000). Beyond this many tau backsolve is warned about.
 BACKSOLVE_STABLE_HORIZON = {"native": 100.0, "projected": 1.2}
-# Implicit diffrax solvers (kvaerno5, Kvaerno3, ...) build the dense (N D)^2 Jacobian
-# (N D JVPs) and factorise it: refused above this many state entries per sample.
-DENSE_JACOBIAN_MAX_STATE = 1024
 
 
 def _check_time_resolution(t0, t1, dt0, dtype) -> None:
@@ -100,12 +97,12 @@ def validate(
     if not jnp.issubdtype(x0.dtype, jnp.floating):
         raise ValueError(f"x0 must be a floating-point array (got dtype {x0.dtype}).")
     size = int(np.prod(x0.shape[-2:]))
-    if preset.implicit and size > DENSE_JACOBIAN_MAX_STATE:
+    if preset.implicit and size > DENSE_MAX:
         raise ValueError(
             f"solver {_label(solver)} is implicit with a dense Jacobian: each Jacobian "
             f"costs N D = {size} JVPs and an (N D)^2 factorisation (on the shipped core, "
             f"N D = 4096: minutes, docs: benchmarks), above the limit of "
-            f'{DENSE_JACOBIAN_MAX_STATE} state entries. Use solver="auto" (explicit while '
+            f'{DENSE_MAX} state entries. Use solver="auto" (explicit while '
             "not stiff, matrix-free implicit steps while stiff) with rtol and atol."
         )
     params = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))

@@ -113,8 +113,8 @@ def test_bad_settings_are_refused(model, x0, options, words):
 def test_auto_is_newton_on_small_states_and_anderson_on_large_ones(model, x0):
     # the method is chosen by size, whatever the tolerance: one step of each suffices
     small = solvers.find_fixed_point(model, x0, max_steps=1)
-    assert small.method == "newton" and x0.size <= solvers.NEWTON_DENSE_MAX
-    large_x0 = jnp.tile(x0, (solvers.NEWTON_DENSE_MAX // x0.size + 1, 1))
+    assert small.method == "newton" and x0.size <= solvers.DENSE_MAX
+    large_x0 = jnp.tile(x0, (solvers.DENSE_MAX // x0.size + 1, 1))
     large = solvers.find_fixed_point(model, large_x0, max_steps=3, warm_steps=1)
     assert large.method == "anderson" and int(large.steps) <= 3
 

@@ -109,7 +109,7 @@ def test_options():
 
 
 def test_dense_implicit_refused_above_threshold(smooth):
-    big = jnp.zeros((solvers.DENSE_JACOBIAN_MAX_STATE // 16 + 1, 16))
+    big = jnp.zeros((solvers.DENSE_MAX // 16 + 1, 16))
     with pytest.raises(ValueError, match='solver="auto"'):
         solvers.solve(smooth, big, solver="kvaerno5", rtol=1e-6, atol=1e-8)
 

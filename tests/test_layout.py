@@ -769,7 +769,7 @@ def test_stop_reasons_are_the_enumeration():
     # the step-size underflow message names the solver that handles stiffness at any size,
     # and kvaerno5's limit as solve enforces it
     message = solvers.StopReason[solvers.StopReason.dt_underflow]
-    assert "solver='auto'" in message and str(solvers.DENSE_JACOBIAN_MAX_STATE) in message
+    assert "solver='auto'" in message and str(solvers.DENSE_MAX) in message
 
 
 def test_dynamics_leave_the_step_cap_to_solve():

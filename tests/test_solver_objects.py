@@ -622,3 +622,17 @@ def test_dynamics_take_and_give_options():
         Dynamics.from_options(options.replace(dtmin=1e-9))
     with pytest.raises(ValueError, match="flow given both in options and beside them"):
         Dynamics.from_options(options, flow="native")
+
+
+def test_one_dense_limit_and_its_old_names():
+    """One limit for every method chosen by size (issue 48, item 5); the names it had
+    still resolve, with a warning naming it."""
+    from et_ode import analysis
+
+    assert solvers.DENSE_MAX == 1024
+    assert analysis.StabilitySettings().dense_max == solvers.DENSE_MAX
+    for old in ("NEWTON_DENSE_MAX", "DENSE_JACOBIAN_MAX_STATE"):
+        with pytest.warns(DeprecationWarning, match=f"solvers.{old} is now solvers.DENSE_MAX"):
+            assert getattr(solvers, old) == solvers.DENSE_MAX
+    with pytest.raises(AttributeError, match="no attribute 'DENSE_LIMIT'"):
+        solvers.DENSE_LIMIT  # noqa: B018

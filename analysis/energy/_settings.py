@@ -24,7 +24,7 @@ from et_ode import solvers
 from et_ode.vocab import FLOWS
 
 from .._settings import NewtonSettings, Settings, at_least, polish_or_none, positive
-from ..landscape import HESSIAN_DENSE_MAX, Method
+from ..landscape import Method
 
 # ------------------------------------------------------------------------- options
 
@@ -285,7 +285,7 @@ class StabilitySettings(Settings):
       `newton_tol` the RMS G it aims for (None: 1e-10 in float64, 1e-5 in float32),
       `max_newton` Newton's steps per round (the projected flow brings the point closer
       between rounds, at most `POLISH_ROUNDS`), `matrix_free` GMRES (`True`), a dense
-      Jacobian (`False`) or dense up to `solvers.NEWTON_DENSE_MAX` state entries
+      Jacobian (`False`) or dense up to `solvers.DENSE_MAX` state entries
       (`None`); no `preconditioner`. Default `STABILITY_POLISH` (RMS G `POLISH_TOL`, 20
       steps). `None`: no polish, the point counts as converged at RMS G below
       `POLISH_TOL`.
@@ -293,7 +293,7 @@ class StabilitySettings(Settings):
 
     k: int = 6
     method: Method = "auto"
-    dense_max: int = HESSIAN_DENSE_MAX
+    dense_max: int = solvers.DENSE_MAX
     eigen_tol: float = 1e-10
     seed: int = 0
     lyapunov_time: float | None = 20.0

@@ -237,7 +237,7 @@ def _newton_tol(newton) -> float:
 
 def _polish(model64, x64, args64, newton, pre_flow=False):
     """Newton from `x64` (`solvers.find_fixed_point` with the `NewtonSettings` `newton`,
-    `None`: no polish; dense Jacobian up to `solvers.NEWTON_DENSE_MAX` entries, GMRES
+    `None`: no polish; dense Jacobian up to `solvers.DENSE_MAX` entries, GMRES
     above, unless `newton.matrix_free` says which), with `pre_flow` from a point the
     projected flow has brought to RMS G `NEWTON_START` first; where Newton fails, the flow to
     `POLISH_TIGHTEN` times the residual, and Newton again. Returns the point and a
@@ -259,7 +259,7 @@ def _polish(model64, x64, args64, newton, pre_flow=False):
             newton_displacement=0.0,
         )
     if newton.matrix_free is None:
-        linear = "dense" if x64.size <= solvers.NEWTON_DENSE_MAX else "gmres"
+        linear = "dense" if x64.size <= solvers.DENSE_MAX else "gmres"
     else:
         linear = "gmres" if newton.matrix_free else "dense"
     max_steps = newton.max_newton
@@ -338,7 +338,7 @@ def stability(
 
     1. **Polish** (`settings.polish`, a `NewtonSettings`; `None` skips it): Newton's
        method on the residual (`solvers.find_fixed_point`, in float64; a dense Jacobian
-       up to `solvers.NEWTON_DENSE_MAX` state entries, matrix-free GMRES above) to RMS G
+       up to `solvers.DENSE_MAX` state entries, matrix-free GMRES above) to RMS G
        below `newton_tol`, at most `max_newton` steps per round; where Newton fails
        from too far away, the projected flow brings the point `POLISH_TIGHTEN` closer in
        RMS G and Newton starts again (`POLISH_ROUNDS` rounds); where Newton moved the

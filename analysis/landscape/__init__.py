@@ -42,7 +42,6 @@ from ._energy_field import flow_eigenvalues
 from ._fold_curve import fold_continuation
 from ._fold_records import Cusp, FoldCurve
 from ._hessian import (
-    HESSIAN_DENSE_MAX,
     Coordinates,
     HessianSpectrum,
     Method,
@@ -92,7 +91,6 @@ __all__ = [
     "fold_continuation",
     "GRADIENT_ASYMMETRY",
     "grid_starts",
-    "HESSIAN_DENSE_MAX",
     "hessian_eigenvalues",
     "linear_rate_range",
     "linearly_stable",

@@ -39,7 +39,7 @@ class BasinSettings(Settings):
       where it is available, kept only within 1e-3 of the end state) to RMS G at most
       `newton_tol` (default 1e-10; `None`: 1e-10 with float64, else 1e-5) in at most
       `max_newton` iterations (default 100) before its energy and Hessian are taken;
-      `matrix_free`: `None` dense up to `solvers.NEWTON_DENSE_MAX` state entries and
+      `matrix_free`: `None` dense up to `solvers.DENSE_MAX` state entries and
       GMRES above, `True` GMRES, `False` dense (no `preconditioner`: an energy model's
       Newton takes none). Where the polish fails, the attractor has no Morse index.
     - `polish_max`: polish only the representatives of this many attractors (an integer

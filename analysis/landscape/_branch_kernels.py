@@ -26,8 +26,9 @@ from et_ode import solvers
 from . import _krylov_schur as krylov_schur
 from ._xla_fallback import compiled
 
-# Unknowns (`n + 1`) up to which the Jacobian is formed; above, JVPs and GMRES only.
-DENSE_MAX = 1024
+# Unknowns (`n + 1`) up to which the Jacobian is formed; above, JVPs and GMRES only: the
+# one dense limit of every method chosen by size (`solvers.DENSE_MAX`).
+DENSE_MAX = solvers.DENSE_MAX
 # GMRES's Krylov space between restarts, and its cap on matrix-vector products. The ET's
 # bordered Jacobians are stiff (rates from 0.005 to 32 on the shipped core): restarted
 # every 30 vectors GMRES stagnates near the fold (a 20-point branch's correctors took

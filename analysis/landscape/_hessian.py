@@ -1,7 +1,7 @@
 """The spectrum of a fixed point of any energy system: the eigenvalues of the Riemannian
 Hessian (the Jacobian of the residual `G` restricted to the tangent space of the model's
 geometry, `analysis._geometry`), applied by JVPs of `model.residual`; dense below
-`HESSIAN_DENSE_MAX` state entries, Lanczos (scipy `eigsh` on the symmetric operator) above.
+`solvers.DENSE_MAX` state entries, Lanczos (scipy `eigsh` on the symmetric operator) above.
 
 Coordinates. With `C` the model's clock (the ET: `gamma / s_A` per token; 1 for a model
 without one), `coordinates="g"` gives the eigenvalues of `H` (the curvature of `E` on the
@@ -22,12 +22,11 @@ import numpy as np
 import scipy.sparse.linalg as spla
 from jaxtyping import Array, ArrayLike, Bool, Float
 
+from et_ode import solvers
+
 from .._common import cast
 from .._geometry import TangentOperator, clock, require, tangent_dimension
 from .._results import Result
-
-HESSIAN_DENSE_MAX = 2000  # state entries (N D) up to which the dense Jacobian is the default
-
 
 State = Float[Array, "N D"]  # one state, as in `solvers.EnergySystem`
 
@@ -223,7 +222,7 @@ def hessian_eigenvalues(
     coordinates: Coordinates = "g",
     k: int = 6,
     method: Method = "auto",
-    dense_max: int = HESSIAN_DENSE_MAX,
+    dense_max: int = solvers.DENSE_MAX,
     lanczos_tol: float = 1e-10,
     seed: int = 0,
 ) -> HessianSpectrum:

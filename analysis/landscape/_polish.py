@@ -12,7 +12,7 @@ from .._geometry import energy_coordinates
 from .._settings import NewtonSettings
 
 # The polish's Newton by default: to RMS G 1e-10 in at most 100 iterations (those of
-# `solvers.find_fixed_point`), dense up to `solvers.NEWTON_DENSE_MAX` entries, GMRES above.
+# `solvers.find_fixed_point`), dense up to `solvers.DENSE_MAX` entries, GMRES above.
 POLISH_NEWTON = NewtonSettings(newton_tol=1e-10, max_newton=100)
 # `NewtonSettings.matrix_free` -> `find_fixed_point`'s `linear`.
 LINEAR: dict[bool | None, Literal["auto", "dense", "gmres"]] = {
@@ -28,7 +28,7 @@ def polish_near(model, x, args, *, newton: NewtonSettings = POLISH_NEWTON, withi
     `within` (RMS, in the energy's coordinates) from `x`: Newton converges to the nearest
     critical point, which may be a saddle beside the flow's end. `newton`: its RMS G
     `newton_tol` (`None`: 1e-10 with float64, else 1e-5), `max_newton` iterations and
-    `matrix_free` (`None`: dense up to `solvers.NEWTON_DENSE_MAX` entries); an energy
+    `matrix_free` (`None`: dense up to `solvers.DENSE_MAX` entries); an energy
     model's Newton takes no `preconditioner`. Returns the `FixedPointResult` (its `x` in
     the model's dtype)."""
     if newton.preconditioner is not None:
