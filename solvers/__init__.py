@@ -6,6 +6,8 @@ treat any other model as flat (the state itself is the manifold). This package i
 model code.
 """
 
+import warnings
+
 from ._auto import AutoSwitch
 from ._blowup import blowup_note as blowup_note  # for the studies; not in __all__
 from ._blowup import growth_note as growth_note  # for the studies; not in __all__
@@ -69,8 +71,6 @@ _RENAMED = {"NEWTON_DENSE_MAX": "DENSE_MAX", "DENSE_JACOBIAN_MAX_STATE": "DENSE_
 
 def __getattr__(name: str):
     if name in _RENAMED:
-        import warnings
-
         warnings.warn(
             f"solvers.{name} is now solvers.{_RENAMED[name]} (one dense limit for every "
             "method chosen by size).",
