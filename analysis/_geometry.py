@@ -160,6 +160,13 @@ def _shifted_apply(dynamic, static, w, shift, squared):
     return (out + shift * (w - project(model, x, w, args))).reshape(-1)
 
 
+@functools.partial(jax.jit, static_argnames=("static", "squared", "arnoldi_steps"))
+def _krylov_steps(dynamic, static, shift, squared, arnoldi_steps, basis, projected, first):
+    """`arnoldi_steps` on `_shifted_apply`'s operator (`TangentOperator.krylov_steps`)."""
+    linear = lambda w: _shifted_apply(dynamic, static, w, shift, squared)  # noqa: E731
+    return arnoldi_steps(linear, basis, projected, first)
+
+
 @dataclasses.dataclass
 class TangentOperator:
     """The Jacobian of the residual at `x`, restricted to the tangent space and made
@@ -204,6 +211,16 @@ class TangentOperator:
             return np.asarray(out, np.float64).reshape(np.shape(v))
 
         return spla.LinearOperator((self.size, self.size), matvec=matvec, dtype=np.float64)
+
+    def krylov_steps(self, arnoldi_steps, shift: float = 0.0, squared: bool = False):
+        """`steps(basis, projected, first)` for a Krylov eigen-solver: the traceable
+        `arnoldi_steps(linear, basis, projected, first)` with `linear` the operator as in
+        `linear_operator` (shifted on the normal space, squared where asked), all steps
+        of a call in one compiled program (one compilation per shapes)."""
+        shift_array = jnp.asarray(shift, self.x.dtype)
+        return functools.partial(
+            _krylov_steps, self._dynamic, self._static, shift_array, squared, arnoldi_steps
+        )
 
     def dense(self) -> tuple[np.ndarray, np.ndarray]:
         """`(matrix, basis)`: the operator in an orthonormal basis of the tangent space

@@ -76,7 +76,9 @@ TINY_SIZES: dict[str, Any] = dict(
 FIXED_POINT = {  # name -> solve options (projected flow, fixed-point stop)
     "euler dt 0.1": dict(solver="euler", dt0=0.1, t1=300.0, max_steps=3000),
     "anderson (50 euler warm steps, memory 10)": dict(
-        method="anderson", warm_steps=50, memory=10, dt=0.1, max_steps=3000
+        method="anderson",
+        anderson=solvers.AndersonSettings(warm_steps=50, memory=10, dt=0.1),
+        max_steps=3000,
     ),
     # the default: what find_fixed_point picks for this size (Anderson above
     # DENSE_MAX entries, with the settings of the row above; Newton below)

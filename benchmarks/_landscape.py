@@ -14,6 +14,13 @@ what a user would run without them, measured in the same run, in float64 where
   tangent solve for the 8 directions per interval), measured in `g` as the single runs
   are, against 8 single-exponent runs (`lyapunov_exponent`, seeds 0..7) over the same
   time: each of those estimates the top exponent. Goal: <= 0.5x their time.
+- **tangent Hessian**: `hessian_eigenvalues(method="lanczos")` (the generic room's
+  Krylov-Schur on the symmetric operator, its products in one compiled loop) at the
+  first sample's fixed point, the `K` smallest and largest eigenvalues in `g` to 1e-10,
+  against scipy's `eigsh` (ARPACK) on the same operator built from the model's public
+  methods (`residual`, `tangent_projection`, `clock`: `P J C^-1 P` plus a shift on the
+  normal space, each product a jitted JVP called from Python), both warm. Goal: no
+  slower (<= 1x), the same eigenvalues.
 - **basin grid**: `analysis.basins` on a grid of starts in the plane through the first
   two samples' encodings and a random direction (`GRID` per side): the batched solve is one
   compilation, and
@@ -190,6 +197,77 @@ def _spectrum(core, x0, quick):
         dtype=str(jnp.dtype(dtype)),
         measure="g (both: token scales and means dropped, |dg| measured)",
         note="quick: short horizon" if quick else "",
+    )
+
+
+def _arpack_extremes(core, x, k, tol):
+    """The reference: the `k` smallest and largest eigenvalues of the tangent Hessian in
+    `g` at `x`, by scipy's `eigsh` on a `LinearOperator` over a jitted JVP."""
+    import scipy.sparse.linalg as spla
+
+    inverse_clock = 1.0 / jnp.broadcast_to(core.clock(x, None), x.shape)
+
+    @jax.jit
+    def apply(v, shift):
+        w = v.reshape(x.shape)
+        dx = core.tangent_projection(x, w, None)
+        jx = jax.jvp(lambda z: core.residual(z, None), (x,), (dx * inverse_clock,))[1]
+        out = core.tangent_projection(x, jx, None)
+        return (out + shift * (w - core.tangent_projection(x, w, None))).reshape(-1)
+
+    def operator(shift):
+        matvec = lambda v: np.asarray(apply(jnp.asarray(v, x.dtype).ravel(), shift))  # noqa: E731
+        return spla.LinearOperator((x.size, x.size), matvec=matvec, dtype=np.float64)
+
+    v0 = np.random.default_rng(0).standard_normal(x.size)
+    radius = spla.eigsh(operator(0.0), k=1, which="LM", tol=1e-3, v0=v0, return_eigenvectors=False)
+    shift = 2.0 * float(np.abs(radius[0])) + 1.0
+    ncv = min(x.size - 1, max(2 * k + 1, 40))
+    return [
+        np.sort(
+            spla.eigsh(
+                operator(s), k=k, which=w, tol=tol, v0=v0, ncv=ncv, return_eigenvectors=False
+            )
+        )
+        for w, s in (("SA", shift), ("LA", -shift))
+    ]
+
+
+def _tangent_hessian(core, x0, quick):
+    dtype, tol, newton_tol, _, _ = _precision()
+    k, eigen_tol = K[quick], 1e-10 if dtype == jnp.float64 else 1e-5
+    x = _fixed_point(core, x0, tol, newton_tol).x
+
+    def ours():
+        out = analysis.hessian_eigenvalues(core, x, k=k, method="lanczos", eigen_tol=eigen_tol)
+        return [out.smallest, out.largest]
+
+    measured = {}
+    for name, run in (
+        ("krylov_schur", ours),
+        ("arpack", lambda: _arpack_extremes(core, x, k, eigen_tol)),
+    ):
+        run()  # warm: each side's compilations paid before it is timed
+        measured[name] = _timed(run)
+    (values, ours_s), (reference, arpack_s) = measured["krylov_schur"], measured["arpack"]
+    ratio = ours_s / arpack_s
+    difference = max(float(np.max(np.abs(a - b))) for a, b in zip(values, reference))
+    return row(
+        FAMILY,
+        f"tangent Hessian, {k} smallest and largest, Lanczos",
+        value=ratio,
+        unit="x (Krylov-Schur time / ARPACK's)",
+        reference="scipy eigsh (ARPACK) on the same operator, a jitted JVP per product",
+        goal="<= 1x",
+        met=None if quick else ratio <= 1.0,
+        krylov_schur_s=ours_s,
+        arpack_s=arpack_s,
+        smallest=values[0],
+        largest=values[1],
+        max_difference=difference,
+        unknowns=int(x.size),
+        dtype=str(jnp.dtype(dtype)),
+        note="quick: k = 2" if quick else "",
     )
 
 
@@ -431,6 +509,7 @@ def run(problem, opts) -> list[dict]:
     return [
         _continuation(core, x0[0], opts.quick),
         _spectrum(core, x0[0], opts.quick),
+        _tangent_hessian(core, x0[0], opts.quick),
         _basin_grid(core, x0, opts.quick),
         _stiff_continuation(opts.quick),
         _fold_curve_row(opts.quick),

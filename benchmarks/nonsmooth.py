@@ -245,9 +245,7 @@ def main():
                 x,
                 method="anderson",
                 tol=G_TOL,
-                dt=dt,
-                memory=memory,
-                warm_steps=start,
+                anderson=solvers.AndersonSettings(dt=dt, memory=memory, warm_steps=start),
                 max_steps=3000,
             )
             xa = jax.block_until_ready(res.x)

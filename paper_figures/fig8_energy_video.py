@@ -22,7 +22,7 @@ try:
 except ImportError:  # run as a script
     import _common  # type: ignore[no-redef, import-not-found]
 
-from et_ode.cli import energy_video_job
+from et_ode.cli import EnergyVideoSettings, energy_video_job
 
 
 def main(argv=None):
@@ -42,11 +42,13 @@ def main(argv=None):
         images,
         masks,
         options.out,
-        frames=options.frames,
-        horizon=options.horizon,
-        fps=options.fps,
+        settings=EnergyVideoSettings(
+            frames=options.frames,
+            horizon=options.horizon,
+            fps=options.fps,
+            frames_folder="fig8_frames",
+        ),
         stem="fig8_energy_video",
-        frames_folder="fig8_frames",
         meta=_common.metadata(options, config, header),
         indices=indices,
         figure_format=options.format,

@@ -8,6 +8,7 @@ model code.
 
 import warnings
 
+from ._anderson import AndersonSettings
 from ._auto import AutoSwitch
 from ._blowup import blowup_note as blowup_note  # for the studies; not in __all__
 from ._blowup import growth_note as growth_note  # for the studies; not in __all__
@@ -44,6 +45,7 @@ __all__ = [
     "SlowSolveWarning",
     "find_fixed_point",
     "FixedPointResult",
+    "AndersonSettings",
     "FixedPointStop",
     "AutoSwitch",
     "SolverPreset",

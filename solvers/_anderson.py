@@ -38,6 +38,9 @@ the one the exact flow reaches from the same start, as Euler with a large step o
 adaptive tolerance also can; trajectory studies integrate the flow instead.
 """
 
+import dataclasses
+import numbers
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -48,6 +51,48 @@ from ._stop import rms
 # Every STALL * memory iterations the best RMS G must have fallen below PROGRESS times
 # its value at the last check; else the iteration goes on as plain Euler (see above).
 STALL, PROGRESS = 2, 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class AndersonSettings:
+    """How `find_fixed_point(method="anderson")` iterates (module docstring), checked when
+    made:
+
+    - `dt`: the step of the Euler map, in units of `tau` (default 0.1, the paper's).
+    - `memory`: how many of the last steps Anderson's method mixes (default 10).
+    - `warm_steps`: plain Euler steps before the mixing starts (default 50); they count
+      among `find_fixed_point`'s `max_steps` evaluations of G.
+
+    Frozen and hashable: a static argument of a jitted function.
+
+    ```python
+    found = solvers.find_fixed_point(
+        model, x0, method="anderson", tol=1e-8, anderson=solvers.AndersonSettings(memory=5)
+    )
+    ```
+    """
+
+    dt: float = 0.1
+    memory: int = 10
+    warm_steps: int = 50
+
+    def __post_init__(self):
+        dt = self.dt
+        if not (isinstance(dt, numbers.Real) and not isinstance(dt, bool) and dt > 0 and dt == dt):
+            raise ValueError(
+                f"dt must be a positive number (the Euler step, in units of tau); got {dt!r}."
+            )
+        for name, low in (("memory", 1), ("warm_steps", 0)):
+            value = getattr(self, name)
+            if not _integer_at_least(value, low):
+                raise ValueError(f"{name} must be an integer >= {low} (got {value!r}).")
+
+
+def _integer_at_least(value, low: int) -> bool:
+    """Whether `value` is an integer (a whole float too, not a bool) of at least `low`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    return float(value).is_integer() and float(value) >= low
 
 
 @eqx.filter_jit

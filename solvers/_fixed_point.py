@@ -20,7 +20,9 @@
   the flow, which never evaluates E, goes on.
 """
 
+import dataclasses
 import functools
+import warnings
 from typing import Any, Literal
 
 import equinox as eqx
@@ -30,7 +32,8 @@ import lineax as lx
 import optimistix as optx
 from jaxtyping import ArrayLike, Float
 
-from ._anderson import anderson
+from ._anderson import AndersonSettings
+from ._anderson import anderson as anderson_iteration
 from ._defaults import DENSE_MAX, is_traced
 from ._implicit import default_implicit_tol, implicit_fixed_point
 from ._protocol import EnergySystem, RealScalar, as_manifold_system
@@ -110,10 +113,9 @@ def find_fixed_point(
     max_steps: int | None = None,
     linear: Literal["auto", "dense", "gmres"] = "dense",
     method: Literal["auto", "newton", "lbfgs", "anderson"] = "auto",
-    dt: float = 0.1,
-    memory: int = 10,
-    warm_steps: int = 50,
+    anderson: AndersonSettings = AndersonSettings(),
     implicit_tol: float | None = None,
+    **anderson_fields: Any,
 ) -> FixedPointResult:
     """A critical point of `E` on the manifold through `x_init` (`x_init: [N, D]`, one
     sample). `model` is a `solvers.ManifoldEnergySystem`, or any `solvers.EnergySystem`,
@@ -133,7 +135,8 @@ def find_fixed_point(
       per iteration (module docstring); `max_steps` counts iterations.
     - `method="anderson"`: `warm_steps` Euler steps of size `dt` (units of `tau`) on
       the flow `dx/dt = -G/tau`, then Anderson acceleration of that Euler map with the
-      last `memory` steps (`solvers._anderson`), on the manifold of the point the warm
+      last `memory` steps (`solvers._anderson`; the three are the fields of `anderson`,
+      an `AndersonSettings`), on the manifold of the point the warm
       steps reach (a plain Euler step grows each token's scale at second order, at the
       authors' shapes up to 100-fold over the warm steps: unlike Newton's and L-BFGS's,
       its `x` is not on the manifold through `x_init`, though its `g = LayerNorm(x)`
@@ -145,7 +148,9 @@ def find_fixed_point(
 
     `max_steps` defaults to 100 for Newton and L-BFGS (iterations). A start, model or
     `args` holding NaN or inf is refused with a `ValueError` that names the array
-    (where they are concrete; inside `jax.jit` they are not checked).
+    (where they are concrete; inside `jax.jit` they are not checked). `dt`, `memory`
+    and `warm_steps` given as keywords (`anderson_fields`, the form before
+    `AndersonSettings`) still work, with a `DeprecationWarning`; not beside `anderson`.
 
     **Gradients.** `x` (and `energy`, `residual_rms`) can be differentiated with respect
     to the model's parameters, `args` and `x_init` (through the manifold it fixes: each
@@ -168,12 +173,13 @@ def find_fixed_point(
     if linear not in ("auto", "dense", "gmres"):
         raise ValueError(f"linear must be 'auto', 'dense' or 'gmres' (got {linear!r}).")
     _refuse_nonfinite(x_init=x_init, args=args, model=model)
+    anderson = _anderson_settings(anderson, anderson_fields)
     if method == "auto":
         method = "newton" if x_init.size <= DENSE_MAX else "anderson"
     if max_steps is None:
         max_steps = DEFAULT_MAX_STEPS[method]
     if method == "anderson":
-        _check_anderson(dt, memory, warm_steps, max_steps)
+        _check_anderson(anderson, max_steps)
     model = as_manifold_system(model)
     if linear == "auto":
         linear = "dense" if x_init.size <= DENSE_MAX else "gmres"
@@ -187,8 +193,13 @@ def find_fixed_point(
         if method != "newton":  # L-BFGS: optimistix's own stop is on the step, not on G
             ok = ok & (residual_rms <= tol_)
     else:
-        options = (int(max_steps), float(dt), int(memory), int(warm_steps))
-        x_star, steps, best_rms, _, x_warm = anderson(model, x_init, args, tol_, *options)
+        options = (
+            int(max_steps),
+            float(anderson.dt),
+            int(anderson.memory),
+            int(anderson.warm_steps),
+        )
+        x_star, steps, best_rms, _, x_warm = anderson_iteration(model, x_init, args, tol_, *options)
         ok = best_rms <= tol_
         # The same point, with the implicit function theorem's derivatives on the manifold
         # of the warm point (`solvers._implicit`, reverse mode): the iteration itself is
@@ -231,18 +242,38 @@ def _refuse_nonfinite(**trees) -> None:
                 )
 
 
-def _check_anderson(dt, memory, warm_steps, max_steps):
-    if not (isinstance(dt, (int, float)) and dt > 0 and dt == dt):
+def _anderson_settings(settings: AndersonSettings, fields: dict) -> AndersonSettings:
+    """`settings`, or the `AndersonSettings` of the keywords `dt`, `memory`, `warm_steps`
+    given the way `find_fixed_point` took them before (warned as deprecated; refused
+    beside settings of one's own, and any other keyword as Python refuses one)."""
+    if not fields:
+        return settings
+    names = [f.name for f in dataclasses.fields(AndersonSettings)]
+    unknown = sorted(set(fields) - set(names))
+    if unknown:
+        raise TypeError(f"find_fixed_point() got an unexpected keyword argument {unknown[0]!r}")
+    given = ", ".join(f"{name}=" for name in fields)
+    if settings != AndersonSettings():
         raise ValueError(
-            f"dt must be a positive number (the Euler step, in units of tau); got {dt!r}."
+            f"find_fixed_point got anderson= and {given} beside it: give each choice once, "
+            f"e.g. anderson=dataclasses.replace(anderson, {next(iter(fields))}=...)."
         )
-    for name, value, low in (
-        ("memory", memory, 1),
-        ("warm_steps", warm_steps, 0),
-        ("max_steps", max_steps, 1),
-    ):
-        if isinstance(value, bool) or int(value) != value or value < low:
-            raise ValueError(f"{name} must be an integer >= {low} (got {value!r}).")
+    replacement = ", ".join(f"{name}={value!r}" for name, value in fields.items())
+    warnings.warn(
+        f"find_fixed_point's keywords {given} are deprecated: pass "
+        f"anderson=solvers.AndersonSettings({replacement}) (issue 48).",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return AndersonSettings(**fields)
+
+
+def _check_anderson(settings: AndersonSettings, max_steps) -> None:
+    """Refuse a step cap that is no integer >= 1 or leaves no evaluation after the warm
+    steps (the settings' own fields were checked when they were made)."""
+    warm_steps = settings.warm_steps
+    if isinstance(max_steps, bool) or int(max_steps) != max_steps or max_steps < 1:
+        raise ValueError(f"max_steps must be an integer >= 1 (got {max_steps!r}).")
     if warm_steps >= max_steps:
         raise ValueError(
             f"warm_steps ({warm_steps}) must be below max_steps ({max_steps}): "

@@ -1,11 +1,12 @@
-"""The options of `solve`: their checks, with the messages a user sees (`check_options`;
-`_check_options`, which `solve`'s `validate` runs, also defers the checks of traced
-values to run time). The defaults that depend on the options are in `._defaults`."""
+"""The options of `solve`: `SolveOptions` (how to solve, in one object) and their checks,
+with the messages a user sees (`check_options`; `_check_options`, which `solve`'s
+`validate` runs, also defers the checks of traced values to run time). The defaults that
+depend on the options are in `._defaults`."""
 
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import diffrax
 import equinox as eqx
@@ -61,48 +62,6 @@ def _positive_finite(name, value, deferred):
     if value is None:
         raise ValueError(message)
     _require(deferred, lambda xp, v: xp.isfinite(v) & (v > 0), (value,), message)
-
-
-def check_options(
-    *,
-    solver: str | diffrax.AbstractSolver = "euler",
-    flow: Flow = "native",
-    adjoint: Adjoint = "checkpoint",
-    t0: RealScalar = 0.0,
-    t1: RealScalar = 1.2,
-    dt0: RealScalar | None = 0.1,
-    rtol: RealScalar | None = None,
-    atol: RealScalar | None = None,
-    stop: FixedPointStop | None = None,
-    save: Save = "final",
-    save_energy: bool = False,
-    max_steps: int | None = None,
-    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    dtmin: float | None = None,
-) -> bool:
-    """Raise `ValueError` naming the problem and the fix for any invalid combination of
-    `solve` options that does not depend on the model or the state (solvers and
-    controllers, names or diffrax objects; tolerances, steps, events, adjoints); config
-    files are checked with it before any work starts. `max_steps=None` is `solve`'s
-    default cap. Values that are JAX tracers cannot be checked here: `solve` checks them
-    when it runs, with the same messages. Returns whether the steps are adaptive."""
-    return _check_options(
-        solver=solver,
-        flow=flow,
-        adjoint=adjoint,
-        t0=t0,
-        t1=t1,
-        dt0=dt0,
-        rtol=rtol,
-        atol=atol,
-        stop=stop,
-        save=save,
-        save_energy=save_energy,
-        max_steps=max_steps,
-        stepsize_controller=stepsize_controller,
-        dtmin=dtmin,
-        deferred=[],
-    )[0]
 
 
 def _adaptive_controller(controller) -> bool:
@@ -390,6 +349,13 @@ OPTION_DEFAULTS = dict(
     flow="native",
 )
 
+# The other keywords of `check_options`, the caller's question rather than how to solve
+# (the horizon, the stop rule, what is saved, how gradients are taken), at `solve`'s
+# defaults (`t1`: the paper's horizon).
+CALLER_DEFAULTS = dict(
+    t0=0.0, t1=1.2, stop=None, save="final", save_energy=False, adjoint="checkpoint"
+)
+
 
 class SolveOptions(eqx.Module):
     """How to solve: the solver, its steps and tolerances, its caps and the flow, in one
@@ -435,7 +401,11 @@ class SolveOptions(eqx.Module):
         # A horizon of one step: the step-count limit, which needs the real horizon, is
         # checked by `solve`.
         concrete = isinstance(dt0, numbers.Real) and math.isfinite(dt0) and dt0 > 0
-        check_options(**keywords, t1=float(dt0) if concrete else 1.2)
+        _check_options(
+            **keywords,
+            **dict(CALLER_DEFAULTS, t1=float(dt0) if concrete else 1.2),
+            deferred=[],
+        )
 
     def keywords(self) -> dict:
         """These options as `solve`'s keyword arguments."""
@@ -483,10 +453,60 @@ class SolveOptions(eqx.Module):
         return f"{name}, {steps}"
 
 
-def merge_options(options: "SolveOptions | None", keywords: dict) -> dict:
+def check_options(
+    options: SolveOptions | None = None,
+    *,
+    t0: RealScalar = 0.0,
+    t1: RealScalar = 1.2,
+    stop: FixedPointStop | None = None,
+    save: Save = "final",
+    save_energy: bool = False,
+    adjoint: Adjoint = "checkpoint",
+    **fields: Any,
+) -> bool:
+    """Raise `ValueError` naming the problem and the fix for any invalid combination of
+    `solve` options that does not depend on the model or the state (solvers and
+    controllers, names or diffrax objects; tolerances, steps, events, adjoints); config
+    files are checked with it before any work starts. Values that are JAX tracers cannot
+    be checked here: `solve` checks them when it runs, with the same messages. Returns
+    whether the steps are adaptive.
+
+    - `options`: how to solve, a `SolveOptions` (`None`: `solve`'s defaults, the
+      paper's). Or, as `solve` takes them, its fields one by one as keywords (`solver`,
+      `dt0`, `rtol`, `atol`, `stepsize_controller`, `max_steps`, `dtmin`, `flow`):
+      `check_options(solver="tsit5", dt0=None, rtol=1e-6, atol=1e-8)`, or
+      `check_options(**keywords)` with `solve`'s keywords; one given beside `options`
+      is refused. `max_steps=None` is `solve`'s default cap.
+    - `t0`, `t1`, `stop`, `save`, `save_energy`, `adjoint`: as `solve`'s (the horizon,
+      the stop rule, what is saved and how gradients are taken; `t1` defaults to the
+      paper's 1.2), checked with the options.
+
+    ```python
+    options = solvers.SolveOptions(solver="tsit5", dt0=None, rtol=1e-6, atol=1e-8)
+    solvers.check_options(options, t1=20.0, stop=solvers.FixedPointStop(atol=1e-6))
+    ```
+    """
+    unknown = sorted(set(fields) - set(OPTION_DEFAULTS))
+    if unknown:  # the error Python gives for a keyword a signature does not name
+        raise TypeError(f"check_options() got an unexpected keyword argument {unknown[0]!r}")
+    given = merge_options(options, fields, caller="check_options")
+    return _check_options(
+        **{**OPTION_DEFAULTS, **given},
+        t0=t0,
+        t1=t1,
+        stop=stop,
+        save=save,
+        save_energy=save_energy,
+        adjoint=adjoint,
+        deferred=[],
+    )[0]
+
+
+def merge_options(options: "SolveOptions | None", keywords: dict, caller: str = "solve") -> dict:
     """`solve`'s option keywords from `options` and the keywords given beside it: without
     `options`, the keywords; with it, its fields, refusing a keyword of the same name
-    given a value other than `solve`'s default (the same choice in two places)."""
+    given a value other than `solve`'s default (the same choice in two places; `caller`
+    names the function in the message)."""
     if options is None:
         return keywords
     if not isinstance(options, SolveOptions):
@@ -497,7 +517,7 @@ def merge_options(options: "SolveOptions | None", keywords: dict) -> dict:
     both = [name for name, value in keywords.items() if not _is_default(name, value)]
     if both:
         raise ValueError(
-            f"solve got options= and {', '.join(f'{n}=' for n in both)} beside it: give "
+            f"{caller} got options= and {', '.join(f'{n}=' for n in both)} beside it: give "
             f"each choice once, e.g. options.replace({both[0]}=...)."
         )
     return options.keywords()

@@ -183,17 +183,19 @@ def x0():
 def run_page_example(
     page: Path, index: int | str, namespace: dict | None = None
 ) -> tuple[dict, str, str]:
-    """The `index`-th Python block of the how-to page `page` (or the first that holds the
-    string `index`), run as written (in `namespace`, where it goes on from an earlier
-    block's): its namespace, what it printed, and the first text block after it (what
-    the page says it prints)."""
+    """The `index`-th Python block of the how-to page `page` (or the one block that holds
+    the string `index`: found wherever the page puts it), run as written (in `namespace`,
+    where it goes on from an earlier block's): its namespace, what it printed, and the
+    first text block after it (what the page says it prints)."""
     import io
     import re
 
     text = page.read_text()
     blocks = list(re.finditer(r"```python\n(.*?)```", text, re.S))
     if isinstance(index, str):
-        index = next(i for i, block in enumerate(blocks) if index in block.group(1))
+        holding = [i for i, block in enumerate(blocks) if index in block.group(1)]
+        assert len(holding) == 1, f"{len(holding)} Python blocks of {page.name} hold {index!r}"
+        (index,) = holding
     code = blocks[index].group(1)
     after = re.search(r"```text\n(.*?)```", text[blocks[index].end() :], re.S)
     printed = after.group(1) if after else ""
@@ -288,7 +290,7 @@ COSTS = {
     "test_model.py": 12,
     "test_readme.py": 9,
     "test_layout.py": 4,
-    "test_krylov_schur.py": 4,
+    "test_eigen.py": 4,
     "test_graph_data.py": 2,
     "test_data.py": 1,
 }

@@ -199,7 +199,7 @@ def test_at_the_constructed_saddle_the_kinks_are_found_and_bound_the_index(quadr
 
 def test_stability_at_a_minimum_dense_and_lanczos(model, conv):
     """At the minimum that Newton polishes from the projected flow's end state: no
-    negative eigenvalue; Lanczos (scipy eigsh on a jitted JVP) agrees with the dense
+    negative eigenvalue; Lanczos (Krylov-Schur on jitted JVPs) agrees with the dense
     Jacobian."""
     x_end = conv["flows"]["projected"]["x_end"]
     found = solvers.find_fixed_point(model, jnp.asarray(x_end))

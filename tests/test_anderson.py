@@ -69,7 +69,11 @@ def test_on_a_linear_system_anderson_is_a_krylov_method():
     # Euler's slowest mode decays like (1 - 0.01)^k (measured: 1,656 steps)
     assert euler > 1000
     found = solvers.find_fixed_point(
-        model, x0, method="anderson", tol=1e-10, dt=1.0, memory=RATES.size, warm_steps=0
+        model,
+        x0,
+        method="anderson",
+        tol=1e-10,
+        anderson=solvers.AndersonSettings(dt=1.0, memory=RATES.size, warm_steps=0),
     )
     assert bool(found.success) and float(found.residual_rms) <= 1e-10
     assert int(found.steps) < 100  # measured 22
@@ -101,13 +105,23 @@ def test_on_a_switching_relu_et_anderson_beats_euler_at_newtons_fixed_point():
         (dict(dt=0.0), ["dt must be a positive number"]),
         (dict(memory=0), ["memory must be an integer >= 1"]),
         (dict(warm_steps=-1), ["warm_steps must be an integer >= 0"]),
-        (dict(warm_steps=60, max_steps=50), ["warm_steps (60) must be below max_steps (50)"]),
     ],
 )
-def test_bad_settings_are_refused(model, x0, options, words):
+def test_bad_settings_are_refused(options, words):
     with pytest.raises(ValueError) as error:
-        solvers.find_fixed_point(model, x0, method="anderson", **options)
+        solvers.AndersonSettings(**options)
     assert all(w in str(error.value) for w in words), str(error.value)
+
+
+def test_warm_steps_beyond_the_cap_are_refused(model, x0):
+    with pytest.raises(ValueError, match=r"warm_steps \(60\) must be below max_steps \(50\)"):
+        solvers.find_fixed_point(
+            model,
+            x0,
+            method="anderson",
+            max_steps=50,
+            anderson=solvers.AndersonSettings(warm_steps=60),
+        )
 
 
 def test_auto_is_newton_on_small_states_and_anderson_on_large_ones(model, x0):
@@ -115,7 +129,9 @@ def test_auto_is_newton_on_small_states_and_anderson_on_large_ones(model, x0):
     small = solvers.find_fixed_point(model, x0, max_steps=1)
     assert small.method == "newton" and x0.size <= solvers.DENSE_MAX
     large_x0 = jnp.tile(x0, (solvers.DENSE_MAX // x0.size + 1, 1))
-    large = solvers.find_fixed_point(model, large_x0, max_steps=3, warm_steps=1)
+    large = solvers.find_fixed_point(
+        model, large_x0, max_steps=3, anderson=solvers.AndersonSettings(warm_steps=1)
+    )
     assert large.method == "anderson" and int(large.steps) <= 3
 
 

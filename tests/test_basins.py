@@ -245,7 +245,7 @@ def test_a_start_that_blows_up_is_named_with_when():
 
 def test_morse_index_by_lanczos_above_the_dense_size():
     """A quadratic energy of 2,048 entries (above the Hessian's dense size): Lanczos to
-    `MORSE_LANCZOS_TOL` (relative) gives the analytic smallest eigenvalues, a
+    `MORSE_LANCZOS_TOL` (of the operator's norm) gives the analytic smallest eigenvalues, a
     near-degenerate pair among them, and the index of a saddle reached from its stable
     manifold."""
     from et_ode.analysis.landscape._basins import MORSE_LANCZOS_TOL

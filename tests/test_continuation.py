@@ -9,8 +9,6 @@ continuous problem's analytic fold, whose value the discrete one approaches as h
 the branch points of the discretised Chafee-Infante problem `u_t = u_xx + p (u - u^3)`,
 the discrete Laplacian's eigenvalues."""
 
-import contextlib
-import io
 import pathlib
 import re
 import warnings
@@ -23,7 +21,7 @@ import pytest
 import scipy.optimize
 
 import et_ode
-from conftest import DIM
+from conftest import DIM, run_page_example
 from et_ode import analysis, solvers
 from et_ode.analysis.landscape import _branch as branch_module
 
@@ -177,11 +175,8 @@ PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "how-to" / "landsc
 def test_the_page_runs_the_pitchfork_branch_point_switch_and_deflation():
     """docs/how-to/landscape.md's example, run as written: its printed lines, then its
     numbers against the analytic pitchfork."""
-    code = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)[0]
-    namespace, out = {}, io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, str(PAGE), "exec"), namespace)
-    lines = out.getvalue().splitlines()
+    namespace, out, _ = run_page_example(PAGE, "def pitchfork(")
+    lines = out.splitlines()
     assert re.fullmatch(r"branch_point at p = \S+ \(eigenvalue \S+\)", lines[0])
     assert lines[1] == "stable where p < 0: True"
     assert re.fullmatch(
@@ -887,10 +882,10 @@ def test_switch_tangent_uses_the_left_null_vector(matrix_free):
 
 def test_a_branch_point_without_a_left_null_vector_says_so(monkeypatch):
     from et_ode.analysis.landscape import _branch_kernels as kernels
-    from et_ode.analysis.landscape import _krylov_schur as krylov_schur
+    from et_ode.analysis.landscape import _eigen as eigen
 
     def fails(*args, **kwargs):
-        raise krylov_schur.EigenNotConvergedError("no convergence (test)")
+        raise eigen.EigenNotConvergedError("no convergence (test)")
 
     monkeypatch.setattr(kernels, "left_null_vector", fails)
     (point,) = _nonsymmetric_branch(True)["bifurcations"]

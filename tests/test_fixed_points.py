@@ -137,6 +137,31 @@ def test_lbfgs_reaches_the_flows_minimum_and_stalls_at_the_energy_floor(model, x
         solvers.find_fixed_point(model, x0, method="adam")  # past its Literal annotation
 
 
+def test_anderson_settings_are_the_old_keywords(model, x0):
+    """`anderson=solvers.AndersonSettings(dt, memory, warm_steps)` is what the keywords
+    `dt=`, `memory=`, `warm_steps=` were: the same iterates, bit for bit. The keywords
+    still work, with a `DeprecationWarning` naming the settings that replace them, but not
+    beside settings of one's own; a bad field is refused where the settings are made."""
+    settings = solvers.AndersonSettings(dt=0.5, memory=5, warm_steps=5)
+    found = solvers.find_fixed_point(model, x0, method="anderson", tol=1e-8, anderson=settings)
+    assert bool(found.success) and float(found.residual_rms) <= 1e-8
+    replacement = r"anderson=solvers.AndersonSettings\(dt=0.5, memory=5, warm_steps=5\)"
+    with pytest.warns(DeprecationWarning, match=replacement):
+        old = solvers.find_fixed_point(
+            model, x0, method="anderson", tol=1e-8, dt=0.5, memory=5, warm_steps=5
+        )
+    np.testing.assert_array_equal(np.asarray(old.x), np.asarray(found.x))
+    assert int(old.steps) == int(found.steps)
+    with pytest.raises(ValueError, match="got anderson= and memory= beside it"):
+        solvers.find_fixed_point(model, x0, method="anderson", anderson=settings, memory=3)
+    with pytest.raises(ValueError, match="memory must be an integer >= 1"):
+        solvers.AndersonSettings(memory=0)
+    with pytest.raises(ValueError, match="dt must be a positive number"):
+        solvers.AndersonSettings(dt=float("nan"))
+    with pytest.raises(ValueError, match=r"warm_steps \(5\) must be below max_steps \(5\)"):
+        solvers.find_fixed_point(model, x0, method="anderson", anderson=settings, max_steps=5)
+
+
 def test_a_nan_in_the_start_model_or_args_is_named(model, x0):
     """A NaN start, weight or condition is refused before the search, naming where it
     is (the search would end with `success=False` and a NaN state, and no word)."""

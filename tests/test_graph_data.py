@@ -197,7 +197,7 @@ def test_anomaly_benchmark_structure(benchmark):
 def test_contextual_anomalies_take_far_features_of_other_nodes(benchmark):
     g = benchmark
     # The same seed without contextual nodes draws the same edges and original features.
-    plain = tasks.anomaly_benchmark(n_contextual=0)
+    plain = tasks.anomaly_benchmark(anomalies=tasks.AnomalyInjection(n_contextual=0))
     np.testing.assert_array_equal(plain.senders, g.senders)
     np.testing.assert_array_equal(plain.receivers, g.receivers)
     base = plain.features
@@ -214,9 +214,8 @@ def test_contextual_anomalies_take_far_features_of_other_nodes(benchmark):
 
 def test_anomaly_benchmark_communities_and_reproducibility():
     n, k, ratio = 4000, 4, 8.0
-    g = tasks.anomaly_benchmark(
-        n, n_cliques=0, n_contextual=0, seed=5, n_communities=k, p_in_ratio=ratio
-    )
+    none = tasks.AnomalyInjection(n_cliques=0, n_contextual=0)
+    g = tasks.anomaly_benchmark(n, anomalies=none, seed=5, n_communities=k, p_in_ratio=ratio)
     assert g.n_anomalies == 0 and g.name == "sbm_anomaly_n4000_seed5"
     community = np.repeat(np.arange(k), n // k)
     same = community[g.senders] == community[g.receivers]
@@ -228,12 +227,8 @@ def test_anomaly_benchmark_communities_and_reproducibility():
     means = np.stack([g.features[community == c].mean(axis=0) for c in range(k)])
     spread = np.linalg.norm(means[:, None] - means[None], axis=-1)[np.triu_indices(k, 1)]
     assert spread.min() > 3.0
-    again = tasks.anomaly_benchmark(
-        n, n_cliques=0, n_contextual=0, seed=5, n_communities=k, p_in_ratio=ratio
-    )
-    other = tasks.anomaly_benchmark(
-        n, n_cliques=0, n_contextual=0, seed=6, n_communities=k, p_in_ratio=ratio
-    )
+    again = tasks.anomaly_benchmark(n, anomalies=none, seed=5, n_communities=k, p_in_ratio=ratio)
+    other = tasks.anomaly_benchmark(n, anomalies=none, seed=6, n_communities=k, p_in_ratio=ratio)
     for field in ("features", "senders", "receivers", "labels"):
         np.testing.assert_array_equal(getattr(g, field), getattr(again, field))
     assert not np.array_equal(g.features, other.features)
@@ -242,9 +237,8 @@ def test_anomaly_benchmark_communities_and_reproducibility():
 
 @pytest.mark.parametrize("n_nodes, degree", [(50, 6.0), (200, 30.0), (1000, 10.0), (5000, 4.0)])
 def test_anomaly_benchmark_sizes_and_degree(n_nodes, degree):
-    g = tasks.anomaly_benchmark(
-        n_nodes, mean_degree=degree, n_cliques=0, seed=1, n_contextual=n_nodes // 20
-    )
+    contextual = tasks.AnomalyInjection(n_cliques=0, n_contextual=n_nodes // 20)
+    g = tasks.anomaly_benchmark(n_nodes, mean_degree=degree, seed=1, anomalies=contextual)
     assert g.n_nodes == n_nodes and g.n_anomalies == n_nodes // 20
     assert abs(g.n_edges / n_nodes - degree) < 0.15 * degree
     assert_canonical(g.senders, g.receivers, n_nodes)
@@ -280,15 +274,15 @@ def test_anomaly_benchmark_100k_nodes():
 
 
 def test_anomaly_benchmark_argument_errors():
+    crowded = tasks.AnomalyInjection(n_cliques=5, clique_size=15, n_contextual=30)
     cases = [
         (dict(n_nodes=49), "n_nodes must be an integer >= 50"),
         (dict(n_nodes=100, n_communities=51), "n_communities=51 is too many for 100 nodes"),
         (
-            dict(n_nodes=100, n_cliques=5, clique_size=15, n_contextual=30),
+            dict(n_nodes=100, anomalies=crowded),
             "need 105 distinct nodes but the graph has 100",
         ),
         (dict(n_nodes=60, mean_degree=80.0), "mean_degree=80.0 is not reachable"),
-        (dict(clique_size=1), "clique_size must be an integer >= 2"),
         (dict(feature_noise=-1.0), r"feature_noise must be a number in \[0.0, inf\)"),
         (dict(p_in_ratio=0.0), "p_in_ratio must be a number"),
         (dict(seed=-1), "seed must be an integer >= 0"),
@@ -296,6 +290,15 @@ def test_anomaly_benchmark_argument_errors():
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
             tasks.anomaly_benchmark(**kwargs)
+    # the anomalies' own fields are refused where they are given
+    for fields, message in (
+        (dict(clique_size=1), "clique_size must be an integer >= 2"),
+        (dict(k_candidates=0), "k_candidates must be an integer >= 1"),
+        (dict(n_cliques=-1), "n_cliques must be an integer >= 0"),
+        (dict(n_contextual=-1), "n_contextual must be an integer >= 0"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            tasks.AnomalyInjection(**fields)
 
 
 def test_anomaly_benchmark_float_node_count(no_runtime_types):

@@ -73,7 +73,9 @@ CONFIG = tasks.GraphModelConfig(
 
 @pytest.fixture(scope="module")
 def small_graph():
-    return tasks.anomaly_benchmark(120, seed=1, n_features=6, clique_size=6)
+    return tasks.anomaly_benchmark(
+        120, seed=1, n_features=6, anomalies=tasks.AnomalyInjection(clique_size=6)
+    )
 
 
 def test_sparse_detector_equals_a_dense_key_mask(small_graph):

@@ -14,6 +14,7 @@
 
 import re
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -120,24 +121,23 @@ LYAPUNOV, SETTINGS = analysis.LYAPUNOV_OPTIONS, analysis.LyapunovSpectrumSetting
         (lambda: dict(t1=-1.0), ["t1 must be a positive averaging time"]),
         (lambda: dict(t1=1.0, k=4), ["k must be between 1 and the state's size 3"]),
         (
-            lambda: dict(t1=1.0, options=LYAPUNOV.replace(solver="bosh3")),
-            ["solver must be one of tsit5"],
+            lambda: dict(t1=1.0, options=LYAPUNOV.replace(solver="auto")),
+            ["options.solver cannot be 'auto'", "tsit5"],
         ),
         (
             lambda: dict(
-                t1=1.0, options=LYAPUNOV.replace(solver="heun", rtol=None, atol=None, dt0=0.1)
+                t1=1.0,
+                options=LYAPUNOV.replace(
+                    rtol=None, atol=None, stepsize_controller=diffrax.PIDController(1e-6, 1e-8)
+                ),
             ),
-            ["solver must be one of tsit5"],
+            ["leave options.stepsize_controller None"],
         ),
+        (lambda: dict(t1=1.0, settings=SETTINGS(ends=(0.5, 2.0))), ["ends must lie within"]),
+        (lambda: dict(t1=1.0, settings=SETTINGS(ends=(0.0,))), ["ends must be finite times > 0"]),
         (
-            lambda: dict(
-                t1=1.0, options=LYAPUNOV.replace(solver="dopri5", rtol=None, atol=None, dt0=0.1)
-            ),
-            ["options need rtol and atol"],
-        ),
-        (
-            lambda: dict(t1=1.0, options=LYAPUNOV.replace(dtmin=1e-9)),
-            ["leave options.dtmin None"],
+            lambda: dict(t1=1.0, settings=SETTINGS(orthonormalise=1)),  # type: ignore[arg-type]
+            ["orthonormalise must be True or False"],
         ),
         (
             lambda: dict(t1=1.0, settings=SETTINGS(measure="y")),  # type: ignore[arg-type]
@@ -160,6 +160,42 @@ def test_bad_settings_are_refused(options, words, no_runtime_types):
     with pytest.raises(ValueError) as error:
         analysis.lyapunov_spectrum(lorenz, jnp.ones(3), **options())
     assert all(w in str(error.value) for w in words), str(error.value)
+
+
+def test_any_solver_and_constant_steps_and_independent_vectors():
+    """`dx/dt = diag(-1, -2) x`: any diffrax solver gives tsit5's numbers (the same start
+    vectors) to the tolerance, and the sum its trace; constant steps of `h` the exponents
+    of the discrete map, whose sum is `log((1 - h) (1 - 2 h)) / h` exactly for Euler; with
+    `orthonormalise=False` each vector estimates the top rate, more of them than the
+    dimension allowed, and `ends` make intervals of at most `renormalise` that end at
+    each (not rounded)."""
+    rates = jnp.array([-1.0, -2.0])
+    field = lambda t, x, args: rates * x  # noqa: E731
+    tsit5 = analysis.lyapunov_spectrum(field, jnp.ones(2), t1=4.0)
+    for solver in ("bosh3", "kvaerno5"):
+        out = analysis.lyapunov_spectrum(
+            field, jnp.ones(2), t1=4.0, options=LYAPUNOV.replace(solver=solver)
+        )
+        np.testing.assert_allclose(out["exponents"], tsit5["exponents"], atol=1e-6)
+        assert out["volume_rate"] == pytest.approx(-3.0, abs=1e-6) and out["solver"] == solver
+    euler = LYAPUNOV.replace(solver="euler", rtol=None, atol=None, dt0=0.1)
+    out = analysis.lyapunov_spectrum(field, jnp.ones(2), t1=2.0, options=euler)
+    assert out["volume_rate"] == pytest.approx(np.log(0.9 * 0.8) / 0.1, rel=1e-12)
+    assert out["rtol"] is None and out["atol"] is None and out["solver"] == "euler"
+    independent = analysis.lyapunov_spectrum(
+        field,
+        jnp.ones(2),
+        k=3,
+        t1=0.3,
+        settings=SETTINGS(renormalise=0.15, orthonormalise=False, ends=(0.1,)),
+    )
+    np.testing.assert_allclose(independent["times"], [0.1, 0.2, 0.3], rtol=1e-15)
+    assert independent["t1"] == 0.3 and independent["metadata"]["orthonormalise"] is False
+    # each from its own row of normal(key(0), (3, 2)): between -2 and -1, not sorted
+    draw = np.asarray(jax.random.normal(jax.random.key(0), (3, 2), jnp.float64))
+    grown = np.linalg.norm(draw * np.exp(np.asarray(rates) * 0.3), axis=1)
+    expected = np.log(grown / np.linalg.norm(draw, axis=1)) / 0.3
+    np.testing.assert_allclose(independent["exponents"], expected, rtol=1e-8)
 
 
 def test_options_and_settings_of_another_type_are_refused(no_runtime_types):

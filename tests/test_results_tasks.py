@@ -79,7 +79,9 @@ def test_overshoot(image_model, images):
 
 
 def test_graph_overshoot():
-    graph = tasks.anomaly_benchmark(120, seed=1, n_features=6, clique_size=6)
+    graph = tasks.anomaly_benchmark(
+        120, seed=1, n_features=6, anomalies=tasks.AnomalyInjection(clique_size=6)
+    )
     config = tasks.GraphModelConfig(
         dim=8, n_heads=1, head_dim=4, n_memories=8, init_std=0.3, self_attention=True
     )

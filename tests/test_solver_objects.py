@@ -322,6 +322,26 @@ def test_check_options_accepts_objects():
     assert not solvers.check_options(solver=own_tols, dt0=0.1)
 
 
+def test_check_options_takes_a_solve_options_and_the_callers_question():
+    """`check_options(options, t1=..., stop=...)`: a `SolveOptions` with the horizon, stop,
+    save and adjoint, as the fields one by one do; a field beside `options` is refused,
+    an unknown keyword is a `TypeError` as Python's own."""
+    adaptive = solvers.SolveOptions(solver="tsit5", dt0=None, rtol=1e-6, atol=1e-8)
+    assert solvers.check_options(adaptive, t1=20.0, stop=solvers.FixedPointStop())
+    assert solvers.check_options(**adaptive.keywords(), t1=20.0) is True
+    assert solvers.check_options(solvers.SolveOptions()) is False  # the paper's Euler steps
+    # the horizon's checks, which a SolveOptions alone cannot make
+    with pytest.raises(ValueError, match="above the limit of 2147483647"):
+        solvers.check_options(solvers.SolveOptions(dt0=1e-12), t1=1e3)
+    with pytest.raises(ValueError, match="adjoint='implicit' differentiates a fixed point"):
+        solvers.check_options(adaptive, adjoint="implicit")
+    with pytest.raises(ValueError, match="check_options got options= and rtol= beside it"):
+        solvers.check_options(adaptive, rtol=1e-3)
+    assert solvers.check_options(adaptive, dt0=0.1)  # a default beside it is no choice
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tol'"):
+        solvers.check_options(tol=1e-6)
+
+
 # ------------------------------------------------------ 2. traced horizons and tolerances
 TRACES: list[int] = []
 # `_run` traces all six numbers of SWEEP: (t1, rtol, fixed-point atol) vary in the first

@@ -21,7 +21,7 @@ from conftest import run_page_example
 from et_ode import analysis
 from et_ode.analysis.landscape import _branch as branch_module
 from et_ode.analysis.landscape import _branch_kernels as kernels
-from et_ode.analysis.landscape import _krylov_schur as krylov_schur
+from et_ode.analysis.landscape import _eigen as eigen
 
 PAGE = pathlib.Path(__file__).parents[1] / "docs" / "how-to" / "landscape.md"
 N = 199  # interior grid points: h = 1/200
@@ -430,7 +430,7 @@ def test_a_switch_whose_branch_point_defeats_the_eigen_solver_starts_beside_it(m
     def fails_first(*args, **kwargs):
         calls.append(1)
         if len(calls) == 1:
-            raise krylov_schur.EigenNotConvergedError("singular")
+            raise eigen.EigenNotConvergedError("singular")
         return leading_eigen(*args, **kwargs)
 
     monkeypatch.setattr(branch_module, "leading_eigen", fails_first)

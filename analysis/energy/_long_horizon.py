@@ -28,7 +28,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Float
@@ -36,11 +35,12 @@ from jaxtyping import ArrayLike, Float
 from et_ode import solvers
 from et_ode.vocab import FLOWS, Flow
 
-from .._common import cast, log_times
+from .._common import float64_available, is_count, is_real, log_times
 from .._common import short_number as _g
-from .._geometry import has, require, tangent_normalise, token_scales
+from .._geometry import has, require, token_scales
 from .._records import metadata, model_dtype
 from .._results import build as typed
+from ..landscape import LyapunovSpectrumSettings, lyapunov_spectrum
 from ._decay_laws import fit_decay_laws, fixed_point_time
 from ._long_horizon_findings import long_horizon_findings
 from ._long_horizon_records import FiniteTimeLyapunov, LongHorizon, LongHorizonFlow
@@ -52,7 +52,6 @@ from ._settings import (
     require_options,
     solver_name,
 )
-from ._stability import _Variational
 
 # The default solver per flow (`LONG_HORIZON_OPTIONS`): the projected flow turns stiff
 # once it has converged, the native flow does not (its clock slows instead).
@@ -207,7 +206,9 @@ def finite_time_lyapunov(
     segment: float = 2.0,
     seed: int = 0,
 ) -> FiniteTimeLyapunov:
-    """Growth of small perturbations of `x: [N, D]` over several horizons, in float64.
+    """Growth of small perturbations of `x: [N, D]` over several horizons, in float64:
+    `lyapunov_spectrum` with `directions` tangent vectors each normalised on its own
+    (`orthonormalise=False`), its intervals ending at every horizon (`ends`).
 
     `model`: any `solvers.EnergySystem` (`energy`, `vector_field`, `residual`; refused
     before solving without them). Where it declares a geometry (`tangent_projection`,
@@ -215,42 +216,48 @@ def finite_time_lyapunov(
     and measured in the energy's coordinates (`g` for the ET); a model without one is
     flat (every direction of `x` free, measured in `x`).
 
-    `directions` random tangent perturbations (seeded) are carried with the state by the
-    variational equation (a JVP of the vector field: the limit `eps -> 0` of perturbing
-    `x` by `eps` and integrating both copies), all in one batched solve per piece; the
-    pieces are at most `segment` long and end at every horizon, and after each the
-    perturbation is renormalised to size 1 (its decay never reaches the solver's
-    `atol`). The exponent at horizon `T` is `log(|d(T)| / |d(0)|) / T` (the sum of the
-    pieces' logs), per direction. `options`: how each piece is solved, on which flow
-    (default `FINITE_TIME_LYAPUNOV_OPTIONS`: the projected flow, tsit5 at rtol 1e-10).
+    `directions` random tangent perturbations (seeded: the rows of
+    `jax.random.normal(key(seed), (directions, *x.shape))`) are carried with the state by
+    the variational equation (a JVP of the vector field: the limit `eps -> 0` of
+    perturbing `x` by `eps` and integrating both copies), all in one solve per piece; the
+    pieces are at most `segment` long and end at every horizon, and after each every
+    perturbation is renormalised to size 1 on its own (its decay never reaches the
+    solver's `atol`; they are not orthogonalised). The exponent at horizon `T` is
+    `log(|d(T)| / |d(0)|) / T` (the sum of the pieces' logs), per direction. `options`:
+    how each piece is solved, on which flow (default `FINITE_TIME_LYAPUNOV_OPTIONS`: the
+    projected flow, tsit5 at rtol 1e-10; any solver but `"auto"`, as
+    `lyapunov_spectrum`).
 
     **Returns:** a `FiniteTimeLyapunov` (the exponents per direction and horizon, their
     median and largest, and the settings).
     """
     require(model, "finite_time_lyapunov")
     options = require_options("finite_time_lyapunov", options)
-    model64, x64, args64 = cast((model, jnp.asarray(x), args), jnp.float64)
-    n_tokens = x64.shape[0]
-    system = _Variational(model64, n_tokens)
-    ends = np.sort(np.asarray(horizons, float))
-    edges = [0.0]
-    for h in ends:
-        pieces = max(1, int(np.ceil((h - edges[-1]) / segment)))
-        edges += list(np.linspace(edges[-1], h, pieces + 1)[1:])
-    normalise = jax.vmap(tangent_normalise, in_axes=(None, 0, 0, None))
-    dx = jax.random.normal(jax.random.key(seed), (directions,) + x64.shape, x64.dtype)
-    xs = jnp.broadcast_to(x64, dx.shape)
-    dx, _ = normalise(model64, xs, dx, args64)
-    total, per_horizon = np.zeros(directions), []
-    for start, end in zip(edges[:-1], edges[1:]):
-        y = jnp.concatenate([xs, dx], axis=1)
-        sol = solvers.solve(system, y, options=options, args=args64, t0=float(start), t1=float(end))
-        xs, dx = sol.x_final[:, :n_tokens], sol.x_final[:, n_tokens:]
-        dx, growth = normalise(model64, xs, dx, args64)
-        total += np.log(np.asarray(growth))
-        if np.any(np.isclose(end, ends)):
-            per_horizon.append(total / end)
-    exponents = np.stack(per_horizon, axis=1)
+    ends = np.sort(np.asarray(horizons, float).ravel())
+    if not (ends.size and np.all(np.isfinite(ends)) and ends[0] > 0):
+        raise ValueError(f"horizons must be one or more finite times > 0 (got {horizons!r}).")
+    if not is_count(directions, 1):
+        raise ValueError(f"directions must be an integer >= 1 (got {directions!r}).")
+    if not (is_real(segment) and 0 < segment < np.inf):
+        raise ValueError(f"segment must be a finite time > 0 (got {segment!r}).")
+    spectrum = lyapunov_spectrum(
+        model,
+        x,
+        args=args,
+        k=int(directions),
+        t1=float(ends[-1]),
+        options=options,
+        settings=LyapunovSpectrumSettings(
+            renormalise=segment,
+            measure="g",  # |C P dx|: |dx| on a flat model
+            seed=seed,
+            orthonormalise=False,
+            ends=tuple(map(float, ends)),
+        ),
+        dtype=jnp.float64 if float64_available() else jnp.float32,
+    )
+    # the running estimates at the horizons: the sums of the logs up to each over it
+    exponents = spectrum.history[np.searchsorted(spectrum.times, ends)].T
     return FiniteTimeLyapunov(
         horizons=ends,
         exponents=exponents,

@@ -276,7 +276,7 @@ class StabilitySettings(Settings):
     - `method`: `"auto"` (dense up to `dense_max` state entries, Lanczos above),
       `"dense"` or `"lanczos"` (`hessian_eigenvalues`).
     - `dense_max`: that limit (state entries `N D`).
-    - `eigen_tol`: Lanczos' residual tolerance (`hessian_eigenvalues`' `lanczos_tol`).
+    - `eigen_tol`: Lanczos' residual tolerance (`hessian_eigenvalues`' `eigen_tol`).
     - `seed`: of Lanczos' start and of the Lyapunov exponent's perturbation.
     - `lyapunov_time`: the horizon of the Lyapunov exponent (tau units; cut where the
       point is unstable: `StabilityLyapunov.capped_from`); `None` skips it.

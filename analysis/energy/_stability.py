@@ -34,24 +34,24 @@ one-sided answer there (`analysis._verdict`).
 
 from typing import Any, Literal, Protocol, runtime_checkable
 
-import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from et_ode import solvers
 
-from .._common import cast, float64_available
-from .._geometry import energy_coordinates, has, require, tangent_normalise
+from .._common import cast, float64_available, is_count, is_real
+from .._geometry import energy_coordinates, has, require
 from .._records import metadata
 from .._results import build as typed
 from ..landscape import (
     GRADIENT_ASYMMETRY,
     Coordinates,
+    LyapunovSpectrumSettings,
     flow_eigenvalues,
     hessian_eigenvalues,
     linear_rate_range,
+    lyapunov_spectrum,
     smallest_eigenvalue_magnitude,
     verdict,
 )
@@ -81,28 +81,6 @@ class KinkedSystem(solvers.EnergySystem, Protocol):
     def one_sided(self, x: State, args: Any, within: float, side: str) -> solvers.EnergySystem: ...
 
 
-class _Variational(eqx.Module):
-    """The flow and its variational equation as one energy system on `[2N, D]` (any
-    model with states `[N, D]`): the first N rows are the state, the last N a
-    perturbation carried by the JVP of the vector field. Lets `solvers.solve` integrate
-    the linearised flow along a solution."""
-
-    model: object
-    n_tokens: int = eqx.field(static=True)
-
-    def energy(self, y, args):
-        return self.model.energy(y[: self.n_tokens], args)
-
-    def vector_field(self, t, y, args, flow):
-        x, dx = y[: self.n_tokens], y[self.n_tokens :]
-        f, df = jax.jvp(lambda x_: self.model.vector_field(t, x_, args, flow), (x,), (dx,))
-        return jnp.concatenate([f, df])
-
-    def residual(self, y, args):
-        x = y[: self.n_tokens]
-        return jnp.concatenate([self.model.residual(x, args), jnp.zeros_like(x)])
-
-
 # What a Lyapunov exponent's perturbation is measured in: the energy's coordinates
 # (`|C dx|`, `|dg|` on the ET) or the metric `|C^(1/2) dx|` in which the linearised
 # projected flow is symmetric, so that its growth rates lie exactly in the Hessian's
@@ -123,20 +101,24 @@ def lyapunov_exponent(
     measure: Literal["g", "metric"] = "g",
 ) -> LyapunovExponent:
     """Finite-time Lyapunov exponent of the flow from `x`, in float64, on any
-    `solvers.EnergySystem` with states `[N, D]`.
+    `solvers.EnergySystem` with states `[N, D]`: `lyapunov_spectrum`'s top exponent
+    (`k=1`, renormalised after each of `segments` pieces).
 
-    A random tangent perturbation `dx` (seeded) is carried with the state by the
-    variational equation `d(dx)/dt = J(x) dx` (a JVP of the vector field), integrated by
-    `solvers.solve` over `segments` equal pieces of `[0, t1]`. After each piece `dx` is
-    projected onto the tangent space (on the ET token means and scales, which do not
-    change `g`, are dropped; nothing for a flat model) and renormalised so that the
-    perturbation of the energy's coordinates, `|C dx|` (`C` the clock: `|dg|` on the
-    ET), is 1; the exponent is `sum(log growth) / t1` (units 1/tau).
+    A random tangent perturbation `dx` (seeded: `jax.random.normal(key(seed), x.shape)`)
+    is carried with the state by the variational equation `d(dx)/dt = J(x) dx` (a JVP of
+    the vector field) over `segments` equal pieces of `[0, t1]`, in one compiled loop.
+    After each piece `dx` is projected onto the tangent space (on the ET token means and
+    scales, which do not change `g`, are dropped; nothing for a flat model) and
+    renormalised so that the perturbation of the energy's coordinates, `|C dx|` (`C` the
+    clock: `|dg|` on the ET), is 1; the exponent is `sum(log growth) / t1` (units 1/tau).
     `options`: how the pieces are solved and on which flow (default
     `LYAPUNOV_EXPONENT_OPTIONS`: the projected flow, tsit5 at rtol 1e-10; constant
-    steps, `rtol = atol = None` with a `dt0`: the exponent of that discrete map).
-    `measure`: `"g"` (the energy's coordinates, default) or `"metric"` (`|C^(1/2) dx|`,
-    see `LYAPUNOV_MEASURES`).
+    steps, `rtol = atol = None` with a `dt0`: the exponent of that discrete map; any
+    solver but `"auto"`, no `stepsize_controller`, as `lyapunov_spectrum`). `measure`:
+    `"g"` (the energy's coordinates, default) or `"metric"` (`|C^(1/2) dx|`, see
+    `LYAPUNOV_MEASURES`). A failed piece is refused, and a perturbation that shrinks
+    below what `atol` resolves within one piece is warned of, as `lyapunov_spectrum`
+    does (its `renormalise` is `t1 / segments`).
 
     **Protocol:** `energy`, `vector_field`, `residual` (refused up front without them);
     optional: `tangent_projection`, `clock`, `tau`.
@@ -150,28 +132,31 @@ def lyapunov_exponent(
         raise ValueError(
             f"measure must be one of {', '.join(LYAPUNOV_MEASURES)} (got {measure!r})."
         )
-    power = LYAPUNOV_MEASURES[measure]
-    model64, x64, args64 = cast((model, jnp.asarray(x), args), jnp.float64)
-    n_tokens = x64.shape[0]
-    system = _Variational(model64, n_tokens)
-    dx = jax.random.normal(jax.random.key(seed), x64.shape, x64.dtype)
-    dx, _ = tangent_normalise(model64, x64, dx, args64, power)
-    edges = np.linspace(0.0, float(t1), int(segments) + 1)
-    logs = []
-    for start, end in zip(edges[:-1], edges[1:]):
-        y = jnp.concatenate([x64, dx])
-        sol = solvers.solve(system, y, options=options, args=args64, t0=start, t1=end)
-        x64, dx = sol.x_final[:n_tokens], sol.x_final[n_tokens:]
-        dx, growth = tangent_normalise(model64, x64, dx, args64, power)
-        logs.append(float(jnp.log(growth)))
-    growths = np.asarray(logs)
+    if not is_count(segments, 1):
+        raise ValueError(f"segments must be an integer >= 1 (got {segments!r}).")
+    if not (is_real(t1) and 0 < t1 < np.inf):
+        raise ValueError(f"t1 must be a finite horizon > 0 (got {t1!r}).")
+    t1, segments = float(t1), int(segments)
+    spectrum = lyapunov_spectrum(
+        model,
+        x,
+        args=args,
+        k=1,
+        t1=t1,
+        options=options,
+        settings=LyapunovSpectrumSettings(renormalise=t1 / segments, measure=measure, seed=seed),
+        dtype=jnp.float64 if float64_available() else jnp.float32,
+    )
+    edges = np.linspace(0.0, t1, segments + 1)
+    # each piece's log growth, from the running estimates (their sums over the times)
+    growths = np.diff(spectrum.history[:, 0] * spectrum.times, prepend=0.0)
     return LyapunovExponent(
-        exponent=float(growths.sum() / float(t1)),
+        exponent=float(spectrum.exponents[0] * spectrum.t1 / t1),
         local=growths / np.diff(edges),
         times=edges[1:],
         flow=options.flow,
-        t1=float(t1),
-        segments=int(segments),
+        t1=t1,
+        segments=segments,
         seed=int(seed),
         solver=options.solver,
         rtol=number(options.rtol),
@@ -396,7 +381,7 @@ def stability(
         k=k,
         method=settings.method,
         dense_max=settings.dense_max,
-        lanczos_tol=settings.eigen_tol,
+        eigen_tol=settings.eigen_tol,
         seed=seed,
     )
     tau = float(getattr(model, "tau", 1.0))

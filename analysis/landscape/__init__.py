@@ -34,13 +34,14 @@ from ._branch_records import (
     Branch,
     BranchPoint,
     ContinuationSettings,
+    Cusp,
     Fold,
+    FoldCurve,
     HopfPoint,
 )
 from ._continuation import Parameter, continuation, switch_branch
 from ._energy_field import flow_eigenvalues
 from ._fold_curve import fold_continuation
-from ._fold_records import Cusp, FoldCurve
 from ._hessian import (
     Coordinates,
     HessianSpectrum,
@@ -48,12 +49,8 @@ from ._hessian import (
     hessian_eigenvalues,
     smallest_eigenvalue_magnitude,
 )
-from ._lyapunov_spectrum import (
-    LYAPUNOV_OPTIONS,
-    LyapunovSpectrum,
-    LyapunovSpectrumSettings,
-    lyapunov_spectrum,
-)
+from ._lyapunov_records import LYAPUNOV_OPTIONS, LyapunovSpectrum, LyapunovSpectrumSettings
+from ._lyapunov_spectrum import lyapunov_spectrum
 from ._polish import polish_near
 from ._steady_states import SteadyStates, SteadyStateSettings, steady_states
 from ._verdict import GRADIENT_ASYMMETRY, linear_rate_range, linearly_stable, verdict

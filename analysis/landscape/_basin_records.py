@@ -48,7 +48,7 @@ class BasinSettings(Settings):
       start (the shipped models: see the landscape page) has as many attractors as
       starts, and each polish and Hessian is a Newton-Krylov solve and a Lanczos run.
     - `k`: Hessian eigenvalues computed per attractor (an integer >= 1, default 4:
-      `hessian_eigenvalues`, by Lanczos to a relative accuracy of `MORSE_LANCZOS_TOL`
+      `hessian_eigenvalues`, by Lanczos to `MORSE_LANCZOS_TOL` of the Hessian's norm
       above its dense size; its Morse index counts up to `k` negative ones), or, where
       the residual is not a gradient, eigenvalues of the flow's Jacobian (those of
       largest real part).

@@ -42,11 +42,13 @@ from ._hessian import hessian_eigenvalues
 from ._polish import polish_near
 from ._verdict import GRADIENT_ASYMMETRY, linearly_stable
 
-# The Lanczos tolerance of an attractor's Hessian eigenvalues (relative: ARPACK stops
-# at a residual below tol |lambda|, so the sign of every eigenvalue returned is right at
-# any tol < 1; as at any tol, a count of negative ones is a lower bound should Lanczos
-# miss one). At a minimum of the shipped `paper` core with a near-degenerate smallest pair
-# (0.458208, 0.458209) 1e-6 took 12 s, 1e-8 181 s (docs: benchmarks, run times).
+# The Lanczos tolerance of an attractor's Hessian eigenvalues (`hessian_eigenvalues`'
+# `eigen_tol`: a Ritz pair is accepted at a residual below tol |H|, and a symmetric
+# operator's Ritz value then lies within that residual of an eigenvalue, so the sign of
+# every eigenvalue farther than tol |H| from zero is right; as at any tol, a count of
+# negative ones is a lower bound should Lanczos miss one). A loose tolerance matters: at a
+# minimum of the shipped `paper` core with a near-degenerate smallest pair (0.458208,
+# 0.458209) ARPACK took 15 times longer at 1e-8 than at 1e-6 (docs: benchmarks).
 MORSE_LANCZOS_TOL = 1e-6
 # How `basins` solves by default: tsit5 at rtol 1e-6 and atol 1e-8 on the projected flow
 # (the native one has no fixed points), at most 100,000 steps per start.
@@ -244,7 +246,7 @@ def _stability_at(model, x, args, k: int, flow: Flow) -> dict:
     non-symmetric residual Jacobian's symmetric part does not give (a damped oscillator's
     well: eigenvalues -0.15 +- 1.41i, yet a symmetric part with one negative
     eigenvalue)."""
-    spectrum = hessian_eigenvalues(model, x, args, k=k, lanczos_tol=MORSE_LANCZOS_TOL)
+    spectrum = hessian_eigenvalues(model, x, args, k=k, eigen_tol=MORSE_LANCZOS_TOL)
     asymmetry = float(spectrum["asymmetry"])
     if asymmetry <= GRADIENT_ASYMMETRY:
         return dict(

@@ -10,7 +10,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from . import _krylov_schur as krylov_schur
+from . import _eigen as eigen
 from ._branch_kernels import (
     EXACT_TANGENT_BELOW,
     TANGENT_RTOL,
@@ -121,7 +121,7 @@ class _Branch:
                 previous=self.vectors,
                 spectrum=self.spectrum,
             )
-        except krylov_schur.EigenNotConvergedError as error:
+        except eigen.EigenNotConvergedError as error:
             self.refuse(
                 "eigenvalues",
                 point["y"],
@@ -285,7 +285,7 @@ def _branch_point(branch, point, bracket, index):
                 k=branch.k if branch.spectrum == "nearest_zero" else e + 1,
                 spectrum=branch.spectrum,
             )
-        except krylov_schur.EigenNotConvergedError as error:  # the left null vector's
+        except eigen.EigenNotConvergedError as error:  # the left null vector's
             record["switch_error"] = str(error)
     return record
 

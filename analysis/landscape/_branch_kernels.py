@@ -23,7 +23,7 @@ import numpy as np
 
 from et_ode import solvers
 
-from . import _krylov_schur as krylov_schur
+from . import _eigen as eigen
 from ._xla_fallback import compiled
 
 # Unknowns (`n + 1`) up to which the Jacobian is formed; above, JVPs and GMRES only: the
@@ -183,6 +183,29 @@ def bordered_solve(F, y, border, args, rhs, dense: bool, guess=None, rtol=None):
     return jnp.concatenate([dx, dp[None]])
 
 
+def newton(residual, step, y0, tol, max_newton: int, monotone: bool = False):
+    """The generic room's Newton iteration (traceable), behind continuation's corrector,
+    deflation and the cusp's location: `y <- y + step(y, iteration, rms residual(y))`
+    from `y0` until `rms residual(y) <= tol`, `max_newton` steps, a non-finite residual,
+    or, where `monotone`, a step that did not lower it. `step` solves the linearisation
+    (`bordered_solve`: dense LU or GMRES on JVPs) and may scale its step. Returns
+    `(y, iterations, rms residual(y))`."""
+
+    def cond(state):
+        _, it, res, previous = state
+        go = (res > tol) & (it < max_newton) & jnp.isfinite(res)
+        return go & (res < previous) if monotone else go
+
+    def body(state):
+        y, it, res, _ = state
+        y = y + step(y, it, res)
+        return y, it + 1, solvers.rms(residual(y)), res
+
+    start = solvers.rms(residual(y0))
+    y, it, res, _ = jax.lax.while_loop(cond, body, (y0, jnp.asarray(0), start, 2 * start))
+    return y, it, res
+
+
 @compiled
 def correct(F, y_pred, t, weights, args, tol, max_newton: int, dense: bool):
     """Newton on `F(y) = 0, (weights t) . (y - y_pred) = 0` from `y_pred` (the
@@ -208,24 +231,16 @@ def correct(F, y_pred, t, weights, args, tol, max_newton: int, dense: bool):
     as much."""
     border = weights * t
 
-    def cond(state):
-        _, it, res, previous = state
-        # A step that did not lower the residual: outside Newton's region of convergence
-        # (the caller shortens the arclength step) rather than more iterations.
-        return (res > tol) & (it < max_newton) & jnp.isfinite(res) & (res < previous)
-
-    def body(state):
-        y, it, res, _ = state
+    def step(y, it, res):
         rhs = -jnp.concatenate([F(y, args), (border @ (y - y_pred))[None]])
         target = FORCING * tol / res
         target = jnp.where(it == 0, jnp.maximum(target, FIRST_FORCING), target)
         rtol = jnp.clip(target, rounding_rtol(y.dtype), FORCING_MAX)
-        y = y + bordered_solve(F, y, border, args, rhs, dense, rtol=rtol)
-        return y, it + 1, solvers.rms(F(y, args)), res
+        return bordered_solve(F, y, border, args, rhs, dense, rtol=rtol)
 
-    start = solvers.rms(F(y_pred, args))
-    y, it, res, _ = jax.lax.while_loop(cond, body, (y_pred, jnp.asarray(0), start, 2 * start))
-    return y, it, res
+    # A step that did not lower the residual: outside Newton's region of convergence (the
+    # caller shortens the arclength step) rather than more iterations.
+    return newton(lambda y: F(y, args), step, y_pred, tol, max_newton, monotone=True)
 
 
 @compiled
@@ -262,19 +277,13 @@ def deflated_newton(F, y0, roots, active, args, tol, max_newton: int, power, shi
         slope = -power * inv / dist2 * (diff @ dx) / (inv + shift)
         return 1.0 / (1.0 - jnp.sum(jnp.where(active, slope, 0.0)))
 
-    def cond(state):
-        _, it, res = state
-        return (res > tol) & (it < max_newton) & jnp.isfinite(res)
-
-    def body(state):
-        y, it, _ = state
+    def step(y, it, res):
         fixed_p = jnp.zeros_like(y).at[-1].set(1.0)
         rhs = -jnp.concatenate([F(y, args), jnp.zeros((1,), y.dtype)])
         dy = bordered_solve(F, y, fixed_p, args, rhs, dense)
-        y = y + step_scale(y[:n], dy[:n]) * dy
-        return y, it + 1, solvers.rms(F(y, args))
+        return step_scale(y[:n], dy[:n]) * dy
 
-    return jax.lax.while_loop(cond, body, (y0, jnp.asarray(0), solvers.rms(F(y0, args))))
+    return newton(lambda y: F(y, args), step, y0, tol, max_newton)
 
 
 def real_eigenvalues(values) -> np.ndarray:
@@ -285,10 +294,10 @@ def real_eigenvalues(values) -> np.ndarray:
 
 @compiled
 def arnoldi_steps(F, y, args, basis, projected, first):
-    """`_krylov_schur.arnoldi_steps` on `df/dx` at `y`: one linearisation, then the
+    """`_eigen.arnoldi_steps` on `df/dx` at `y`: one linearisation, then the
     products of the Arnoldi steps in one compiled loop."""
     _, linear = jax.linearize(lambda u: F.split(u, y[-1], args), y[:-1])
-    return krylov_schur.arnoldi_steps(linear, basis, projected, first)
+    return eigen.arnoldi_steps(linear, basis, projected, first)
 
 
 def inverse_rtol(dtype) -> float:
@@ -346,7 +355,7 @@ def inverse_arnoldi_steps(F, y, args, basis, projected, first):
     preconditioned where the field has a preconditioner (`_inverse`)."""
     _, linear = jax.linearize(lambda u: F.split(u, y[-1], args), y[:-1])
     solve = _inverse(linear, F.precondition_at(y, args), y.size - 1, y.dtype)
-    return krylov_schur.arnoldi_steps(solve, basis, projected, first)
+    return eigen.arnoldi_steps(solve, basis, projected, first)
 
 
 @compiled
@@ -361,7 +370,7 @@ def transposed_inverse_arnoldi_steps(F, y, args, basis, projected, first):
         transpose = jax.linear_transpose(inverse, y[:-1])
         transposed = lambda w: transpose(w)[0]  # noqa: E731
     solve = _inverse(lambda w: pullback(w)[0], transposed, y.size - 1, y.dtype)
-    return krylov_schur.arnoldi_steps(solve, basis, projected, first)
+    return eigen.arnoldi_steps(solve, basis, projected, first)
 
 
 # What `leading_eigen` keeps: the eigenvalues with the largest real parts (Arnoldi on
@@ -370,20 +379,19 @@ SPECTRA = ("rightmost", "nearest_zero")
 
 
 def _leading_pairs(steps, F, y, args, start, k: int, which: str = "real"):
-    """`_krylov_schur.leading_eigenpairs` of the operator whose Arnoldi steps at `y` are
+    """`_eigen.leading_eigenpairs` of the operator whose Arnoldi steps at `y` are
     `steps(F, y, args, ...)`: `KRYLOV_VECTORS` Krylov vectors (at least `2 k + 1`), the
     `k` pairs largest in `which` accepted at `1e-10` (float64; 1e-5 in float32) of the
     operator's norm."""
     n = y.size - 1
-    values, vectors, _ = krylov_schur.leading_eigenpairs(
-        lambda basis, projected, first: steps(F, y, args, basis, projected, first),
-        start,
+    return eigen.eigenpairs(
         min(k, n - 2),
+        which=which,
+        steps=lambda basis, projected, first: steps(F, y, args, basis, projected, first),
+        start=start,
         krylov=min(n - 1, max(2 * k + 1, KRYLOV_VECTORS)),
         tol=1e-10 if y.dtype == jnp.float64 else 1e-5,
-        which=which,
     )
-    return values, vectors
 
 
 def _inverted_pairs(steps, F, y, args, start, k: int):
@@ -391,8 +399,8 @@ def _inverted_pairs(steps, F, y, args, start, k: int):
     (`steps`: `inverse_arnoldi_steps` or its transpose): eigenvalues `1 / mu`."""
     try:
         values, vectors = _leading_pairs(steps, F, y, args, start, k, which="magnitude")
-    except krylov_schur.EigenNotConvergedError as error:
-        raise krylov_schur.EigenNotConvergedError(
+    except eigen.EigenNotConvergedError as error:
+        raise eigen.EigenNotConvergedError(
             f"shift-and-invert: {error} The inverse's GMRES solves did not reach their "
             "tolerance: give a preconditioner of df/dx (preconditioner=), or use "
             "spectrum='rightmost' or matrix_free=False (or the field rounds more "
@@ -410,7 +418,7 @@ def leading_eigen(F, y, args, k: int, dense: bool, previous=None, spectrum: str 
     `k` otherwise).
 
     Dense: numpy's `eig` of the formed Jacobian. Matrix-free: Krylov-Schur
-    (`_krylov_schur.leading_eigenpairs`, `KRYLOV_VECTORS` Krylov vectors, a fixed start
+    (`_eigen.leading_eigenpairs`, `KRYLOV_VECTORS` Krylov vectors, a fixed start
     vector or `previous`, below) on JVPs of one linearisation, or on `(df/dx)^-1` for
     the nearest zero (each product a GMRES solve to `inverse_rtol`, preconditioned
     where the field has a preconditioner: a stiff spectrum's rightmost eigenvalues,
@@ -424,7 +432,7 @@ def leading_eigen(F, y, args, k: int, dense: bool, previous=None, spectrum: str 
     missing from it."""
     n = y.size - 1
     if dense:
-        values, vectors = np.linalg.eig(np.asarray(jacobian(F, y, args))[:, :-1])
+        values, vectors = eigen.eigenpairs(None, matrix=np.asarray(jacobian(F, y, args))[:, :-1])
         unstable = unstable_counts(values)
         if spectrum == "nearest_zero":
             near = np.argsort(np.abs(values), kind="stable")[:k]
@@ -473,7 +481,7 @@ def second_derivative(F, y, args, u, v):
 def transposed_arnoldi_steps(F, y, args, basis, projected, first):
     """`arnoldi_steps` on `(df/dx)^T` at `y` (vector-Jacobian products)."""
     _, pullback = jax.vjp(lambda u: F.split(u, y[-1], args), y[:-1])
-    return krylov_schur.arnoldi_steps(lambda w: pullback(w)[0], basis, projected, first)
+    return eigen.arnoldi_steps(lambda w: pullback(w)[0], basis, projected, first)
 
 
 def left_null_vector(F, y, args, value, guess, k: int, spectrum: str = "rightmost"):
@@ -496,7 +504,7 @@ def left_null_vector(F, y, args, value, guess, k: int, spectrum: str = "rightmos
     pick = int(np.argmin(distance))
     others = np.delete(distance, pick)
     if not real_eigenvalues(values)[pick] or (others.size and others.min() <= 2 * distance[pick]):
-        raise krylov_schur.EigenNotConvergedError(
+        raise eigen.EigenNotConvergedError(
             f"the transposed Jacobian's eigenvalues {np.round(values, 8)} hold no real one "
             f"clearly nearest {complex(value):.8g}: no left null vector."
         )

@@ -18,7 +18,7 @@ be followed through a fold, where `p` turns back (Keller, 1977; Allgower and Geo
    corrector that needed few iterations lengthens the next step (up to `ds_max`).
 
 At every accepted point the `k` eigenvalues of `df/dx` with the largest real parts are
-kept (dense `eig`, or Krylov-Schur Arnoldi on JVPs, `_krylov_schur`), or with
+kept (dense `eig`, or Krylov-Schur Arnoldi on JVPs, `_eigen`), or with
 `spectrum="nearest_zero"` the `k` nearest zero (shift-and-invert, for stiff fields, with
 a `preconditioner` of `df/dx` in every GMRES solve). The steps, caps, eigenvalues and
 Newton's settings are one `ContinuationSettings`. Between two points:

@@ -57,11 +57,18 @@ from jax.typing import DTypeLike
 from et_ode import solvers
 
 from .._records import metadata
-from ._branch_records import Bifurcation, ContinuationSettings, Fold
+from . import _eigen as eigen
+from ._branch_records import (
+    Bifurcation,
+    ContinuationSettings,
+    Cusp,
+    Fold,
+    FoldCurve,
+    fold_curve_record,
+)
 from ._continuation import Field, Parameter, continuation
 from ._continuation_checks import check_field_shape, default_tol, dtype_of, is_float
 from ._energy_field import parameter_function, state_and_residual, system_field
-from ._fold_records import Cusp, FoldCurve, fold_curve_record
 from ._fold_system import _At, _augmented, _locate, _null, _point_data, _Problem, cusp_coefficient
 
 # The largest state (entries) whose fold curve is followed: every evaluation of the
@@ -517,8 +524,8 @@ class _Curve:
 
 
 def _sorted_eigenvalues(jac) -> np.ndarray:
-    values = np.linalg.eigvals(np.asarray(jac, np.float64))
-    return values[np.argsort(-values.real, kind="stable")]
+    """Every eigenvalue of the formed `jac`, by descending real part."""
+    return eigen.dense_eigenpairs(np.asarray(jac, np.float64), which="real")[0]
 
 
 def _aligned_tests(points: list[dict]) -> np.ndarray:

@@ -9,7 +9,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
+
+from ._branch_kernels import newton
 
 
 class _Problem(eqx.Module):
@@ -75,8 +76,9 @@ def _point_data(problem, y, p, q, args, b, c):
 
 @eqx.filter_jit
 def _locate(problem, u0, args, b, c, which: int, tol, max_steps: int):
-    """Newton on `(f, g, test_which) = 0` in `u = (x flat, p, q)` from `u0`: `(u, RMS of
-    the system there, converged)`."""
+    """Newton (`_branch_kernels.newton`, dense) on `(f, g, test_which) = 0` in `u = (x
+    flat, p, q)` from `u0`: `(u, RMS of the system there, converged: that RMS within
+    `tol`)`."""
 
     def system(u, _):
         y, p, q = u[:-2], u[-2], u[-1]
@@ -84,11 +86,11 @@ def _locate(problem, u0, args, b, c, which: int, tol, max_steps: int):
         test = problem.tests(y, p, q, args, v, w)[which]
         return jnp.concatenate([problem.f(y, p, q, args), g[None], test[None]])
 
-    solver: optx.Newton = optx.Newton(rtol=tol, atol=tol, norm=optx.rms_norm)
-    solution: optx.Solution = optx.root_find(system, solver, u0, max_steps=max_steps, throw=False)
-    u = solution.value
-    residual = jnp.sqrt(jnp.mean(system(u, None) ** 2))
-    return u, residual, solution.result == optx.RESULTS.successful
+    def step(u, it, res):  # dense: the extended system has `n + 2` unknowns
+        return jnp.linalg.solve(jax.jacfwd(lambda v: system(v, None))(u), -system(u, None))
+
+    u, _, residual = newton(lambda u: system(u, None), step, u0, tol, max_steps)
+    return u, residual, residual <= tol
 
 
 @eqx.filter_jit

@@ -1,7 +1,8 @@
 """The spectrum of a fixed point of any energy system: the eigenvalues of the Riemannian
 Hessian (the Jacobian of the residual `G` restricted to the tangent space of the model's
 geometry, `analysis._geometry`), applied by JVPs of `model.residual`; dense below
-`solvers.DENSE_MAX` state entries, Lanczos (scipy `eigsh` on the symmetric operator) above.
+`solvers.DENSE_MAX` state entries, Lanczos above (the generic room's one eigen-solver,
+`_eigen`: Krylov-Schur on the symmetric operator, which is thick-restart Lanczos).
 
 Coordinates. With `C` the model's clock (the ET: `gamma / s_A` per token; 1 for a model
 without one), `coordinates="g"` gives the eigenvalues of `H` (the curvature of `E` on the
@@ -19,7 +20,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import jax.numpy as jnp
 import numpy as np
-import scipy.sparse.linalg as spla
 from jaxtyping import Array, ArrayLike, Bool, Float
 
 from et_ode import solvers
@@ -27,6 +27,7 @@ from et_ode import solvers
 from .._common import cast
 from .._geometry import TangentOperator, clock, require, tangent_dimension
 from .._results import Result
+from . import _eigen as eigen
 
 State = Float[Array, "N D"]  # one state, as in `solvers.EnergySystem`
 
@@ -106,24 +107,42 @@ def tangent_basis(
     return q[free][..., 2:]
 
 
-def _normal_shift(op: TangentOperator, v0) -> float:
+# The Krylov-Schur tolerance of the coarse spectral radius behind the normal shift.
+RADIUS_TOL = 1e-3
+
+
+def _start(op: TangentOperator, seed: int):
+    """The Krylov start vector: standard normal, seeded (`[size]`, float64)."""
+    return jnp.asarray(np.random.default_rng(seed).standard_normal(op.size), jnp.float64)
+
+
+def _extremes(op: TangentOperator, k: int, which: str, seed: int, tol: float, **shifted):
+    """The `k` eigenvalues of `op` (shifted as `TangentOperator.krylov_steps`) largest in
+    `which` (`_eigen.WANTED`), by Lanczos (`_eigen.eigenpairs`, symmetric), ascending."""
+    values, _ = eigen.eigenpairs(
+        k,
+        which=which,
+        symmetric=True,
+        steps=op.krylov_steps(eigen.arnoldi_steps, **shifted),
+        start=_start(op, seed),
+        krylov=_krylov_vectors(k, op.size),
+        tol=tol,
+    )
+    return np.sort(np.asarray(values, np.float64))
+
+
+def _normal_shift(op: TangentOperator, seed: int) -> float:
     """A value past both ends of `op`'s spectrum (twice its spectral radius, by a
     coarse Lanczos, plus 1): added on the normal space, it moves those directions (its
     eigenvalue 0) out of the way of the tangent spectrum's extremes."""
-    radius = float(
-        np.abs(
-            spla.eigsh(
-                op.linear_operator(), k=1, which="LM", tol=1e-3, v0=v0, return_eigenvectors=False
-            )
-        )[0]
-    )
+    radius = float(np.max(np.abs(_extremes(op, 1, "magnitude", seed, RADIUS_TOL))))
     return 2.0 * radius + 1.0
 
 
-def _ncv(k: int, size: int) -> int:
-    """Lanczos vectors kept between ARPACK's restarts: at least 40. scipy's default,
-    `max(2k + 1, 20)`, restarts so often on the ET's spectra (condition numbers in the
-    hundreds) that it needs about twice the operator applications (measured: the
+def _krylov_vectors(k: int, size: int) -> int:
+    """Lanczos vectors kept between restarts: at least 40. ARPACK's default,
+    `max(2k + 1, 20)`, restarted so often on the ET's spectra (condition numbers in the
+    hundreds) that it needed about twice the operator applications (measured: the
     benchmarks page, "Lanczos vectors")."""
     return int(min(size - 1, max(2 * k + 1, 40)))
 
@@ -143,13 +162,13 @@ def _asymmetry(op: TangentOperator, seed: int, probes: int = 3) -> float:
     return math.sqrt(antisymmetric / max(total, 1e-300))
 
 
-def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> dict:
+def _spectrum(op: TangentOperator, k, method, eigen_tol, seed, dimension) -> dict:
     """Eigenvalues of `op`: `smallest [k]`, `largest [k]`, `all` (dense) and the rest of
     `hessian_eigenvalues`' entries that depend on the method."""
     if method == "dense":
         matrix, basis = op.dense()
         antisym = np.linalg.norm(matrix - matrix.T) / max(float(np.linalg.norm(matrix)), 1e-300)
-        values = np.linalg.eigvalsh(0.5 * (matrix + matrix.T))
+        values = eigen.eigenpairs(None, which="leftmost", symmetric=True, matrix=matrix)[0]
         k = min(k, values.size)
         return dict(
             smallest=values[:k],
@@ -162,28 +181,11 @@ def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> d
         )
     if method != "lanczos":
         raise ValueError(f"method must be 'auto', 'dense' or 'lanczos' (got {method!r}).")
-    size = op.size
-    v0 = np.random.default_rng(seed).standard_normal(size)
-    if op.flat:
-        operators = {"SA": op.linear_operator(), "LA": op.linear_operator()}
-    else:  # normal directions (eigenvalue 0 of op) moved past each end of the spectrum
-        shift = _normal_shift(op, v0)
-        operators = {"SA": op.linear_operator(shift), "LA": op.linear_operator(-shift)}
-    k = int(min(k, (dimension or size) - 1))
-    smallest, largest = (
-        np.sort(
-            spla.eigsh(
-                operators[which],
-                k=k,
-                which=which,
-                tol=lanczos_tol,
-                v0=v0,
-                ncv=_ncv(k, size),
-                return_eigenvectors=False,
-            )
-        )
-        for which in ("SA", "LA")
-    )
+    # normal directions (eigenvalue 0 of op) moved past each end of the spectrum
+    shift = 0.0 if op.flat else _normal_shift(op, seed)
+    k = int(min(k, (dimension or op.size) - 1, op.size - 2))
+    smallest = _extremes(op, k, "leftmost", seed, eigen_tol, shift=shift)
+    largest = _extremes(op, k, "real", seed, eigen_tol, shift=-shift)
     return dict(
         smallest=smallest,
         largest=largest,
@@ -198,19 +200,11 @@ def _spectrum(op: TangentOperator, k, method, lanczos_tol, seed, dimension) -> d
 def smallest_eigenvalue_magnitude(model, x, args, coordinates, seed, tol=1e-6) -> float:
     """`min |lambda|` over the tangent spectrum, where Lanczos' extremes do not reach it
     (all `k` smallest negative): the smallest eigenvalue of the operator squared, the
-    normal directions shifted past the largest."""
+    normal directions shifted past the largest (Lanczos to `tol` of the square's
+    norm)."""
     op = TangentOperator(model, x, args, coordinates)
-    v0 = np.random.default_rng(seed).standard_normal(op.size)
-    shift = _normal_shift(op, v0)
-    value = spla.eigsh(
-        op.linear_operator(shift**2, squared=True),
-        k=1,
-        which="SA",
-        tol=tol,
-        v0=v0,
-        ncv=_ncv(1, op.size),
-        return_eigenvectors=False,
-    )
+    shift = 0.0 if op.flat else _normal_shift(op, seed)
+    value = _extremes(op, 1, "leftmost", seed, tol, shift=shift**2, squared=True)
     return float(np.sqrt(max(float(value[0]), 0.0)))
 
 
@@ -223,7 +217,7 @@ def hessian_eigenvalues(
     k: int = 6,
     method: Method = "auto",
     dense_max: int = solvers.DENSE_MAX,
-    lanczos_tol: float = 1e-10,
+    eigen_tol: float = 1e-10,
     seed: int = 0,
 ) -> HessianSpectrum:
     """Leading eigenvalues of the tangent-restricted Riemannian Hessian at `x`.
@@ -237,9 +231,11 @@ def hessian_eigenvalues(
     - `coordinates`: `"g"` or `"x"` (see the module docstring).
     - `k`: how many of the smallest and of the largest eigenvalues to return.
     - `method`: `"dense"` (materialise the operator by JVPs in an orthonormal basis of
-      the tangent space, `eigh`), `"lanczos"` (scipy `eigsh` on a `LinearOperator`
-      wrapping a jitted JVP) or `"auto"` (dense when `x.size <= dense_max`).
-    - `lanczos_tol`: `eigsh` tolerance; `seed`: its starting vector.
+      the tangent space, `eigh`), `"lanczos"` (Krylov-Schur on the symmetric operator,
+      its products jitted JVPs in one compiled loop: `analysis.landscape._eigen`) or
+      `"auto"` (dense when `x.size <= dense_max`).
+    - `eigen_tol`: Lanczos' tolerance, on a Ritz pair's residual relative to the
+      operator's norm; `seed`: its starting vector.
 
     **Protocol:** `residual` (refused up front without it); optional: the manifold's
     `tangent_projection`, `clock`, `tangent_dimension`.
@@ -251,9 +247,7 @@ def hessian_eigenvalues(
     op = TangentOperator(model64, x64, args64, coordinates)
     if method == "auto":
         method = "dense" if x64.size <= dense_max else "lanczos"
-    result = _spectrum(
-        op, int(k), method, lanczos_tol, seed, tangent_dimension(model64, x64, args64)
-    )
+    result = _spectrum(op, int(k), method, eigen_tol, seed, tangent_dimension(model64, x64, args64))
     values = (
         result["all"]
         if result["all"] is not None

@@ -1,13 +1,17 @@
-"""The Lyapunov spectrum of a flow by the QR (Benettin) method, for any vector field.
+"""The Lyapunov spectrum of a flow by the QR (Benettin) method, for any vector field: the
+one estimator, of which `analysis.lyapunov_exponent` (the top exponent, `k = 1`) and
+`analysis.finite_time_lyapunov` (independent directions) are views.
 
-`k` tangent vectors ride along the state on the variational equation
-`dQ/dt = J(x) Q` (each column a Jacobian-vector product of the field: the Jacobian is never
-formed). Every `renormalise` units of time the tangent vectors are re-orthonormalised by
-a QR factorisation, `Q R = Q(t)`, and `log |R_ii|` is added to the running sum of
-exponent `i`; after time `T` the estimates are those sums over `T`. The state and its
-tangent vectors move by one diffrax solve per interval, all intervals inside one compiled
-loop (`lax.scan`). (Benettin, Galgani, Giorgilli and Strelcyn, Meccanica 15, 1980;
-Shimada and Nagashima, Prog. Theor. Phys. 61, 1979.)
+`k` tangent vectors ride along the state on the variational equation `dQ/dt = J(x) Q`
+(each column a Jacobian-vector product of the field: the Jacobian is never formed). At
+the end of each interval (every `renormalise` units of time, or at given `ends`) they are
+re-orthonormalised by a QR factorisation, `Q R = Q(t)`, and `log |R_ii|` is added to the
+running sum of exponent `i`; after time `T` the estimates are those sums over `T`. With
+`orthonormalise=False` each vector is normalised on its own (`R_ii` its length): `k`
+independent estimates of the top exponent. The state and its tangent vectors move by one
+diffrax solve per interval, all intervals inside one compiled loop (`lax.scan`).
+(Benettin, Galgani, Giorgilli and Strelcyn, Meccanica 15, 1980; Shimada and Nagashima,
+Prog. Theor. Phys. 61, 1979.)
 
 Where the tangent vectors are measured (`measure`): in the state's own coordinates
 (`"x"`), or, on an energy system, in the energy's coordinates (`"g"`: each vector
@@ -16,8 +20,7 @@ length is `|dg|` on the ET) or in the metric of the linearised projected flow
 (`"metric"`, `C^(1/2) P`). The QR step then factorises the measured vectors `M W = Q R`
 and carries on from `W = M^-1 Q` (`M` is a per-token scale on the tangent space, so it
 inverts there); `log |R_ii|` are the growth rates in that measure. In `g`, the token
-scales and means that the native flow carries (and inflates) are not measured: these are
-the exponents `analysis.lyapunov_exponent` estimates one at a time.
+scales and means that the native flow carries (and inflates) are not measured.
 
 Checks that need no reference: the exponents sum to the time average of the field's
 divergence `trace J` (the volume growth rate), which the QR method reproduces exactly up
@@ -25,11 +28,10 @@ to the integration error (in `x`, with all exponents); at a stable fixed point t
 the real parts of the Jacobian's eigenvalues, in any measure.
 """
 
-import dataclasses
 import math
 import warnings
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import diffrax
 import equinox as eqx
@@ -43,111 +45,15 @@ from jaxtyping import Array, ArrayLike, Real
 from et_ode import solvers
 from et_ode.vocab import Flow
 
-from .._common import cast, float64_available, is_count, is_real
+from .._common import cast, float64_available, is_count
 from .._geometry import clock, project
 from .._records import metadata
-from .._results import Result
-from .._settings import Settings, at_least, positive
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class LyapunovSpectrum(Result):
-    """The `k` largest Lyapunov exponents of a flow by the QR method
-    (`lyapunov_spectrum`), in units of 1/time (1/tau on the ET), with their running
-    estimates over `M` averaging intervals and the settings; also a read-only mapping of
-    its keys (`out["exponents"] is out.exponents`)."""
-
-    exponents: np.ndarray
-    """`[k]`: the exponents, descending."""
-    history: np.ndarray
-    """`[M, k]`: the running estimates after each averaging interval (columns as
-    `exponents`)."""
-    times: np.ndarray
-    """`[M]`: the averaging time at each."""
-    volume_rate: float
-    """The exponents' sum (with all of them, in `x`, the mean divergence of the field)."""
-    neutral: int | None
-    """How many of the measured directions the system carries without change by
-    construction, exponent 0: in `x`, two per free token of the ET, its mean and scale,
-    on either flow (on the native flow the scale up to LayerNorm's `eps`); 0 in `g` and
-    `metric`, which do not measure them; `None` for a plain field."""
-    measure: str
-    """Where the tangent vectors were measured: `"x"`, `"g"` or `"metric"`."""
-    k: int
-    """The exponents computed."""
-    size: int
-    """The state's entries."""
-    t1: float
-    """The averaging time (whole intervals)."""
-    transient: float
-    """The time run first, not averaged (whole intervals)."""
-    renormalise: float
-    """The time between QR steps."""
-    solver: str
-    """The diffrax solver."""
-    rtol: float
-    """Its relative tolerance."""
-    atol: float
-    """Its absolute tolerance."""
-    steps: int
-    """The solver's steps, in all."""
-    growth_spread: float | None
-    """The largest spread of one interval's `log |R_ii|` (nats): `inf` where a tangent
-    vector vanished or overflowed within one (`None` read back from JSON)."""
-    flow: str | None
-    """An energy system's flow (`"native"` or `"projected"`); `None` for a plain field."""
-    dtype: str
-    """The arithmetic."""
-    x_final: np.ndarray
-    """The state at the end (the start's shape)."""
-    metadata: dict
-    """What produced it (study, dtype, solver, tolerances, seeds, versions)."""
-
-
-SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
-# Measures of the tangent vectors: the power of the clock (None: the state's coordinates).
-MEASURES = {"x": None, "g": 1.0, "metric": 0.5}
-# How `lyapunov_spectrum` solves by default: tsit5 at rtol 1e-8 and atol 1e-10 on the
-# projected flow, at most 100,000 steps per renormalise interval.
-LYAPUNOV_OPTIONS = solvers.SolveOptions(
-    solver="tsit5", dt0=None, rtol=1e-8, atol=1e-10, max_steps=100_000, flow="projected"
+from ._lyapunov_records import (
+    LYAPUNOV_OPTIONS,
+    MEASURES,
+    LyapunovSpectrum,
+    LyapunovSpectrumSettings,
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class LyapunovSpectrumSettings(Settings):
-    """How `lyapunov_spectrum` runs the QR method (module docstring).
-
-    - `transient`: the time run first (state and tangent vectors, no averaging) so that
-      the tangent vectors align (>= 0, default 0; rounded to whole intervals).
-    - `renormalise`: the time between QR steps (> 0, default 1; each interval one
-      diffrax solve).
-    - `measure`: where the tangent vectors are measured: `"x"` (default) the state's
-      coordinates (any system); on an energy system `"g"`, the energy's coordinates
-      (`|dg|` on the ET: token means and scales dropped, as `lyapunov_exponent`
-      measures), or `"metric"` (`|C^(1/2) P dx|`).
-    - `seed`: the random start of the tangent vectors (an integer, default 0).
-    """
-
-    transient: float = 0.0
-    renormalise: float = 1.0
-    measure: Literal["x", "g", "metric"] = "x"
-    seed: int = 0
-
-    def check(self) -> None:
-        positive(self, "renormalise")
-        transient = self.transient
-        if not (is_real(transient) and math.isfinite(transient) and transient >= 0):
-            raise ValueError(
-                "LyapunovSpectrumSettings.transient must be a finite time >= 0 (got "
-                f"{self.transient!r})."
-            )
-        if self.measure not in MEASURES:
-            raise ValueError(
-                f"LyapunovSpectrumSettings.measure must be one of {', '.join(MEASURES)} "
-                f"(got {self.measure!r})."
-            )
-        at_least(self, "seed", 0)
 
 
 class _Measure(eqx.Module):
@@ -192,15 +98,19 @@ def _field_of(system, flow):
     )
 
 
-def _orthonormalise(measure, x, q, args):
+def _orthonormalise(measure, x, q, args, qr: bool = True):
     """Tangent vectors `q [k, *x.shape]` -> `(W, diag R)`: `M W` orthonormal, `M q = Q R`
-    with `R`'s diagonal positive (the columns keep their order)."""
-    shape = x.shape
-    measured = jax.vmap(lambda w: measure.apply(x, w, args))(q)
-    basis, r = jnp.linalg.qr(measured.reshape(q.shape[0], -1).T)  # [n, k], [k, k]
-    diag = jnp.diagonal(r)
-    sign = jnp.where(diag < 0, -1.0, 1.0).astype(basis.dtype)
-    basis = (basis * sign).T.reshape((-1,) + shape)
+    with `R`'s diagonal positive (the columns keep their order); `qr=False`: each `M W_i`
+    of length 1, `diag R` the lengths of `M q_i`."""
+    measured = jax.vmap(lambda w: measure.apply(x, w, args))(q).reshape(q.shape[0], -1)
+    if qr:
+        basis, r = jnp.linalg.qr(measured.T)  # [n, k], [k, k]
+        diag = jnp.diagonal(r)
+        basis = (basis * jnp.where(diag < 0, -1.0, 1.0).astype(basis.dtype)).T
+    else:
+        diag = jnp.linalg.norm(measured, axis=1)
+        basis = measured / diag[:, None]
+    basis = basis.reshape(q.shape)
     return jax.vmap(lambda w: measure.invert(x, w, args))(basis), jnp.abs(diag)
 
 
@@ -218,26 +128,14 @@ UNROLLED_TANGENTS = 16
 
 
 @eqx.filter_jit
-def _spectrum(
-    field,
-    measure,
-    x0,
-    q0,
-    args,
-    t_start,
-    interval,
-    n_intervals: int,
-    solver,
-    steps: tuple,
-    max_steps: int,
-):
-    """From `x0` and tangent vectors `q0 [k, *x.shape]` (orthonormal in `measure`):
-    `n_intervals` solves of length `interval`, each followed by a QR step. Returns the
-    final state and vectors, the per-interval `log |R_ii|` (`[n_intervals, k]`) and the
-    solves' step counts, their success, whether the state and the field at each
-    interval's end are finite, and the time, the state's RMS and the field's RMS where
-    each solve ended (where a failed one stopped). `steps`: `(rtol, atol, dt0)`."""
-    rtol, atol, dt0 = steps
+def _spectrum(field, measure, x0, q0, args, edges, solver, controller, dt0, max_steps: int, qr):
+    """From `x0` and tangent vectors `q0 [k, *x.shape]` (orthonormal in `measure`, or
+    each normalised with `qr=False`): one solve over each interval `edges[i]` to
+    `edges[i + 1]`, each followed by a QR (or normalising) step. Returns the final state
+    and vectors, the per-interval `log |R_ii|` (`[M, k]`) and the solves' step counts,
+    their success, whether the state and the field at each interval's end are finite,
+    and the time, the state's RMS and the field's RMS where each solve ended (where a
+    failed one stopped)."""
 
     def augmented(t, y, a):
         x, q = y
@@ -247,16 +145,14 @@ def _spectrum(
         return dx, jax.vmap(tangent)(q)
 
     term = diffrax.ODETerm(augmented)
-    controller = diffrax.PIDController(rtol=rtol, atol=atol)
 
-    def step(carry, i):
-        x, q = carry
-        t0 = t_start + i * interval
+    def step(carry, interval):
+        (x, q), (t0, t1) = carry, interval
         sol = diffrax.diffeqsolve(
             term,
             solver,
             t0,
-            t0 + interval,
+            t1,
             dt0,
             (x, q),
             args,
@@ -265,7 +161,7 @@ def _spectrum(
             throw=False,
         )
         x, q = jax.tree.map(lambda leaf: leaf[-1], sol.ys)
-        q, growth = _orthonormalise(measure, x, q, args)
+        q, growth = _orthonormalise(measure, x, q, args, qr)
         ok = sol.result == diffrax.RESULTS.successful
         # where a solve fails: whether the state or the field there is NaN or inf
         # (an adaptive step rejects a non-finite field until max_steps)
@@ -273,14 +169,12 @@ def _spectrum(
         finite = jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(dx))
         # a field that turns NaN a hair ahead along the flow (beyond a boundary the
         # state reaches) shows no NaN state: every step past it is rejected
-        ahead = jnp.all(jnp.isfinite(field(sol.ts[-1], x + AHEAD * interval * dx, args)))
+        ahead = jnp.all(jnp.isfinite(field(sol.ts[-1], x + AHEAD * (t1 - t0) * dx, args)))
         ended = (sol.ts[-1], solvers.rms(x), solvers.rms(dx))
         return (x, q), (jnp.log(growth), sol.stats["num_steps"], ok, finite, ahead, ended)
 
-    (x, q), (logs, steps, ok, finite, ahead, ended) = lax.scan(
-        step, (x0, q0), jnp.arange(n_intervals)
-    )
-    return x, q, logs, steps, ok, finite, ahead, ended
+    (x, q), out = lax.scan(step, (x0, q0), (edges[:-1], edges[1:]))
+    return (x, q, *out)
 
 
 def _check_field(field, x0, args, energy_system: bool) -> None:
@@ -307,17 +201,16 @@ def _check_field(field, x0, args, energy_system: bool) -> None:
         )
 
 
-def _check_intervals(ok, finite, ahead, ended, start, renormalise: float, max_steps: int) -> None:
-    """Refuse a spectrum any of whose interval solves failed, saying why and when: a
-    NaN or inf state or field where it stopped, a field undefined just `ahead` of it
-    (`AHEAD` of the interval along the field), a state that grew as a blow-up does
-    (`solvers.growth_note` from `start()`, the RMS of the state and of the field at
-    `x0`, to where the failed solve `ended`: per interval, its time, the state's RMS and
-    the field's), else max_steps."""
+def _check_intervals(ok, finite, ahead, ended, start, edges, max_steps: int) -> None:
+    """Refuse a spectrum any of whose interval solves (over `edges`) failed, saying why
+    and when: a NaN or inf state or field where it stopped, a field undefined `AHEAD` of
+    it, a state that grew as a blow-up does (`solvers.growth_note` from `start()`, the
+    RMS of the state and field at `x0`, to where the failed solve `ended`: per interval,
+    its time, the state's RMS and the field's), else max_steps."""
     if ok.all():
         return
     first = int(np.argmin(ok))
-    when = f"the interval from t = {first * renormalise:g} to {(first + 1) * renormalise:g}"
+    when = f"the interval from t = {edges[first]:g} to {edges[first + 1]:g}"
     count = f"{int(np.sum(~ok))} of {ok.size} interval solves failed, the first over {when}"
     if not finite[first]:
         raise ValueError(
@@ -346,15 +239,16 @@ def _check_intervals(ok, finite, ahead, ended, start, renormalise: float, max_st
 # The error a renormalise interval may let into the exponents (1/time), from two floors
 # of each exponent's log-growth per interval: rounding, where the growth of the tangent
 # vectors within one interval spreads over `spread` nats (the slower ones carry the
-# faster ones' growth times the dtype's epsilon, relative: `exp(spread) eps`); and the
-# solver's `atol`, where a vector shrinks to `R` within one interval (it is then
-# resolved only to `atol / R`); divided by the interval. Above `EXPONENT_ERROR` a
-# warning asks for a shorter `renormalise`, one that keeps either floor at 1e-5 per
+# faster ones' growth times the dtype's epsilon, relative: `exp(spread) eps`; not with
+# `orthonormalise=False`, where no vector carries another); and the solver's `atol`,
+# where a vector shrinks to `R` within one interval (it is then resolved only to
+# `atol / R`; not with constant steps); divided by the interval. Above `EXPONENT_ERROR`
+# a warning asks for a shorter `renormalise`, one that keeps either floor at 1e-5 per
 # interval.
 EXPONENT_ERROR = 1e-3
 
 
-def _interval_precision(logs, renormalise: float, dtype, atol: float) -> float:
+def _interval_precision(logs, renormalise: float, dtype, atol, qr: bool) -> float:
     """The largest spread `max_i - min_i log |R_ii|` over the intervals (nats), with a
     `RuntimeWarning` where rounding or `atol` lets more than `EXPONENT_ERROR` into the
     exponents (see above)."""
@@ -370,20 +264,12 @@ def _interval_precision(logs, renormalise: float, dtype, atol: float) -> float:
     spread = float(np.max(np.ptp(logs, axis=1)))
     eps = float(jnp.finfo(dtype).eps)
     shrink = max(-float(np.min(logs)), 0.0)  # nats a vector lost in one interval
-    errors = {
-        "rounding": (
-            math.exp(min(spread, 700.0)) * eps,
-            spread,
-            math.log(1e-5 / eps),
-        ),
-        "atol": (
-            math.exp(min(shrink, 700.0)) * atol,
-            shrink,
-            math.log(1e-5 / atol),
-        ),
-    }
+    errors = {"rounding": (math.exp(min(spread, 700.0)) * eps if qr else 0.0, spread, eps)}
+    if atol is not None:
+        errors["atol"] = (math.exp(min(shrink, 700.0)) * atol, shrink, atol)
     worst = max(errors, key=lambda name: errors[name][0])
-    error, nats, allowed = errors[worst]
+    error, nats, floor = errors[worst]
+    allowed = math.log(1e-5 / floor)
     if error / renormalise > EXPONENT_ERROR:
         cause = (
             f"the tangent vectors' growth spread over {spread:.1f} nats, so rounding "
@@ -407,34 +293,53 @@ def _interval_precision(logs, renormalise: float, dtype, atol: float) -> float:
     return spread
 
 
-def _solve_settings(options) -> tuple[str, float, float, float | None, int]:
-    """`(solver, rtol, atol, dt0, max_steps)` of `options`, refused in one line unless they
-    name one of `SOLVERS` with adaptive steps by `rtol` and `atol` (a PID controller per
-    interval: no `stepsize_controller` or `dtmin`); `max_steps=None`: 100,000."""
+def _solve_settings(options) -> tuple[Any, str, Any, Any, Any, int | None]:
+    """`(solver, its name, rtol, atol, dt0, max_steps)` of `options` (`rtol = atol = None`:
+    constant steps), refused in one line for `"auto"` or a `stepsize_controller`."""
     if not isinstance(options, solvers.SolveOptions):
         raise TypeError(
             f"options must be a solvers.SolveOptions (got {type(options).__name__}): "
             "LYAPUNOV_OPTIONS.replace(rtol=..., atol=...), for example."
         )
-    if not (isinstance(options.solver, str) and options.solver in SOLVERS):
+    preset = solvers.get_preset(options.solver)
+    if preset.self_counting:
         raise ValueError(
-            f"lyapunov_spectrum's options.solver must be one of {', '.join(SOLVERS)} (got "
-            f"{options.solver!r})."
+            f"lyapunov_spectrum's options.solver cannot be {options.solver!r} (its "
+            "stiffness switch works on one array, not a state with its tangent vectors): "
+            "choose a diffrax solver such as 'tsit5', or 'kvaerno5' for a stiff flow."
         )
-    if options.rtol is None or options.atol is None:
+    if options.stepsize_controller is not None:
         raise ValueError(
-            "lyapunov_spectrum steps adaptively: options need rtol and atol (got rtol="
-            f"{options.rtol}, atol={options.atol})."
+            "lyapunov_spectrum builds its own step-size controller from rtol and atol (a "
+            "PID controller per interval; neither: constant steps of dt0): leave "
+            "options.stepsize_controller None."
         )
-    for name in ("stepsize_controller", "dtmin"):
-        if getattr(options, name) is not None:
+    rtol, atol, dt0 = (
+        None if v is None else float(v) for v in (options.rtol, options.atol, options.dt0)
+    )
+    return preset.make(), preset.name, rtol, atol, dt0, options.max_steps
+
+
+def _averaging_ends(t1: float, renormalise: float, ends) -> np.ndarray:
+    """The ends of the averaging intervals, `[M]` times after the transient: whole
+    intervals of `renormalise` to about `t1`, or with `ends` each of them and `t1`,
+    those between two equal and at most `renormalise` long."""
+    if not ends:
+        if t1 < 0.5 * renormalise:
             raise ValueError(
-                f"lyapunov_spectrum builds its own PID controller from rtol and atol: "
-                f"leave options.{name} None."
+                f"t1={t1:g} is shorter than one renormalise interval ({renormalise:g}), to "
+                "which it would round: give a shorter renormalise or a longer t1."
             )
-    cap = options.max_steps or LYAPUNOV_OPTIONS.max_steps or 100_000
-    dt0 = None if options.dt0 is None else float(options.dt0)
-    return options.solver, float(options.rtol), float(options.atol), dt0, int(cap)
+        return renormalise * np.arange(1, max(1, int(round(t1 / renormalise))) + 1)
+    if max(ends) > t1:
+        raise ValueError(f"settings.ends must lie within (0, t1={t1:g}] (got {max(ends):g}).")
+    times: list[float] = []
+    last = 0.0
+    for end in sorted({*map(float, ends), float(t1)}):
+        pieces = max(1, math.ceil((end - last) / renormalise))
+        times.extend(np.linspace(last, end, pieces + 1)[1:])
+        last = end
+    return np.asarray(times)
 
 
 def lyapunov_spectrum(
@@ -457,16 +362,18 @@ def lyapunov_spectrum(
       callable `field(t, x, args) -> dx/dt` with `x` of any shape.
     - `x0`: the start; `args`: the system's conditions.
     - `k`: how many exponents (at most `x0.size`; in `g` or `metric`, at most the
-      tangent space's dimension).
-    - `t1`: averaging time after the transient (rounded to whole renormalise intervals).
+      tangent space's dimension; any with `orthonormalise=False`).
+    - `t1`: averaging time after the transient (rounded to whole renormalise intervals
+      unless `settings.ends` are given).
     - `options`: the integration (`solvers.SolveOptions`; default `LYAPUNOV_OPTIONS`):
-      `solver` one of `tsit5`, `dopri5`, `dopri8`, with adaptive steps by `rtol` and
-      `atol` (`dt0`: the first step of each interval, `None` automatic), `max_steps`
-      per interval (`None`: 100,000), and an energy system's `flow` (`"native"` or
-      `"projected"`; a plain field has none). A `stepsize_controller` or `dtmin` is
-      refused.
+      any `solver` but `"auto"`, with adaptive steps by `rtol` and `atol` (`dt0`: the
+      first step of each interval, `None` automatic; `dtmin` as in `solvers.solve`) or
+      constant steps of `dt0` (`rtol = atol = None`: the exponents of that discrete
+      map), `max_steps` per interval (`None`: 100,000, or as many constant steps as the
+      longest interval needs), and an energy system's `flow` (`"native"` or
+      `"projected"`; a plain field has none). A `stepsize_controller` is refused.
     - `settings`: the QR method's (`LyapunovSpectrumSettings`: `transient`,
-      `renormalise`, `measure`, `seed`).
+      `renormalise`, `measure`, `seed`, `orthonormalise`, `ends`).
     - `dtype`: the arithmetic (float64 needs `jax_enable_x64`).
 
     **Returns:** a `LyapunovSpectrum` (its fields say what each holds).
@@ -476,9 +383,9 @@ def lyapunov_spectrum(
             "settings must be an analysis.LyapunovSpectrumSettings (got "
             f"{type(settings).__name__})."
         )
-    solver, rtol, atol, dt0, max_steps = _solve_settings(options)
+    solver, name, rtol, atol, dt0, max_steps = _solve_settings(options)
     flow, transient, renormalise = options.flow, settings.transient, settings.renormalise
-    measure, seed = settings.measure, settings.seed
+    measure, seed, qr = settings.measure, settings.seed, settings.orthonormalise
     _field_of(system, flow)  # refuses anything else before any work
     energy_system = callable(getattr(system, "vector_field", None))
     if measure != "x" and not energy_system:
@@ -490,15 +397,10 @@ def lyapunov_spectrum(
         raise ValueError(f"t1 must be a positive averaging time (got t1={t1}).")
     if jnp.dtype(dtype) == jnp.float64 and not float64_available():
         raise ValueError(
-            "float64 needs jax_enable_x64: call "
-            "jax.config.update('jax_enable_x64', True) first, or pass "
-            "dtype=jnp.float32."
+            "float64 needs jax_enable_x64: call jax.config.update('jax_enable_x64', True) "
+            "first, or pass dtype=jnp.float32."
         )
-    if t1 < 0.5 * renormalise:
-        raise ValueError(
-            f"t1={t1:g} is shorter than one renormalise interval ({renormalise:g}), to which "
-            "it would round: give a shorter renormalise or a longer t1."
-        )
+    times = _averaging_ends(t1, renormalise, settings.ends)
     x0 = jnp.asarray(x0)
     if not (jnp.issubdtype(x0.dtype, jnp.floating) or jnp.issubdtype(x0.dtype, jnp.integer)):
         raise ValueError(f"x0 must be a real array (got dtype {x0.dtype}).")
@@ -514,49 +416,40 @@ def lyapunov_spectrum(
     if not (k is None or is_count(k, 1)):
         raise ValueError(f"k must be an integer or None (got {k!r}).")
     k = measured if k is None else int(k)
-    if not 1 <= k <= measured:
+    if not 1 <= k <= (measured if qr else k):
         where = "the state's size" if measure == "x" else "the tangent space's dimension"
         raise ValueError(f"k must be between 1 and {where} {measured} (got {k}).")
     gauge = _Measure(system, MEASURES[measure])
-    start_vectors = jax.random.normal(jax.random.key(seed), (n, k), dtype).T.reshape(
-        (k,) + x0.shape
-    )
-    q0, _ = _orthonormalise_compiled(gauge, x0, start_vectors, args)
-    make = SOLVERS[solver]()
-    r, a = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)
-    interval = jnp.asarray(renormalise, dtype)
-    warm = int(round(transient / renormalise))
-    averaged = max(1, int(round(t1 / renormalise)))
+    draw = jax.random.normal(jax.random.key(seed), (n, k) if qr else (k, n), dtype)
+    start_vectors = (draw.T if qr else draw).reshape((k,) + x0.shape)
+    q0, _ = _orthonormalise_compiled(gauge, x0, start_vectors, args, qr)
     # the transient and the averaging in one loop (one compilation); the transient's
     # growth rates are dropped
-    x, q, logs, steps, ok, finite, ahead, ended = _spectrum(
-        field,
-        gauge,
-        x0,
-        q0,
-        args,
-        jnp.asarray(0.0, dtype),
-        interval,
-        warm + averaged,
-        make,
-        (r, a, None if dt0 is None else jnp.asarray(dt0, dtype)),
-        int(max_steps),
-    )
-    steps_total = int(np.sum(steps))
+    warm = int(round(transient / renormalise))
+    edges = np.concatenate([renormalise * np.arange(warm + 1), warm * renormalise + times])
+    controller: diffrax.AbstractStepSizeController
+    if rtol is None:  # constant steps: as many as the longest interval needs
+        controller = diffrax.ConstantStepSize()
+        needed = solvers.constant_step_count(0.0, float(np.max(np.diff(edges))), dt0)
+        max_steps = int(max_steps or max(LYAPUNOV_OPTIONS.max_steps or 0, needed or 0))
+    else:
+        r, a = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)
+        dtmin = None if options.dtmin is None else jnp.asarray(options.dtmin, dtype)
+        controller = diffrax.PIDController(rtol=r, atol=a, dtmin=dtmin, force_dtmin=False)
+        max_steps = int(max_steps or LYAPUNOV_OPTIONS.max_steps or 100_000)
+    grid, first = jnp.asarray(edges, dtype), None if dt0 is None else jnp.asarray(dt0, dtype)
+    out = _spectrum(field, gauge, x0, q0, args, grid, solver, controller, first, max_steps, qr)
+    x, q, logs, steps, ok, finite, ahead, ended = out
     start = lambda: (solvers.rms(x0), solvers.rms(field(jnp.zeros((), dtype), x0, args)))  # noqa: E731
     _check_intervals(
-        np.asarray(ok), np.asarray(finite), np.asarray(ahead), ended, start, renormalise, max_steps
+        np.asarray(ok), np.asarray(finite), np.asarray(ahead), ended, start, edges, max_steps
     )
-    spread = _interval_precision(np.asarray(logs, np.float64), renormalise, dtype, atol)
-    logs = logs[warm:]
     logs = np.asarray(logs, np.float64)
-    times = renormalise * np.arange(1, averaged + 1)
-    history = np.cumsum(logs, axis=0) / times[:, None]
+    spread = _interval_precision(logs, renormalise, dtype, atol, qr)
+    history = np.cumsum(logs[warm:], axis=0) / times[:, None]
     exponents = history[-1]
-    order = np.argsort(-exponents)
-    neutral = None
-    if energy_system:
-        neutral = manifold if measure == "x" else 0
+    order = np.argsort(-exponents) if qr else np.arange(k)
+    neutral = (manifold if measure == "x" else 0) if energy_system else None
     return LyapunovSpectrum(
         exponents=exponents[order],
         history=history[:, order],
@@ -566,13 +459,13 @@ def lyapunov_spectrum(
         measure=measure,
         k=k,
         size=n,
-        t1=float(averaged * renormalise),
+        t1=float(times[-1]),
         transient=float(warm * renormalise),
         renormalise=float(renormalise),
-        solver=solver,
+        solver=name,
         rtol=rtol,
         atol=atol,
-        steps=steps_total,
+        steps=int(np.sum(steps)),
         growth_spread=spread,
         flow=flow if energy_system else None,
         dtype=str(jnp.dtype(dtype)),
@@ -580,7 +473,7 @@ def lyapunov_spectrum(
         metadata=metadata(
             study="lyapunov_spectrum",
             dtype=dtype,
-            solver=solver,
+            solver=name,
             rtol=rtol,
             atol=atol,
             k=k,
@@ -589,5 +482,7 @@ def lyapunov_spectrum(
             seeds={"tangent_vectors": seed},
             flow=flow if energy_system else None,
             measure=measure,
+            **({} if qr else {"orthonormalise": False}),
+            **({"ends": sorted(map(float, settings.ends))} if settings.ends else {}),
         ),
     )

@@ -12,7 +12,7 @@ from et_ode.tasks import NodeAnomalyET, roc_auc
 from .._common import log_times
 from .._geometry import require
 from .._records import metadata, model_dtype
-from ._task_records import GraphOvershoot
+from ._task_records import GraphOvershoot, recorded_options
 
 
 def graph_overshoot(
@@ -74,19 +74,7 @@ def graph_overshoot(
     auc = np.array([roc_auc(labels[nodes], s[nodes]) for s in scores])
     at = int(np.argmin(np.abs(times - horizon)))
     best = int(np.argmax(auc))
-    solve_options = dict(
-        solver=options.solver,
-        dt0=options.dt0,
-        t1=t_max,
-        rtol=options.rtol,
-        atol=options.atol,
-        flow=options.flow,
-        adjoint=model.dynamics.adjoint,
-        max_steps=options.max_steps,
-    )
-    for name in ("stepsize_controller", "dtmin"):
-        if getattr(options, name) is not None:
-            solve_options[name] = getattr(options, name)
+    solve_options = recorded_options(options, t1=t_max, adjoint=model.dynamics.adjoint)
     return GraphOvershoot(
         times=times,
         auc=auc,

@@ -20,6 +20,8 @@ from jaxtyping import Array, ArrayLike, Float, Int, Real
 from et_ode import solvers
 from et_ode.tasks import MaskedImageET, Masking, held_out_indices, masked_mse, photo_crops
 
+from ._task_records import recorded_options
+
 # ----------------------------------------------------------------------------- data
 
 
@@ -146,29 +148,9 @@ def image_trajectory(
         "conditions": conditions,
         "context_mean": np.asarray(mean),
         "context_std": np.asarray(std),
-        "options": _recorded(solve, run),
+        "options": recorded_options(solve, t1=run["t1"], adjoint=run["adjoint"], stop=run["stop"]),
         "stats": sol.stats,
     }
-
-
-def _recorded(options: solvers.SolveOptions, run: dict) -> dict[str, Any]:
-    """The keywords of a trajectory's solve as the figures and files record them (the
-    step-size controller and `dtmin` only when set)."""
-    keywords = dict(
-        solver=options.solver,
-        dt0=options.dt0,
-        t1=run["t1"],
-        rtol=options.rtol,
-        atol=options.atol,
-        flow=options.flow,
-        adjoint=run["adjoint"],
-        max_steps=options.max_steps,
-        stop=run["stop"],
-    )
-    for name in ("stepsize_controller", "dtmin"):
-        if getattr(options, name) is not None:
-            keywords[name] = getattr(options, name)
-    return keywords
 
 
 def completed_patches(trajectory: dict, masking: Masking) -> np.ndarray:

@@ -8,8 +8,6 @@ from the start to `t_max_factor` times the training horizon, using the pieces of
 `save=times`, `decode`).
 """
 
-from typing import Any
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -22,7 +20,7 @@ from et_ode.tasks import MaskedImageET, Masking
 from .._common import log_times, shard, solve_in_chunks
 from .._geometry import require
 from .._records import metadata, model_dtype
-from ._task_records import Overshoot
+from ._task_records import Overshoot, recorded_options
 
 
 @eqx.filter_jit
@@ -46,23 +44,6 @@ def _errors_and_energies(model, xs, conditions, patches, occluded, mean, std):
     return jax.vmap(per_image, in_axes=(0, solvers.batched_args_axes(conditions), 0, 0, 0, 0))(
         xs, conditions, patches, occluded, mean, std
     )
-
-
-def _recorded(options: solvers.SolveOptions) -> dict[str, Any]:
-    """The solve options as the result records them (the keys it always had; a step-size
-    controller and `dtmin` only when set)."""
-    keywords = dict(
-        solver=options.solver,
-        dt0=options.dt0,
-        rtol=options.rtol,
-        atol=options.atol,
-        flow=options.flow,
-        max_steps=options.max_steps,
-    )
-    for name in ("stepsize_controller", "dtmin"):
-        if getattr(options, name) is not None:
-            keywords[name] = getattr(options, name)
-    return keywords
 
 
 def overshoot(
@@ -171,7 +152,7 @@ def overshoot(
         mse_at_end=float(mse[-1]),
         best_time=float(times[best]),
         best_mse=float(mse[best]),
-        solve_options=_recorded(options),
+        solve_options=recorded_options(options),
         metadata=metadata(
             study="overshoot",
             dtype=model_dtype(model.core),
@@ -179,7 +160,7 @@ def overshoot(
             horizon=horizon,
             horizon_kind=horizon_kind,
             n_images=n_images,
-            solve_options=_recorded(options),
+            solve_options=recorded_options(options),
             stop_for_horizon=None if stop is None else stop.atol,
             units="MSE over occluded patches in normalised pixel units; energy of the core",
         ),

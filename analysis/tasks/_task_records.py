@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from et_ode import solvers
+
 from .._results import Result, optional
 from ..landscape import BasinContinuation, BasinEntropy, TrackSummary
 
@@ -334,3 +336,26 @@ def image_basin_continuation_record(
     without their states, and `added` (`image_track`, `metadata`)."""
     tracks = [ImageTrack(**{k: v for k, v in t.items() if k != "x"}) for t in result.tracks]
     return ImageBasinContinuation(**dict(result, tracks=tracks, **added))
+
+
+def recorded_options(options: solvers.SolveOptions, **extra: Any) -> dict[str, Any]:
+    """The solve options as a task study's result and files record them: `solver`, `dt0`,
+    `t1` where given, `rtol`, `atol`, `flow`, `adjoint` where given, `max_steps`, `stop`
+    where given (the keys and the order the results always had), then a step-size
+    controller and `dtmin` only when set."""
+    unknown = set(extra) - {"t1", "adjoint", "stop"}
+    if unknown:
+        raise TypeError(f"recorded_options takes t1, adjoint and stop (got {sorted(unknown)}).")
+    keywords = dict(solver=options.solver, dt0=options.dt0)
+    if "t1" in extra:
+        keywords["t1"] = extra["t1"]
+    keywords.update(rtol=options.rtol, atol=options.atol, flow=options.flow)
+    if "adjoint" in extra:
+        keywords["adjoint"] = extra["adjoint"]
+    keywords["max_steps"] = options.max_steps
+    if "stop" in extra:
+        keywords["stop"] = extra["stop"]
+    for name in ("stepsize_controller", "dtmin"):
+        if getattr(options, name) is not None:
+            keywords[name] = getattr(options, name)
+    return keywords

@@ -25,7 +25,15 @@ from ..tasks import (
     train,
 )
 from ._demo import demo_job
-from ._jobs import STUDIES, compare_solvers_job, energy_video_job, refuse_unused, study_job
+from ._jobs import (
+    STUDIES,
+    CompareSolversSettings,
+    EnergyVideoSettings,
+    compare_solvers_job,
+    energy_video_job,
+    refuse_unused,
+    study_job,
+)
 from ._runs import (
     Stages,
     folder_photos,
@@ -121,9 +129,9 @@ def _frames(options) -> int:
             images,
             masks,
             out,
-            frames=options.frames,
-            horizon=options.horizon,
-            fps=options.fps,
+            settings=EnergyVideoSettings(
+                frames=options.frames, horizon=options.horizon, fps=options.fps
+            ),
             indices=indices,
             meta=meta,
             options=solve(model),
@@ -133,7 +141,7 @@ def _frames(options) -> int:
     def check(model):  # the solve's options, before any folder: the horizon is at most
         # 4 x the model's t1 (its trained time, or the cap of a fixed-point stop)
         horizon = options.horizon or 4 * float(model.dynamics.t1)
-        check_options(**solve(model).covering(0.0, horizon).keywords(), t1=horizon)
+        check_options(solve(model).covering(0.0, horizon), t1=horizon)
 
     result = _run_job(options, "frames", f"{options.frames} frames", job, check)
     print(
@@ -150,15 +158,17 @@ def _compare_solvers(options) -> int:
             images,
             masks,
             out,
-            flow=options.flow,
-            t1=options.t1,
-            solvers=options.solvers,
-            tolerances=options.tolerances,
-            fixed_solvers=options.fixed_solvers,
-            step_sizes=options.step_sizes,
-            repeats=options.repeats,
-            dtype=options.dtype,
-            quick=options.quick,
+            settings=CompareSolversSettings(
+                flow=options.flow,
+                t1=options.t1,
+                solvers=options.solvers,
+                tolerances=options.tolerances,
+                fixed_solvers=options.fixed_solvers,
+                step_sizes=options.step_sizes,
+                repeats=options.repeats,
+                dtype=options.dtype,
+                quick=options.quick,
+            ),
             meta=meta,
             figure_format=options.format,
         )

@@ -17,7 +17,13 @@ from ..tasks import (
     held_out_split,
     load_model_and_config,
 )
-from ._jobs import compare_solvers_job, energy_video_job, study_job
+from ._jobs import (
+    CompareSolversSettings,
+    EnergyVideoSettings,
+    compare_solvers_job,
+    energy_video_job,
+    study_job,
+)
 from ._runs import Stages, held_out, job_metadata, output_folder
 from ._summary import summarise, summary_markdown
 
@@ -135,7 +141,7 @@ def demo_job(
                         images,
                         masks,
                         folder,
-                        frames=frames,
+                        settings=EnergyVideoSettings(frames=frames),
                         stem=f"energy_video_{name}",
                         indices=indices,
                         meta=meta("energy_video", name),
@@ -148,7 +154,7 @@ def demo_job(
                 images,
                 masks,
                 folder,
-                quick=quick,
+                settings=CompareSolversSettings(quick=quick),
                 meta=meta("work_precision", "paper"),
                 figure_format=figure_format,
             )

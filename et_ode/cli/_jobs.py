@@ -1,8 +1,10 @@
 """The jobs behind `et-ode frames`, `et-ode compare-solvers` and `et-ode study NAME`: each
 runs on a trained `MaskedImageET` and held-out images, writes its files into a folder,
-and returns what it computed. Their inputs come from `et_ode.cli._runs` (`held_out`,
-`output_folder` / `fresh_run_folder`, `job_metadata`) and
-`et_ode.tasks.load_model_and_config`; `et-ode demo` is `et_ode.cli.demo_job`.
+and returns what it computed; what the first two are asked is one frozen settings object
+each (`EnergyVideoSettings`, `CompareSolversSettings`; the studies' is `StudySettings`).
+Their inputs come from `et_ode.cli._runs` (`held_out`, `output_folder` /
+`fresh_run_folder`, `job_metadata`) and `et_ode.tasks.load_model_and_config`; `et-ode
+demo` is `et_ode.cli.demo_job`.
 
 Every JSON file is written by `save_json` with a `metadata` entry (model, data, flow,
 solver, tolerances, dtype, seeds, versions); states (`x_final`, `x_star`, ...) are left
@@ -10,9 +12,9 @@ out of the files to keep them small.
 """
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import jax.numpy as jnp
 import numpy as np
@@ -36,6 +38,7 @@ from ..analysis import (
     write_png,
     write_video,
 )
+from ..vocab import Flow
 from ._landscape_runners import LANDSCAPE_RUNNERS
 from ._runs import (
     encoded,
@@ -100,42 +103,60 @@ def _with_metadata(result: dict, meta: dict | None) -> dict:
 # ------------------------------------------------------------------ energy video
 
 
+@dataclasses.dataclass(frozen=True)
+class EnergyVideoSettings:
+    """What `energy_video_job` renders (the command line's `--frames`, `--horizon`,
+    `--fps`):
+
+    - `frames`: frame times, equally spaced from 0 to `horizon`.
+    - `horizon`: the last time in tau (None: 4 x the time the model was trained to
+      reach, `analysis.reference_time`).
+    - `fps`: the video's frames per second.
+    - `frames_folder`: the frames' folder in the output folder (None: `<stem>_frames`).
+    """
+
+    frames: int = 49
+    horizon: float | None = None
+    fps: float = 12.0
+    frames_folder: str | None = None
+
+
 def energy_video_job(
     model,
     images,
     masks,
     out,
     *,
-    frames: int = 49,
-    horizon=None,
-    fps: float = 12.0,
-    stem: str = "energy_video",
-    frames_folder=None,
+    settings: EnergyVideoSettings = EnergyVideoSettings(),
+    options: _solvers.SolveOptions | None = None,
     meta: dict | None = None,
     indices=None,
+    stem: str = "energy_video",
     figure_format: str = "png",
-    options: _solvers.SolveOptions | None = None,
 ) -> dict:
-    """The energy-trajectory video (paper figure 8): `frames` times from 0 to `horizon`
-    (default 4 x the time the model was trained to reach, `reference_time`), one solve.
+    """The energy-trajectory video (paper figure 8): `settings.frames` times from 0 to
+    `settings.horizon` (an `EnergyVideoSettings`; default 4 x the time the model was
+    trained to reach, `reference_time`), one solve.
 
     Writes `out/<frames_folder>/frame_0000.png`, ... (default folder `<stem>_frames`),
     `out/<stem>.mp4` (a `.gif` if ffmpeg fails), `out/<stem>.<figure_format>` (the
     still: the frame nearest the reference time, with a line saying which frame it is,
     and that it is the last one when the reference lies beyond the horizon; png at the
     frames' size, or pdf or svg) and `out/<stem>.json` (`{"metadata", "data"}`: times,
-    energies, MSE(t), the solve options and statistics). `options`: how to solve, a
-    `solvers.SolveOptions` (None: the model's own, `model.dynamics.options`; the command
-    line's `--solver`, `--dt0`, ... on it: `command_line_options`), its cap raised to
-    reach the horizon (`SolveOptions.covering`).
+    energies, MSE(t), the solve options and statistics; `meta`: its metadata, default
+    `analysis.metadata` of the study; `indices`: the images' held-out indices, recorded
+    in `data`). `options`: how to solve, a `solvers.SolveOptions` (None: the model's
+    own, `model.dynamics.options`; the command line's `--solver`, `--dt0`, ... on it:
+    `command_line_options`), its cap raised to reach the horizon
+    (`SolveOptions.covering`).
 
     **Returns:** a dict: `frames` (paths), `video`, `still` (the still's path; also under
     its earlier key `png` when it is a PNG), `json`, `data`, `metadata`.
     """
     still_path = figure_path(out, stem, figure_format)  # refuse a bad format before solving
     reference = reference_time(model, images, masks)
-    horizon = horizon or 4 * reference[0]
-    times = frame_times(horizon, frames)
+    horizon = settings.horizon or 4 * reference[0]
+    times = frame_times(horizon, settings.frames)
     name = (meta or {}).get("checkpoint")
     pictures, data, figure = energy_video_frames(
         model,
@@ -148,8 +169,8 @@ def energy_video_job(
         options=options,
     )
     out = Path(out)
-    frame_paths = write_frames(pictures, out / (frames_folder or f"{stem}_frames"))
-    video = write_video(pictures, out / f"{stem}.mp4", fps=fps)
+    frame_paths = write_frames(pictures, out / (settings.frames_folder or f"{stem}_frames"))
+    video = write_video(pictures, out / f"{stem}.mp4", fps=settings.fps)
     if figure_format == "png":  # the still's pixels: the frames' size
         still = write_png(still_path, figure_to_frame(figure))
     else:  # vector graphics
@@ -203,46 +224,69 @@ DEFAULT_GRID = SolverGrid(
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class CompareSolversSettings:
+    """What `compare_solvers_job` compares, and how (the command line's options of
+    `et-ode compare-solvers`; None: the default named):
+
+    - `flow`: the flow (None: the model's).
+    - `t1`: the end time in tau (None: the model's trained time, `reference_time`).
+    - `solvers`, `tolerances`: adaptive solvers, each at every tolerance (`rtol`;
+      `atol = rtol / 100`), and `fixed_solvers`, `step_sizes`: constant-step solvers,
+      each at every step size (None: those of `DEFAULT_GRID`, or of `QUICK_GRID` when
+      `quick`).
+    - `repeats`: timed calls of each solve after a warm-up (the median is reported).
+    - `dtype`: the core's dtype (None: its own).
+    - `quick`: the small grid and a loose reference, for a first look.
+    - `reference_rtol`: the float64 dopri8 reference's `rtol` (None: 1e-8 for a float32
+      core, whose errors stop near 1e-6 anyway, 1e-10 for float64, 1e-6 when `quick`;
+      ReLU memories make tighter ones cost thousands of steps).
+    """
+
+    flow: str | None = None
+    t1: float | None = None
+    solvers: Sequence[str] | None = None
+    tolerances: Sequence[float] | None = None
+    fixed_solvers: Sequence[str] | None = None
+    step_sizes: Sequence[float] | None = None
+    repeats: int = 1
+    dtype: str | None = None
+    quick: bool = False
+    reference_rtol: float | None = None
+
+
 def compare_solvers_job(
     model,
     images,
     masks,
     out,
     *,
-    flow=None,
-    t1=None,
-    solvers=None,
-    tolerances=None,
-    fixed_solvers=None,
-    step_sizes=None,
-    repeats: int = 1,
-    dtype=None,
-    quick: bool = False,
-    reference_rtol: float | None = None,
+    settings: CompareSolversSettings = CompareSolversSettings(),
     meta: dict | None = None,
     stem: str = "compare-solvers",
     figure_format: str = "png",
 ) -> dict:
     """Work against precision (`analysis.work_precision`) of the model's core from the
-    encoded masked `images`: adaptive `solvers` x `tolerances` and constant-step
-    `fixed_solvers` x `step_sizes` (defaults `DEFAULT_GRID`, or `QUICK_GRID`), each
-    compared with a float64 reference and with the paper's Euler map at `t1` (default
-    the model's trained time, `reference_time`) on `flow` (default the model's), the
-    core in `dtype` (default its own). The float64 reference is dopri8 at
-    `reference_rtol` (default 1e-8 for a float32 core, whose errors stop near 1e-6
-    anyway, 1e-10 for float64, 1e-6 when `quick`; ReLU memories make tighter ones cost
-    thousands of steps). Writes `out/<stem>.json` and the figure,
-    `out/<stem>.<figure_format>` (png, pdf or svg).
+    encoded masked `images`: what `settings` (a `CompareSolversSettings`) names,
+    adaptive `solvers` x `tolerances` and constant-step `fixed_solvers` x `step_sizes`
+    (defaults `DEFAULT_GRID`, or `QUICK_GRID`), each compared with a float64 reference
+    and with the paper's Euler map at `t1` (default the model's trained time,
+    `reference_time`) on `flow` (default the model's), the core in `dtype` (default its
+    own). Writes `out/<stem>.json` (with `meta`, the job's metadata, merged into the
+    study's) and the figure, `out/<stem>.<figure_format>` (png, pdf or svg).
 
     **Returns:** the `work_precision` result, with `files`.
     """
     figure_path(out, stem, figure_format)  # a bad format refused before any solve
+    s, quick = settings, settings.quick
     default = QUICK_GRID if quick else DEFAULT_GRID
     grid = SolverGrid(
-        solvers=default["solvers"] if solvers is None else tuple(solvers),
-        tolerances=default["tolerances"] if tolerances is None else tuple(tolerances),
-        fixed_solvers=default["fixed_solvers"] if fixed_solvers is None else tuple(fixed_solvers),
-        step_sizes=default["step_sizes"] if step_sizes is None else tuple(step_sizes),
+        solvers=default["solvers"] if s.solvers is None else tuple(s.solvers),
+        tolerances=default["tolerances"] if s.tolerances is None else tuple(s.tolerances),
+        fixed_solvers=(
+            default["fixed_solvers"] if s.fixed_solvers is None else tuple(s.fixed_solvers)
+        ),
+        step_sizes=default["step_sizes"] if s.step_sizes is None else tuple(s.step_sizes),
     )
     if not (grid["solvers"] and grid["tolerances"]) and not (
         grid["fixed_solvers"] and grid["step_sizes"]
@@ -251,10 +295,10 @@ def compare_solvers_job(
             "nothing to compare: give --solvers with --tolerances, or "
             "--fixed-solvers with --step-sizes."
         )
-    t1 = t1 or reference_time(model, images, masks)[0]
-    core, x0, args = encoded(model, images, masks, dtype)
+    t1 = s.t1 or reference_time(model, images, masks)[0]
+    core, x0, args = encoded(model, images, masks, s.dtype)
     x0, args = place(x0, args)
-    reference_rtol = reference_rtol or (
+    reference_rtol = s.reference_rtol or (
         1e-6 if quick else 1e-10 if x0.dtype == jnp.float64 else 1e-8
     )
     typed = work_precision(
@@ -262,9 +306,9 @@ def compare_solvers_job(
         x0,
         args,
         t1=float(t1),
-        flow=flow or model.dynamics.flow,
+        flow=cast(Flow, s.flow or model.dynamics.flow),
         settings=WorkPrecisionSettings(
-            reference_rtol=reference_rtol, repeats=repeats, args_batched=True
+            reference_rtol=reference_rtol, repeats=s.repeats, args_batched=True
         ),
         **grid,
     )
@@ -356,15 +400,17 @@ def study_job(
             images,
             masks,
             out,
-            flow=s.flow,
-            t1=s.horizon,
-            dtype=s.dtype,
-            quick=s.quick,
+            settings=CompareSolversSettings(
+                flow=s.flow,
+                t1=s.horizon,
+                solvers=only,
+                fixed_solvers=fixed_only,
+                dtype=s.dtype,
+                quick=s.quick,
+            ),
             meta=meta,
             stem=stem or name,
             figure_format=figure_format,
-            solvers=only,
-            fixed_solvers=fixed_only,
         )
     result, plot = RUNNERS[name](model, images, masks, s)
     result = _with_metadata(dict(result), meta)  # a typed result's keys, in a new dict

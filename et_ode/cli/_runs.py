@@ -245,21 +245,20 @@ def job_metadata(
     options=None,
     indices=None,
     mask_seed=None,
-    dtype=None,
     images_dir=None,
     files=None,
     **extra,
 ) -> dict:
     """`analysis.metadata` for a job on a trained model: `checkpoint`, `model` (see
-    `model_record`), `data` (see `data_record`: the held-out crops, or the photos
-    `files` of `images_dir`), the command-line `options` and `extra`; seeds are the
-    crops' and the masks'."""
+    `model_record`), `data` (see `data_record`: the held-out crops of `indices`, or the
+    photos `files` of `images_dir`), the command-line `options` and `extra`, which are
+    `analysis.metadata`'s own keywords (`dtype`: the dtype the numbers were computed in)
+    and any further entries; seeds are the crops' and the masks' (`mask_seed`)."""
     seeds = {"crops": config.training.seed}
     if mask_seed is not None:
         seeds["masks"] = mask_seed
     return metadata(
         study=study,
-        dtype=dtype,
         seeds=seeds,
         checkpoint=str(checkpoint),
         model=model_record(checkpoint, config, header),

@@ -6,9 +6,10 @@ TensorFlow Datasets), training (optax, atomic checkpoints, bit-identical resume)
 evaluation against the mean-fill and interpolation baselines, the shipped models, and
 the authors' released ImageNet model (`MaskedImageET.load("plaindict_ckpt.npz")`,
 read by `read_authors_checkpoint`). Graphs: node anomaly detection
-(`NodeAnomalyET`, the `MLPDetector` and `GCNDetector` baselines, all `NodeDetector`s, the generated
-`anomaly_benchmark`, `load_fraud_mat`) and graph classification (`GraphClassifierET`,
-`csl_graphs`, `load_tu`), run by `run_graph_benchmark` from a `GraphTrainConfig`.
+(`NodeAnomalyET`, the `MLPDetector` and `GCNDetector` baselines, all `NodeDetector`s, the
+generated `anomaly_benchmark` with its `AnomalyInjection`, `load_fraud_mat`) and graph
+classification (`GraphClassifierET`, `csl_graphs`, `load_tu`), run by
+`run_graph_benchmark` from a `GraphTrainConfig`.
 Builds on `et_ode.core` and `et_ode.solvers`.
 
 Layout: one room per task, `images/` and `graphs/`, neither importing the other; beside
@@ -31,7 +32,7 @@ from .graphs._config import (
 )
 from .graphs._containers import GraphSet, NodeGraph, canonical_edges
 from .graphs._fit import load_graph_set, load_node_graph, standardise
-from .graphs._generate import anomaly_benchmark, csl_graphs
+from .graphs._generate import AnomalyInjection, anomaly_benchmark, csl_graphs
 from .graphs._metrics import accuracy, best_threshold, macro_f1, roc_auc
 from .graphs._models import (
     GCNDetector,
@@ -109,6 +110,7 @@ __all__ = [
     "NodeGraph",
     "ProtocolConfig",
     "accuracy",
+    "AnomalyInjection",
     "anomaly_benchmark",
     "best_threshold",
     "canonical_edges",

@@ -5,6 +5,7 @@ from `np.random.default_rng(seed)` and is reproducible."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -13,7 +14,14 @@ import numpy as np
 from ._checks import integer, real
 from ._containers import GraphSet, NodeGraph, canonical_edges, sorted_unique
 
-__all__ = ["CSL_COPIES", "CSL_NODES", "CSL_SKIPS", "anomaly_benchmark", "csl_graphs"]
+__all__ = [
+    "CSL_COPIES",
+    "CSL_NODES",
+    "CSL_SKIPS",
+    "AnomalyInjection",
+    "anomaly_benchmark",
+    "csl_graphs",
+]
 
 # Circular Skip Links (Murphy et al. 2019, "Relational Pooling for Graph Representations"):
 # class k is the 41-node cycle with skip links of length CSL_SKIPS[k].
@@ -88,6 +96,32 @@ def _contextual_swap(rng, base: np.ndarray, nodes: np.ndarray, k: int) -> np.nda
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class AnomalyInjection:
+    """The anomalies `anomaly_benchmark` injects, by the standard protocol (PyGOD's
+    `gen_structural_outlier` and `gen_contextual_outlier`), checked when made:
+
+    - `clique_size`: nodes per structural clique (at least 2).
+    - `n_cliques`: structural cliques (`None`: `max(1, round(0.025 * n_nodes /
+      clique_size))`, about 2.5% of the nodes).
+    - `n_contextual`: contextual anomalies (`None`: as many as structural nodes).
+    - `k_candidates`: the random other nodes each contextual anomaly draws to take the
+      features of the farthest (at most `n_nodes - 1` are drawn).
+    """
+
+    clique_size: int = 15
+    n_cliques: int | None = None
+    n_contextual: int | None = None
+    k_candidates: int = 50
+
+    def __post_init__(self):
+        integer("clique_size", self.clique_size, 2)
+        integer("k_candidates", self.k_candidates, 1)
+        for name in ("n_cliques", "n_contextual"):
+            if getattr(self, name) is not None:
+                integer(name, getattr(self, name), 0)
+
+
 def anomaly_benchmark(
     n_nodes: int = 2000,
     *,
@@ -96,11 +130,8 @@ def anomaly_benchmark(
     n_features: int = 32,
     mean_degree: float = 10.0,
     p_in_ratio: float = 8.0,
-    clique_size: int = 15,
-    n_cliques: int | None = None,
-    n_contextual: int | None = None,
-    k_candidates: int = 50,
     feature_noise: float = 1.0,
+    anomalies: AnomalyInjection = AnomalyInjection(),
 ) -> NodeGraph:
     """A seeded node anomaly-detection graph: an attributed stochastic block model with
     structural and contextual anomalies injected by the protocol of the graph anomaly-
@@ -115,7 +146,7 @@ def anomaly_benchmark(
     `mean_degree`. Each community has a mean vector drawn from N(0, I_F); a node's
     features are its community's mean plus `feature_noise` * N(0, I_F).
 
-    Anomalies:
+    Anomalies (`anomalies`, an `AnomalyInjection`: its fields below):
 
     - structural (kind 1): `n_cliques` disjoint groups of `clique_size` random nodes,
       each made fully connected;
@@ -141,13 +172,18 @@ def anomaly_benchmark(
     f = integer("n_features", n_features, 1)
     degree = real("mean_degree", mean_degree, low=0.0)
     ratio = real("p_in_ratio", p_in_ratio, low=0.0)
-    size = integer("clique_size", clique_size, 2)
-    k = min(integer("k_candidates", k_candidates, 1), n - 1)
     noise = real("feature_noise", feature_noise, low=0.0, low_open=False)
-    if n_cliques is None:
-        n_cliques = max(1, math.floor(0.025 * n / size + 0.5))
-    q = integer("n_cliques", n_cliques, 0)
-    n_ctx = integer("n_contextual", q * size if n_contextual is None else n_contextual, 0)
+    if not isinstance(anomalies, AnomalyInjection):
+        raise ValueError(
+            "anomalies must be a tasks.AnomalyInjection(clique_size=..., n_cliques=..., "
+            f"n_contextual=..., k_candidates=...) (got {type(anomalies).__name__})."
+        )
+    size = int(anomalies.clique_size)
+    k = min(int(anomalies.k_candidates), n - 1)
+    n_cliques = anomalies.n_cliques
+    q = max(1, math.floor(0.025 * n / size + 0.5)) if n_cliques is None else int(n_cliques)
+    n_contextual = anomalies.n_contextual
+    n_ctx = q * size if n_contextual is None else int(n_contextual)
     if q * size + n_ctx > n:
         raise ValueError(
             f"{q} cliques of {size} nodes plus {n_ctx} contextual anomalies "

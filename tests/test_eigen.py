@@ -8,20 +8,20 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from et_ode.analysis.landscape import _krylov_schur as krylov_schur
+from et_ode.analysis.landscape import _eigen as eigen
 
 N = 60
 
 
 @jax.jit
 def _steps(matrix, basis, projected, first):
-    return krylov_schur.arnoldi_steps(lambda v: matrix @ v, basis, projected, first)
+    return eigen.arnoldi_steps(lambda v: matrix @ v, basis, projected, first)
 
 
 def leading(matrix, k, krylov=20, dtype=jnp.float64):
     matrix = jnp.asarray(matrix, dtype)
     start = 1.0 + np.random.default_rng(0).random(matrix.shape[0])
-    return krylov_schur.leading_eigenpairs(
+    return eigen.leading_eigenpairs(
         lambda basis, projected, first: _steps(matrix, basis, projected, first),
         jnp.asarray(start, matrix.dtype),
         k,
@@ -110,9 +110,9 @@ def test_float32():
 
 
 def test_a_zero_operator_and_bad_k_are_refused():
-    with pytest.raises(krylov_schur.EigenNotConvergedError, match="operator is zero"):
+    with pytest.raises(eigen.EigenNotConvergedError, match="operator is zero"):
         leading(np.zeros((N, N)), 2)
     with pytest.raises(ValueError, match="k must be between 1 and 19"):
         leading(np.eye(N), 20)
     with pytest.raises(ValueError, match="start must be a finite vector"):
-        krylov_schur.leading_eigenpairs(lambda *a: a[:2], jnp.zeros(N), 2)
+        eigen.leading_eigenpairs(lambda *a: a[:2], jnp.zeros(N), 2)

@@ -1,6 +1,14 @@
-"""The eigenvalues with the largest real parts of a real, nonsymmetric, matrix-free
-operator, by the Krylov-Schur method (G. W. Stewart, "A Krylov-Schur algorithm for large
-eigenproblems", SIAM J. Matrix Anal. Appl. 23, 2001).
+"""One eigen-solver for every spectrum of the generic room: dense below a stated size
+(`solvers.DENSE_MAX` state entries), Krylov-Schur above, behind one call, `eigenpairs`.
+
+Dense: LAPACK through numpy (`eigh` for a symmetric operator, `eig` otherwise) on the
+formed matrix. Matrix-free: the Krylov-Schur method (G. W. Stewart, "A Krylov-Schur
+algorithm for large eigenproblems", SIAM J. Matrix Anal. Appl. 23, 2001) for a real
+operator, symmetric or not; on a symmetric one it is the thick-restart Lanczos method
+(with full reorthogonalisation), its Ritz values real. The callers: continuation's
+eigenvalues of `df/dx` (rightmost, or nearest zero by shift-and-invert), the tangent
+Hessian's extremes (`hessian_eigenvalues`), and the left null vectors of branch
+switching.
 
 The Arnoldi steps (one operator product and two passes of classical Gram-Schmidt each)
 run inside one compiled loop, so on an accelerator no vector leaves the device between
@@ -10,7 +18,7 @@ Python cannot do: it asks for each product through the host.
 
 A Krylov decomposition of order `m` is `A V_m = V_m B + v_{m+1} b^T`, `V` orthonormal
 (`[n, m + 1]`, stored as rows), `H = [B; b^T]` (`[m + 1, m]`). A restart takes the real Schur form
-`B = Z T Z^T`, ordered so that the `p` wanted Ritz values (largest real parts) come first,
+`B = Z T Z^T`, ordered so that the `p` wanted Ritz values come first,
 and keeps `V_m Z_p`, `T_pp` and `b^T Z_p`: a decomposition of order `p` from which the
 Arnoldi steps continue. A Ritz pair `(lambda, V_m y)` (`B y = lambda y`, `|y| = 1`) has the
 residual `|b^T y|`; it is accepted when that is at most `tol` times the projected
@@ -26,9 +34,14 @@ import numpy as np
 import scipy.linalg
 
 # The eigenvalues wanted, by what they are largest in: the real part (the rightmost: the
-# operator's own leading ones), or the magnitude (the largest of an inverse: those of the
-# operator nearest zero, as in a shift-and-invert).
-WANTED: dict[str, Callable] = {"real": lambda re, im: re, "magnitude": np.hypot}
+# operator's own leading ones), minus the real part (the leftmost: a symmetric operator's
+# smallest), or the magnitude (the largest of an inverse: those of the operator nearest
+# zero, as in a shift-and-invert).
+WANTED: dict[str, Callable] = {
+    "real": lambda re, im: re,
+    "leftmost": lambda re, im: -re,
+    "magnitude": np.hypot,
+}
 
 
 class EigenNotConvergedError(RuntimeError):
@@ -118,8 +131,9 @@ def leading_eigenpairs(
     max_restarts: int = 1000,
     which: str = "real",
 ):
-    """The `k` eigenvalues largest in `which` (`"real"`: real part; `"magnitude"`) of
-    the operator behind `steps`, and their unit eigenvectors.
+    """The `k` eigenvalues largest in `which` (`WANTED`: `"real"`, the real part;
+    `"leftmost"`, minus it; `"magnitude"`) of the operator behind `steps`, and their unit
+    eigenvectors, by Krylov-Schur (module docstring).
 
     - `steps(basis, projected, first)`: `arnoldi_steps` with the operator bound (usually
       a compiled function, so one compilation serves every restart and every operator
@@ -203,3 +217,48 @@ def leading_eigenpairs(
         f"products): Ritz residuals {np.array2string(residuals, precision=2)} against "
         f"{tol * scale:.2g}."
     )
+
+
+def dense_eigenpairs(matrix, k: int | None = None, *, which: str = "real", symmetric: bool = False):
+    """The `k` eigenpairs (all with `None`) of the formed `matrix` (`[n, n]`) largest in
+    `which` (`WANTED`), in that order: `eigh` of its symmetric part where `symmetric`
+    (real values and vectors), else `eig`. Returns `(values [k], vectors [n, k])`."""
+    if which not in WANTED:
+        raise ValueError(f"which must be one of {sorted(WANTED)} (got {which!r}).")
+    matrix = np.asarray(matrix)
+    if symmetric:
+        values, vectors = np.linalg.eigh(0.5 * (matrix + matrix.T))
+    else:
+        values, vectors = np.linalg.eig(matrix)
+    order = np.argsort(-WANTED[which](values.real, values.imag), kind="stable")
+    order = order if k is None else order[:k]
+    return values[order], vectors[:, order]
+
+
+def eigenpairs(
+    k: int | None,
+    *,
+    which: str = "real",
+    symmetric: bool = False,
+    matrix=None,
+    steps: Callable | None = None,
+    start=None,
+    krylov: int = 40,
+    tol: float = 1e-10,
+):
+    """The one interface: the `k` eigenpairs largest in `which` (`WANTED`) of a real
+    operator given either formed (`matrix`, `[n, n]`: `dense_eigenpairs`; `k=None`,
+    all) or by its Arnoldi steps (`steps` and a `start` vector: `leading_eigenpairs`
+    with `krylov` vectors and `tol`). Where `symmetric`, the values are real. The caller
+    chooses which by the state's size against `solvers.DENSE_MAX`. Returns `(values
+    [k], vectors [n, k])`; `EigenNotConvergedError` where the Krylov iteration fails."""
+    if (matrix is None) == (steps is None):
+        raise ValueError("give the operator either formed (matrix=) or by its steps (steps=).")
+    if matrix is not None:
+        return dense_eigenpairs(matrix, k, which=which, symmetric=symmetric)
+    if k is None or steps is None:
+        raise ValueError("a Krylov method finds k eigenpairs, not all: give k.")
+    values, vectors, _ = leading_eigenpairs(steps, start, k, krylov=krylov, tol=tol, which=which)
+    if symmetric:
+        values, vectors = values.real, vectors.real
+    return values, vectors
