@@ -26,6 +26,15 @@ WIDTH = 860  # pixels: the width of the docs' content column
 
 QUICK = ["--images", "2", "--quick", "--no-progress"]
 
+
+def study(name: str) -> list[str]:
+    """`et-ode study NAME --quick` on two held-out images, or as many as it uses."""
+    from et_ode.cli._study_commands import COMMANDS
+
+    images = min(2, COMMANDS[name].images[1] or 2)
+    return ["study", name, "--images", str(images), "--quick", "--no-progress"]
+
+
 # image name -> (how-to page that shows it, command line or paper_figures script and
 # arguments, file it writes)
 FIGURES = {
@@ -57,7 +66,7 @@ FIGURES = {
         "fig6_attention_weights.png",
     ),
     **{
-        name: ("long-horizons.md", ["study", name, *QUICK], f"{name}.png")
+        name: ("long-horizons.md", study(name), f"{name}.png")
         for name in (
             "convergence",
             "energy-descent",
@@ -68,14 +77,14 @@ FIGURES = {
         )
     },
     **{
-        name: ("fixed-points.md", ["study", name, *QUICK], f"{name}.png")
+        name: ("fixed-points.md", study(name), f"{name}.png")
         for name in ("stability", "fixed-points")
     },
     "graph-overshoot": ("graphs.md", ["graph", "study", "overshoot", "--quick"], "overshoot.png"),
-    "image-basins": ("landscape.md", ["study", "basins", *QUICK], "basins.png"),
+    "image-basins": ("landscape.md", study("basins"), "basins.png"),
     "paper-basin-continuation": (
         "landscape.md",
-        ["study", "basin-continuation", *QUICK],
+        study("basin-continuation"),
         "basin-continuation.png",
     ),
     # the landscape tools on systems with known answers (a function of the folder)

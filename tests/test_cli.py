@@ -129,6 +129,42 @@ def test_demo_quick_summary(demo, held_out_mse):
         assert (out / f).stat().st_size > 0, f
 
 
+def test_demo_summary_quotes_what_its_convergence_figure_shows(demo):
+    """The summary's decay fit of each flow is the one the convergence figure's legend
+    shows (both from `analysis.quoted_decay`): the figure re-drawn from the demo's
+    convergence.json gives the same text and number, with its r^2, and draws as many
+    images as the summary counts (its caption says how many)."""
+    import re
+
+    from et_ode import analysis
+
+    out, summary = demo
+    md = (out / "summary.md").read_text()
+    fig = analysis.plot_convergence(read(out / "convergence.json"))
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    fitted = []
+    for flow, found in summary["convergence"].items():
+        decay, images = found["decay"], found["images"]
+        entries = [t for t in legend if t.startswith(f"{flow} fit: ")]
+        if not decay["fitted"]:  # (the quick demo's projected flow: no tail yet by t = 5)
+            assert not entries and decay["text"] in md
+            continue
+        fitted.append(flow)
+        assert entries == [f"{flow} fit: {decay['text']}"], (legend, decay)
+        if decay["law"] == "exponential":
+            shown = float(re.search(r"rate ([0-9.e+-]+)/tau", entries[0]).group(1))
+        else:  # t^-p, written t^-0.52 (or t^+0.0025 where G grew)
+            shown = -float(re.search(r"t\^([+-][0-9.e+-]+)", entries[0]).group(1))
+        assert shown == pytest.approx(decay["value"], rel=5e-3)  # 3 digits: the same number
+        assert f"r^2 {decay['r2']:.2g}" in decay["text"] or images > 1
+        assert decay["text"] in md  # and the sentence quotes it
+        assert (flow if images == 1 else f"{flow} ({images} images)") in legend
+        assert f"{images} image" in fig.get_suptitle()
+    assert fitted, f"no fit quoted: {legend}"  # a test that can fail: a fit is compared
+    assert summary["convergence"]["projected"]["decay"]["law"] == "exponential"
+    assert summary["convergence"]["native"]["decay"]["law"] == "power_law"
+
+
 def test_frames(demo, tmp_path, held_out_mse):
     out = tmp_path / "frames"
     assert (
@@ -234,8 +270,11 @@ def test_study_overshoot_and_contributions(demo, tmp_path):
     ],
 )
 def test_every_study(name, tmp_path):
+    from et_ode.cli._study_commands import COMMANDS
+
     out = tmp_path / name
-    assert run("study", name, "--images", IMAGES, "--quick", "--out", out) == 0
+    images = min(IMAGES, COMMANDS[name].images[1] or IMAGES)
+    assert run("study", name, "--images", images, "--quick", "--out", out) == 0
     png_ok(out / f"{name}.png")
     result = read(out / f"{name}.json")
     assert result["metadata"]["checkpoint"] == "paper"
@@ -244,6 +283,50 @@ def test_every_study(name, tmp_path):
 
 def test_study_names_match_analysis():
     assert cli.STUDY_NAMES == STUDIES
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_each_study_has_its_own_help(name, capsys):
+    """`et-ode study NAME --help` lists the options that study reads, with what they
+    mean there and the defaults its runner uses (from the same `StudyCommand`), and
+    no other; the help of two studies differs."""
+    from et_ode.cli._study_commands import ARGUMENTS, COMMANDS
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["study", name, "--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    command = COMMANDS[name]
+    assert command.summary[1:30] in text and command.uses in text
+    for option, (flags, _) in ARGUMENTS.items():
+        shown = f"{flags[0]} " in text or f"{flags[0]}," in text
+        assert shown == (option in command.options), (name, flags[0])
+    for option, entry in command.options.items():
+        assert " ".join(entry.help().split())[:60] in text, (name, option)
+
+
+def test_study_helps_differ_and_defaults_are_the_runners():
+    from et_ode.cli._study_commands import COMMANDS
+
+    helps = {
+        name: command.options["horizon"].help()
+        for name, command in COMMANDS.items()
+        if "horizon" in command.options
+    }
+    assert len(set(helps.values())) >= 8  # what --horizon means differs by study
+    assert COMMANDS["convergence"].default("horizon", quick=True) == 20.0
+    assert COMMANDS["convergence"].default("horizon", quick=False) == 100.0
+    assert "default 100; --quick: 20" in helps["convergence"]
+    assert COMMANDS["stability"].default("flow", quick=False) == "projected"
+
+
+def test_study_job_refuses_what_a_study_does_not_read(tmp_path):
+    from et_ode.cli import study_job
+
+    with pytest.raises(ValueError, match="--factor is not an option of `et-ode study stability`"):
+        study_job("stability", None, None, None, tmp_path, factor=5.0)
+    with pytest.raises(ValueError, match="uses one image .* give --images 1 \\(got 3\\)"):
+        study_job("stability", None, np.zeros((3, 4, 4, 3)), None, tmp_path)
 
 
 def test_fresh_run_folders_never_reused(tmp_path, monkeypatch):
@@ -273,14 +356,7 @@ def test_refuses_non_empty_out(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, words",
     [
-        (["study", "nonsense"], ["unknown study 'nonsense'", "convergence", "work-precision"]),
         (["study", "overshoot", "--checkpoint", "ode", "--horizon", "10"], ["--factor"]),
-        (["study", "fixed-points", "--flow", "native"], ["projected", "--flow"]),
-        (["study", "stability", "--p-span", "0.5,2"], ["--p-span", "et-ode study continuation"]),
-        (["study", "stability", "--factor", "5"], ["--factor", "overshoot", "drop it"]),
-        (["study", "continuation", "--horizon", "5"], ["--horizon", "no end time", "--p-span"]),
-        (["study", "continuation", "--flow", "native"], ["projected flow", "--flow"]),
-        (["study", "basin-continuation", "--flow", "native"], ["projected flow", "--flow"]),
         (
             ["study", "basin-continuation", "--p-span", "1,2"],
             ["--p-span 1,2", "contain the trained value of beta, 0.25"],
@@ -313,6 +389,23 @@ def test_bad_input_is_one_line_and_exit_2(argv, words, tmp_path, capsys):
         (["compare-solvers", "--solvers", "tsit5,rk4"], ["--solvers", "unknown solver 'rk4'"]),
         (["compare-solvers", "--tolerances", "1e-3,-1"], ["--tolerances", "positive"]),
         (["study", "convergence", "--flow", "sideways"], ["--flow", "invalid choice"]),
+        (["study", "nonsense"], ["invalid choice: 'nonsense'", "convergence", "work-precision"]),
+        (["study", "fixed-points", "--flow", "native"], ["--flow", "not an option", "projected"]),
+        (
+            ["study", "stability", "--p-span", "0.5,2"],
+            ["--p-span", "not an option of `et-ode study stability`", "stability --help"],
+        ),
+        (["study", "stability", "--factor", "5"], ["--factor", "drop it"]),
+        (["study", "long-horizon", "--dt0", "0.1"], ["--dt0", "adaptive"]),
+        (["study", "work-precision", "--rtol", "1e-6"], ["--rtol", "--tolerances"]),
+        (["study", "continuation", "--horizon", "5"], ["--horizon", "no end time", "--p-span"]),
+        (["study", "continuation", "--flow", "native"], ["projected flow", "--flow"]),
+        (["study", "basin-continuation", "--flow", "native"], ["projected flow", "--flow"]),
+        (["study", "stability", "--images", "8"], ["--images", "uses one image", "--images 1"]),
+        (["study", "basins", "--images", "1"], ["--images", "two images", "--images 2"]),
+        (["study", "convergence", "--rtol", "-1e-6"], ["--rtol", "positive number", "'-1e-6'"]),
+        (["frames", "--horizon", "-inf"], ["--horizon", "positive number", "'-inf'"]),
+        (["study", "energy-descent", "--horizon", "-5"], ["--horizon", "positive number", "'-5'"]),
         (["demo", "--images", "x"], ["--images", "'x'"]),
         (["frames", "--format", "jpg"], ["--format", "invalid choice", "pdf", "svg"]),
         (["study", "convergence", "--format", "eps"], ["--format", "invalid choice"]),
@@ -324,7 +417,7 @@ def test_bad_options_are_argparse_errors(argv, words, capsys):
         cli.main(argv)
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and err.count("\n") == 1
     for word in words:
         assert word in err
 

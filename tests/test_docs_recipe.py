@@ -1,7 +1,8 @@
 """The Python blocks of docs/how-to/core-state.md (issue 21, "the first recipe": a
 held-out image, or any image array, to the core state and its conditions, in float64,
-and a solve) run as written, print what the page says they print, and what they print
-agrees with computations the page does not make: the command line's own path
+and a solve; issue 49: photo files through `tasks.image_problem`) run as written, print
+what the page says they print, and what they print agrees with computations the page
+does not make: the command line's own path
 (`et_ode.cli.encoded`), the model's float32 `reconstruct` and `complete`, and the
 residual and energy of the core recomputed at the states the page solved for.
 
@@ -69,7 +70,7 @@ def _rms(x) -> float:
 
 
 def test_the_page_prints_what_it_shows(page):
-    assert len(PAIRS) == len(re.findall(r"```python\n", TEXT)) == 3  # every block checked
+    assert len(PAIRS) == len(re.findall(r"```python\n", TEXT)) == 4  # every block checked
     for (lines, _), (_, shown) in zip(page, PAIRS):
         shown = shown.splitlines()
         assert len(lines) == len(shown), (lines, shown)
@@ -188,3 +189,26 @@ def test_any_image_array(page):
     print(f"\nany image: masked MSE {ns['mse']:.6f}, complete() in float32 {mse32:.6f}")
     assert abs(ns["mse"] - mse32) < 1e-5 and abs(mse - ns["mse"]) < 1e-4  # equal to 1e-6
     assert ns["sol"].x_final.dtype == jnp.float64 and mse < mse0
+
+
+def test_own_photos(page):
+    """Photo files to one sample's problem and its solve: the state and conditions of the
+    command line's path (`et_ode.cli.encoded`, the masks of `et-ode eval`), the model's
+    own 12 Euler steps, the completion of its float32 `complete`, and the batch's solve
+    of the same image."""
+    lines, ns = page[3]
+    problem, x0, args, sol = ns["problem"], ns["x0"], ns["args"], ns["sol"]
+    model = problem.model
+    assert lines[0].startswith("(2, 64, 64) (32, 32, 3) masked MSE ")
+    assert lines[1].startswith("['chelsea.png', 'coffee.png'] masked MSE ")
+    images = np.asarray(problem.images)  # [2, 32, 32, 3] in [0, 1]; the reading is tested
+    assert images.shape == (2, 32, 32, 3) and images.dtype == np.float32  # in test_own_images
+    masks = et_ode.tasks.eval_masks(et_ode.tasks.load_model_and_config("paper")[1], 2)
+    _, x0_cli, args_cli = encoded(model, images, masks)
+    assert bool(jnp.all(x0 == x0_cli[0])) and x0.dtype == jnp.float32
+    assert args.clamped is None and args.field is None and jnp.ndim(args.field_strength) == 0
+    assert int(sol.stats["num_steps"]) == 12
+    completed32, _ = model.complete(images, masks)
+    gap = float(jnp.max(jnp.abs(ns["completed"] - completed32[0])))
+    assert gap < 1e-5
+    np.testing.assert_allclose(ns["batch"].x_final[0], sol.x_final, rtol=1e-5, atol=1e-6)

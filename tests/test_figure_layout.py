@@ -120,6 +120,59 @@ def work_precision_result():
     )
 
 
+def many_solvers_result():
+    """What `work_precision`'s default grid returns on the paper's float32 core: three
+    adaptive solvers at four tolerances and three constant-step ones at four steps (six
+    series; tsit5 is in both), errors down to the float32 floor near 1.5e-6, the paper's
+    Euler map (euler dt 0.1) as the dotted reference line."""
+    runs = []
+    adaptive = {
+        "bosh3": ((40, 2e-3), (70, 2.5e-4), (140, 3e-5), (290, 4e-6)),
+        "tsit5": ((32, 3e-4), (45, 3e-5), (70, 2.2e-6), (110, 1.5e-6)),
+        "dopri8": ((80, 5e-5), (95, 6e-6), (120, 1.8e-6), (150, 1.4e-6)),
+    }
+    for solver, points in adaptive.items():
+        for rtol, (nfe, err) in zip((1e-3, 1e-4, 1e-5, 1e-6), points):
+            runs.append(
+                dict(
+                    solver=solver,
+                    kind="adaptive",
+                    rtol=rtol,
+                    atol=rtol * 1e-2,
+                    nfe=nfe,
+                    num_steps=nfe // 6,
+                    wall_s=1e-3 + 5e-5 * nfe,
+                    ok=True,
+                    stop_reason=["t1"] * 2,
+                    error_exact=err,
+                    error_paper=4e-3,
+                )
+            )
+    fixed = {
+        "euler": ((6, 8e-3), (12, 4e-3), (24, 2e-3), (48, 1e-3)),
+        "heun": ((12, 4e-4), (24, 1e-4), (48, 2.5e-5), (96, 6e-6)),
+        "tsit5": ((36, 1e-5), (72, 1.6e-6), (144, 1.5e-6), (288, 1.5e-6)),
+    }
+    for solver, points in fixed.items():
+        for dt0, (nfe, err) in zip((0.2, 0.1, 0.05, 0.025), points):
+            runs.append(
+                dict(
+                    solver=solver,
+                    kind="fixed",
+                    dt0=dt0,
+                    nfe=nfe,
+                    num_steps=nfe,
+                    wall_s=1.2e-3 + 5e-5 * nfe,
+                    ok=True,
+                    stop_reason=["t1"] * 2,
+                    error_exact=err,
+                    error_paper=0.0 if (solver, dt0) == ("euler", 0.1) else err + 4e-3,
+                )
+            )
+    base = work_precision_result()
+    return dict(base, runs=runs, paper=dict(solver="euler", dt0=0.1, error_exact=4e-3))
+
+
 def contributions_result():
     times = np.linspace(0.0, 1.2, 7)
     part = {
@@ -350,6 +403,42 @@ def convergence_result():
     )
 
 
+def batched_convergence_result():
+    """`convergence_result` on two images (batched), their fits differing (the demo's
+    default run: two images, rates 0.0531 and 0.126 with r^2 0.60 and 0.85)."""
+    one = convergence_result()
+    times = one["times"]
+    flows = {}
+    for flow, rec in one["flows"].items():
+        rates = (0.0531, 0.126) if flow == "projected" else (0.2, 0.25)
+        traces = np.stack(
+            [decay(times, 0.5 * (1 + 0.2 * b), r, 1e-12) for b, r in enumerate(rates)]
+        )
+        flows[flow] = dict(
+            {
+                k: np.stack([v, 1.1 * v])
+                for k, v in rec.items()
+                if k in ("dgdt_rms", "dxdt_rms", "abs_dEdt", "energy", "scales")
+            },
+            residual_rms=traces,
+            time_to_tolerance=np.array([np.nan, np.nan]),
+            nfe_to_tolerance=np.array([-1, -1]),
+            stop_reason=["t1", "t1"],
+            fit=dict(
+                rate=np.array(rates),
+                r2=np.array([0.60, 0.85]),
+                n_points=np.array([8, 8]),
+                t_window=np.array([[1.0, 10.0], [1.0, 8.0]]),
+            ),
+            power_law=dict(
+                exponent=np.array([0.5, 0.6]) if flow == "native" else np.full(2, np.nan),
+                r2=np.array([0.97, 0.99]) if flow == "native" else np.full(2, np.nan),
+                n_points=np.array([4, 4]),
+            ),
+        )
+    return dict(one, flows=flows, batched=True, metadata=dict(one["metadata"], batch=2))
+
+
 def fixed_points_result():
     labels = ["data", "another end state", "matched noise"]
     distances = np.array([[0.0, 1e-9, 0.4], [1e-9, 0.0, 0.4], [0.4, 0.4, 0.0]])
@@ -517,6 +606,16 @@ def continuation_result():
         stop_reason="p_span",
         metadata=meta("continuation", dtype="float64", tol=1e-10, k=6, parameter=None),
     )
+
+
+def unlocated_continuation_result():
+    """`continuation_result` as the shipped model's quick continuation ended: the branch
+    point's bisection did not reach `locate_tol` (`located` False), and the branch
+    stopped at `max_points` before the requested span's end (p = 2)."""
+    result = continuation_result()
+    point = dict(result["bifurcations"][0], p=0.9876, s=1.98, index=7, located=False)
+    meta = dict(result["metadata"], p_span=(-1.0, 2.0))
+    return dict(result, bifurcations=[point], stop_reason="max_points", metadata=meta)
 
 
 def basin_continuation_result(values=5):
@@ -940,11 +1039,15 @@ class TinyImageModel:
 FIGURES = {
     "plot_work_precision": (
         lambda: analysis.plot_work_precision(work_precision_result()),
-        ["paper", "2 images", "t1 = 1.2", "float32", "1 runs did not reach", "rtol"],
+        ["paper", "2 images", "t1 = 1.2", "float32", "1 run did not reach t1 (not drawn)", "rtol"],
     ),
     "plot_work_precision (wall times within 0.07-0.09 s, a loaded machine)": (
         lambda: analysis.plot_work_precision(crowded_wall_times()),
         ["paper", "float32"],
+    ),
+    "plot_work_precision (6 series: 3 adaptive x 4 tolerances, 3 fixed x 4 steps)": (
+        lambda: analysis.plot_work_precision(many_solvers_result()),
+        ["paper", "2 images", "t1 = 1.2", "float32", "rtol"],
     ),
     "plot_work_precision (paper)": (
         lambda: analysis.plot_work_precision(work_precision_result(), against="paper"),
@@ -972,7 +1075,11 @@ FIGURES = {
     ),
     "plot_convergence": (
         lambda: analysis.plot_convergence(convergence_result()),
-        ["paper", "t1 = 20", "float64", "tsit5 rtol 1e-05"],
+        ["paper", "1 image", "t1 = 20", "float64", "tsit5 rtol 1e-05"],
+    ),
+    "plot_convergence (2 images)": (
+        lambda: analysis.plot_convergence(batched_convergence_result()),
+        ["paper", "2 images", "t1 = 20", "float64", "tsit5 rtol 1e-05"],
     ),
     "plot_fixed_points": (
         lambda: analysis.plot_fixed_points(fixed_points_result()),
@@ -984,7 +1091,7 @@ FIGURES = {
     ),
     "plot_long_horizon": (
         lambda: analysis.plot_long_horizon(long_horizon_result()),
-        ["paper", "t1 = 100", "float64", "rtol 0.0001"],
+        ["paper", "1 image", "t1 = 100", "float64", "rtol 0.0001"],
     ),
     "plot_continuation": (
         lambda: analysis.plot_continuation(continuation_result()),
@@ -993,6 +1100,19 @@ FIGURES = {
     "plot_continuation hopf": (
         lambda: analysis.plot_continuation(hopf_continuation_result()),
         ["Hopf at p = 2", "8 points"],
+    ),
+    "plot_continuation (not located, stopped at max_points)": (
+        lambda: analysis.plot_continuation(unlocated_continuation_result()),
+        [
+            "branch point near p = 0.9876 (not located)",
+            "stopped by max_points at p = 1, short of the span -1 to 2",
+        ],
+    ),
+    "plot_basins (coordinates of grid_starts)": (
+        lambda: analysis.plot_basins(
+            basins_result(), a=np.linspace(-2.0, 2.0, 8), b=np.linspace(-1.0, 1.0, 8)
+        ),
+        ["2 attractors from 64 starts", "64 starts"],
     ),
     "plot_basins": (
         lambda: analysis.plot_basins(basins_result()),
@@ -1240,6 +1360,79 @@ def test_layout_problems_finds_overlaps_between_axes_and_rotated_labels():
     assert any("overlaps" in p for p in layout_problems(fig))
 
 
+def test_layout_problems_finds_overlapping_annotations():
+    """Two point labels (annotations, `ax.texts`) on top of each other: reported; moved
+    apart, clean."""
+
+    def draw(gap):
+        fig = Figure(figsize=(3.0, 2.0), dpi=100, layout="constrained")
+        ax = fig.add_subplot()
+        ax.plot([0, 10], [0, 1], "o", color="C0")
+        ax.annotate("1e-3", (5, 0.5), xytext=(4, 2), textcoords="offset points", color="C1")
+        ax.annotate("1e-5", (5, 0.5), xytext=(4 + gap, 2), textcoords="offset points")
+        return fig
+
+    problems = layout_problems(draw(gap=6))
+    assert any("text '1e-3' overlaps text '1e-5'" in p for p in problems), problems
+    assert layout_problems(draw(gap=40)) == []
+
+
+def test_layout_problems_finds_a_label_over_a_line_it_does_not_label():
+    """A point label on the dotted reference line (the work-precision figure's 'dt 0.05'
+    on the paper's Euler line): reported, naming the line; the same label in the line's
+    own colour (it labels that line), or beside it, is clean."""
+
+    def draw(colour, y):
+        fig = Figure(figsize=(3.0, 2.0), dpi=100, layout="constrained")
+        ax = fig.add_subplot()
+        ax.plot([1, 2, 3], [1, 2, 3], color="C1")
+        ax.axhline(2.0, color="0.5", ls=":", label="paper's Euler map")
+        ax.text(1.2, y, "dt 0.05", color=colour, va="center", fontsize=7)
+        return fig
+
+    problems = layout_problems(draw("C1", 2.0))
+    assert any("text 'dt 0.05' lies over the line \"paper's Euler map\"" in p for p in problems), (
+        problems
+    )
+    assert layout_problems(draw("0.5", 2.0)) == []  # the line's own label
+    assert layout_problems(draw("C1", 2.6)) == []  # clear of both lines
+    # another series' markers count as its line
+    fig = Figure(figsize=(3.0, 2.0), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot([1, 3], [1, 3], "s", color="C2", ms=6)
+    ax.text(1, 1, "heun", color="C0", ha="center", va="center", fontsize=7)
+    assert any("text 'heun' lies over the line" in p for p in layout_problems(fig))
+
+
+def test_layout_problems_finds_titles_over_two_lines_and_orphans():
+    """A four-line suptitle (the old compare-solvers title: heading and caption wrapped,
+    'in float64' left alone): reported; `title` writes the same words as a heading line
+    and a caption line, clean; a part broken into a long line and an orphan is reported."""
+    heading = (
+        "Work against precision: error of x(t1) against the float64 reference (exact "
+        "flow); points labelled with rtol or dt"
+    )
+    words = (
+        "model paper \u00b7 2 images \u00b7 native flow \u00b7 t1 = 1.2 tau \u00b7 float32 "
+        "\u00b7 atol = 0.01 rtol \u00b7 reference dopri8 rtol 1e-06, atol 1e-08 in float64"
+    )
+    fig = Figure(figsize=(6.0, 3.0), dpi=100, layout="constrained")
+    fig.suptitle(heading.replace("; ", ";\n") + "\n" + words.replace(" in float64", "\nin float64"))
+    problems = layout_problems(fig)
+    assert any("takes 4 lines (at most 2" in p for p in problems), problems
+    fig = Figure(figsize=(8.0, 3.0), dpi=100, layout="constrained")
+    analysis.figures.title(fig, heading, words)
+    assert fig.get_suptitle().count("\n") == 1 and not layout_problems(fig)
+    assert fig.get_suptitle() == heading + "\n" + words  # nothing shortened
+    fig = Figure(figsize=(6.0, 3.0), dpi=100, layout="constrained")
+    fig.suptitle(words.replace(" in float64", "\nin float64"))
+    problems = layout_problems(fig)
+    assert any("'in float64' is an orphan" in p for p in problems), problems
+    fig = Figure(figsize=(6.0, 3.0), dpi=100, layout="constrained")
+    fig.suptitle(analysis.figures.wrap(fig, words, 8.5))  # balanced: no orphan
+    assert fig.get_suptitle().count("\n") == 1 and not layout_problems(fig)
+
+
 def test_clean_figure_has_no_problems():
     fig = Figure(figsize=(4.0, 3.0), dpi=100, layout="constrained")
     ax = fig.add_subplot()
@@ -1328,15 +1521,101 @@ def test_every_figure_is_shown_on_its_how_to_page():
         assert f"](../images/{image}.png)" in page.read_text(), f"{image} not shown on {page}"
 
 
-def test_energy_descent_counts_start_at_zero():
-    """No rise at all (the shipped model's quick study): the count axis runs from 0, not
-    -0.05, and the panel says E never rose."""
+def test_energy_descent_says_in_words_when_e_never_rose():
+    """No rise at all (the shipped model's quick study): no empty bar chart, a sentence
+    saying E never rose in any run, with the runs and steps counted."""
     result = energy_descent_result()
     for run in result["runs"]:
         run.update(real_rises=0, roundoff_rises=0)
         for record in run["rises"]:
             record.update(real_rise_steps=np.array([], int))
     fig = analysis.plot_energy_descent(result)
-    assert fig.axes[1].get_ylim()[0] == 0.0
-    assert "E never rose" in all_text(fig)
+    counts = fig.axes[1]
+    assert not counts.patches and not counts.axison  # no bars, no empty axes
+    steps = sum(sum(run["num_steps"]) for run in result["runs"])
+    assert f"E never rose: no step of the 3 runs ({steps} steps in all, 2 images)" in all_text(fig)
+    assert not layout_problems(fig)
+    fig = analysis.plot_energy_descent(energy_descent_result())  # rises: bars from zero
+    assert len(fig.axes[1].patches) == 6 and fig.axes[1].get_ylim()[0] == 0.0
+
+
+def test_convergence_draws_every_image_and_quotes_the_summarys_fit():
+    """A batched result: every image's trace drawn (two per flow per panel), each image's
+    fit dashed, and the legend's fit is `quoted_decay`'s (the summary's): the median of
+    the two rates with their range and r^2, not image 0's rate."""
+    from et_ode.analysis.energy import quoted_decay
+
+    result = batched_convergence_result()
+    fig = analysis.plot_convergence(result)
+    residual = fig.axes[0]
+    for flow, colour in (("native", "tab:blue"), ("projected", "tab:orange")):
+        traces = [line for line in residual.lines if line.get_color() == colour]
+        assert len(traces) == 2, flow
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    quoted = quoted_decay(result["flows"]["projected"], "projected")
+    assert quoted["value"] == pytest.approx(np.median([0.0531, 0.126]))
+    assert quoted["text"] == (
+        "rate 0.0896/tau: median of 2 images, range 0.0531 to 0.126 (r^2 0.6 to 0.85)"
+    )
+    assert f"projected fit: {quoted['text']}" in legend
+    native = quoted_decay(result["flows"]["native"], "native")
+    assert native["law"] == "power_law" and native["text"].startswith("t^-0.55: median of 2")
+    assert f"native fit: {native['text']}" in legend
+    assert "native (2 images)" in legend and "projected (2 images)" in legend
+    dashed = [line for line in residual.lines if line.get_linestyle() not in ("-", "None")]
+    assert len(dashed) == 4  # each image's fit, both flows
+    one = analysis.plot_convergence(result, sample=1)  # one image, said so
+    assert "image 1 of 2 images" in all_text(one)
+    assert len([ln for ln in one.axes[0].lines if ln.get_color() == "tab:orange"]) == 1
+    rate = [t.get_text() for t in one.legends[0].get_texts() if "projected fit" in t.get_text()]
+    assert rate == ["projected fit: rate 0.126/tau (r^2 0.85)"]
+
+
+def test_continuation_marks_an_unlocated_point_and_a_short_branch():
+    """A branch point whose bisection did not reach `locate_tol` is hollow, "not located"
+    in the legend and "near" in the title (never "at"); a branch that stopped at
+    `max_points` before its span's end says so in the caption."""
+    fig = analysis.plot_continuation(unlocated_continuation_result())
+    words = all_text(fig)
+    assert "branch point at" not in words
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "branch point (not located)" in legend and "branch point" not in legend
+    (marker,) = [ln for ln in fig.axes[0].lines if ln.get_marker() == "D" and len(ln.get_xdata())]
+    assert marker.get_markerfacecolor() == "white"
+    located = analysis.plot_continuation(continuation_result())
+    assert "branch point at p = 1e-11" in all_text(located) and "short of" not in all_text(located)
+
+
+def test_basins_axes_are_in_the_coordinates_given():
+    """With `grid_starts`' coordinates the map's axes span them (each cell centred on its
+    coordinate, `a` up, `b` across); without, the axes say they are grid indices."""
+    a, b = np.linspace(-2.0, 2.0, 8), np.linspace(-1.0, 1.0, 8)
+    ax = analysis.plot_basins(basins_result(), a=a, b=b, axis_labels=("a", "b")).axes[0]
+    half_a, half_b = (a[1] - a[0]) / 2, (b[1] - b[0]) / 2
+    assert ax.get_ylim() == pytest.approx((-2.0 - half_a, 2.0 + half_a))
+    assert ax.get_xlim() == pytest.approx((-1.0 - half_b, 1.0 + half_b))
+    assert (ax.get_ylabel(), ax.get_xlabel()) == ("a", "b")
+    ax = analysis.plot_basins(basins_result()).axes[0]
+    assert ax.get_ylabel() == "a: grid row (index)" and ax.get_xlim() == (-0.5, 7.5)
+    with pytest.raises(ValueError, match="8 x 8"):
+        analysis.plot_basins(basins_result(), a=a[:5], b=b[:5])
+
+
+def test_image_basins_says_when_every_start_has_its_own_attractor():
+    fig = analysis.plot_image_basins(many_image_basins_result())
+    energy_ax = fig.axes[1]
+    assert not energy_ax.collections and not energy_ax.axison  # no row of single starts
+    assert "every start reached an attractor of its own" in all_text(fig)
+    shared = analysis.plot_image_basins(image_basins_result())
+    assert shared.axes[1].collections and "of its own" not in all_text(shared)
+
+
+def test_every_work_precision_point_has_a_label_clear_of_other_lines():
+    """Six series and the paper's dotted line: every point labelled (none left out),
+    each label clear of every line of another colour (`layout_problems` checks)."""
+    result = many_solvers_result()
+    fig = analysis.plot_work_precision(result)
+    assert "had no room" not in all_text(fig)
+    for ax in fig.axes:
+        assert len(ax.texts) == len(result["runs"])
     assert not layout_problems(fig)

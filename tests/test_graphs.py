@@ -545,6 +545,7 @@ def test_graph_commands(benchmark, tmp_path, capsys):
         == 0
     )
     result = json.loads((tmp_path / "o" / "overshoot.json").read_text())
+    assert next(iter(result)) == "finding" and result["finding"] in capsys.readouterr().out
     at_horizon = result["auc"][int(np.argmin(np.abs(np.asarray(result["times"]) - 1.2)))]
     stored = json.loads((out / "runs" / "ratio0.4-split0-et.json").read_text())
     assert at_horizon == pytest.approx(stored["metrics"]["auc"], abs=1e-4)
@@ -564,7 +565,8 @@ def test_graph_commands(benchmark, tmp_path, capsys):
         )
         == 0
     )
-    assert (tmp_path / "c" / "convergence.json").exists()
+    finding = json.loads((tmp_path / "c" / "convergence.json").read_text())["finding"]
+    assert finding.startswith("Convergence on 1 graph") and finding in capsys.readouterr().out
     assert main(["graph", "study", "spectrum", "--checkpoint", str(checkpoint)]) == 2
     assert "unknown graph study" in capsys.readouterr().err
 
@@ -594,7 +596,9 @@ def test_graph_studies_energy_contributions_long_horizon(benchmark, tmp_path):
             )
             == 0
         )
-        return json.loads((folder / f"{name}.json").read_text())
+        written = json.loads((folder / f"{name}.json").read_text())
+        assert next(iter(written)) == "finding" and " graph" in written["finding"]
+        return written
 
     descent = study("energy-descent", "--horizon", "1.2")
     runs = {run["label"]: run for run in descent["runs"]}

@@ -1,10 +1,13 @@
 """Each `et-ode study` writes the JSON keys it wrote before its result became typed
-(issue 48): every study run through the command line (quick, two held-out images, an
-untrained tiny checkpoint), its file's key paths against `tests/data/study_keys.json`,
-recorded on the same checkpoint from the commit before the typed results (32cd613) by
-`key_paths` below. A key
-path names every key at every depth (`branches[].bifurcations[].kind`); the numbers are
-not pinned here (they move with a CPU's rounding), only that each leaf keeps its kind."""
+(issue 48), with its finding first (issue 49), and counts the images it used: every
+study run through the command line (quick, an untrained tiny checkpoint, two held-out
+images or as many as the study uses), its file's key paths against
+`tests/data/study_keys.json`, recorded on the same checkpoint from the commit before the
+typed results (32cd613) by `key_paths` below, plus the one key added since, `finding`.
+A key path names every key at every depth (`branches[].bifurcations[].kind`); the
+numbers are not pinned here (they move with a CPU's rounding), only that each leaf
+keeps its kind. The image count is checked three ways: the metadata's `images`, the
+held-out indices recorded, and the result's own per-image axis where it has one."""
 
 import json
 import os
@@ -14,6 +17,7 @@ import pytest
 
 import et_ode
 from et_ode import cli
+from et_ode.cli._study_commands import COMMANDS
 from et_ode.tasks import new_model, save_checkpoint
 from et_ode.tasks.images._train import _header
 
@@ -92,15 +96,37 @@ SLOW = {"basins", "basin-continuation"}
         for name in sorted(RECORDED)
     ],
 )
-def test_a_study_writes_the_keys_it_wrote_before(name, tiny, tmp_path):
+def test_a_study_writes_the_keys_it_wrote_before(name, tiny, tmp_path, capsys):
     out = tmp_path / name
-    argv = ["study", name, "--checkpoint", str(tiny), "--images", "2", "--quick"]
+    count = COMMANDS[name].images[1] or 2
+    argv = ["study", name, "--checkpoint", str(tiny), "--images", str(count), "--quick"]
     argv += ["--no-progress", "--out", str(out)]
     assert cli.main(argv) == 0
-    written = json.loads((out / f"{name}.json").read_text())
+    text = (out / f"{name}.json").read_text()
+    written = json.loads(text)
+    assert next(iter(written)) == "finding" and text.startswith('{"finding":')
+    assert len(written["finding"]) > 40 and written["finding"] in capsys.readouterr().out
     now, before = comparable(key_paths(written)), comparable(RECORDED[name])
     missing = sorted(set(before) - set(now))
     added = sorted(set(now) - set(before))
-    assert not missing and not added, f"{name}: missing {missing}, added {added}"
+    assert not missing and added == ["finding"], f"{name}: missing {missing}, added {added}"
     changed = {p: (before[p], now[p]) for p in before if before[p] != now[p]}
     assert not changed, f"{name}: kinds changed {changed}"
+    meta = written["metadata"]
+    assert meta["images"] == count == len(meta["data"]["image_indices"])
+    assert meta["options"]["images"] == count
+    assert per_image(name, written) in (None, count)
+
+
+def per_image(name: str, result: dict) -> int | None:
+    """The length of the result's own per-image axis, for the studies that batch the
+    images they are given (None for the others)."""
+    if name == "convergence":
+        return len(next(iter(result["flows"].values()))["residual_rms"])
+    if name == "energy-descent":
+        return len(result["runs"][0]["energies"])
+    if name == "overshoot":
+        return len(result["mse_per_image"])
+    if name == "contributions":
+        return len(result["total"]["masked"])
+    return None

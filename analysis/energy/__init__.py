@@ -21,7 +21,13 @@ settings object per study (`settings`: `ConvergenceSettings`, `StabilitySettings
 
 from ._contributions import contributions
 from ._convergence import convergence
-from ._convergence_records import Contributions, Convergence, ConvergenceFlow, TokenGroups
+from ._convergence_records import (
+    Contributions,
+    Convergence,
+    ConvergenceFlow,
+    TokenGroups,
+    quoted_decay,
+)
 from ._decay_laws import decay_curve
 from ._energy_descent import energy_descent, energy_rises
 from ._fixed_points import fixed_points, matched_noise, standard_starts
@@ -93,6 +99,7 @@ __all__ = [
     "long_horizon_findings",
     "lyapunov_exponent",
     "matched_noise",
+    "quoted_decay",
     "stability",
     "standard_starts",
     "work_precision",

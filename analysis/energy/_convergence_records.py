@@ -8,6 +8,7 @@ keys (`result["times"] is result.times`), with the keys the dicts had.
 """
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -134,3 +135,74 @@ class Contributions(Result):
     metadata: dict
     """What produced it (study, dtype, flow, solver and steps, `n_masked`, `batch`,
     `units`, versions)."""
+
+
+# The decay law each flow's RMS G follows near a fixed point (the study's module doc):
+# the projected flow's is exponential, the native flow's a power of t (its clocks slow
+# like 1/t); a flow of another name is taken as exponential.
+DECAY_LAWS = {"native": "power_law", "projected": "exponential"}
+
+
+def quoted_decay(record: Any, flow: str) -> dict:
+    """The fit of one flow's RMS G that a figure and a summary quote, as one statistic:
+    `plot_convergence`'s legend and the demo's summary call this, so that both say the
+    same numbers. `record`: a `ConvergenceFlow` (or a dict with its `fit` and
+    `power_law`); `flow`: its name, which picks the law (`DECAY_LAWS`): the exponential
+    `fit` (`log |G| = a - rate t`) or the `power_law` (`|G| ~ t^-exponent`).
+
+    **Returns:** `law` (`"exponential"` or `"power_law"`); `value` (the rate in 1/tau,
+    or the exponent): one image's, or the median over the images with a finite fit;
+    `low`, `high`: its range over those images; `r2`, `r2_low`, `r2_high`: the fits'
+    r^2 (median and range); `images` and `fitted` (how many had a fit); `per_image`,
+    `r2_per_image` (lists, NaN where no fit); `windows`: per image the fitted times
+    `[t0, t1]` (the exponential's; NaN for the power law, fitted over the last decade
+    of the times); and `text`, the phrase both quote: `"rate 0.0898/tau (r^2 0.85)"`,
+    `"rate 0.0898/tau: median of 2 images, range 0.0531 to 0.126 (r^2 0.6 to 0.85)"`,
+    `"t^-0.52 ..."`, or why there is none."""
+    law = DECAY_LAWS.get(flow, "exponential")
+    fit = record["power_law"] if law == "power_law" else record["fit"]
+    key = "exponent" if law == "power_law" else "rate"
+    values = np.atleast_1d(np.asarray(fit[key], float))
+    r2 = np.broadcast_to(np.atleast_1d(np.asarray(fit["r2"], float)), values.shape)
+    windows = np.full((values.size, 2), np.nan)
+    if law == "exponential":
+        windows = np.asarray(fit["t_window"], float).reshape(-1, 2)
+    finite = np.isfinite(values)
+    out: dict[str, Any] = dict(
+        law=law,
+        images=int(values.size),
+        fitted=int(finite.sum()),
+        per_image=values.tolist(),
+        r2_per_image=r2.tolist(),
+        windows=windows.tolist(),
+    )
+    if not finite.any():
+        none = "no power law fitted" if law == "power_law" else "no exponential tail to fit"
+        nan = float("nan")
+        return dict(out, value=nan, low=nan, high=nan, r2=nan, r2_low=nan, r2_high=nan, text=none)
+    got, quality = values[finite], r2[finite]
+    out.update(
+        value=float(np.median(got)),
+        low=float(got.min()),
+        high=float(got.max()),
+        r2=float(np.median(quality)),
+        r2_low=float(quality.min()),
+        r2_high=float(quality.max()),
+    )
+    g = lambda v: f"{v:.3g}"  # noqa: E731
+    number = (  # |G| ~ t^-p: a negative p (G grew) shows as t^+...
+        f"t^{-out['value']:+.3g}" if law == "power_law" else f"rate {g(out['value'])}/tau"
+    )
+    if values.size == 1:
+        out["text"] = f"{number} (r^2 {out['r2']:.2g})"
+        return out
+    which = (
+        f"{values.size} images"
+        if finite.all()
+        else f"the {finite.sum()} of {values.size} images with a fit"
+    )
+    spread = f"range {g(out['low'])} to {g(out['high'])}" if finite.sum() > 1 else "one value"
+    out["text"] = (
+        f"{number}: median of {which}, {spread} (r^2 {out['r2_low']:.2g} to {out['r2_high']:.2g})"
+    )
+    return out

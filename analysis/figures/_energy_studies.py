@@ -11,82 +11,120 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ..energy import quoted_decay
 from ._plotting import (
     FLOW_COLOURS,
     caption,
     figure,
     finish,
     model_name,
+    nothing_to_show,
     positive,
     samples_text,
     title,
+    wrap,
 )
 
 
 def plot_convergence(
-    result: Mapping[str, Any], path: Path | str | None = None, sample: int = 0
+    result: Mapping[str, Any], path: Path | str | None = None, sample: int | None = None
 ) -> Figure:
-    """Four panels against time (log axes): RMS residual `|G|`, RMS `|dg/dt|`,
-    `|dE/dt|`, and each token's scale `s_A`, one colour per flow; the fitted
-    exponential rate is drawn on the residual panel. Batched results show `sample`.
-    Returns the `Figure`."""
+    """Four panels against time (log axes), one colour per flow: RMS residual `|G|`, RMS
+    `|dg/dt|`, `|dE/dt|` and each token's scale `s_A`, every image of a batched result
+    (or only image `sample`). On the residual panel, dashed, each image's fit of the
+    decay law the flow follows (`quoted_decay`: the projected flow's exponential, the
+    native flow's power law over the last decade), and in the legend that fit as the
+    summary quotes it (one image's value, or the median over the images with its range,
+    and r^2). The caption gives the model, the number of images drawn, the horizon,
+    dtype and solver. Returns the `Figure`."""
     fig, axes = figure(2, 2)
     times = np.asarray(result["times"], float)
+    batched = bool(result.get("batched"))
 
-    def pick(values):
+    def rows(values):
+        """`[B, T, ...]`: the images drawn."""
         values = np.asarray(values, float)
-        return values[sample] if result.get("batched") else values
+        values = values if batched else values[None]
+        return values[[sample]] if sample is not None else values
 
+    count = len(rows(next(iter(result["flows"].values()))["residual_rms"]))
     panels = [
         ("residual_rms", "RMS residual |G|"),
         ("dgdt_rms", "RMS |dg/dt| (1/tau)"),
         ("abs_dEdt", "|dE/dt| (energy/tau)"),
     ]
+    link = max(times[times > 0].min(), 1e-6)
     for (key, label), ax in zip(panels, axes.ravel()):
         for flow, rec in result["flows"].items():
-            ax.plot(times, positive(pick(rec[key])), color=FLOW_COLOURS.get(flow), label=flow)
-        ax.set_xscale("symlog", linthresh=max(times[times > 0].min(), 1e-6))
+            for number_, trace in enumerate(rows(rec[key])):
+                name = flow if count == 1 else f"{flow} ({count} images)"
+                ax.plot(
+                    times,
+                    positive(trace),
+                    color=FLOW_COLOURS.get(flow),
+                    lw=1.2 if count == 1 else 0.8,
+                    label=name if number_ == 0 and ax is axes[0, 0] else None,
+                )
+        ax.set_xscale("symlog", linthresh=link)
         ax.set_yscale("log")
         ax.set_xlabel("time t (tau)")
         ax.set_ylabel(label)
     ax = axes[0, 0]
     for flow, rec in result["flows"].items():
-        fit = rec["fit"]
-        rate = float(pick(fit["rate"]))
-        if np.isfinite(rate):
-            lo, hi = np.asarray(fit["t_window"], float).reshape(-1, 2)[
-                sample if result.get("batched") else 0
-            ]
-            t = np.linspace(lo, hi, 20)
-            g = pick(rec["residual_rms"])
-            g_lo = np.interp(lo, times, g)
+        record = rec
+        if sample is not None and batched:  # the one image drawn
+            record = {
+                k: {f: np.asarray(v)[sample] for f, v in rec[k].items()}
+                for k in ("fit", "power_law")
+            }
+        quoted = quoted_decay(record, flow)
+        drawn = False
+        fits = zip(rows(rec["residual_rms"]), quoted["per_image"], quoted["windows"])
+        for g, value, window in fits:
+            if not np.isfinite(value):
+                continue
+            if quoted["law"] == "power_law":  # fitted over the last decade of the times
+                lo, hi = times[-1] / 10, times[-1]
+                t = np.geomspace(lo, hi, 20)
+                start = np.interp(np.log(lo), np.log(times[1:]), np.log(positive(g[1:])))
+                curve = np.exp(start) * (t / lo) ** -value
+            else:
+                lo, hi = window
+                t = np.linspace(lo, hi, 20)
+                curve = np.interp(lo, times, g) * np.exp(-value * (t - lo))
             ax.plot(
                 t,
-                g_lo * np.exp(-rate * (t - lo)),
-                "k--",
+                curve,
+                ls=(0, (4, 2)),
                 lw=1,
-                label=f"{flow} fit: rate {rate:.3g}/tau",
+                color="k" if flow == "projected" else "0.45",
+                label=None if drawn else f"{flow} fit: {quoted['text']}",
             )
-    ax.legend(fontsize=7)
+            drawn = True
     meta = result.get("metadata", {})
+    first = next(iter(result["flows"].values()))
+    total = len(np.asarray(first["residual_rms"], float).reshape(-1, times.size))
+    samples = samples_text(meta, count)
+    if sample is not None:
+        samples = f"image {sample} of {samples_text(meta, total)}"
     title(
         fig,
         "Convergence to a fixed point: residual, |dg/dt|, |dE/dt| and token scales against time",
-        caption(meta, samples=samples_text(meta, meta.get("batch", 1))),
+        caption(meta, samples=samples),
     )
+    fig.legend(loc="outside lower center", ncols=2, fontsize=7)
     ax = axes[1, 1]
     if any(rec.get("scales") is None for rec in result["flows"].values()):
         ax.set_axis_off()  # a model without token scales
+        nothing_to_show(ax, "the model has no token scales")
         return finish(fig, path)
     for flow, rec in result["flows"].items():
-        scales = pick(rec["scales"])
-        ax.plot(times, scales, color=FLOW_COLOURS.get(flow), lw=0.8)
-        ax.plot([], [], color=FLOW_COLOURS.get(flow), label=flow)
-    ax.set_xscale("symlog", linthresh=max(times[times > 0].min(), 1e-6))
+        for scales in rows(rec["scales"]):
+            ax.plot(times, scales, color=FLOW_COLOURS.get(flow), lw=0.6 if count > 1 else 0.8)
+    ax.set_xscale("symlog", linthresh=link)
     ax.set_yscale("log")
     ax.set_xlabel("time t (tau)")
-    ax.set_ylabel("token scale s_A (x units)")
-    ax.legend(fontsize=7)
+    ax.set_ylabel("token scale s_A (x units; every token)")
     return finish(fig, path)
 
 
@@ -146,8 +184,9 @@ def plot_energy_descent(
     result: Mapping[str, Any], path: Path | str | None = None, sample: int = 0
 ) -> Figure:
     """Left: `E - min E` against time for each run (log scale), real rises marked with
-    red crosses. Right: the number of real and round-off rises per run. Batched results
-    show `sample` on the left and totals on the right. The caption gives the model,
+    red crosses. Right: the number of real and round-off rises per run, or, where E never
+    rose in any run, a sentence saying so (no empty bars). Batched results show `sample`
+    on the left and totals on the right. The caption gives the model,
     sample count, flow, t1, dtype and the round-off allowance; the legend the solver and
     step or tolerance of each run. Returns the `Figure`."""
     fig, axes = figure(2, 1)
@@ -184,6 +223,21 @@ def plot_energy_descent(
     ax.set_ylabel("E - min E (energy units)")
     ax.legend(fontsize=7)
     ax = axes[0, 1]
+    most = max(max(run["real_rises"], run["roundoff_rises"]) for run in runs)
+    if most == 0:  # nothing to count: the panel says so
+        ax.set_axis_off()
+        total = sum(int(np.sum(np.atleast_1d(run["num_steps"]))) for run in runs)
+        nothing_to_show(
+            ax,
+            wrap(
+                fig,
+                f"E never rose: no step of the {len(runs)} runs ({total} steps in all, "
+                f"{samples_text(meta, batch)}) raised it, not even within round-off",
+                8,
+                width_fraction=0.4,
+            ),
+        )
+        return finish(fig, path)
     index = np.arange(len(runs))
     ax.bar(index - 0.2, [run["real_rises"] for run in runs], 0.4, label="real", color="tab:red")
     ax.bar(
@@ -199,19 +253,7 @@ def plot_energy_descent(
     )
     ax.set_ylabel("steps where E rose (count)")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    most = max(max(run["real_rises"], run["roundoff_rises"]) for run in runs)
-    ax.set_ylim(0, max(most, 1) * 1.15)  # counts: from zero, never below
-    if most == 0:
-        ax.text(
-            0.5,
-            0.5,
-            "E never rose",
-            transform=ax.transAxes,
-            ha="center",
-            va="center",
-            fontsize=8,
-            color="0.3",
-        )
+    ax.set_ylim(0, most * 1.15)  # counts: from zero, never below
     ax.legend(fontsize=7)
     return finish(fig, path)
 
@@ -364,5 +406,16 @@ def plot_stability(result: Mapping[str, Any], path: Path | str | None = None) ->
         f"(from {polish.get('residual_rms_before', float('nan')):.2g})",
     ]
     sentence = (result.get("verdict") or {}).get("sentence", "stability")
-    title(fig, sentence, caption(meta, flow=result.get("flow"), solver="", extra=words))
+    title(
+        fig,
+        sentence,
+        # one fixed point: of one image's start, for a job (its metadata has `data`)
+        caption(
+            meta,
+            samples=samples_text(meta, 1, "starts"),
+            flow=result.get("flow"),
+            solver="",
+            extra=words,
+        ),
+    )
     return finish(fig, path)

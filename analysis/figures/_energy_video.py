@@ -20,22 +20,32 @@ from ..tasks import (
     to_display,
 )
 from ._images import Frames, _show, masked_display
-from ._plotting import SEPARATOR, TITLE_SIZE, caption, samples_text, wrap
+from ._plotting import SEPARATOR, caption, samples_text, title_text
 from ._video import figure_to_frame
 
 
 def _video_figure(masked, completed, originals, times, energies, mse, reference, caption_text):
     """The figure of the energy video and `show(k, note="")`, which draws frame `k` into it
-    (`note`: the third title line, by default where the reference time lies) and returns
-    its pixels. `masked`, `originals` `[B, S, S, C]`; `completed [B, T, S, S, C]`;
-    `energies [B, T]`; `mse [T]`; `reference = (time, label)`."""
+    and returns its pixels: the title's heading line (the frame, its time, mean E and
+    masked MSE; `note`, the still's sentence of which frame it is, in place of the frame
+    number) over the caption line, one font size for every frame (`title_text`).
+    `masked`, `originals` `[B, S, S, C]`; `completed [B, T, S, S, C]`; `energies [B, T]`; `mse [T]`;
+    `reference = (time, label)`."""
     horizon, label = reference
     ts = np.asarray(times, np.float64)
     b = len(originals)
     fig = Figure(figsize=(9.6, max(3.6, 1.05 * b + 1.2)), dpi=100)
-    caption_lines = wrap(fig, caption_text, TITLE_SIZE).count("\n") + 1
+    mean_energy = energies.mean(axis=0)
+
+    def frame_heading(k):
+        return (
+            f"Energy-trajectory video, frame {k + 1} of {ts.size}: t = {ts[k]:.3g} tau, "
+            f"mean E = {mean_energy[k]:.4g}, masked MSE = {mse[k]:.4f} (normalised units)"
+        )
+
+    size = min(title_text(fig, frame_heading(k), caption_text)[1] for k in range(ts.size))
     height_pt = fig.get_figheight() * 72
-    title_pt = (caption_lines + 2) * TITLE_SIZE * 1.25 + 6
+    title_pt = 2 * size * 1.25 + 6
     grid = fig.add_gridspec(
         max(b, 2),
         5,
@@ -73,12 +83,13 @@ def _video_figure(masked, completed, originals, times, energies, mse, reference,
         ax.tick_params(labelsize=7)
     ax_e.set_xlim(ts[0], ts[-1])
     right = inside and horizon > ts[0] + 0.6 * (ts[-1] - ts[0])
-    if inside:
-        ax_e.text(
-            horizon,
-            0.96,
-            f"{label} " if right else f" {label}",
-            transform=ax_e.get_xaxis_transform(),
+    if inside:  # beside the dashed line, clear of it and of the cursor there
+        ax_e.annotate(
+            label,
+            (horizon, 0.96),
+            xycoords=ax_e.get_xaxis_transform(),
+            xytext=(-3 if right else 3, 0),
+            textcoords="offset points",
             fontsize=7,
             va="top",
             ha="right" if right else "left",
@@ -101,18 +112,11 @@ def _video_figure(masked, completed, originals, times, energies, mse, reference,
     ax_e.tick_params(labelbottom=False)
     ax_m.set_xlabel("t (tau)", fontsize=8)
     cursors = [ax.axvline(ts[0], color="tab:red", lw=1.0) for ax in (ax_e, ax_m)]
-    mean_energy = energies.mean(axis=0)
     dots = [
         ax_e.plot([ts[0]], [mean_energy[0]], "o", color="tab:red", clip_on=False)[0],
         ax_m.plot([ts[0]], [mse[0]], "o", color="tab:red", clip_on=False)[0],
     ]
-    title = fig.suptitle("", fontsize=TITLE_SIZE, y=1 - 3 / height_pt, va="top")
-    where = (
-        f"dashed: the {label} t = {horizon:.3g}"
-        if inside
-        else f"the {label} t = {horizon:.3g} lies outside the frames' times "
-        f"{ts[0]:.3g} to {ts[-1]:.3g}"
-    )
+    title = fig.suptitle("", fontsize=size, y=1 - 3 / height_pt, va="top")
 
     def show(k, note=""):
         for r, artist in enumerate(recon_artists):
@@ -121,19 +125,18 @@ def _video_figure(masked, completed, originals, times, energies, mse, reference,
             cursor.set_xdata([ts[k], ts[k]])
         dots[0].set_data([ts[k]], [mean_energy[k]])
         dots[1].set_data([ts[k]], [mse[k]])
-        title.set_text(
-            wrap(
-                fig,
-                f"Energy-trajectory video, frame {k + 1} of {ts.size}: "
-                f"t = {ts[k]:.3g} tau, mean E = {mean_energy[k]:.4g}, masked MSE "
-                f"= {mse[k]:.4f} (normalised units)",
-                TITLE_SIZE,
+        if note:  # the still: which frame it is, in place of "frame k of T"
+            heading = (
+                f"Energy video {note}; mean E = {mean_energy[k]:.4g}, masked MSE = {mse[k]:.4f} "
+                "(normalised units)"
             )
-            + "\n"
-            + wrap(fig, caption_text, TITLE_SIZE)
-            + "\n"
-            + wrap(fig, note or where, TITLE_SIZE)
-        )
+            own = title_text(fig, heading, caption_text)[1]  # its own size, if smaller
+            text, shown, gid = title_text(fig, heading, caption_text, size=min(size, own))
+        else:
+            text, shown, gid = title_text(fig, frame_heading(k), caption_text, size=size)
+        title.set_fontsize(shown)
+        title.set_text(text)
+        title.set_gid(gid)
         return figure_to_frame(fig)
 
     return fig, show
@@ -197,7 +200,7 @@ def energy_video_frames(
     `times [T]` (tau), e.g. `frame_times(4 * model.dynamics.t1, 49)`; `reference`:
     `(time, label)` of the dashed line (default `reference_time(model, images,
     masking)`); `name`: the model's name for the caption; `still`: also return the
-    figure, drawn at the still frame (`still_frame`) with a line saying which frame it
+    figure, drawn at the still frame (`still_frame`), its title saying which frame it
     is; `options`: how to solve, a `solvers.SolveOptions` (None: the model's own,
     `model.dynamics.options`), its cap raised to reach the last time (as for
     `image_trajectory`).

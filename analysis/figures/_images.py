@@ -232,7 +232,9 @@ def _reconstruction_drawing(data: dict, caption_text: str) -> Figure:
     """Figure 3 drawn from `reconstruction_figure`'s data."""
     rows = (("masked input", "masked"), ("reconstruction", "completed"), ("original", "original"))
     b = len(data["original"])
-    fig = Figure(figsize=(max(1.2 * b + 1.0, 4.8), 4.6), dpi=100, layout="constrained")
+    fig = Figure(
+        figsize=(max(1.2 * b + 1.0, 6.8), 4.6), dpi=100, layout="constrained"
+    )  # the caption: one line
     axes = fig.subplots(3, b, squeeze=False)
     for r, (label, key) in enumerate(rows):
         for c in range(b):
@@ -241,8 +243,7 @@ def _reconstruction_drawing(data: dict, caption_text: str) -> Figure:
         axes[r, 0].set_ylabel(label, fontsize=8)
     title(
         fig,
-        "Held-out completions by the model's own dynamics (above each: its MSE over "
-        "the occluded patches, normalised units)",
+        "Held-out completions (above each: MSE on the occluded patches, normalised units)",
         caption_text,
     )
     return fig
@@ -400,8 +401,8 @@ def memories_figure(
     _show(ax, mosaic(tiles, columns))
     title(
         fig,
-        f"{count} of {len(xi)} Hopfield memories, largest norm first, row by row "
-        "(decoded as patches; each patch rescaled to its own min-max)",
+        f"{count} of {len(xi)} Hopfield memories, largest norm first, as patches (each "
+        "min-max rescaled)",
         _model_caption(
             model,
             name,
@@ -439,8 +440,7 @@ def attention_weights_figure(
         data[f"{matrix}_ranges"] = ranges.reshape(h, y, 2)
     title(
         fig,
-        "Rows of the attention weights Wq and Wk decoded as patches: a row per head, "
-        f"{y} per head (each patch rescaled to its own min-max)",
+        f"Wq and Wk rows decoded as patches, {y} per head (each min-max rescaled)",
         _model_caption(
             model, name, f"{h} head{'s' if h != 1 else ''}", f"dimension {att.Wq.shape[-1]}"
         ),

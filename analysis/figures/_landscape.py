@@ -96,13 +96,17 @@ def plot_continuation(
     `switch_branch`): left, the steady state (or its RMS distance from the first branch's
     first point; or the per-point entry `observable` of each branch, named
     `observable_label`) against `p`, solid where stable, dashed where not, each
-    bifurcation marked and named; right, the real part of the leading eigenvalue against
-    `p`, with zero marked. `labels`: a name per branch. Returns the `Figure`."""
+    bifurcation marked and named (hollow, "not located", and "near p" in the title where
+    its bisection did not reach `locate_tol`: `located` False); right, the real part of
+    the leading eigenvalue against `p`, with zero marked. The caption gives the points,
+    Newton's tolerance and, for a branch that ended before its requested `p_span`
+    (`max_points`, `ds_min`), where and why. `labels`: a name per branch. Returns the
+    `Figure`."""
     branches = result if isinstance(result, (list, tuple)) else [result]
     labels = labels or [f"branch {i + 1}" for i in range(len(branches))]
     reference = None if observable is not None else np.asarray(branches[0]["x"][0], float).ravel()
     fig, axes = figure(2, 1, height=3.4)
-    found = []
+    found, stops = [], []
     for number_, (branch, label) in enumerate(zip(branches, labels)):
         colour = f"C{number_}"
         if observable is None:
@@ -124,13 +128,41 @@ def plot_continuation(
                 if observable is None and np.size(b["x"]) == 1
                 else float(np.interp(b["s"], np.asarray(branch["s"], float), value_points))
             )
-            axes[0, 0].plot([b["p"]], [y_b], marker, color=colour_b, ms=7, zorder=5)
-            found.append(f"{KIND_NAMES[b['kind']]} at p = {b['p']:.4g}")
+            located = b.get("located", True) is not False
+            axes[0, 0].plot(
+                [b["p"]],
+                [y_b],
+                marker,
+                color=colour_b,
+                mfc=colour_b if located else "white",
+                ms=7,
+                zorder=5,
+            )
+            found.append(
+                f"{KIND_NAMES[b['kind']]} at p = {b['p']:.4g}"
+                if located
+                else f"{KIND_NAMES[b['kind']]} near p = {b['p']:.4g} (not located)"
+            )
+        ended = _short_of_span(branch)
+        if ended:
+            stops.append(f"{label} {ended}" if len(branches) > 1 else ended)
     axes[0, 0].set_xlabel("parameter p")
     axes[0, 0].set_ylabel(ylabel)
     for kind, (marker, colour_b) in KIND_MARKERS.items():
-        if any(b["kind"] == kind for branch in branches for b in branch["bifurcations"]):
-            axes[0, 0].plot([], [], marker, color=colour_b, label=KIND_NAMES[kind])
+        for located in (True, False):
+            if any(
+                b["kind"] == kind and (b.get("located", True) is not False) == located
+                for branch in branches
+                for b in branch["bifurcations"]
+            ):
+                axes[0, 0].plot(
+                    [],
+                    [],
+                    marker,
+                    color=colour_b,
+                    mfc=colour_b if located else "white",
+                    label=KIND_NAMES[kind] + ("" if located else " (not located)"),
+                )
     axes[0, 0].legend(fontsize=7, loc="best")
     axes[0, 0].set_title("steady states (dashed: unstable)", fontsize=9)
     axes[0, 1].axhline(0.0, color="0.5", lw=0.8)
@@ -146,9 +178,29 @@ def plot_continuation(
         "dense" if branches[0].get("dense") else "matrix-free",
         f"Newton tol {number(meta['tol'])}" if meta.get("tol") is not None else "",
         f"parameter {meta['parameter']}" if meta.get("parameter") else "",
+        *stops,
     ]
     title(fig, what, caption(meta, extra=extra))
     return finish(fig, path)
+
+
+def _short_of_span(branch: Mapping[str, Any]) -> str:
+    """Where a branch ended before its requested `p_span` (`metadata["p_span"]`), and
+    why (`stop_reason`: `"max_points"`, `"ds_min"`; a closed loop is no shortfall), as
+    the caption says it; empty where it reached the span's end. A branch without a
+    stop reason ended short where its last `p` lies inside the span."""
+    p = np.asarray(branch["p"], float)
+    span = (branch.get("metadata") or {}).get("p_span")
+    reason = branch.get("stop_reason")
+    if reason in ("p_span", "closed") or p.size == 0:
+        return ""
+    if span is None:
+        return f"stopped by {reason} at p = {p[-1]:.4g}" if reason else ""
+    low, high = sorted(float(v) for v in span)
+    if reason is None and not low < p[-1] < high:
+        return ""
+    why = f"by {reason} " if reason else ""
+    return f"stopped {why}at p = {p[-1]:.4g}, short of the span {low:.4g} to {high:.4g}"
 
 
 def _kind(attractor: Mapping[str, Any]) -> str:
@@ -171,7 +223,9 @@ def plot_basins(
     """The basin map of `basins` run on a grid (`grid_shape`): each start coloured by the
     attractor it reached (grey: not converged), with each attractor's fraction, energy and
     Morse index in the legend, and the basin entropy. `a`, `b`: the grid's coordinates
-    (`grid_starts`), down the rows and across. Returns the `Figure`."""
+    (`grid_starts`' `a` along the rows, `b` along the columns, in the units of its
+    `extent`), which the axes show, `a` up and `b` across (`axis_labels` name them);
+    without them the axes show the grid's indices and say so. Returns the `Figure`."""
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
@@ -180,22 +234,35 @@ def plot_basins(
     labels = np.asarray(result["labels_grid"])
     attractors = result["attractors"]
     colours = ["0.75"] + [f"C{i % 10}" for i in range(len(attractors))]
-    fig, axes = figure(1, 1, width=6.4, height=4.0)
+    fig, axes = figure(1, 1, width=8.0, height=4.0)  # wide: the caption on one line
     ax = axes[0, 0]
-    extent = None
-    if a is not None and b is not None:
-        extent = (float(b[0]), float(b[-1]), float(a[-1]), float(a[0]))
+    coordinates = a is not None and b is not None
+    if coordinates:
+        a, b = np.asarray(a, float), np.asarray(b, float)
+        if (a.size, b.size) != labels.shape:
+            raise ValueError(
+                f"plot_basins: a and b hold {a.size} and {b.size} coordinates for a grid of "
+                f"{labels.shape[0]} x {labels.shape[1]} starts."
+            )
+    else:  # no coordinates: the grid's indices, and the axes say so
+        a, b = np.arange(labels.shape[0], dtype=float), np.arange(labels.shape[1], dtype=float)
+
+    def edges(values):  # each cell centred on its coordinate
+        step = (values[-1] - values[0]) / max(values.size - 1, 1) if values.size > 1 else 1.0
+        return float(values[0] - step / 2), float(values[-1] + step / 2)
+
     ax.imshow(
         labels + 1,
         cmap=ListedColormap(colours),
         vmin=0,
         vmax=len(colours) - 1,
         interpolation="nearest",
-        extent=extent,
+        origin="lower",
+        extent=(*edges(b), *edges(a)),
         aspect="auto",
     )
-    ax.set_xlabel(f"{axis_labels[1]} (across)")
-    ax.set_ylabel(f"{axis_labels[0]} (down)")
+    ax.set_xlabel(axis_labels[1] if coordinates else f"{axis_labels[1]}: grid column (index)")
+    ax.set_ylabel(axis_labels[0] if coordinates else f"{axis_labels[0]}: grid row (index)")
     handles = [
         Patch(
             color=colours[i + 1],
@@ -264,7 +331,7 @@ def plot_basin_continuation(
     if len(tracks) > 10:  # twenty distinct colours before they repeat
         palette = [matplotlib.colormaps["tab20"](i) for i in range(20)]
     colours = [palette[i % len(palette)] for i in range(len(tracks))]
-    fig, axes = figure(1, 2, width=6.4, height=2.5)
+    fig, axes = figure(1, 2, width=8.4, height=2.5)  # wide: the caption on one line
     top, bottom = axes[0, 0], axes[1, 0]
     missing = np.clip(1.0 - fractions.sum(axis=1), 0.0, 1.0)
     top.stackplot(p, *fractions.T, missing, colors=colours + ["0.8"], linewidth=0.3)
@@ -448,6 +515,7 @@ def plot_parameter_plane(
     axes[0, 1].legend(fontsize=7, loc="best")
     for ax in axes[0]:
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    found = list(dict.fromkeys(found))  # a cusp that several curves find, named once
     what = "Folds followed in two parameters: " + (
         "; ".join(found) if found else "no cusp on the curves"
     )

@@ -11,7 +11,16 @@ from matplotlib.figure import Figure
 from .._common import energy_noise
 from .._common import short_number as _g
 from ..energy import decay_curve
-from ._plotting import FLOW_COLOURS, caption, figure, finish, model_name, positive, title
+from ._plotting import (
+    FLOW_COLOURS,
+    caption,
+    figure,
+    finish,
+    model_name,
+    positive,
+    samples_text,
+    title,
+)
 
 
 def _figure_caption(result: Mapping[str, Any]) -> str:
@@ -25,12 +34,14 @@ def _figure_caption(result: Mapping[str, Any]) -> str:
     extra = [f"fixed point: RMS G < {_g(meta.get('fixed_point_tol'))}"]
     if meta.get("hold_tol") is not None:
         extra.append(f"projected flow held below RMS G {_g(meta['hold_tol'])}")
-    return caption(meta, solver=solver_part, extra=extra)
+    # `long_horizon` follows one state: one image of a job (its metadata has `data`)
+    return caption(meta, samples=samples_text(meta, 1), solver=solver_part, extra=extra)
 
 
 def plot_long_horizon(result: Mapping[str, Any], path: Path | str | None = None) -> Figure:
     """Six panels against time (log axes), one colour per flow, under a title and a
-    caption line (model, horizon, dtype, flows and solvers, tolerances): E(t) - E_ref
+    caption line (model, the one image or sample followed, horizon, dtype, flows and
+    solvers, tolerances): E(t) - E_ref
     with the one reference named, RMS G with the chosen decay law dashed and the
     fixed-point tolerance dotted, token scales (median, min-max band; absent for a model
     without them), the error named after `metadata["error"]` (if recorded), the mean
@@ -175,12 +186,12 @@ def plot_long_horizon(result: Mapping[str, Any], path: Path | str | None = None)
         "x",
     )
     ax_lyap.set_xscale("log")
-    ax_lyap.axhline(0.0, color="0.5", lw=0.8)
     ax_lyap.set_xlabel("horizon T (tau)")
     ax_lyap.set_ylabel(f"log(|d{letter}(T)| / |d{letter}(0)|) / T  (1/tau)")
     if ax_lyap.get_legend_handles_labels()[0]:
+        ax_lyap.axhline(0.0, color="0.5", lw=0.8)
         ax_lyap.legend(fontsize=6.5)
-    else:
+    else:  # words, and no zero line under them
         ax_lyap.text(
             0.5,
             0.5,

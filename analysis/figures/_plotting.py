@@ -1,12 +1,16 @@
 """Figures without global state: `matplotlib.figure.Figure` objects rendered with the Agg
 canvas, never pyplot (so plotting works headless and leaves no open windows).
 
-Every figure says what it shows: `title` writes a title line and a caption line (model,
+Every figure says what it shows: `title` writes a heading line and a caption line (model,
 horizon, dtype, sample count, solver and tolerances, from the result's `metadata`:
-`caption`). `finish` gives every log axis readable ticks (`tidy_log_axes`) before it
-saves, in the format of the path's suffix (png, pdf, svg). `layout_problems` lists
-overlapping or clipped text from matplotlib's own text extents: the tests require it
-to be empty for every figure the package draws."""
+`caption`), each on one line of the figure's width (the rule `layout_problems` checks:
+at most `TITLE_LINES` lines). `finish` gives every log axis readable ticks
+(`tidy_log_axes`) before it saves, in the format of the path's suffix (png, pdf, svg).
+`label_points` writes a label beside each point of a series, clear of other text and of
+the lines of other colours. `layout_problems` (`_layout`) lists overlapping or clipped
+text, text over a line it does not label, and titles over two lines, from matplotlib's
+own text extents: the tests require it to be empty for every figure the package
+draws."""
 
 import itertools
 import math
@@ -14,17 +18,30 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib import rc_context, ticker
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
-from matplotlib.textpath import TextToPath
 
 from et_ode.records import atomic_path
 
+from ._layout import TITLE_LINES as TITLE_LINES
+from ._layout import (
+    _boxes_overlap,
+    _rectangle,
+    _texts,
+    line_shapes,
+    lines_under,
+    same_colour,
+    text_width,
+    title_gid,
+)
+from ._layout import layout_problems as layout_problems
+from ._layout import renderer_of as renderer_of
+
 FIGURE_FORMATS = ("png", "pdf", "svg")  # what `write_figure` and --format write
-TITLE_SIZE = 8.5
+TITLE_SIZE = 8.5  # the title's font size where its lines fit
+MIN_TITLE_SIZE = 7.0  # the smallest it is shrunk to, to keep each part on one line
+TITLE_WIDTH = 0.94  # the fraction of the figure's width a title line may take
 SEPARATOR = " \u00b7 "  # a middle dot between the parts of a caption
-_TEXT_PATH = TextToPath()  # measures text for `wrap`
 
 FLOW_COLOURS = {"native": "tab:blue", "projected": "tab:orange"}
 
@@ -171,38 +188,81 @@ def caption(
     return SEPARATOR.join(parts)
 
 
-def wrap(fig: Figure, text: str, fontsize: float, width_fraction: float = 0.94) -> str:
-    """`text` broken into lines that fit `width_fraction` of the figure's width at
-    `fontsize` (existing line breaks kept; a line breaks at spaces)."""
+def wrap(fig: Figure, text: str, fontsize: float, width_fraction: float = TITLE_WIDTH) -> str:
+    """`text` broken at spaces into lines that fit `width_fraction` of the figure's width
+    at `fontsize` (existing line breaks kept), balanced: as few lines as a greedy fill
+    needs, each as nearly the same width as the words allow, so that no paragraph ends in
+    a short orphan line."""
     width_pt = fig.get_figwidth() * 72 * width_fraction
-    font = FontProperties(size=fontsize)
 
-    def width(line):  # in points, as the font draws it
-        return _TEXT_PATH.get_text_width_height_descent(line, font, ismath=False)[0]
-
-    lines = []
-    for paragraph in text.split("\n"):
-        line = ""
+    def fill(paragraph: str, limit: float) -> list[str]:
+        lines, line = [], ""
         for word in paragraph.split(" "):
             trial = f"{line} {word}" if line else word
-            if line and width(trial) > width_pt:
+            if line and text_width(trial, fontsize) > limit:
                 lines.append(line)
                 line = word
             else:
                 line = trial
-        lines.append(line)
-    return "\n".join(lines)
+        return lines + [line]
+
+    out = []
+    for paragraph in text.split("\n"):
+        lines = fill(paragraph, width_pt)
+        if len(lines) > 1:  # the narrowest width that keeps that many lines
+            low = max(text_width(word, fontsize) for word in paragraph.split(" "))
+            high = width_pt
+            for _ in range(20):
+                middle = 0.5 * (low + high)
+                low, high = (
+                    (low, middle) if len(fill(paragraph, middle)) <= len(lines) else (middle, high)
+                )
+            lines = fill(paragraph, high)
+        out += lines
+    return "\n".join(out)
+
+
+def title_text(
+    fig: Figure, what: str, caption_text: str = "", size: float | None = None
+) -> tuple[str, float, str]:
+    """What `title` writes: `(text, font size, gid)`. With a caption, the heading `what`
+    takes the first line and the caption the second, at `TITLE_SIZE` or, where either is
+    wider than the figure (`TITLE_WIDTH`), at the largest size down to `MIN_TITLE_SIZE`
+    at which both fit; a heading alone may take two lines. A part still too wide is
+    broken into balanced lines (`wrap`), and `layout_problems` reports the title (more
+    than `TITLE_LINES` lines): shorten the heading or the caption. The gid records the
+    lines of each part (`title_gid`). `size`: that font size instead (a video's frames
+    keep one)."""
+    parts = [part for part in (what, caption_text) if part]
+    limit = fig.get_figwidth() * 72 * TITLE_WIDTH
+    fixed, size = size is not None, size or TITLE_SIZE
+    while (
+        not fixed
+        and len(parts) > 1
+        and size > MIN_TITLE_SIZE
+        and any(text_width(part, size) > limit for part in parts)
+    ):
+        size = max(MIN_TITLE_SIZE, size - 0.25)
+    wrapped = [wrap(fig, part, size) for part in parts]
+    return "\n".join(wrapped), size, title_gid(*(part.count("\n") + 1 for part in wrapped))
+
+
+def nothing_to_show(ax, text: str) -> None:
+    """Say in words, in the middle of `ax`, what its panel would show and why it has
+    nothing to (a panel left empty reads as a failed drawing)."""
+    ax.text(
+        0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=8, color="0.3"
+    )
 
 
 def title(fig: Figure, what: str, caption_text: str = "") -> None:
     """The figure's title, `what` it shows, and under it its caption line, as one
-    `fig.suptitle` wrapped to the figure's width (constrained layout makes room for a
-    suptitle, and a legend placed "outside lower center" or at the right stays clear of
-    it; a second figure-level text would not be laid out with such a legend)."""
-    text = wrap(fig, what, TITLE_SIZE)
-    if caption_text:
-        text += "\n" + wrap(fig, caption_text, TITLE_SIZE)
-    fig.suptitle(text, fontsize=TITLE_SIZE)
+    `fig.suptitle` (`title_text`: a heading line and a caption line, the font shrunk
+    where needed; constrained layout makes room for a suptitle, and a legend placed
+    "outside lower center" or at the right stays clear of it; a second figure-level text
+    would not be laid out with such a legend)."""
+    text, size, gid = title_text(fig, what, caption_text)
+    fig.suptitle(text, fontsize=size).set_gid(gid)
 
 
 # -------------------------------------------------------------------------- log axes
@@ -291,13 +351,42 @@ def _powers_of_ten(values) -> bool:
 # -------------------------------------------------------------- labels on data points
 
 
+# Where `label_points` tries a label, in order: offsets from the point (points) and the
+# alignment of the text there; the first ring beside the point, the others further out.
+LABEL_PLACES = (
+    (4, 2, "left", "bottom"),
+    (4, -2, "left", "top"),
+    (-4, 2, "right", "bottom"),
+    (-4, -2, "right", "top"),
+    (0, 5, "center", "bottom"),
+    (0, -5, "center", "top"),
+    (6, 0, "left", "center"),
+    (-6, 0, "right", "center"),
+    (7, 7, "left", "bottom"),
+    (7, -7, "left", "top"),
+    (-7, 7, "right", "bottom"),
+    (-7, -7, "right", "top"),
+    (0, 11, "center", "bottom"),
+    (0, -11, "center", "top"),
+    (11, 0, "left", "center"),
+    (-11, 0, "right", "center"),
+    (11, 12, "left", "bottom"),
+    (11, -12, "left", "top"),
+    (-11, 12, "right", "bottom"),
+    (-11, -12, "right", "top"),
+)
+
+
 def label_points(ax, xs, ys, labels, *, fontsize: float = 6.5, color=None, renderer=None) -> int:
     """Write `labels[i]` beside the point `(xs[i], ys[i])` of `ax` (e.g. the tolerance of
-    each point of a work-precision line), each at the first of eight places around its
-    point where it overlaps no other text, no other labelled point and stays inside the
-    axes. The figure is drawn first (its layout fixed: call this after everything else
-    is plotted; `renderer`: that of a figure already drawn so, `renderer_of`, to label
-    several sets of points after one drawing); the labels take no part in the layout.
+    each point of a work-precision line), in `color` (that of the points' series: a label
+    labels the lines of its own colour, `layout_problems`), each at the first of the
+    `LABEL_PLACES` around its point where it stays inside the axes and overlaps no other
+    text, no other labelled point and no line or marker at all; failing that, at the
+    first where it crosses only lines of its own colour (its own series). The figure is
+    drawn first (its layout fixed: call this after everything else is plotted;
+    `renderer`: that of a figure already drawn so, `renderer_of`, to label several sets
+    of points after one drawing); the labels take no part in the layout.
 
     **Returns:** the number of labels left out because no place was free (0 normally;
     say so in the figure when it is not)."""
@@ -307,23 +396,16 @@ def label_points(ax, xs, ys, labels, *, fontsize: float = 6.5, color=None, rende
         renderer = renderer_of(fig)
     frame = ax.get_window_extent(renderer)
     taken = [text.get_window_extent(renderer) for _, _, text, _ in _texts(fig)]
+    shapes = line_shapes(ax)
     points = ax.transData.transform(np.column_stack([np.asarray(xs, float), np.asarray(ys, float)]))
     marks = [(px - 3, py - 3, px + 3, py + 3) for px, py in points if np.isfinite([px, py]).all()]
-    places = (
-        (4, 2, "left", "bottom"),
-        (4, -2, "left", "top"),
-        (-4, 2, "right", "bottom"),
-        (-4, -2, "right", "top"),
-        (0, 5, "center", "bottom"),
-        (0, -5, "center", "top"),
-        (6, 0, "left", "center"),
-        (-6, 0, "right", "center"),
-    )
     left_out = 0
     for (px, py), (x, y), label in zip(points, zip(xs, ys), labels):
         if not (np.isfinite([px, py]).all() and frame.contains(px, py)):
             continue
-        for dx, dy, ha, va in places:
+        own = (px - 3, py - 3, px + 3, py + 3)
+        chosen = fallback = None
+        for dx, dy, ha, va in LABEL_PLACES:
             text = ax.annotate(
                 label,
                 (x, y),
@@ -342,227 +424,28 @@ def label_points(ax, xs, ys, labels, *, fontsize: float = 6.5, color=None, rende
                 and box.y0 >= frame.y0
                 and box.y1 <= frame.y1
             )
-            own = (px - 3, py - 3, px + 3, py + 3)
-            if (
+            free = (
                 inside
                 and not any(_boxes_overlap(box.extents, other.extents) for other in taken)
                 and not any(_boxes_overlap(box.extents, mark) for mark in marks if mark != own)
-            ):
-                taken.append(box)
-                break
-            text.remove()
-        else:
-            left_out += 1
-    return left_out
-
-
-# --------------------------------------------------------------------- layout checks
-
-
-def renderer_of(fig: Figure):
-    """Draw `fig` (giving it an Agg canvas if it has none) and return the renderer, with
-    which every artist's extent in pixels is final."""
-    canvas = fig.canvas
-    if not hasattr(canvas, "get_renderer"):
-        canvas = FigureCanvasAgg(fig)
-    canvas.draw()
-    return canvas.get_renderer()
-
-
-def _axes_name(ax, index: int) -> str:
-    label = ax.get_title() or ax.get_ylabel() or ax.get_label() or ""
-    label = " ".join(label.split())
-    return f"axes {index}" + (f" ({label[:40]})" if label else "")
-
-
-def _texts(fig: Figure):
-    """`(owner, kind, Text, axes)` for every visible, non-empty text that `fig` draws:
-    per axes the tick labels in view, axis labels, offset texts, titles, texts and
-    annotations, legend entries and titles; the figure's texts, suptitle, supxlabel,
-    supylabel and legends. The owner names the axes (or "figure"; a legend's entries are
-    owned by the legend); `axes` is the axes drawing it (None for the figure's)."""
-    items = []
-
-    seen = set()
-
-    def add(owner, kind, artist, ax):
-        if (
-            artist is not None
-            and id(artist) not in seen
-            and artist.get_visible()
-            and artist.get_text().strip()
-        ):
-            seen.add(id(artist))
-            items.append((owner, kind, artist, ax))
-
-    def add_legend(owner, legend, ax):
-        if legend is None or not legend.get_visible():
-            return
-        for text in legend.get_texts():
-            add(f"{owner} legend", "legend entry", text, ax)
-        add(f"{owner} legend", "legend title", legend.get_title(), ax)
-
-    for index, ax in enumerate(fig.axes):
-        if not ax.get_visible():
-            continue
-        owner = _axes_name(ax, index)
-        if ax.axison:
-            for letter, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
-                if not axis.get_visible():
-                    continue
-                # the ticks in view, those drawn (private: matplotlib's stubs omit it)
-                for tick in axis._update_ticks():  # type: ignore[union-attr]
-                    if tick.get_visible():
-                        add(owner, f"{letter} tick label", tick.label1, ax)
-                        add(owner, f"{letter} tick label", tick.label2, ax)
-                add(owner, f"{letter} axis label", axis.label, ax)
-                add(owner, f"{letter} offset text", axis.get_offset_text(), ax)
-        # the left and right titles have no public accessor (nor a place in the stubs)
-        for text in (ax.title, ax._left_title, ax._right_title):  # type: ignore[attr-defined]
-            add(owner, "title", text, ax)
-        for text in ax.texts:
-            add(owner, "text", text, ax)
-        add_legend(owner, ax.get_legend(), ax)
-    for kind in ("suptitle", "supxlabel", "supylabel"):
-        add("figure", kind, getattr(fig, f"_{kind}", None), None)
-    for text in fig.texts:
-        add("figure", "text", text, None)
-    for legend in fig.legends:
-        add_legend("figure", legend, None)
-    return items
-
-
-def _rectangle(text, renderer):
-    """`(centre x, centre y, half width, half height, angle in radians)` of the rotated
-    rectangle a text occupies, in pixels (its extent is the bounding box of that
-    rectangle, with the same centre)."""
-    box = text.get_window_extent(renderer)
-    angle = math.radians(text.get_rotation() % 180.0)
-    if abs(math.sin(2 * angle)) < 1e-9:  # 0 or 90 degrees: the box is the rectangle
-        return (*box.p0 + (box.size / 2), box.width / 2, box.height / 2, 0.0)
-    rotation = text.get_rotation()
-    try:
-        text.set_rotation(0.0)
-        flat = text.get_window_extent(renderer)
-    finally:
-        text.set_rotation(rotation)
-    return (*box.p0 + (box.size / 2), flat.width / 2, flat.height / 2, angle)
-
-
-def _overlap(a, b, tolerance: float = 0.5) -> bool:
-    """Whether two rotated rectangles (`_rectangle`) overlap by more than `tolerance`
-    pixels along every separating direction (the separating axis test)."""
-    centre = np.array([b[0] - a[0], b[1] - a[1]])
-    axes = []
-    for rect in (a, b):
-        c, s = math.cos(rect[4]), math.sin(rect[4])
-        axes += [np.array([c, s]), np.array([-s, c])]
-    for direction in axes:
-
-        def reach(rect):
-            c, s = math.cos(rect[4]), math.sin(rect[4])
-            u, v = np.array([c, s]), np.array([-s, c])
-            return rect[2] * abs(direction @ u) + rect[3] * abs(direction @ v)
-
-        if abs(centre @ direction) >= reach(a) + reach(b) - tolerance:
-            return False
-    return True
-
-
-def _boxes_overlap(a, b, tolerance: float = 0.5) -> bool:
-    """Whether two boxes `(x0, y0, x1, y1)` overlap by more than `tolerance` pixels."""
-    return bool(
-        min(a[2], b[2]) - max(a[0], b[0]) > tolerance
-        and min(a[3], b[3]) - max(a[1], b[1]) > tolerance
-    )
-
-
-def _shown(text) -> str:
-    words = " ".join(text.get_text().split())
-    return repr(words if len(words) <= 40 else words[:37] + "...")
-
-
-def layout_problems(fig: Figure, *, tolerance: float = 0.5) -> list[str]:
-    """Overlapping and clipped text in `fig`, from matplotlib's own extents: draw it
-    (Agg), then for every visible text (`_texts`: tick labels in view, axis labels,
-    titles, texts, annotations, legends, suptitle and other figure texts) report
-
-    - any part of it outside the figure's canvas (it would be cut off);
-    - a text clipped by its clip box (a label cut at the axes' edge);
-    - two texts that overlap (tick labels of one axis, or any two texts at all: a legend's
-      entries with another axes' labels, a title with a neighbour's tick labels), rotated
-      texts by their rotated rectangles;
-    - a legend's frame over a text that is not its own;
-    - a text over another axes' plotting area (not its twin's).
-
-    `tolerance`: pixels of overlap ignored (touching boxes). **Returns:** one sentence per
-    problem (an empty list for a clean figure)."""
-    renderer = renderer_of(fig)
-    canvas = fig.bbox
-    items = _texts(fig)
-    problems = []
-    boxes = [text.get_window_extent(renderer) for _, _, text, _ in items]
-    for (owner, kind, text, _), box in zip(items, boxes):
-        if (
-            box.x0 < canvas.x0 - tolerance
-            or box.y0 < canvas.y0 - tolerance
-            or box.x1 > canvas.x1 + tolerance
-            or box.y1 > canvas.y1 + tolerance
-        ):
-            problems.append(
-                f"{owner}: {kind} {_shown(text)} extends outside the canvas "
-                f"({box.x0:.0f}..{box.x1:.0f} x {box.y0:.0f}..{box.y1:.0f} px; "
-                f"canvas {canvas.width:.0f} x {canvas.height:.0f})"
             )
-        clip = text.get_clip_box() if text.get_clip_on() else None
-        if clip is not None and not (
-            box.x0 >= clip.x0 - tolerance
-            and box.x1 <= clip.x1 + tolerance
-            and box.y0 >= clip.y0 - tolerance
-            and box.y1 <= clip.y1 + tolerance
-        ):
-            problems.append(f"{owner}: {kind} {_shown(text)} is clipped by its axes")
-    rectangles = [_rectangle(text, renderer) for _, _, text, _ in items]
-    for (i, (owner_a, kind_a, a, _)), (j, (owner_b, kind_b, b, _)) in itertools.combinations(
-        enumerate(items), 2
-    ):
-        if not _boxes_overlap(boxes[i].extents, boxes[j].extents, tolerance):
-            continue  # the bounding boxes hold the rotated rectangles
-        if _overlap(rectangles[i], rectangles[j], tolerance):
-            where = owner_a if owner_a == owner_b else f"{owner_a} / {owner_b}"
-            problems.append(f"{where}: {kind_a} {_shown(a)} overlaps {kind_b} {_shown(b)}")
-    legends = [
-        (f"{_axes_name(ax, i)} legend", ax.get_legend()) for i, ax in enumerate(fig.axes)
-    ] + [("figure legend", leg) for leg in fig.legends]
-    for name, legend in legends:
-        if legend is None or not legend.get_visible():
-            continue
-        frame = legend.get_window_extent(renderer)
-        if (
-            frame.x0 < canvas.x0 - tolerance
-            or frame.y0 < canvas.y0 - tolerance
-            or frame.x1 > canvas.x1 + tolerance
-            or frame.y1 > canvas.y1 + tolerance
-        ):
-            problems.append(f"{name} extends outside the canvas")
-        for (owner, kind, text, _), box in zip(items, boxes):
-            if owner != name and _boxes_overlap(frame.extents, box.extents, tolerance):
-                problems.append(f"{name} covers {owner}: {kind} {_shown(text)}")
-    panels = [
-        (ax, _axes_name(ax, i), ax.get_window_extent(renderer))
-        for i, ax in enumerate(fig.axes)
-        if ax.get_visible() and ax.axison
-    ]
-    for (owner, kind, text, own), box in zip(items, boxes):
-        for ax, name, panel in panels:
-            if own is ax:
-                continue
-            if own is not None and np.allclose(
-                own.get_position().extents, ax.get_position().extents
+            under = lines_under(_rectangle(text, renderer), shapes) if free else []
+            if free and not under:
+                chosen = text
+                break
+            if (
+                free
+                and fallback is None
+                and all(any(same_colour(text.get_color(), c) for c in s["colours"]) for s in under)
             ):
-                continue  # a twin: the same panel
-            if _boxes_overlap(panel.extents, box.extents, tolerance):
-                problems.append(
-                    f"{owner}: {kind} {_shown(text)} lies over the plotting area of {name}"
-                )
-    return problems
+                fallback = text
+                continue
+            text.remove()
+        if chosen is not None and fallback is not None:
+            fallback.remove()
+        chosen = chosen or fallback
+        if chosen is None:
+            left_out += 1
+        else:
+            taken.append(chosen.get_window_extent(renderer))
+    return left_out

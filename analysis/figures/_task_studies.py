@@ -9,7 +9,16 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from ._plotting import caption, figure, finish, positive, samples_text, title
+from ._plotting import (
+    caption,
+    figure,
+    finish,
+    nothing_to_show,
+    positive,
+    samples_text,
+    title,
+    wrap,
+)
 
 
 def plot_gradient_depth(result: Mapping[str, Any], path: Path | str | None = None) -> Figure:
@@ -132,7 +141,8 @@ def plot_image_basins(
     """`image_basins`' result: the basin map of the plane (the two images marked; with
     more than ten attractors each start is coloured by the energy of the attractor it
     reached), each attractor's energy against its share of the plane's and of the random
-    starts, and `shown` attractors decoded as images (those reached from the two images
+    starts (where every start reached an attractor of its own, a sentence saying so
+    instead), and `shown` attractors decoded as images (those reached from the two images
     first). Returns the `Figure`."""
     from matplotlib.colors import ListedColormap
     from matplotlib.ticker import MaxNLocator
@@ -188,7 +198,27 @@ def plot_image_basins(
         f" attractors, basin entropy {entropy['S_b']:.2g}",
         fontsize=8,
     )
+    counts = [
+        np.rint(np.asarray(part["fractions"], float) * starts)
+        for part, starts in ((plane, labels.size), (random, len(random["labels"])))
+    ]
+    single = all(np.all(c <= 1) for c in counts)  # every attractor from one start only
+    if single:
+        energy_ax.set_axis_off()
+        nothing_to_show(
+            energy_ax,
+            wrap(
+                fig,
+                f"every start reached an attractor of its own: no fractions to compare "
+                f"({len(attractors)} attractors from {labels.size} plane and "
+                f"{len(random['labels'])} random starts, one start each)",
+                8,
+                width_fraction=0.35,
+            ),
+        )
     for part, marker, name in ((plane, "o", "plane"), (random, "^", "random starts")):
+        if single:
+            break
         share = np.asarray(part["fractions"], float)
         hit = share > 0
         energy_ax.scatter(
@@ -207,7 +237,8 @@ def plot_image_basins(
     energy_ax.set_title(
         f"{random['distinct']} attractors from {len(random['labels'])} random starts", fontsize=8
     )
-    energy_ax.legend(fontsize=7, loc="best")
+    if not single:
+        energy_ax.legend(fontsize=7, loc="best")
     order, from_images = _shown_order(result, shown)
     if order:
         image_axes = bottom.subplots(1, len(order), squeeze=False)[0]

@@ -32,7 +32,7 @@ def plot_work_precision(
     times it) or its constant step (`dt`). The title says what is compared; the caption
     gives the model, sample count, flow, t1, dtype and the reference. Runs that did not
     reach t1 are left out and counted in the caption. Returns the `Figure`."""
-    fig, axes = figure(2, 1, width=4.0, height=3.4)
+    fig, axes = figure(2, 1, width=4.2, height=3.8)
     key = "error_exact" if against == "exact" else "error_paper"
     meta = result.get("metadata", {})
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -78,22 +78,23 @@ def plot_work_precision(
     failed = sum(1 for run in result["runs"] if not np.isfinite(run[key]))
     reference = result.get("reference", {})
     extra = [
-        f"adaptive: atol = {meta['atol_factor']:g} rtol" if "atol_factor" in meta else "",
-        f"reference {solver_text(reference)} in {reference.get('dtype', 'float64')}"
+        f"atol = {meta['atol_factor']:g} rtol" if "atol_factor" in meta else "",
+        f"{reference.get('dtype', 'float64')} reference {solver_text(reference)}"
         if against == "exact" and reference.get("solver")
         else "",
-        f"{failed} runs did not reach t1 (not shown)" if failed else "",
+        f"{failed} {'run' if failed == 1 else 'runs'} did not reach t1 (not drawn)"
+        if failed
+        else "",
     ]
     batch = meta.get("batch") or np.shape(reference.get("x_final", np.zeros((0,))))[0] or None
-    what = (
-        f"Work against precision: error of x(t1) against {versus}; points labelled with rtol or dt"
-    )
+    what = f"Work against precision: error of x(t1) against {versus}; points labelled rtol or dt"
 
-    def label_every_point():
+    def label_every_point(order):
         tidy_log_axes(fig)
         renderer, left_out = renderer_of(fig), 0  # one drawing fixes the layout
         for ax, x_key in zip(axes[0], ("nfe", "wall_s")):
-            for (name, kind), runs in groups.items():
+            for name, kind in order:
+                runs = groups[(name, kind)]
                 labels = [
                     f"{r['rtol']:.0e}".replace("e-0", "e-")
                     if kind == "adaptive"
@@ -117,17 +118,32 @@ def plot_work_precision(
         what,
         caption(meta, samples=samples_text(meta, batch) if batch else None, solver="", extra=extra),
     )
-    if label_every_point():  # say so, and place the labels again under the longer caption
+
+    def unlabel():
         for ax in axes[0]:
             for text in list(ax.texts):
                 text.remove()
-        extra.append("points without a label had no room for one (the JSON lists every run)")
+
+    # the series in their order, else the last first (the first labelled pick first)
+    orders = [list(groups), list(groups)[::-1]]
+    left_out = label_every_point(orders[0])
+    if left_out:
+        unlabel()
+        reversed_out = label_every_point(orders[1])
+        if reversed_out > left_out:
+            unlabel()
+            label_every_point(orders[0])
+        else:
+            orders.reverse()
+            left_out = reversed_out
+    if left_out:
+        unlabel()  # say so, and place the labels again under the new title
         title(
             fig,
-            what,
+            what + " (some had no room)",
             caption(
                 meta, samples=samples_text(meta, batch) if batch else None, solver="", extra=extra
             ),
         )
-        label_every_point()
+        label_every_point(orders[0])
     return finish(fig, path)

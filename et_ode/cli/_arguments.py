@@ -4,6 +4,7 @@ options (integers and numbers in range, lists of them, solver names)."""
 
 import argparse
 import math
+import re
 
 from ..analysis import FIGURE_FORMATS
 from ..solvers import SOLVER_NAMES
@@ -13,11 +14,23 @@ from ..tasks import EVAL_KEY
 # jax_enable_x64 (beyond 2**32 - 1 a key wraps around without it, and 2**63 overflows).
 SEED_MAX = 2**32 - 1
 
+# What reads as a negative number on the command line (`-1`, `-.5`, `-1e-6`, `-inf`).
+NEGATIVE_NUMBER = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line refusals: `et-ode COMMAND: error: MESSAGE (et-ode COMMAND
     --help lists the options)` on stderr and exit code 2, no usage block. Its
-    sub-parsers (the commands, the graph actions) are of this class too."""
+    sub-parsers (the commands, the graph actions) are of this class too.
+
+    A negative number is a value, never an option (`--rtol -1e-6` reaches the option's
+    own range check): argparse's own test takes `-1` and `-0.5` but not `-1e-6`, `-inf`
+    or `-nan`, which it would read as an unknown option and answer "expected one
+    argument"; no option of `et-ode` starts with a digit, a dot, `inf` or `nan`."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER
 
     def error(self, message):
         message = " ".join(str(message).split())  # one line, whatever the value held

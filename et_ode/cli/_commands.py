@@ -42,6 +42,7 @@ from ._runs import (
     job_folder,
     job_metadata,
 )
+from ._study_commands import COMMANDS
 from ._study_runners import StudySettings, command_line_options
 
 STUDY_NAMES = STUDIES
@@ -102,7 +103,9 @@ def _in_folder(options, prefix, label, job, model, config, header, images_dir, o
             dtype=model_dtype(model.core),
             images_dir=images_dir,
             files=files,
-            options={k: v for k, v in vars(options).items() if k != "handler"},
+            options={  # what was asked (not the handler, nor the refused options)
+                k: v for k, v in vars(options).items() if k != "handler" and k[0] != "_"
+            },
         )
         with stages.stage(label):
             return job(model, images, indices, masks, out, meta)
@@ -185,23 +188,11 @@ def _compare_solvers(options) -> int:
 
 
 def _study(options) -> int:
-    if options.name not in STUDY_NAMES:
-        raise ValueError(f"unknown study {options.name!r}; choose one of {', '.join(STUDY_NAMES)}.")
+    command = COMMANDS[options.name]
     _check_tolerances(options)
-    if options.name not in ("continuation", "basin-continuation") and (
-        options.parameter or options.p_span
-    ):
-        raise ValueError(
-            "--parameter and --p-span are options of `et-ode study continuation` and "
-            f"`et-ode study basin-continuation`, not of {options.name}."
-        )
-    if options.name != "lyapunov-spectrum" and options.measure:
-        raise ValueError(
-            f"--measure is an option of `et-ode study lyapunov-spectrum`, not of {options.name}."
-        )
+    settings = {option: getattr(options, option) for option in command.options}
     # before any image is read
-    settings = StudySettings(flow=options.flow, horizon=options.horizon, factor=options.factor)
-    refuse_unused(options.name, settings)
+    refuse_unused(options.name, StudySettings(**settings))
 
     def job(model, images, indices, masks, out, meta):
         return study_job(
@@ -211,35 +202,23 @@ def _study(options) -> int:
             masks,
             out,
             meta=meta,
-            flow=options.flow,
-            horizon=options.horizon,
-            factor=options.factor,
-            solver=options.solver,
-            dt0=options.dt0,
-            rtol=options.rtol,
-            atol=options.atol,
-            dtype=options.dtype,
             quick=options.quick,
             figure_format=options.format,
-            parameter=options.parameter,
-            p_span=options.p_span,
-            measure=options.measure,
+            **settings,
         )
 
     result = _run_job(options, options.name, options.name, job)
-    if isinstance(result.get("verdict"), dict):  # stability: what the point is
-        print(f"verdict: {result['verdict']['sentence']}")
-    for finding in result.get("findings") or ():  # long-horizon: a sentence per flow
-        print(finding)
+    print(result["finding"])
     print(f"wrote {result['files']['json']} and {result['files'][options.format]}")
     return 0
 
 
 def _check_tolerances(options) -> None:
-    if options.atol is not None and options.rtol is None:
+    rtol, atol = getattr(options, "rtol", None), getattr(options, "atol", None)
+    if atol is not None and rtol is None:
         raise ValueError("--atol needs --rtol (both select adaptive steps).")
-    if options.rtol is not None and options.atol is None:
-        options.atol = options.rtol * 1e-2
+    if rtol is not None and atol is None:
+        options.atol = rtol * 1e-2
 
 
 def _train(options) -> int:

@@ -21,7 +21,6 @@ from ..analysis import (
     energy_descent,
     graph_overshoot,
     long_horizon,
-    long_horizon_findings,
     plot_contributions,
     plot_convergence,
     plot_energy_descent,
@@ -43,6 +42,7 @@ from ..tasks import (
     table_markdown,
 )
 from ..vocab import FLOWS
+from ._findings import finding
 from ._jobs import write_result
 from ._runs import job_folder
 
@@ -138,14 +138,19 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
             t_max_factor=options.factor or (10.0 if quick else 100.0),
             n_times=10 if quick else 24,
         )
-        print(
-            f"test AUC {result['auc_at_horizon']:.4f} at the training horizon "
-            f"t = {result['horizon']:g}, {result['auc_at_end']:.4f} at "
+        said = (
+            f"Graph overshoot: test AUC {result['auc_at_horizon']:.4f} at the training "
+            f"horizon t = {result['horizon']:g}, {result['auc_at_end']:.4f} at "
             f"t = {result['t_max']:g}; best {result['best_auc']:.4f} at "
-            f"t = {result['best_time']:.3g}"
+            f"t = {result['best_time']:.3g}."
         )
-        # a new dict: the typed result is read-only
-        result = dict(result, metadata=dict(result["metadata"], checkpoint=str(options.checkpoint)))
+        print(said)
+        # a new dict, the finding first: the typed result is read-only
+        result = dict(
+            finding=said,
+            **result,
+        )
+        result["metadata"] = dict(result["metadata"], checkpoint=str(options.checkpoint))
         files = write_result(out, "overshoot", result, plot_graph_overshoot, options.format)
     else:
         core = cast(model.core, jnp.float64)
@@ -206,9 +211,11 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
                     lyapunov_directions=2 if quick else 4,
                 ),
             )
-            print("\n".join(f"- {s}" for s in long_horizon_findings(result)))
             plot = plot_long_horizon
         result["metadata"]["checkpoint"] = str(options.checkpoint)
+        unit = "graph" if batched or "graphs" in extra else "graph (all its nodes)"
+        result = {"finding": finding(options.name, result, unit=unit), **result}
+        print(result["finding"])
         files = write_result(out, options.name, result, plot, options.format)
     return files
 

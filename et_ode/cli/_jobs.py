@@ -39,11 +39,13 @@ from ..analysis import (
     write_video,
 )
 from ..vocab import Flow
+from ._findings import finding
 from ._landscape_runners import LANDSCAPE_RUNNERS
 from ._runs import (
     encoded,
     place,
 )
+from ._study_commands import COMMANDS, refuse_unread
 from ._study_runners import RUNNERS as STUDY_RUNNERS
 from ._study_runners import StudySettings
 
@@ -275,7 +277,7 @@ def compare_solvers_job(
     own). Writes `out/<stem>.json` (with `meta`, the job's metadata, merged into the
     study's) and the figure, `out/<stem>.<figure_format>` (png, pdf or svg).
 
-    **Returns:** the `work_precision` result, with `files`.
+    **Returns:** the `work_precision` result, with `finding` (first) and `files`.
     """
     figure_path(out, stem, figure_format)  # a bad format refused before any solve
     s, quick = settings, settings.quick
@@ -313,6 +315,8 @@ def compare_solvers_job(
         **grid,
     )
     result = _with_metadata(dict(typed), meta)  # the typed result's keys, in a new dict
+    result["metadata"]["images"] = len(images)
+    result = {"finding": finding("work-precision", result), **result}
     result["files"] = write_result(out, stem, result, plot_work_precision, figure_format)
     return result
 
@@ -320,34 +324,13 @@ def compare_solvers_job(
 # ------------------------------------------------------------------------ studies
 
 
-STUDIES = tuple(RUNNERS) + ("work-precision",)
-
-
-# The studies that run the projected flow alone, and why: no other --flow.
-PROJECTED_ONLY = {
-    "fixed-points": "fixed-points runs the projected flow (it keeps every token's scale)",
-    "basins": "basins runs the projected flow (the native one has no fixed points)",
-    "basin-continuation": (
-        "basin-continuation runs the projected flow (the native one has no fixed points)"
-    ),
-    "continuation": "continuation follows the fixed points of the projected flow",
-}
+STUDIES = tuple(COMMANDS)  # the runners' and work-precision, in the help's order
 
 
 def refuse_unused(name: str, s: StudySettings) -> None:
-    """Refuse a setting the study `name` would silently ignore, or a flow it cannot run."""
-    if s.factor is not None and name != "overshoot":
-        raise ValueError(
-            "factor (--factor) is the overshoot study's end time as a multiple of the "
-            f"horizon; {name} has none: drop it."
-        )
-    if name == "continuation" and s.horizon is not None:
-        raise ValueError(
-            "continuation follows the projected flow's fixed point in its parameter and "
-            "has no end time: drop horizon (--horizon); p_span (--p-span) sets its range."
-        )
-    if name in PROJECTED_ONLY and s.flow not in (None, "projected"):
-        raise ValueError(f"{PROJECTED_ONLY[name]}; drop flow (--flow).")
+    """Refuse a setting the study `name` does not read (it would be silently ignored),
+    in one line naming the option and why (`StudyCommand.refusal`)."""
+    refuse_unread(name, dataclasses.asdict(s))
 
 
 def study_job(
@@ -379,15 +362,19 @@ def study_job(
     `"field_strength"` or `"beta"`) and `p_span` (`(low, high)` around the trained
     value), and for
     `lyapunov-spectrum` `measure` (`"g"`, the default, `"metric"` or `"x"`: see
-    `analysis.lyapunov_spectrum`).
+    `analysis.lyapunov_spectrum`). A setting the study does not read is refused, and so
+    is a number of images it does not use (`StudyCommand.images`: stability, say, uses
+    one); `et-ode study NAME --help` lists each study's settings with their defaults.
 
-    **Returns:** the study's result with `files`.
+    **Returns:** the study's result with `finding` (a sentence: what it found, with its
+    numbers; the first entry of the JSON file) and `files`.
     """
     if name not in STUDIES:
         raise ValueError(f"unknown study {name!r}; choose one of {', '.join(STUDIES)}.")
     figure_path(out, stem or name, figure_format)  # a bad format refused before any solve
     s = StudySettings(**settings)
     refuse_unused(name, s)
+    COMMANDS[name].check_images(len(images))
     if name == "work-precision":
         only: tuple[str, ...] | None = None  # a grid's solvers (None: the default)
         fixed_only: tuple[str, ...] | None = None  # and its constant-step solvers
@@ -415,5 +402,7 @@ def study_job(
     result, plot = RUNNERS[name](model, images, masks, s)
     result = _with_metadata(dict(result), meta)  # a typed result's keys, in a new dict
     result["metadata"]["job"] = dataclasses.asdict(s)
+    result["metadata"]["images"] = len(images)  # what it used: all it was given
+    result = {"finding": finding(name, result), **result}
     result["files"] = write_result(out, stem or name, result, plot, figure_format)
     return result

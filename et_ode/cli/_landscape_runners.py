@@ -34,17 +34,17 @@ from ._study_runners import (
     _core_problem,
     _first,
     _fixed_point,
+    _given,
     start_steps,
 )
 
-# What continuation follows by default, and over which range of the parameter, as
-# multiples of its trained value (`trained_value`): beta over a decade around it.
-DEFAULT_PARAMETER = "memory_scale"
+# Over which range of the parameter continuation follows the fixed point (what it
+# follows by default: `COMMANDS["continuation"]`), as multiples of its trained value
+# (`trained_value`): beta over a decade around it.
 DEFAULT_P_SPANS = {"memory_scale": (0.5, 2.0), "field_strength": (0.5, 2.0), "beta": (0.3, 3.0)}
-# basin-continuation: what it follows by default, and over which range (as multiples of
-# the trained value): beta over two decades, where one global attractor gives way to
-# one per start on the shipped models (docs: the landscape).
-BASIN_PARAMETER = "beta"
+# basin-continuation: over which range (as multiples of the trained value) it follows
+# the attractors: beta over two decades, where one global attractor gives way to one
+# per start on the shipped models (docs: the landscape).
 BASIN_P_SPANS = {"memory_scale": (0.5, 2.0), "field_strength": (0.5, 2.0), "beta": (0.1, 10.0)}
 
 
@@ -114,7 +114,7 @@ def _continuation(model, images, masks, s):
     `--p-span` (default 0.5 to 2 times the trained value, 0.3 to 3 for beta), with the
     `k` leading eigenvalues (quick: 2, else 6) at every point and the bifurcations; at
     most 8 points each way in quick mode, else 100."""
-    parameter = s.parameter or DEFAULT_PARAMETER
+    parameter = _given(s, "continuation", "parameter")
     p0 = trained_value(model, parameter)
     _check_trained(parameter, p0)
     p_span = s.p_span or tuple(p0 * f for f in DEFAULT_P_SPANS[parameter])
@@ -215,7 +215,7 @@ def _basins(model, images, masks, s):
             fixed_point_atol=s.fixed_point_tol(dtype),
             distance_tol=1e-2 if s.quick else 1e-3,
             polish_max=4 if s.quick else 16,
-            t1=s.horizon or 1000.0,
+            t1=_given(s, "basins", "horizon"),
             k=2 if s.quick else 4,
         ),
     )
@@ -234,7 +234,7 @@ def _basin_continuation(model, images, masks, s):
     `--quick` the image's own attractor is polished by Newton at each value and its
     Morse index taken (with `--quick` none is: energies at the end states, stability
     not known)."""
-    parameter = s.parameter or BASIN_PARAMETER
+    parameter = _given(s, "basin-continuation", "parameter")
     p0 = trained_value(model, parameter)
     _check_trained(parameter, p0)
     p_span = s.p_span or tuple(p0 * f for f in BASIN_P_SPANS[parameter])
@@ -266,7 +266,7 @@ def _basin_continuation(model, images, masks, s):
                 distance_tol=1e-2 if s.quick else 1e-3,
                 # each polish takes a Lanczos run for the Morse index (seconds to minutes)
                 polish_max=0 if s.quick else 1,
-                t1=s.horizon or 1000.0,
+                t1=_given(s, "basin-continuation", "horizon"),
                 k=2 if s.quick else 4,
             ),
         ),
@@ -290,7 +290,7 @@ def _lyapunov_spectrum(model, images, masks, s):
     tolerances unless given."""
     core, x0, args, dtype = _core_problem(model, images[:1], _first(masks), s)
     rtol, atol = s.tight(dtype)
-    t1 = s.horizon or (20.0 if s.quick else 1000.0)
+    t1 = _given(s, "lyapunov-spectrum", "horizon")
     result = lyapunov_spectrum(
         core,
         x0[0],
@@ -298,10 +298,16 @@ def _lyapunov_spectrum(model, images, masks, s):
         k=4 if s.quick else 8,
         t1=t1,
         options=LYAPUNOV_OPTIONS.replace(
-            solver=s.solver or "tsit5", rtol=rtol, atol=atol, flow=s.flow or "native"
+            solver=s.solver or "tsit5",
+            rtol=rtol,
+            atol=atol,
+            flow=_given(s, "lyapunov-spectrum", "flow"),
         ),
         settings=LyapunovSpectrumSettings(
-            transient=0.1 * t1, renormalise=1.0, measure=s.measure or "g", seed=s.seed
+            transient=0.1 * t1,
+            renormalise=1.0,
+            measure=_given(s, "lyapunov-spectrum", "measure"),
+            seed=s.seed,
         ),
         dtype=jnp.dtype(dtype),
     )

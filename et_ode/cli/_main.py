@@ -9,7 +9,6 @@ from ..solvers import MAX_STEPS_LIMIT, SolveError
 from ..vocab import FLOWS
 from ._arguments import (
     _float_list,
-    _float_pair,
     _int_between,
     _model_options,
     _output_options,
@@ -31,6 +30,7 @@ from ._commands import (
     _train,
 )
 from ._graph import add_graph_commands
+from ._study_commands import add_study_commands
 
 # Frames of `et-ode frames`: each is a PNG and a state of every image kept in memory;
 # 10,000 make a video of 14 minutes at 12 fps.
@@ -153,77 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     study = commands.add_parser(
         "study",
         help="one study of the model's dynamics on held-out images: " + ", ".join(STUDY_NAMES),
+        description="One study of the model's dynamics on held-out images; `et-ode study "
+        "NAME --help` lists the options of that study, with their meaning and defaults there.",
     )
-    study.add_argument("name", metavar="NAME", help="one of " + ", ".join(STUDY_NAMES))
-    _model_options(study, images=8)
-    study.add_argument(
-        "--flow",
-        choices=FLOWS,
-        default=None,
-        help="default: the study's: both flows for convergence and long-horizon; "
-        "projected for stability, fixed-points, basins, basin-continuation and "
-        "continuation (the last four take no other); native for lyapunov-spectrum; the "
-        "model's for the others",
-    )
-    study.add_argument(
-        "--horizon",
-        "--t1",
-        dest="horizon",
-        type=_positive_float,
-        default=None,
-        help="end time in tau (its meaning per study: docs, how-to/long-horizons; "
-        "continuation has none)",
-    )
-    study.add_argument(
-        "--factor",
-        type=_positive_float,
-        default=None,
-        help="overshoot (only): end time as a multiple of the horizon (default 100; --quick: 10)",
-    )
-    _solver_options(study)
-    study.add_argument(
-        "--dtype",
-        choices=("float32", "float64"),
-        default=None,
-        help="default float64 for studies of the core, the model's own for "
-        "overshoot, gradient-depth, contributions, work-precision",
-    )
-    study.add_argument(
-        "--quick",
-        action="store_true",
-        help="small grids, short horizons; on models as large as the "
-        "authors' ImageNet model, the model's dtype and own steps (docs: "
-        "the authors' model)",
-    )
-    study.add_argument(
-        "--parameter",
-        choices=("memory_scale", "field_strength", "beta"),
-        default=None,
-        help="continuation, basin-continuation: what p is (default memory_scale for "
-        "continuation, beta for basin-continuation; memory_scale: the Hopfield "
-        "memories scaled by p, the trained model at p = 1; field_strength, "
-        "beta: the external field's strength, the attention's inverse "
-        "temperature, themselves)",
-    )
-    study.add_argument(
-        "--p-span",
-        type=_float_pair,
-        default=None,
-        metavar="LOW,HIGH",
-        help="continuation, basin-continuation: the range of p, around its trained "
-        "value (default 0.5 to 2 times it; for beta 0.3 to 3 times, and 0.1 to 10 "
-        "times for basin-continuation)",
-    )
-    study.add_argument(
-        "--measure",
-        choices=("g", "metric", "x"),
-        default=None,
-        help="lyapunov-spectrum: where the tangent vectors are measured (default g: "
-        "the energy's coordinates, token scales and means dropped, as the stability "
-        "study's exponent; x: the state's own, where the native flow's scales grow)",
-    )
-    _output_options(study, "NAME")
-    study.set_defaults(handler=_study)
+    add_study_commands(study, _study)
 
     train = commands.add_parser("train", help="train a masked-image model from a TOML config")
     train.add_argument("--config", required=True, help="TOML config (see configs/)")

@@ -17,20 +17,15 @@ import numpy as np
 from tqdm import tqdm
 
 from .. import solvers
-from ..analysis import (
-    cast,
-    float64_available,
-    held_out_images,
-    metadata,
-    normalised_patches,
-)
+from ..analysis import cast, float64_available, held_out_images, metadata
 from ..tasks import (
     EVAL_KEY,
     TEST_SCENES,
     default_scale,
-    evaluation_masks,
+    eval_masks,
     folder_images,
     held_out_split,
+    image_problem,
 )
 
 RUN_ROOT = "runs"
@@ -109,10 +104,7 @@ def held_out(model, config, n: int, seed: int = EVAL_KEY):
         )
     else:
         images, indices = held_out_split(config, n), None
-    masks = evaluation_masks(
-        config.model.n_patches, n, seed, config.data.mask_ratio, config.data.mask_fraction
-    )
-    return images, indices, masks
+    return images, indices, eval_masks(config, n, seed)
 
 
 def folder_photos(config, folder, n: int | None = None, seed: int = EVAL_KEY):
@@ -125,10 +117,7 @@ def folder_photos(config, folder, n: int | None = None, seed: int = EVAL_KEY):
             f"--images-dir reads RGB photos; this model takes {config.model.channels} channel(s)."
         )
     images, names = folder_images(folder, config.model.image_size, limit=n)
-    masks = evaluation_masks(
-        config.model.n_patches, len(images), seed, config.data.mask_ratio, config.data.mask_fraction
-    )
-    return images, names, masks
+    return images, names, eval_masks(config, len(images), seed)
 
 
 def held_out_description(config, images_dir=None) -> str:
@@ -144,18 +133,13 @@ def held_out_description(config, images_dir=None) -> str:
     )
 
 
-@eqx.filter_jit
-def _encode(model, patches, masks):
-    return model.encode_batch(patches, masks)
-
-
 def encoded(model, images, masks, dtype=None):
-    """The core's problem for held-out images: `(core, x0 [B, N, D], conditions)`, the
-    tokens and conditions `MaskedImageET.reconstruct` would start from (context
-    standardisation, `encode`), cast to `dtype` when given (float64 needs
-    `jax_enable_x64`)."""
-    x0, conditions, _, _ = _encode(model, normalised_patches(model, images), masks)
-    core = model.core
+    """The core's problem for held-out images `[B, S, S, C]` in [0, 1]: `(core,
+    x0 [B, N, D], conditions)`, the tokens and conditions `MaskedImageET.reconstruct`
+    would start from (`et_ode.tasks.image_problem`), cast to `dtype` when given (float64
+    needs `jax_enable_x64`)."""
+    problem = image_problem(model, images, masks)
+    core, x0, conditions = problem.core, problem.x0, problem.args
     if dtype is not None:
         check_dtype(dtype)
         core, x0, conditions = cast((core, x0, conditions), jnp.dtype(dtype))
@@ -272,10 +256,12 @@ def job_metadata(
 
 
 class Stages:
-    """Progress over the stages of a job: a tqdm bar on stderr (stage count, elapsed
-    time, the stage running) and one line per finished stage with its wall and CPU
-    seconds (`seconds`, `cpu_seconds`: the CPU time of all threads, a measure that a
-    busy machine does not inflate)."""
+    """Progress over the stages of a job, on stderr: a tqdm bar (stage count, elapsed
+    time, the stage running) only when stderr is a terminal, and one line per finished
+    stage with its wall and CPU seconds (`seconds`, `cpu_seconds`: the CPU time of all
+    threads, a measure that a busy machine does not inflate), terminal or not: plain
+    lines without carriage returns, what a log keeps. `enabled=False` (`--no-progress`)
+    prints neither; the seconds are measured all the same."""
 
     def __init__(self, total: int, description: str, enabled: bool = True):
         self._tqdm = tqdm
@@ -284,7 +270,7 @@ class Stages:
             desc=description,
             unit="stage",
             file=sys.stderr,
-            disable=not enabled,
+            disable=None if enabled else True,  # None: drawn only on a terminal
             dynamic_ncols=True,
             bar_format="{desc}: {n}/{total} stages [{elapsed}] {postfix}",
         )

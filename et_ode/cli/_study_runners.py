@@ -48,6 +48,7 @@ from ..analysis import (
 from ..tasks import masked_mse
 from ..vocab import ADJOINTS, FLOWS
 from ._runs import check_dtype, encoded, place
+from ._study_commands import COMMANDS
 
 # Core state entries (N D) above which a quick study takes the model's own steps and
 # dtype (`StudySettings.economical`): the shipped models have 4,096, the authors' 151,296.
@@ -175,6 +176,13 @@ def command_line_options(
     return model.dynamics.options.replace(**changes)
 
 
+def _given(s: StudySettings, name: str, option: str):
+    """The setting `option` of study `name`: as given, else its default there
+    (`StudyCommand.default`, with `--quick`'s when `s.quick`)."""
+    value = getattr(s, option)
+    return COMMANDS[name].default(option, s.quick) if value is None else value
+
+
 def _core_problem(model, images, masks, s, default_dtype="float64"):
     """The encoded core problem in `--dtype`, else the model's own dtype when
     `s.economical(model)`, else `default_dtype`."""
@@ -198,7 +206,7 @@ def _convergence(model, images, masks, s):
         x0,
         args,
         flows=(s.flow,) if s.flow else FLOWS,
-        t1=s.horizon or (20.0 if s.quick else 100.0),
+        t1=_given(s, "convergence", "horizon"),
         options=_with_steps(CONVERGENCE_OPTIONS, s.steps(model, dtype)),
         settings=ConvergenceSettings(
             n_times=16 if s.quick else 60,
@@ -225,7 +233,7 @@ def _energy_descent(model, images, masks, s):
         x0,
         args,
         specs,
-        t1=s.horizon or (2.4 if s.quick else 12.0),
+        t1=_given(s, "energy-descent", "horizon"),
         flow=s.flow or model.dynamics.flow,
         args_batched=True,
     )
@@ -253,7 +261,7 @@ def _overshoot(model, images, masks, s):
         model,
         model.normalisation.apply(np.asarray(images)),
         masks,
-        t_max_factor=factor or (10.0 if s.quick else 100.0),
+        t_max_factor=factor or COMMANDS["overshoot"].default("factor", s.quick),
         n_times=12 if s.quick else 40,
         options=options,
     )
@@ -281,7 +289,7 @@ def _stability(model, images, masks, s):
     # float64, eigenvalues equal to 1e-4's to 9 digits); economical: the exponent at
     # quick tolerances too.
     rtol, atol = s.tight(dtype)
-    options = STABILITY_OPTIONS.replace(flow=s.flow or "projected")
+    options = STABILITY_OPTIONS.replace(flow=_given(s, "stability", "flow"))
     result = stability(
         core,
         x_star,
@@ -291,7 +299,7 @@ def _stability(model, images, masks, s):
         settings=StabilitySettings(
             k=2 if s.quick else 6,
             eigen_tol=1e-6 if economical or s.quick else 1e-10,
-            lyapunov_time=s.horizon or (2.0 if s.quick else 20.0),
+            lyapunov_time=_given(s, "stability", "horizon"),
             lyapunov_segments=4 if s.quick else 20,
             seed=s.seed,
         ),
@@ -370,7 +378,7 @@ def _fixed_points(model, images, masks, s):
         starts,
         args0,
         labels=labels,
-        t1=s.horizon or 1000.0,
+        t1=_given(s, "fixed-points", "horizon"),
         options=FIXED_POINTS_OPTIONS.replace(solver=s.solver or "tsit5", rtol=rtol, atol=atol),
         settings=FixedPointSettings(
             fixed_point_atol=s.fixed_point_tol(dtype),
@@ -454,7 +462,7 @@ def _long_horizon(model, images, masks, s):
         x,
         args,
         flows=(s.flow,) if s.flow else FLOWS,
-        t1=s.horizon or (100.0 if s.quick else 1e4),
+        t1=_given(s, "long-horizon", "horizon"),
         options={flow: o.replace(**steps) for flow, o in LONG_HORIZON_OPTIONS.items()},
         settings=LongHorizonSettings(
             n_times=41 if s.quick else 73,

@@ -5,6 +5,8 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis import quoted_decay
+
 SOLVER_TARGETS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7)
 
 
@@ -104,8 +106,12 @@ def _overshoot(result: dict) -> dict:
     )
     found = {k: result[k] for k in keys}
     found["images"] = int(np.shape(result["mse_per_image"])[0])
-    energy = np.median(np.asarray(result["energy"], float), axis=0)
+    energies = np.asarray(result["energy"], float).reshape(-1, np.shape(result["times"])[0])
+    energy = np.median(energies, axis=0)
     found["median_energy_start"], found["median_energy_end"] = float(energy[0]), float(energy[-1])
+    # the figure's band: the interquartile range over the images
+    low, high = np.percentile(energies[:, -1], [25, 75])
+    found["energy_end_interquartile"] = [float(low), float(high)]
     return found
 
 
@@ -121,7 +127,14 @@ def _overshoot_sentence(name: str, f: dict) -> str:
         f"{name}: masked MSE {f['mse_at_horizon']:.4f} at {kind} t = {f['horizon']:.3g}, "
         f"{f['mse_at_end']:.4f} at t = {f['t_max']:.4g} ({trend}; lowest "
         f"{f['best_mse']:.4f} at t = {f['best_time']:.3g}) on {f['images']} images; "
-        f"median energy {f['median_energy_start']:.4g} -> {f['median_energy_end']:.4g}."
+        f"median energy over the images {f['median_energy_start']:.4g} -> "
+        f"{f['median_energy_end']:.4g}"
+        + (
+            f" (interquartile range at the end {f['energy_end_interquartile'][0]:.4g} to "
+            f"{f['energy_end_interquartile'][1]:.4g})."
+            if f["images"] > 1
+            else "."
+        )
     )
 
 
@@ -186,61 +199,80 @@ def _solvers(result: dict) -> dict:
 
 
 def _convergence(result: dict) -> dict:
+    """Per flow: RMS G at the start and the end, the time to the tolerance, the token
+    scales' growth, and the decay law's fit as the convergence figure's legend quotes it
+    (`analysis.quoted_decay`: one image's value, or the median with its range and
+    the fits' r^2), each over the images stated."""
     times = np.asarray(result["times"], float)
     out = {}
     for flow, rec in result["flows"].items():
-        g = np.atleast_2d(np.asarray(rec["residual_rms"], float))
+        g = np.asarray(rec["residual_rms"], float).reshape(-1, times.size)
         scales = np.asarray(rec["scales"], float)
         scales = scales.reshape((-1,) + scales.shape[-2:])  # [B, T, N]
-        growth = float(np.median(scales[:, -1].mean(-1) / scales[:, 0].mean(-1)))
+        growths = scales[:, -1].mean(-1) / scales[:, 0].mean(-1)
+        growth = float(np.median(growths))
         reached = np.atleast_1d(np.asarray(rec["time_to_tolerance"], float))
-        rate = _median(rec["fit"]["rate"])
-        power = _median(rec["power_law"]["exponent"])
+        decay = quoted_decay(rec, flow)
         f: dict[str, Any] = dict(
+            images=int(g.shape[0]),
             rms_g_start=float(np.median(g[:, 0])),
             rms_g_end=float(np.median(g[:, -1])),
+            rms_g_end_per_image=g[:, -1].tolist(),
             t_end=float(times[-1]),
             scale_growth=growth,
             time_to_tolerance=float(np.nanmedian(reached)) if np.isfinite(reached).any() else None,
             tolerance=_per_flow(result["metadata"]["tolerance"], flow),
-            exponential_rate=rate,
-            power_law_exponent=power,
+            exponential_rate=_median(rec["fit"]["rate"]),
+            power_law_exponent=_median(rec["power_law"]["exponent"]),
+            decay=decay,
         )
         if f["tolerance"] is None:
             tol = "time to a tolerance not measured"
         elif f["time_to_tolerance"] is not None:
-            tol = (
-                f"RMS G {f['tolerance']:g} reached at t = {_g(f['time_to_tolerance'])} "
-                f"(median over the {np.isfinite(reached).sum()} of {reached.size} images "
-                "that reached it)"
+            hit = reached[np.isfinite(reached)]
+            tol = f"RMS G {f['tolerance']:g} reached at t = " + (
+                _g(hit[0])
+                if reached.size == 1
+                else f"{_g(f['time_to_tolerance'])} (median of the {hit.size} of "
+                f"{reached.size} images that reached it, range {_g(hit.min())} to "
+                f"{_g(hit.max())})"
             )
         else:
             tol = f"RMS G {f['tolerance']:g} not reached by t = {f['t_end']:g}"
-        if flow == "projected":
-            shape = (
-                f"fitted exponential rate {_g(rate)}/tau"
-                if math.isfinite(rate)
-                else "no exponential tail to fit yet"
-            )
-        else:
-            shape = (
-                f"over the last decade RMS G ~ t^{-power:+.2g}"
-                if math.isfinite(power)
-                else "no power law fitted"
-            )
+        shape = (
+            f"fitted exponential {decay['text']}"
+            if decay["law"] == "exponential" and decay["fitted"]
+            else f"over the last decade RMS G ~ {decay['text']}"
+            if decay["fitted"]
+            else decay["text"]
+        )
         scale_change = (
-            f"token scales s_A grew {growth:.3g}-fold"
+            f"token scales s_A grew {_spread(growths)}-fold"
             if abs(growth - 1) > 1e-3
             else f"token scales s_A unchanged (x{growth:.4f})"
         )
-        images = f"median of {g.shape[0]} images" if g.shape[0] > 1 else "one image"
+        images = f"{g.shape[0]} images" if g.shape[0] > 1 else "one image"
         f["sentence"] = (
             f"{flow.capitalize()} flow (paper core in float64, {images}): RMS G went from "
-            f"{_g(f['rms_g_start'])} to {_g(f['rms_g_end'])} by t = {f['t_end']:g} ({shape}); "
+            f"{_spread(g[:, 0])} to {_spread(g[:, -1])} by t = {f['t_end']:g} ({shape}); "
             f"{tol}; {scale_change}."
         )
         out[flow] = f
     return out
+
+
+def _spread(values) -> str:
+    """One image's value, or the median of several with their range, as a sentence
+    quotes it: `"4.06e-06"`, `"4.06e-06 (median of 2 images, range 3.1e-06 to
+    5.02e-06)"`."""
+    values = np.atleast_1d(np.asarray(values, float))
+    finite = values[np.isfinite(values)]
+    if values.size == 1 or finite.size == 0:
+        return _g(float(values[0]))
+    return (
+        f"{_g(float(np.median(finite)))} (median of {values.size} images, range "
+        f"{_g(float(finite.min()))} to {_g(float(finite.max()))})"
+    )
 
 
 def _median(values) -> float:

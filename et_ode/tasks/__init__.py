@@ -5,7 +5,15 @@ Masked image completion (`MaskedImageET`: patches, encoder, MASK token, position
 TensorFlow Datasets), training (optax, atomic checkpoints, bit-identical resume),
 evaluation against the mean-fill and interpolation baselines, the shipped models, and
 the authors' released ImageNet model (`MaskedImageET.load("plaindict_ckpt.npz")`,
-read by `read_authors_checkpoint`). Graphs: node anomaly detection
+read by `read_authors_checkpoint`). Your own photos: `image_problem(model, images)` takes
+a folder, photo files (`.jpg`, `.png`, centre-cropped and resized to the model's
+`S x S`) or an array `[B, S, S, C]` in [0, 1] to an `ImageProblem`: the core, its
+initial state `x0 [B, T, D]` and its batched `Conditions` (`T` tokens of dimension `D`:
+the `N` patches, and a CLS token if the model has one), with the evaluation masks (keyed
+by `seed`) or masks given; `problem.sample(i)` is one image's `x0 [T, D]` and un-batched
+conditions for `et_ode.solvers.solve(problem.core, x0, args=conditions, ...)`, and
+`decode`, `masked_mse` and `complete` read a solved state back (patches in the model's
+normalised units, images in [0, 1]). Graphs: node anomaly detection
 (`NodeAnomalyET`, the `MLPDetector` and `GCNDetector` baselines, all `NodeDetector`s, the
 generated `anomaly_benchmark` with its `AnomalyInjection`, `load_fraud_mat`) and graph
 classification (`GraphClassifierET`, `csl_graphs`, `load_tu`), run by
@@ -81,6 +89,7 @@ from .images._evaluate import (
 from .images._model import MaskedImageET, load_model_and_config, masked_mse, sincos_positions
 from .images._normalisation import ChannelNormalisation, check_images
 from .images._patches import Masking, patchify, random_masking, unpatchify
+from .images._problem import ImageProblem, image_problem
 from .images._spec import ImageModelConfig
 from .images._tfds import tfds_images
 from .images._train import (
@@ -138,6 +147,7 @@ __all__ = [
     "Dynamics",
     "EVAL_KEY",
     "ImageModelConfig",
+    "ImageProblem",
     "MaskedImageET",
     "Masking",
     "SCENES",
@@ -158,6 +168,7 @@ __all__ = [
     "folder_images",
     "held_out_indices",
     "held_out_split",
+    "image_problem",
     "interpolation_fill",
     "load_config",
     "load_model_and_config",

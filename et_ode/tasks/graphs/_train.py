@@ -157,7 +157,8 @@ def run_graph_benchmark(
 ) -> dict:
     """Train and evaluate every run of `config` (see the module docstring); returns the
     contents of `results.json` (`config`, `runs`, `table`, `complete`). `stop_after`
-    ends this call after that many new runs (resume later).
+    ends this call after that many new runs (resume later). `progress`: a tqdm bar on
+    stderr, drawn only when stderr is a terminal (a log gets no carriage returns).
 
     One writer per benchmark folder (`et_ode.records.run_folder_lock`), as `train`; a
     write that fails ends with an `et_ode.records.WriteError` naming the file, the OS's
@@ -235,7 +236,13 @@ def _run_graph_benchmark(
 
     results, new_runs = [], 0
     planned = _runs(config, dataset.labels)
-    bar = tqdm(planned, disable=not progress, desc="graph runs", unit="run", dynamic_ncols=True)
+    bar = tqdm(  # disable=None: drawn only on a terminal
+        planned,
+        disable=None if progress else True,
+        desc="graph runs",
+        unit="run",
+        dynamic_ncols=True,
+    )
     for run in bar:
         record_path = runs_dir / f"{run['name']}.json"
         if record_path.exists():

@@ -65,6 +65,7 @@ __all__ = [
     "folder_images",
     "load_scene_images",
     "photo_crops",
+    "read_photos",
     "scene_crops",
     "split_scenes",
 ]
@@ -287,8 +288,6 @@ def folder_images(folder, size: int, *, limit: int | None = None):
     **Returns:** `(images float32 [M, size, size, 3] in [0, 1] (k / 255), names)`; `limit`
     keeps the first `limit` photos. Raises `ValueError` for a missing folder, a folder
     without photos, or a file that cannot be read as an image."""
-    from PIL import Image, ImageOps
-
     size = _positive_int(size, "size")
     if limit is not None:
         limit = _positive_int(limit, "limit")
@@ -303,15 +302,22 @@ def folder_images(folder, size: int, *, limit: int | None = None):
     if not names:
         raise ValueError(f"{folder} holds no photos ({', '.join(PHOTO_SUFFIXES)}).")
     names = names[:limit]
-    out = np.empty((len(names), size, size, 3), np.float32)
-    for i, name in enumerate(names):
+    return read_photos([os.path.join(folder, name) for name in names], size), names
+
+
+def read_photos(paths: Sequence[str], size: int) -> np.ndarray:
+    """The image files `paths`, in their order, as `folder_images` reads each one:
+    `float32 [M, size, size, 3]` in [0, 1]. Raises `ValueError` for a file that cannot be
+    read as an image."""
+    from PIL import Image, ImageOps
+
+    out = np.empty((len(paths), size, size, 3), np.float32)
+    for i, path in enumerate(paths):
         try:
-            with Image.open(os.path.join(folder, name)) as opened:
+            with Image.open(path) as opened:
                 image = ImageOps.exif_transpose(opened).convert("RGB")
         except (OSError, ValueError) as exc:  # PIL's UnidentifiedImageError is an OSError
-            raise ValueError(
-                f"{os.path.join(folder, name)} is not a readable image ({exc})."
-            ) from None
+            raise ValueError(f"{path} is not a readable image ({exc}).") from None
         width, height = image.size
         side = min(width, height)
         left, top = (width - side) // 2, (height - side) // 2
@@ -319,4 +325,4 @@ def folder_images(folder, size: int, *, limit: int | None = None):
         if side != size:
             image = image.resize((size, size), Image.Resampling.BICUBIC)
         out[i] = np.asarray(image, np.float32) / 255.0
-    return out, names
+    return out

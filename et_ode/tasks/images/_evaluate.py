@@ -29,13 +29,14 @@ def _masks(seed, n_images, n_patches, ratio, fraction):
     return jax.vmap(lambda k: random_masking(k, n_patches, ratio, fraction))(keys)
 
 
-def eval_masks(config, n_images: int) -> Masking:
+def eval_masks(config, n_images: int, seed: int = EVAL_KEY) -> Masking:
     """The evaluation masks `[n_images, N]` of a training config (its image and patch
-    size, mask ratio and fraction; seed `EVAL_KEY`)."""
+    size, mask ratio and fraction), keyed by `seed` (the default, `EVAL_KEY`, gives the
+    masks of every evaluation)."""
     return evaluation_masks(
         config.model.n_patches,
         n_images,
-        EVAL_KEY,
+        seed,
         config.data.mask_ratio,
         config.data.mask_fraction,
     )

@@ -221,7 +221,8 @@ def train(
     Writes `out_dir/checkpoint.eqx` every `checkpoint_every` steps, at the end and when
     interrupted (Ctrl-C), and appends metrics to `out_dir/metrics.jsonl`. `resume`
     continues from the checkpoint bit-identically; `stop_after` ends this run after
-    that many steps (for time-limited jobs; resume later).
+    that many steps (for time-limited jobs; resume later). `progress`: a tqdm bar on
+    stderr, drawn only when stderr is a terminal (a log gets no carriage returns).
 
     One writer per run folder: the folder is locked for the whole run
     (`et_ode.records.run_folder_lock`); another process on it is refused at once with a
@@ -301,7 +302,7 @@ def _train(
     bar = tqdm(
         total=t.steps,
         initial=state.step,
-        disable=not progress,
+        disable=None if progress else True,  # None: drawn only on a terminal
         desc="train",
         unit="step",
         dynamic_ncols=True,
