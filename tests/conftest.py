@@ -277,7 +277,7 @@ COSTS = {
     "test_fuzz.py": 26,
     "test_long_horizon.py": 26,
     "test_training.py": 20,
-    "test_own_images.py": 40,  # about 20 s on the Intel Xeon VM (2026-12-02), AMD's 2x
+    "test_own_images.py": 25,  # about 12 s on the Intel Xeon VM (2026-12-02), AMD about 2x
     "test_docs_examples.py": 20,
     "test_fixed_points.py": 20,
     "test_docs_recipe.py": 19,

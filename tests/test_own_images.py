@@ -207,12 +207,6 @@ def test_stages_draw_a_bar_only_on_a_terminal(monkeypatch):
     assert _stages(monkeypatch, io.StringIO(), enabled=False) == ""
 
 
-def test_training_writes_no_carriage_returns_into_a_log(capsys, tmp_path):
-    tasks.train(TINY, tmp_path, progress=True)
-    captured = capsys.readouterr()
-    assert "\r" not in captured.err + captured.out
-
-
 def test_every_progress_bar_is_drawn_only_on_a_terminal():
     """Every `tqdm(...)` of the package passes `disable=None if <progress> else True`:
     None is tqdm's "only when the stream is a terminal"."""

@@ -97,9 +97,11 @@ def test_training_lowers_the_loss(trained):
     assert evals[1] < evals[0] < untrained
 
 
-def test_resume_is_bit_identical(trained, tmp_path):
+def test_resume_is_bit_identical(trained, tmp_path, capsys):
     _, full = trained
-    et_ode.train(TINY, tmp_path, stop_after=3, progress=False)
+    et_ode.train(TINY, tmp_path, stop_after=3, progress=True)  # into a log, not a terminal:
+    captured = capsys.readouterr()  # no bar, so no carriage return
+    assert "\r" not in captured.err + captured.out
     header, _ = read_checkpoint(tmp_path / "checkpoint.eqx")
     assert header["step"] == 3
     # An interrupted run logged steps past its checkpoint; resuming drops and redoes them.
