@@ -249,7 +249,7 @@ def no_runtime_types():
 JOINED = {"test_install.py": "test_cli.py"}
 COSTS = {
     "test_cli.py": 146,
-    "test_study_outputs.py": 80,  # 11 studies on a tiny model, measured alone 2026-12-01
+    "test_study_outputs.py": 78,  # 13 studies on a tiny model, measured alone 2026-12-02
     "test_results_energy.py": 28,
     "test_results_tasks.py": 26,
     "test_results_landscape.py": 14,

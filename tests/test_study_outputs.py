@@ -1,6 +1,7 @@
 """Each `et-ode study` writes the JSON keys it wrote before its result became typed
 (issue 48), with its finding first (issue 49), and counts the images it used: every
-study run through the command line (quick, an untrained tiny checkpoint, two held-out
+study run through the command line (quick, an untrained tiny checkpoint of 8-pixel
+patches: 17 tokens of 16, 272 entries, small enough for the dense paths; two held-out
 images or as many as the study uses), its file's key paths against
 `tests/data/study_keys.json`, recorded on the same checkpoint from the commit before the
 typed results (32cd613) by `key_paths` below, plus the one key added since, `finding`.
@@ -10,7 +11,6 @@ keeps its kind. The image count is checked three ways: the metadata's `images`, 
 held-out indices recorded, and the result's own per-image axis where it has one."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -58,7 +58,9 @@ def comparable(paths: dict[str, str]) -> dict[str, str]:
 
 
 TINY = et_ode.TrainConfig(
-    model=et_ode.ImageModelConfig(dim=16, n_heads=2, head_dim=8, n_memories=32, init_std=0.3),
+    model=et_ode.ImageModelConfig(
+        patch=8, dim=16, n_heads=2, head_dim=8, n_memories=32, init_std=0.3
+    ),
     dynamics=et_ode.Dynamics(t1=0.3),
 )
 
@@ -76,26 +78,7 @@ def test_every_study_is_recorded():
     assert sorted(RECORDED) == sorted(cli.STUDIES)
 
 
-# basins and basin-continuation on the untrained tiny model run for minutes (its starts
-# reach the fixed-point tolerance slowly: basins' 80 starts about 100 s on 2 cores,
-# seven values of them several minutes): with the slow tests only. Their typed results
-# keep the dicts' keys by tests/test_results_landscape.py and test_results_tasks.py.
-SLOW = {"basins", "basin-continuation"}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.skipif(
-                name in SLOW and not os.environ.get("ET_ODE_SLOW_TESTS"),
-                reason="minutes on the tiny model: ET_ODE_SLOW_TESTS=1",
-            ),
-        )
-        for name in sorted(RECORDED)
-    ],
-)
+@pytest.mark.parametrize("name", sorted(RECORDED))
 def test_a_study_writes_the_keys_it_wrote_before(name, tiny, tmp_path, capsys):
     out = tmp_path / name
     count = COMMANDS[name].images[1] or 2
