@@ -9,6 +9,9 @@ signatures and the tuple of its values for checks, messages and command-line cho
 - `EnergyTerm`: the learned terms of the energy, `"attention"` and `"hopfield"`; a
   model built with one of them only is an ablation (the paper's "ATT only" and "HN
   only" rows).
+- `Noise`: the noise of a solve at a temperature: `"isotropic"` (white noise on every
+  coordinate of `x`, the authors' graph code) or `"tangent"` (white noise in the tangent
+  space of the LayerNorm manifold, scaled by the mobility: what samples `exp(-E/T)`).
 - `Activation`: the Hopfield module's `"relu"` (the paper's), `"softmax"`
   (log-sum-exp) or `"power"`.
 
@@ -22,20 +25,24 @@ __all__ = [
     "ADJOINTS",
     "ENERGY_TERMS",
     "FLOWS",
+    "NOISES",
     "Activation",
     "Adjoint",
     "EnergyTerm",
     "Flow",
+    "Noise",
     "check_choice",
 ]
 
 Flow = Literal["native", "projected"]
 Adjoint = Literal["checkpoint", "backsolve", "implicit"]
+Noise = Literal["isotropic", "tangent"]
 Activation = Literal["relu", "softmax", "power"]
 EnergyTerm = Literal["attention", "hopfield"]
 
 FLOWS: tuple[Flow, ...] = get_args(Flow)
 ADJOINTS: tuple[Adjoint, ...] = get_args(Adjoint)
+NOISES: tuple[Noise, ...] = get_args(Noise)
 ACTIVATIONS: tuple[Activation, ...] = get_args(Activation)
 ENERGY_TERMS: tuple[EnergyTerm, ...] = get_args(EnergyTerm)
 

@@ -26,6 +26,7 @@ from ._protocol import (
 from ._protocol import (
     as_manifold_system as as_manifold_system,  # for the studies; not in __all__
 )
+from ._sde import SDE_SOLVER_NAMES, STRONG_ORDERS, Brownian, StepPath
 from ._sharding import batch_mesh, shard_batch
 from ._solution import STOP_REASONS, EnergySolution, StopReason
 from ._solve import solve
@@ -47,10 +48,14 @@ __all__ = [
     "FixedPointResult",
     "AndersonSettings",
     "FixedPointStop",
+    "Brownian",
+    "StepPath",
     "AutoSwitch",
     "SolverPreset",
     "get_preset",
     "SOLVER_NAMES",
+    "SDE_SOLVER_NAMES",
+    "STRONG_ORDERS",
     "EnergySystem",
     "ManifoldEnergySystem",
     "MANIFOLD_METHODS",

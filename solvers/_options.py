@@ -169,11 +169,13 @@ def _check_options(
     stepsize_controller,
     dtmin,
     deferred,
+    sde=False,
 ):
     """`check_options`, returning `(adaptive, preset)`; checks of traced values are
-    appended to `deferred` as `(traced predicate, message)` for `solve` to run."""
+    appended to `deferred` as `(traced predicate, message)` for `solve` to run. `sde`: a
+    solve at a temperature (the SDE solvers)."""
     _check_types(t0=t0, t1=t1, dt0=dt0, rtol=rtol, atol=atol, dtmin=dtmin, max_steps=max_steps)
-    preset = get_preset(solver)
+    preset = get_preset(solver, sde=sde)
     label = _label(solver)
     if flow not in FLOWS:
         raise ValueError(f"Unknown flow {flow!r}; use 'native' (the paper's) or 'projected'.")
@@ -213,7 +215,8 @@ def _check_options(
             )
             raise ValueError(
                 f"solver {label} has no error estimate, so {how} cannot be used with it "
-                f"(got {given}): {fix}, or choose an adaptive solver such as 'tsit5'."
+                f"(got {given}): {fix}, or choose an adaptive solver such as "
+                f"{'spark' if sde else 'tsit5'!r}."
             )
         if controller is None:
             if rtol is None or atol is None:

@@ -15,6 +15,7 @@ from . import _traced_once as traced_once
 from ._auto import AutoSwitch
 from ._counting import counted_call, read_counts
 from ._protocol import batched_args_axes
+from ._sde import langevin
 from ._solution import StopReason, reason_item
 from ._stop import residual_event, rms
 
@@ -41,6 +42,8 @@ class SolveConfig:
     sequential: bool = False
     # Every evaluation and JVP counted by a host callback (`count_evaluations=True`).
     counted: bool = False
+    # A solve at a temperature (`solve(..., temperature=T, key=key)`): an SDE.
+    noise: langevin.NoiseConfig | None = None
 
 
 class _FlowTerm(eqx.Module):
@@ -94,12 +97,13 @@ def _saveat(cfg: SolveConfig, ts_save, model, solver_state=False):
 
 
 def solve_one(
-    model, x0, args, numbers, ts_save, solver, controller, cfg: SolveConfig, counter=None
+    model, x0, args, numbers, ts_save, solver, controller, cfg: SolveConfig, counter=None, key=None
 ):
     """One sample: diffrax solve plus the numbers the wrapper needs. Traceable.
     `controller`: the caller's step-size controller, or `None` for the shortcuts (PID
     step control from `rtol`/`atol`, else constant steps); `counter`: its id when
-    `cfg.counted`."""
+    `cfg.counted`; `key`: the sample's noise key when `cfg.noise` (a solve at a
+    temperature)."""
     if controller is None and cfg.adaptive:
         controller = diffrax.PIDController(
             rtol=numbers["rtol"],
@@ -130,17 +134,26 @@ def solve_one(
 
     g0 = rms(traced_once.residual(model, x0, args))
     threshold = jnp.maximum(numbers["fp_atol"], numbers["fp_rtol"] * g0)
-    field = (
-        _CountedFlowTerm(model, counter, cfg.flow) if cfg.counted else _FlowTerm(model, cfg.flow)
-    )
+    terms: diffrax.AbstractTerm
+    if cfg.noise is not None:
+        shape = jax.ShapeDtypeStruct(x0.shape, x0.dtype)
+        terms = langevin.terms(model, cfg.flow, cfg.noise, key, numbers, shape)
+        solve_args: tuple = (args, threshold, numbers.get("temperature"))
+    else:
+        field = (
+            _CountedFlowTerm(model, counter, cfg.flow)
+            if cfg.counted
+            else _FlowTerm(model, cfg.flow)
+        )
+        terms, solve_args = diffrax.ODETerm(field), (args, threshold)
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(field),
+        terms,
         solver,
         numbers["t0"],
         numbers["t1"],
         numbers["dt0"] if "dt0" in numbers else None,
         x0,
-        args=(args, threshold),
+        args=solve_args,
         saveat=_saveat(cfg, ts_save, model, solver_state=counting),
         stepsize_controller=controller,
         adjoint=adjoint,
@@ -204,8 +217,29 @@ def solve_one(
 
 @eqx.filter_jit
 def solve_core(
-    model, x0, args, numbers, ts_save, solver, controller, cfg: SolveConfig, counters=None
+    model,
+    x0,
+    args,
+    numbers,
+    ts_save,
+    solver,
+    controller,
+    cfg: SolveConfig,
+    counters=None,
+    keys=None,
 ):
+    """`solve_one` on one sample or a batch (`vmap`, or `lax.map` when `cfg.sequential`).
+    `keys`: at a temperature, the sample's key, or one per sample of a batch."""
+    if cfg.noise is not None:
+
+        def noisy(x, a, key):
+            return solve_one(model, x, a, numbers, ts_save, solver, controller, cfg, None, key)
+
+        if not cfg.batched:
+            return noisy(x0, args, keys)
+        axes = batched_args_axes(args) if cfg.args_batched else None
+        return jax.vmap(noisy, in_axes=(0, axes, 0))(x0, args, keys)
+
     def fn(x, a, counter=None):
         return solve_one(model, x, a, numbers, ts_save, solver, controller, cfg, counter)
 

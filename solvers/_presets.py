@@ -10,6 +10,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Int
 
 from ._auto import EXPLICIT_EVALS, AutoSwitch
+from ._sde import DRIFT_EVALS, SDE_BASES, SDE_SOLVER_NAMES, SDE_SOLVERS
 
 _SOLVERS = {
     "euler": diffrax.Euler,
@@ -198,10 +199,47 @@ def _describe(solver: diffrax.AbstractSolver, name: str | None = None) -> Solver
 PRESETS = {name: _describe(cls(), name) for name, cls in _SOLVERS.items()}
 
 
-def get_preset(solver: str | diffrax.AbstractSolver) -> SolverPreset:
+def _describe_sde(solver: diffrax.AbstractSolver, name: str | None = None) -> SolverPreset:
+    """An SDE solver: `stages` counts its drift evaluations per step (the diffusion's
+    are not counted); exact for the named ones."""
+    known = {cls: key for key, cls in SDE_SOLVERS.items()}
+    key = name or known.get(type(solver))
+    return SolverPreset(
+        name or type(solver).__name__,
+        DRIFT_EVALS.get(key, 1) if key else 1,
+        False,
+        isinstance(solver, diffrax.AbstractAdaptiveSolver),
+        False,
+        None,
+        nfe_exact=key is not None,
+        instance=solver,
+    )
+
+
+def _sde_preset(solver) -> SolverPreset:
+    if isinstance(solver, str):
+        if solver not in SDE_SOLVERS:
+            ode = " (an ODE solver)" if solver in PRESETS else ""
+            raise ValueError(
+                f"solver {solver!r}{ode} cannot solve at a temperature; choose one of "
+                f"{', '.join(SDE_SOLVER_NAMES)} (euler is Euler-Maruyama)."
+            )
+        return _describe_sde(SDE_SOLVERS[solver](), solver)
+    if isinstance(solver, diffrax.AbstractSolver) and isinstance(solver, SDE_BASES):
+        return _describe_sde(solver)
+    raise ValueError(
+        f"solver {_label(solver)} cannot solve an SDE: at a temperature pass a name "
+        f"({', '.join(SDE_SOLVER_NAMES)}) or a diffrax SDE solver such as diffrax.Heun()."
+    )
+
+
+def get_preset(solver: str | diffrax.AbstractSolver, sde: bool = False) -> SolverPreset:
     """The `SolverPreset` of a solver name or of a `diffrax.AbstractSolver` instance.
     Raises `ValueError` for unknown names and for solvers that cannot integrate one ODE
-    term (IMEX solvers needing a `MultiTerm`, SDE-only solvers)."""
+    term (IMEX solvers needing a `MultiTerm`, SDE-only solvers). With `sde` (a solve at a
+    temperature): the SDE solvers (`SDE_SOLVER_NAMES` or a diffrax SDE solver)."""
+    if sde:
+        return _sde_preset(solver)
     if isinstance(solver, str):
         if solver not in PRESETS:
             raise ValueError(f"Unknown solver {solver!r}; choose one of {', '.join(SOLVER_NAMES)}.")

@@ -10,7 +10,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from et_ode.vocab import Adjoint, Flow
+from et_ode.vocab import Adjoint, Flow, Noise
 
 from ._blowup import blowup_note
 from ._counting import new_counters
@@ -32,6 +32,7 @@ from ._protocol import (
     as_manifold_system,
     batched_args_axes,
 )
+from ._sde import Brownian, langevin
 from ._solution import EnergySolution
 from ._statistics import finish_solution
 from ._stop import FixedPointStop
@@ -97,6 +98,10 @@ def solve(
     implicit_tol: float | None = None,
     throw: bool = True,
     count_evaluations: bool = False,
+    temperature: langevin.Temperature = None,
+    key: Any = None,
+    noise: Noise | None = None,
+    brownian: str | Brownian | None = None,
 ) -> EnergySolution:
     """Integrate `tau dx/dt = -dE/dg` (or its projection) from `x0`.
 
@@ -176,6 +181,27 @@ def solve(
       estimate for implicit solvers: see `nfe_is_estimate`). For forward solves only
       (JAX cannot differentiate through the callbacks in reverse mode); a batch is
       solved sample by sample.
+    - `temperature`: `T >= 0` (a number, a traced scalar, or a schedule `T(t)`: a
+      function of the time): the flow becomes the Langevin SDE `dx = f(x) dt +
+      sqrt(2 T / tau) sigma(x) o dW`, solved by diffrax (docs: mathematics, "At a
+      temperature"). `None` or `0`: the ODE itself, bit for bit. The solver is then an
+      SDE solver: a name (`euler` is Euler-Maruyama; `heun`, `midpoint`, `milstein`,
+      `euler_heun`; for additive noise `sea`, `shark`, `sra1`; `general_shark`; `spark`,
+      adaptive with rtol and atol) or a diffrax SDE solver object. Every solver
+      converges to the same (Stratonovich) SDE: Ito ones get the drift correction.
+      No fixed-point `stop` (a noisy path does not settle), `adjoint="checkpoint"` only,
+      no `count_evaluations`.
+    - `key`: the noise's seed, needed with a temperature (`jax.random.key(0)`); sample
+      `i` of a batch draws with `jax.random.fold_in(key, i)`, so it equals the
+      one-sample solve with that key, whatever the batch size or sharding.
+    - `noise`: `"isotropic"` (white noise on every free coordinate of `x`: the authors'
+      graph code; the default for the native flow) or `"tangent"` (in the LayerNorm
+      manifold's tangent space, scaled by the root of the mobility; the default and the
+      only choice for the projected flow): with it, `g` samples `exp(-E/T)`.
+    - `brownian`: the Brownian path (`solvers.Brownian`): `"step"` (an increment per
+      step, the default for constant steps), `"tree"` (`diffrax.VirtualBrownianTree`:
+      the same path under refinement; the default and the only choice for adaptive
+      steps) or `"key_chain"` (the authors' sequence of keys, constant steps).
     - `throw`: raise `SolveError` on a failed solve; with `False` inspect
       `sol.stats["stop_reason"]` instead. Inside `jax.jit` or `jax.grad` a failure raises
       a runtime error without the statistics (`eqx.error_if`).
@@ -203,6 +229,15 @@ def solve(
     if t1 is None:
         t1 = 1000.0 if stop is not None else 1.2
     deferred: list[tuple[Any, str]] = []  # checks of traced values, run inside the program
+    noisy = langevin.is_active(temperature)
+    if noisy:
+        langevin.check_temperature(temperature, key, deferred)
+        _refuse_at_temperature(stop, adjoint, count_evaluations)
+    elif temperature is None and (noise is not None or brownian is not None):
+        raise ValueError(
+            "noise and brownian shape the noise of a solve at a temperature: pass "
+            "temperature=T and key=... with them (or drop them)."
+        )
     adaptive, preset = validate(
         model,
         x0,
@@ -224,6 +259,7 @@ def solve(
         args_batched=args_batched,
         traced=traced,
         deferred=deferred,
+        sde=noisy,
     )
     if max_steps is None:
         max_steps, checkpoints = default_cap(
@@ -250,6 +286,11 @@ def solve(
     numbers["fp_rtol"] = as_array(stop.rtol if stop else 0.0)
     save_mode = save if isinstance(save, str) else "ts"
     ts_save = None if isinstance(save, str) else as_array(save)
+    noise_cfg, keys, noise_stats = None, None, {}
+    if noisy:
+        noise_cfg, keys, noise_stats = langevin.NoiseRequest(
+            temperature, key, noise, brownian
+        ).configure(model, x0, numbers, solver_object, flow, adaptive, int(max_steps))
     cfg = SolveConfig(
         solver=type(solver_object).__name__,
         flow=flow,
@@ -265,9 +306,16 @@ def solve(
         # counted: host callbacks cannot run under vmap of diffrax's conditionals
         sequential=preset.self_counting or bool(count_evaluations),
         counted=bool(count_evaluations),
+        noise=noise_cfg,
     )
     sample_entries = x0[0].size if cfg.batched else x0.size
-    if adaptive and not traced and max_steps > PROBE_STEPS and sample_entries >= PROBE_MIN_STATE:
+    if (
+        adaptive
+        and not noisy
+        and not traced
+        and max_steps > PROBE_STEPS
+        and sample_entries >= PROBE_MIN_STATE
+    ):
         _probe(
             model,
             x0,
@@ -308,7 +356,7 @@ def solve(
         )
     else:
         out = solve_core(
-            model, x0, args, numbers, ts_save, solver_object, controller, cfg, counters
+            model, x0, args, numbers, ts_save, solver_object, controller, cfg, counters, keys
         )
     if stepsize_controller is not None and rtol is None:  # the controller's tolerances
         rtol = getattr(stepsize_controller, "rtol", None)
@@ -330,6 +378,7 @@ def solve(
             dtype=str(dtype),
             max_steps=max_steps,
             stepsize_controller=controller_name(stepsize_controller, adaptive),
+            **noise_stats,
         ),
         jumps=getattr(stepsize_controller, "jump_ts", None) is not None,
         throw=throw,
@@ -339,3 +388,21 @@ def solve(
             model, x0, out["x_final"], t0, out["t_final"], args, flow, failed, cfg.args_batched
         ),
     )
+
+
+def _refuse_at_temperature(stop, adjoint, count_evaluations) -> None:
+    if stop is not None:
+        raise ValueError(
+            "a solve at a temperature has no fixed point to stop at (the noise keeps the "
+            "state moving): drop stop, or solve at temperature=0."
+        )
+    if adjoint != "checkpoint":
+        raise ValueError(
+            f"adjoint={adjoint!r} is not defined for a solve at a temperature: use "
+            "adjoint='checkpoint' (exact gradients of the discrete noisy solve)."
+        )
+    if count_evaluations:
+        raise ValueError(
+            "count_evaluations counts the evaluations of an ODE solve; a solve at a "
+            "temperature reports its drift evaluations in stats['nfe']."
+        )

@@ -68,6 +68,7 @@ def validate(
     args_batched,
     traced,
     deferred,
+    sde=False,
 ):
     for method in ("energy", "vector_field", "residual"):
         if not callable(getattr(model, method, None)):
@@ -91,6 +92,7 @@ def validate(
         stepsize_controller=stepsize_controller,
         dtmin=dtmin,
         deferred=deferred,
+        sde=sde,
     )
     if x0.ndim not in (2, 3):
         raise ValueError(f"x0 must have shape [N, D] or [B, N, D]; got shape {tuple(x0.shape)}.")

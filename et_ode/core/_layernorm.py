@@ -89,3 +89,24 @@ class EnergyLayerNorm(eqx.Module):
         along_u = jnp.sum(w * centred, axis=-1) / jnp.where(norm > 0, norm, 1.0)
         quad = jnp.sum(w_centred**2, axis=-1) - var / (var + self.eps) * along_u**2
         return self.gamma / jnp.sqrt(var + self.eps) * quad
+
+    def tangent_noise(self, x: Float[Array, "N D"], w: Float[Array, "N D"]) -> Float[Array, "N D"]:
+        """Per token `sqrt(s_A / gamma) P_T w_A`: white noise `w` in the tangent space of
+        the token's sphere, scaled by the square root of the projected flow's mobility
+        `s_A / gamma` (a tangent `dx_A` moves `g_A` by `(gamma / s_A) dx_A`). With the
+        coefficient `sqrt(2 T / tau)` it is the noise whose Langevin dynamics samples
+        `exp(-E(g) / T)` on the manifold (docs: mathematics, "At a temperature")."""
+        mobility = jnp.sqrt(self.scale(x) / self.gamma)[:, None]
+        return mobility * self.tangent_projection(x, w)
+
+    def tangent_noise_ito_drift(self, x: Float[Array, "N D"]) -> Float[Array, "N D"]:
+        """`(1/2) sum_k (D sigma_k) sigma_k` for `sigma = tangent_noise(x, .)`: the drift
+        an Ito solver adds so that its solution is the Stratonovich one (the noise then
+        keeps each token on its sphere). Each token's centred part `c_A = x_A - mean_A`
+        lies on a sphere of dimension `D - 2` and radius `r_A = |c_A|` in the hyperplane
+        orthogonal to `1`, and the mobility is constant on it, so the sum is
+        `-(s_A / (2 gamma)) (D - 2) c_A / r_A^2`."""
+        centred = x - jnp.mean(x, axis=-1, keepdims=True)
+        r2 = jnp.sum(centred**2, axis=-1, keepdims=True)
+        mobility = (self.scale(x) / self.gamma)[:, None]
+        return -0.5 * mobility * (x.shape[-1] - 2) * centred / jnp.where(r2 > 0, r2, 1.0)

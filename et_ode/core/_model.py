@@ -8,7 +8,16 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ..vocab import ENERGY_TERMS, FLOWS, Activation, EnergyTerm, Flow, check_choice
+from ..vocab import (
+    ENERGY_TERMS,
+    FLOWS,
+    NOISES,
+    Activation,
+    EnergyTerm,
+    Flow,
+    Noise,
+    check_choice,
+)
 from ._attention import EnergyAttention
 from ._conditions import Conditions
 from ._hopfield import HopfieldNetwork
@@ -219,6 +228,33 @@ class EnergyTransformer(eqx.Module):
             clock = self.norm.gamma / self.norm.scale(x)
             return -jnp.sum(clock * jnp.sum(g_res**2, axis=-1)) / self.tau
         check_choice("flow", flow, FLOWS)
+
+    # ------------------------------------------------ noise (a solve at a temperature)
+    def langevin_noise(
+        self, x: Float[Array, "N D"], w: Float[Array, "N D"], args=None, noise: Noise = "isotropic"
+    ) -> Float[Array, "N D"]:
+        """The diffusion of a solve at a temperature applied to white noise `w: [N, D]`,
+        before the coefficient `sqrt(2 T / tau)`: `"isotropic"` is `w` itself (the
+        authors' graph code), `"tangent"` is `sqrt(s_A / gamma) P_T w_A`
+        (`EnergyLayerNorm.tangent_noise`). Clamped tokens get none."""
+        if noise == "isotropic":
+            return self._free(args, w)
+        if noise == "tangent":
+            return self._free(args, self.norm.tangent_noise(x, w))
+        check_choice("noise", noise, NOISES)
+
+    def langevin_ito_drift(
+        self, x: Float[Array, "N D"], args=None, noise: Noise = "isotropic"
+    ) -> Float[Array, "N D"]:
+        """`(1/2) sum_k (D sigma_k) sigma_k` of `langevin_noise` (per unit of `2 T / tau`):
+        zero for the additive `"isotropic"` noise; for `"tangent"`,
+        `EnergyLayerNorm.tangent_noise_ito_drift`. An Ito solver (Euler-Maruyama) adds it
+        to the drift, so that every solver converges to the same (Stratonovich) SDE."""
+        if noise == "isotropic":
+            return jnp.zeros_like(x)
+        if noise == "tangent":
+            return self._free(args, self.norm.tangent_noise_ito_drift(x))
+        check_choice("noise", noise, NOISES)
 
     # --------------------------------------------- manifold (implicit gradient)
     def to_manifold(self, x: Float[Array, "N D"], args=None) -> Float[Array, "N D"]:

@@ -31,6 +31,12 @@ from ._checkpoint import read_checkpoint, save_checkpoint
 from ._dynamics import Dynamics
 from ._schema import json_schema as config_json_schema
 from ._zoo import SHIPPED, SHIPPED_GRAPH, resolve_model_path, shipped_path
+from .graphs._authors_noise import (
+    AUTHORS_ANNEALING_GAMMA,
+    AUTHORS_NOISE_STD,
+    authors_annealing,
+    authors_temperature,
+)
 from .graphs._config import (
     GraphDataConfig,
     GraphTrainConfig,
@@ -105,6 +111,10 @@ from .images._train import (
 
 __all__ = [
     "config_json_schema",
+    "AUTHORS_NOISE_STD",
+    "AUTHORS_ANNEALING_GAMMA",
+    "authors_temperature",
+    "authors_annealing",
     "GCNDetector",
     "GraphBatch",
     "GraphClassifierET",
