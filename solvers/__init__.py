@@ -31,7 +31,7 @@ from ._sharding import batch_mesh, shard_batch
 from ._solution import STOP_REASONS, EnergySolution, StopReason
 from ._solve import solve
 from ._statistics import SolveError
-from ._stop import FixedPointStop, rms
+from ._stop import FixedPointStop, PassageStop, rms
 from ._validate import BACKSOLVE_STABLE_HORIZON
 
 # Entry points first (the API page follows this order): solving, fixed points, the
@@ -48,6 +48,7 @@ __all__ = [
     "FixedPointResult",
     "AndersonSettings",
     "FixedPointStop",
+    "PassageStop",
     "Brownian",
     "StepPath",
     "AutoSwitch",

@@ -2,6 +2,7 @@
 the flow terms (counted or not), what is saved, one solve and its batched form."""
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import diffrax
@@ -17,7 +18,7 @@ from ._counting import counted_call, read_counts
 from ._protocol import batched_args_axes
 from ._sde import langevin
 from ._solution import StopReason, reason_item
-from ._stop import residual_event, rms
+from ._stop import passage_event, residual_event, rms
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +45,8 @@ class SolveConfig:
     counted: bool = False
     # A solve at a temperature (`solve(..., temperature=T, key=key)`): an SDE.
     noise: langevin.NoiseConfig | None = None
+    # A `PassageStop`'s condition: each sample stops at its first passage.
+    passage: Callable | None = None
 
 
 class _FlowTerm(eqx.Module):
@@ -157,7 +160,7 @@ def solve_one(
         saveat=_saveat(cfg, ts_save, model, solver_state=counting),
         stepsize_controller=controller,
         adjoint=adjoint,
-        event=residual_event(model) if cfg.fixed_point else None,
+        event=_event(model, cfg),
         max_steps=cfg.max_steps,
         throw=False,
     )
@@ -181,6 +184,10 @@ def solve_one(
     if cfg.fixed_point:
         reason = StopReason.where(
             g_final <= threshold, reason_item("fixed_point"), reason_item("not_converged")
+        )
+    if cfg.passage is not None:
+        reason = StopReason.where(
+            sol.result == diffrax.RESULTS.event_occurred, reason_item("passage"), reason
         )
     reason = StopReason.where(
         sol.result == diffrax.RESULTS.max_steps_reached, reason_item("max_steps"), reason
@@ -213,6 +220,14 @@ def solve_one(
         ),
         counted=read_counts(counter, x_final) if cfg.counted else None,
     )
+
+
+def _event(model, cfg: SolveConfig) -> diffrax.Event | None:
+    if cfg.fixed_point:
+        return residual_event(model)
+    if cfg.passage is not None:
+        return passage_event(cfg.passage)
+    return None
 
 
 @eqx.filter_jit

@@ -32,6 +32,7 @@ class StopReason(eqx.Enumeration):
         "raise t1 (the native flow slows like 1/t: flow='projected' converges "
         "exponentially) or loosen the tolerance"
     )
+    passage = "the passage stop's condition held at the end of a step"
 
 
 # The names in the enumeration's order: `stats["stop_code"]` indexes this tuple. Read

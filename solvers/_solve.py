@@ -3,7 +3,7 @@ checks of its options and inputs in `._options` and `._validate`, the defaults t
 imply in `._defaults`, its statistics in `._statistics`)."""
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import diffrax
 import equinox as eqx
@@ -35,7 +35,7 @@ from ._protocol import (
 from ._sde import Brownian, langevin
 from ._solution import EnergySolution
 from ._statistics import finish_solution
-from ._stop import FixedPointStop
+from ._stop import FixedPointStop, PassageStop
 from ._validate import validate
 
 
@@ -87,7 +87,7 @@ def solve(
     atol: RealScalar | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     flow: Flow = "native",
-    stop: FixedPointStop | None = None,
+    stop: FixedPointStop | PassageStop | None = None,
     save: Save = "final",
     save_energy: bool = False,
     adjoint: Adjoint = "checkpoint",
@@ -150,7 +150,9 @@ def solve(
       same messages. A constant-step solve with a traced `t0`, `t1` or `dt0` needs
       `max_steps` (its default cap is the step count, which a tracer does not give).
     - `flow`: `"native"` (the paper's) or `"projected"` (keeps each token's scale).
-    - `stop`: `FixedPointStop(atol, rtol)` to stop where RMS(G) is small.
+    - `stop`: `FixedPointStop(atol, rtol)` to stop where RMS(G) is small, or
+      `PassageStop(condition)` to stop each sample at the end of the first step where
+      `condition(x, args)` holds (reason `"passage"`; one that never does ends at `t1`).
     - `save`: `"final"`, `"steps"` (t0 and every step), or an array of times (the
       solver's dense output there; `solver="auto"` interpolates linearly between its
       steps, not to the tolerances).
@@ -226,13 +228,23 @@ def solve(
     dtmin, flow = given["dtmin"], given["flow"]
     x0 = jnp.asarray(x0)
     traced = is_traced((model, x0, args))
+    passage = stop if isinstance(stop, PassageStop) else None
+    # the fixed-point machinery sees only a FixedPointStop (or what it refuses)
+    fixed = cast(FixedPointStop | None, None if passage is not None else stop)
+    if passage is not None:
+        if adjoint != "checkpoint":
+            raise ValueError(
+                f"a PassageStop is a diffrax event, which adjoint={adjoint!r} cannot take: use "
+                "adjoint='checkpoint'."
+            )
+
     if t1 is None:
-        t1 = 1000.0 if stop is not None else 1.2
+        t1 = 1000.0 if fixed is not None else 1.2
     deferred: list[tuple[Any, str]] = []  # checks of traced values, run inside the program
     noisy = langevin.is_active(temperature)
     if noisy:
         langevin.check_temperature(temperature, key, deferred)
-        _refuse_at_temperature(stop, adjoint, count_evaluations)
+        _refuse_at_temperature(fixed, adjoint, count_evaluations)
     elif temperature is None and (noise is not None or brownian is not None):
         raise ValueError(
             "noise and brownian shape the noise of a solve at a temperature: pass "
@@ -250,7 +262,7 @@ def solve(
         dt0=dt0,
         rtol=rtol,
         atol=atol,
-        stop=stop,
+        stop=fixed,
         save=save,
         save_energy=save_energy,
         max_steps=max_steps,
@@ -263,7 +275,7 @@ def solve(
     )
     if max_steps is None:
         max_steps, checkpoints = default_cap(
-            t0, t1, dt0, rtol, atol, stop, adjoint, checkpoints, stepsize_controller
+            t0, t1, dt0, rtol, atol, fixed, adjoint, checkpoints, stepsize_controller
         )
     dtype = x0.dtype
     as_array = lambda v: jnp.asarray(v, dtype)  # noqa: E731  arrays: no recompiles
@@ -282,8 +294,8 @@ def solve(
             atol=as_array(atol),
             dtmin=as_array(default_dtmin(t0, t1, dtype) if dtmin is None else dtmin),
         )
-    numbers["fp_atol"] = as_array(stop.atol if stop else 0.0)
-    numbers["fp_rtol"] = as_array(stop.rtol if stop else 0.0)
+    numbers["fp_atol"] = as_array(fixed.atol if fixed else 0.0)
+    numbers["fp_rtol"] = as_array(fixed.rtol if fixed else 0.0)
     save_mode = save if isinstance(save, str) else "ts"
     ts_save = None if isinstance(save, str) else as_array(save)
     noise_cfg, keys, noise_stats = None, None, {}
@@ -299,7 +311,7 @@ def solve(
         save_energy=bool(save_energy),
         adjoint=adjoint,
         max_steps=int(max_steps),
-        fixed_point=stop is not None,
+        fixed_point=fixed is not None,
         checkpoints=checkpoints,
         batched=x0.ndim == 3,
         args_batched=bool(args_batched),
@@ -307,6 +319,7 @@ def solve(
         sequential=preset.self_counting or bool(count_evaluations),
         counted=bool(count_evaluations),
         noise=noise_cfg,
+        passage=None if passage is None else passage.condition,
     )
     sample_entries = x0[0].size if cfg.batched else x0.size
     if (
@@ -374,11 +387,16 @@ def solve(
             dt0=dt0,
             rtol=rtol,
             atol=atol,
-            stop=stop,
+            stop=fixed,
             dtype=str(dtype),
             max_steps=max_steps,
             stepsize_controller=controller_name(stepsize_controller, adaptive),
             **noise_stats,
+            **(
+                {}
+                if passage is None
+                else {"passage_stop": getattr(passage.condition, "__name__", "condition")}
+            ),
         ),
         jumps=getattr(stepsize_controller, "jump_ts", None) is not None,
         throw=throw,
@@ -394,7 +412,8 @@ def _refuse_at_temperature(stop, adjoint, count_evaluations) -> None:
     if stop is not None:
         raise ValueError(
             "a solve at a temperature has no fixed point to stop at (the noise keeps the "
-            "state moving): drop stop, or solve at temperature=0."
+            "state moving): stop at a first passage with solvers.PassageStop(condition), "
+            "or solve at temperature=0."
         )
     if adjoint != "checkpoint":
         raise ValueError(

@@ -1,6 +1,8 @@
-"""The fixed-point stop: terminate when the residual G is small."""
+"""The stops of a solve: at a fixed point (`FixedPointStop`, when the residual G is small)
+and at a first passage (`PassageStop`, when a condition on the state first holds)."""
 
 import dataclasses
+from collections.abc import Callable
 
 import diffrax
 import jax
@@ -114,6 +116,46 @@ def _unflatten(_, leaves) -> FixedPointStop:
 jax.tree_util.register_pytree_with_keys(
     FixedPointStop, _flatten_with_keys, _unflatten, flatten_func=_flatten
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class PassageStop:
+    """Stop each sample of a solve at the end of the first step where
+    `condition(x, args)` is true: a first passage (the escape from a basin at a
+    temperature, a crossing of a plane, a token scale reached). Its `t_final` is that
+    step's end (resolved to the step: an upper bound on the crossing time, within one
+    step of it) and its stop reason `"passage"`; a sample whose condition never held
+    ends at `t1` with the reason `"t1"`, not a failure (read `sol.stats["stop_reason"]`).
+
+    **Arguments:**
+
+    - `condition`: `(x: [N, D], args) -> bool` (a JAX boolean scalar), traceable; `args`
+      are the solve's `args`. The same function object reuses a compilation (a new
+      closure compiles anew).
+
+    Works with and without a temperature, with every solver and with the checkpoint
+    adjoint (not with `"backsolve"`, whose diffrax adjoint refuses events, nor
+    `"implicit"`, which needs a fixed point).
+    """
+
+    condition: Callable
+
+    def __post_init__(self):
+        if not callable(self.condition):
+            raise ValueError(
+                "PassageStop needs a condition: a function (x, args) -> bool "
+                f"(got {self.condition!r})."
+            )
+
+
+def passage_event(condition) -> diffrax.Event:
+    """A diffrax event firing where `condition(y, model_args)` holds; diffrax `args`
+    start with the model's."""
+
+    def crossed(t, y, args, **kwargs):
+        return jnp.asarray(condition(y, args[0]), bool)
+
+    return diffrax.Event(crossed)
 
 
 def residual_event(model) -> diffrax.Event:

@@ -3,7 +3,8 @@
 along a discrete solve (`energy_descent`), is a fixed point a minimum (`stability`,
 `lyapunov_exponent`), do starts reach the same fixed point (`fixed_points`), what happens
 far past the horizon (`long_horizon`, `finite_time_lyapunov`), error against work per
-solver (`work_precision`), the update's parts over time (`contributions`).
+solver (`work_precision`), the update's parts over time (`contributions`), how long a
+noisy flow stays in a basin at a temperature (`escape_times`, Kramers' law).
 
 They take any `solvers.EnergySystem` and use the geometry it declares
 (`analysis._geometry`); `contributions` needs the ET's parts. Built on the landscape
@@ -30,6 +31,7 @@ from ._convergence_records import (
 )
 from ._decay_laws import decay_curve
 from ._energy_descent import energy_descent, energy_rises
+from ._escape import EscapeTimes, escape_mle, escape_times
 from ._fixed_points import fixed_points, matched_noise, standard_starts
 from ._long_horizon import finite_time_lyapunov, long_horizon
 from ._long_horizon_findings import long_horizon_findings
@@ -72,6 +74,9 @@ __all__ = [
     "ConvergenceSettings",
     "ConvergenceFlow",
     "EnergyDescent",
+    "EscapeTimes",
+    "escape_mle",
+    "escape_times",
     "EnergyDescentRun",
     "EnergyRises",
     "FiniteTimeLyapunov",
