@@ -1,6 +1,8 @@
 """Row 7, devices: the paper's solve (Euler dt 0.1, 12 steps) with the batch sharded over
 1, 2 and 4 devices by `solvers.batch_mesh` / `solvers.shard_batch`: the largest
-difference from the 1-device result, and the throughput against 1 device.
+difference from the 1-device result (also of the same solve at a temperature, 0.01:
+each sample's noise is its own whatever the sharding), and the throughput against 1
+device.
 
 On a CPU the devices are forced host devices
 (`XLA_FLAGS=--xla_force_host_platform_device_count=4`), which must be set before JAX is
@@ -110,7 +112,7 @@ def run(problem, opts) -> list[dict]:
     rows = []
     base = result["runs"][0]
     for r in result["runs"]:
-        equal = r["max_abs_diff"] <= TOLERANCE
+        equal = max(r["max_abs_diff"], r["noisy_max_abs_diff"]) <= TOLERANCE
         rows.append(
             row(
                 FAMILY,
@@ -121,7 +123,8 @@ def run(problem, opts) -> list[dict]:
                 goal=f"max |diff| <= {TOLERANCE:g}",
                 met=equal,
                 note=(
-                    f"max |diff| vs 1 device {r['max_abs_diff']:.2g}; "
+                    f"max |diff| vs 1 device {r['max_abs_diff']:.2g} (at T = 0.01: "
+                    f"{r['noisy_max_abs_diff']:.2g}); "
                     f"{r['samples_per_second']:.1f} samples/s; {result['device_kind']} x "
                     f"{result['device_count']}"
                     + (
@@ -131,6 +134,7 @@ def run(problem, opts) -> list[dict]:
                     )
                 ),
                 max_abs_diff=r["max_abs_diff"],
+                noisy_max_abs_diff=r["noisy_max_abs_diff"],
                 samples_per_second=r["samples_per_second"],
                 devices=r["devices"],
                 seconds=r["seconds"],
@@ -154,15 +158,21 @@ def worker(folder: Path, counts: list[int], repeats: int) -> dict:
     core = load_core(folder)
     x0 = np.load(folder / "x0.npy")
     solve = eqx.filter_jit(lambda m, x: solvers.solve(m, x).x_final)
+    # at a temperature each sample draws with fold_in(key, i): padding and sharding
+    # leave every sample's noise as it is
+    noisy = eqx.filter_jit(
+        lambda m, x: solvers.solve(m, x, temperature=0.01, key=jax.random.key(0)).x_final
+    )
     available = jax.devices()
     counts = [c for c in counts if c <= len(available)]
-    calls, results = {}, {}
+    calls, results, noisy_results = {}, {}, {}
     for count in counts:
         mesh = solvers.batch_mesh(available[:count])
         x_sharded, batch = solvers.shard_batch(x0, mesh)
         model = jax.device_put(core, NamedSharding(mesh, PartitionSpec()))
         calls[count] = lambda m=model, x=x_sharded: solve(m, x)
         results[count] = np.asarray(calls[count]())[:batch]
+        noisy_results[count] = np.asarray(noisy(model, x_sharded))[:batch]
     times = time_interleaved(calls, repeats)
     runs = []
     for count in counts:
@@ -173,6 +183,9 @@ def worker(folder: Path, counts: list[int], repeats: int) -> dict:
                 "seconds": t,
                 "samples_per_second": x0.shape[0] / t["median"],
                 "max_abs_diff": float(np.max(np.abs(results[count] - results[counts[0]]))),
+                "noisy_max_abs_diff": float(
+                    np.max(np.abs(noisy_results[count] - noisy_results[counts[0]]))
+                ),
             }
         )
     out = {

@@ -24,6 +24,7 @@ ROWS = (
     "training_step",
     "long_horizon",
     "landscape",
+    "noisy",
 )
 DEFAULT_OUT_DIR = Path("runs") / "bench"
 
@@ -41,6 +42,7 @@ def _module(family: str):
         _landscape,
         _long_horizon,
         _memory,
+        _noisy,
         _overhead,
         _solver_objects,
         _sparse,
@@ -65,6 +67,7 @@ def _module(family: str):
         "training_step": _training_step,
         "long_horizon": _long_horizon,
         "landscape": _landscape,
+        "noisy": _noisy,
     }[family]
 
 

@@ -312,6 +312,10 @@ class _Diffusion(eqx.Module):
                 if callable(getattr(self.model, "langevin_noise", None))
                 else ones
             )
+            if free is ones:  # no token clamped: a multiple of the identity, one product
+                return coefficient * lx.IdentityLinearOperator(
+                    jax.ShapeDtypeStruct(y.shape, y.dtype)
+                )
             return lx.DiagonalLinearOperator(coefficient * free)
         structure = jax.ShapeDtypeStruct(y.shape, y.dtype)
         return lx.FunctionLinearOperator(
