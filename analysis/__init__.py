@@ -24,6 +24,8 @@ with what produced it.
 | `convergence` | how fast does each flow reach a fixed point, against the Hessian's rate? |
 | `energy_descent` | where does E rise along a discrete solve, and is it real? |
 | `overshoot` | what happens to a masked-image model's error past its horizon? |
+| `temperature_sweep` | how much noise does a masked-image model tolerate before it degrades? |
+| `escape_times` | how long does a noisy flow stay in one basin, against 1/T (Kramers)? |
 | `stability` | is this fixed point a minimum? Newton polish, Hessian, kinks, Lyapunov, verdict |
 | `fixed_points` | do different starts reach the same fixed point? |
 | `gradient_depth` | do parameter gradients vanish with horizon, per adjoint? |
@@ -89,6 +91,8 @@ ROOM_OF = {
     "LYAPUNOV_OPTIONS": "landscape",
     "convergence": "energy",
     "escape_times": "energy",
+    "EscapeSettings": "energy",
+    "ESCAPE_OPTIONS": "energy",
     "escape_mle": "energy",
     "EscapeTimes": "energy",
     "energy_descent": "energy",
@@ -133,6 +137,8 @@ ROOM_OF = {
     "FINITE_TIME_LYAPUNOV_OPTIONS": "energy",
     "CONTRIBUTIONS_OPTIONS": "energy",
     "overshoot": "tasks",
+    "temperature_sweep": "tasks",
+    "TemperatureSweep": "tasks",
     "graph_overshoot": "tasks",
     "gradient_depth": "tasks",
     "image_basins": "tasks",
@@ -168,6 +174,7 @@ ROOM_OF = {
     "plot_work_precision": "figures",
     "plot_contributions": "figures",
     "plot_overshoot": "figures",
+    "plot_temperature_sweep": "figures",
     "plot_graph_overshoot": "figures",
     "plot_gradient_depth": "figures",
     "plot_image_basins": "figures",
@@ -206,6 +213,7 @@ if TYPE_CHECKING:
     from .energy import (
         CONTRIBUTIONS_OPTIONS,
         CONVERGENCE_OPTIONS,
+        ESCAPE_OPTIONS,
         FINITE_TIME_LYAPUNOV_OPTIONS,
         FIXED_POINTS_OPTIONS,
         LONG_HORIZON_OPTIONS,
@@ -218,6 +226,8 @@ if TYPE_CHECKING:
         EnergyDescent,
         EnergyDescentRun,
         EnergyRises,
+        EscapeSettings,
+        EscapeTimes,
         FiniteTimeLyapunov,
         FixedPoints,
         FixedPointSettings,
@@ -236,6 +246,8 @@ if TYPE_CHECKING:
         convergence,
         energy_descent,
         energy_rises,
+        escape_mle,
+        escape_times,
         finite_time_lyapunov,
         fixed_points,
         long_horizon,
@@ -269,6 +281,7 @@ if TYPE_CHECKING:
         plot_overshoot,
         plot_parameter_plane,
         plot_stability,
+        plot_temperature_sweep,
         plot_work_precision,
         position_similarity_figure,
         reconstruction_figure,
@@ -328,6 +341,7 @@ if TYPE_CHECKING:
         ImageTrack,
         ImplicitGradient,
         Overshoot,
+        TemperatureSweep,
         frame_times,
         gradient_depth,
         graph_overshoot,
@@ -337,6 +351,7 @@ if TYPE_CHECKING:
         normalised_patches,
         overshoot,
         reference_time,
+        temperature_sweep,
     )
 
 __all__ = [
@@ -375,6 +390,8 @@ __all__ = [
     "LYAPUNOV_OPTIONS",
     "convergence",
     "energy_descent",
+    "escape_times",
+    "escape_mle",
     "energy_rises",
     "stability",
     "lyapunov_exponent",
@@ -390,6 +407,9 @@ __all__ = [
     "Convergence",
     "ConvergenceFlow",
     "EnergyDescent",
+    "EscapeTimes",
+    "EscapeSettings",
+    "ESCAPE_OPTIONS",
     "EnergyDescentRun",
     "EnergyRises",
     "Stability",
@@ -417,6 +437,7 @@ __all__ = [
     "CONTRIBUTIONS_OPTIONS",
     "overshoot",
     "graph_overshoot",
+    "temperature_sweep",
     "gradient_depth",
     "image_basins",
     "image_basin_continuation",
@@ -426,6 +447,7 @@ __all__ = [
     "frame_times",
     "Overshoot",
     "GraphOvershoot",
+    "TemperatureSweep",
     "GradientDepth",
     "AdjointGradients",
     "AdjointState",
@@ -452,6 +474,7 @@ __all__ = [
     "plot_contributions",
     "plot_overshoot",
     "plot_graph_overshoot",
+    "plot_temperature_sweep",
     "plot_gradient_depth",
     "plot_image_basins",
     "reconstruction_figure",

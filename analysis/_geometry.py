@@ -53,6 +53,7 @@ STUDY_NEEDS = {
     "contributions": ("energy", "vector_field", "update_parts"),
     "gradient_depth": ("energy", "residual", "vector_field", "norm"),
     "overshoot": ("patches", "encode_batch", "decode"),
+    "temperature_sweep": ("patches", "encode_batch", "decode"),
     "graph_overshoot": ("encode", "conditions", "scores_of_states"),
 }
 

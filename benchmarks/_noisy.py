@@ -6,6 +6,8 @@ step (one key per sample and step, as `solve`'s step path does). Beside it, the 
 on `diffrax.VirtualBrownianTree` (`brownian="tree"`), whose path does not depend on the
 steps, against the per-step increments that `solve` uses by default for constant steps."""
 
+from typing import Any
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -48,13 +50,17 @@ def noisy_solve(model, x0, key, brownian="step"):
     ).x_final
 
 
+def tree_solve(model, x0, key):
+    return noisy_solve(model, x0, key, brownian="tree")
+
+
 def run(problem, opts) -> list[dict]:
     model, x0 = problem.core, problem.x0
     key = jax.random.key(0)
-    calls = {
+    calls: dict[str, Any] = {
         "scan": eqx.filter_jit(hand_scan),
         "step": eqx.filter_jit(noisy_solve),
-        "tree": eqx.filter_jit(lambda m, x, k: noisy_solve(m, x, k, brownian="tree")),
+        "tree": eqx.filter_jit(tree_solve),
     }
     # correctness first: the scan draws the noise the step path draws
     diff = float(jnp.max(jnp.abs(calls["scan"](model, x0, key) - calls["step"](model, x0, key))))

@@ -188,6 +188,16 @@ def test_frames(demo, tmp_path, held_out_mse):
     # The same video as the demo's (same images, frames and dynamics).
     demo_data = read(demo[0] / "energy_video_paper.json")["data"]
     np.testing.assert_allclose(data["energies"], demo_data["energies"], rtol=1e-6)
+    # at a temperature: the same times, the noise recorded, energies that differ
+    noisy = tmp_path / "noisy"
+    argv = ["frames", "--checkpoint", "paper", "--images", IMAGES, "--frames", 5]
+    assert run(*argv, "--temperature", 0.05, "--noise-seed", 3, "--out", noisy) == 0
+    hot_record = read(noisy / "energy_video.json")
+    hot, solve = hot_record["data"], hot_record["metadata"]["solve"]
+    np.testing.assert_allclose(hot["times"], data["times"])
+    assert solve["temperature"] == 0.05 and solve["noise_seed"] == 3
+    assert hot["energies"][0][0] == data["energies"][0][0]  # t = 0: no noise yet
+    assert np.max(np.abs(np.subtract(hot["energies"], data["energies"]))) > 1.0
 
 
 def test_compare_solvers(demo, tmp_path):
@@ -405,6 +415,8 @@ def test_bad_input_is_one_line_and_exit_2(argv, words, tmp_path, capsys):
         (["study", "basins", "--images", "1"], ["--images", "two images", "--images 2"]),
         (["study", "convergence", "--rtol", "-1e-6"], ["--rtol", "positive number", "'-1e-6'"]),
         (["frames", "--horizon", "-inf"], ["--horizon", "positive number", "'-inf'"]),
+        (["frames", "--temperature", "-1"], ["--temperature", "number >= 0", "'-1'"]),
+        (["study", "temperature", "--temperatures", "0.1,-2"], ["--temperatures", "positive"]),
         (["study", "energy-descent", "--horizon", "-5"], ["--horizon", "positive number", "'-5'"]),
         (["demo", "--images", "x"], ["--images", "'x'"]),
         (["frames", "--format", "jpg"], ["--format", "invalid choice", "pdf", "svg"]),

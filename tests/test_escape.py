@@ -79,9 +79,8 @@ def test_escape_times_of_a_double_well_against_the_exact_and_kramers():
         -jnp.ones((1, 1)),
         past_the_saddle,
         temperatures,
-        paths=300,
-        t1=500.0,
-        dt0=0.01,
+        options=analysis.ESCAPE_OPTIONS,  # Euler-Maruyama, dt 0.01
+        settings=analysis.EscapeSettings(paths=300, t1=500.0),
         barrier=1.0,
     )
     assert isinstance(found, analysis.EscapeTimes) and found.barrier == 1.0

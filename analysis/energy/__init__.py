@@ -31,7 +31,7 @@ from ._convergence_records import (
 )
 from ._decay_laws import decay_curve
 from ._energy_descent import energy_descent, energy_rises
-from ._escape import EscapeTimes, escape_mle, escape_times
+from ._escape import ESCAPE_OPTIONS, EscapeSettings, EscapeTimes, escape_mle, escape_times
 from ._fixed_points import fixed_points, matched_noise, standard_starts
 from ._long_horizon import finite_time_lyapunov, long_horizon
 from ._long_horizon_findings import long_horizon_findings
@@ -74,6 +74,8 @@ __all__ = [
     "ConvergenceSettings",
     "ConvergenceFlow",
     "EnergyDescent",
+    "ESCAPE_OPTIONS",
+    "EscapeSettings",
     "EscapeTimes",
     "escape_mle",
     "escape_times",

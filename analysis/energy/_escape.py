@@ -26,10 +26,11 @@ import numpy as np
 from scipy import stats
 
 from et_ode import solvers
-from et_ode.vocab import Flow, Noise
+from et_ode.vocab import Noise
 
 from .._records import metadata
 from .._results import Result
+from .._settings import Settings, positive
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
@@ -106,25 +107,47 @@ def _fit(inverse_t: np.ndarray, mean, escaped) -> tuple[float, float, float, flo
     return float(slope), float(slope - half), float(slope + half), float(intercept)
 
 
+ESCAPE_OPTIONS = solvers.SolveOptions(solver="euler", dt0=0.01)
+"""How `escape_times` solves by default: Euler-Maruyama, constant steps of 0.01 tau, the
+native flow (its noise isotropic)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EscapeSettings(Settings):
+    """What `escape_times` runs besides how it solves.
+
+    - `paths`: noisy paths per temperature, one batch (at least 2).
+    - `t1`: each path's horizon (tau): a path that has not escaped by then is censored.
+    - `noise`: `"isotropic"` or `"tangent"` (None: by flow, as `solvers.solve`).
+    - `seed`: the noise's seed when no `key` is given.
+    """
+
+    paths: int = 200
+    t1: float = 100.0
+    noise: Noise | None = None
+    seed: int = 0
+
+    def check(self) -> None:
+        if not (isinstance(self.paths, int) and self.paths >= 2):
+            raise ValueError(f"EscapeSettings.paths must be an integer >= 2 (got {self.paths!r}).")
+        positive(self, "t1")
+
+
 def escape_times(
     model: solvers.EnergySystem,
     start: Any,
     condition: Callable,
     temperatures: Sequence[float],
     *,
-    paths: int = 200,
-    t1: float = 100.0,
-    dt0: float = 0.01,
-    solver: str = "euler",
-    flow: Flow = "native",
-    noise: Noise | None = None,
+    options: solvers.SolveOptions = ESCAPE_OPTIONS,
+    settings: EscapeSettings = EscapeSettings(),
     barrier: float | None = None,
     args: Any = None,
     key: Any = None,
-    seed: int = 0,
 ) -> EscapeTimes:
-    """Escape times of `paths` noisy paths from `start` (`[N, D]`) at each temperature:
-    each path stops at the end of the first step where `condition(x, args)` holds.
+    """Escape times of `settings.paths` noisy paths from `start` (`[N, D]`) at each
+    temperature: each path stops at the end of the first step where `condition(x, args)`
+    holds.
 
     **Arguments:**
 
@@ -134,12 +157,13 @@ def escape_times(
       other attractor than to this one, past a plane beyond the saddle...).
     - `temperatures`: at least two, where escapes happen before `t1` and the barrier is
       several `T` high (Kramers' law is the limit `T -> 0`).
-    - `paths`, `t1`, `dt0`, `solver`, `flow`, `noise`: each temperature's batched solve
-      (constant steps; `noise` by flow when None).
+    - `options`: how each temperature's batched solve runs (`ESCAPE_OPTIONS`: Euler-
+      Maruyama, dt 0.01; constant steps: the escape time is resolved to the step).
+    - `settings`: an `EscapeSettings` (paths, horizon, noise, seed).
     - `barrier`: the energy barrier to compare the slope with (from the landscape's
       index-1 saddle), recorded beside it.
-    - `key`, `seed`: the noise (temperature `i` draws with `fold_in(key, i)`; `key`
-      default `jax.random.key(seed)`).
+    - `key`: the noise (temperature `i` draws with `fold_in(key, i)`; default
+      `jax.random.key(settings.seed)`).
 
     **Returns:** an `EscapeTimes`.
     """
@@ -149,14 +173,18 @@ def escape_times(
             "escape_times needs at least two positive temperatures, to fit log(mean) "
             f"against 1/T (got {values.tolist()})."
         )
-    if not (isinstance(paths, int) and paths >= 2):
-        raise ValueError(f"paths must be an integer >= 2 (got {paths!r}).")
     start = jnp.asarray(start)
     if start.ndim != 2:
         raise ValueError(f"start must be one state [N, D] (got shape {start.shape}).")
-    key = jax.random.key(seed) if key is None else key
+    if options.adaptive or options.dt0 is None:
+        raise ValueError(
+            "escape_times takes constant steps (options with dt0, no rtol/atol): the "
+            "passage is checked at the end of each step."
+        )
+    paths, t1 = settings.paths, settings.t1
+    key = jax.random.key(settings.seed) if key is None else key
     batch = jnp.broadcast_to(start, (paths, *start.shape))
-    steps = int(np.ceil(t1 / dt0)) + 1
+    steps = solvers.constant_step_count(0.0, t1, options.dt0) or 0
     stop = solvers.PassageStop(condition)
     all_times, escaped = [], []
     for i, temperature in enumerate(values):
@@ -164,15 +192,12 @@ def escape_times(
             model,
             batch,
             args=args,
+            options=options.replace(max_steps=max(int(options.max_steps or 0), steps + 1)),
             t1=t1,
-            dt0=dt0,
-            solver=solver,
-            flow=flow,
-            noise=noise,
+            noise=settings.noise,
             temperature=float(temperature),
             key=jax.random.fold_in(key, i),
             stop=stop,
-            max_steps=steps,
             throw=False,
         )
         reasons = sol.stats["stop_reason"]
@@ -202,14 +227,14 @@ def escape_times(
         barrier=None if barrier is None else float(barrier),
         paths=paths,
         t1=float(t1),
-        dt0=float(dt0),
-        solver=solver,
+        dt0=float(options.dt0),
+        solver=str(options.solver),
         metadata=metadata(
             study="escape_times",
             dtype=start.dtype,
-            seeds={"noise": seed},
-            noise=noise,
-            flow=flow,
+            seeds={"noise": settings.seed},
+            noise=settings.noise,
+            flow=options.flow,
             condition=getattr(condition, "__name__", "condition"),
         ),
     )

@@ -54,6 +54,7 @@ from ._task_studies import (
     plot_graph_overshoot,
     plot_image_basins,
     plot_overshoot,
+    plot_temperature_sweep,
 )
 from ._video import figure_to_frame, write_frames, write_png, write_video
 from ._work_precision import plot_work_precision
@@ -84,6 +85,7 @@ __all__ = [
     "plot_long_horizon",
     "plot_lyapunov_spectrum",
     "plot_overshoot",
+    "plot_temperature_sweep",
     "plot_parameter_plane",
     "plot_stability",
     "plot_work_precision",

@@ -142,6 +142,11 @@ def _video_figure(masked, completed, originals, times, energies, mse, reference,
     return fig, show
 
 
+def _noise_note(temperature: float, trajectory: dict) -> str:
+    noise = "tangent" if trajectory["options"].get("flow") == "projected" else "isotropic"
+    return f"at T = {temperature:g} ({noise} noise)"
+
+
 @overload
 def energy_video_frames(
     model: MaskedImageET,
@@ -153,6 +158,8 @@ def energy_video_frames(
     name: str | None = None,
     still: Literal[False] = False,
     options: solvers.SolveOptions | None = None,
+    temperature: float = 0.0,
+    seed: int = 0,
 ) -> tuple[Frames, dict]: ...
 
 
@@ -167,6 +174,8 @@ def energy_video_frames(
     name: str | None = None,
     still: Literal[True],
     options: solvers.SolveOptions | None = None,
+    temperature: float = 0.0,
+    seed: int = 0,
 ) -> tuple[Frames, dict, Figure]: ...
 
 
@@ -180,6 +189,8 @@ def energy_video_frames(
     name: str | None = None,
     still: bool = False,
     options: solvers.SolveOptions | None = None,
+    temperature: float = 0.0,
+    seed: int = 0,
 ) -> tuple[Frames, dict] | tuple[Frames, dict, Figure]:
     """Figure 8, the energy-trajectory video: one frame per time in `times`, each showing,
     per image (a row), the masked input, the completion at time t (the decoded tokens
@@ -203,7 +214,8 @@ def energy_video_frames(
     figure, drawn at the still frame (`still_frame`), its title saying which frame it
     is; `options`: how to solve, a `solvers.SolveOptions` (None: the model's own,
     `model.dynamics.options`), its cap raised to reach the last time (as for
-    `image_trajectory`).
+    `image_trajectory`); `temperature`, `seed`: a noisy video, the dynamics at that
+    temperature (`image_trajectory`), named in the caption.
 
     **Returns:** `(frames, data)`, with `still` `(frames, data, figure)`: `frames`, a
     list of `T` arrays `uint8 [H, W, 3]`; `data` with `times [T]`, `energies [B, T]`,
@@ -212,7 +224,9 @@ def energy_video_frames(
     `interpolated_frames` and `frames_note` (`frame_steps`), `options`, `stats`.
     """
     horizon, label = reference or reference_time(model, images, masking)
-    traj = image_trajectory(model, images, masking, times, options=options)
+    traj = image_trajectory(
+        model, images, masking, times, options=options, temperature=temperature, seed=seed
+    )
     completed = to_display(model, completed_patches(traj, masking))  # [B, T, S, S, C]
     masked = masked_display(model, np.asarray(images), masking)
     energies, mse, ts = traj["energies"], traj["mse"], traj["times"]
@@ -224,7 +238,7 @@ def energy_video_frames(
         flow=traj["options"].get("flow"),
         dtype=str(model_dtype(model.core)),
         solver=traj["options"],
-        extra=[steps["sentence"]],
+        extra=[steps["sentence"]] + ([_noise_note(temperature, traj)] if temperature else []),
     )
     if name:
         text = f"model {name}" + SEPARATOR + text

@@ -40,6 +40,7 @@ from ._task_records import (
     ImplicitGradient,
     Overshoot,
 )
+from ._temperature import TemperatureSweep, temperature_sweep
 
 __all__ = [
     "GRADIENT_DEPTH_OPTIONS",
@@ -56,6 +57,7 @@ __all__ = [
     "ImageTrack",
     "ImplicitGradient",
     "Overshoot",
+    "TemperatureSweep",
     "completed_patches",
     "frame_steps",
     "frame_times",
@@ -69,5 +71,6 @@ __all__ = [
     "overshoot",
     "reference_time",
     "still_frame",
+    "temperature_sweep",
     "to_display",
 ]

@@ -89,6 +89,8 @@ def image_trajectory(
     times: Real[ArrayLike, " T"] | Sequence[float],
     *,
     options: solvers.SolveOptions | None = None,
+    temperature: float = 0.0,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Run the model's dynamics on `images` once, saving the state at every one of
     `times`, and decode every saved state.
@@ -102,7 +104,9 @@ def image_trajectory(
     `times [T]` non-decreasing in `[0, times[-1]]` (tau); `options`: how to solve, a
     `solvers.SolveOptions` (None: the model's own, `model.dynamics.options`), its step
     cap raised to reach `times[-1]` (`SolveOptions.covering`: enough constant steps, or
-    at least 4096 adaptive ones).
+    at least 4096 adaptive ones). `temperature`: solve at that temperature (Langevin
+    noise, `solvers.solve(..., temperature=...)`; 0: the deterministic dynamics), the
+    noise drawn from `jax.random.key(seed)` (each image its own).
 
     **Returns:** a dict: `times [T]`; `states [B, T, N, D]`; `reconstructions
     [B, T, N, P]` (every patch decoded, normalised units); `patches [B, N, P]` (the
@@ -126,7 +130,9 @@ def image_trajectory(
         )
     t_end = float(times[-1])
     solve = (model.dynamics.options if options is None else options).covering(0.0, t_end)
-    run = dict(t1=t_end, adjoint="checkpoint", stop=None)
+    run: dict[str, Any] = dict(t1=t_end, adjoint="checkpoint", stop=None)
+    if temperature:
+        run.update(temperature=float(temperature), key=jax.random.key(seed))
     patches = normalised_patches(model, images)
     _, sol = model.reconstruct(patches, masking, save=times, options=solve, **run)
     mean, std = jax.vmap(model.context_statistics)(patches, masking)
@@ -148,7 +154,8 @@ def image_trajectory(
         "conditions": conditions,
         "context_mean": np.asarray(mean),
         "context_std": np.asarray(std),
-        "options": recorded_options(solve, t1=run["t1"], adjoint=run["adjoint"], stop=run["stop"]),
+        "options": recorded_options(solve, t1=run["t1"], adjoint=run["adjoint"], stop=run["stop"])
+        | ({"temperature": float(temperature), "noise_seed": seed} if temperature else {}),
         "stats": sol.stats,
     }
 

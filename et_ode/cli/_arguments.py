@@ -147,6 +147,16 @@ def _float_pair(text: str) -> tuple[float, float]:
     return low, high
 
 
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (got {_shown(text)})")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)

@@ -133,7 +133,11 @@ def _frames(options) -> int:
             masks,
             out,
             settings=EnergyVideoSettings(
-                frames=options.frames, horizon=options.horizon, fps=options.fps
+                frames=options.frames,
+                horizon=options.horizon,
+                fps=options.fps,
+                temperature=options.temperature,
+                seed=options.noise_seed,
             ),
             indices=indices,
             meta=meta,

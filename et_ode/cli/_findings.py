@@ -116,6 +116,24 @@ def _overshoot(result, unit: str = "image") -> str:
     )
 
 
+def _temperature(result, unit: str = "image") -> str:
+    n = int(np.shape(result["mse_per_image"])[1])
+    temperatures, mse = np.asarray(result["temperatures"]), np.asarray(result["mse"])
+    degraded = result["degraded_at"]
+    verdict = (
+        f"it degrades (masked MSE above {1 + result['tolerance']:.2g} x T = 0's) from T = "
+        f"{_g(degraded)}, tolerating T = {_g(result['tolerated'])}"
+        if degraded is not None
+        else f"no temperature up to {_g(temperatures[-1])} degraded it by {result['tolerance']:.0%}"
+    )
+    return (
+        f"At a temperature, on {_images(n, unit)} x {result['samples']} noise draws "
+        f"({result['noise']} noise, t = {_g(result['horizon'])}): masked MSE "
+        f"{mse[0]:.4g} at T = 0, {mse[-1]:.4g} at T = {_g(temperatures[-1])}; {verdict}; "
+        f"E rose by {result['energy_rise'][-1]:.3g} at the highest T."
+    )
+
+
 def _stability(result, unit: str = "image") -> str:
     start = result.get("start", {})
     reached = (
@@ -312,6 +330,7 @@ FINDINGS: dict[str, Callable[[Mapping[str, Any], str], str]] = {
     "convergence": _convergence,
     "energy-descent": _energy_descent,
     "overshoot": _overshoot,
+    "temperature": _temperature,
     "stability": _stability,
     "fixed-points": _fixed_points,
     "gradient-depth": _gradient_depth,

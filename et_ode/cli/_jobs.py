@@ -108,19 +108,23 @@ def _with_metadata(result: dict, meta: dict | None) -> dict:
 @dataclasses.dataclass(frozen=True)
 class EnergyVideoSettings:
     """What `energy_video_job` renders (the command line's `--frames`, `--horizon`,
-    `--fps`):
+    `--fps`, `--temperature`):
 
     - `frames`: frame times, equally spaced from 0 to `horizon`.
     - `horizon`: the last time in tau (None: 4 x the time the model was trained to
       reach, `analysis.reference_time`).
     - `fps`: the video's frames per second.
     - `frames_folder`: the frames' folder in the output folder (None: `<stem>_frames`).
+    - `temperature`: the dynamics at this temperature (Langevin noise; 0: none), its
+      noise from `seed`.
     """
 
     frames: int = 49
     horizon: float | None = None
     fps: float = 12.0
     frames_folder: str | None = None
+    temperature: float = 0.0
+    seed: int = 0
 
 
 def energy_video_job(
@@ -169,6 +173,8 @@ def energy_video_job(
         still=True,
         name=Path(name).name if name else None,
         options=options,
+        temperature=settings.temperature,
+        seed=settings.seed,
     )
     out = Path(out)
     frame_paths = write_frames(pictures, out / (settings.frames_folder or f"{stem}_frames"))

@@ -11,6 +11,7 @@ from ._arguments import (
     _float_list,
     _int_between,
     _model_options,
+    _non_negative_float,
     _output_options,
     _Parser,
     _positive_float,
@@ -91,6 +92,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     frames.add_argument(
         "--fps", type=_positive_float, default=12.0, help="video frames per second (default 12)"
+    )
+    frames.add_argument(
+        "--temperature",
+        type=_non_negative_float,
+        default=0.0,
+        help="run the dynamics at this temperature: Langevin noise, isotropic on the native "
+        "flow (Euler-Maruyama with the model's steps), drawn from --noise-seed (default 0: "
+        "no noise)",
+    )
+    frames.add_argument(
+        "--noise-seed",
+        type=_int_between(0, 2**32 - 1),
+        default=0,
+        help="seed of the noise with --temperature (default 0; each image its own noise)",
     )
     _output_options(frames, "frames")
     frames.set_defaults(handler=_frames)

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..vocab import FLOWS
 from ._arguments import (
+    _float_list,
     _float_pair,
     _model_options,
     _output_options,
@@ -33,6 +34,7 @@ ARGUMENTS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "parameter": (("--parameter",), dict(choices=("memory_scale", "field_strength", "beta"))),
     "p_span": (("--p-span",), dict(type=_float_pair, metavar="LOW,HIGH")),
     "measure": (("--measure",), dict(choices=("g", "metric", "x"))),
+    "temperatures": (("--temperatures",), dict(type=_float_list, metavar="T1,T2,...")),
 }
 
 
@@ -201,6 +203,27 @@ COMMANDS: dict[str, StudyCommand] = {
                 ),
                 **_MODEL_STEPS,
                 dtype=_dtype("the model's own"),
+            ),
+        ),
+        StudyCommand(
+            "temperature",
+            "the masked MSE and the energy of the completion against the temperature of "
+            "the dynamics (Langevin noise): how much noise the model tolerates",
+            images=(1, None),
+            uses="every image it is given, as one batch, each with its own noise draws",
+            quick="5 temperatures and 2 noise draws per image (4 otherwise)",
+            options=dict(
+                temperatures=StudyOption(
+                    "the temperatures swept (0, the deterministic completion, is added)",
+                    "1e-4,2e-4,1e-3,1e-2,3e-2,0.1,0.3",
+                    "2e-4,1e-3,1e-2,0.1,0.3",
+                ),
+                flow=StudyOption(
+                    "the flow (native: isotropic noise, the authors'; projected: tangent "
+                    "noise, which samples exp(-E/T))",
+                    "the model's",
+                ),
+                dt0=StudyOption("the Euler-Maruyama step", "the model's"),
             ),
         ),
         StudyCommand(

@@ -40,10 +40,12 @@ from ..analysis import (
     plot_long_horizon,
     plot_overshoot,
     plot_stability,
+    plot_temperature_sweep,
     reference_time,
     stability,
     standard_starts,
     take,
+    temperature_sweep,
 )
 from ..tasks import masked_mse
 from ..vocab import ADJOINTS, FLOWS
@@ -77,6 +79,7 @@ class StudySettings:
     parameter: str | None = None  # continuation: what p is
     p_span: tuple[float, float] | None = None  # continuation: its range
     measure: str | None = None  # lyapunov-spectrum: where tangent vectors are measured
+    temperatures: tuple[float, ...] | None = None  # temperature: the temperatures swept
 
     def tight(self, dtype) -> tuple[float, float]:
         """`(rtol, atol)`: the given ones (both, or refused in one line), else tight for
@@ -476,6 +479,23 @@ def _long_horizon(model, images, masks, s):
     return result, plot_long_horizon
 
 
+def _temperature(model, images, masks, s):
+    given = _given(s, "temperature", "temperatures")
+    if isinstance(given, str):  # the default, as the help shows it
+        given = tuple(float(v) for v in given.split(","))
+    changes = {k: v for k, v in dict(dt0=s.dt0, flow=s.flow).items() if v is not None}
+    result = temperature_sweep(
+        model,
+        model.normalisation.apply(np.asarray(images)),
+        masks,
+        given,
+        samples=2 if s.quick else 4,
+        seed=s.seed,
+        options=model.dynamics.options.replace(**changes),
+    )
+    return result, plot_temperature_sweep
+
+
 def _first(masks):
     return jax.tree.map(lambda a: a[:1], masks)
 
@@ -489,4 +509,5 @@ RUNNERS = {  # work-precision: et_ode.cli.compare_solvers_job
     "gradient-depth": _gradient_depth,
     "contributions": _contributions,
     "long-horizon": _long_horizon,
+    "temperature": _temperature,
 }
