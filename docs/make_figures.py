@@ -76,6 +76,7 @@ FIGURES = {
             "long-horizon",
         )
     },
+    "temperature": ("energy-video.md", study("temperature"), "temperature.png"),
     **{
         name: ("fixed-points.md", study(name), f"{name}.png")
         for name in ("stability", "fixed-points")

@@ -303,6 +303,31 @@ def gradient_depth_result():
     )
 
 
+def temperature_result():
+    temperatures = np.asarray([0.0, 2e-4, 1e-3, 1e-2, 0.1, 0.3])
+    mse = 0.11 + 0.25 * temperatures
+    options = dict(solver="euler", dt0=0.1, rtol=None, atol=None, flow="native", max_steps=13)
+    return dict(
+        temperatures=temperatures,
+        mse=mse,
+        mse_low=mse - 0.01,
+        mse_high=mse + 0.01,
+        mse_per_image=np.stack([mse, mse], axis=1),
+        energy=-8400 + 1500 * temperatures,
+        energy_std=np.full(6, 300.0),
+        energy_rise=1500 * temperatures,
+        energy_rise_std=np.full(6, 20.0),
+        tolerance=0.1,
+        tolerated=0.01,
+        degraded_at=0.1,
+        horizon=1.2,
+        samples=2,
+        noise="isotropic",
+        solve_options=options,
+        metadata=meta("temperature", dtype="float32", n_images=2, **JOB),
+    )
+
+
 def overshoot_result():
     times = np.unique(np.concatenate([[0.0, 1.2], np.geomspace(0.012, 12.0, 12)]))
     mse = 1.2 - 0.3 * (1 - np.exp(-times)) + 0.01 * np.log1p(times)
@@ -1065,6 +1090,10 @@ FIGURES = {
         lambda: analysis.plot_overshoot(overshoot_result()),
         ["paper", "2 images", "12 tau", "float32", "euler dt0 0.1"],
     ),
+    "plot_temperature_sweep": (
+        lambda: analysis.plot_temperature_sweep(temperature_result()),
+        ["paper", "2 images x 2 noise draws", "1.2 tau", "isotropic noise", "float32"],
+    ),
     "plot_graph_overshoot": (
         lambda: analysis.plot_graph_overshoot(graph_overshoot_result()),
         ["542 scored test nodes", "120 tau", "float32", "euler dt0 0.1"],
@@ -1481,6 +1510,7 @@ DOCS_IMAGES = {  # figure function -> its images in docs/images (docs/make_figur
     "plot_convergence": "convergence",
     "plot_energy_descent": "energy-descent",
     "plot_overshoot": "overshoot",
+    "plot_temperature_sweep": "temperature",
     "plot_gradient_depth": "gradient-depth",
     "plot_contributions": "contributions",
     "plot_long_horizon": "long-horizon",

@@ -9,6 +9,7 @@ deterministic completion every other temperature is compared with.
 """
 
 import dataclasses
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -72,7 +73,7 @@ def temperature_sweep(
     model: MaskedImageET,
     images: Float[ArrayLike, "B H W C"],
     masking: Masking,
-    temperatures,
+    temperatures: Sequence[float],
     *,
     samples: int = 4,
     tolerance: float = 0.1,
