@@ -30,6 +30,7 @@ with what produced it.
 | `fixed_points` | do different starts reach the same fixed point? |
 | `gradient_depth` | do parameter gradients vanish with horizon, per adjoint? |
 | `work_precision` | error against NFE and wall time per solver and tolerance |
+| `sde_orders` | the strong order (with its interval) and weak error of each SDE solver |
 | `contributions` | attention against Hopfield parts of the update over time |
 | `graph_overshoot` | what happens to a node anomaly detector's test AUC past its horizon? |
 | `long_horizon` | E, G and its decay law, scales, error, steps, perturbations to t = 1e4 |
@@ -107,6 +108,7 @@ ROOM_OF = {
     "quoted_decay": "energy",
     "finite_time_lyapunov": "energy",
     "work_precision": "energy",
+    "sde_orders": "energy",
     "contributions": "energy",
     "Convergence": "energy",
     "ConvergenceFlow": "energy",
@@ -122,6 +124,8 @@ ROOM_OF = {
     "FiniteTimeLyapunov": "energy",
     "WorkPrecision": "energy",
     "WorkPrecisionRun": "energy",
+    "SdeOrders": "energy",
+    "SdeOrder": "energy",
     "Contributions": "energy",
     "TokenGroups": "energy",
     "ConvergenceSettings": "energy",
@@ -129,6 +133,7 @@ ROOM_OF = {
     "FixedPointSettings": "energy",
     "LongHorizonSettings": "energy",
     "WorkPrecisionSettings": "energy",
+    "SdeOrderSettings": "energy",
     "CONVERGENCE_OPTIONS": "energy",
     "STABILITY_OPTIONS": "energy",
     "LYAPUNOV_EXPONENT_OPTIONS": "energy",
@@ -235,6 +240,9 @@ if TYPE_CHECKING:
         LongHorizonFlow,
         LongHorizonSettings,
         LyapunovExponent,
+        SdeOrder,
+        SdeOrders,
+        SdeOrderSettings,
         Stability,
         StabilityLyapunov,
         StabilitySettings,
@@ -255,6 +263,7 @@ if TYPE_CHECKING:
         lyapunov_exponent,
         matched_noise,
         quoted_decay,
+        sde_orders,
         stability,
         standard_starts,
         work_precision,
@@ -403,6 +412,7 @@ __all__ = [
     "quoted_decay",
     "finite_time_lyapunov",
     "work_precision",
+    "sde_orders",
     "contributions",
     "Convergence",
     "ConvergenceFlow",
@@ -421,6 +431,8 @@ __all__ = [
     "FiniteTimeLyapunov",
     "WorkPrecision",
     "WorkPrecisionRun",
+    "SdeOrders",
+    "SdeOrder",
     "Contributions",
     "TokenGroups",
     "ConvergenceSettings",
@@ -428,6 +440,7 @@ __all__ = [
     "FixedPointSettings",
     "LongHorizonSettings",
     "WorkPrecisionSettings",
+    "SdeOrderSettings",
     "CONVERGENCE_OPTIONS",
     "STABILITY_OPTIONS",
     "LYAPUNOV_EXPONENT_OPTIONS",

@@ -271,6 +271,7 @@ COSTS = {
     "test_own_model.py": 47,
     "test_solver_objects.py": 45,
     "test_langevin.py": 42,  # measured alone 2026-12-02, Intel Xeon VM
+    "test_sde_orders.py": 55,  # measured alone 2026-12-02, Intel Xeon VM (53-57 s)
     "test_escape.py": 12,  # measured alone 2026-12-02, Intel Xeon VM
     "test_auto_solver.py": 37,
     "test_figure_layout.py": 37,

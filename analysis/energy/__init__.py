@@ -4,7 +4,8 @@ along a discrete solve (`energy_descent`), is a fixed point a minimum (`stabilit
 `lyapunov_exponent`), do starts reach the same fixed point (`fixed_points`), what happens
 far past the horizon (`long_horizon`, `finite_time_lyapunov`), error against work per
 solver (`work_precision`), the update's parts over time (`contributions`), how long a
-noisy flow stays in a basin at a temperature (`escape_times`, Kramers' law).
+noisy flow stays in a basin at a temperature (`escape_times`, Kramers' law), the measured
+orders of the SDE solvers (`sde_orders`).
 
 They take any `solvers.EnergySystem` and use the geometry it declares
 (`analysis._geometry`); `contributions` needs the ET's parts. Built on the landscape
@@ -36,6 +37,7 @@ from ._fixed_points import fixed_points, matched_noise, standard_starts
 from ._long_horizon import finite_time_lyapunov, long_horizon
 from ._long_horizon_findings import long_horizon_findings
 from ._long_horizon_records import FiniteTimeLyapunov, LongHorizon, LongHorizonFlow
+from ._sde_orders import SdeOrder, SdeOrders, SdeOrderSettings, sde_orders
 from ._settings import (
     CONTRIBUTIONS_OPTIONS,
     CONVERGENCE_OPTIONS,
@@ -110,4 +112,8 @@ __all__ = [
     "stability",
     "standard_starts",
     "work_precision",
+    "sde_orders",
+    "SdeOrders",
+    "SdeOrder",
+    "SdeOrderSettings",
 ]
