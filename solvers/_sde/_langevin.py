@@ -260,8 +260,6 @@ def check_noise(model, noise, flow, solver, brownian: Brownian, adaptive: bool) 
             f"adaptive steps need brownian='tree' (a rejected step re-queries the path; "
             f"got brownian={brownian.kind!r})."
         )
-    if brownian.kind == "key_chain" and adaptive:
-        raise ValueError("brownian='key_chain' draws one increment per constant step.")
 
 
 def default_brownian(brownian, adaptive: bool) -> Brownian:
