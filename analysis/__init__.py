@@ -26,6 +26,7 @@ with what produced it.
 | `overshoot` | what happens to a masked-image model's error past its horizon? |
 | `temperature_sweep` | how much noise does a masked-image model tolerate before it degrades? |
 | `escape_times` | how long does a noisy flow stay in one basin, against 1/T (Kramers)? |
+| `image_escape` | escapes between two memories of an image model against the barrier between them |
 | `stability` | is this fixed point a minimum? Newton polish, Hessian, kinks, Lyapunov, verdict |
 | `fixed_points` | do different starts reach the same fixed point? |
 | `gradient_depth` | do parameter gradients vanish with horizon, per adjoint? |
@@ -41,6 +42,7 @@ with what produced it.
 | `basins` | which attractor does each start reach; how many, how large, how mixed? |
 | `basin_continuation` | how do the attractors and their basins change with a parameter? |
 | `steady_states` | which steady states exist at one parameter (deflated Newton)? |
+| `minimum_energy_path` | the path between two minima and its highest saddle: the barrier |
 """
 
 import importlib
@@ -61,6 +63,10 @@ ROOM_OF = {
     "switch_branch": "landscape",
     "fold_continuation": "landscape",
     "steady_states": "landscape",
+    "minimum_energy_path": "landscape",
+    "MinimumEnergyPath": "landscape",
+    "PathSettings": "landscape",
+    "PATH_OPTIONS": "landscape",
     "basins": "landscape",
     "basin_entropy": "landscape",
     "grid_starts": "landscape",
@@ -144,6 +150,9 @@ ROOM_OF = {
     "overshoot": "tasks",
     "temperature_sweep": "tasks",
     "TemperatureSweep": "tasks",
+    "image_escape": "tasks",
+    "ImageEscape": "tasks",
+    "ImageEscapeSettings": "tasks",
     "graph_overshoot": "tasks",
     "gradient_depth": "tasks",
     "image_basins": "tasks",
@@ -180,6 +189,7 @@ ROOM_OF = {
     "plot_contributions": "figures",
     "plot_overshoot": "figures",
     "plot_temperature_sweep": "figures",
+    "plot_image_escape": "figures",
     "plot_graph_overshoot": "figures",
     "plot_gradient_depth": "figures",
     "plot_image_basins": "figures",
@@ -285,6 +295,7 @@ if TYPE_CHECKING:
         plot_gradient_depth,
         plot_graph_overshoot,
         plot_image_basins,
+        plot_image_escape,
         plot_long_horizon,
         plot_lyapunov_spectrum,
         plot_overshoot,
@@ -303,6 +314,7 @@ if TYPE_CHECKING:
     from .landscape import (
         BASIN_OPTIONS,
         LYAPUNOV_OPTIONS,
+        PATH_OPTIONS,
         Attractor,
         BasinContinuation,
         BasinContinuationSettings,
@@ -320,6 +332,8 @@ if TYPE_CHECKING:
         HopfPoint,
         LyapunovSpectrum,
         LyapunovSpectrumSettings,
+        MinimumEnergyPath,
+        PathSettings,
         SteadyStates,
         SteadyStateSettings,
         Track,
@@ -332,6 +346,7 @@ if TYPE_CHECKING:
         grid_starts,
         hessian_eigenvalues,
         lyapunov_spectrum,
+        minimum_energy_path,
         steady_states,
         switch_branch,
     )
@@ -345,6 +360,8 @@ if TYPE_CHECKING:
         ImageAttractor,
         ImageBasinContinuation,
         ImageBasins,
+        ImageEscape,
+        ImageEscapeSettings,
         ImagePlane,
         ImageRandomStarts,
         ImageTrack,
@@ -357,6 +374,7 @@ if TYPE_CHECKING:
         held_out_images,
         image_basin_continuation,
         image_basins,
+        image_escape,
         normalised_patches,
         overshoot,
         reference_time,
@@ -368,6 +386,7 @@ __all__ = [
     "switch_branch",
     "fold_continuation",
     "steady_states",
+    "minimum_energy_path",
     "basins",
     "basin_entropy",
     "grid_starts",
@@ -382,6 +401,8 @@ __all__ = [
     "FoldCurve",
     "Cusp",
     "SteadyStates",
+    "MinimumEnergyPath",
+    "PathSettings",
     "Basins",
     "Attractor",
     "BasinEntropy",
@@ -396,6 +417,7 @@ __all__ = [
     "BasinContinuationSettings",
     "LyapunovSpectrumSettings",
     "BASIN_OPTIONS",
+    "PATH_OPTIONS",
     "LYAPUNOV_OPTIONS",
     "convergence",
     "energy_descent",
@@ -451,6 +473,7 @@ __all__ = [
     "overshoot",
     "graph_overshoot",
     "temperature_sweep",
+    "image_escape",
     "gradient_depth",
     "image_basins",
     "image_basin_continuation",
@@ -461,6 +484,8 @@ __all__ = [
     "Overshoot",
     "GraphOvershoot",
     "TemperatureSweep",
+    "ImageEscape",
+    "ImageEscapeSettings",
     "GradientDepth",
     "AdjointGradients",
     "AdjointState",
@@ -488,6 +513,7 @@ __all__ = [
     "plot_overshoot",
     "plot_graph_overshoot",
     "plot_temperature_sweep",
+    "plot_image_escape",
     "plot_gradient_depth",
     "plot_image_basins",
     "reconstruction_figure",

@@ -83,6 +83,7 @@ FIGURES = {
     },
     "graph-overshoot": ("graphs.md", ["graph", "study", "overshoot", "--quick"], "overshoot.png"),
     "image-basins": ("landscape.md", study("basins"), "basins.png"),
+    "escape": ("landscape.md", study("escape"), "escape.png"),
     "paper-basin-continuation": (
         "landscape.md",
         study("basin-continuation"),

@@ -328,6 +328,37 @@ def temperature_result():
     )
 
 
+def escape_result():
+    temperatures = np.asarray([2.6e-4, 1.73e-4, 1.3e-4])
+    mean = 160 * np.exp(2.6e-4 / temperatures)
+    escapes = dict(
+        temperatures=temperatures,
+        escaped=np.asarray([30, 22, 14]),
+        mean=mean,
+        low=0.7 * mean,
+        high=1.5 * mean,
+        slope=2.4e-4,
+        slope_low=1.1e-4,
+        slope_high=3.7e-4,
+        intercept=5.1,
+        barrier=2.6e-4,
+        paths=32,
+        t1=1000.0,
+        dt0=0.05,
+        solver="euler",
+    )
+    arclength = np.linspace(0, 0.02, 17)
+    return dict(
+        path_energies=2.6e-4 * np.sin(np.pi * arclength / 0.02) - 0.7 * arclength,
+        path_arclength=arclength,
+        barrier=2.6e-4,
+        morse_index=1,
+        flow="projected",
+        escapes=escapes,
+        metadata=meta("escape", dtype="float64", n_images=1, **JOB),
+    )
+
+
 def overshoot_result():
     times = np.unique(np.concatenate([[0.0, 1.2], np.geomspace(0.012, 12.0, 12)]))
     mse = 1.2 - 0.3 * (1 - np.exp(-times)) + 0.01 * np.log1p(times)
@@ -1094,6 +1125,10 @@ FIGURES = {
         lambda: analysis.plot_temperature_sweep(temperature_result()),
         ["paper", "2 images x 2 noise draws", "1.2 tau", "isotropic noise", "float32"],
     ),
+    "plot_image_escape": (
+        lambda: analysis.plot_image_escape(escape_result()),
+        ["paper", "1 image, 32 paths per T", "projected flow", "1e+03 tau", "float64"],
+    ),
     "plot_graph_overshoot": (
         lambda: analysis.plot_graph_overshoot(graph_overshoot_result()),
         ["542 scored test nodes", "120 tau", "float32", "euler dt0 0.1"],
@@ -1511,6 +1546,7 @@ DOCS_IMAGES = {  # figure function -> its images in docs/images (docs/make_figur
     "plot_energy_descent": "energy-descent",
     "plot_overshoot": "overshoot",
     "plot_temperature_sweep": "temperature",
+    "plot_image_escape": "escape",
     "plot_gradient_depth": "gradient-depth",
     "plot_contributions": "contributions",
     "plot_long_horizon": "long-horizon",

@@ -53,6 +53,7 @@ from ._task_studies import (
     plot_gradient_depth,
     plot_graph_overshoot,
     plot_image_basins,
+    plot_image_escape,
     plot_overshoot,
     plot_temperature_sweep,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "plot_lyapunov_spectrum",
     "plot_overshoot",
     "plot_temperature_sweep",
+    "plot_image_escape",
     "plot_parameter_plane",
     "plot_stability",
     "plot_work_precision",

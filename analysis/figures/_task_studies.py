@@ -383,3 +383,74 @@ def plot_temperature_sweep(result: Mapping[str, Any], path: Path | str | None = 
         ax.set_xlabel("temperature T (energy units)")
         ax.legend(fontsize=7)
     return finish(fig, path)
+
+
+def plot_image_escape(result: Mapping[str, Any], path: Path | str | None = None) -> Figure:
+    """Left: the energy along the minimum energy path from the image's fixed point to
+    its nearest other memory, the polished saddle's barrier dashed. Right: the log of
+    the mean escape time (95 % intervals) against `1/T`, the weighted fit and a line of
+    slope the barrier (Kramers' law) through the same centre. The caption gives the
+    model, paths, flow, horizon, step and dtype. Returns the `Figure`."""
+    fig, axes = figure(2, 1)
+    escapes = result["escapes"]
+    meta = result.get("metadata", {})
+    title(
+        fig,
+        "Escapes between two memories at a temperature, against Kramers' law",
+        caption(
+            meta,
+            samples=f"1 image, {escapes['paths']} paths per T",
+            flow=result["flow"],
+            horizon=f"t1 = {escapes['t1']:.3g} tau",
+            solver=f"Euler-Maruyama, dt {escapes['dt0']:.3g}",
+        ),
+    )
+    ax = axes[0, 0]
+    ax.plot(result["path_arclength"], result["path_energies"], "-o", ms=3, label="the path")
+    ax.axhline(
+        result["barrier"],
+        color="tab:red",
+        ls="--",
+        label=f"saddle (Morse index {result['morse_index']}): {result['barrier']:.3g}",
+    )
+    ax.set_xlabel("distance along the path (RMS in g)")
+    ax.set_ylabel("E - E(image's fixed point)")
+    ax.legend(fontsize=7)
+    ax = axes[0, 1]
+    inverse = 1 / np.asarray(escapes["temperatures"], float)
+    mean = np.asarray(escapes["mean"], float)
+    low, high = np.asarray(escapes["low"], float), np.asarray(escapes["high"], float)
+    seen = np.isfinite(mean)
+    if not seen.any():
+        nothing_to_show(ax, "no path escaped")
+        return finish(fig, path)
+    ax.errorbar(
+        inverse[seen],
+        np.log(mean[seen]),
+        yerr=[np.log(mean[seen] / low[seen]), np.log(high[seen] / mean[seen])],
+        fmt="o",
+        ms=4,
+        capsize=3,
+        label="log mean escape time (95 %)",
+    )
+    centre = inverse[seen].mean()
+    span = np.linspace(inverse.min(), inverse.max(), 2)
+    if np.isfinite(escapes["slope"]):
+        ax.plot(
+            span,
+            escapes["intercept"] + escapes["slope"] * span,
+            color="tab:blue",
+            label=f"fit: slope {escapes['slope']:.3g}",
+        )
+        level = escapes["intercept"] + escapes["slope"] * centre
+        ax.plot(
+            span,
+            level + result["barrier"] * (span - centre),
+            color="tab:red",
+            ls="--",
+            label=f"slope = barrier ({result['barrier']:.3g})",
+        )
+    ax.set_xlabel("1 / T")
+    ax.set_ylabel("log(mean escape time / tau)")
+    ax.legend(fontsize=7)
+    return finish(fig, path)

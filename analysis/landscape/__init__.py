@@ -1,7 +1,8 @@
 """The generic tools for any field or energy system (`et_ode.analysis.landscape`): steady
 states followed in a parameter (`continuation`, `switch_branch`), folds in two parameters
 and their cusps (`fold_continuation`), every steady state at one parameter
-(`steady_states`, deflated Newton), basins of attraction and their continuation in a
+(`steady_states`, deflated Newton), the minimum energy path between two minima and its
+saddle (`minimum_energy_path`, the string method), basins of attraction and their continuation in a
 parameter (`basins`, `basin_continuation`), Lyapunov spectra (`lyapunov_spectrum`), the
 tangent Hessian's spectrum (`hessian_eigenvalues`) and the verdict on it.
 
@@ -40,6 +41,13 @@ from ._branch_records import (
     HopfPoint,
 )
 from ._continuation import Parameter, continuation, switch_branch
+from ._critical_points import (
+    PATH_OPTIONS,
+    MinimumEnergyPath,
+    PathSettings,
+    minimum_energy_path,
+    polish_near,
+)
 from ._energy_field import flow_eigenvalues
 from ._fold_curve import fold_continuation
 from ._hessian import (
@@ -51,7 +59,6 @@ from ._hessian import (
 )
 from ._lyapunov_records import LYAPUNOV_OPTIONS, LyapunovSpectrum, LyapunovSpectrumSettings
 from ._lyapunov_spectrum import lyapunov_spectrum
-from ._polish import polish_near
 from ._steady_states import SteadyStates, SteadyStateSettings, steady_states
 from ._verdict import GRADIENT_ASYMMETRY, linear_rate_range, linearly_stable, verdict
 
@@ -63,6 +70,9 @@ __all__ = [
     "HessianSpectrum",
     "LyapunovSpectrum",
     "SteadyStates",
+    "MinimumEnergyPath",
+    "PathSettings",
+    "PATH_OPTIONS",
     "Track",
     "TrackSummary",
     "Cusp",
@@ -97,6 +107,7 @@ __all__ = [
     "polish_near",
     "smallest_eigenvalue_magnitude",
     "steady_states",
+    "minimum_energy_path",
     "switch_branch",
     "verdict",
 ]

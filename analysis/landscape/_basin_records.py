@@ -17,7 +17,7 @@ import numpy as np
 from .._common import is_count, is_real
 from .._results import Result, optional
 from .._settings import NewtonSettings, Settings, at_least, positive
-from ._polish import POLISH_NEWTON
+from ._critical_points import POLISH_NEWTON
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,9 +37,9 @@ from .._common import cast, float64_available
 from .._geometry import energy_coordinates, require
 from .._records import metadata
 from ._basin_records import BasinEntropy, Basins, BasinSettings, basins_record
+from ._critical_points import polish_near
 from ._energy_field import flow_eigenvalues
 from ._hessian import hessian_eigenvalues
-from ._polish import polish_near
 from ._verdict import GRADIENT_ASYMMETRY, linearly_stable
 
 # The Lanczos tolerance of an attractor's Hessian eigenvalues (`hessian_eigenvalues`'

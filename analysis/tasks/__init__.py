@@ -14,6 +14,7 @@ from ._gradient_depth import GRADIENT_DEPTH_OPTIONS, GradientDepthSettings, grad
 from ._graph_overshoot import graph_overshoot
 from ._image_basin_continuation import image_basin_continuation
 from ._image_basins import image_basins
+from ._image_escape import ImageEscape, ImageEscapeSettings, image_escape
 from ._image_trajectory import (
     completed_patches,
     frame_steps,
@@ -58,6 +59,8 @@ __all__ = [
     "ImplicitGradient",
     "Overshoot",
     "TemperatureSweep",
+    "ImageEscape",
+    "ImageEscapeSettings",
     "completed_patches",
     "frame_steps",
     "frame_times",
@@ -72,5 +75,6 @@ __all__ = [
     "reference_time",
     "still_frame",
     "temperature_sweep",
+    "image_escape",
     "to_display",
 ]

@@ -134,6 +134,28 @@ def _temperature(result, unit: str = "image") -> str:
     )
 
 
+def _escape(result, unit: str = "image") -> str:
+    escapes = result["escapes"]
+    temperatures, escaped = np.asarray(escapes["temperatures"]), np.asarray(escapes["escaped"])
+    verdict = {
+        "holds": "Kramers' law holds: the barrier lies within the slope's 95 % interval",
+        "fails": "Kramers' law fails there: the barrier lies outside the slope's 95 % interval",
+        "unresolved": "too few escapes to test Kramers' law (the slope's 95 % interval is "
+        "wider than the barrier: more paths, a longer --horizon or lower temperatures)",
+    }[result["kramers"]]
+    return (
+        f"Escapes from 1 image's fixed point ({result['flow']} flow) to its nearest other "
+        f"memory ({_g(result['neighbour_distance'], 2)} RMS in g away, "
+        f"{result['hops']} hop(s) to an adjacent one): barrier {_g(result['barrier'])} at a "
+        f"saddle of Morse index {result['morse_index']}; at T = {_g(temperatures[0])} to "
+        f"{_g(temperatures[-1])} {int(escaped.sum())} of {escapes['paths'] * len(escaped)} "
+        f"paths escaped by t = {_g(escapes['t1'])}, log mean escape time against 1/T of "
+        f"slope {_g(escapes['slope'])} ({_g(escapes['slope_low'])} to "
+        f"{_g(escapes['slope_high'])}), {_g(result['slope_over_barrier'], 2)} x the "
+        f"barrier: {verdict}."
+    )
+
+
 def _stability(result, unit: str = "image") -> str:
     start = result.get("start", {})
     reached = (
@@ -331,6 +353,7 @@ FINDINGS: dict[str, Callable[[Mapping[str, Any], str], str]] = {
     "energy-descent": _energy_descent,
     "overshoot": _overshoot,
     "temperature": _temperature,
+    "escape": _escape,
     "stability": _stability,
     "fixed-points": _fixed_points,
     "gradient-depth": _gradient_depth,

@@ -227,6 +227,31 @@ COMMANDS: dict[str, StudyCommand] = {
             ),
         ),
         StudyCommand(
+            "escape",
+            "escape times from the first image's fixed point to its nearest other memory "
+            "against 1/T, and their slope against the barrier of the saddle between them "
+            "(Kramers' law)",
+            images=(1, 1),
+            uses="one image (the first held-out crop's fixed point and its nearest memory)",
+            quick="barrier/T = 1, 1.5, 2 and 32 paths (else 1, 1.5, 2, 3, 4 and 200 paths)",
+            options=dict(
+                temperatures=StudyOption(
+                    "the temperatures of the escapes",
+                    "the barrier over 1, 1.5, 2, 3, 4",
+                    "the barrier over 1, 1.5, 2",
+                ),
+                flow=StudyOption(
+                    "the flow of the escapes (projected: tangent noise, which samples "
+                    "exp(-E/T); native: isotropic noise, the authors')",
+                    "projected",
+                ),
+                horizon=StudyOption(
+                    "each path's horizon in tau (censored beyond)", 10_000.0, 1000.0
+                ),
+                dt0=StudyOption("the Euler-Maruyama step", 0.05),
+            ),
+        ),
+        StudyCommand(
             "stability",
             "the first image's fixed point polished by Newton: its Hessian spectrum on "
             "the tangent space, the kinks in reach, the top Lyapunov exponent, a verdict",

@@ -20,6 +20,7 @@ from ..analysis import (
     ConvergenceSettings,
     FixedPointSettings,
     GradientDepthSettings,
+    ImageEscapeSettings,
     LongHorizonSettings,
     StabilitySettings,
     cast,
@@ -28,6 +29,7 @@ from ..analysis import (
     energy_descent,
     fixed_points,
     gradient_depth,
+    image_escape,
     long_horizon,
     model_dtype,
     normalised_patches,
@@ -37,6 +39,7 @@ from ..analysis import (
     plot_energy_descent,
     plot_fixed_points,
     plot_gradient_depth,
+    plot_image_escape,
     plot_long_horizon,
     plot_overshoot,
     plot_stability,
@@ -496,6 +499,27 @@ def _temperature(model, images, masks, s):
     return result, plot_temperature_sweep
 
 
+def _escape(model, images, masks, s):
+    """`analysis.image_escape` on the first image in float64: quick, barrier/T = 1,
+    1.5, 2 with 32 paths to t = 1000; else 1 to 4 with 200 paths to t = 1e4."""
+    given = s.temperatures  # None: the barrier over each ratio
+    result = image_escape(
+        model,
+        np.asarray(images[:1]),
+        _first(masks),
+        given,
+        flow=s.flow or "projected",
+        settings=ImageEscapeSettings(
+            barrier_over_t=(1.0, 1.5, 2.0) if s.quick else (1.0, 1.5, 2.0, 3.0, 4.0),
+            paths=32 if s.quick else 200,
+            t1=_given(s, "escape", "horizon"),
+            dt0=_given(s, "escape", "dt0"),
+            seed=s.seed,
+        ),
+    )
+    return result, plot_image_escape
+
+
 def _first(masks):
     return jax.tree.map(lambda a: a[:1], masks)
 
@@ -510,4 +534,5 @@ RUNNERS = {  # work-precision: et_ode.cli.compare_solvers_job
     "contributions": _contributions,
     "long-horizon": _long_horizon,
     "temperature": _temperature,
+    "escape": _escape,
 }
