@@ -17,8 +17,9 @@ from jaxtyping import ArrayLike, Real
 from et_ode.vocab import ADJOINTS, FLOWS, Adjoint, Flow
 
 from ._defaults import MAX_STEPS_LIMIT, constant_step_count, is_traced
-from ._presets import _label, get_preset
+from ._presets import SOLVER_NAMES, _label, get_preset
 from ._protocol import RealScalar
+from ._sde import SDE_SOLVER_NAMES
 from ._stop import FixedPointStop, stop_message, stop_tolerances_ok
 
 # What `solve`'s `save` takes: "final", "steps", or the times to save at (a 1-D array, or
@@ -360,6 +361,23 @@ CALLER_DEFAULTS = dict(
 )
 
 
+def _sde_only(solver) -> bool:
+    """Whether `solver` solves only at a temperature (an SDE solver's name that no ODE
+    solver has, or a diffrax SDE solver object): `SolveOptions` then checks it as one, and
+    `solve` refuses it without a temperature."""
+    if isinstance(solver, str):
+        return solver in SDE_SOLVER_NAMES and solver not in SOLVER_NAMES
+    try:
+        get_preset(solver)
+    except ValueError:
+        try:
+            get_preset(solver, sde=True)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
 class SolveOptions(eqx.Module):
     """How to solve: the solver, its steps and tolerances, its caps and the flow, in one
     object that `solve`, every study of `et_ode.analysis`, the task models' `Dynamics`
@@ -408,6 +426,7 @@ class SolveOptions(eqx.Module):
             **keywords,
             **dict(CALLER_DEFAULTS, t1=float(dt0) if concrete else 1.2),
             deferred=[],
+            sde=_sde_only(self.solver),
         )
 
     def keywords(self) -> dict:
@@ -465,6 +484,7 @@ def check_options(
     save: Save = "final",
     save_energy: bool = False,
     adjoint: Adjoint = "checkpoint",
+    sde: bool = False,
     **fields: Any,
 ) -> bool:
     """Raise `ValueError` naming the problem and the fix for any invalid combination of
@@ -483,6 +503,8 @@ def check_options(
     - `t0`, `t1`, `stop`, `save`, `save_energy`, `adjoint`: as `solve`'s (the horizon,
       the stop rule, what is saved and how gradients are taken; `t1` defaults to the
       paper's 1.2), checked with the options.
+    - `sde`: checked for a solve at a temperature (the SDE solvers: `SDE_SOLVER_NAMES`
+      or a diffrax SDE solver).
 
     ```python
     options = solvers.SolveOptions(solver="tsit5", dt0=None, rtol=1e-6, atol=1e-8)
@@ -502,6 +524,7 @@ def check_options(
         save_energy=save_energy,
         adjoint=adjoint,
         deferred=[],
+        sde=sde,
     )[0]
 
 

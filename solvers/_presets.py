@@ -241,6 +241,12 @@ def get_preset(solver: str | diffrax.AbstractSolver, sde: bool = False) -> Solve
     if sde:
         return _sde_preset(solver)
     if isinstance(solver, str):
+        if solver in SDE_SOLVER_NAMES and solver not in PRESETS:
+            raise ValueError(
+                f"solver {solver!r} is an SDE solver: it solves at a temperature "
+                "(temperature=T, key=key); without one choose one of "
+                f"{', '.join(SOLVER_NAMES)}."
+            )
         if solver not in PRESETS:
             raise ValueError(f"Unknown solver {solver!r}; choose one of {', '.join(SOLVER_NAMES)}.")
         return PRESETS[solver]

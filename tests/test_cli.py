@@ -380,6 +380,7 @@ def test_refuses_non_empty_out(tmp_path, capsys):
             ["field_strength is 0", "--parameter beta or memory_scale"],
         ),
         (["frames", "--atol", "1e-6"], ["--atol needs --rtol"]),
+        (["frames", "--solver", "milstein"], ["'milstein' is an SDE solver", "temperature"]),
         (["frames", "--checkpoint", "no-such-model"], ["no shipped model or file", "paper"]),
     ],
 )
@@ -416,6 +417,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, words, tmp_path, capsys):
         (["study", "convergence", "--rtol", "-1e-6"], ["--rtol", "positive number", "'-1e-6'"]),
         (["frames", "--horizon", "-inf"], ["--horizon", "positive number", "'-inf'"]),
         (["frames", "--temperature", "-1"], ["--temperature", "number >= 0", "'-1'"]),
+        (["frames", "--solver", "rk4"], ["unknown solver", "at a temperature", "milstein"]),
         (["study", "temperature", "--temperatures", "0.1,-2"], ["--temperatures", "positive"]),
         (["study", "energy-descent", "--horizon", "-5"], ["--horizon", "positive number", "'-5'"]),
         (["demo", "--images", "x"], ["--images", "'x'"]),

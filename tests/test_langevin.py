@@ -48,6 +48,10 @@ def test_every_sde_solver_by_name(name):
     assert sol.stats["noise"] == "isotropic" and sol.stats["temperature"] == 0.05
     assert sol.stats["brownian"] == ("tree" if adaptive else "step")
     assert all(reason == "t1" for reason in sol.stats["stop_reason"])
+    # as a SolveOptions too (the studies' and the command line's way): the same solve
+    options = solvers.SolveOptions(solver=name, **({"dt0": 0.1} | steps))
+    again = solvers.solve(MODEL, jnp.stack([X0, X0]), options=options, temperature=0.05, key=KEY)
+    np.testing.assert_array_equal(again.x_final, sol.x_final)
 
 
 def test_sample_i_of_a_batch_is_the_one_sample_solve_with_fold_in_key_i():
@@ -100,6 +104,7 @@ def test_noise_is_differentiable_scheduled_and_given_as_objects():
         (dict(temperature=0.1, key=KEY, stop=solvers.FixedPointStop()), "no fixed point"),
         (dict(temperature=0.1, key=KEY, adjoint="backsolve"), "adjoint='checkpoint'"),
         (dict(temperature=0.1, key=KEY, solver="tsit5"), "an ODE solver"),
+        (dict(solver="milstein"), "is an SDE solver: it solves at a temperature"),
         (dict(temperature=0.1, key=KEY, solver=diffrax.Tsit5()), "cannot solve an SDE"),
         (dict(temperature=0.1, key=KEY, solver="shark", noise="tangent"), "additive noise"),
         (dict(temperature=0.1, key=KEY, flow="projected", noise="isotropic"), "leaves the"),

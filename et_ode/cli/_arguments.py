@@ -7,7 +7,7 @@ import math
 import re
 
 from ..analysis import FIGURE_FORMATS
-from ..solvers import SOLVER_NAMES
+from ..solvers import SDE_SOLVER_NAMES, SOLVER_NAMES
 from ..tasks import EVAL_KEY
 
 # Seeds of the masks: what jax.random.key gives the same key for with and without
@@ -73,7 +73,8 @@ def _solver_options(parser) -> None:
         "--solver",
         type=_solver_name,
         default=None,
-        help="solver (default the model's/study's); alone: constant steps",
+        help="solver (default the model's/study's); alone: constant steps; at a "
+        "temperature an SDE solver (euler is then Euler-Maruyama, milstein, sea, ...)",
     )
     parser.add_argument("--dt0", type=_positive_float, default=None, help="(initial) step in tau")
     parser.add_argument(
@@ -172,9 +173,12 @@ def _float_list(text: str) -> tuple:
 
 
 def _solver_name(text: str) -> str:
-    if text not in SOLVER_NAMES:
+    """A solver by name: an ODE solver's, or an SDE solver's (for a run at a temperature;
+    the run refuses one that does not fit it, naming why)."""
+    if text not in SOLVER_NAMES and text not in SDE_SOLVER_NAMES:
         raise argparse.ArgumentTypeError(
-            f"unknown solver {_shown(text)}; choose one of {', '.join(SOLVER_NAMES)}"
+            f"unknown solver {_shown(text)}; choose one of {', '.join(SOLVER_NAMES)} (or, "
+            f"at a temperature, {', '.join(n for n in SDE_SOLVER_NAMES if n not in SOLVER_NAMES)})"
         )
     return text
 

@@ -148,7 +148,8 @@ def _frames(options) -> int:
     def check(model):  # the solve's options, before any folder: the horizon is at most
         # 4 x the model's t1 (its trained time, or the cap of a fixed-point stop)
         horizon = options.horizon or 4 * float(model.dynamics.t1)
-        check_options(solve(model).covering(0.0, horizon), t1=horizon)
+        at_temperature = options.temperature > 0
+        check_options(solve(model).covering(0.0, horizon), t1=horizon, sde=at_temperature)
 
     result = _run_job(options, "frames", f"{options.frames} frames", job, check)
     print(
