@@ -249,7 +249,7 @@ def no_runtime_types():
 JOINED = {"test_install.py": "test_cli.py"}
 COSTS = {
     "test_cli.py": 146,
-    "test_study_outputs.py": 78,  # 13 studies on a tiny model, measured alone 2026-12-02
+    "test_study_outputs.py": 92,  # 14 studies on a tiny model, 2026-12-02
     "test_results_energy.py": 28,
     "test_results_tasks.py": 26,
     "test_results_landscape.py": 14,
@@ -272,7 +272,8 @@ COSTS = {
     "test_solver_objects.py": 45,
     "test_langevin.py": 42,  # measured alone 2026-12-02, Intel Xeon VM
     "test_sde_orders.py": 55,  # measured alone 2026-12-02, Intel Xeon VM (53-57 s)
-    "test_escape.py": 12,  # measured alone 2026-12-02, Intel Xeon VM
+    "test_weighted_attention.py": 8,  # measured alone 2026-12-02, Intel Xeon VM
+    "test_escape.py": 33,  # in the suite 2026-12-02 (fresh clone, durations), Intel Xeon VM
     "test_auto_solver.py": 37,
     "test_figure_layout.py": 37,
     "test_fold_curve.py": 44,

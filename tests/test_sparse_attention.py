@@ -331,6 +331,12 @@ def field_split(x_):  # the model's native field with the attention energy shard
     return -jax.grad(e)(model.norm(x_)) / model.tau
 vf = model.vector_field(0.0, x, et_ode.Conditions(edges=(q, k)))
 errors["shard_map field"] = float(jnp.max(jnp.abs(jax.jit(field_split)(x) - vf)))
+w = jnp.asarray(rng.normal(size=(203, 2)))  # a weight per edge and head (pair_weights)
+single = jax.jit(jax.value_and_grad(lambda g_: att.edge_energy(g_, q, k, weights=w)))(g)
+split = jax.jit(jax.value_and_grad(
+    lambda g_: att.edge_energy(g_, q, k, weights=w, mesh=mesh)))(g)
+errors["shard_map weighted energy"] = float(abs(split[0] - single[0]))
+errors["shard_map weighted dE/dg"] = float(jnp.max(jnp.abs(split[1] - single[1])))
 
 # automatic partitioning: edges placed over the devices, the model's own code under jit
 q, k = distinct(200)
@@ -363,6 +369,6 @@ def test_edges_sharded_over_devices_equal_one_device():
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(out for out in done.stdout.splitlines() if out.startswith("RESULT "))
     errors = json.loads(line[len("RESULT ") :])
-    assert len(errors) == 5
+    assert len(errors) == 7
     for name, err in errors.items():
         assert err <= 1e-12, (name, err)

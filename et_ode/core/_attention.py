@@ -104,6 +104,15 @@ class EnergyAttention(eqx.Module):
     optional key mask `allowed[C, B]`, or given instead by an edge list. A query with
     no allowed key contributes zero.
 
+    **Pair weights** (graph classification, the paper's appendix B.2: `A_hat`): a real
+    weight `w[h, C, B]` per allowed pair and head multiplies the score inside the
+    exponent, `E_ATT = -(1/beta) sum_h sum_C log sum_B exp(beta w[h,C,B] K_B . Q_C)`
+    (query first, as the key mask: the paper's `A_hat[h, B, C]` transposed); with an
+    edge list one weight per edge and head, `[E, H]`. A weight of zero is an allowed pair
+    whose logit is zero, never a dropped one: the key mask (or the edge list) alone says
+    which pairs are allowed. The weights are conditions, fixed along a flow, so `E`
+    stays an energy.
+
     **Edge lists** (`edges = (queries, keys)`, two integer arrays `[E]`: query
     `queries[e]` may attend to key `keys[e]`): the same energy by segment reductions
     over the edges, in memory `O(E H)` (no `[N, N]` array, gradients included):
@@ -207,10 +216,12 @@ class EnergyAttention(eqx.Module):
         queries: Int[Array, " E"],
         keys: Int[Array, " E"],
         *,
+        weights: Float[Array, "E H"] | None = None,
         mesh: Mesh | None = None,
         axis_name: str = EDGE_AXIS,
     ) -> Float[Array, ""]:
-        """The attention energy from an edge list (see the class docstring).
+        """The attention energy from an edge list (see the class docstring), each edge's
+        scores multiplied by its `weights` (`[E, H]`, one per head) where given.
 
         With `mesh`, the edges are split over the mesh axis `axis_name` (padded to a
         multiple of its size with ignored edges): each device reduces its own edges
@@ -220,19 +231,23 @@ class EnergyAttention(eqx.Module):
         its gradient.
         """
         n_tokens = g.shape[0]
+        if weights is None:
+            weights = jnp.ones((queries.shape[0], 1), g.dtype)
         if mesh is None:
             valid = self._valid_edges(queries, keys)
-            lse = _edge_lse(self.edge_scores(g, queries, keys), queries, valid, n_tokens)
+            scores = weights * self.edge_scores(g, queries, keys)
+            lse = _edge_lse(scores, queries, valid, n_tokens)
             return -jnp.sum(lse) / self.inverse_temperature
         n_shards = mesh.shape[axis_name]
         pad = -queries.shape[0] % n_shards
         present = jnp.arange(queries.shape[0] + pad) < queries.shape[0]
         queries, keys = (jnp.pad(i, (0, pad)) for i in (queries, keys))
+        weights = jnp.pad(weights, ((0, pad), (0, 0)))
 
-        def local(module, g_, queries_, keys_, present_):
+        def local(module, g_, queries_, keys_, present_, weights_):
             valid = present_ & module._valid_edges(queries_, keys_)
             lse = _edge_lse(
-                module.edge_scores(g_, queries_, keys_),
+                weights_ * module.edge_scores(g_, queries_, keys_),
                 queries_,
                 valid,
                 n_tokens,
@@ -245,10 +260,10 @@ class EnergyAttention(eqx.Module):
         sharded = jax.shard_map(
             local,
             mesh=mesh,
-            in_specs=(replicated, replicated, edge, edge, edge),
+            in_specs=(replicated, replicated, edge, edge, edge, edge),
             out_specs=replicated,
         )
-        return sharded(self, g, queries, keys, present)
+        return sharded(self, g, queries, keys, present, weights)
 
     def _valid_edges(self, queries, keys) -> Bool[Array, " E"]:
         if self.self_attention:
@@ -260,14 +275,18 @@ class EnergyAttention(eqx.Module):
         g: Float[Array, "N D"],
         key_mask: Bool[Array, "N N"] | None = None,
         edges: tuple[Int[Array, " E"], Int[Array, " E"]] | None = None,
+        weights: Float[Array, "H N N"] | Float[Array, "E H"] | None = None,
     ) -> Float[Array, ""]:
+        """The energy at normalised tokens `g`: dense (all pairs, or `key_mask`'s) with
+        `weights` `[H, N, N]`, or from `edges` with `weights` `[E, H]` (class docstring)."""
         if edges is not None:
             if key_mask is not None:
                 raise ValueError(EXCLUSIVE)
-            return self.edge_energy(g, *edges)
+            return self.edge_energy(g, *edges, weights=weights)
         allowed = attention_logits_mask(g.shape[0], key_mask, self.self_attention)
         has_key = jnp.any(allowed, axis=-1)
-        logits = jnp.where(allowed, self.inverse_temperature * self.scores(g), -jnp.inf)
+        scores = self.scores(g) if weights is None else weights * self.scores(g)
+        logits = jnp.where(allowed, self.inverse_temperature * scores, -jnp.inf)
         # Queries without any key would give log(0); keep them out of the graph entirely.
         logits = jnp.where(has_key[:, None], logits, 0.0)
         lse = jax.nn.logsumexp(logits, axis=-1)

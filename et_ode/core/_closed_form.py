@@ -18,9 +18,15 @@ def closed_form_update(
     `-dE_ATT/dg_A = sum_h [ sum_C S[h,C,A] Wk_h^T Q_{h,C} + sum_B S[h,A,B] Wq_h^T K_{h,B} ]`.
     Hopfield: `sum_mu f(xi_mu . g_A) xi_mu` with `f = relu`, `softmax` or `relu^(n-1)`.
     External field: `lambda c_A`. With an edge list (`Conditions.edges`) the softmax
-    runs over each query's edges and the sums over `B` and `C` over the edges.
+    runs over each query's edges and the sums over `B` and `C` over the edges. The
+    paper's update is unweighted: `Conditions.pair_weights` are refused.
     """
     cond = _conditions(args)
+    if cond.pair_weights is not None:
+        raise ValueError(
+            "closed_form_update is the paper's unweighted update (eq. 17): it takes no "
+            "Conditions.pair_weights; use model.vector_field for weighted attention."
+        )
     g = model.norm(x)
     att = model.attention
     if "attention" not in model.terms:

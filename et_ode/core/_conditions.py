@@ -30,6 +30,11 @@ class Conditions(eqx.Module):
       construction, per sample of a batch); edges traced inside a transformation
       cannot be checked and must be duplicate-free (see `EnergyAttention`). Queries
       without an edge contribute no attention energy.
+    - `pair_weights`: a real weight per allowed pair and head inside the attention's
+      exponent (the paper's graph classifier, `A_hat`; see `EnergyAttention`): `[H, N, N]`
+      query first (`pair_weights[h, C, B]`, beside a `key_mask` or for all pairs), or
+      `[E, H]` beside `edges` (one per edge). A weight of zero is an allowed pair with
+      logit zero; the mask or the edges alone say which pairs are allowed.
     """
 
     # `*batch`: conditions of a batch (`solvers.solve(..., args_batched=True)`) carry the
@@ -43,6 +48,7 @@ class Conditions(eqx.Module):
     edges: tuple[Int[Array, "*batch E"], Int[Array, "*batch E"]] | None = eqx.field(
         default=None, converter=lambda value: _edge_pair(value)
     )
+    pair_weights: Float[Array, "*batch H N N"] | Float[Array, "*batch E H"] | None = None
 
     def __check_init__(self):
         if self.key_mask is not None and self.edges is not None:
@@ -75,6 +81,34 @@ class Conditions(eqx.Module):
             raise ValueError("Conditions.field contains NaN or inf values.")
         if self.edges is not None:
             self._check_edges(self.edges, n_tokens, batch)
+        if self.pair_weights is not None:
+            self._check_pair_weights(self.pair_weights, n_tokens, batch)
+
+    def _check_pair_weights(
+        self, weights: ArrayLike, n_tokens: int, batch: tuple[int, ...]
+    ) -> None:
+        shape = tuple(jnp.shape(weights))
+        if self.edges is not None:
+            n_edges = tuple(jnp.shape(self.edges[0]))[-1]
+            expected = batch + (n_edges,)
+            form = f"{_dims(batch + (n_edges, 'H'))} (edges, heads)"
+            good = len(shape) == len(batch) + 2 and shape[:-1] == expected
+        else:
+            expected = batch + (n_tokens, n_tokens)
+            form = f"{_dims(batch + ('H', n_tokens, n_tokens))} (heads, queries, keys)"
+            good = (
+                len(shape) == len(batch) + 3 and shape[:-3] == batch and shape[-2:] == expected[-2:]
+            )
+        if not good:
+            raise ValueError(
+                f"Conditions.pair_weights has shape {_dims(shape)}, expected {form}"
+                + (" with batched args" if batch else "")
+                + "."
+            )
+        if not jnp.issubdtype(jnp.asarray(weights).dtype, jnp.floating):
+            raise ValueError("Conditions.pair_weights must be a floating-point array.")
+        if _is_concrete(weights) and not np.all(np.isfinite(np.asarray(weights))):
+            raise ValueError("Conditions.pair_weights contains NaN or inf values.")
 
     def _check_edges(
         self, edges: tuple[ArrayLike, ArrayLike], n_tokens: int, batch: tuple[int, ...]
@@ -110,6 +144,10 @@ class Conditions(eqx.Module):
                         f"Conditions.edges {name} must lie in [0, {n_tokens}) for x of "
                         f"{n_tokens} tokens (got values from {low} to {high})."
                     )
+
+
+def _dims(shape) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
 def _edge_pair(value):

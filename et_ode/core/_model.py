@@ -145,7 +145,9 @@ class EnergyTransformer(eqx.Module):
         zero = jnp.zeros((), g.dtype)
         parts = {
             "attention": (
-                self.attention(g, cond.key_mask, cond.edges) if "attention" in self.terms else zero
+                self.attention(g, cond.key_mask, cond.edges, cond.pair_weights)
+                if "attention" in self.terms
+                else zero
             ),
             "hopfield": self.hopfield(g) if "hopfield" in self.terms else zero,
             "external": zero,
@@ -328,4 +330,14 @@ class EnergyTransformer(eqx.Module):
             )
         if x_shape[0] < 1:
             raise ValueError("x must hold at least one token.")
-        _conditions(args).check(x_shape[0], self.dim, args_batch)
+        conditions = _conditions(args)
+        conditions.check(x_shape[0], self.dim, args_batch)
+        heads = self.attention.Wq.shape[0]
+        if conditions.pair_weights is not None:
+            shape = tuple(jnp.shape(conditions.pair_weights))
+            given = shape[-1] if conditions.edges is not None else shape[-3]
+            if given != heads:
+                raise ValueError(
+                    f"Conditions.pair_weights has {given} heads (shape {shape}); this model's "
+                    f"attention has {heads}: one weight per pair and head."
+                )
