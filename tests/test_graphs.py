@@ -6,6 +6,7 @@ resume, re-evaluation), the command line and the shipped graph model."""
 import json
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -91,6 +92,36 @@ def test_sparse_detector_equals_a_dense_key_mask(small_graph):
     sol = et_ode.solvers.solve(model.core, x0, args=Conditions(key_mask=jnp.asarray(mask)))
     dense = model.scores_of_states(x0, sol.x_final)
     np.testing.assert_allclose(sparse, dense, rtol=2e-5, atol=2e-5)
+
+
+def test_a_detector_with_learned_betas_gets_their_gradient(small_graph):
+    """`learn_beta = true` (the paper's appendix B.1): one inverse temperature per head,
+    started at the model's beta (the same logits as without), and the training loss'
+    gradient reaches it."""
+    g = small_graph
+    config = tasks.GraphModelConfig(**{**vars(CONFIG), "n_heads": 2, "learn_beta": True})
+    learned = tasks.NodeAnomalyET(
+        config, n_nodes=g.n_nodes, n_features=g.n_features, key=jax.random.key(2)
+    )
+    fixed = tasks.NodeAnomalyET(
+        tasks.GraphModelConfig(**{**vars(config), "learn_beta": False}),
+        n_nodes=g.n_nodes,
+        n_features=g.n_features,
+        key=jax.random.key(2),
+    )
+    assert learned.core.attention.log_beta.shape == (2,) and fixed.core.attention.log_beta is None
+    features = jnp.asarray(tasks.standardise(g.features))
+    edges = jnp.asarray(g.senders), jnp.asarray(g.receivers)
+    np.testing.assert_allclose(
+        learned.logits(features, *edges), fixed.logits(features, *edges), rtol=1e-5, atol=1e-6
+    )
+
+    def loss(log_beta):
+        model = eqx.tree_at(lambda m: m.core.attention.log_beta, learned, log_beta)
+        return jnp.mean(model.logits(features, *edges) ** 2)
+
+    gradient = jax.grad(loss)(learned.core.attention.log_beta)
+    assert np.all(np.isfinite(gradient)) and np.all(gradient != 0)
 
 
 def test_the_detector_takes_solve_options(small_graph):

@@ -5,10 +5,15 @@ against a NumPy float64 reference written here from that formula (not the model'
 masking), dense equal to sparse, a weight of one equal to no weight bit for bit, a
 weight of zero an allowed pair with logit zero (never a dropped one), and the energy
 still an energy along a solve (it descends; its gradient in the weights matches finite
-differences). The sharded edge energy with weights: `test_sparse_attention.py`."""
+differences). The sharded edge energy with weights: `test_sparse_attention.py`. Per-head
+learned inverse temperatures (item 2, `learn_beta`): equal heads are the scalar model,
+distinct ones match the formula with `beta_h`, their gradient matches finite
+differences, one compiled program serves every value, and the lenses set all heads or
+one."""
 
 import re
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,24 +27,25 @@ N = 9
 HEADS = 2  # conftest's make_model
 
 
-def _reference(model, x, allowed, weights):
+def _reference(model, x, allowed, weights, betas=None):
     """The weighted attention energy in NumPy float64 from the formula: `allowed[C, B]`,
-    `weights[h, C, B]`; a query without an allowed key contributes nothing."""
+    `weights[h, C, B]`, `betas[h]` (default the model's scalar `beta` for every head);
+    a query without an allowed key contributes nothing."""
     att = model.attention
     g = np.asarray(model.norm(x), np.float64)
     q = np.einsum("hyd,nd->hny", np.asarray(att.Wq), g)
     k = np.einsum("hyd,nd->hny", np.asarray(att.Wk), g)
-    beta = float(att.beta)
     total = 0.0
     for h in range(q.shape[0]):
+        beta = float(att.beta) if betas is None else float(betas[h])
         for c in range(g.shape[0]):
             keys = [b for b in range(g.shape[0]) if allowed[c, b]]
             if not keys:
                 continue
             logits = np.array([beta * weights[h, c, b] * (k[h, b] @ q[h, c]) for b in keys])
             top = logits.max()
-            total += top + np.log(np.sum(np.exp(logits - top)))
-    return -total / beta
+            total += (top + np.log(np.sum(np.exp(logits - top)))) / beta
+    return -total
 
 
 def _problem(seed=0):
@@ -184,3 +190,79 @@ def test_refusals(fields, words, no_runtime_types):
         pytest.raises(ValueError, match=re.escape(words)),
     ):
         solvers.solve(model, x, args=et_ode.Conditions(**fields), t1=0.1)
+
+
+# ------------------------------------------------------ per-head, learned inverse temperatures
+def _learned(log_betas=None):
+    model = et_ode.EnergyTransformer(
+        DIM, HEADS, 8, 24, key=jax.random.key(0), init_std=0.3, dtype=jnp.float64, learn_beta=True
+    )
+    if log_betas is not None:
+        model = eqx.tree_at(lambda m: m.attention.log_beta, model, jnp.asarray(log_betas))
+    return model
+
+
+def test_equal_learned_betas_are_the_scalar_model_and_distinct_ones_the_formula():
+    scalar, learned = make_model(), _learned()
+    np.testing.assert_allclose(learned.attention.head_betas, [scalar.attention.beta] * HEADS)
+    x, allowed, weights = _problem(5)
+    edges, edge_weights = _edges(allowed, weights)
+    for conditions in (
+        et_ode.Conditions(),
+        et_ode.Conditions(key_mask=jnp.asarray(allowed)),
+        et_ode.Conditions(edges=edges, pair_weights=edge_weights),
+    ):
+        assert float(learned.energy(x, conditions)) == pytest.approx(
+            float(scalar.energy(x, conditions)), rel=1e-14
+        )
+        np.testing.assert_allclose(
+            learned.vector_field(0.0, x, conditions),
+            scalar.vector_field(0.0, x, conditions),
+            rtol=0,
+            atol=1e-13,
+        )
+    betas = np.array([0.2, 0.9])  # the pair measured on the authors' classifier
+    distinct = _learned(np.log(betas))
+    expected = _reference(distinct, x, allowed, weights, betas)
+    dense = et_ode.Conditions(key_mask=jnp.asarray(allowed), pair_weights=jnp.asarray(weights))
+    sparse = et_ode.Conditions(edges=edges, pair_weights=edge_weights)
+    for conditions in (dense, sparse):
+        got = float(distinct.energy_parts(x, conditions)["attention"])
+        assert got == pytest.approx(expected, rel=1e-12)
+    np.testing.assert_allclose(  # the paper's closed form knows per-head betas too
+        et_ode.closed_form_update(distinct, x, et_ode.Conditions(key_mask=jnp.asarray(allowed))),
+        distinct.vector_field(0.0, x, et_ode.Conditions(key_mask=jnp.asarray(allowed))),
+        rtol=0,
+        atol=1e-12,
+    )
+
+
+def test_learned_betas_get_gradients_one_program_serves_every_value_and_lenses_set_them():
+    x, allowed, _ = _problem(6)
+    conditions = et_ode.Conditions(key_mask=jnp.asarray(allowed))
+    log_betas = np.log([0.3, 0.6])
+
+    def energy(values):
+        return _learned(values).energy(x, conditions)
+
+    gradient = np.asarray(jax.grad(energy)(jnp.asarray(log_betas)))
+    for h in range(HEADS):
+        step = np.zeros(HEADS)
+        step[h] = 1e-6
+        difference = (energy(log_betas + step) - energy(log_betas - step)) / 2e-6
+        assert float(difference) == pytest.approx(gradient[h], rel=1e-6)
+    assert np.all(gradient != 0)
+    model = _learned(log_betas)
+    at = jax.jit(lambda b: model.attention.with_beta(b)(model.norm(x), conditions.key_mask))
+    first, second = at(jnp.array([0.3, 0.6])), at(jnp.array([0.5, 0.5]))
+    assert at._cache_size() == 1 and float(first) != float(second)
+    assert float(first) == pytest.approx(float(model.energy_parts(x, conditions)["attention"]))
+    # "beta" scales every head (its constructed value: the model as it is); "beta_1" one
+    same = model.lenses["beta"](model, conditions, model.attention.beta)[0]
+    np.testing.assert_allclose(same.attention.head_betas, [0.3, 0.6], rtol=1e-14)
+    doubled = model.lenses["beta"](model, conditions, 2 * model.attention.beta)[0]
+    np.testing.assert_allclose(doubled.attention.head_betas, [0.6, 1.2], rtol=1e-14)
+    one = model.lenses["beta_1"](model, conditions, 0.9)[0]
+    np.testing.assert_allclose(one.attention.head_betas, [0.3, 0.9], rtol=1e-14)
+    with runtime_types_off(), pytest.raises(ValueError, match="one value per head"):
+        model.attention.with_beta(jnp.ones(3))

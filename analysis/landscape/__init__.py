@@ -7,7 +7,7 @@ parameter (`basins`, `basin_continuation`), Lyapunov spectra (`lyapunov_spectrum
 tangent Hessian's spectrum (`hessian_eigenvalues`) and the verdict on it.
 
 Imports `et_ode.solvers` and nothing of the Energy Transformer: an energy model's
-parameters are its own `lenses` (`EnergyTransformer.lenses` names `"beta"`,
+parameters are its own `lenses` (`EnergyTransformer.lenses` names `"beta"`, `"beta_0"`, ...,
 `"memory_scale"`, `"field_strength"`), looked up by name. No `et_ode.tasks`, optax, tqdm
 or matplotlib is loaded with it (tests/test_layout.py).
 

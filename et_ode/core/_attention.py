@@ -95,6 +95,12 @@ def _edge_lse(
     return jnp.where(has_edge, jnp.log(jnp.where(has_edge, total, 1.0)) + peak, 0.0)
 
 
+def _summed(lse, beta) -> Float[Array, ""]:
+    """`-sum_h (1/beta_h) sum_C lse`: `beta` a scalar (divided once, after the sum, as
+    always) or one per head, broadcast against `lse`."""
+    return -jnp.sum(lse) / beta if jnp.ndim(beta) == 0 else -jnp.sum(lse / beta)
+
+
 class EnergyAttention(eqx.Module):
     """`E_ATT = -(1/beta) sum_h sum_C log sum_{B} exp(beta K[h,:,B] . Q[h,:,C])`.
 
@@ -142,6 +148,11 @@ class EnergyAttention(eqx.Module):
       instead, so that one compiled program serves every value (what
       `analysis.continuation(..., parameter="beta")` follows).
     - `self_attention`: include `B = C` in the sum over keys.
+    - `learn_beta`: one inverse temperature per head, a parameter (the paper's appendix
+      B.1 lists it among the learned weights), stored as `log_beta` (`[H]`, so that
+      `beta_h = exp(log_beta_h)` is positive by construction) and started at `beta`.
+      Each head's energy is then `-(1/beta_h) sum_C lse_C`: with every `beta_h` equal to
+      `beta` it is the scalar model's.
     """
 
     Wq: Float[Array, "H Y D"]
@@ -149,7 +160,9 @@ class EnergyAttention(eqx.Module):
     beta: float = eqx.field(static=True)
     self_attention: bool = eqx.field(static=True)
     # Set only by `with_beta`; None adds no leaf, so checkpoints keep their format.
-    traced_beta: Float[Array, ""] | None = None
+    traced_beta: Float[Array, ""] | Float[Array, " H"] | None = None
+    # Per-head learned inverse temperatures (`learn_beta`); None: the static `beta`.
+    log_beta: Float[Array, " H"] | None = None
 
     def __init__(
         self,
@@ -162,6 +175,7 @@ class EnergyAttention(eqx.Module):
         self_attention: bool = False,
         init_std: float = 0.02,
         dtype=None,
+        learn_beta: bool = False,
     ):
         dtype = dtype or jnp.float32
         kq, kk = jax.random.split(key)
@@ -171,21 +185,39 @@ class EnergyAttention(eqx.Module):
         self.beta = float(1.0 / math.sqrt(head_dim) if beta is None else beta)
         self.self_attention = bool(self_attention)
         self.traced_beta = None
+        self.log_beta = jnp.full((n_heads,), math.log(self.beta), dtype) if learn_beta else None
 
     @property
-    def inverse_temperature(self) -> Float[Array, ""] | float:
+    def inverse_temperature(self) -> Float[Array, ""] | Float[Array, " H"] | float:
         """The inverse temperature the energy uses: `with_beta`'s value where one was
-        given, else `beta`."""
-        return self.beta if self.traced_beta is None else self.traced_beta
+        given, else the learned per-head `exp(log_beta)` (`[H]`), else `beta`."""
+        if self.traced_beta is not None:
+            return self.traced_beta
+        if self.log_beta is not None:
+            return jnp.exp(self.log_beta)
+        return self.beta
+
+    @property
+    def head_betas(self) -> Float[Array, " H"]:
+        """Each head's inverse temperature (`[H]`)."""
+        return jnp.broadcast_to(jnp.asarray(self.inverse_temperature), (self.Wq.shape[0],))
 
     def with_beta(self, beta) -> "EnergyAttention":
-        """A copy whose inverse temperature is the array `beta` (a scalar; it may be
-        traced), the weights shared. `beta` (the static field) keeps the constructed
-        value. A copy with a traced value is for computing, not for saving: its extra
-        leaf changes the serialised format."""
+        """A copy whose inverse temperature is the array `beta` (it may be traced), the
+        weights shared: a scalar for every head together (where the heads have learned
+        betas, each scaled by `beta / self.beta`, so that `beta = self.beta` is the model
+        as it is), or `[H]`, one per head. `beta` (the static field) keeps the
+        constructed value. A copy with a traced value is for computing, not for saving:
+        its extra leaf changes the serialised format."""
         value = jnp.asarray(beta, self.Wq.dtype)
-        if value.ndim != 0:
-            raise ValueError(f"with_beta needs a scalar (got shape {value.shape}).")
+        heads = self.Wq.shape[0]
+        if value.ndim == 0 and self.log_beta is not None:
+            value = jnp.exp(self.log_beta) * (value / self.beta)
+        elif value.shape not in ((), (heads,)):
+            raise ValueError(
+                f"with_beta needs a scalar or one value per head [{heads}] (got shape "
+                f"{value.shape})."
+            )
         return eqx.tree_at(lambda m: m.traced_beta, self, value, is_leaf=lambda leaf: leaf is None)
 
     def __check_init__(self):
@@ -194,6 +226,11 @@ class EnergyAttention(eqx.Module):
         if self.Wq.ndim != 3 or self.Wq.shape != self.Wk.shape:
             raise ValueError(
                 f"Wq and Wk must both be [H, Y, D] (got {self.Wq.shape} and {self.Wk.shape})."
+            )
+        if self.log_beta is not None and self.log_beta.shape != self.Wq.shape[:1]:
+            raise ValueError(
+                f"log_beta must hold one value per head, [{self.Wq.shape[0]}] (got shape "
+                f"{self.log_beta.shape})."
             )
 
     def scores(self, g: Float[Array, "N D"]) -> Float[Array, "H N N"]:
@@ -205,10 +242,10 @@ class EnergyAttention(eqx.Module):
     def edge_scores(
         self, g: Float[Array, "N D"], queries: Int[Array, " E"], keys: Int[Array, " E"]
     ) -> Float[Array, "E H"]:
-        """`s[e, h] = beta Q[h,:,queries[e]] . K[h,:,keys[e]]`, one score per edge."""
+        """`s[e, h] = beta_h Q[h,:,queries[e]] . K[h,:,keys[e]]`, one score per edge."""
         q = jnp.einsum("hyd,nd->nhy", self.Wq, g)
         k = jnp.einsum("hyd,nd->nhy", self.Wk, g)
-        return self.inverse_temperature * _gathered_dot(q, k, queries, keys)
+        return self.inverse_temperature * _gathered_dot(q, k, queries, keys)  # beta_h: [H]
 
     def edge_energy(
         self,
@@ -237,7 +274,7 @@ class EnergyAttention(eqx.Module):
             valid = self._valid_edges(queries, keys)
             scores = weights * self.edge_scores(g, queries, keys)
             lse = _edge_lse(scores, queries, valid, n_tokens)
-            return -jnp.sum(lse) / self.inverse_temperature
+            return _summed(lse, self.inverse_temperature)
         n_shards = mesh.shape[axis_name]
         pad = -queries.shape[0] % n_shards
         present = jnp.arange(queries.shape[0] + pad) < queries.shape[0]
@@ -254,7 +291,7 @@ class EnergyAttention(eqx.Module):
                 lambda m: jax.lax.pmax(m, axis_name),
                 lambda z: jax.lax.psum(z, axis_name),
             )
-            return -jnp.sum(lse) / module.inverse_temperature
+            return _summed(lse, module.inverse_temperature)
 
         edge, replicated = PartitionSpec(axis_name), PartitionSpec()
         sharded = jax.shard_map(
@@ -286,8 +323,17 @@ class EnergyAttention(eqx.Module):
         allowed = attention_logits_mask(g.shape[0], key_mask, self.self_attention)
         has_key = jnp.any(allowed, axis=-1)
         scores = self.scores(g) if weights is None else weights * self.scores(g)
-        logits = jnp.where(allowed, self.inverse_temperature * scores, -jnp.inf)
+        beta = self._per_head(3)  # [H, 1, 1] or a scalar
+        logits = jnp.where(allowed, beta * scores, -jnp.inf)
         # Queries without any key would give log(0); keep them out of the graph entirely.
         logits = jnp.where(has_key[:, None], logits, 0.0)
-        lse = jax.nn.logsumexp(logits, axis=-1)
-        return -jnp.sum(jnp.where(has_key, lse, 0.0)) / self.inverse_temperature
+        lse = jnp.where(has_key, jax.nn.logsumexp(logits, axis=-1), 0.0)  # [H, N]
+        return _summed(lse, self._per_head(2))
+
+    def _per_head(self, ndim: int):
+        """The inverse temperature shaped to broadcast over an `ndim`-axis array whose
+        first axis is the head (a scalar stays a scalar)."""
+        beta = self.inverse_temperature
+        if isinstance(beta, float) or jnp.ndim(beta) == 0:
+            return beta  # a Python float stays weakly typed: the model's dtype rules
+        return beta.reshape(beta.shape + (1,) * (ndim - 1))

@@ -38,7 +38,7 @@ def closed_form_update(
         k = jnp.einsum("hyd,nd->hny", att.Wk, g)
         allowed = attention_logits_mask(g.shape[0], cond.key_mask, att.self_attention)
         logits = jnp.where(
-            allowed, att.inverse_temperature * jnp.einsum("hcy,hby->hcb", q, k), -jnp.inf
+            allowed, att.head_betas[:, None, None] * jnp.einsum("hcy,hby->hcb", q, k), -jnp.inf
         )
         has_key = jnp.any(allowed, axis=-1)
         weights = jax.nn.softmax(jnp.where(has_key[:, None], logits, 0.0), axis=-1)

@@ -49,7 +49,21 @@ def beta(model, args, p):
     return eqx.tree_at(lambda m: m.attention, model, attention.with_beta(p)), args
 
 
-# The Energy Transformer's lenses by name (`EnergyTransformer.lenses`).
+def head_beta(head: int) -> Lens:
+    """The lens of head `head`'s inverse temperature: set to `p`, the other heads' as
+    they are (`EnergyAttention.with_beta` with one value per head)."""
+
+    def lens(model, args, p):
+        betas = model.attention.head_betas
+        return eqx.tree_at(
+            lambda m: m.attention, model, model.attention.with_beta(betas.at[head].set(p))
+        ), args
+
+    lens.__name__ = f"beta_{head}"
+    return lens
+
+
+# The Energy Transformer's lenses by name (`EnergyTransformer.lenses` adds `beta_<h>`).
 LENSES: dict[str, Lens] = {
     "beta": beta,
     "memory_scale": memory_scale,

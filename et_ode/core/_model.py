@@ -1,7 +1,6 @@
 """The Energy Transformer: one energy, its native and projected flows, its residual."""
 
 import math
-from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -22,7 +21,7 @@ from ._attention import EnergyAttention
 from ._conditions import Conditions
 from ._hopfield import HopfieldNetwork
 from ._layernorm import EnergyLayerNorm
-from ._lenses import LENSES, Lens
+from ._lenses import LENSES, Lens, head_beta
 
 
 def _conditions(args) -> Conditions:
@@ -54,13 +53,15 @@ class EnergyTransformer(eqx.Module):
     - `terms`: the learned energy terms, `("attention", "hopfield")` (the default, the
       paper's model) or one of them alone: an ablation whose other term is zero (its
       parameters stay in the model, unused).
+    - `learn_beta`: one learned inverse temperature per head, started at `beta`
+      (`EnergyAttention`'s `log_beta`: positive by construction).
 
     Satisfies the `solvers.EnergySystem` and `solvers.ManifoldEnergySystem` protocols.
-    `lenses`: the parameters a study can follow by name (`"beta"`, `"memory_scale"`,
-    `"field_strength"`), each `(model, args, p) -> (model, args)`.
+    `lenses`: the parameters a study can follow by name (`"beta"`, every head's together;
+    `"beta_0"`, `"beta_1"`, ...: one head's; `"memory_scale"`, `"field_strength"`), each
+    `(model, args, p) -> (model, args)`.
     """
 
-    lenses: ClassVar[dict[str, Lens]] = LENSES
     norm: EnergyLayerNorm
     attention: EnergyAttention
     hopfield: HopfieldNetwork
@@ -85,6 +86,7 @@ class EnergyTransformer(eqx.Module):
         hopfield_options: dict | None = None,
         dtype=None,
         terms: tuple[EnergyTerm, ...] = ENERGY_TERMS,
+        learn_beta: bool = False,
     ):
         for name, value in dict(
             dim=dim, n_heads=n_heads, head_dim=head_dim, n_memories=n_memories
@@ -102,6 +104,7 @@ class EnergyTransformer(eqx.Module):
             self_attention=self_attention,
             init_std=init_std,
             dtype=dtype,
+            learn_beta=learn_beta,
         )
         self.hopfield = HopfieldNetwork(
             dim,
@@ -133,6 +136,12 @@ class EnergyTransformer(eqx.Module):
     @property
     def dim(self) -> int:
         return self.norm.dim
+
+    @property
+    def lenses(self) -> dict[str, Lens]:
+        """The parameters a study can follow by name (class docstring)."""
+        heads = self.attention.Wq.shape[0]
+        return {**LENSES, **{f"beta_{h}": head_beta(h) for h in range(heads)}}
 
     # ------------------------------------------------------------------ energy
     # The methods that compute run behind `eqx.filter_jit`: called outside `jax.jit`, a

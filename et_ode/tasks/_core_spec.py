@@ -16,6 +16,15 @@ Beta = Annotated[
     float | None,
     Field(gt=0, description=("attention inverse temperature (none: 1/sqrt(head_dim))")),
 ]
+LearnBeta = Annotated[
+    bool,
+    Field(
+        description=(
+            "one learned inverse temperature per head, started at beta (the paper's appendix "
+            "B.1 lists it among the learned weights)"
+        )
+    ),
+]
 HopfieldActivation = Annotated[
     Activation,
     Field(description=("the Hopfield energy's activation: relu (the paper's), softmax or power")),

@@ -38,6 +38,7 @@ def _core(config: GraphModelConfig, terms, key) -> EnergyTransformer:
         config.n_memories,
         key=key,
         beta=config.beta,
+        learn_beta=config.learn_beta,
         self_attention=config.self_attention,
         hopfield=config.hopfield,
         tau=config.tau,

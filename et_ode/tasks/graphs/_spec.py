@@ -12,6 +12,7 @@ from .._core_spec import (
     Heads,
     HopfieldActivation,
     InitStd,
+    LearnBeta,
     Memories,
     Tau,
     TokenDim,
@@ -42,6 +43,7 @@ class GraphModelConfig:
     head_dim: HeadDim = 16
     n_memories: Memories = 64
     beta: Beta = None
+    learn_beta: LearnBeta = False
     self_attention: Annotated[
         bool,
         Field(
