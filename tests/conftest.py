@@ -272,7 +272,8 @@ COSTS = {
     "test_solver_objects.py": 45,
     "test_langevin.py": 42,  # measured alone 2026-12-02, Intel Xeon VM
     "test_sde_orders.py": 55,  # measured alone 2026-12-02, Intel Xeon VM (53-57 s)
-    "test_weighted_attention.py": 8,  # measured alone 2026-12-02, Intel Xeon VM
+    "test_weighted_attention.py": 10,  # measured alone 2026-12-02, Intel Xeon VM
+    "test_paper_classifier.py": 14,  # measured alone 2026-12-02, Intel Xeon VM
     "test_escape.py": 33,  # in the suite 2026-12-02 (fresh clone, durations), Intel Xeon VM
     "test_auto_solver.py": 37,
     "test_figure_layout.py": 37,

@@ -59,6 +59,7 @@ from .graphs._models import (
     laplacian_eigenvectors,
     new_detector,
 )
+from .graphs._paper_classifier import PaperGraphClassifierET
 from .graphs._read import load_fraud_mat, load_tu
 from .graphs._spec import GraphModelConfig
 from .graphs._splits import cross_validation_folds, stratified_splits
@@ -118,6 +119,7 @@ __all__ = [
     "GCNDetector",
     "GraphBatch",
     "GraphClassifierET",
+    "PaperGraphClassifierET",
     "GraphDataConfig",
     "GraphModelConfig",
     "GraphSet",

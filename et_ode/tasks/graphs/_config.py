@@ -12,7 +12,7 @@ from pydantic import Field
 from .._dynamics import Dynamics
 from .._schema import ConfigDocument, config_section, read_toml
 from .._training import MAX_SEED, MAX_STEPS, check_warmup
-from ._spec import ET_TERMS, GRAPH_MODELS, GraphModelConfig, GraphModelName
+from ._spec import ET_TERMS, GRAPH_MODELS, PAPER_CLASSIFIER, GraphModelConfig, GraphModelName
 
 Task = Literal["anomaly", "classification"]
 Source = Literal["sbm", "fraud_mat", "csl", "tu"]
@@ -94,7 +94,9 @@ class ProtocolConfig:
             min_length=1,
             description=(
                 "et, et_attention_only and et_hopfield_only (the paper's ablations), mlp and gcn "
-                "(baselines; node anomaly detection only), each at most once"
+                "(baselines; node anomaly detection only), et_paper (the paper's graph "
+                "classifier: weighted adjacency, stacked blocks, learned per-head beta, noise; "
+                "graph classification only), each at most once"
             ),
         ),
     ] = GRAPH_MODELS
@@ -183,12 +185,17 @@ class GraphTrainConfig(ConfigDocument):
 
     def __post_init__(self):
         if self.data.task == "classification":
-            if not all(k in ET_TERMS for k in self.protocol.models):
+            if not all(k in ET_TERMS or k == PAPER_CLASSIFIER for k in self.protocol.models):
                 raise ValueError(
                     "[protocol] graph classification compares the ET models "
-                    f"only ({', '.join(ET_TERMS)}; got models = "
+                    f"only ({', '.join(ET_TERMS)}, {PAPER_CLASSIFIER}; got models = "
                     f"{list(self.protocol.models)})"
                 )
+        elif PAPER_CLASSIFIER in self.protocol.models:
+            raise ValueError(
+                f"[protocol] {PAPER_CLASSIFIER} is the paper's graph classifier: for "
+                "task = 'classification' only (drop it from models)"
+            )
             if self.model.positions == "learned":
                 raise ValueError(
                     "[model] positions must be 'laplacian' or 'none' for "

@@ -18,13 +18,12 @@ from ._config import GraphTrainConfig
 from ._generate import anomaly_benchmark, csl_graphs
 from ._metrics import accuracy, best_threshold, macro_f1, roc_auc
 from ._models import (
-    GraphClassifierET,
     graph_batch,
     laplacian_eigenvectors,
     new_detector,
 )
+from ._paper_classifier import EVALUATION_NOISE, classifier_logits, new_classifier
 from ._read import load_fraud_mat, load_tu
-from ._spec import ET_TERMS
 
 
 # ------------------------------------------------------------------------- data
@@ -206,7 +205,7 @@ def _classification_loss(model, batch, key):
     )
     signs = signs.at[..., 0].set(1.0)  # column 0, D^1/2 1, has a canonical sign
     batch = eqx.tree_at(lambda b: b.eigenvectors, batch, batch.eigenvectors * signs)
-    logits = model.logits(batch)
+    logits = classifier_logits(model, batch, jax.random.fold_in(key, 1))
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, batch.labels))
 
 
@@ -223,7 +222,8 @@ def classification_step(model, opt_state, optimizer, everything, index, key):
 
 @eqx.filter_jit
 def classification_logits(model, everything, index):
-    return model.logits(jax.tree.map(lambda a: a[index], everything))
+    batch = jax.tree.map(lambda a: a[index], everything)
+    return classifier_logits(model, batch, jax.random.key(EVALUATION_NOISE))
 
 
 def padded_graph_set(graphs, k: int):
@@ -256,19 +256,19 @@ def stratified_batches(labels, train, batch_size: int, rng):
 def train_classifier(
     config: GraphTrainConfig, kind: str, graphs, fold: dict, run: str, log=None, everything=None
 ):
-    """Train one `GraphClassifierET` of `kind` on a fold (`{"train", "val", "test"}`
+    """Train one graph classifier of `kind` (`new_classifier`) on a fold (`{"train", "val", "test"}`
     graph indices), keeping the parameters of best validation accuracy (the latest best
     on ties, as `fit_and_select`); the test fold is used once, to score the kept model.
     Returns `(model, metrics)` with test and validation accuracy."""
     t = config.training
     everything = everything or padded_graph_set(graphs, config.model.n_eigenvectors)
     key = _run_key(config, run)
-    model = GraphClassifierET(
+    model = new_classifier(
+        kind,
         config.model,
         config.dynamics,
         n_features=graphs.n_features,
         n_classes=graphs.n_classes,
-        terms=ET_TERMS[kind],
         key=jax.random.fold_in(key, 0),
     )
     optimizer = _optimizer(config)

@@ -22,9 +22,11 @@ from .._schema import config_section
 Positions = Literal["learned", "laplacian", "none"]
 POSITIONS = get_args(Positions)
 # The models of a benchmark: the Energy Transformer, its two ablations (one energy term
-# each), and two baselines of the same width on the same splits.
-GraphModelName = Literal["et", "et_attention_only", "et_hopfield_only", "mlp", "gcn"]
-GRAPH_MODELS = get_args(GraphModelName)
+# each), and two baselines of the same width on the same splits; for graph
+# classification also the paper's classifier (`PaperGraphClassifierET`), "et_paper".
+GraphModelName = Literal["et", "et_attention_only", "et_hopfield_only", "mlp", "gcn", "et_paper"]
+GRAPH_MODELS = get_args(GraphModelName)[:5]  # a benchmark's default: all but et_paper
+PAPER_CLASSIFIER = "et_paper"
 ET_TERMS = {
     "et": ENERGY_TERMS,
     "et_attention_only": ("attention",),
@@ -35,8 +37,9 @@ ET_TERMS = {
 @config_section
 class GraphModelConfig:
     """Architecture of a graph model (the `[model]` section): `NodeAnomalyET`,
-    `GraphClassifierET` and the baselines (which read `dim` and `head_hidden` only).
-    Attention is restricted to each node's neighbours (the graph's edges)."""
+    `GraphClassifierET`, `PaperGraphClassifierET` (the only one to read `blocks`,
+    `kernel_size` and `noise_temperature`) and the baselines (which read `dim` and
+    `head_hidden` only). Attention is restricted to each node's neighbours (the graph's edges)."""
 
     dim: TokenDim = 32
     n_heads: Heads = 2
@@ -73,3 +76,32 @@ class GraphModelConfig:
     head_hidden: Annotated[
         int, Field(ge=1, description=("width of the readout MLP's hidden layer"))
     ] = 64
+    blocks: Annotated[
+        int,
+        Field(
+            ge=1,
+            description=(
+                "the paper's classifier: stacked blocks S, each its own Energy Transformer and flow"
+            ),
+        ),
+    ] = 1
+    kernel_size: Annotated[
+        int,
+        Field(
+            ge=1,
+            description=(
+                "the paper's classifier: the size of the H filters that make the weighted "
+                "adjacency from the tokens' correlation"
+            ),
+        ),
+    ] = 3
+    noise_temperature: Annotated[
+        float,
+        Field(
+            ge=0,
+            description=(
+                "the paper's classifier: the temperature of its blocks' Langevin noise (0: "
+                "none; the paper's std 0.02 per step of 0.1 is 2e-4)"
+            ),
+        ),
+    ] = 0.0

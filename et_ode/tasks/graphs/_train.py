@@ -46,8 +46,8 @@ from ._fit import (
     train_detector,
 )
 from ._metrics import accuracy, mean_std
-from ._models import GraphClassifierET, new_detector
-from ._spec import ET_TERMS
+from ._models import new_detector
+from ._paper_classifier import new_classifier
 from ._splits import cross_validation_folds, stratified_splits
 
 RESULTS_NAME = "results.json"
@@ -308,7 +308,7 @@ def load_graph_model(name_or_path):
             )
         else:
             skeleton = eqx.filter_eval_shape(
-                functools.partial(GraphClassifierET, terms=ET_TERMS[kind]),
+                functools.partial(new_classifier, kind),
                 config.model,
                 config.dynamics,
                 n_features=shape["n_features"],
