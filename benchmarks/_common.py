@@ -180,6 +180,7 @@ def random_core_like(core, seed: int = 1):
         hopfield=core.hopfield.activation,
         tau=core.tau,
         dtype=core.hopfield.xi.dtype,
+        learn_beta=core.attention.log_beta is not None,
     )
 
 

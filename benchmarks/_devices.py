@@ -43,6 +43,7 @@ def save_core(core, folder: Path) -> None:
         "dtype": str(core.hopfield.xi.dtype),
         "softmax_beta": core.hopfield.softmax_beta,
         "power": core.hopfield.power,
+        "learn_beta": core.attention.log_beta is not None,
     }
     atomic_write_text(folder / "core.json", json.dumps(hyper))
     with atomic_path(folder / "core.eqx") as temporary:
@@ -75,6 +76,7 @@ def load_core(folder: Path):
         eps=h["eps"],
         hopfield_options=options or None,
         dtype=jnp.dtype(h["dtype"]),
+        learn_beta=h.get("learn_beta", False),
     )
     return eqx.tree_deserialise_leaves(folder / "core.eqx", skeleton)
 

@@ -151,9 +151,19 @@ def test_it_trains_end_to_end_on_a_tu_file_and_reloads(tmp_path):
     reported = summary["runs"][1]["metrics"]
     assert again["accuracy"] == pytest.approx(reported["accuracy"], abs=1e-9)
     assert again["val_accuracy"] == pytest.approx(reported["val_accuracy"], abs=1e-9)
+    # a graph study follows the first block from the initial tokens, with their A_hat
+    study = tmp_path / "study"
+    checkpoint = str(out / "runs" / "fold1-et_paper.eqx")
+    argv = ["graph", "study", "energy-descent", "--checkpoint", checkpoint, "--quick"]
+    assert main([*argv, "--graphs", "2", "--out", str(study)]) == 0
+    record = json.loads((study / "energy-descent.json").read_text())
+    assert record["metadata"]["block"] == "1 of 2" and record["metadata"]["noise"] == "off"
     wrong = dict(raw, data={"task": "anomaly", "source": "sbm"})
     with pytest.raises(ValueError, match="classification' only"):
         tasks.GraphTrainConfig.from_dict(wrong)
+    learned = dict(raw, model={**raw["model"], "positions": "learned"})
+    with pytest.raises(ValueError, match="'laplacian' or 'none' for classification"):
+        tasks.GraphTrainConfig.from_dict(learned)
 
 
 def test_only_one_by_one_filters_keep_the_node_order_out(batch):
@@ -174,3 +184,19 @@ def test_only_one_by_one_filters_keep_the_node_order_out(batch):
         model = _model(tasks.GraphModelConfig(**{**vars(CONFIG), "kernel_size": size}))
         moved[size] = float(jnp.max(jnp.abs(model.logits(one) - model.logits(renumbered))))
     assert moved[1] < 1e-12 and moved[3] > 1e-2, moved
+
+
+def test_padding_does_not_reach_the_weights_of_real_pairs(batch):
+    """A graph's `A_hat` on its own tokens, and its logits, do not depend on how far its
+    batch pads it: padding encodes to the layers' biases, and without zeroing it the
+    3 x 3 filters carry it into the last real row and column (1.1 measured)."""
+    graphs = tasks.csl_graphs(seed=0)
+    model = _model()
+    logits, real_block = [], []
+    for size in (graphs.max_nodes, graphs.max_nodes + 5):
+        padded = _batch64(tasks.graph_batch(graphs, np.array([0]), size, 4))
+        x0 = jax.vmap(model.encode)(padded.features, padded.eigenvectors)
+        real_block.append(np.asarray(model.conditions(x0, padded).pair_weights)[..., :42, :42])
+        logits.append(np.asarray(model.logits(padded)))
+    np.testing.assert_allclose(real_block[1], real_block[0], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(logits[1], logits[0], rtol=0, atol=1e-10)

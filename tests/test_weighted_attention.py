@@ -12,6 +12,7 @@ differences, one compiled program serves every value, and the lenses set all hea
 one."""
 
 import re
+import warnings
 
 import equinox as eqx
 import jax
@@ -266,3 +267,17 @@ def test_learned_betas_get_gradients_one_program_serves_every_value_and_lenses_s
     np.testing.assert_allclose(one.attention.head_betas, [0.3, 0.9], rtol=1e-14)
     with runtime_types_off(), pytest.raises(ValueError, match="one value per head"):
         model.attention.with_beta(jnp.ones(3))
+    # a float64 value sets a float32 model's head in float32 (no promotion, no warning)
+    narrow = et_ode.EnergyTransformer(
+        DIM, HEADS, 8, 24, key=jax.random.key(0), dtype=jnp.float32, learn_beta=True
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        set_one = narrow.lenses["beta_0"](narrow, None, jnp.float64(0.9))[0]
+    assert set_one.attention.head_betas.dtype == jnp.float32
+    # as "beta", a head's beta refuses a model whose energy has no attention term
+    hopfield_only = et_ode.EnergyTransformer(
+        DIM, HEADS, 8, 24, key=jax.random.key(0), learn_beta=True, terms=("hopfield",)
+    )
+    with pytest.raises(ValueError, match="beta_1 changes nothing"):
+        hopfield_only.lenses["beta_1"](hopfield_only, None, 0.5)

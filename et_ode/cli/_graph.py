@@ -30,6 +30,7 @@ from ..analysis import (
 from ..core import Conditions
 from ..tasks import (
     SHIPPED_GRAPH,
+    PaperGraphClassifierET,
     evaluate_graph_model,
     graph_batch,
     load_graph_config,
@@ -97,7 +98,26 @@ def _graph_problem(model, config, header, n_graphs: int):
     test = run_split(config, graphs, header["run"])["test"][:n_graphs]
     batch = graph_batch(graphs, test, graphs.max_nodes, config.model.n_eigenvectors)
     x0 = jax.vmap(model.encode)(batch.features, batch.eigenvectors)
+    if isinstance(model, PaperGraphClassifierET):  # its A_hat, from these initial tokens
+        return x0, model.conditions(x0, batch), True, {"graphs": test}
     return x0, Conditions(key_mask=batch.key_mask), True, {"graphs": test}
+
+
+def _studied_core(model) -> tuple[Any, dict]:
+    """The energy model a graph study follows, and what the metadata says of it: the
+    model's core, or the first block of the paper's classifier (its flow from the
+    initial tokens, with their `A_hat`; noise off: the studies are of the flow)."""
+    if isinstance(model, PaperGraphClassifierET):
+        blocks = len(model.blocks)
+        return model.blocks[0], {"block": f"1 of {blocks}", "noise": "off"}
+    return model.core, {}
+
+
+def _float64(tree):
+    """Every floating array of `tree` in float64 (a study runs in float64)."""
+    return jax.tree.map(
+        lambda a: a.astype(jnp.float64) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree
+    )
 
 
 def graph_study(options) -> int:
@@ -153,8 +173,10 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
         result["metadata"] = dict(result["metadata"], checkpoint=str(options.checkpoint))
         files = write_result(out, "overshoot", result, plot_graph_overshoot, options.format)
     else:
-        core = cast(model.core, jnp.float64)
+        studied, said_of_core = _studied_core(model)
+        core = cast(studied, jnp.float64)
         x0 = jnp.asarray(x0, jnp.float64)
+        args = _float64(args)
         rtol, atol = (1e-5, 1e-7) if quick else (1e-7, 1e-9)
         plot: Callable[[dict], Figure]  # the study's figure of its result
         if options.name == "convergence":
@@ -213,6 +235,7 @@ def _graph_study(options, model, x0, args, batched, extra, out) -> dict:
             )
             plot = plot_long_horizon
         result["metadata"]["checkpoint"] = str(options.checkpoint)
+        result["metadata"].update(said_of_core)
         unit = "graph" if batched or "graphs" in extra else "graph (all its nodes)"
         result = {"finding": finding(options.name, result, unit=unit), **result}
         print(result["finding"])

@@ -33,8 +33,9 @@ def field_strength(model, args, p):
     )
 
 
-def beta(model, args, p):
-    """The attention's inverse temperature set to `p` (`EnergyAttention.with_beta`)."""
+def _attention_of(model, parameter: str):
+    """`model.attention`, refusing a model whose energy has no attention term (where
+    `parameter` would change nothing)."""
     attention = getattr(model, "attention", None)
     if (
         attention is None
@@ -42,10 +43,16 @@ def beta(model, args, p):
         or "attention" not in getattr(model, "terms", ("attention",))
     ):
         raise ValueError(
-            "parameter='beta' needs a model whose energy has an attention "
+            f"parameter={parameter!r} needs a model whose energy has an attention "
             "term (model.attention, an EnergyAttention, in model.terms); "
-            "this one has none, so beta changes nothing."
+            f"this one has none, so {parameter} changes nothing."
         )
+    return attention
+
+
+def beta(model, args, p):
+    """The attention's inverse temperature set to `p` (`EnergyAttention.with_beta`)."""
+    attention = _attention_of(model, "beta")
     return eqx.tree_at(lambda m: m.attention, model, attention.with_beta(p)), args
 
 
@@ -54,9 +61,11 @@ def head_beta(head: int) -> Lens:
     they are (`EnergyAttention.with_beta` with one value per head)."""
 
     def lens(model, args, p):
-        betas = model.attention.head_betas
+        attention = _attention_of(model, f"beta_{head}")
+        betas = attention.head_betas
+        value = jnp.asarray(p, betas.dtype)  # the heads' dtype, not p's (no promotion)
         return eqx.tree_at(
-            lambda m: m.attention, model, model.attention.with_beta(betas.at[head].set(p))
+            lambda m: m.attention, model, attention.with_beta(betas.at[head].set(value))
         ), args
 
     lens.__name__ = f"beta_{head}"

@@ -191,16 +191,16 @@ class GraphTrainConfig(ConfigDocument):
                     f"only ({', '.join(ET_TERMS)}, {PAPER_CLASSIFIER}; got models = "
                     f"{list(self.protocol.models)})"
                 )
-        elif PAPER_CLASSIFIER in self.protocol.models:
-            raise ValueError(
-                f"[protocol] {PAPER_CLASSIFIER} is the paper's graph classifier: for "
-                "task = 'classification' only (drop it from models)"
-            )
             if self.model.positions == "learned":
                 raise ValueError(
                     "[model] positions must be 'laplacian' or 'none' for "
                     "classification (got 'learned')"
                 )
+        elif PAPER_CLASSIFIER in self.protocol.models:
+            raise ValueError(
+                f"[protocol] {PAPER_CLASSIFIER} is the paper's graph classifier: for "
+                "task = 'classification' only (drop it from models)"
+            )
         elif self.model.positions == "laplacian":
             raise ValueError(
                 "[model] positions must be 'learned' or 'none' for node anomalies (got 'laplacian')"

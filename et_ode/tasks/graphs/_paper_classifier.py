@@ -30,7 +30,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from ... import solvers
 from ...core import Conditions, EnergyTransformer
@@ -120,15 +120,29 @@ class PaperGraphClassifierET(eqx.Module):
             tokens = tokens + jax.vmap(self.position_map)(eigenvectors)
         return tokens
 
-    def pair_weights(self, x0: Float[Array, "T D"]) -> Float[Array, "H T T"]:
+    def pair_weights(
+        self, x0: Float[Array, "T D"], valid: Bool[Array, " T"] | None = None
+    ) -> Float[Array, "H T T"]:
         """`A_hat` of one graph, query first (`pair_weights[h, C, B]`): the `H` filters
         over the tokens' correlation `x0 x0^T`. Symmetric in `B, C` where the filters
-        are; the key mask decides which pairs count."""
-        return self.correlation((x0 @ x0.T)[None])
+        are; the key mask decides which pairs count.
+
+        `valid` (`[T]`, the CLS token and the real nodes; default all) zeroes the
+        padding tokens' rows and columns of the correlation first: padding encodes to
+        the layers' biases, not to zero, and the filters would carry it into the
+        weights of real pairs beside it, so a graph's `A_hat` would depend on how far
+        its batch pads it. Zeroed, padding is the filters' own 'SAME' border, as for a
+        graph of the batch's largest size."""
+        tokens = x0 if valid is None else jnp.where(valid[:, None], x0, 0.0)
+        return self.correlation((tokens @ tokens.T)[None])
 
     def conditions(self, x0: Float[Array, "B T D"], batch: GraphBatch) -> Conditions:
-        """The blocks' conditions of a batch: its key masks and `A_hat`."""
-        return Conditions(key_mask=batch.key_mask, pair_weights=jax.vmap(self.pair_weights)(x0))
+        """The blocks' conditions of a batch: its key masks and `A_hat` (a token is
+        real where its key-mask row allows a pair: every real node has the CLS token,
+        padding has nothing)."""
+        valid = batch.key_mask.any(axis=-1)
+        weights = jax.vmap(self.pair_weights)(x0, valid)
+        return Conditions(key_mask=batch.key_mask, pair_weights=weights)
 
     def states(
         self,
