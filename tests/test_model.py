@@ -1,6 +1,8 @@
 """The energy model against independent references: the paper's closed-form update
 (eq. 17), the LayerNorm Lagrangian, and the closed form of dE/dt."""
 
+from pathlib import Path
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -15,20 +17,82 @@ def _rel(a, b):
     return float(jnp.linalg.norm(a - b) / jnp.linalg.norm(b))
 
 
-KEY_MASK = jax.random.bernoulli(jax.random.key(7), 0.6, (N_TOKENS, N_TOKENS))
+KEY_MASK = jax.random.bernoulli(jax.random.key(7), 0.6, (N_TOKENS, N_TOKENS)).at[2].set(False)
+# Edges as (query, key) pairs: a self-loop (0, 0), token 4 with no edge as a query
+EDGES = (jnp.array([0, 0, 1, 1, 2, 3, 5, 5, 5]), jnp.array([0, 1, 0, 3, 5, 2, 1, 4, 5]))
+
+
+def _minus_grad_of_energy(model, x, args):
+    """`-dE/dg` by `jax.grad` of the energy as a function of `g`."""
+    return -jax.grad(model.energy_of_g)(model.norm(x), args)
 
 
 @pytest.mark.parametrize("self_attention", [False, True])
 @pytest.mark.parametrize("hopfield", ["relu", "softmax", "power"])
-@pytest.mark.parametrize("masked", [False, True])
-def test_autodiff_update_equals_paper_closed_form(self_attention, hopfield, masked):
+@pytest.mark.parametrize("conditions", ["none", "key mask", "edges"])
+def test_paper_closed_form_equals_the_gradient_of_the_energy(self_attention, hopfield, conditions):
+    """Eq. 17, written with none of the model's helpers, against `jax.grad` of the
+    energy (and the flow): every activation, self-attention on and off, all pairs, a key
+    mask with a query that sees no key, and an edge list with a self-loop and a query
+    without edges; two heads with distinct learned betas."""
     model = make_model(hopfield=hopfield, self_attention=self_attention)
     assert model.attention.Wq.shape == (2, 8, DIM)  # several heads
     x = make_state(seed=3)
-    args = et_ode.Conditions(key_mask=KEY_MASK) if masked else None
-    autodiff = model.vector_field(0.0, x, args)  # = -dE/dg with tau = 1
+    args = {
+        "none": None,
+        "key mask": et_ode.Conditions(key_mask=KEY_MASK),
+        "edges": et_ode.Conditions(edges=EDGES),
+    }[conditions]
     closed = et_ode.closed_form_update(model, x, args)
-    assert _rel(autodiff, closed) < 1e-10
+    assert _rel(_minus_grad_of_energy(model, x, args), closed) < 1e-12
+    assert _rel(model.vector_field(0.0, x, args), closed) < 1e-12  # tau = 1
+    learned = et_ode.EnergyTransformer(
+        DIM, 2, 8, 24, key=jax.random.key(0), learn_beta=True, hopfield=hopfield,
+        self_attention=self_attention, init_std=0.3, dtype=jnp.float64,
+    )  # fmt: skip
+    learned = eqx.tree_at(lambda m: m.attention.log_beta, learned, jnp.log(jnp.array([0.4, 2.5])))
+    closed = et_ode.closed_form_update(learned, x, args)
+    assert _rel(_minus_grad_of_energy(learned, x, args), closed) < 1e-12
+
+
+def test_the_closed_form_uses_none_of_the_models_helpers():
+    """Its module imports only the two types it is handed (`EnergyTransformer`,
+    `Conditions`) from et_ode, and calls no method of the model: its LayerNorm, mask,
+    softmax and edge sums are its own."""
+    import ast
+
+    path = Path(et_ode.__file__).parent / "core" / "_closed_form.py"
+    tree = ast.parse(path.read_text())
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level > 0
+        for alias in node.names
+    }
+    assert imported == {"EnergyTransformer", "Conditions"}
+    calls = {
+        node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    }
+    helpers = {name for name in dir(et_ode.EnergyTransformer) if not name.startswith("__")}
+    helpers |= {name for name in dir(et_ode.EnergyAttention) if not name.startswith("__")}
+    helpers |= {name for name in dir(et_ode.EnergyLayerNorm) if not name.startswith("__")}
+    assert not calls & helpers, calls & helpers
+
+
+def test_the_closed_form_with_a_field_and_a_pinned_pattern():
+    model = make_model()
+    x = make_state(seed=3)
+    args = et_ode.Conditions(field=make_state(seed=4), field_strength=0.7, key_mask=KEY_MASK)
+    closed = et_ode.closed_form_update(model, x, args)
+    assert _rel(_minus_grad_of_energy(model, x, args), closed) < 1e-12
+    hidden = model.norm(x) @ model.hopfield.xi.T
+    pattern = jax.random.bernoulli(jax.random.key(9), 0.5, hidden.shape)  # not sign(h)
+    pinned = eqx.tree_at(lambda m: m.hopfield, model, model.hopfield.with_pattern(pattern))
+    closed = et_ode.closed_form_update(pinned, x, args)
+    assert _rel(_minus_grad_of_energy(pinned, x, args), closed) < 1e-12
+    assert _rel(et_ode.closed_form_update(model, x, args), closed) > 1e-3  # the pattern counts
 
 
 def test_key_mask_with_a_query_that_sees_no_key():
