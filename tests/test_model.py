@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import et_ode
+from et_ode import analysis
 from conftest import DIM, N_TOKENS, make_model, make_state
 
 
@@ -185,6 +186,14 @@ def test_float32_by_default_and_exact_in_float64():
     model64 = make_model()
     assert model64.hopfield.xi.dtype == jnp.float64
     assert model64.energy(make_state()).dtype == jnp.float64
+    # the same weights in float64: float32 arithmetic is within its rounding, and not
+    # exact (it really ran in float32); float64 equals the independent eq. 17 (1e-12)
+    wide = analysis.cast(model32, jnp.float64)
+    x = make_state()
+    e32, e64 = float(model32.energy(x.astype(jnp.float32))), float(wide.energy(x))
+    assert 1e-12 < abs(e32 - e64) / abs(e64) < 1e-5
+    closed = et_ode.closed_form_update(wide, x)
+    assert _rel(-jax.grad(wide.energy_of_g)(wide.norm(x)), closed) < 1e-12
 
 
 def test_constructor_rejects_bad_sizes():

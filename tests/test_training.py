@@ -436,10 +436,29 @@ def test_shipped_configs_parse():
 
     from et_ode import tasks
 
-    for path in sorted(pathlib.Path(__file__).resolve().parents[1].glob("configs/*.toml")):
+    import tomllib
+
+    def same(loaded, written):
+        if isinstance(written, list):
+            return list(loaded) == written
+        return loaded == written or (
+            isinstance(written, float) and loaded == pytest.approx(written)
+        )
+
+    paths = sorted(pathlib.Path(__file__).resolve().parents[1].glob("configs/*.toml"))
+    assert len(paths) >= 5  # paper, ode and the three graph configs
+    checked = 0
+    for path in paths:
         # graph_*.toml: `et-ode graph train` configs, with sections of their own
         load = tasks.load_graph_config if path.name.startswith("graph_") else et_ode.load_config
-        load(path)
+        config = load(path)
+        # every value the file writes is the loaded config's, section by section
+        for section, values in tomllib.loads(path.read_text()).items():
+            for key, value in values.items():
+                loaded = getattr(getattr(config, section), key)
+                assert same(loaded, value), (path.name, section, key, loaded, value)
+                checked += 1
+    assert checked > 50
 
 
 def test_without_context_standardisation_the_model_sees_raw_units():
