@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import et_ode
-from et_ode import analysis
 from conftest import DIM, N_TOKENS, make_model, make_state
+from et_ode import analysis
 
 
 def _rel(a, b):

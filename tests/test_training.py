@@ -433,10 +433,9 @@ def test_config_schema_matches_the_dataclasses():
 
 def test_shipped_configs_parse():
     import pathlib
+    import tomllib
 
     from et_ode import tasks
-
-    import tomllib
 
     def same(loaded, written):
         if isinstance(written, list):
