@@ -227,9 +227,13 @@ def _check_options(
                 )
             _require(
                 deferred,
-                lambda xp, r, a: (r >= 0) & (a >= 0) & (r + a > 0),
+                # an infinite tolerance would accept every step: no error control at all
+                lambda xp, r, a: (
+                    xp.isfinite(r) & xp.isfinite(a) & (r >= 0) & (a >= 0) & (r + a > 0)
+                ),
                 (rtol, atol),
-                f"rtol and atol must be >= 0 and not both 0 (got {_show(rtol)}, {_show(atol)}).",
+                f"rtol and atol must be finite, >= 0 and not both 0 (got {_show(rtol)}, "
+                f"{_show(atol)}).",
             )
         if dt0 is not None:
             _positive_finite("dt0", dt0, deferred)

@@ -602,6 +602,9 @@ NUMBERS = st.one_of(
 )
 
 
+TOLERANCES = st.sampled_from([1e-6, 1e-3, 1e-8, 0.0, 0, math.inf, -1e-9, math.nan, 1e300, 5e-324])
+
+
 @st.composite
 def solve_options(draw):
     import diffrax
@@ -627,6 +630,8 @@ def solve_options(draw):
     for name in ("t0", "t1", "dt0", "rtol", "atol", "dtmin", "max_steps"):
         if draw(st.booleans()):
             options[name] = draw(NUMBERS)
+    if draw(st.booleans()):  # the tolerance shortcut as a pair, often valid but one
+        options.update(rtol=draw(TOLERANCES), atol=draw(TOLERANCES), dt0=None)
     for name, values in (
         ("flow", ["native", "projected", "sideways", None, 1]),
         ("adjoint", ["checkpoint", "backsolve", "implicit", "magic", None]),
@@ -653,26 +658,6 @@ def solve_options(draw):
     return options
 
 
-@FUZZ
-@given(options=solve_options())
-def test_solve_options_are_checked_or_refused(options, no_runtime_types):
-    """`solvers.check_options`, which `solve` and the config files run before any work:
-    any combination returns or raises `ValueError` (one line); never another error."""
-    from et_ode import solvers
-
-    outcome(lambda: solvers.check_options(**options), entry="solvers.check_options")
-
-
-@pytest.fixture(scope="module")
-def tiny_system():
-    """One tiny float64 Energy Transformer and state (`[3, 4]`), shared by every solve."""
-    import jax
-    import jax.numpy as jnp
-
-    model = et_ode.EnergyTransformer(4, 1, 2, 3, key=jax.random.key(0), dtype=jnp.float64)
-    return model, jax.random.normal(jax.random.key(1), (3, 4), jnp.float64)
-
-
 @st.composite
 def plausible_solve_options(draw):
     """Options that `check_options` mostly accepts (so that `solve` runs), with edge
@@ -686,7 +671,7 @@ def plausible_solve_options(draw):
         t1=draw(st.sampled_from([0.3, 1.2, 1e-300, 1e300, 2.0])),
         save=draw(st.sampled_from(["final", "steps", [0.0, 0.1]])),
     )
-    tolerance = st.sampled_from([1e-3, 1e-8, 1e-300, 1e300])
+    tolerance = st.sampled_from([1e-3, 1e-8, 1e-300, 1e300, 0.0, math.inf])
     if solvers.get_preset(solver).adaptive and draw(st.booleans()):
         options.update(
             rtol=draw(tolerance),
@@ -700,6 +685,75 @@ def plausible_solve_options(draw):
     if draw(st.booleans()):
         options["adjoint"] = draw(st.sampled_from(["checkpoint", "backsolve", "implicit"]))
     return options
+
+
+@FUZZ
+@given(options=st.one_of(solve_options(), plausible_solve_options()))
+def test_solve_options_are_checked_or_refused(options, no_runtime_types):
+    """`solvers.check_options`, which `solve` and the config files run before any work:
+    any combination returns or raises `ValueError` (one line); never another error."""
+    from et_ode import solvers
+
+    adaptive = outcome(lambda: solvers.check_options(**options), entry="solvers.check_options")
+    if adaptive is not REFUSED:
+        check_accepted_options(options, adaptive)
+        tally("solvers.check_options", "checked")
+
+
+def check_accepted_options(options: dict, adaptive: bool) -> None:
+    """What an accepted set of `solve` options must mean (the documented ranges and
+    rules, written here independently of `check_options`): a known solver, real
+    positive finite steps and tolerances, a horizon that moves forward, a known flow and
+    adjoint, and steps adaptive exactly when a PID controller or the rtol/atol shortcut
+    asks for them. A value accepted outside them is a silent acceptance: it fails."""
+    import diffrax
+
+    from et_ode import solvers
+
+    def positive_finite(value) -> bool:
+        return not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+    solver = options["solver"]
+    if isinstance(solver, str):
+        assert solver in solvers.SOLVER_NAMES, options
+    else:
+        assert isinstance(solver, diffrax.AbstractSolver), options
+    t0, t1 = options.get("t0", 0.0), options.get("t1", 1.2)
+    assert math.isfinite(t0) and t1 > t0, options
+    for name in ("dt0", "dtmin"):
+        if options.get(name) is not None:
+            assert positive_finite(options[name]), (name, options)
+    rtol, atol = options.get("rtol"), options.get("atol")
+    if rtol is not None or atol is not None:  # the shortcut takes both, finite, >= 0
+        assert all(math.isfinite(v) and v >= 0 for v in (rtol, atol)), options
+        assert rtol + atol > 0, options
+    if options.get("max_steps") is not None:
+        steps = options["max_steps"]
+        assert isinstance(steps, int) and not isinstance(steps, bool) and steps >= 1, options
+    assert options.get("flow", "native") in ("native", "projected"), options
+    assert options.get("adjoint", "checkpoint") in ("checkpoint", "backsolve", "implicit"), options
+    assert options.get("save", "final") in ("final", "steps") or isinstance(
+        options.get("save"), list
+    ), options
+    controller = options.get("stepsize_controller")
+    if controller is not None:
+        assert isinstance(controller, diffrax.AbstractStepSizeController), options
+        expected = isinstance(controller, diffrax.AbstractAdaptiveStepSizeController)
+    else:
+        expected = options.get("rtol") is not None or (
+            solver == "auto" and options.get("dt0", 0.1) is None
+        )
+    assert adaptive == expected or solver == "auto", (adaptive, options)
+
+
+@pytest.fixture(scope="module")
+def tiny_system():
+    """One tiny float64 Energy Transformer and state (`[3, 4]`), shared by every solve."""
+    import jax
+    import jax.numpy as jnp
+
+    model = et_ode.EnergyTransformer(4, 1, 2, 3, key=jax.random.key(0), dtype=jnp.float64)
+    return model, jax.random.normal(jax.random.key(1), (3, 4), jnp.float64)
 
 
 # Each new combination of options compiles a solve (a second or more): a twentieth of

@@ -522,9 +522,10 @@ def test_float32_vmap_over_t1(model32):
         ((1.0, 1e-8, NEVER, -jnp.inf), r"t0 must be finite \(got <traced>\)"),
         (
             (1.0, -1e-8, NEVER),
-            r"rtol and atol must be >= 0 and not both 0 \(got <traced>, <traced>\)",
+            r"rtol and atol must be finite, >= 0 and not both 0 \(got <traced>, <traced>\)",
         ),
-        ((1.0, 1e-8, NEVER, 0.0, -1e-9), "rtol and atol must be >= 0 and not both 0"),
+        ((1.0, 1e-8, NEVER, 0.0, -1e-9), "rtol and atol must be finite, >= 0 and not both 0"),
+        ((1.0, jnp.inf, NEVER), "rtol and atol must be finite, >= 0 and not both 0"),
         ((1.0, 1e-8, -1.0), "FixedPointStop needs atol >= 0 and rtol >= 0, not both zero"),
         ((1.0, 1e-8, NEVER, 0.0, 1e-9, -0.1), "FixedPointStop needs atol >= 0 and rtol >= 0"),
     ],
