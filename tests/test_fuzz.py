@@ -16,7 +16,11 @@ exception (a traceback from deep inside), never a wrong value accepted silently.
 `make test` runs `ET_ODE_FUZZ_EXAMPLES` examples per property (default 40; the property
 that runs `solvers.solve` itself, a twentieth of it, at least 6); `make fuzz` runs 4,000
 per property (see the Makefile) and prints Hypothesis's statistics and, at the end, a
-table of the inputs tried per entry point, accepted and refused (`TALLY`).
+table of the inputs tried per entry point, accepted, checked and refused (`TALLY`).
+"Checked" counts the accepted inputs whose effect the property verified, so that a
+silent acceptance fails it: config documents (every value stored as written), `solve`'s
+options (`check_accepted_options`) and command lines (`check_reached`: the command's job
+started and every option's value reached it).
 """
 
 import collections
@@ -52,15 +56,17 @@ FUZZ = settings(
 )
 
 REFUSED = object()
-# {entry point: Counter(accepted=..., refused=...)}, printed at the end of the session.
+# {entry point: Counter(accepted=..., checked=..., refused=...)}, printed at the end of
+# the session.
 TALLY: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 
 
 def tally(entry: str, how: str) -> None:
-    """Count one input of `entry` as `how` ("accepted" or "refused"), also as a
-    Hypothesis event (its statistics)."""
+    """Count one input of `entry` as `how` ("accepted", "refused", or "checked": an
+    accepted input whose effect the property then verified), also as a Hypothesis event
+    (its statistics)."""
     TALLY[entry][how] += 1
-    event("accepted" if how == "accepted" else "refused with a message")
+    event({"accepted": "accepted", "checked": "accepted and checked"}.get(how, "refused"))
 
 
 def outcome(call, prefix: str = "", entry: str = "other"):
@@ -85,23 +91,26 @@ class _TallyReport:
             return
         terminalreporter.section("fuzz inputs per entry point")
         write = terminalreporter.write_line
-        write(f"{'entry point':<44} {'tried':>7} {'accepted':>9} {'refused':>8}")
+        write(f"{'entry point':<44} {'tried':>7} {'accepted':>9} {'checked':>8} {'refused':>8}")
         total = collections.Counter()
         for entry in sorted(TALLY):
             counts = TALLY[entry]
             total.update(counts)
             tried = counts["accepted"] + counts["refused"]
-            write(f"{entry:<44} {tried:>7} {counts['accepted']:>9} {counts['refused']:>8}")
+            write(
+                f"{entry:<44} {tried:>7} {counts['accepted']:>9} {counts['checked']:>8} "
+                f"{counts['refused']:>8}"
+            )
         failed = len(terminalreporter.stats.get("failed", []))
         label = (
             f"all ({failed} properties FAILED)"
             if failed
-            else "all (0 tracebacks, 0 silent acceptances)"
+            else f"all (0 tracebacks; {total['checked']:,} accepted inputs checked)"
         )
         write(
             f"{label:<44} "
             f"{total['accepted'] + total['refused']:>7} {total['accepted']:>9} "
-            f"{total['refused']:>8}"
+            f"{total['checked']:>8} {total['refused']:>8}"
         )
 
 
@@ -230,6 +239,7 @@ def _check_document(kind, document):
             assert _same_value(value, stored), (section, field, value, stored)
             if isinstance(stored, float):
                 assert math.isfinite(stored), (section, field, stored)
+    tally(f"config documents ({kind.__name__})", "checked")
 
 
 # no_runtime_types: a document that is not a table reaches `from_dict` on purpose (as a
@@ -399,7 +409,12 @@ def test_authors_files_are_read_or_refused(arrays, no_runtime_types):
 
 # ------------------------------------------------------------- command-line vectors
 class Reached(BaseException):
-    """Raised by a stubbed job: the command line was accepted and work would start."""
+    """Raised by a stubbed job: the command line was accepted and work would start;
+    it carries the job's name and the arguments it was given."""
+
+    def __init__(self, job: str, args: tuple, kwargs: dict):
+        super().__init__(job)
+        self.job, self.args, self.kwargs = job, args, kwargs
 
 
 # Where each command's work starts, stubbed so that an accepted vector costs nothing:
@@ -530,26 +545,176 @@ def argument_vectors(draw):
     return argv
 
 
+@st.composite
+def plausible_argument_vectors(draw):
+    """Command lines that mostly run: each option (some of them) at its own default or
+    a neighbour of it (a number doubled, an integer plus one, another choice); a
+    shipped model for a required checkpoint, `good.toml` for a required config."""
+    import argparse
+
+    name = draw(st.sampled_from(sorted(COMMANDS)))
+    prefix, parser = COMMANDS[name]
+    argv = list(prefix)
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        if not action.option_strings:
+            argv.append(draw(st.sampled_from(list(action.choices or ["convergence"]))))
+            continue
+        if not (action.required or draw(st.booleans())):
+            continue
+        if action.nargs == 0:
+            argv.append(action.option_strings[-1])
+            continue
+        default = action.default
+        if action.choices:
+            value = draw(st.sampled_from(list(action.choices)))
+        elif action.dest == "checkpoint":
+            value = draw(st.sampled_from(["paper", "ode", "graph_anomaly"]))
+        elif action.dest == "config":
+            value = "good.toml"
+        elif isinstance(default, bool) or default is None:
+            continue
+        elif isinstance(default, int):
+            value = str(default + draw(st.sampled_from([0, 1])))
+        elif isinstance(default, float):
+            value = repr(default * draw(st.sampled_from([1.0, 2.0, 0.5])))
+        elif isinstance(default, str):
+            value = default
+        else:
+            continue
+        argv += [action.option_strings[-1], value]
+    return argv
+
+
 @pytest.fixture
 def stubbed_jobs(monkeypatch, tmp_path):
     import importlib
 
-    def reached(*args, **kwargs):
-        raise Reached
+    def stub(name):
+        def reached(*args, **kwargs):
+            raise Reached(name, args, kwargs)
+
+        return reached
 
     for module, names in JOBS.items():
         for name in names:
-            monkeypatch.setattr(importlib.import_module(module), name, reached)
+            monkeypatch.setattr(importlib.import_module(module), name, stub(name))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.toml").write_text("[training]\nsteps = 'many'\n")
     (tmp_path / "notes.txt").write_text("not a model")
     (tmp_path / "latin1.toml").write_bytes("[training]\nout_dir = 'caf\u00e9'\n".encode("latin-1"))
     (tmp_path / "tiny_dt.toml").write_text("[dynamics]\ndt0 = 1e-300\n")
     (tmp_path / "folder").mkdir()
+    (tmp_path / "good.toml").write_text("[training]\nsteps = 2\n")
+
+
+def _job_of(command: str, argv: list[str]) -> set[str]:
+    """The stubbed job an accepted command line must start."""
+    if command.startswith("study "):
+        return {"study_job"}
+    if command == "graph study":
+        study = argv[2] if len(argv) > 2 else ""
+        return {study.replace("-", "_"), "graph_overshoot"} & set(JOBS["et_ode.cli._graph"])
+    return {
+        "demo": {"demo_job"},
+        "frames": {"energy_video_job"},
+        "compare-solvers": {"compare_solvers_job"},
+        "train": {"train"},
+        "eval": {"evaluate_model"},
+        "export": {"export_model"},
+        "graph train": {"run_graph_benchmark"},
+        "graph eval": {"evaluate_graph_model"},
+    }[command]
+
+
+def _values_in(value, name: str = "", depth: int = 0):
+    """`(name, value)` for every value reachable from a job's arguments, named by its
+    keyword, key or field: through tuples, lists, dicts, dataclasses and namespaces
+    (arrays and models as themselves)."""
+    import dataclasses
+
+    if name in ("meta", "metadata"):  # the record of the command line, not its effect
+        return
+    yield name, value
+    if depth > 4:
+        return
+    if isinstance(value, dict):
+        items = [(str(key), item) for key, item in value.items()]
+    elif isinstance(value, (list, tuple)):
+        items = [("", item) for item in value]
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = [(f.name, getattr(value, f.name, None)) for f in dataclasses.fields(value)]
+    elif type(value).__name__ == "Namespace":
+        items = list(vars(value).items())
+    else:
+        return
+    for key, item in items:
+        yield from _values_in(item, key, depth + 1)
+
+
+def _same(parsed, value) -> bool:
+    if isinstance(value, (list, tuple)) and not isinstance(parsed, (list, tuple)):
+        return any(_same(parsed, item) for item in value)  # one of several (flows)
+    if (
+        isinstance(parsed, float)
+        and isinstance(value, (int, float))
+        and not isinstance(value, bool)
+    ):
+        return parsed == value or (math.isnan(parsed) and math.isnan(value))
+    try:
+        return bool(parsed == value)
+    except Exception:  # an array compared with a number: not the value sought
+        return False
+
+
+# Options a command consumes before its job (the job gets what they made, not their
+# text): output folders, models and data read from a path, the images drawn.
+# `--seed` draws the held-out crops the job is handed (`--images` of them: checked as
+# their count). A graph study's figure is written after the stubbed study, and
+# `--graphs` is the batch size of the state it is handed.
+CONSUMED: dict[str, set[str]] = {
+    "*": {"out", "force", "progress", "checkpoint", "config", "seed"},
+    "graph study": {"format", "graphs"},
+}
+
+
+# Options that reach a job under another name (one flow of the several a study takes).
+ALIASES = {"flow": ("flow", "flows")}
+
+
+def _count(value):
+    """`len(value)` for a sequence or an array with an axis, else `value` itself."""
+    if isinstance(value, (list, tuple)) or getattr(value, "ndim", 0) > 0:
+        return len(value)
+    return value
+
+
+def check_reached(argv: list[str], reached: Reached) -> None:
+    """An accepted command line started the job of its command, and every option value
+    it gave reached that job: the parsed value is among the job's arguments (directly,
+    or as a field of a settings object it was handed; by name where the job has a
+    value of the option's name), except the options in `CONSUMED`."""
+    command = max((n for n in COMMANDS if argv[: len(n.split())] == n.split()), key=len)
+    assert reached.job in _job_of(command, argv), (argv, reached.job)
+    prefix, parser = COMMANDS[command]
+    namespace = parser.parse_args(argv[len(prefix) :])
+    given = {
+        a.dest for a in parser._actions if a.option_strings and set(a.option_strings) & set(argv)
+    }
+    bag = list(_values_in((reached.args, reached.kwargs)))
+    for dest in sorted(given - CONSUMED.get(command, set()) - CONSUMED["*"]):
+        parsed = getattr(namespace, dest)
+        # by its name where the job has a value of that name, else by value
+        names = ALIASES.get(dest, (dest,))
+        named = [value for name, value in bag if name in names] or [value for _, value in bag]
+        if dest == "images":  # a count: the images handed over, or the count itself
+            named = [_count(v) for v in named]
+        assert any(_same(parsed, value) for value in named), (argv, dest, parsed)
 
 
 @FUZZ
-@given(argv=argument_vectors())
+@given(argv=st.one_of(argument_vectors(), plausible_argument_vectors()))
 def test_command_lines_run_or_are_refused_in_one_line(argv, stubbed_jobs, capsys):
     """Every command with generated option values: it reaches its job, or ends with
     exit code 2 and one line on stderr (the option parser's `et-ode COMMAND: error:
@@ -561,8 +726,10 @@ def test_command_lines_run_or_are_refused_in_one_line(argv, stubbed_jobs, capsys
     capsys.readouterr()
     try:
         code = main(argv)
-    except Reached:
+    except Reached as reached:
         tally("command lines (et_ode.cli.main)", "accepted")
+        check_reached(argv, reached)
+        tally("command lines (et_ode.cli.main)", "checked")
         return
     except SystemExit as exit:  # the option parser: one line
         err = capsys.readouterr().err
@@ -1104,3 +1271,28 @@ def test_damaged_npz_bytes_are_refused(data, no_runtime_types):
         parameters = read[3]
         assert parameters.keys() == want.keys()
         assert all(np.array_equal(parameters[k], want[k]) for k in want)
+
+
+def test_the_checks_of_accepted_inputs_fail_on_planted_silent_acceptances():
+    """The checks the properties run on an accepted input, on planted acceptances: an
+    infinite tolerance taken as valid, and a command-line option that never reaches its
+    job (`--repeats 2` handed on as 1) fail them; the honest cases pass."""
+    from et_ode.cli._jobs import CompareSolversSettings
+
+    check_accepted_options(dict(solver="tsit5", rtol=1e-6, atol=1e-8), True)
+    with pytest.raises(AssertionError):
+        check_accepted_options(dict(solver="tsit5", rtol=math.inf, atol=1e-8), True)
+    with pytest.raises(AssertionError):  # adaptive steps reported for constant ones
+        check_accepted_options(dict(solver="euler", dt0=0.1), True)
+    argv = ["compare-solvers", "--repeats", "2"]
+    honest = Reached("compare_solvers_job", (), {"settings": CompareSolversSettings(repeats=2)})
+    check_reached(argv, honest)
+    dropped = Reached(
+        "compare_solvers_job",
+        (),
+        {"settings": CompareSolversSettings(repeats=1), "meta": {"repeats": 2}},
+    )
+    with pytest.raises(AssertionError, match="repeats"):
+        check_reached(argv, dropped)
+    with pytest.raises(AssertionError):  # the wrong job
+        check_reached(argv, Reached("study_job", (), {}))
