@@ -892,6 +892,7 @@ def check_accepted_options(options: dict, adaptive: bool) -> None:
             assert positive_finite(options[name]), (name, options)
     rtol, atol = options.get("rtol"), options.get("atol")
     if rtol is not None or atol is not None:  # the shortcut takes both, finite, >= 0
+        assert rtol is not None and atol is not None, options
         assert all(math.isfinite(v) and v >= 0 for v in (rtol, atol)), options
         assert rtol + atol > 0, options
     if options.get("max_steps") is not None:
