@@ -516,8 +516,37 @@ def _commands():
 COMMANDS = _commands()
 
 
+def _any_value(draw, action):
+    """Any value for an option: valid and invalid ones, huge and non-finite numbers."""
+    values = OPTION_VALUES + ([] if "out" in action.dest else READ_ONLY_VALUES)
+    return draw(st.one_of(st.sampled_from(values + list(action.choices or [])), INTEGERS, FLOATS))
+
+
+def _plausible_value(draw, action):
+    """A value near the option's own default (a number doubled or halved, an integer
+    plus one, another choice), a shipped model for a checkpoint, `good.toml` for a
+    config; `None` (the option left out) where there is no default to start from."""
+    default = action.default
+    if action.choices:
+        return draw(st.sampled_from(list(action.choices)))
+    if action.dest == "checkpoint":
+        return draw(st.sampled_from(["paper", "ode", "graph_anomaly"]))
+    if action.dest == "config":
+        return "good.toml"
+    if isinstance(default, bool) or default is None:
+        return None
+    if isinstance(default, int):
+        return str(default + draw(st.sampled_from([0, 1])))
+    if isinstance(default, float):
+        return repr(default * draw(st.sampled_from([1.0, 2.0, 0.5])))
+    return default if isinstance(default, str) else None
+
+
 @st.composite
-def argument_vectors(draw):
+def argument_vectors(draw, plausible: bool = False):
+    """A command line of any command: some of its options (the required ones always),
+    each with any value, or (`plausible`) with a value near its default, so that most
+    such command lines run."""
     import argparse
 
     name = draw(st.sampled_from(sorted(COMMANDS)))
@@ -527,63 +556,18 @@ def argument_vectors(draw):
         if isinstance(action, argparse._HelpAction):
             continue
         if not action.option_strings:  # a positional (a study name, a kind)
-            choices = list(action.choices or []) + ["bogus", "convergence", "overshoot"]
-            argv.append(draw(st.sampled_from(choices)))
-            continue
-        if not (action.required or draw(st.booleans())):
-            continue
-        argv.append(action.option_strings[-1])
-        if action.nargs != 0:
-            values = OPTION_VALUES + ([] if "out" in action.dest else READ_ONLY_VALUES)
-            argv.append(
-                draw(
-                    st.one_of(
-                        st.sampled_from(values + list(action.choices or [])), INTEGERS, FLOATS
-                    )
-                )
-            )
-    return argv
-
-
-@st.composite
-def plausible_argument_vectors(draw):
-    """Command lines that mostly run: each option (some of them) at its own default or
-    a neighbour of it (a number doubled, an integer plus one, another choice); a
-    shipped model for a required checkpoint, `good.toml` for a required config."""
-    import argparse
-
-    name = draw(st.sampled_from(sorted(COMMANDS)))
-    prefix, parser = COMMANDS[name]
-    argv = list(prefix)
-    for action in parser._actions:
-        if isinstance(action, argparse._HelpAction):
-            continue
-        if not action.option_strings:
-            argv.append(draw(st.sampled_from(list(action.choices or ["convergence"]))))
+            wrong = [] if plausible else ["bogus", "convergence", "overshoot"]
+            choices = list(action.choices or []) + wrong
+            argv.append(draw(st.sampled_from(choices or ["convergence"])))
             continue
         if not (action.required or draw(st.booleans())):
             continue
         if action.nargs == 0:
             argv.append(action.option_strings[-1])
             continue
-        default = action.default
-        if action.choices:
-            value = draw(st.sampled_from(list(action.choices)))
-        elif action.dest == "checkpoint":
-            value = draw(st.sampled_from(["paper", "ode", "graph_anomaly"]))
-        elif action.dest == "config":
-            value = "good.toml"
-        elif isinstance(default, bool) or default is None:
-            continue
-        elif isinstance(default, int):
-            value = str(default + draw(st.sampled_from([0, 1])))
-        elif isinstance(default, float):
-            value = repr(default * draw(st.sampled_from([1.0, 2.0, 0.5])))
-        elif isinstance(default, str):
-            value = default
-        else:
-            continue
-        argv += [action.option_strings[-1], value]
+        value = (_plausible_value if plausible else _any_value)(draw, action)
+        if value is not None:
+            argv += [action.option_strings[-1], value]
     return argv
 
 
@@ -714,7 +698,7 @@ def check_reached(argv: list[str], reached: Reached) -> None:
 
 
 @FUZZ
-@given(argv=st.one_of(argument_vectors(), plausible_argument_vectors()))
+@given(argv=st.one_of(argument_vectors(), argument_vectors(plausible=True)))
 def test_command_lines_run_or_are_refused_in_one_line(argv, stubbed_jobs, capsys):
     """Every command with generated option values: it reaches its job, or ends with
     exit code 2 and one line on stderr (the option parser's `et-ode COMMAND: error:
