@@ -215,7 +215,6 @@ def machine() -> dict:
     info = {
         "cpu": cpu_model(),
         "cpu_cores": cores,
-        "hostname": platform.node(),
         "python": platform.python_version(),
         "jax_backend": jax.default_backend(),
         "versions": versions(),
@@ -224,10 +223,20 @@ def machine() -> dict:
         "local_devices": jax.local_device_count(),
         "processes": jax.process_count(),
         "x64": bool(jax.config.read("jax_enable_x64")),
-        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "xla_flags": public_flags(os.environ.get("XLA_FLAGS", "")),
         "git_commit": _git_commit(),
     }
     return info
+
+
+def public_flags(flags: str) -> str:
+    """XLA flags as a record may keep them: a flag whose value is a path (a dump folder,
+    say) keeps its name only, since records are committed and name no local path."""
+    kept = []
+    for flag in flags.split():
+        name, _, value = flag.partition("=")
+        kept.append(f"{name}=<path>" if "/" in value or "\\" in value else flag)
+    return " ".join(kept)
 
 
 def _git_commit():

@@ -1,6 +1,7 @@
 """Rows landscape: the tools of docs/how-to/landscape.md on the shipped core, each against
-what a user would run without them, measured in the same run, in float64 where
-`jax_enable_x64` is on (else float32 with looser tolerances):
+what a user would run without them, measured in the same run, in float64 (the row turns
+`jax_enable_x64` on for itself; `_precision` keeps float32 tolerances for a caller that
+runs a piece in float32):
 
 - **continuation in beta**: the first sample's fixed point (the projected flow with
   `auto` to RMS G 1e-6, then Newton) followed in the attention's `beta` from its trained
@@ -504,6 +505,13 @@ def _fold_curve_row(quick):
 
 
 def run(problem, opts) -> list[dict]:
+    # float64 whatever the process's setting: the branches' Newton tolerances and the
+    # Bratu-Gelfand fold need it (in float32 the fold row's branch finds no fold).
+    with jax.enable_x64(True):
+        return _rows(problem, opts)
+
+
+def _rows(problem, opts) -> list[dict]:
     dtype = _precision()[0]
     core, x0 = analysis.cast((problem.core, problem.x0[:2]), dtype)
     return [

@@ -1,6 +1,7 @@
 """Running the rows, the command line, and the record written to disk."""
 
 import argparse
+import dataclasses
 import datetime
 import os
 import sys
@@ -26,7 +27,18 @@ ROWS = (
     "landscape",
     "noisy",
 )
-DEFAULT_OUT_DIR = Path("runs") / "bench"
+# Where a record goes by default: the committed folder the benchmarks page renders from
+# (docs/hooks/bench_records.py); smoke runs (`--quick`, `--tiny`) go to runs/bench.
+RECORDS_DIR = Path(__file__).resolve().parent / "records"
+SMOKE_DIR = Path("runs") / "bench"
+
+# The rows that take hours at full size on a CPU: without a GPU (and without
+# `--size full`) they run at their quick sizes, and their rows say so.
+SMALL_WITHOUT_GPU = {
+    "landscape": "a 64 x 64 basin grid, 100 continuation points and T = 100 take hours on a CPU",
+    "long_horizon": "tsit5's projected solve to t = 1e4 takes 5-15 minutes on a CPU",
+}
+SIZES = ("auto", "full")
 
 
 def _module(family: str):
@@ -80,11 +92,15 @@ def run_benchmarks(
     model: str = "paper",
     tiny: bool = False,
     problem=None,
+    size: str = "auto",
     print_fn=print,
 ) -> dict:
     """Run the named rows and return the record (machine, problem, options, rows).
 
     `tiny=True` uses a tiny random image model instead of the shipped one (for tests).
+    `size="auto"` runs the rows of `SMALL_WITHOUT_GPU` at their quick sizes when JAX has
+    no GPU; `size="full"` runs every row at full size. Every row records the size it
+    ran (`size`: "full" or "quick", with `size_why` where auto chose quick).
     A row that raises is recorded with `error: True` and its message; the others run.
     """
     from . import _common
@@ -92,6 +108,8 @@ def run_benchmarks(
     unknown = [r for r in rows if r not in ROWS + ("distributed",)]
     if unknown:
         raise ValueError(f"unknown row(s) {unknown}; rows: {', '.join(ROWS)}")
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {', '.join(SIZES)} (got {size!r})")
     if repeats is None:
         repeats = 3 if quick else 5
     opts = _common.Options(quick=quick, repeats=repeats, tiny=tiny)
@@ -108,7 +126,8 @@ def run_benchmarks(
             "quick": quick,
             "batch": batch,
             "repeats": repeats,
-            "model": "tiny" if tiny else model,
+            "model": "tiny" if tiny else Path(str(model)).name,
+            "size": size,
         },
         "conventions": {
             "timing": "wall-clock seconds with jax.block_until_ready, after a warm-up "
@@ -133,10 +152,14 @@ def run_benchmarks(
         f"{p['memories']} memories, batch {p['batch']}, N = {p['tokens']} tokens, "
         f"{p['dtype']}"
     )
+    small = size == "auto" and record["machine"]["jax_backend"] == "cpu"
     for family in rows:
         start = time.perf_counter()
+        row_opts, why = opts, ""
+        if small and not quick and family in SMALL_WITHOUT_GPU:
+            row_opts, why = dataclasses.replace(opts, quick=True), SMALL_WITHOUT_GPU[family]
         try:
-            new = _module(family).run(problem, opts)
+            new = _module(family).run(problem, row_opts)
         except Exception as error:  # record it, go on with the other rows
             traceback.print_exc(file=sys.stderr)
             new = [
@@ -149,6 +172,10 @@ def run_benchmarks(
                 )
             ]
         seconds = time.perf_counter() - start
+        for r in new:
+            r["size"] = "quick" if row_opts.quick else "full"
+            if why:
+                r["size_why"] = f"no GPU: {why} (`--size full` runs them)"
         record["rows"].extend(new)
         record["row_seconds"][family] = seconds
         print_fn(f"  {family}: {len(new)} rows in {seconds:.1f} s", flush=True)
@@ -162,6 +189,16 @@ def run_benchmarks(
     except OSError:
         pass
     return record
+
+
+def default_path(record: dict, smoke: bool) -> Path:
+    """Where `main` writes a record without `--out`: a smoke run into runs/bench, a real
+    one into the committed records folder, named by its UTC time and commit."""
+    stamp = record["created"].replace(":", "").replace("-", "")[:15]  # YYYYmmddTHHMMSS
+    if smoke:
+        return SMOKE_DIR / f"bench-{stamp}.json"
+    commit = record["machine"].get("git_commit") or "nocommit"
+    return RECORDS_DIR / f"{stamp}-{commit}.json"
 
 
 def parse_args(argv=None):
@@ -182,6 +219,14 @@ def parse_args(argv=None):
     )
     parser.add_argument("--batch", type=int, default=32, help="batch size (default 32)")
     parser.add_argument(
+        "--size",
+        choices=SIZES,
+        default="auto",
+        help="auto (default): full sizes, except that without a GPU the rows "
+        f"{', '.join(SMALL_WITHOUT_GPU)} run at their quick sizes (so that `make bench` "
+        "finishes on a 2-core CPU); full: every row at full size",
+    )
+    parser.add_argument(
         "--repeats",
         type=int,
         default=None,
@@ -197,7 +242,11 @@ def parse_args(argv=None):
         help="a tiny random model instead (tests the code, not the machine)",
     )
     parser.add_argument(
-        "--out", default=None, help="JSON path (default runs/bench/bench-<timestamp>.json)"
+        "--out",
+        default=None,
+        help="JSON path (default benchmarks/records/<UTC time>-<commit>.json, the "
+        "committed records the benchmarks page renders; with --quick or --tiny "
+        "runs/bench/bench-<time>.json)",
     )
     dist = parser.add_argument_group(
         "several processes",
@@ -249,6 +298,7 @@ def main(argv=None) -> int:
         repeats=args.repeats,
         model=args.model,
         tiny=args.tiny,
+        size=args.size,
         print_fn=print if lead else (lambda *a, **k: None),
     )
     if lead:
@@ -259,8 +309,7 @@ def main(argv=None) -> int:
             f"\ngoals met: {s['met']} of {s['goals']}"
             + (f"; not met: {'; '.join(s['not_met'])}" if s["not_met"] else "")
         )
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        path = Path(args.out) if args.out else DEFAULT_OUT_DIR / f"bench-{stamp}.json"
+        path = Path(args.out) if args.out else default_path(record, args.quick or args.tiny)
         save_json(path, record, indent=2)
         print(f"total {record['seconds']:.0f} s; wrote {path}")
     if args.distributed:
