@@ -2,7 +2,6 @@
 
 import argparse
 import dataclasses
-import datetime
 import os
 import sys
 import time
@@ -27,11 +26,6 @@ ROWS = (
     "landscape",
     "noisy",
 )
-# Where a record goes by default: the committed folder the benchmarks page renders from
-# (docs/hooks/bench_records.py); smoke runs (`--quick`, `--tiny`) go to runs/bench.
-RECORDS_DIR = Path(__file__).resolve().parent / "records"
-SMOKE_DIR = Path("runs") / "bench"
-
 # The rows that take hours at full size on a CPU: without a GPU (and without
 # `--size full`) they run at their quick sizes, and their rows say so.
 SMALL_WITHOUT_GPU = {
@@ -103,7 +97,7 @@ def run_benchmarks(
     ran (`size`: "full" or "quick", with `size_why` where auto chose quick).
     A row that raises is recorded with `error: True` and its message; the others run.
     """
-    from . import _common
+    from . import _common, _records
 
     unknown = [r for r in rows if r not in ROWS + ("distributed",)]
     if unknown:
@@ -116,12 +110,11 @@ def run_benchmarks(
     started, cpu_started = time.perf_counter(), time.process_time()
     if problem is None:
         problem = _common.tiny_problem(batch) if tiny else _common.shipped_problem(model, batch)
-    record = {
-        "benchmark": "et-ode",
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": _common.machine(),
-        "problem": problem.describe(),
-        "options": {
+    record = _records.skeleton(
+        "et-ode",
+        _common.machine(),
+        problem.describe(),
+        {
             "rows": list(rows),
             "quick": quick,
             "batch": batch,
@@ -129,6 +122,8 @@ def run_benchmarks(
             "model": "tiny" if tiny else Path(str(model)).name,
             "size": size,
         },
+    )
+    record |= {
         "conventions": {
             "timing": "wall-clock seconds with jax.block_until_ready, after a warm-up "
             "call; median of the repeats; timed in alternation with the "
@@ -138,7 +133,6 @@ def run_benchmarks(
             "memory": "XLA memory_analysis of the compiled program (temp + argument + "
             "output bytes), at compile time, CPU and GPU alike",
         },
-        "rows": [],
         "row_seconds": {},
     }
     print_fn(
@@ -189,16 +183,6 @@ def run_benchmarks(
     except OSError:
         pass
     return record
-
-
-def default_path(record: dict, smoke: bool) -> Path:
-    """Where `main` writes a record without `--out`: a smoke run into runs/bench, a real
-    one into the committed records folder, named by its UTC time and commit."""
-    stamp = record["created"].replace(":", "").replace("-", "")[:15]  # YYYYmmddTHHMMSS
-    if smoke:
-        return SMOKE_DIR / f"bench-{stamp}.json"
-    commit = record["machine"].get("git_commit") or "nocommit"
-    return RECORDS_DIR / f"{stamp}-{commit}.json"
 
 
 def parse_args(argv=None):
@@ -309,6 +293,8 @@ def main(argv=None) -> int:
             f"\ngoals met: {s['met']} of {s['goals']}"
             + (f"; not met: {'; '.join(s['not_met'])}" if s["not_met"] else "")
         )
+        from ._records import default_path
+
         path = Path(args.out) if args.out else default_path(record, args.quick or args.tiny)
         save_json(path, record, indent=2)
         print(f"total {record['seconds']:.0f} s; wrote {path}")
