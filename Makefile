@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test bench clean
 
 # The packages go in with uv, installed into the venv by the venv's own pip: on the 2-core
-# CPU uv installs all of this in about 5 s where pip takes about 25 s (docs/tests.md).
+# CPU uv installed all of this in 11 s with uv's download cache warm and 15.5 s cold,
+# where pip took 25 s (2026-11-26; docs/lab-notes.md, "Run times of the commands").
 # Where uv cannot be installed or fails, the venv's pip installs the same (the fallback).
 # Neither compiles bytecode up front (uv's default, pip's --no-compile): Python compiles
 # only the modules it imports, on first import, instead of every file of every package.
@@ -60,13 +61,18 @@ typecheck: $(STAMP)
 	cd $(TYPECHECK_TREE) && MYPYPATH=$(CURDIR)/tests $(MYPY) $(CURDIR)/tests/*.py
 
 # The fuzz suite with a large budget (tests/test_fuzz.py; make test runs 40 examples per
-# property): Hypothesis's statistics, then a table of the inputs tried, accepted and
-# refused per entry point, with the overall line (at most 10 minutes on 2 cores).
+# property): Hypothesis's statistics, then a table of the inputs tried, accepted, checked and
+# refused per entry point, with the overall line (4 min 46 s on 2 cores on 2026-11-24,
+# before accepted inputs were checked: docs/reliability.md, "Fuzzing").
 .PHONY: fuzz
 fuzz: $(STAMP)
 	ET_ODE_FUZZ_EXAMPLES=4000 $(BIN)/python -m pytest -q -p no:xdist tests/test_fuzz.py \
 		--hypothesis-show-statistics
 
+# Every benchmark row (benchmarks/; docs/benchmarks.md): prints a table and writes a record
+# into benchmarks/records/, which the benchmarks page renders once committed. Without a GPU
+# the landscape and long_horizon rows run at their quick sizes, so that it finishes on a
+# 2-core CPU (its record states how long it took); `python -m benchmarks --size full`.
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 

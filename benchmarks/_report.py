@@ -1,7 +1,7 @@
 """The table of results (Markdown, so that it can be pasted as it is)."""
 
 
-def _fmt(value) -> str:
+def format_value(value) -> str:
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -17,11 +17,11 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def _spread(r: dict) -> str:
+def format_spread(r: dict) -> str:
     s = r.get("spread")
     if not s or s.get("min") is None:
         return ""
-    return f"{_fmt(s['min'])} - {_fmt(s['max'])}"
+    return f"{format_value(s['min'])} - {format_value(s['max'])}"
 
 
 def _met(met) -> str:
@@ -34,12 +34,12 @@ def table(rows: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        value = f"{_fmt(r.get('value'))} {r.get('unit', '')}".strip()
+        value = f"{format_value(r.get('value'))} {r.get('unit', '')}".strip()
         cells = [
             r["family"],
             r["name"],
             value,
-            _spread(r),
+            format_spread(r),
             r.get("reference", ""),
             r.get("goal", ""),
             _met(r.get("met")),

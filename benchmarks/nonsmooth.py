@@ -19,7 +19,9 @@ noise image, the authors' masking), and which method reaches the fixed point. No
 - `anderson`: `find_fixed_point(method="anderson")` for a few memories, steps and warm
   starts; `newton`: Newton-GMRES and L-BFGS from Euler warm starts.
 `--highest`: `jax_default_matmul_precision="highest"` (on GPUs float32 matmuls otherwise
-run in TF32).
+run in TF32). Every line printed is also a row of the record written at the end
+(`benchmarks/_records.py`: family `nonsmooth`, the line's fields under `data`) into
+`benchmarks/records/` (with `--tiny`: runs/bench/), or `--out=PATH`.
 """
 
 import json
@@ -63,12 +65,37 @@ if "--few" in sys.argv:
     ANDERSON = ((10, 0.1, 20), (10, 0.1, 50), (10, 0.2, 50))
 
 
+ROWS: list[dict] = []  # every line printed, for the record
+
+
 def out(**kw):
     kw = {
         k: (float(v) if isinstance(v, (np.floating, jnp.ndarray)) and np.ndim(v) == 0 else v)
         for k, v in kw.items()
     }
-    print(json.dumps(kw, default=lambda o: np.asarray(o).tolist()), flush=True)
+    line = json.dumps(kw, default=lambda o: np.asarray(o).tolist())
+    print(line, flush=True)
+    fields = json.loads(line)
+    name = ", ".join(f"{k} {v}" for k, v in fields.items() if isinstance(v, (str, bool)))
+    ROWS.append({"family": "nonsmooth", "name": name, "value": None, "data": fields})
+
+
+def write_record(started: float) -> None:
+    """The record of this run: every printed line a row (see the module docstring)."""
+    from et_ode.analysis import save_json
+
+    from . import _common, _records
+
+    options = {"argv": sys.argv[1:], "parts": PARTS, "dtype": str(jnp.dtype(DTYPE))}
+    record = _records.skeleton(
+        "nonsmooth", _common.machine(), {"imagenet_shapes": not TINY}, options
+    )
+    record["rows"] = ROWS
+    record["seconds"] = time.perf_counter() - started
+    given = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--out=")), None)
+    path = given or _records.default_path(record, smoke=TINY)
+    save_json(path, record, indent=2)
+    print(f"wrote {path}", flush=True)
 
 
 def rms(x):
@@ -286,4 +313,6 @@ def main():
 
 
 if __name__ == "__main__":
+    _started = time.perf_counter()
     main()
+    write_record(_started)

@@ -9,7 +9,7 @@ energy included. A nested `jit` is traced at its first call and found in JAX's c
 the others (same model structure, shapes and dtypes); XLA inlines it when it compiles, so
 the compiled program is the same. `EnergyTransformer`'s own methods are jitted already;
 these wrappers give any `EnergySystem` a researcher brings the same. Measured:
-docs/benchmarks.md#compile-time-and-xlas-cpu-settings.
+docs/lab-notes.md#compile-time-and-xlas-cpu-settings.
 """
 
 import equinox as eqx
