@@ -38,10 +38,33 @@ GRIDS = {
     "dopri5": (64, 96, 128, 192, 256),
 }
 ORDERS = {"euler": 1, "heun": 2, "midpoint": 2, "ralston": 2, "bosh3": 3, "tsit5": 5, "dopri5": 5}
-SLOPE_TOL = 0.3
+# The observed orders on these grids (measured 2026-12-03, quoted by docs/tests.md and
+# docs/how-to/compare-solvers.md to two decimals). Each is the least-squares slope of
+# float64 constant-step errors against a fixed reference: a deterministic computation,
+# moved across machines only by rounding, mostly the reference's. tsit5's is the most
+# exposed: its smallest error (5e-12) is 30 times the bound on the reference's (1.7e-13),
+# and an end point's log error moves its slope by 1.4 times its change. Measured: rounding
+# noise of 10 units in the last place on every field evaluation of the reference moved
+# tsit5's slope by up to 0.012 (dopri5's by 0.001, the others' by less), XLA's default
+# compiler settings by 0.003. Hence 0.02, and 0.03 for tsit5.
+OBSERVED = {
+    "euler": 0.991,
+    "heun": 1.966,
+    "midpoint": 1.968,
+    "ralston": 1.967,
+    "bosh3": 2.964,
+    "tsit5": 4.807,
+    "dopri5": 4.913,
+}
+SLOPE_TOL = {solver: 0.03 if solver == "tsit5" else 0.02 for solver in OBSERVED}
+# tsit5 on the ReLU model across its 34 switches (hidden units that change sign, counted
+# on the reference's steps); its errors (2e-7 and up) are 100 times the reference's own
+# (about 2e-9): the same rounding noise moved its slope by 0.002. Asserted to 0.05: the
+# switch count is taken on adaptive steps, which move with rounding across CPUs.
+RELU_OBSERVED = 2.326
+RELU_SWITCHES = 34
 # Every solver costs a compile of about 3 s of CPU. These three repeat orders already
-# covered (measured: midpoint 1.968, ralston 1.967, dopri5 4.913) and run only when
-# ET_ODE_SLOW_TESTS is set.
+# covered and run only when ET_ODE_SLOW_TESTS is set.
 OPTIONAL = ("midpoint", "ralston", "dopri5")
 SLOW = pytest.mark.skipif(
     not os.environ.get("ET_ODE_SLOW_TESTS"), reason="extra compiles; set ET_ODE_SLOW_TESTS=1"
@@ -95,15 +118,17 @@ def test_observed_order_on_smooth_model(smooth_model, x0, smooth_reference, solv
     errors = _errors(smooth_model, x0, solver, ns, x_ref)
     slope = _slope(ns, errors)
     print(
-        f"\n{solver}: observed order {slope:.3f} (classical {ORDERS[solver]}); "
-        f"errors {', '.join(f'{e:.3g}' for e in errors)} at n = {ns}"
+        f"\n{solver}: observed order {slope:.3f} (classical {ORDERS[solver]}, measured "
+        f"{OBSERVED[solver]}); errors {', '.join(f'{e:.3g}' for e in errors)} at n = {ns}; "
+        f"reference error below {ref_error:.1e}"
     )
     assert solvers.get_preset(solver).order == ORDERS[solver]
     # The errors fall with every refinement and stay far above the reference's error, so
     # the slope measures the solver and not the reference or round-off.
     assert np.all(np.diff(errors) < 0)
     assert errors.min() > 10 * ref_error
-    assert abs(slope - ORDERS[solver]) <= SLOPE_TOL, (solver, slope)
+    assert abs(slope - ORDERS[solver]) <= 0.25, (solver, slope)  # the classical order
+    assert abs(slope - OBSERVED[solver]) <= SLOPE_TOL[solver], (solver, slope)  # the quoted one
 
 
 RELU_GRID = (64, 128, 256, 512, 1024)
@@ -140,6 +165,8 @@ def test_relu_switches_break_the_order_of_tsit5(model, smooth_model, x0, smooth_
     assert relu_errors.min() > 1e-7
     # ... errors at n = 256 thousands of times those of the smooth model ...
     assert relu_errors[RELU_GRID.index(256)] > 1e3 * smooth_errors[ns.index(256)]
-    # ... and an order far below the classical 5 that the smooth model shows.
-    assert relu_slope < 3.5
-    assert smooth_slope > 4.5
+    # ... and an order far below the classical 5 that the smooth model shows: the
+    # numbers quoted.
+    assert abs(flips - RELU_SWITCHES) <= 4  # counted on the reference's adaptive steps
+    assert abs(relu_slope - RELU_OBSERVED) <= 0.05, relu_slope
+    assert abs(smooth_slope - OBSERVED["tsit5"]) <= SLOPE_TOL["tsit5"], smooth_slope
