@@ -3,7 +3,7 @@ parameter gradient of `adjoint="backsolve"` against the checkpoint gradient of t
 solve, tsit5, PID steps with atol = rtol / 100, float64, on the smooth test model of
 `tests/test_gradients.py` (its `smooth` fixture: `conftest.make_model(hopfield="softmax")`,
 `make_state()`, the loss weights from key 7), for each flow, horizon and tolerance of
-`CELLS`. Not run by `make bench` (about a minute on 2 CPU cores). Writes a record
+`CELLS`. Not run by `make bench` (24 s on 2 CPU cores, compiles included). Writes a record
 (`benchmarks/_records.py`) and prints a Markdown table:
 
     python -m benchmarks.backsolve [--out PATH]
@@ -28,6 +28,10 @@ import numpy as np
 
 import et_ode
 from et_ode import solvers
+from et_ode.analysis import save_json
+
+from . import _common, _records
+from ._common import row
 
 # The table: rows (flow, horizon in tau), columns rtol (atol = rtol / 100).
 CELLS: tuple[tuple[str, float], ...] = (
@@ -157,7 +161,6 @@ def _table(rows: list[dict]) -> list[str]:
 def measure(print_fn=print) -> list[dict]:
     """Every cell of `CELLS` x `RTOLS` (family `backsolve`) and of `DEFAULT_INIT_CELLS` x
     `RTOLS` (family `backsolve_default_init`), as record rows."""
-    from ._common import row
 
     rows = []
     for family, cells, init_std in (
@@ -193,9 +196,6 @@ def measure(print_fn=print) -> list[dict]:
 
 def main(argv=None) -> str:
     jax.config.update("jax_enable_x64", True)
-    from et_ode.analysis import save_json
-
-    from . import _common, _records
 
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.backsolve",

@@ -42,7 +42,9 @@ import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 
 from et_ode import analysis, solvers  # noqa: E402
+from et_ode.analysis import save_json  # noqa: E402
 
+from . import _common, _records  # noqa: E402
 from ._imagenet import imagenet_problem  # noqa: E402
 
 TINY = "--tiny" in sys.argv
@@ -82,9 +84,6 @@ def out(**kw):
 
 def write_record(started: float) -> None:
     """The record of this run: every printed line a row (see the module docstring)."""
-    from et_ode.analysis import save_json
-
-    from . import _common, _records
 
     options = {"argv": sys.argv[1:], "parts": PARTS, "dtype": str(jnp.dtype(DTYPE))}
     record = _records.skeleton(

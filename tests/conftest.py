@@ -261,7 +261,7 @@ COSTS = {
     "test_stiff_continuation.py": 74,
     "test_shipped.py": 71,
     "test_verdicts.py": 66,
-    "test_gradients.py": 64,
+    "test_gradients.py": 72,
     "test_reliability.py": 63,
     "test_continuation.py": 63,
     "test_counting.py": 58,
