@@ -24,29 +24,47 @@ def format_spread(r: dict) -> str:
     return f"{format_value(s['min'])} - {format_value(s['max'])}"
 
 
-def _met(met) -> str:
-    return {True: "met", False: "NOT met", None: ""}[met]
+def value_with_unit(row: dict) -> str:
+    return f"{format_value(row.get('value'))} {row.get('unit', '')}".strip()
+
+
+def _size(row: dict) -> str:
+    size = row.get("size", "")
+    return f"{size} ({row['size_why']})" if row.get("size_why") else size
+
+
+# Every column a table of rows can show, by its header; the runner prints one set, the
+# docs hook (docs/hooks/bench_records.py) renders another from the same cells.
+CELLS = {
+    "row": lambda row: row["family"],
+    "case": lambda row: row["name"],
+    "value": value_with_unit,
+    "min - max": format_spread,
+    "reference": lambda row: row.get("reference", ""),
+    "goal": lambda row: row.get("goal", ""),
+    "": lambda row: {True: "met", False: "**not met**", None: ""}[row.get("met")],
+    "size": _size,
+    "note": lambda row: row.get("note", ""),
+}
+PRINTED_COLUMNS = ("row", "case", "value", "min - max", "reference", "goal", "", "note")
+
+
+def cell(text) -> str:
+    """`text` as one Markdown table cell (no column bar, no line break)."""
+    return str(text).replace("|", "/").replace("\n", " ")
+
+
+def table_lines(rows: list[dict], columns=PRINTED_COLUMNS) -> list[str]:
+    """The Markdown lines of a table of `rows`, one line per row, with `columns` (headers
+    of `CELLS`)."""
+    lines = ["| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(cell(CELLS[c](row)) for c in columns) + " |")
+    return lines
 
 
 def table(rows: list[dict]) -> str:
-    lines = [
-        "| row | case | value | min - max | reference | goal | | note |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        value = f"{format_value(r.get('value'))} {r.get('unit', '')}".strip()
-        cells = [
-            r["family"],
-            r["name"],
-            value,
-            format_spread(r),
-            r.get("reference", ""),
-            r.get("goal", ""),
-            _met(r.get("met")),
-            r.get("note", ""),
-        ]
-        lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(table_lines(rows))
 
 
 def summary(rows: list[dict]) -> dict:

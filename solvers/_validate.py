@@ -17,11 +17,11 @@ from ._options import _check_options
 from ._presets import _label
 from ._protocol import MANIFOLD_METHODS
 
-# Measured (tests/test_gradients.py, float64, tsit5, softmax test model): backsolve's
-# error against exact gradients is ~1e2 rtol at 1.2 tau on the projected flow and then
-# grows about tenfold per 0.1 tau (3e-6 / 2.5e-2 / 1e26 at 1.5 / 2 / 5 tau, rtol 1e-10);
-# on the native flow, whose clock slows like 1/t, it grows slowly (~20 rtol at 100 tau,
-# ~300 rtol at 1000). Beyond this many tau backsolve is warned about.
+# Beyond this many tau backsolve is warned about: its gradient error against the exact
+# one grows about tenfold per 0.1 tau past 1.2 tau on the projected flow, and slowly on the
+# native flow (whose clock slows like 1/t). The measured table is the committed record of
+# `python -m benchmarks.backsolve` (docs/mathematics.md renders it;
+# tests/test_gradients.py checks its corners).
 BACKSOLVE_STABLE_HORIZON = {"native": 100.0, "projected": 1.2}
 
 

@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import _records  # noqa: E402
-from benchmarks._report import format_spread, format_value  # noqa: E402
+from benchmarks._report import cell, format_value, table_lines, value_with_unit  # noqa: E402
 
 TABLE = re.compile(r"^<!-- bench-table: ([\w ]+) -->$", re.M)
 VALUE = re.compile(r"\{\{bench: *(\w+) *\| *([^|}]+?) *(?:\| *(\w+) *)?\}\}")
@@ -47,18 +47,6 @@ def _link(page, path: Path) -> str:
     return posixpath.relpath(f"{SITE_FOLDER}/{path.name}", here or ".")
 
 
-def _cell(text) -> str:
-    return str(text).replace("|", "/").replace("\n", " ")
-
-
-def _value(row: dict) -> str:
-    return f"{format_value(row.get('value'))} {row.get('unit', '')}".strip()
-
-
-def _met(row: dict) -> str:
-    return {True: "met", False: "**not met**", None: ""}[row.get("met")]
-
-
 def _caption(page, path: Path, record: dict) -> str:
     machine = record["machine"]
     load = record.get("load_average")
@@ -72,42 +60,20 @@ def _caption(page, path: Path, record: dict) -> str:
     )
 
 
-def _size(row: dict) -> str:
-    size = row.get("size", "")
-    return f"{size} ({row['size_why']})" if row.get("size_why") else size
-
-
-def _flat_table(rows: list[dict]) -> list[str]:
-    lines = [
-        "| case | value | min - max | reference | goal | | size | note |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        cells = [
-            row["name"],
-            _value(row),
-            format_spread(row),
-            row.get("reference", ""),
-            row.get("goal", ""),
-            _met(row),
-            _size(row),
-            row.get("note", ""),
-        ]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return lines
+PAGE_COLUMNS = ("case", "value", "min - max", "reference", "goal", "", "size", "note")
 
 
 def _two_way_table(rows: list[dict]) -> list[str]:
     row_labels = list(dict.fromkeys(r["cell"][0] for r in rows))
     column_labels = list(dict.fromkeys(r["cell"][1] for r in rows))
-    values = {tuple(r["cell"]): _value(r) for r in rows}
+    values = {tuple(r["cell"]): value_with_unit(r) for r in rows}
     lines = [
-        "| | " + " | ".join(_cell(c) for c in column_labels) + " |",
+        "| | " + " | ".join(cell(c) for c in column_labels) + " |",
         "|---" * (len(column_labels) + 1) + "|",
     ]
     for label in row_labels:
         cells = [values.get((label, column), "-") for column in column_labels]
-        lines.append(f"| {_cell(label)} | " + " | ".join(_cell(c) for c in cells) + " |")
+        lines.append(f"| {cell(label)} | " + " | ".join(cell(c) for c in cells) + " |")
     return lines
 
 
@@ -120,7 +86,11 @@ def render_table(page, families: list[str], records) -> str:
         )
     blocks = []
     for path, record, rows in found:
-        table = _two_way_table(rows) if all("cell" in r for r in rows) else _flat_table(rows)
+        table = (
+            _two_way_table(rows)
+            if all("cell" in r for r in rows)
+            else table_lines(rows, PAGE_COLUMNS)
+        )
         blocks.append("\n".join([_caption(page, path, record), "", *table]))
     return "\n\n".join(blocks)
 
@@ -130,7 +100,7 @@ def render_value(page, family: str, case: str, records, field: str | None = None
         for row in record["rows"]:
             if row["family"] == family and row["name"].startswith(case):
                 if field is None:
-                    text = _value(row)
+                    text = value_with_unit(row)
                 elif isinstance(row.get(field), (int, float)):
                     text = format_value(row[field])
                 else:
@@ -152,7 +122,7 @@ def render_index(page, records) -> str:
         families = ", ".join(dict.fromkeys(r["family"] for r in record["rows"]))
         lines.append(
             f"| [`{path.name}`]({_link(page, path)}) | `{record['benchmark']}` | "
-            f"{_cell(_records.machine_label(record['machine']))} | {record['created'][:10]} | "
+            f"{cell(_records.machine_label(record['machine']))} | {record['created'][:10]} | "
             f"`{record['machine'].get('git_commit')}` | {families} |"
         )
     return "\n".join(lines)
