@@ -237,6 +237,8 @@ def _check_options(
             )
         if dt0 is not None:
             _positive_finite("dt0", dt0, deferred)
+        if dtmin is not None:
+            _positive_finite("dtmin", dtmin, deferred)
     else:
         if preset.self_counting:
             raise ValueError(
@@ -263,6 +265,12 @@ def _check_options(
                 "pass dt0, or rtol and atol for adaptive steps."
             )
         _positive_finite("dt0", dt0, deferred)
+        if dtmin is not None:
+            raise ValueError(
+                f"dtmin is the smallest adaptive step, and these are constant steps (got "
+                f"dtmin={_show(dtmin)} without rtol/atol): drop dtmin, or pass rtol and atol "
+                "for adaptive steps."
+            )
     if stop is not None and not isinstance(stop, FixedPointStop):
         raise ValueError(
             "stop must be None or a solvers.FixedPointStop(atol=..., rtol=...) "

@@ -171,7 +171,8 @@ def solve(
       so each new horizon compiles anew: pass `max_steps` to share one compilation.
       Otherwise 4096.
     - `dtmin`: smallest adaptive step before the solve fails with `"dt_underflow"`
-      (default: the larger of `1e-12 (t1 - t0)` and 16 units of round-off of the
+      (positive and finite; refused with constant steps, where it would mean nothing;
+      default: the larger of `1e-12 (t1 - t0)` and 16 units of round-off of the
       dtype at `max(|t0|, |t1|)`, below which `t + dt == t` in practice).
     - `implicit_tol`: GMRES tolerance for `"implicit"` (default 1e-10 in float64, 1e-5
       in float32).

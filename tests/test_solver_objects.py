@@ -275,6 +275,15 @@ PID = diffrax.PIDController(rtol=1e-6, atol=1e-8)
             "stepsize_controller and rtol/atol both set the step control",
         ),
         (dict(solver="tsit5", stepsize_controller=PID, dtmin=1e-6), "dtmin belongs to the PID"),
+        (dict(solver="euler", dt0=0.1, dtmin=0), "dtmin is the smallest adaptive step"),
+        (
+            dict(solver="tsit5", rtol=1e-6, atol=1e-8, dtmin=0.0),
+            r"dtmin must be a positive finite number \(got 0.0\)",
+        ),
+        (
+            dict(solver="tsit5", rtol=1e-6, atol=1e-8, dtmin=float("nan")),
+            "dtmin must be a positive finite number",
+        ),
         (
             dict(solver=diffrax.Kvaerno3(), stepsize_controller=diffrax.ConstantStepSize()),
             r"solver Kvaerno3 is implicit: .*root_finder=diffrax.VeryChord",
