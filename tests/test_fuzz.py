@@ -405,6 +405,7 @@ def test_authors_files_are_read_or_refused(arrays, no_runtime_types):
     config, _, _, parameters, _ = read
     assert all(np.all(np.isfinite(v)) for v in parameters.values())
     assert config.model.dim == parameters["core.attention.Wq"].shape[-1]
+    tally("authors' .npz arrays", "checked")
 
 
 # ------------------------------------------------------------- command-line vectors
@@ -939,6 +940,7 @@ def test_solve_runs_or_is_refused(options, tiny_system, no_runtime_types):
         return
     if sol is not REFUSED:
         assert np.all(np.isfinite(np.asarray(sol.x_final))), options
+        tally("solvers.solve", "checked")
 
 
 # ---------------------------------------------------------------- graph files (TU)
@@ -1035,6 +1037,7 @@ def test_tu_files_are_read_or_refused(files, no_runtime_types):
     for x, s, r in zip(graphs.features, graphs.senders, graphs.receivers):
         assert np.all(np.isfinite(x))
         assert s.size == 0 or (0 <= min(s.min(), r.min()) and max(s.max(), r.max()) < len(x))
+    tally("TU graph files (lines)", "checked")
 
 
 TEXT_DAMAGE = [
@@ -1081,6 +1084,7 @@ def test_tu_file_bytes_are_read_or_refused(data, no_runtime_types):
     for x, s, r in zip(graphs.features, graphs.senders, graphs.receivers):
         assert np.all(np.isfinite(x))
         assert s.size == 0 or (0 <= min(s.min(), r.min()) and max(s.max(), r.max()) < len(x))
+    tally("TU graph files (bytes)", "checked")
 
 
 # ------------------------------------------------------------ graph checkpoints
@@ -1172,6 +1176,7 @@ def test_image_arrays_are_checked_or_refused(images, no_runtime_types):
     assert np.all(np.isfinite(images)) and images.dtype.kind in "fiu"
     top = 1 if images.dtype.kind == "f" else 255  # integers: 0..255, converted explicitly
     assert images.size == 0 or (0 <= images.min() and images.max() <= top)
+    tally("image arrays (check_images)", "checked")
 
 
 # ------------------------------------------------------- fraud graphs (.mat files)
@@ -1233,6 +1238,7 @@ def test_fraud_files_are_read_or_refused(data, no_runtime_types):
     assert (
         graph.senders.size == 0 or max(graph.senders.max(), graph.receivers.max()) < graph.n_nodes
     )
+    tally("fraud graph files (.mat)", "checked")
 
 
 @FUZZ
@@ -1256,6 +1262,7 @@ def test_damaged_npz_bytes_are_refused(data, no_runtime_types):
         parameters = read[3]
         assert parameters.keys() == want.keys()
         assert all(np.array_equal(parameters[k], want[k]) for k in want)
+        tally("authors' .npz bytes", "checked")
 
 
 def test_the_checks_of_accepted_inputs_fail_on_planted_silent_acceptances():
