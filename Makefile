@@ -62,8 +62,8 @@ typecheck: $(STAMP)
 
 # The fuzz suite with a large budget (tests/test_fuzz.py; make test runs 40 examples per
 # property): Hypothesis's statistics, then a table of the inputs tried, accepted, checked and
-# refused per entry point, with the overall line (4 min 46 s on 2 cores on 2026-11-24,
-# before accepted inputs were checked: docs/reliability.md, "Fuzzing").
+# refused per entry point, with the overall line (6 min 56 s on 2 cores on 2026-12-03:
+# docs/reliability.md, "Fuzzing").
 .PHONY: fuzz
 fuzz: $(STAMP)
 	ET_ODE_FUZZ_EXAMPLES=4000 $(BIN)/python -m pytest -q -p no:xdist tests/test_fuzz.py \
